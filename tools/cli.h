@@ -1,0 +1,8 @@
+/* The llamaweb CLI: one file per subcommand (tools/cmd-*.c), each exporting one entry point registered in
+ * the table in tools/main.c. Entry points get argv without the program name (argv[0] is the subcommand). */
+#ifndef LW_CLI_H
+#define LW_CLI_H
+
+int lw__cmd_info(int argc, char **argv);
+
+#endif

@@ -1,0 +1,29 @@
+/* llamaweb CLI entry point: dispatches to subcommands. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* One subcommand: name, entry point, one-line help. Add new commands here (one line each). */
+static const struct command {
+    const char *name;               /* what the user types            */
+    int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+    const char *help;               /* shown by `llamaweb help`       */
+} commands[] = {
+    {"info", lw__cmd_info, "info FILE.gguf [--json]    describe a GGUF file: metadata, tensors, sizes"},
+};
+
+static int usage(FILE *f) {
+    fprintf(f, "usage: llamaweb COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) fprintf(f, "  %s\n", commands[i].help);
+    return f == stderr ? 2 : 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return usage(stderr);
+    if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return usage(stdout);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "llamaweb: unknown command '%s'\n", argv[1]);
+    return usage(stderr);
+}

@@ -15,15 +15,15 @@
 #include "quant/quant.h"
 
 /* 1 when quant-iq.c implements dequantize_row for the format. */
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ2_XXS 0
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ2_XS 0
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ2_S 0
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ3_XXS 0
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ3_S 0
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ1_S 0
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ1_M 0
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ4_NL 0
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ4_XS 0
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ2_XXS 1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ2_XS 1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ2_S 1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ3_XXS 1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ3_S 1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ1_S 1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ1_M 1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ4_NL 1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ4_XS 1
 /* 1 when quant-iq.c implements lw__quantize_<fmt> (the ggml_quantize_chunk path). */
 #define LW_QUANT_IQ_HAVE_QUANT_IQ2_XXS 0
 #define LW_QUANT_IQ_HAVE_QUANT_IQ2_XS 0
@@ -32,14 +32,14 @@
 #define LW_QUANT_IQ_HAVE_QUANT_IQ3_S 0
 #define LW_QUANT_IQ_HAVE_QUANT_IQ1_S 0
 #define LW_QUANT_IQ_HAVE_QUANT_IQ1_M 0
-#define LW_QUANT_IQ_HAVE_QUANT_IQ4_NL 0
-#define LW_QUANT_IQ_HAVE_QUANT_IQ4_XS 0
+#define LW_QUANT_IQ_HAVE_QUANT_IQ4_NL 1
+#define LW_QUANT_IQ_HAVE_QUANT_IQ4_XS 1
 /* 1 when quant-iq.c implements lw__quantize_row_<fmt>_ref (ggml has these five). */
 #define LW_QUANT_IQ_HAVE_REF_IQ2_S 0
 #define LW_QUANT_IQ_HAVE_REF_IQ3_XXS 0
 #define LW_QUANT_IQ_HAVE_REF_IQ3_S 0
-#define LW_QUANT_IQ_HAVE_REF_IQ4_NL 0
-#define LW_QUANT_IQ_HAVE_REF_IQ4_XS 0
+#define LW_QUANT_IQ_HAVE_REF_IQ4_NL 1
+#define LW_QUANT_IQ_HAVE_REF_IQ4_XS 1
 
 #define LW__QUANT_IQ_DECL(fmt)                                                                               \
     void lw__dequantize_row_##fmt(const void *x, float *y, int64_t k);                                      \
@@ -62,9 +62,17 @@ void lw__quantize_row_iq3_s_ref(const float *x, void *y, int64_t k);
 void lw__quantize_row_iq4_nl_ref(const float *x, void *y, int64_t k);
 void lw__quantize_row_iq4_xs_ref(const float *x, void *y, int64_t k);
 
-/* Optional, for tests: fills n_blocks random but valid blocks of type (seeded), e.g. with grid indices in
- * range. Declared here so tests can find it; provided when LW_QUANT_IQ_HAVE_RANDOM_BLOCKS is 1. */
-#define LW_QUANT_IQ_HAVE_RANDOM_BLOCKS 0
+/* Random but valid blocks, for tests and synthetic models (ggml cannot quantize IQ2_XXS, IQ2_XS and IQ1_S
+ * without an importance matrix, and we have no IQ1/IQ2/IQ3 quantizer). Every grid index is in range, sign
+ * fields are drawn in their stored width (7 bits + implied parity for IQ2_XXS/IQ2_XS/IQ3_XXS, full bytes for
+ * IQ2_S/IQ3_S), sub-block scales are uniform over their codes, and the fp16 super-block scale d is finite and
+ * positive, chosen so that every decoded |value| <= amax (d = amax / (largest value per unit d) * u,
+ * u uniform in [0.5, 0.99]). Works for all nine IQ types.
+ * lw__iq_random_block: one block; *rng is the generator state (any value; advanced). LW_ERR_INVALID_ARG for
+ * a non-IQ type, NULL pointers, or an amax that is not finite and positive or whose d is outside fp16.
+ * lw__iq_random_blocks: n_blocks consecutive blocks with amax = 1, seeded; writes nothing for bad input. */
+#define LW_QUANT_IQ_HAVE_RANDOM_BLOCKS 1
+lw_status lw__iq_random_block(uint32_t type, uint64_t *rng, float amax, void *block);
 void lw__iq_random_blocks(uint32_t type, void *dst, int64_t n_blocks, uint64_t seed);
 
 #endif

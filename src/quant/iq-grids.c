@@ -4,8 +4,12 @@
  * the CPU reference (quant-iq.c) reads them, and the WebGPU backend emits them into WGSL from here.
  *
  * Grid entries are packed little-endian: byte j of entry i (value >> 8*j & 0xff) is element j of the group
- * the index i stands for. Indices are stored in the blocks (see quant-iq.c for how each format splits them). */
+ * the index i stands for. Indices are stored in the blocks (see quant-iq.c for how each format splits them).
+ */
 #include "quant/iq-grids.h"
+
+/* Fixed columns keep entry numbers easy to find. */
+/* clang-format off */
 
 /* ---------------------------------------------------------------------------------------------------------
  * Bit j of a sign byte (1 << j): element j of a group of 8 is negated when the bit is set.
@@ -1127,3 +1131,4 @@ const uint64_t lw__iq1s_grid[LW_IQ1S_GRID_N] = {
     0x0101010101ffff01, 0x0101010101ff01ff, 0x0101010101ff0101, 0x0101010101000000,
     0x010101010101ffff, 0x010101010101ff01, 0x01010101010101ff, 0x0101010101010101,
 };
+/* clang-format on */

@@ -9,24 +9,24 @@
 #include <stdint.h>
 
 /* Table sizes (entries). */
-#define LW_IQ_KMASK_N 8
-#define LW_IQ_KSIGNS_N 128
+#define LW_IQ_KMASK_N    8
+#define LW_IQ_KSIGNS_N   128
 #define LW_IQ4NL_NVALUES 16
 #define LW_IQ2XXS_GRID_N 256
-#define LW_IQ2XS_GRID_N 512
-#define LW_IQ2S_GRID_N 1024
+#define LW_IQ2XS_GRID_N  512
+#define LW_IQ2S_GRID_N   1024
 #define LW_IQ3XXS_GRID_N 256
-#define LW_IQ3S_GRID_N 512
-#define LW_IQ1S_GRID_N 2048
+#define LW_IQ3S_GRID_N   512
+#define LW_IQ1S_GRID_N   2048
 
 /* The constant offset IQ1_S and IQ1_M add to every grid value before scaling: +delta, or -delta when the
  * group's sign bit is set (ggml's IQ1S_DELTA and IQ1M_DELTA, both 0.125). */
 #define LW_IQ1S_DELTA 0.125f
 #define LW_IQ1M_DELTA 0.125f
 
-extern const uint8_t lw__iq_kmask[LW_IQ_KMASK_N];     /* 1 << j                                        */
-extern const uint8_t lw__iq_ksigns[LW_IQ_KSIGNS_N];   /* 7 sign bits -> 8 with even parity               */
-extern const int8_t lw__iq4nl_values[LW_IQ4NL_NVALUES]; /* IQ4_NL / IQ4_XS levels, ascending            */
+extern const uint8_t lw__iq_kmask[LW_IQ_KMASK_N];        /* 1 << j                                        */
+extern const uint8_t lw__iq_ksigns[LW_IQ_KSIGNS_N];      /* 7 sign bits -> 8 with even parity               */
+extern const int8_t lw__iq4nl_values[LW_IQ4NL_NVALUES];  /* IQ4_NL / IQ4_XS levels, ascending            */
 extern const uint64_t lw__iq2xxs_grid[LW_IQ2XXS_GRID_N]; /* 8 x u8 magnitudes in {8, 25, 43}            */
 extern const uint64_t lw__iq2xs_grid[LW_IQ2XS_GRID_N];   /* 8 x u8 magnitudes in {8, 25, 43}            */
 extern const uint64_t lw__iq2s_grid[LW_IQ2S_GRID_N];     /* 8 x u8 magnitudes in {8, 25, 43}            */

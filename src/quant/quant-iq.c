@@ -227,8 +227,8 @@ void lw__dequantize_row_iq1_m(const void *vx, float *y, int64_t k) {
     for (int64_t i = 0; i < nb; i++) {
         uint16_t sc[4];
         for (int m = 0; m < 4; ++m) sc[m] = lw__rd_u16(x[i].scales + 2 * m);
-        const uint16_t dbits = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) |
-                                          (sc[3] & 0xf000));
+        const uint16_t dbits =
+            (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
         const float d = lw__fp16_to_fp32(dbits);
         const uint8_t *qs = x[i].qs;
         const uint8_t *qh = x[i].qh;
@@ -288,7 +288,8 @@ void lw__dequantize_row_iq4_xs(const void *vx, float *y, int64_t k) {
         const float d = lw__fp16_to_fp32(x[i].d);
         const unsigned scales_h = lw__rd_u16((const uint8_t *)&x[i].scales_h);
         for (int ib = 0; ib < QK_K / 32; ++ib) {
-            const int ls = ((x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((scales_h >> (2 * ib)) & 3) << 4);
+            const int ls =
+                ((x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((scales_h >> (2 * ib)) & 3) << 4);
             const float dl = d * (float)(ls - 32);
             for (int j = 0; j < 16; ++j) {
                 y[j + 0] = dl * (float)lw__iq4nl_values[qs[j] & 0xf];
@@ -322,8 +323,10 @@ static inline int iq4_best_index(int n, const int8_t *val, float x) {
     int ml = 0, mu = n - 1;
     while (mu - ml > 1) {
         const int mav = (ml + mu) / 2;
-        if (x < val[mav]) mu = mav;
-        else ml = mav;
+        if (x < val[mav])
+            mu = mav;
+        else
+            ml = mav;
     }
     return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
 }
@@ -424,8 +427,10 @@ static void iq4_quantize_superblock(int sb, const float *x, uint16_t *dh, uint8_
             l += 32;
             const uint8_t l_l = (uint8_t)(l & 0xf);
             const uint8_t l_h = (uint8_t)(l >> 4);
-            if (ib % 2 == 0) scales_l[ib / 2] = l_l;
-            else scales_l[ib / 2] |= (uint8_t)(l_l << 4);
+            if (ib % 2 == 0)
+                scales_l[ib / 2] = l_l;
+            else
+                scales_l[ib / 2] |= (uint8_t)(l_l << 4);
             /* scales_h is a little-endian u16: bits 2ib..2ib+1. */
             scales_h[(2 * ib) / 8] |= (uint8_t)(l_h << ((2 * ib) % 8));
         }
@@ -467,14 +472,15 @@ static void iq4_xs_row(const float *x, lw__block_iq4_xs *y, int64_t nblock, cons
     float scales[QK_K / 32];
     for (int64_t ib = 0; ib < nblock; ++ib) {
         uint16_t dh;
-        iq4_quantize_superblock(QK_K, x + QK_K * ib, &dh, y[ib].qs, (uint8_t *)&y[ib].scales_h, y[ib].scales_l,
-                                scales, L, qw ? qw + QK_K * ib : NULL, 7);
+        iq4_quantize_superblock(QK_K, x + QK_K * ib, &dh, y[ib].qs, (uint8_t *)&y[ib].scales_h,
+                                y[ib].scales_l, scales, L, qw ? qw + QK_K * ib : NULL, 7);
         put_u16(&y[ib].d, dh);
     }
 }
 
 /* ggml quantize_iq4_nl (ggml_quantize_chunk's path): scale search with ntry = 7; imatrix optional. */
-size_t lw__quantize_iq4_nl(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *imatrix) {
+size_t lw__quantize_iq4_nl(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                           const float *imatrix) {
     if (nrows <= 0 || n_per_row <= 0) return 0;
     const int64_t nblock = n_per_row / LW_QK4_NL;
     lw__block_iq4_nl *y = dst;
@@ -492,7 +498,8 @@ void lw__quantize_row_iq4_nl_ref(const float *x, void *y, int64_t k) {
 }
 
 /* ggml quantize_iq4_xs; its quantize_row_iq4_xs_ref is the same with no imatrix. */
-size_t lw__quantize_iq4_xs(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *imatrix) {
+size_t lw__quantize_iq4_xs(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                           const float *imatrix) {
     if (nrows <= 0 || n_per_row <= 0) return 0;
     const int64_t nblock = n_per_row / QK_K;
     lw__block_iq4_xs *y = dst;
@@ -525,14 +532,21 @@ static float iq_max_per_d(uint32_t type) {
     switch (type) {
     case LW_TYPE_IQ2_XXS:
     case LW_TYPE_IQ2_XS:
-    case LW_TYPE_IQ2_S: return 15.5f * 0.25f * 43.f;
-    case LW_TYPE_IQ3_XXS: return 15.5f * 0.5f * 62.f;
-    case LW_TYPE_IQ3_S: return 31.f * 15.f;
+    case LW_TYPE_IQ2_S:
+        return 15.5f * 0.25f * 43.f;
+    case LW_TYPE_IQ3_XXS:
+        return 15.5f * 0.5f * 62.f;
+    case LW_TYPE_IQ3_S:
+        return 31.f * 15.f;
     case LW_TYPE_IQ1_S:
-    case LW_TYPE_IQ1_M: return 15.f * (1.f + LW_IQ1S_DELTA);
-    case LW_TYPE_IQ4_NL: return 127.f;
-    case LW_TYPE_IQ4_XS: return 32.f * 127.f;
-    default: return 0.f;
+    case LW_TYPE_IQ1_M:
+        return 15.f * (1.f + LW_IQ1S_DELTA);
+    case LW_TYPE_IQ4_NL:
+        return 127.f;
+    case LW_TYPE_IQ4_XS:
+        return 32.f * 127.f;
+    default:
+        return 0.f;
     }
 }
 
@@ -553,7 +567,7 @@ lw_status lw__iq_random_block(uint32_t type, uint64_t *rng, float amax, void *bl
         for (int ib32 = 0; ib32 < QK_K / 32; ++ib32) {
             uint32_t aux = rng_bits(rng, 4) << 28; /* sub-block scale */
             for (int l = 0; l < 4; ++l) {
-                q[8 * ib32 + l] = (uint8_t)rng_bits(rng, 8);    /* grid index, 256 entries       */
+                q[8 * ib32 + l] = (uint8_t)rng_bits(rng, 8);  /* grid index, 256 entries       */
                 aux |= (uint32_t)rng_bits(rng, 7) << (7 * l); /* 7 sign bits, parity implied   */
             }
             for (int m = 0; m < 4; ++m) q[8 * ib32 + 4 + m] = (uint8_t)(aux >> (8 * m));
@@ -564,8 +578,8 @@ lw_status lw__iq_random_block(uint32_t type, uint64_t *rng, float amax, void *bl
     case LW_TYPE_IQ2_XS: {
         lw__block_iq2_xs *b = block;
         for (int g = 0; g < QK_K / 8; ++g) {
-            const unsigned idx = rng_bits(rng, 9);  /* 512 entries                 */
-            const unsigned sgn = rng_bits(rng, 7);  /* 7 sign bits, parity implied */
+            const unsigned idx = rng_bits(rng, 9); /* 512 entries                 */
+            const unsigned sgn = rng_bits(rng, 7); /* 7 sign bits, parity implied */
             put_u16((uint8_t *)b->qs + 2 * g, (uint16_t)(idx | sgn << 9));
         }
         for (int ib32 = 0; ib32 < QK_K / 32; ++ib32) b->scales[ib32] = (uint8_t)rng_bits(rng, 8);
@@ -613,7 +627,7 @@ lw_status lw__iq_random_block(uint32_t type, uint64_t *rng, float amax, void *bl
         lw__block_iq1_s *b = block;
         for (int ib = 0; ib < QK_K / 32; ++ib) {
             unsigned qh = rng_bits(rng, 3) << 12; /* sub-block scale  */
-            qh |= rng_bits(rng, 1) << 15;          /* delta sign       */
+            qh |= rng_bits(rng, 1) << 15;         /* delta sign       */
             for (int l = 0; l < 4; ++l) {
                 const unsigned idx = rng_bits(rng, 11); /* 2048 entries */
                 b->qs[4 * ib + l] = (uint8_t)idx;
@@ -632,8 +646,10 @@ lw_status lw__iq_random_block(uint32_t type, uint64_t *rng, float amax, void *bl
             const unsigned neg = rng_bits(rng, 1);
             const unsigned nib = (idx >> 8) | neg << 3; /* high index bits, delta sign */
             b->qs[g] = (uint8_t)idx;
-            if (g % 2 == 0) b->qh[g / 2] = (uint8_t)nib;
-            else b->qh[g / 2] |= (uint8_t)(nib << 4);
+            if (g % 2 == 0)
+                b->qh[g / 2] = (uint8_t)nib;
+            else
+                b->qh[g / 2] |= (uint8_t)(nib << 4);
         }
         for (int s = 0; s < QK_K / 16; ++s) sc[s / 4] |= (uint16_t)(rng_bits(rng, 3) << (3 * (s % 4)));
         for (int m = 0; m < 4; ++m) {
@@ -653,8 +669,10 @@ lw_status lw__iq_random_block(uint32_t type, uint64_t *rng, float amax, void *bl
         unsigned sh = 0;
         for (int ib = 0; ib < QK_K / 32; ++ib) {
             const unsigned ls = rng_bits(rng, 6); /* scale ls - 32 in -32..31 */
-            if (ib % 2 == 0) b->scales_l[ib / 2] = (uint8_t)(ls & 0xf);
-            else b->scales_l[ib / 2] |= (uint8_t)((ls & 0xf) << 4);
+            if (ib % 2 == 0)
+                b->scales_l[ib / 2] = (uint8_t)(ls & 0xf);
+            else
+                b->scales_l[ib / 2] |= (uint8_t)((ls & 0xf) << 4);
             sh |= (ls >> 4) << (2 * ib);
         }
         put_u16(&b->scales_h, (uint16_t)sh);
@@ -662,7 +680,8 @@ lw_status lw__iq_random_block(uint32_t type, uint64_t *rng, float amax, void *bl
         put_u16(&b->d, dh);
         break;
     }
-    default: return LW_ERR_INVALID_ARG;
+    default:
+        return LW_ERR_INVALID_ARG;
     }
     return LW_OK;
 }
@@ -672,6 +691,7 @@ void lw__iq_random_blocks(uint32_t type, void *dst, int64_t n_blocks, uint64_t s
     if (!ti || !dst || n_blocks <= 0) return;
     uint64_t rng = seed;
     for (int64_t i = 0; i < n_blocks; ++i) {
-        if (lw__iq_random_block(type, &rng, 1.0f, (uint8_t *)dst + (size_t)i * ti->type_size) != LW_OK) return;
+        if (lw__iq_random_block(type, &rng, 1.0f, (uint8_t *)dst + (size_t)i * ti->type_size) != LW_OK)
+            return;
     }
 }

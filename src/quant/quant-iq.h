@@ -16,34 +16,34 @@
 
 /* 1 when quant-iq.c implements dequantize_row for the format. */
 #define LW_QUANT_IQ_HAVE_DEQUANT_IQ2_XXS 1
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ2_XS 1
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ2_S 1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ2_XS  1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ2_S   1
 #define LW_QUANT_IQ_HAVE_DEQUANT_IQ3_XXS 1
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ3_S 1
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ1_S 1
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ1_M 1
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ4_NL 1
-#define LW_QUANT_IQ_HAVE_DEQUANT_IQ4_XS 1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ3_S   1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ1_S   1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ1_M   1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ4_NL  1
+#define LW_QUANT_IQ_HAVE_DEQUANT_IQ4_XS  1
 /* 1 when quant-iq.c implements lw__quantize_<fmt> (the ggml_quantize_chunk path). */
 #define LW_QUANT_IQ_HAVE_QUANT_IQ2_XXS 0
-#define LW_QUANT_IQ_HAVE_QUANT_IQ2_XS 0
-#define LW_QUANT_IQ_HAVE_QUANT_IQ2_S 0
+#define LW_QUANT_IQ_HAVE_QUANT_IQ2_XS  0
+#define LW_QUANT_IQ_HAVE_QUANT_IQ2_S   0
 #define LW_QUANT_IQ_HAVE_QUANT_IQ3_XXS 0
-#define LW_QUANT_IQ_HAVE_QUANT_IQ3_S 0
-#define LW_QUANT_IQ_HAVE_QUANT_IQ1_S 0
-#define LW_QUANT_IQ_HAVE_QUANT_IQ1_M 0
-#define LW_QUANT_IQ_HAVE_QUANT_IQ4_NL 1
-#define LW_QUANT_IQ_HAVE_QUANT_IQ4_XS 1
+#define LW_QUANT_IQ_HAVE_QUANT_IQ3_S   0
+#define LW_QUANT_IQ_HAVE_QUANT_IQ1_S   0
+#define LW_QUANT_IQ_HAVE_QUANT_IQ1_M   0
+#define LW_QUANT_IQ_HAVE_QUANT_IQ4_NL  1
+#define LW_QUANT_IQ_HAVE_QUANT_IQ4_XS  1
 /* 1 when quant-iq.c implements lw__quantize_row_<fmt>_ref (ggml has these five). */
-#define LW_QUANT_IQ_HAVE_REF_IQ2_S 0
+#define LW_QUANT_IQ_HAVE_REF_IQ2_S   0
 #define LW_QUANT_IQ_HAVE_REF_IQ3_XXS 0
-#define LW_QUANT_IQ_HAVE_REF_IQ3_S 0
-#define LW_QUANT_IQ_HAVE_REF_IQ4_NL 1
-#define LW_QUANT_IQ_HAVE_REF_IQ4_XS 1
+#define LW_QUANT_IQ_HAVE_REF_IQ3_S   0
+#define LW_QUANT_IQ_HAVE_REF_IQ4_NL  1
+#define LW_QUANT_IQ_HAVE_REF_IQ4_XS  1
 
 #define LW__QUANT_IQ_DECL(fmt)                                                                               \
-    void lw__dequantize_row_##fmt(const void *x, float *y, int64_t k);                                      \
-    size_t lw__quantize_##fmt(const float *src, void *dst, int64_t nrows, int64_t n_per_row,                \
+    void lw__dequantize_row_##fmt(const void *x, float *y, int64_t k);                                       \
+    size_t lw__quantize_##fmt(const float *src, void *dst, int64_t nrows, int64_t n_per_row,                 \
                               const float *imatrix);
 
 LW__QUANT_IQ_DECL(iq2_xxs)

@@ -207,10 +207,13 @@ static lw_status read_array(reader *r, lw_gguf_value *v, const char *key, int de
     if ((rc = rd_u64(r, &n, "array length")) != LW_OK) return rc;
     /* Every element takes at least min_file_size bytes, so the file bounds the count before we allocate. */
     uint64_t min = lw__gguf_min_file_size((lw_gguf_type)et), need;
-    if (!lw__mul_u64(n, min, &need) || need > rd_left(r))
-        return lw__errorf(g->err, LW_ERR_TOO_LARGE,
-                          "key '%s': array of %" PRIu64 " %s elements cannot fit in the %" PRIu64 " bytes left", key, n,
-                          lw_gguf_type_name((lw_gguf_type)et), rd_left(r));
+    if (!lw__mul_u64(n, min, &need))
+        return lw__errorf(g->err, LW_ERR_TOO_LARGE, "key '%s': array length %" PRIu64 " overflows", key, n);
+    if (need > rd_left(r))
+        return lw__errorf(g->err, LW_ERR_TRUNCATED,
+                          "key '%s': array of %" PRIu64 " %s elements needs %" PRIu64 " bytes, the file has %" PRIu64
+                          " left",
+                          key, n, lw_gguf_type_name((lw_gguf_type)et), need, rd_left(r));
     uint64_t mem;
     if (!lw__mul_u64(n, lw__gguf_elem_mem_size((lw_gguf_type)et), &mem) || mem > LW_GGUF_MAX_META_BYTES)
         return lw__errorf(g->err, LW_ERR_TOO_LARGE, "key '%s': array of %" PRIu64 " elements is too large", key, n);
@@ -425,6 +428,19 @@ static lw_status check_data(lw_gguf *g, uint64_t header_end) {
     return rc;
 }
 
+/* A count of n entries of at least min bytes each: TOO_LARGE when absurd in itself (overflow, more entries
+ * than we would ever hold), TRUNCATED when the file ends before the entries it announces. */
+static lw_status check_count(lw_gguf *g, reader *r, uint64_t n, uint64_t min, const char *what) {
+    uint64_t need;
+    if (!lw__mul_u64(n, min, &need) || n > LW_GGUF_MAX_META_BYTES / 16)
+        return lw__errorf(g->err, LW_ERR_TOO_LARGE, "%s %" PRIu64 " is beyond any real file", what, n);
+    if (need > rd_left(r))
+        return lw__errorf(g->err, LW_ERR_TRUNCATED,
+                          "%s %" PRIu64 " needs at least %" PRIu64 " bytes, the file has %" PRIu64 " left", what, n,
+                          need, rd_left(r));
+    return LW_OK;
+}
+
 static lw_status parse(lw_gguf *g) {
     reader *r = lw__malloc(&g->alloc, sizeof(reader));
     if (!r) return lw__errorf(g->err, LW_ERR_NOMEM, "no memory for the reader");
@@ -455,16 +471,8 @@ static lw_status parse(lw_gguf *g) {
     if ((rc = rd_u64(r, &n_tensors, "tensor count")) != LW_OK) goto done;
     if ((rc = rd_u64(r, &n_kv, "metadata count")) != LW_OK) goto done;
     /* A tensor info takes >= 8 (name) + 4 (n_dims) + 4 (type) + 8 (offset) bytes; a pair >= 8 + 4 + 1. */
-    if (n_tensors > rd_left(r) / 24) {
-        rc = lw__errorf(g->err, LW_ERR_TOO_LARGE, "tensor count %" PRIu64 " cannot fit in a %" PRIu64 "-byte file",
-                        n_tensors, r->size);
-        goto done;
-    }
-    if (n_kv > rd_left(r) / 13) {
-        rc = lw__errorf(g->err, LW_ERR_TOO_LARGE, "metadata count %" PRIu64 " cannot fit in a %" PRIu64 "-byte file",
-                        n_kv, r->size);
-        goto done;
-    }
+    if ((rc = check_count(g, r, n_tensors, 24, "tensor count")) != LW_OK) goto done;
+    if ((rc = check_count(g, r, n_kv, 13, "metadata count")) != LW_OK) goto done;
     if ((rc = parse_kv(g, r, n_kv)) != LW_OK) goto done;
     if ((rc = parse_alignment(g)) != LW_OK) goto done;
     if ((rc = parse_tensor_infos(g, r, n_tensors)) != LW_OK) goto done;

@@ -267,11 +267,16 @@ static lw_status out_flush(out *o) {
     size_t done = 0;
     while (done < o->len) {
         size_t n = o->len - done;
-        if (o->sparse && (o->pos + done) % HOLE_GRAN == 0 && n >= HOLE_GRAN && all_zero(o->buf + done, HOLE_GRAN)) {
-            done += HOLE_GRAN; /* leave a hole: ftruncate at the end gives the file its size */
-            continue;
+        if (o->sparse) {
+            /* Pieces end on HOLE_GRAN boundaries of the file; an all-zero piece is simply not written (the file
+             * is new, so unwritten ranges read as zeros; ftruncate at the end gives the file its size). */
+            size_t to_boundary = HOLE_GRAN - (size_t)((o->pos + done) % HOLE_GRAN);
+            if (n > to_boundary) n = to_boundary;
+            if (all_zero(o->buf + done, n)) {
+                done += n;
+                continue;
+            }
         }
-        if (o->sparse && n > HOLE_GRAN) n = HOLE_GRAN - (size_t)((o->pos + done) % HOLE_GRAN);
         ssize_t k = pwrite(o->fd, o->buf + done, n, (off_t)(o->pos + done));
         if (k < 0) {
             if (errno == EINTR) continue;

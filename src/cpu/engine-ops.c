@@ -1,0 +1,358 @@
+/* CPU reference kernels of the engine's ops and the graph driver (see engine-ops.h).
+ *
+ * Numerics follow ggml-cpu v0.4.0 where they are visible in the logits:
+ *  - f16 weights multiply f16-rounded activations (ggml's vec_dot_type of F16 is F16);
+ *  - attention is ggml's flash-attention "one chunk" kernel, which llama.cpp uses on CPU by default
+ *    (flash_attn_type AUTO resolves to enabled there): Q rounded to f16 for K.Q with an f16 cache,
+ *    online softmax in f32, and the V accumulator kept in f16 when V is f16;
+ *  - RMSNorm sums squares in double; RoPE builds its sin/cos table the way ggml_rope_cache_init does.
+ * Summation order inside dot products differs from ggml's SIMD order (a few ulp of f32).
+ *
+ * Most of the time is spent in mul_mat (every weight row is read once per step). */
+#include "cpu/engine-ops.h"
+
+#include "quant/quant.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Dot products and conversions
+ * ------------------------------------------------------------------------------------------------------- */
+
+float lw__cpu_dot_f32(int64_t n, const void *w, const void *a) {
+    const float *x = w, *y = a;
+    /* 8 independent partial sums: lets the compiler use vector registers and keeps rounding close to
+     * ggml's lane-parallel accumulation */
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) s[k] += x[i + k] * y[i + k];
+    double sum = 0.0;
+    for (int k = 0; k < 8; k++) sum += s[k];
+    for (; i < n; i++) sum += (double)(x[i] * y[i]);
+    return (float)sum;
+}
+
+float lw__cpu_dot_f16(int64_t n, const void *w, const void *a) {
+    const uint16_t *x = w, *y = a;
+    /* The product of two halves is exact in f32; ggml adds them in double for rows shorter than its SIMD
+     * step and in f32 lanes otherwise. Double keeps us within an ulp of either. */
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(lw__fp16_to_fp32(x[i]) * lw__fp16_to_fp32(y[i]));
+    return (float)sum;
+}
+
+static void f32_to_f16_row(const float *x, void *y, int64_t n) {
+    uint16_t *h = y;
+    for (int64_t i = 0; i < n; i++) h[i] = lw__fp32_to_fp16(x[i]);
+}
+
+/* Indexed by weight type. Quantized formats get entries as their dot kernels land. */
+static const lw__cpu_mm mm_table[LW_TYPE_COUNT] = {
+    [LW_TYPE_F32] = {LW_TYPE_F32, NULL, lw__cpu_dot_f32},
+    [LW_TYPE_F16] = {LW_TYPE_F16, f32_to_f16_row, lw__cpu_dot_f16},
+};
+
+const lw__cpu_mm *lw__cpu_mm_get(uint32_t type) {
+    if (type >= LW_TYPE_COUNT || !mm_table[type].dot) return NULL;
+    return &mm_table[type];
+}
+
+int lw__cpu_get_rows_supported(uint32_t type) {
+    if (type == LW_TYPE_F32 || type == LW_TYPE_F16) return 1;
+    const lw__quant_traits_t *qt = lw__quant_traits(type);
+    return qt && qt->to_float;
+}
+
+/* Bytes of one row of n elements of type (n a whole number of blocks; checked when tensors are made). */
+static size_t row_size(uint32_t type, int64_t n) {
+    const lw_type_info *ti = lw_type_get(type);
+    return (size_t)(n / ti->block_size) * ti->type_size;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Helpers shared by the ops
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Rows of an activation in this step. */
+static int64_t n_rows(const lw__exec *ex, const lw__tensor *t) {
+    if (t->kind == LW_T_WEIGHT) return t->ne1;
+    return t->rows == LW_ROWS_OUTPUTS ? ex->n_outputs : ex->n_tokens;
+}
+
+/* Contiguous share [*r0, *r1) of n items for thread ith of nth. */
+static void split(int64_t n, int ith, int nth, int64_t *r0, int64_t *r1) {
+    int64_t per = (n + nth - 1) / nth;
+    *r0 = per * ith < n ? per * ith : n;
+    *r1 = *r0 + per < n ? *r0 + per : n;
+}
+
+static float *row_f32(const lw__tensor *t, int64_t r) {
+    return (float *)((uint8_t *)t->data + (size_t)r * t->row_bytes);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Ops. Each runs on every thread (ith of nth) and takes its share of the work.
+ * ------------------------------------------------------------------------------------------------------- */
+
+static void op_get_rows(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *w = &ex->g->t[nd->src[0]];
+    int64_t r0, r1;
+    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t id = ex->tokens[r];
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)id * w->row_bytes;
+        float *y = row_f32(dst, r);
+        if (w->type == LW_TYPE_F32) {
+            memcpy(y, src, (size_t)w->ne0 * sizeof(float));
+        } else if (w->type == LW_TYPE_F16) {
+            for (int64_t i = 0; i < w->ne0; i++) y[i] = lw__fp16_to_fp32(lw__rd_u16(src + 2 * i));
+        } else {
+            lw__quant_traits(w->type)->to_float(src, y, w->ne0);
+        }
+    }
+}
+
+static void op_rms_norm(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *x = &ex->g->t[nd->src[0]];
+    const lw__tensor *w = nd->src[1] >= 0 ? &ex->g->t[nd->src[1]] : NULL;
+    const int64_t ne0 = x->ne0, gs = nd->ip[0] > 0 ? nd->ip[0] : ne0;
+    const float eps = nd->fp[0];
+    int64_t r0, r1;
+    split(n_rows(ex, dst) * (ne0 / gs), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t row = r / (ne0 / gs), g0 = (r % (ne0 / gs)) * gs;
+        const float *xr = row_f32(x, row) + g0;
+        float *y = row_f32(dst, row) + g0;
+        double sum = 0.0;
+        for (int64_t i = 0; i < gs; i++) sum += (double)(xr[i] * xr[i]);
+        const float mean = (float)(sum / (double)gs);
+        const float scale = 1.0f / sqrtf(mean + eps);
+        /* ggml: rms_norm then mul (two f32 roundings) */
+        const float *wr = w ? (const float *)w->data + (w->ne0 == gs ? 0 : g0) : NULL;
+        for (int64_t i = 0; i < gs; i++) y[i] = wr ? (xr[i] * scale) * wr[i] : xr[i] * scale;
+    }
+}
+
+static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *w = &ex->g->t[nd->src[0]], *x = &ex->g->t[nd->src[1]];
+    const lw__cpu_mm *mm = lw__cpu_mm_get(w->type);
+    const int64_t nt = n_rows(ex, x), k = w->ne0, m = w->ne1;
+    int64_t r0, r1;
+
+    /* 1. activations into the weight's vec_dot_type (rows split over threads) */
+    const uint8_t *act = (const uint8_t *)x->data;
+    size_t act_stride = x->row_bytes;
+    if (mm->from_float) {
+        act_stride = row_size(mm->vec_dot_type, k);
+        split(nt, ith, nth, &r0, &r1);
+        for (int64_t t = r0; t < r1; t++) mm->from_float(row_f32(x, t), ex->scratch + (size_t)t * act_stride, k);
+        lw__pool_barrier(ex->pool);
+        act = ex->scratch;
+    }
+
+    /* 2. output columns (weight rows) split over threads; tokens in blocks so a block of activations stays
+     *    in cache while the weight rows stream by */
+    split(m, ith, nth, &r0, &r1);
+    const int64_t TB = 16;
+    for (int64_t t0 = 0; t0 < nt; t0 += TB) {
+        int64_t t1 = t0 + TB < nt ? t0 + TB : nt;
+        for (int64_t r = r0; r < r1; r++) {
+            const void *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+            for (int64_t t = t0; t < t1; t++) row_f32(dst, t)[r] = mm->dot(k, wr, act + (size_t)t * act_stride);
+        }
+    }
+}
+
+static void op_add(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *a = &ex->g->t[nd->src[0]], *b = &ex->g->t[nd->src[1]];
+    const int64_t rows_b = n_rows(ex, b);
+    int64_t r0, r1;
+    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = row_f32(a, r), *y = row_f32(b, rows_b == 1 ? 0 : r);
+        float *z = row_f32(dst, r);
+        for (int64_t i = 0; i < dst->ne0; i++) z[i] = x[i] + y[i];
+    }
+}
+
+static void op_swiglu(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *a = &ex->g->t[nd->src[0]], *b = &ex->g->t[nd->src[1]];
+    int64_t r0, r1;
+    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = row_f32(a, r), *g = row_f32(b, r);
+        float *z = row_f32(dst, r);
+        for (int64_t i = 0; i < dst->ne0; i++) z[i] = x[i] / (1.0f + expf(-x[i])) * g[i];
+    }
+}
+
+static void op_rope(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *x = &ex->g->t[nd->src[0]];
+    const int64_t n_head = nd->ip[0], hd = nd->ip[1], n_rot = nd->ip[2];
+    const int mode = nd->ip[3];
+    const float freq_base = nd->fp[0], freq_scale = nd->fp[1];
+    const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
+    float *cache = ex->thread_scratch + (size_t)ith * ex->thread_floats; /* hd floats: cos, sin pairs */
+    int64_t r0, r1;
+    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        /* the sin/cos table of this position, as ggml_rope_cache_init (no YaRN: ext_factor 0, mscale 1) */
+        float theta = (float)(ex->pos0 + r);
+        for (int64_t i0 = 0; i0 < hd; i0 += 2) {
+            const float th = freq_scale * theta;
+            cache[i0] = cosf(th);
+            cache[i0 + 1] = sinf(th);
+            theta *= theta_scale;
+        }
+        for (int64_t h = 0; h < n_head; h++) {
+            const float *s = row_f32(x, r) + h * hd;
+            float *d = row_f32(dst, r) + h * hd;
+            for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
+                const int64_t a = mode == LW_ROPE_NEOX ? i0 / 2 : i0, b = mode == LW_ROPE_NEOX ? a + n_rot / 2 : a + 1;
+                const float x0 = s[a], x1 = s[b], c = cache[i0], sn = cache[i0 + 1];
+                d[a] = x0 * c - x1 * sn;
+                d[b] = x0 * sn + x1 * c;
+            }
+            for (int64_t i = n_rot; i < hd; i++) d[i] = s[i];
+        }
+    }
+}
+
+static void op_kv_store(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *x = &ex->g->t[nd->src[0]];
+    uint8_t *base = (uint8_t *)(nd->ip[1] ? ex->v : ex->k)[nd->ip[0]];
+    const size_t rb = row_size(ex->kv_type, ex->kv_row);
+    int64_t r0, r1;
+    split(n_rows(ex, x), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        uint8_t *cell = base + (size_t)(ex->pos0 + r) * rb;
+        if (ex->kv_type == LW_TYPE_F16)
+            f32_to_f16_row(row_f32(x, r), cell, ex->kv_row);
+        else
+            memcpy(cell, row_f32(x, r), (size_t)ex->kv_row * sizeof(float));
+    }
+}
+
+/* Causal attention of each (token, head) over cache cells 0 .. pos0 + token: ggml's
+ * flash_attn_ext_f16_one_chunk with an all-zero mask on visible cells (masked cells are skipped). */
+static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *q = &ex->g->t[nd->src[0]];
+    const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3];
+    const float scale = nd->fp[0];
+    const int f16 = ex->kv_type == LW_TYPE_F16;
+    const size_t rb = row_size(ex->kv_type, ex->kv_row);
+    const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
+    float *ts = ex->thread_scratch + (size_t)ith * ex->thread_floats;
+    float *vkq32 = ts;                        /* D floats   */
+    uint16_t *vkq16 = (uint16_t *)(ts + D);   /* D halves   */
+    uint16_t *q16 = vkq16 + D;                /* D halves   */
+    int64_t r0, r1;
+    split(n_rows(ex, q) * n_head, ith, nth, &r0, &r1);
+    for (int64_t ir = r0; ir < r1; ir++) {
+        const int64_t t = ir / n_head, h = ir % n_head, hk = h / (n_head / n_head_kv);
+        const float *qr = row_f32(q, t) + h * D;
+        const int64_t n_kv = ex->pos0 + t + 1;
+        float S = 0.0f, M = -INFINITY;
+        if (f16) {
+            f32_to_f16_row(qr, q16, D);
+            memset(vkq16, 0, (size_t)D * sizeof(uint16_t));
+        } else {
+            memset(vkq32, 0, (size_t)D * sizeof(float));
+        }
+        for (int64_t ic = 0; ic < n_kv; ic++) {
+            const uint8_t *kr = kc + (size_t)ic * rb, *vr = vc + (size_t)ic * rb;
+            float s = f16 ? lw__cpu_dot_f16(D, (const uint16_t *)kr + hk * D, q16)
+                          : lw__cpu_dot_f32(D, (const float *)kr + hk * D, qr);
+            s = s * scale;
+            const float Mold = M;
+            float ms = 1.0f, vs = 1.0f;
+            if (s > M) {
+                M = s;
+                ms = expf(Mold - M);
+                if (f16)
+                    for (int64_t d = 0; d < D; d++) vkq16[d] = lw__fp32_to_fp16(lw__fp16_to_fp32(vkq16[d]) * ms);
+                else
+                    for (int64_t d = 0; d < D; d++) vkq32[d] *= ms;
+            } else {
+                vs = expf(s - M);
+            }
+            if (f16) {
+                const uint16_t *v = (const uint16_t *)vr + hk * D;
+                for (int64_t d = 0; d < D; d++)
+                    vkq16[d] = lw__fp32_to_fp16(fmaf(lw__fp16_to_fp32(v[d]), vs, lw__fp16_to_fp32(vkq16[d])));
+            } else {
+                const float *v = (const float *)vr + hk * D;
+                for (int64_t d = 0; d < D; d++) vkq32[d] = fmaf(v[d], vs, vkq32[d]);
+            }
+            S = fmaf(S, ms, vs);
+        }
+        if (f16)
+            for (int64_t d = 0; d < D; d++) vkq32[d] = lw__fp16_to_fp32(vkq16[d]);
+        const float s_inv = S == 0.0f ? 0.0f : 1.0f / S;
+        float *y = row_f32(dst, t) + h * D;
+        for (int64_t d = 0; d < D; d++) y[d] = vkq32[d] * s_inv;
+    }
+}
+
+static void op_out_rows(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *x = &ex->g->t[nd->src[0]];
+    int64_t r0, r1;
+    split(ex->n_outputs, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) memcpy(row_f32(dst, r), row_f32(x, ex->out_rows[r]), x->row_bytes);
+}
+
+typedef void (*op_fn)(const lw__exec *ex, const lw__node *nd, int ith, int nth);
+
+static const op_fn op_table[LW_OP_COUNT] = {
+    [LW_OP_GET_ROWS] = op_get_rows, [LW_OP_RMS_NORM] = op_rms_norm, [LW_OP_MUL_MAT] = op_mul_mat,
+    [LW_OP_ADD] = op_add,           [LW_OP_ROPE] = op_rope,         [LW_OP_KV_STORE] = op_kv_store,
+    [LW_OP_ATTN] = op_attn,         [LW_OP_SWIGLU] = op_swiglu,     [LW_OP_OUT_ROWS] = op_out_rows,
+};
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Driver
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, size_t *shared_bytes,
+                                size_t *thread_floats) {
+    uint64_t shared = 0, per_thread = 0;
+    for (int32_t n = 0; n < g->n_nodes; n++) {
+        const lw__node *nd = &g->nodes[n];
+        if (nd->op == LW_OP_MUL_MAT) {
+            const lw__tensor *w = &g->t[nd->src[0]];
+            const lw__cpu_mm *mm = lw__cpu_mm_get(w->type);
+            if (!mm) return LW_ERR_UNSUPPORTED;
+            if (mm->from_float) {
+                uint64_t b;
+                if (!lw__mul_u64((uint64_t)max_tokens, row_size(mm->vec_dot_type, w->ne0), &b)) return LW_ERR_OVERFLOW;
+                if (b > shared) shared = b;
+            }
+        } else if (nd->op == LW_OP_ATTN) {
+            uint64_t f = 2 * (uint64_t)nd->ip[3]; /* D floats + 2 D halves */
+            if (f > per_thread) per_thread = f;
+        } else if (nd->op == LW_OP_ROPE) {
+            if ((uint64_t)nd->ip[1] > per_thread) per_thread = (uint64_t)nd->ip[1];
+        } else if (nd->op == LW_OP_GET_ROWS && !lw__cpu_get_rows_supported(g->t[nd->src[0]].type)) {
+            return LW_ERR_UNSUPPORTED;
+        }
+    }
+    if (shared > SIZE_MAX || per_thread > SIZE_MAX / 2) return LW_ERR_OVERFLOW;
+    *shared_bytes = (size_t)shared;
+    *thread_floats = ((size_t)per_thread + 15) & ~(size_t)15; /* keep threads on separate cache lines */
+    return LW_OK;
+}
+
+static void exec_thread(void *arg, int ith, int nth) {
+    lw__exec *ex = arg;
+    for (int32_t n = 0; n < ex->g->n_nodes; n++) {
+        const lw__node *nd = &ex->g->nodes[n];
+        op_table[nd->op](ex, nd, ith, nth);
+        lw__pool_barrier(ex->pool);
+    }
+}
+
+void lw__cpu_exec(lw__exec *ex) {
+    lw__pool_run(ex->pool, exec_thread, ex);
+}

@@ -1,0 +1,59 @@
+/* CPU execution of an engine graph (src/graph/graph.h): the scalar reference kernels of every op, with
+ * numerics chosen to follow ggml-cpu (v0.4.0) as llama.cpp runs it, and the row-parallel driver. */
+#ifndef LW_ENGINE_OPS_H
+#define LW_ENGINE_OPS_H
+
+#include "cpu/engine-threads.h"
+#include "graph/graph.h"
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Matrix-vector dot products per weight type. Like ggml, a weight type names the type its activations are
+ * converted to before the dot ("vec_dot_type"): f32 weights use f32 activations, f16 weights use f16
+ * activations (rounded: this is what llama.cpp does and it is visible in the logits). Quantized types add
+ * an entry here (from_float quantizes the activation row, dot takes a weight row and a converted row).
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct lw__cpu_mm {
+    uint32_t vec_dot_type;                                   /* type activations are converted to        */
+    void (*from_float)(const float *x, void *y, int64_t n);  /* NULL when vec_dot_type is f32            */
+    float (*dot)(int64_t n, const void *w, const void *a);   /* one weight row . one converted row       */
+} lw__cpu_mm;
+
+/* The entry for a weight type, or NULL when this build cannot multiply by it. */
+const lw__cpu_mm *lw__cpu_mm_get(uint32_t type);
+/* Whether a tensor of this type can be an embedding table (row lookup with dequantization). */
+int lw__cpu_get_rows_supported(uint32_t type);
+
+/* Reference dot products (also used by tests). */
+float lw__cpu_dot_f32(int64_t n, const void *w, const void *a);
+float lw__cpu_dot_f16(int64_t n, const void *w, const void *a);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Running a graph
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Everything a step needs besides the graph: the batch, the KV cache, scratch memory and the threads. */
+typedef struct lw__exec {
+    const lw__graph *g;       /* planned and bound graph                                              */
+    lw__pool *pool;           /* threads (1 thread: no workers)                                       */
+    int32_t n_tokens;         /* rows this step (<= the planned maximum)                              */
+    int32_t n_outputs;        /* output rows this step                                                */
+    const int32_t *tokens;    /* n_tokens token ids                                                   */
+    const int32_t *out_rows;  /* n_outputs row indices (ascending) that produce outputs               */
+    int32_t pos0;             /* position of the first token = cache cells already filled            */
+    uint32_t kv_type;         /* LW_TYPE_F16 or LW_TYPE_F32                                           */
+    int64_t kv_row;           /* elements per cache row (KV heads x head dim)                         */
+    void *const *k;           /* per layer: K cache, cell p at k[l] + p * kv_row elements             */
+    void *const *v;           /* per layer: V cache, same layout (not transposed, as flash attention) */
+    uint8_t *scratch;         /* shared: activations converted for a matmul                           */
+    float *thread_scratch;    /* per thread: thread_floats floats each                                */
+    size_t thread_floats;     /* floats of thread scratch per thread                                  */
+} lw__exec;
+
+/* Bytes of shared scratch and floats of per-thread scratch a graph needs for steps of up to max_tokens. */
+lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, size_t *shared_bytes,
+                                size_t *thread_floats);
+/* Runs every node of ex->g on ex->pool. Allocates nothing. */
+void lw__cpu_exec(lw__exec *ex);
+
+#endif

@@ -1,0 +1,150 @@
+/* Thread pool for the CPU engine (see engine-threads.h).
+ *
+ * Workers sleep on a condition variable between runs (a decode step is one run), so an idle context costs
+ * no CPU. Inside a run the threads meet at a barrier after every graph node; that barrier spins briefly and
+ * then yields, because nodes of small models last microseconds and a futex sleep per node would dominate. */
+#include "cpu/engine-threads.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Pool state
+ * ------------------------------------------------------------------------------------------------------- */
+
+struct lw__pool {
+    lw_allocator alloc;        /* where this struct came from                                    */
+    int n_threads;             /* workers + the caller                                           */
+    pthread_t *threads;        /* n_threads - 1 worker handles                                   */
+    pthread_mutex_t mu;        /* guards generation, stop, fn, arg, n_running                    */
+    pthread_cond_t cv_start;   /* workers wait here for a new generation                         */
+    pthread_cond_t cv_done;    /* the caller waits here for n_running to reach 0                 */
+    uint64_t generation;       /* bumped by each run                                             */
+    int stop;                  /* set by lw__pool_free                                           */
+    int n_running;             /* workers still inside the current run                           */
+    lw__pool_fn fn;            /* the current work                                               */
+    void *arg;                 /* its argument                                                   */
+    atomic_int bar_count;      /* threads arrived at the current barrier                         */
+    atomic_int bar_phase;      /* flips each time a barrier completes                            */
+};
+
+/* A worker's start argument: the pool and the worker's thread index. */
+typedef struct worker_arg {
+    lw__pool *pool; /* owning pool           */
+    int ith;        /* 1 .. n_threads - 1    */
+} worker_arg;
+
+static void *worker_main(void *p) {
+    worker_arg *wa = p;
+    lw__pool *pool = wa->pool;
+    int ith = wa->ith;
+    uint64_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&pool->mu);
+        while (!pool->stop && pool->generation == seen) pthread_cond_wait(&pool->cv_start, &pool->mu);
+        if (pool->stop) {
+            pthread_mutex_unlock(&pool->mu);
+            break;
+        }
+        seen = pool->generation;
+        lw__pool_fn fn = pool->fn;
+        void *arg = pool->arg;
+        pthread_mutex_unlock(&pool->mu);
+
+        fn(arg, ith, pool->n_threads);
+
+        pthread_mutex_lock(&pool->mu);
+        if (--pool->n_running == 0) pthread_cond_signal(&pool->cv_done);
+        pthread_mutex_unlock(&pool->mu);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Public functions
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw_status lw__pool_create(const lw_allocator *alloc, int n_threads, lw__pool **out) {
+    *out = NULL;
+    if (n_threads < 1 || n_threads > 512) return LW_ERR_INVALID_ARG;
+    lw_allocator a = lw__allocator_or_default(alloc);
+    /* The thread handles and worker args live right after the pool struct: one allocation. */
+    size_t n_workers = (size_t)n_threads - 1, bytes;
+    if (!lw__mul_size(n_workers, sizeof(pthread_t) + sizeof(worker_arg), &bytes) ||
+        !lw__add_size(bytes, sizeof(lw__pool), &bytes))
+        return LW_ERR_OVERFLOW;
+    lw__pool *p = lw__calloc(&a, 1, bytes);
+    if (!p) return LW_ERR_NOMEM;
+    p->alloc = a;
+    p->n_threads = n_threads;
+    p->threads = (pthread_t *)(p + 1);
+    worker_arg *args = (worker_arg *)(p->threads + n_workers);
+    atomic_init(&p->bar_count, 0);
+    atomic_init(&p->bar_phase, 0);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv_start, NULL);
+    pthread_cond_init(&p->cv_done, NULL);
+    for (size_t i = 0; i < n_workers; i++) {
+        args[i].pool = p;
+        args[i].ith = (int)i + 1;
+        if (pthread_create(&p->threads[i], NULL, worker_main, &args[i]) != 0) {
+            p->n_threads = (int)i + 1; /* only join those that started */
+            lw__pool_free(p);
+            return LW_ERR_NOMEM;
+        }
+    }
+    *out = p;
+    return LW_OK;
+}
+
+void lw__pool_free(lw__pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv_start);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_threads - 1; i++) pthread_join(p->threads[i], NULL);
+    pthread_cond_destroy(&p->cv_start);
+    pthread_cond_destroy(&p->cv_done);
+    pthread_mutex_destroy(&p->mu);
+    lw_allocator a = p->alloc;
+    lw__free(&a, p);
+}
+
+int lw__pool_n_threads(const lw__pool *p) {
+    return p ? p->n_threads : 1;
+}
+
+void lw__pool_run(lw__pool *p, lw__pool_fn fn, void *arg) {
+    if (p->n_threads == 1) {
+        fn(arg, 0, 1);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->arg = arg;
+    p->n_running = p->n_threads - 1;
+    p->generation++;
+    pthread_cond_broadcast(&p->cv_start);
+    pthread_mutex_unlock(&p->mu);
+
+    fn(arg, 0, p->n_threads);
+
+    pthread_mutex_lock(&p->mu);
+    while (p->n_running > 0) pthread_cond_wait(&p->cv_done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void lw__pool_barrier(lw__pool *p) {
+    if (p->n_threads == 1) return;
+    int phase = atomic_load_explicit(&p->bar_phase, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&p->bar_count, 1, memory_order_acq_rel) == p->n_threads - 1) {
+        /* last to arrive: reset the count, then release everyone */
+        atomic_store_explicit(&p->bar_count, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->bar_phase, phase ^ 1, memory_order_release);
+        return;
+    }
+    for (int spins = 0; atomic_load_explicit(&p->bar_phase, memory_order_acquire) == phase; spins++)
+        if (spins > 2000) sched_yield();
+}

@@ -1,0 +1,24 @@
+/* A small pthread pool for the CPU engine: n_threads - 1 workers plus the calling thread run one function
+ * together (each gets its index ith of nth), with a spin barrier for the steps inside it. Created once per
+ * context; running work allocates nothing. */
+#ifndef LW_ENGINE_THREADS_H
+#define LW_ENGINE_THREADS_H
+
+#include "core/core.h"
+
+typedef struct lw__pool lw__pool;
+
+/* The work: called once on each of nth threads (ith = 0 is the caller's thread). */
+typedef void (*lw__pool_fn)(void *arg, int ith, int nth);
+
+/* Starts n_threads - 1 workers (n_threads >= 1; 1 means no workers, everything runs on the caller). */
+lw_status lw__pool_create(const lw_allocator *alloc, int n_threads, lw__pool **out);
+/* Stops and joins the workers, frees the pool. NULL is fine. */
+void lw__pool_free(lw__pool *p);
+int lw__pool_n_threads(const lw__pool *p);
+/* Runs fn(arg, ith, nth) on every thread and returns when all have finished. */
+void lw__pool_run(lw__pool *p, lw__pool_fn fn, void *arg);
+/* Waits inside a running fn until every thread of the pool has reached the same barrier. */
+void lw__pool_barrier(lw__pool *p);
+
+#endif

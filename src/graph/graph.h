@@ -1,0 +1,109 @@
+/* The engine's compute graph: tensors (weights bound at load, activations planned into one arena) and a
+ * list of nodes in execution order. A graph is built once per context for the largest batch; a decode step
+ * runs it with the step's actual token count. The planner gives every activation an offset in one arena
+ * from tensor lifetimes, so running a graph never allocates. Backend-neutral: the CPU runs it today
+ * (src/cpu/engine-ops.c), the WebGPU backend can run the same node list. */
+#ifndef LW_GRAPH_H
+#define LW_GRAPH_H
+
+#include "core/core.h"
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Ops (what each node computes; "rows" are tokens, ne0 is the row length)
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef enum lw__op {
+    LW_OP_GET_ROWS,    /* dst[t] = src0 row tokens[t] (embedding lookup, dequantized to f32)            */
+    LW_OP_RMS_NORM,    /* dst = x / sqrt(mean(x^2) + fp[0]) * src1, per group of ip[0] (0: whole row)  */
+    LW_OP_MUL_MAT,     /* dst[t] = src0 (weight, ne1 x ne0) . src1[t]                                  */
+    LW_OP_ADD,         /* dst = src0 + src1 (src1 may be a single row: broadcast bias)                 */
+    LW_OP_ROPE,        /* rotate src0 per head: ip[0] heads, ip[1] head dim, ip[2] rotated dims,
+                          ip[3] mode (LW_ROPE_*); fp[0] freq base, fp[1] freq scale                     */
+    LW_OP_KV_STORE,    /* copy src0 rows into the KV cache of layer ip[0] (ip[1]: 0 = K, 1 = V)       */
+    LW_OP_ATTN,        /* causal attention of src0 (Q) over layer ip[0]'s cache: ip[1] heads,
+                          ip[2] KV heads, ip[3] head dim; fp[0] scale                                  */
+    LW_OP_SWIGLU,      /* dst = silu(src0) * src1                                                       */
+    LW_OP_OUT_ROWS,    /* dst = the rows of src0 that produce outputs (all, or the last)                */
+    LW_OP_COUNT
+} lw__op;
+
+/* RoPE modes, as ggml's: NORMAL rotates adjacent pairs (llama), NEOX rotates (i, i + n_rot/2). */
+enum { LW_ROPE_NORMAL = 0, LW_ROPE_NEOX = 2 };
+
+const char *lw__op_name(lw__op op);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Tensors
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef enum lw__tkind {
+    LW_T_WEIGHT, /* bound to model memory; never planned                                         */
+    LW_T_ACT,    /* an intermediate in the arena, reusable once its last reader has run          */
+    LW_T_OUTPUT, /* in the arena and kept for the whole step (logits): never reused              */
+} lw__tkind;
+
+/* How many rows an activation has in a step. */
+typedef enum lw__rows {
+    LW_ROWS_TOKENS,  /* one per token of the batch        */
+    LW_ROWS_OUTPUTS, /* one per output row (all or last)  */
+} lw__rows;
+
+typedef struct lw__tensor {
+    const char *name;  /* for messages and debugging (static string or owned by the model)      */
+    uint32_t type;     /* lw_type; activations are always f32                                    */
+    uint8_t kind;      /* lw__tkind                                                              */
+    uint8_t rows;      /* lw__rows (activations only)                                            */
+    int64_t ne0;       /* elements per row                                                       */
+    int64_t ne1;       /* rows: a weight's rows; an activation's maximum rows (set by planning)  */
+    size_t row_bytes;  /* bytes per row                                                          */
+    void *data;        /* weights: model memory; activations: arena + offset once bound         */
+    uint64_t offset;   /* activations: offset in the arena (planned)                             */
+    uint64_t size;     /* activations: bytes reserved (planned, for the largest step)            */
+    int32_t first;     /* index of the producing node (-1 if none)                               */
+    int32_t last;      /* index of the last node reading it (-1 if none)                         */
+} lw__tensor;
+
+typedef struct lw__node {
+    uint8_t op;        /* lw__op                                   */
+    int32_t dst;       /* tensor index written (-1 for KV_STORE)    */
+    int32_t src[3];    /* tensor indices read (-1 when unused)      */
+    int32_t ip[4];     /* integer parameters (see lw__op)           */
+    float fp[2];       /* float parameters (see lw__op)             */
+} lw__node;
+
+typedef struct lw__graph {
+    lw_allocator alloc;    /* for the tensor and node arrays                                 */
+    lw__tensor *t;         /* tensors                                                        */
+    int32_t n_t, cap_t;    /* used / allocated                                               */
+    lw__node *nodes;       /* nodes in execution order                                       */
+    int32_t n_nodes;       /* used                                                           */
+    int32_t cap_nodes;     /* allocated                                                      */
+    lw_status status;      /* first build error (capacity), checked once at the end          */
+    uint64_t arena_size;   /* bytes the plan needs (after lw__graph_plan)                    */
+} lw__graph;
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Building (errors are sticky in g->status so builders can chain calls and check once)
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw_status lw__graph_init(lw__graph *g, const lw_allocator *alloc, int32_t cap_tensors, int32_t cap_nodes);
+void lw__graph_free(lw__graph *g);
+/* A weight tensor of ne1 rows of ne0 elements of type, at data. Returns its index (-1 on error). */
+int32_t lw__graph_weight(lw__graph *g, const char *name, uint32_t type, int64_t ne0, int64_t ne1, void *data);
+/* An f32 activation with rows of ne0 elements. */
+int32_t lw__graph_act(lw__graph *g, const char *name, int64_t ne0, lw__rows rows);
+/* Appends a node; returns a pointer to it so the builder can set parameters (NULL on error). */
+lw__node *lw__graph_node(lw__graph *g, lw__op op, int32_t dst, int32_t s0, int32_t s1, int32_t s2);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Static memory planning
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Computes lifetimes and arena offsets for the largest step (max_tokens rows, max_outputs output rows).
+ * Offsets are multiples of align (a power of two). A tensor's memory is reused only after its last reader;
+ * a node's output never shares memory with its inputs. Sets g->arena_size. Allocates temporary memory. */
+lw_status lw__graph_plan(lw__graph *g, int64_t max_tokens, int64_t max_outputs, uint64_t align);
+/* Points every planned tensor at base + offset (base: at least arena_size bytes). */
+void lw__graph_bind(lw__graph *g, void *base);
+
+#endif

@@ -1,0 +1,216 @@
+/* Contexts: one allocation holding the KV cache, the planned activation arena (logits included) and the
+ * kernels' scratch; a thread pool; and the graph built once for the largest batch. lw_decode only fills
+ * the per-step fields and runs the graph: it allocates nothing. */
+#include "cpu/engine-ops.h"
+#include "model/model.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define ARENA_ALIGN 64 /* every planned region starts on a cache line */
+
+struct lw_context {
+    lw_allocator alloc;          /* from the model                                         */
+    char err[LW_ERRMSG_SIZE];    /* last error message                                     */
+    lw_model *model;             /* not owned                                              */
+    uint32_t n_ctx;              /* KV cells                                               */
+    uint32_t n_batch;            /* most tokens per step                                   */
+    uint32_t n_past;             /* cells in use                                           */
+    int32_t n_outputs;           /* output rows of the last decode                         */
+    lw__graph graph;             /* built and planned once                                 */
+    int32_t logits;              /* index of the logits tensor in graph                    */
+    lw__pool *pool;              /* threads                                                */
+    lw__exec ex;                 /* per-step state handed to the kernels                   */
+    void **kv;                   /* 2 * n_layer pointers: K caches then V caches           */
+    int32_t *out_rows;           /* n_batch row indices (0, 1, ...)                        */
+    void *mem;                   /* the one big allocation (as returned)                   */
+    uint64_t mem_bytes;          /* its size                                               */
+};
+
+lw_context_params lw_context_default_params(void) {
+    lw_context_params p = {0};
+    p.n_ctx = 0;
+    p.n_batch = 512;
+    p.n_threads = 0;
+    p.type_k = LW_TYPE_F16;
+    p.type_v = LW_TYPE_F16;
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Creation
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Reserves size bytes at *top (aligned), returning the offset. */
+static int reserve(uint64_t *top, uint64_t size, uint64_t *off) {
+    if (!lw__align_up_u64(*top, ARENA_ALIGN, off)) return 0;
+    return lw__add_u64(*off, size, top);
+}
+
+static lw_status create(lw_context *c, const lw_context_params *p) {
+    lw_model *m = c->model;
+    const lw__hparams *hp = &m->hp;
+    if (p->type_k != p->type_v || (p->type_k != LW_TYPE_F16 && p->type_k != LW_TYPE_F32))
+        return lw__errorf(c->err, LW_ERR_UNSUPPORTED, "KV cache types must both be f16 or both f32");
+    c->n_ctx = p->n_ctx ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+    if (c->n_ctx == 0 || c->n_ctx > (1u << 24)) return lw__errorf(c->err, LW_ERR_INVALID_ARG, "bad n_ctx %u", c->n_ctx);
+    c->n_batch = p->n_batch ? p->n_batch : 512;
+    if (c->n_batch > c->n_ctx) c->n_batch = c->n_ctx; /* a step never holds more tokens than the cache */
+    int n_threads = p->n_threads;
+    if (n_threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = n < 1 ? 1 : n > 8 ? 8 : (int)n;
+    }
+    if (n_threads > 256) return lw__errorf(c->err, LW_ERR_INVALID_ARG, "too many threads (%d)", n_threads);
+
+    /* the graph, planned for the largest step */
+    lw_status st = lw__graph_init(&c->graph, &c->alloc, 64 * (int32_t)hp->n_layer + 64, 64 * (int32_t)hp->n_layer + 64);
+    if (st != LW_OK) return lw__errorf(c->err, st, "out of memory");
+    if ((st = m->arch->build(m, &c->graph, &c->logits)) != LW_OK)
+        return lw__errorf(c->err, st, "building the %s graph failed", m->arch->name);
+    if ((st = lw__graph_plan(&c->graph, c->n_batch, c->n_batch, ARENA_ALIGN)) != LW_OK)
+        return lw__errorf(c->err, st, "planning the graph failed");
+    size_t shared = 0, thread_floats = 0;
+    if ((st = lw__cpu_scratch_needs(&c->graph, c->n_batch, &shared, &thread_floats)) != LW_OK)
+        return lw__errorf(c->err, st, "a weight type of this model has no CPU kernel yet");
+
+    /* one allocation: [K and V caches per layer][activations][shared scratch][thread scratch] */
+    const int64_t kv_row = (int64_t)hp->n_head_kv * hp->n_embd_head_k;
+    const lw_type_info *kti = lw_type_get(p->type_k);
+    uint64_t cache_bytes, top = 0, kv_off, act_off, sh_off, th_off, th_bytes;
+    if (!lw__mul_u64((uint64_t)kv_row * kti->type_size, c->n_ctx, &cache_bytes))
+        return lw__errorf(c->err, LW_ERR_OVERFLOW, "KV cache too large");
+    uint64_t all_cache;
+    if (!lw__mul_u64(cache_bytes, 2ull * hp->n_layer, &all_cache) || !reserve(&top, all_cache, &kv_off) ||
+        !reserve(&top, c->graph.arena_size, &act_off) || !reserve(&top, shared, &sh_off) ||
+        !lw__mul_u64((uint64_t)thread_floats * sizeof(float), (uint64_t)n_threads, &th_bytes) ||
+        !reserve(&top, th_bytes, &th_off) || !lw__add_u64(top, ARENA_ALIGN, &top) || top > SIZE_MAX)
+        return lw__errorf(c->err, LW_ERR_OVERFLOW, "context too large");
+    c->mem = lw__malloc(&c->alloc, (size_t)top);
+    c->kv = lw__calloc(&c->alloc, 2 * (size_t)hp->n_layer, sizeof(void *));
+    c->out_rows = lw__calloc(&c->alloc, c->n_batch, sizeof(int32_t));
+    if (!c->mem || !c->kv || !c->out_rows)
+        return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory for a %llu-byte context", (unsigned long long)top);
+    c->mem_bytes = top;
+    uint8_t *base = (uint8_t *)(((uintptr_t)c->mem + ARENA_ALIGN - 1) & ~(uintptr_t)(ARENA_ALIGN - 1));
+    /* zero the cache once so never-written cells hold finite values */
+    memset(base + kv_off, 0, (size_t)all_cache);
+    for (uint32_t l = 0; l < 2 * hp->n_layer; l++) c->kv[l] = base + kv_off + (size_t)l * cache_bytes;
+    lw__graph_bind(&c->graph, base + act_off);
+
+    if ((st = lw__pool_create(&c->alloc, n_threads, &c->pool)) != LW_OK)
+        return lw__errorf(c->err, st, "starting %d threads failed", n_threads);
+
+    lw__exec *ex = &c->ex;
+    ex->g = &c->graph;
+    ex->pool = c->pool;
+    ex->out_rows = c->out_rows;
+    ex->kv_type = p->type_k;
+    ex->kv_row = kv_row;
+    ex->k = c->kv;
+    ex->v = c->kv + hp->n_layer;
+    ex->scratch = base + sh_off;
+    ex->thread_scratch = (float *)(base + th_off);
+    ex->thread_floats = thread_floats;
+    return LW_OK;
+}
+
+lw_status lw_context_create(lw_model *m, const lw_context_params *params, lw_context **out) {
+    if (!out) return LW_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!m || !m->arch || !m->weights) return LW_ERR_INVALID_ARG;
+    lw_context *c = lw__calloc(&m->alloc, 1, sizeof(*c));
+    if (!c) return LW_ERR_NOMEM;
+    c->alloc = m->alloc;
+    c->model = m;
+    *out = c;
+    lw_context_params p = params ? *params : lw_context_default_params();
+    return create(c, &p);
+}
+
+void lw_context_free(lw_context *c) {
+    if (!c) return;
+    lw__pool_free(c->pool);
+    lw__graph_free(&c->graph);
+    lw__free(&c->alloc, c->mem);
+    lw__free(&c->alloc, c->kv);
+    lw__free(&c->alloc, c->out_rows);
+    lw_allocator a = c->alloc;
+    lw__free(&a, c);
+}
+
+const char *lw_context_error(const lw_context *c) {
+    return c ? c->err : "out of memory";
+}
+uint32_t lw_context_n_ctx(const lw_context *c) {
+    return c->n_ctx;
+}
+uint32_t lw_context_n_batch(const lw_context *c) {
+    return c->n_batch;
+}
+int32_t lw_context_n_threads(const lw_context *c) {
+    return lw__pool_n_threads(c->pool);
+}
+uint64_t lw_context_bytes(const lw_context *c) {
+    return c->mem_bytes;
+}
+uint32_t lw_context_n_past(const lw_context *c) {
+    return c->n_past;
+}
+
+lw_status lw_context_set_n_past(lw_context *c, uint32_t n_past) {
+    if (n_past > c->n_past)
+        return lw__errorf(c->err, LW_ERR_INVALID_ARG, "n_past %u is beyond the %u cells in use", n_past, c->n_past);
+    c->n_past = n_past; /* later steps overwrite the forgotten cells; attention never reads past n_past */
+    c->n_outputs = 0;
+    return LW_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Decoding
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw_status lw_decode(lw_context *c, const int32_t *tokens, int32_t n, int logits_all) {
+    if (!c || !c->pool) return LW_ERR_INVALID_ARG;
+    if (!tokens || n <= 0) return lw__errorf(c->err, LW_ERR_INVALID_ARG, "no tokens");
+    if (logits_all && (uint32_t)n > c->n_batch)
+        return lw__errorf(c->err, LW_ERR_INVALID_ARG, "%d tokens with all logits exceed n_batch %u", n, c->n_batch);
+    if ((uint64_t)c->n_past + (uint64_t)n > c->n_ctx)
+        return lw__errorf(c->err, LW_ERR_TOO_LARGE, "%d tokens after %u do not fit the %u-cell context", n, c->n_past, c->n_ctx);
+    const int32_t n_vocab = (int32_t)c->model->hp.n_vocab;
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return lw__errorf(c->err, LW_ERR_INVALID_ARG, "token %d at %d is outside the vocabulary (%d)", tokens[i], i, n_vocab);
+
+    for (int32_t done = 0; done < n;) {
+        int32_t step = n - done < (int32_t)c->n_batch ? n - done : (int32_t)c->n_batch;
+        lw__exec *ex = &c->ex;
+        ex->n_tokens = step;
+        ex->tokens = tokens + done;
+        ex->pos0 = (int32_t)c->n_past;
+        if (logits_all) {
+            ex->n_outputs = step;
+            for (int32_t i = 0; i < step; i++) c->out_rows[i] = i;
+        } else {
+            ex->n_outputs = 1;
+            c->out_rows[0] = step - 1;
+        }
+        lw__cpu_exec(ex);
+        c->n_past += (uint32_t)step;
+        c->n_outputs = ex->n_outputs;
+        done += step;
+    }
+    return LW_OK;
+}
+
+const float *lw_get_logits(const lw_context *c, int32_t i) {
+    if (!c || c->n_outputs == 0) return NULL;
+    if (i < 0) i += c->n_outputs;
+    if (i < 0 || i >= c->n_outputs) return NULL;
+    const lw__tensor *t = &c->graph.t[c->logits];
+    return (const float *)((const uint8_t *)t->data + (size_t)i * t->row_bytes);
+}
+
+int32_t lw_get_n_outputs(const lw_context *c) {
+    return c ? c->n_outputs : 0;
+}

@@ -1,0 +1,295 @@
+/* Model loading: architecture lookup, hyper-parameters from GGUF keys, weight binding by tensor name, and
+ * reading every bound tensor from the byte source into one allocation (no mmap: the same path serves files,
+ * memory and host callbacks in the browser). */
+#include "model/model.h"
+
+#include "cpu/engine-ops.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Architectures this build runs
+ * ------------------------------------------------------------------------------------------------------- */
+
+static const lw__arch_def arch_table[] = {
+    {"llama", LW_ROPE_NORMAL, lw__build_llama},
+};
+
+#define WEIGHT_ALIGN 64 /* every tensor starts on a cache line (and a SIMD load boundary) */
+
+lw_model_params lw_model_default_params(void) {
+    lw_model_params p = {0};
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Hyper-parameters
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Reads <arch>.<key> as u32: required, or def when absent. */
+static lw_status hp_u32(lw_model *m, const char *key, int required, uint32_t def, uint32_t *out) {
+    char full[128];
+    snprintf(full, sizeof(full), "%s.%s", m->arch->name, key);
+    lw_status st = lw_gguf_get_u32(m->gguf, full, out);
+    if (st == LW_ERR_NOT_FOUND && !required) {
+        *out = def;
+        return LW_OK;
+    }
+    if (st == LW_ERR_NOT_FOUND) return lw__errorf(m->err, st, "missing key %s", full);
+    if (st != LW_OK) return lw__errorf(m->err, st, "key %s: %s", full, lw_gguf_error(m->gguf));
+    return LW_OK;
+}
+
+static lw_status hp_f32(lw_model *m, const char *key, int required, float def, float *out) {
+    char full[128];
+    snprintf(full, sizeof(full), "%s.%s", m->arch->name, key);
+    lw_status st = lw_gguf_get_f32(m->gguf, full, out);
+    if (st == LW_ERR_NOT_FOUND && !required) {
+        *out = def;
+        return LW_OK;
+    }
+    if (st == LW_ERR_NOT_FOUND) return lw__errorf(m->err, st, "missing key %s", full);
+    if (st != LW_OK) return lw__errorf(m->err, st, "key %s: %s", full, lw_gguf_error(m->gguf));
+    return LW_OK;
+}
+
+static lw_status load_hparams(lw_model *m) {
+    lw__hparams *hp = &m->hp;
+    lw_status st;
+    if ((st = hp_u32(m, "context_length", 1, 0, &hp->n_ctx_train)) || (st = hp_u32(m, "embedding_length", 1, 0, &hp->n_embd)) ||
+        (st = hp_u32(m, "block_count", 1, 0, &hp->n_layer)) || (st = hp_u32(m, "feed_forward_length", 1, 0, &hp->n_ff)) ||
+        (st = hp_u32(m, "attention.head_count", 1, 0, &hp->n_head)))
+        return st;
+    if ((st = hp_u32(m, "attention.head_count_kv", 0, hp->n_head, &hp->n_head_kv))) return st;
+    if (hp->n_embd == 0 || hp->n_head == 0 || hp->n_layer == 0 || hp->n_ff == 0 || hp->n_head_kv == 0 ||
+        hp->n_head % hp->n_head_kv || hp->n_layer > 4096 || hp->n_head > 4096)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "bad hyper-parameters: n_embd %u n_layer %u n_ff %u n_head %u n_head_kv %u",
+                          hp->n_embd, hp->n_layer, hp->n_ff, hp->n_head, hp->n_head_kv);
+    uint32_t hd = hp->n_embd / hp->n_head;
+    if ((st = hp_u32(m, "attention.key_length", 0, hd, &hp->n_embd_head_k)) ||
+        (st = hp_u32(m, "attention.value_length", 0, hd, &hp->n_embd_head_v)) ||
+        (st = hp_u32(m, "rope.dimension_count", 0, hp->n_embd_head_k, &hp->n_rot)))
+        return st;
+    if (hp->n_embd_head_k == 0 || hp->n_embd_head_k != hp->n_embd_head_v || hp->n_rot > hp->n_embd_head_k || hp->n_rot % 2 ||
+        hp->n_embd_head_k > 4096)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "unsupported head sizes: k %u v %u rot %u", hp->n_embd_head_k,
+                          hp->n_embd_head_v, hp->n_rot);
+    if ((st = hp_f32(m, "attention.layer_norm_rms_epsilon", 1, 0, &hp->rms_eps)) ||
+        (st = hp_f32(m, "rope.freq_base", 0, 10000.0f, &hp->rope_freq_base)))
+        return st;
+    /* RoPE scaling: none and linear (freq_scale = 1/factor) are what plain llama models use; YaRN and
+     * friends change the sin/cos table and are refused until implemented. */
+    hp->rope_freq_scale = 1.0f;
+    char key[128];
+    const char *stype = NULL;
+    snprintf(key, sizeof(key), "%s.rope.scaling.type", m->arch->name);
+    if (lw_gguf_get_str(m->gguf, key, &stype) == LW_OK && strcmp(stype, "none") && strcmp(stype, "linear"))
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "rope scaling '%s' is not supported yet", stype);
+    float factor = 0.0f;
+    snprintf(key, sizeof(key), "%s.rope.scaling.factor", m->arch->name);
+    if (lw_gguf_get_f32(m->gguf, key, &factor) != LW_OK) {
+        snprintf(key, sizeof(key), "%s.rope.scale_linear", m->arch->name);
+        if (lw_gguf_get_f32(m->gguf, key, &factor) != LW_OK) factor = 0.0f;
+    }
+    if (factor > 0.0f && (!stype || !strcmp(stype, "linear"))) hp->rope_freq_scale = 1.0f / factor;
+    hp->rope_type = m->arch->rope_type;
+    return LW_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Weight binding: two passes over the same list of wanted tensors. The first checks names, shapes and
+ * types and sums the sizes; the second reads each tensor into its place in the one allocation.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* The binder's state. */
+typedef struct binder {
+    lw_model *m;      /* model being loaded                                          */
+    int pass;         /* 0: check and size; 1: read                                  */
+    uint64_t offset;  /* running offset in the weight allocation                     */
+} binder;
+
+/* Binds tensor `name` into *w: ne0 elements per row, ne1 rows (ne1 == 0: a 1-D tensor of ne0). Optional
+ * tensors that are absent leave w->data NULL. `role` says how it is used: 'e' embedding table (row
+ * lookup), 'm' matmul weight, 'v' f32 vector (norm weights, biases). */
+static lw_status bind(binder *b, lw__wt *w, const char *name, int64_t ne0, int64_t ne1, char role, int required) {
+    lw_model *m = b->m;
+    int64_t ti = lw_gguf_find_tensor(m->gguf, name);
+    if (ti < 0) {
+        if (required) return lw__errorf(m->err, LW_ERR_NOT_FOUND, "missing tensor %s", name);
+        memset(w, 0, sizeof(*w));
+        return LW_OK;
+    }
+    const lw_gguf_tensor *t = lw_gguf_tensor_at(m->gguf, ti);
+    if (b->pass == 0) {
+        int64_t want1 = ne1 ? ne1 : 1;
+        if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1)
+            return lw__errorf(m->err, LW_ERR_BAD_DIMS, "tensor %s: shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
+                              (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                              (long long)ne0, (long long)want1);
+        const lw_type_info *info = lw_type_get(t->type);
+        int ok = role == 'v' ? t->type == LW_TYPE_F32
+               : role == 'm' ? lw__cpu_mm_get(t->type) != NULL
+                             : lw__cpu_get_rows_supported(t->type);
+        if (!ok)
+            return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "tensor %s: type %s is not supported here yet", name,
+                              info ? info->name : "?");
+        w->name = t->name;
+        w->type = t->type;
+        w->ne0 = ne0;
+        w->ne1 = want1;
+        w->data = (void *)(uintptr_t)b->offset; /* an offset until the allocation exists */
+        uint64_t end;
+        if (!lw__add_u64(b->offset, t->n_bytes, &end) || !lw__align_up_u64(end, WEIGHT_ALIGN, &b->offset))
+            return lw__errorf(m->err, LW_ERR_OVERFLOW, "weights too large");
+        return LW_OK;
+    }
+    /* pass 1: read into place */
+    uint64_t off = (uint64_t)(uintptr_t)w->data;
+    w->data = (uint8_t *)m->weights + off;
+    if (t->n_bytes > SIZE_MAX) return lw__errorf(m->err, LW_ERR_TOO_LARGE, "tensor %s too large", name);
+    lw_status st = lw_gguf_read_tensor(m->gguf, ti, 0, w->data, (size_t)t->n_bytes);
+    if (st != LW_OK) return lw__errorf(m->err, st, "reading %s: %s", name, lw_gguf_error(m->gguf));
+    return LW_OK;
+}
+
+/* The tensors of a llama-family model (names as llama.cpp's llama-arch.cpp). */
+static lw_status bind_all(binder *b) {
+    lw_model *m = b->m;
+    const lw__hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
+    const int64_t QD = (int64_t)hp->n_head * hp->n_embd_head_k, KD = (int64_t)hp->n_head_kv * hp->n_embd_head_k;
+    lw_status st;
+    if ((st = bind(b, &m->tok_embd, "token_embd.weight", E, V, 'e', 1)) ||
+        (st = bind(b, &m->output_norm, "output_norm.weight", E, 0, 'v', 1)) ||
+        (st = bind(b, &m->output, "output.weight", E, V, 'm', 0)))
+        return st;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        lw__layer *L = &m->layers[il];
+        char n[16][64];
+        static const char *const suffix[16] = {"attn_norm.weight", "attn_q.weight",   "attn_k.weight",     "attn_v.weight",
+                                               "attn_output.weight", "attn_q.bias",   "attn_k.bias",       "attn_v.bias",
+                                               "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight", "ffn_gate.weight",
+                                               "ffn_up.weight",    "ffn_down.weight", "", ""};
+        for (int k = 0; k < 14; k++) snprintf(n[k], sizeof(n[k]), "blk.%u.%s", il, suffix[k]);
+        const int64_t HD = hp->n_embd_head_k;
+        if ((st = bind(b, &L->attn_norm, n[0], E, 0, 'v', 1)) || (st = bind(b, &L->wq, n[1], E, QD, 'm', 1)) ||
+            (st = bind(b, &L->wk, n[2], E, KD, 'm', 1)) || (st = bind(b, &L->wv, n[3], E, KD, 'm', 1)) ||
+            (st = bind(b, &L->wo, n[4], QD, E, 'm', 1)) || (st = bind(b, &L->bq, n[5], QD, 0, 'v', 0)) ||
+            (st = bind(b, &L->bk, n[6], KD, 0, 'v', 0)) || (st = bind(b, &L->bv, n[7], KD, 0, 'v', 0)) ||
+            (st = bind(b, &L->q_norm, n[8], HD, 0, 'v', 0)) || (st = bind(b, &L->k_norm, n[9], HD, 0, 'v', 0)) ||
+            (st = bind(b, &L->ffn_norm, n[10], E, 0, 'v', 1)) || (st = bind(b, &L->ffn_gate, n[11], E, F, 'm', 1)) ||
+            (st = bind(b, &L->ffn_up, n[12], E, F, 'm', 1)) || (st = bind(b, &L->ffn_down, n[13], F, E, 'm', 1)))
+            return st;
+    }
+    return LW_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Loading
+ * ------------------------------------------------------------------------------------------------------- */
+
+static lw_status load(lw_model *m, lw_source *src) {
+    lw_status st = lw_gguf_open(src, &m->alloc, &m->gguf);
+    if (st != LW_OK) return lw__errorf(m->err, st, "%s", m->gguf ? lw_gguf_error(m->gguf) : lw_status_str(st));
+
+    const char *arch = NULL;
+    if (lw_gguf_get_str(m->gguf, "general.architecture", &arch) != LW_OK)
+        return lw__errorf(m->err, LW_ERR_NOT_FOUND, "missing key general.architecture");
+    for (size_t i = 0; i < sizeof(arch_table) / sizeof(arch_table[0]); i++)
+        if (!strcmp(arch, arch_table[i].name)) m->arch = &arch_table[i];
+    if (!m->arch) return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "architecture '%s' is not supported yet", arch);
+
+    if ((st = load_hparams(m)) != LW_OK) return st;
+    /* vocabulary size: rows of token_embd (llama.cpp takes it from the tokenizer; they agree in valid files) */
+    int64_t te = lw_gguf_find_tensor(m->gguf, "token_embd.weight");
+    if (te < 0) return lw__errorf(m->err, LW_ERR_NOT_FOUND, "missing tensor token_embd.weight");
+    const lw_gguf_tensor *tt = lw_gguf_tensor_at(m->gguf, te);
+    if (tt->ne[1] <= 0 || tt->ne[1] > INT32_MAX) return lw__errorf(m->err, LW_ERR_BAD_DIMS, "bad token_embd shape");
+    m->hp.n_vocab = (uint32_t)tt->ne[1];
+
+    m->layers = lw__calloc(&m->alloc, m->hp.n_layer, sizeof(lw__layer));
+    if (!m->layers) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
+    binder b = {m, 0, 0};
+    if ((st = bind_all(&b)) != LW_OK) return st;
+    if (b.offset > SIZE_MAX) return lw__errorf(m->err, LW_ERR_TOO_LARGE, "weights do not fit in memory");
+    m->weight_bytes = b.offset;
+    /* over-allocate by the alignment and align the base by hand (the allocator hook promises no alignment) */
+    m->weights = lw__malloc(&m->alloc, (size_t)b.offset + WEIGHT_ALIGN);
+    if (!m->weights) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory for %llu bytes of weights", (unsigned long long)b.offset);
+    void *base = m->weights;
+    m->weights = (void *)(((uintptr_t)base + WEIGHT_ALIGN - 1) & ~(uintptr_t)(WEIGHT_ALIGN - 1));
+    b.pass = 1;
+    st = bind_all(&b);
+    m->weights_raw = base;
+    if (st != LW_OK) return st;
+    if (!m->output.data) { /* tied embeddings: the table is also the output projection */
+        m->output = m->tok_embd;
+        if (!lw__cpu_mm_get(m->output.type))
+            return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "tied output: type %s cannot be multiplied here yet",
+                              lw_type_get(m->output.type)->name);
+    }
+    return LW_OK;
+}
+
+static lw_status new_model(const lw_model_params *params, lw_model **out) {
+    lw_allocator a = lw__allocator_or_default(params ? params->alloc : NULL);
+    lw_model *m = lw__calloc(&a, 1, sizeof(*m));
+    *out = m;
+    if (!m) return LW_ERR_NOMEM;
+    m->alloc = a;
+    return LW_OK;
+}
+
+lw_status lw_model_load_source(lw_source *src, const lw_model_params *params, lw_model **out) {
+    if (!out) return LW_ERR_INVALID_ARG;
+    lw_status st = new_model(params, out);
+    if (st != LW_OK) return st;
+    if (!src) return lw__errorf((*out)->err, LW_ERR_INVALID_ARG, "no source");
+    return load(*out, src);
+}
+
+lw_status lw_model_load_file(const char *path, const lw_model_params *params, lw_model **out) {
+    if (!out) return LW_ERR_INVALID_ARG;
+    lw_status st = new_model(params, out);
+    if (st != LW_OK) return st;
+    lw_model *m = *out;
+    st = lw_source_open_file(path, &m->alloc, &m->own_src, m->err, sizeof(m->err));
+    if (st != LW_OK) return st;
+    return load(m, m->own_src);
+}
+
+void lw_model_free(lw_model *m) {
+    if (!m) return;
+    lw_allocator a = m->alloc;
+    lw__free(&a, m->weights_raw);
+    lw__free(&a, m->layers);
+    lw_gguf_close(m->gguf);
+    lw_source_close(m->own_src);
+    lw__free(&a, m);
+}
+
+const char *lw_model_error(const lw_model *m) {
+    return m ? m->err : "out of memory";
+}
+const char *lw_model_arch(const lw_model *m) {
+    return m->arch ? m->arch->name : "";
+}
+int32_t lw_model_n_vocab(const lw_model *m) {
+    return (int32_t)m->hp.n_vocab;
+}
+int32_t lw_model_n_embd(const lw_model *m) {
+    return (int32_t)m->hp.n_embd;
+}
+int32_t lw_model_n_layer(const lw_model *m) {
+    return (int32_t)m->hp.n_layer;
+}
+int32_t lw_model_n_ctx_train(const lw_model *m) {
+    return (int32_t)m->hp.n_ctx_train;
+}
+uint64_t lw_model_weight_bytes(const lw_model *m) {
+    return m->weight_bytes;
+}
+lw_gguf *lw_model_gguf(const lw_model *m) {
+    return m->gguf;
+}

@@ -1,0 +1,88 @@
+/* Internal model structures: hyper-parameters, bound weights, and the architecture table that plugs a
+ * graph builder per architecture. Adding an architecture = an hparams tweak (if any), its tensor names in
+ * the binder, and a builder (or flags on the llama builder: biases, q/k norms, NeoX RoPE). */
+#ifndef LW_MODEL_H
+#define LW_MODEL_H
+
+#include "graph/graph.h"
+#include "model/engine.h"
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Hyper-parameters (read from "<arch>.*" keys, defaults as llama.cpp's llama-model.cpp)
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct lw__hparams {
+    uint32_t n_vocab;       /* rows of token_embd                                           */
+    uint32_t n_ctx_train;   /* <arch>.context_length                                        */
+    uint32_t n_embd;        /* <arch>.embedding_length                                      */
+    uint32_t n_layer;       /* <arch>.block_count                                           */
+    uint32_t n_ff;          /* <arch>.feed_forward_length                                   */
+    uint32_t n_head;        /* <arch>.attention.head_count                                  */
+    uint32_t n_head_kv;     /* <arch>.attention.head_count_kv (default n_head)              */
+    uint32_t n_embd_head_k; /* <arch>.attention.key_length (default n_embd / n_head)        */
+    uint32_t n_embd_head_v; /* <arch>.attention.value_length (default n_embd / n_head)      */
+    uint32_t n_rot;         /* <arch>.rope.dimension_count (default n_embd_head_k)          */
+    float rms_eps;          /* <arch>.attention.layer_norm_rms_epsilon                      */
+    float rope_freq_base;   /* <arch>.rope.freq_base (default 10000)                        */
+    float rope_freq_scale;  /* 1 / <arch>.rope.scaling.factor for linear scaling, else 1    */
+    int rope_type;          /* LW_ROPE_NORMAL or LW_ROPE_NEOX (per architecture)            */
+} lw__hparams;
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Weights
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* One bound weight: a 1-D or 2-D tensor (ne1 rows of ne0 elements). data == NULL: absent (optional). */
+typedef struct lw__wt {
+    const char *name; /* GGUF tensor name (owned by the model's lw_gguf)  */
+    uint32_t type;    /* lw_type                                         */
+    int64_t ne0;      /* elements per row                                */
+    int64_t ne1;      /* rows                                            */
+    void *data;       /* in the model's weight allocation                */
+} lw__wt;
+
+/* A transformer block's weights; optional ones stay NULL for architectures without them. */
+typedef struct lw__layer {
+    lw__wt attn_norm;              /* [n_embd]                                   */
+    lw__wt wq, wk, wv, wo;         /* [n_embd -> n_head*hd], [.. kv], [.. kv], [n_head*hd -> n_embd] */
+    lw__wt bq, bk, bv;             /* optional biases (qwen2)                    */
+    lw__wt q_norm, k_norm;         /* optional per-head RMSNorm weights (qwen3)  */
+    lw__wt ffn_norm;               /* [n_embd]                                   */
+    lw__wt ffn_gate, ffn_up;       /* [n_embd -> n_ff]                           */
+    lw__wt ffn_down;               /* [n_ff -> n_embd]                           */
+} lw__layer;
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Architectures
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Builds the decode graph of a context for up to max_tokens tokens per step; sets *logits to the index of
+ * the output tensor (n_vocab per output row). */
+typedef lw_status (*lw__build_fn)(const lw_model *m, lw__graph *g, int32_t *logits);
+
+typedef struct lw__arch_def {
+    const char *name;     /* general.architecture value          */
+    int rope_type;        /* LW_ROPE_NORMAL / LW_ROPE_NEOX        */
+    lw__build_fn build;   /* graph builder                        */
+} lw__arch_def;
+
+/* Builders (one file each: arch-<name>.c). */
+lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits);
+
+struct lw_model {
+    lw_allocator alloc;          /* for everything the model owns                         */
+    char err[LW_ERRMSG_SIZE];    /* last error message                                    */
+    lw_source *own_src;          /* opened by lw_model_load_file (else NULL)              */
+    lw_gguf *gguf;               /* parsed header; kept for metadata and tensor names     */
+    const lw__arch_def *arch;    /* architecture                                          */
+    lw__hparams hp;              /* hyper-parameters                                      */
+    lw__wt tok_embd;             /* [n_vocab rows of n_embd]                              */
+    lw__wt output_norm;          /* [n_embd]                                              */
+    lw__wt output;               /* [n_vocab rows of n_embd]; token_embd when tied        */
+    lw__layer *layers;           /* n_layer blocks                                        */
+    void *weights;               /* the one weight allocation (aligned start)             */
+    void *weights_raw;           /* what the allocator returned (freed)                   */
+    uint64_t weight_bytes;       /* its size                                              */
+};
+
+#endif

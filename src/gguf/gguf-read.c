@@ -51,7 +51,10 @@ static void *arena_alloc(lw_gguf *g, uint64_t n64) {
     size_t n = ((size_t)n64 + 15) & ~(size_t)15;
     arena_chunk *c = g->arena;
     if (!c || c->cap - c->used < n) {
-        size_t cap = n > ((size_t)1 << 20) ? n : ((size_t)1 << 20);
+        /* Chunks double from 16 KiB to 1 MiB: small headers stay cheap, tokenizer tables take few chunks. */
+        size_t grow = c ? c->cap * 2 : ((size_t)1 << 14);
+        if (grow > ((size_t)1 << 20)) grow = (size_t)1 << 20;
+        size_t cap = n > grow ? n : grow;
         c = lw__malloc(&g->alloc, sizeof(arena_chunk) + cap);
         if (!c) return NULL;
         c->next = g->arena;

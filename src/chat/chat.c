@@ -1,0 +1,196 @@
+/* Chat templates: the API in chat.h — a parsed template object (AST in its own arena) and renders that
+ * build the Hugging Face context (messages, add_generation_prompt, bos/eos tokens, tools=none,
+ * documents=none, optional enable_thinking) in a fresh, capped arena each time. */
+#include "chat/chat.h"
+
+#include "chat/jinja.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+struct lw_chat_template {
+    lw_allocator alloc;         /* allocator for the object, arenas and outputs     */
+    jj_arena arena;             /* tokens and AST                                   */
+    jj_node **body;             /* top-level statements                             */
+    uint32_t nbody;             /* their count                                      */
+    lw_chat_error_kind kind;    /* kind of the last error                           */
+    uint64_t last_steps;        /* steps used by the last render                    */
+    char err[LW_ERRMSG_SIZE];   /* message of the last error                        */
+};
+
+void lw_chat_params_default(lw_chat_params *p) {
+    memset(p, 0, sizeof *p);
+    p->add_generation_prompt = 1;
+    p->enable_thinking = -1;
+    p->now = LW_CHAT_NOW_CURRENT;
+}
+
+static void copy_err(char *dst, size_t dst_size, const char *msg) {
+    if (dst && dst_size) snprintf(dst, dst_size, "%s", msg);
+}
+
+lw_status lw_chat_template_parse(const char *src, size_t len, const lw_allocator *alloc, lw_chat_template **out,
+                                 char *err, size_t err_size) {
+    if (out) *out = NULL;
+    if (!src || !out) {
+        copy_err(err, err_size, "NULL argument");
+        return LW_ERR_INVALID_ARG;
+    }
+    lw_allocator a = lw__allocator_or_default(alloc);
+    lw_chat_template *t = lw__calloc(&a, 1, sizeof *t);
+    if (!t) {
+        copy_err(err, err_size, "out of memory");
+        return LW_ERR_NOMEM;
+    }
+    t->alloc = a;
+    /* the AST of a template is a small multiple of its size; cap it so huge inputs fail cleanly */
+    size_t cap = len > JJ_MAX_TEMPLATE_BYTES ? 0 : (len * 64 + (1u << 20));
+    jj_arena_init(&t->arena, &t->alloc, cap);
+    jj_tok *toks = NULL;
+    size_t ntoks = 0;
+    lw_status st = jj_lex(&t->arena, src, len, &toks, &ntoks, t->err);
+    if (st == LW_OK) st = jj_parse(&t->arena, toks, ntoks, &t->body, &t->nbody, t->err);
+    if (st != LW_OK) {
+        copy_err(err, err_size, t->err);
+        lw_chat_template_free(t);
+        return st;
+    }
+    *out = t;
+    return LW_OK;
+}
+
+const char *lw_chat_template_error(const lw_chat_template *t) {
+    return t ? t->err : "NULL template";
+}
+lw_chat_error_kind lw_chat_template_error_kind(const lw_chat_template *t) {
+    return t ? t->kind : LW_CHAT_ERR_RENDER;
+}
+uint64_t lw_chat_template_last_steps(const lw_chat_template *t) {
+    return t ? t->last_steps : 0;
+}
+
+void lw_chat_string_free(lw_chat_template *t, char *s) {
+    if (t && s) lw__free(&t->alloc, s);
+}
+
+void lw_chat_template_free(lw_chat_template *t) {
+    if (!t) return;
+    jj_arena_free(&t->arena);
+    lw_allocator a = t->alloc;
+    lw__free(&a, t);
+}
+
+static bool set_str(jj_ctx *c, jj_scope *g, const char *name, const char *value) {
+    jj_str s;
+    if (!jj_str_new(c, value ? value : "", value ? strlen(value) : 0, &s)) return false;
+    return jj_scope_set(c, g, jj_s(name, strlen(name)), jj_strv(s));
+}
+
+/* The variables Hugging Face passes to chat templates. */
+static bool build_globals(jj_ctx *c, jj_scope *g, const lw_chat_message *msgs, size_t n, const lw_chat_params *p) {
+    jj_list *l = jj_list_new(c, n);
+    if (!l) return false;
+    for (size_t i = 0; i < n; i++) {
+        jj_dict *d = jj_dict_new(c, 2);
+        jj_str role, content;
+        if (!d) return false;
+        const char *r = msgs[i].role ? msgs[i].role : "";
+        if (!jj_str_new(c, r, strlen(r), &role) || !jj_dict_set(c, d, jj_strv(jj_s("role", 4)), jj_strv(role)))
+            return false;
+        jj_val cv = jj_none();
+        if (msgs[i].content) {
+            if (!jj_str_new(c, msgs[i].content, strlen(msgs[i].content), &content)) return false;
+            cv = jj_strv(content);
+        }
+        if (!jj_dict_set(c, d, jj_strv(jj_s("content", 7)), cv) || !jj_list_push(c, l, jj_dictv(d))) return false;
+    }
+    if (!jj_scope_set(c, g, jj_s("messages", 8), jj_listv(l)) ||
+        !jj_scope_set(c, g, jj_s("add_generation_prompt", 21), jj_bool(p->add_generation_prompt != 0)) ||
+        !set_str(c, g, "bos_token", p->bos_token) || !set_str(c, g, "eos_token", p->eos_token) ||
+        !jj_scope_set(c, g, jj_s("tools", 5), jj_none()) || !jj_scope_set(c, g, jj_s("documents", 9), jj_none()))
+        return false;
+    if (p->enable_thinking >= 0 &&
+        !jj_scope_set(c, g, jj_s("enable_thinking", 15), jj_bool(p->enable_thinking != 0)))
+        return false;
+    return true;
+}
+
+lw_status lw_chat_template_render(lw_chat_template *t, const lw_chat_message *msgs, size_t n,
+                                  const lw_chat_params *params, char **out, size_t *out_len) {
+    if (out) *out = NULL;
+    if (out_len) *out_len = 0;
+    if (!t || !out || (n && !msgs)) {
+        if (t) {
+            t->kind = LW_CHAT_ERR_RENDER;
+            lw__errorf(t->err, LW_ERR_INVALID_ARG, "NULL argument");
+        }
+        return LW_ERR_INVALID_ARG;
+    }
+    lw_chat_params p;
+    if (params) p = *params;
+    else lw_chat_params_default(&p);
+    t->err[0] = 0;
+    t->kind = LW_CHAT_OK;
+
+    jj_arena arena;
+    jj_arena_init(&arena, &t->alloc, p.max_memory ? p.max_memory : JJ_DEFAULT_MAX_MEMORY);
+    jj_buf main_out = {0};
+    jj_ctx c;
+    memset(&c, 0, sizeof c);
+    c.arena = &arena;
+    c.out = c.main_out = &main_out;
+    c.max_steps = p.max_steps ? p.max_steps : JJ_DEFAULT_MAX_STEPS;
+    c.max_output = p.max_output ? p.max_output : JJ_DEFAULT_MAX_OUTPUT;
+    c.now = p.now == LW_CHAT_NOW_CURRENT ? (int64_t)time(NULL) : p.now;
+    c.err = t->err;
+
+    jj_scope *g = jj_scope_new(&c, NULL);
+    bool ok = g && build_globals(&c, g, msgs, n, &p) && jj_render_body(&c, g, t->body, t->nbody);
+    t->last_steps = c.steps;
+    lw_status st = LW_OK;
+    if (ok) {
+        char *s = lw__malloc(&t->alloc, main_out.n + 1);
+        if (s) {
+            if (main_out.n) memcpy(s, main_out.p, main_out.n);
+            s[main_out.n] = 0;
+            *out = s;
+            if (out_len) *out_len = main_out.n;
+        } else {
+            jj_fail(&c, LW_ERR_NOMEM, "out of memory for the rendered prompt");
+            ok = false;
+        }
+    }
+    if (!ok) {
+        st = c.status != LW_OK ? c.status : LW_ERR_INVALID_ARG;
+        t->kind = c.raised ? LW_CHAT_ERR_RAISED
+                  : st == LW_ERR_TOO_LARGE || st == LW_ERR_OVERFLOW ? LW_CHAT_ERR_LIMIT
+                  : st == LW_ERR_NOMEM ? LW_CHAT_ERR_MEMORY
+                                       : LW_CHAT_ERR_RENDER;
+        if (!t->err[0]) lw__errorf(t->err, st, "template render failed");
+    }
+    jj_arena_free(&arena);
+    return st;
+}
+
+lw_status lw_chat_apply(const char *tmpl, const lw_chat_message *msgs, size_t n, int add_generation_prompt,
+                        const char *bos, const char *eos, const lw_allocator *alloc, char **out, size_t *out_len,
+                        char *err, size_t err_size) {
+    if (out) *out = NULL;
+    if (!tmpl) {
+        copy_err(err, err_size, "NULL template");
+        return LW_ERR_INVALID_ARG;
+    }
+    lw_chat_template *t;
+    lw_status st = lw_chat_template_parse(tmpl, strlen(tmpl), alloc, &t, err, err_size);
+    if (st != LW_OK) return st;
+    lw_chat_params p;
+    lw_chat_params_default(&p);
+    p.add_generation_prompt = add_generation_prompt;
+    p.bos_token = bos;
+    p.eos_token = eos;
+    st = lw_chat_template_render(t, msgs, n, &p, out, out_len);
+    if (st != LW_OK) copy_err(err, err_size, t->err);
+    lw_chat_template_free(t);
+    return st;
+}

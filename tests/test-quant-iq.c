@@ -3,8 +3,8 @@
  * loaded with dlopen from node-llama-cpp's prebuilt libggml-base.so:
  *   - all 9 formats: our dequantize_row == ggml's to_float, float bits identical, on blocks from our
  * generator and on raw random bytes (any sign of d, subnormals) over enough blocks to hit every grid entry;
- *   - IQ4_NL / IQ4_XS: our quantizers' bytes == ggml_quantize_chunk's (with and without an imatrix) and ==
- *     ggml's from_float_ref (quantize_row_*_ref).
+ *   - IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S: our quantizers' bytes == ggml_quantize_chunk's (with and without an
+ *     imatrix) and == ggml's from_float_ref (quantize_row_*_ref).
  * When the library is absent (npm install not run) the ggml-free checks still run and the test then exits
  * 77 (skipped) with a message; set LW_GGML_BASE to a libggml-base.so path to use another copy. */
 #include "core/core.h"
@@ -38,10 +38,12 @@ typedef const struct ggml_type_traits *(*get_type_traits_fn)(int type);
 typedef size_t (*quantize_chunk_fn)(int type, const float *src, void *dst, int64_t start, int64_t nrows,
                                     int64_t n_per_row, const float *imatrix);
 typedef bool (*requires_imatrix_fn)(int type);
+typedef void (*quantize_init_fn)(int type);
 
 static get_type_traits_fn ggml_get_type_traits_p;
 static quantize_chunk_fn ggml_quantize_chunk_p;
 static requires_imatrix_fn ggml_quantize_requires_imatrix_p;
+static quantize_init_fn ggml_quantize_init_p;
 
 /* ---------------------------------------------------------------------------------------------------------
  * The formats under test
@@ -386,16 +388,54 @@ static void check_against_ggml_dequant(fmt_t *f) {
     free(blk);
 }
 
-/* IQ4_NL / IQ4_XS: bytes of our quantizers vs ggml's, over data kinds x row lengths x imatrix or not. */
+/* Our quantizers (ggml_quantize_chunk's path and quantize_row_*_ref) for a format; NULL when we have none. */
+static void our_quantizers(uint32_t type, lw__quantize_fn *chunk, lw__from_float_fn *ref) {
+    *chunk = NULL;
+    *ref = NULL;
+    switch (type) {
+    case LW_TYPE_IQ4_NL:
+        *chunk = lw__quantize_iq4_nl, *ref = lw__quantize_row_iq4_nl_ref;
+        break;
+    case LW_TYPE_IQ4_XS:
+        *chunk = lw__quantize_iq4_xs, *ref = lw__quantize_row_iq4_xs_ref;
+        break;
+#if LW_QUANT_IQ_HAVE_QUANT_IQ3_XXS && LW_QUANT_IQ_HAVE_REF_IQ3_XXS
+    case LW_TYPE_IQ3_XXS:
+        *chunk = lw__quantize_iq3_xxs, *ref = lw__quantize_row_iq3_xxs_ref;
+        break;
+#endif
+#if LW_QUANT_IQ_HAVE_QUANT_IQ3_S && LW_QUANT_IQ_HAVE_REF_IQ3_S
+    case LW_TYPE_IQ3_S:
+        *chunk = lw__quantize_iq3_s, *ref = lw__quantize_row_iq3_s_ref;
+        break;
+#endif
+    default:
+        break;
+    }
+}
+
+static bool has_quantizer(uint32_t type) {
+    lw__quantize_fn chunk;
+    lw__from_float_fn ref;
+    our_quantizers(type, &chunk, &ref);
+    return chunk != NULL;
+}
+
+/* Bytes of our quantizers vs ggml's, over data kinds x row lengths x imatrix or not. */
 static void check_against_ggml_quant(fmt_t *f) {
     const struct ggml_type_traits *tt = ggml_get_type_traits_p((int)f->type);
     const lw_type_info *ti = lw_type_get(f->type);
     const bool nl = f->type == LW_TYPE_IQ4_NL;
-    lw__quantize_fn ours = nl ? lw__quantize_iq4_nl : lw__quantize_iq4_xs;
-    lw__from_float_fn ours_ref = nl ? lw__quantize_row_iq4_nl_ref : lw__quantize_row_iq4_xs_ref;
+    lw__quantize_fn ours;
+    lw__from_float_fn ours_ref;
+    our_quantizers(f->type, &ours, &ours_ref);
+    if (!ours) return;
     CHECK_MSG(!ggml_quantize_requires_imatrix_p((int)f->type), "%s: ggml says it needs an imatrix", f->name);
+    CHECK_MSG(tt->from_float_ref != NULL, "%s: ggml has no from_float_ref", f->name);
+    if (!tt->from_float_ref) return;
+    ggml_quantize_init_p((int)f->type); /* ggml's IQ3 quantizers need their tables before from_float_ref */
     static const int64_t lens_nl[] = {32, 96, 256, 4096};
-    static const int64_t lens_xs[] = {256, 512, 4096, 4096};
+    static const int64_t lens_xs[] = {256, 512, 768, 1280};
     const int64_t *lens = nl ? lens_nl : lens_xs;
     enum { NROWS = 3, MAXN = 4096 };
     float *x = malloc(sizeof(float) * NROWS * MAXN), *qw = malloc(sizeof(float) * MAXN);
@@ -470,14 +510,15 @@ int main(void) {
         ggml_get_type_traits_p = (get_type_traits_fn)dlsym(lib, "ggml_get_type_traits");
         ggml_quantize_chunk_p = (quantize_chunk_fn)dlsym(lib, "ggml_quantize_chunk");
         ggml_quantize_requires_imatrix_p = (requires_imatrix_fn)dlsym(lib, "ggml_quantize_requires_imatrix");
-        have_ggml = ggml_get_type_traits_p && ggml_quantize_chunk_p && ggml_quantize_requires_imatrix_p;
+        ggml_quantize_init_p = (quantize_init_fn)dlsym(lib, "ggml_quantize_init");
+        have_ggml = ggml_get_type_traits_p && ggml_quantize_chunk_p && ggml_quantize_requires_imatrix_p &&
+                    ggml_quantize_init_p;
         CHECK_MSG(have_ggml, "%s lacks the ggml symbols this test needs", path);
     }
     if (have_ggml) {
         for (int i = 0; i < NFMTS; ++i) {
             check_against_ggml_dequant(&fmts[i]);
-            if (fmts[i].type == LW_TYPE_IQ4_NL || fmts[i].type == LW_TYPE_IQ4_XS)
-                check_against_ggml_quant(&fmts[i]);
+            check_against_ggml_quant(&fmts[i]);
         }
         /* ggml's imatrix requirement, which decides which formats need our random-block generator */
         for (int i = 0; i < NFMTS; ++i) {
@@ -497,7 +538,7 @@ int main(void) {
             snprintf(d, sizeof d, "skipped (no ggml)");
         if (f->q_rows)
             snprintf(q, sizeof q, "%ld/%ld", f->q_rows - f->q_bad, f->q_rows);
-        else if (f->type != LW_TYPE_IQ4_NL && f->type != LW_TYPE_IQ4_XS)
+        else if (!has_quantizer(f->type))
             snprintf(q, sizeof q, "n/a (no quantizer)");
         else
             snprintf(q, sizeof q, "skipped (no ggml)");

@@ -1,0 +1,436 @@
+/* Grid-search quantizers of the IQ family: IQ3_XXS and IQ3_S, byte-exact with ggml v0.4.0's quantize_iq3_xxs,
+ * quantize_iq3_s and their quantize_row_*_ref (ggml quantizes both without an importance matrix).
+ *
+ * How they work (ggml's method): each group of 4 magnitudes |x| is rounded to odd levels 2l + 1 (l in 0..7)
+ * for a trial scale; the 4 levels form a 12-bit key. If the key is a grid point, its index is stored; if not,
+ * the best of the key's precomputed nearest grid points (by weighted squared error) is used. 31 (IQ3_XXS) or
+ * 19 (IQ3_S) trial scales are tried per sub-block of 32 and the weighted least-squares best is kept; the
+ * sub-block scales are then quantized to 4 bits against the block's largest scale.
+ *
+ * The key -> grid map and the neighbour lists are derived from the grids in iq-grids.c within each quantize
+ * call (lists lazily, see iq3_tables) instead of living in process-wide state as in ggml. Their content and
+ * order are ggml's: neighbours sorted by (squared distance, grid index), all points of the 2 (IQ3_XXS) or 3
+ * (IQ3_S) smallest distances. As in quant-iq.c, every float expression keeps ggml's operation order. */
+#include "core/core.h"
+#include "quant/iq-grids.h"
+#include "quant/quant-iq.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define QK_K       LW_QK_K
+#define IQ3_KMAX_Q 8     /* levels per coordinate: 2l + 1, l in 0..7       */
+#define IQ3_NKEYS  4096  /* 8^4 keys of 4 levels                           */
+#define IQ3XXS_EPS 1e-8f /* ggml GROUP_MAX_EPS_IQ3_XXS                     */
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Search tables
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Key -> grid tables of one IQ3 grid, built from its packed magnitudes. ggml computes the neighbour lists of
+ * all 3584 (or 3840) off-grid keys up front (tens of milliseconds); here a key's list is computed the first
+ * time the key occurs and kept for the rest of the call, so quantizing one short row stays cheap. */
+typedef struct {
+    lw_allocator alloc;        /* libc's: the quantize entry points take no allocator                  */
+    int ngrid;                 /* 256 (IQ3_XXS) or 512 (IQ3_S)                                         */
+    int nwant;                 /* neighbours = all points of the nwant smallest distances (2 or 3)    */
+    uint8_t pos[512][4];       /* the odd levels 2l + 1 of each grid point                            */
+    int map[IQ3_NKEYS];        /* key -> grid index; -1: off-grid, list not made yet; -(off + 1): list
+                                  at neighbours[off]                                                  */
+    uint16_t *neighbours;      /* lists: count n, then n grid indices                                 */
+    size_t nn, cap;            /* entries used / allocated in neighbours                              */
+    uint16_t scratch[1 + 512]; /* a list that could not be stored (allocation failed)                 */
+    int d2[512];               /* squared distances of one key to every grid point                    */
+} iq3_tables;
+
+/* The level index of a magnitude byte of a grid: IQ3_XXS stores {4, 12, ..., 52, 62}, IQ3_S {1, 3, ..., 15}.
+ */
+static int iq3_level(int ngrid, unsigned byte) {
+    if (ngrid == 512) return (int)(byte - 1) / 2;
+    return byte == 62 ? 7 : (int)(byte - 4) / 8;
+}
+
+/* Allocates and fills the tables of the grid of ngrid points; NULL when allocation fails. */
+static iq3_tables *iq3_tables_new(int ngrid) {
+    const lw_allocator alloc = lw__allocator_or_default(NULL);
+    iq3_tables *t = lw__malloc(&alloc, sizeof *t);
+    if (!t) return NULL;
+    memset(t, 0, sizeof *t);
+    t->alloc = alloc;
+    t->ngrid = ngrid;
+    t->nwant = ngrid == 256 ? 2 : 3;
+    for (int i = 0; i < IQ3_NKEYS; ++i) t->map[i] = -1;
+    for (int j = 0; j < ngrid; ++j) {
+        const uint32_t e = ngrid == 256 ? lw__iq3xxs_grid[j] : lw__iq3s_grid[j];
+        int key = 0;
+        for (int k = 0; k < 4; ++k) {
+            const int l = iq3_level(ngrid, (e >> (8 * k)) & 0xff);
+            t->pos[j][k] = (uint8_t)(2 * l + 1);
+            key |= l << (3 * k);
+        }
+        t->map[key] = j;
+    }
+    return t;
+}
+
+static void iq3_tables_free(iq3_tables *t) {
+    if (!t) return;
+    lw__free(&t->alloc, t->neighbours);
+    lw__free(&t->alloc, t);
+}
+
+/* The neighbour list of an off-grid key: grid points in order of (squared distance, index), all those at the
+ * nwant smallest distinct distances (ggml's iq3xs_init_impl makes the same lists). */
+static const uint16_t *iq3_neighbours(iq3_tables *t, int key) {
+    if (t->map[key] < -1) return t->neighbours + (-t->map[key] - 1);
+    int p[4];
+    for (int k = 0; k < 4; ++k) p[k] = 2 * ((key >> (3 * k)) & 7) + 1;
+    for (int j = 0; j < t->ngrid; ++j) {
+        int s = 0;
+        for (int k = 0; k < 4; ++k) s += (t->pos[j][k] - p[k]) * (t->pos[j][k] - p[k]);
+        t->d2[j] = s;
+    }
+    /* the nwant smallest distinct distances, ascending */
+    int v[3], nv = 0;
+    for (int j = 0; j < t->ngrid; ++j) {
+        const int x = t->d2[j];
+        int i = 0;
+        while (i < nv && v[i] < x) ++i;
+        if ((i < nv && v[i] == x) || i >= t->nwant) continue;
+        for (int m = nv < t->nwant ? nv : t->nwant - 1; m > i; --m) v[m] = v[m - 1];
+        v[i] = x;
+        if (nv < t->nwant) ++nv;
+    }
+    uint16_t n = 0;
+    for (int m = 0; m < nv; ++m) {
+        for (int j = 0; j < t->ngrid; ++j) {
+            if (t->d2[j] == v[m]) t->scratch[1 + n++] = (uint16_t)j;
+        }
+    }
+    t->scratch[0] = n;
+    /* keep it for the next time the key occurs (if memory allows; the scratch copy serves this time) */
+    const size_t need = t->nn + 1 + n;
+    if (need > t->cap) {
+        const size_t cap = need > 2 * t->cap ? need + 4096 : 2 * t->cap;
+        uint16_t *nb = lw__realloc(&t->alloc, t->neighbours, sizeof(uint16_t) * cap);
+        if (!nb) return t->scratch;
+        t->neighbours = nb;
+        t->cap = cap;
+    }
+    memcpy(t->neighbours + t->nn, t->scratch, sizeof(uint16_t) * (1 + (size_t)n));
+    t->map[key] = -(int)(t->nn + 1);
+    t->nn = need;
+    return t->neighbours + need - 1 - n;
+}
+
+/* Among the neighbours of an off-grid key, the grid point nearest to xval / scale by weighted squared error
+ * (first one on ties); writes its levels l to L and returns its index. */
+static int iq3_best_neighbour(const iq3_tables *t, const uint16_t *nb, const float *xval, const float *weight,
+                              float scale, int8_t *L) {
+    const int n = nb[0];
+    float best_d2 = FLT_MAX;
+    int best = nb[1];
+    for (int j = 1; j <= n; ++j) {
+        const uint8_t *pg = t->pos[nb[j]];
+        float d2 = 0;
+        for (int i = 0; i < 4; ++i) {
+            const float q = pg[i];
+            const float diff = scale * q - xval[i];
+            d2 += weight[i] * diff * diff;
+        }
+        if (d2 < best_d2) {
+            best_d2 = d2;
+            best = nb[j];
+        }
+    }
+    for (int i = 0; i < 4; ++i) L[i] = (int8_t)((t->pos[best][i] - 1) / 2);
+    return best;
+}
+
+/* Same rounding as ggml's nearest_int (see quant-iq.c). */
+static inline int iq_nearest_int(float f) {
+    const float v = f + 12582912.f;
+    int32_t i;
+    memcpy(&i, &v, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+static inline int clampi(int v, int lo, int hi) {
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Key of 4 levels; a grid index for it (or the best neighbour's when off-grid, which rewrites L). */
+static int iq3_lookup(iq3_tables *t, int8_t *L, const float *xval, const float *waux, float scale,
+                      bool *on_grid) {
+    int u = 0;
+    for (int i = 0; i < 4; ++i) u |= L[i] << (3 * i);
+    int gi = t->map[u];
+    *on_grid = gi >= 0;
+    if (gi < 0) gi = iq3_best_neighbour(t, iq3_neighbours(t, u), xval, waux, scale, L);
+    return gi;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * One sub-block of 32: the shared search of both formats (ggml duplicates it with these differences:
+ * IQ3_XXS has 7-bit sign groups with even parity, 31 trial scales, an epsilon test and re-rounds only the
+ * off-grid groups at the end; IQ3_S has free sign bytes, 19 trials, a zero test and re-rounds every group).
+ * Fills L (levels) and block_signs; returns the sub-block scale (0 for an all-tiny sub-block).
+ * ------------------------------------------------------------------------------------------------------- */
+static float iq3_subblock(iq3_tables *t, bool xxs, const float *xb, const float *weight, int8_t *L,
+                          uint8_t *block_signs, bool *skipped) {
+    float xval[32], waux[32];
+    int8_t Laux[32];
+    bool is_on_grid[8], is_on_grid_aux[8];
+    for (int i = 0; i < 32; ++i) waux[i] = sqrtf(weight[i]);
+    for (int k = 0; k < 4; ++k) {
+        int nflip = 0;
+        uint8_t s = 0;
+        for (int i = 0; i < 8; ++i) {
+            if (xb[8 * k + i] >= 0) {
+                xval[8 * k + i] = xb[8 * k + i];
+            } else {
+                xval[8 * k + i] = -xb[8 * k + i];
+                ++nflip;
+                s |= (uint8_t)(1 << i);
+            }
+        }
+        if (xxs && nflip % 2) {
+            /* odd number of negatives: flip the least important element (IQ3_XXS stores even parity) */
+            int imin = 0;
+            float min = weight[8 * k + imin] * xb[8 * k + imin] * xb[8 * k + imin];
+            for (int i = 1; i < 8; ++i) {
+                const float ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
+                if (ax < min) {
+                    min = ax;
+                    imin = i;
+                }
+            }
+            xval[8 * k + imin] = -xval[8 * k + imin];
+            s ^= (uint8_t)(1 << imin);
+        }
+        block_signs[k] = xxs ? (uint8_t)(s & 127) : s;
+    }
+    float max = xval[0];
+    for (int i = 1; i < 32; ++i) max = max > xval[i] ? max : xval[i];
+    memset(L, 0, 32);
+    *skipped = false;
+    if (xxs ? max < IQ3XXS_EPS : !max) {
+        *skipped = true;
+        return 0;
+    }
+    const int ntry = xxs ? 15 : 9;
+    float best = 0;
+    float scale = max / (2 * IQ3_KMAX_Q - 1);
+    for (int k = 0; k < 8; ++k) is_on_grid[k] = xxs;
+    for (int is = -ntry; is <= ntry; ++is) {
+        const float id = (2 * IQ3_KMAX_Q - 1 + (float)is * 0.2f) / max;
+        const float this_scale = 1 / id;
+        for (int k = 0; k < 8; ++k) {
+            for (int i = 0; i < 4; ++i) {
+                const int l = iq_nearest_int(0.5f * (id * xval[4 * k + i] - 1));
+                Laux[4 * k + i] = (int8_t)clampi(l, 0, IQ3_KMAX_Q - 1);
+            }
+            iq3_lookup(t, Laux + 4 * k, xval + 4 * k, waux + 4 * k, this_scale, &is_on_grid_aux[k]);
+        }
+        float sumqx = 0, sumq2 = 0;
+        for (int i = 0; i < 32; ++i) {
+            const float w = weight[i];
+            const float q = (float)(2 * Laux[i] + 1);
+            sumqx += w * xval[i] * q;
+            sumq2 += w * q * q;
+        }
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            scale = sumqx / sumq2;
+            best = scale * sumqx;
+            memcpy(L, Laux, 32);
+            memcpy(is_on_grid, is_on_grid_aux, sizeof is_on_grid);
+        }
+    }
+    int n_not_ongrid = 0;
+    for (int k = 0; k < 8; ++k) n_not_ongrid += !is_on_grid[k];
+    if (n_not_ongrid > 0 && scale > 0) {
+        const float id = 1 / scale;
+        for (int k = 0; k < 8; ++k) {
+            if (xxs && is_on_grid[k]) continue;
+            int8_t Lk[4];
+            for (int i = 0; i < 4; ++i) {
+                const int l = iq_nearest_int(0.5f * (id * xval[4 * k + i] - 1));
+                Lk[i] = (int8_t)clampi(l, 0, IQ3_KMAX_Q - 1);
+            }
+            bool on;
+            const int gi = iq3_lookup(t, Lk, xval + 4 * k, waux + 4 * k, scale, &on);
+            for (int i = 0; i < 4; ++i) L[4 * k + i] = (int8_t)((t->pos[gi][i] - 1) / 2);
+        }
+        float sumqx = 0, sumq2 = 0;
+        for (int i = 0; i < 32; ++i) {
+            const float w = weight[i];
+            const float q = (float)(2 * L[i] + 1);
+            sumqx += w * xval[i] * q;
+            sumq2 += w * q * q;
+        }
+        if (sumq2 > 0) scale = sumqx / sumq2;
+    }
+    if (scale < 0) {
+        /* cannot happen with xval >= 0, kept as ggml has it: positive scale, flipped signs */
+        scale = -scale;
+        for (int k = 0; k < 4; ++k)
+            block_signs[k] = xxs ? (uint8_t)(~block_signs[k] & 127) : (uint8_t)~block_signs[k];
+    }
+    return scale;
+}
+
+/* Grid index of the levels of group k (always on the grid after iq3_subblock). */
+static int iq3_index(const iq3_tables *t, const int8_t *L) {
+    int u = 0;
+    for (int i = 0; i < 4; ++i) u |= L[i] << (3 * i);
+    return t->map[u] >= 0 ? t->map[u] : 0;
+}
+
+/* Per-sub-block importance weights: imatrix * sqrt(sigma2 + x^2), or x^2 without one. */
+static void iq3_weights(const float *xb, const float *qw, float sigma2, float *weight) {
+    if (qw) {
+        for (int i = 0; i < 32; ++i) weight[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+    } else {
+        for (int i = 0; i < 32; ++i) weight[i] = xb[i] * xb[i];
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * IQ3_XXS
+ * ------------------------------------------------------------------------------------------------------- */
+static void iq3_xxs_row(iq3_tables *t, const float *x, lw__block_iq3_xxs *y, int64_t nbl, const float *qw) {
+    for (int64_t ibl = 0; ibl < nbl; ++ibl) {
+        uint8_t q3[3 * QK_K / 8];
+        uint32_t scales_and_signs[QK_K / 32];
+        float scales[QK_K / 32];
+        memset(q3, 0, sizeof q3);
+        memset(scales_and_signs, 0, sizeof scales_and_signs);
+        float max_scale = 0;
+        const float *xbl = x + QK_K * ibl;
+        float sumx2 = 0;
+        for (int i = 0; i < QK_K; ++i) sumx2 += xbl[i] * xbl[i];
+        const float sigma2 = 2 * sumx2 / QK_K;
+        for (int ib = 0; ib < QK_K / 32; ++ib) {
+            float weight[32];
+            int8_t L[32];
+            uint8_t block_signs[4];
+            bool skipped;
+            iq3_weights(xbl + 32 * ib, qw ? qw + QK_K * ibl + 32 * ib : NULL, sigma2, weight);
+            const float scale = iq3_subblock(t, true, xbl + 32 * ib, weight, L, block_signs, &skipped);
+            if (skipped) {
+                scales[ib] = 0;
+                continue;
+            }
+            for (int k = 0; k < 8; ++k) q3[8 * ib + k] = (uint8_t)iq3_index(t, L + 4 * k);
+            scales_and_signs[ib] = block_signs[0] | (uint32_t)block_signs[1] << 7 |
+                                   (uint32_t)block_signs[2] << 14 | (uint32_t)block_signs[3] << 21;
+            scales[ib] = scale;
+            max_scale = max_scale > scale ? max_scale : scale;
+        }
+        memset(&y[ibl], 0, sizeof y[ibl]); /* d = fp16(0) is all zero bits, as are ggml's skipped blocks */
+        if (!max_scale) continue;
+        const float d = max_scale / 31;
+        const uint16_t dh = lw__fp32_to_fp16(d * 1.0125f); /* ggml's fudge factor */
+        const float id = 1 / d;
+        for (int ib = 0; ib < QK_K / 32; ++ib) {
+            int l = iq_nearest_int(0.5f * (id * scales[ib] - 1));
+            l = clampi(l, 0, 15);
+            scales_and_signs[ib] |= (uint32_t)l << 28;
+        }
+        memcpy(y[ibl].qs, q3, QK_K / 4);
+        for (int ib = 0; ib < QK_K / 32; ++ib) {
+            for (int m = 0; m < 4; ++m)
+                y[ibl].qs[QK_K / 4 + 4 * ib + m] = (uint8_t)(scales_and_signs[ib] >> (8 * m));
+        }
+        y[ibl].d = dh;
+    }
+}
+
+size_t lw__quantize_iq3_xxs(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                            const float *imatrix) {
+    if (nrows <= 0 || n_per_row <= 0) return 0;
+    iq3_tables *t = iq3_tables_new(256);
+    if (!t) return 0;
+    const int64_t nblock = n_per_row / QK_K;
+    lw__block_iq3_xxs *y = dst;
+    for (int64_t r = 0; r < nrows; ++r) iq3_xxs_row(t, src + r * n_per_row, y + r * nblock, nblock, imatrix);
+    iq3_tables_free(t);
+    return (size_t)(nrows * nblock) * sizeof(lw__block_iq3_xxs);
+}
+
+void lw__quantize_row_iq3_xxs_ref(const float *x, void *y, int64_t k) {
+    lw__quantize_iq3_xxs(x, y, 1, k, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * IQ3_S
+ * ------------------------------------------------------------------------------------------------------- */
+static void iq3_s_row(iq3_tables *t, const float *x, lw__block_iq3_s *y, int64_t nbl, const float *qw) {
+    for (int64_t ibl = 0; ibl < nbl; ++ibl) {
+        lw__block_iq3_s *b = &y[ibl];
+        memset(b, 0, sizeof *b); /* also d = fp16(0) */
+        /* ggml advances these two write positions only after a sub-block that was not skipped (all zero), so
+         * the grid bytes and signs of later sub-blocks move up into a skipped one's place; qh is indexed by
+         * sub-block. Reproduced as is: it is what ggml writes into files. */
+        uint8_t *qs = b->qs;
+        uint8_t *signs = b->signs;
+        float scales[QK_K / 32];
+        float max_scale = 0;
+        const float *xbl = x + QK_K * ibl;
+        float sumx2 = 0;
+        for (int i = 0; i < QK_K; ++i) sumx2 += xbl[i] * xbl[i];
+        const float sigma2 = 2 * sumx2 / QK_K;
+        for (int ib = 0; ib < QK_K / 32; ++ib) {
+            float weight[32];
+            int8_t L[32];
+            uint8_t block_signs[4];
+            bool skipped;
+            iq3_weights(xbl + 32 * ib, qw ? qw + QK_K * ibl + 32 * ib : NULL, sigma2, weight);
+            const float scale = iq3_subblock(t, false, xbl + 32 * ib, weight, L, block_signs, &skipped);
+            if (skipped) {
+                scales[ib] = 0;
+                continue;
+            }
+            for (int k = 0; k < 8; ++k) {
+                const int gi = iq3_index(t, L + 4 * k);
+                qs[k] = (uint8_t)(gi & 255);
+                b->qh[ib] |= (uint8_t)((gi >> 8) << k);
+            }
+            qs += 8;
+            memcpy(signs, block_signs, 4);
+            signs += 4;
+            scales[ib] = scale;
+            max_scale = max_scale > scale ? max_scale : scale;
+        }
+        if (!max_scale) continue;
+        const float d = max_scale / 31;
+        b->d = lw__fp32_to_fp16(d * 1.033f); /* ggml's fudge factor */
+        const float id = 1 / d;
+        for (int ib = 0; ib < QK_K / 32; ib += 2) {
+            const int l1 = clampi(iq_nearest_int(0.5f * (id * scales[ib + 0] - 1)), 0, 15);
+            const int l2 = clampi(iq_nearest_int(0.5f * (id * scales[ib + 1] - 1)), 0, 15);
+            b->scales[ib / 2] = (uint8_t)(l1 | (l2 << 4));
+        }
+    }
+}
+
+size_t lw__quantize_iq3_s(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                          const float *imatrix) {
+    if (nrows <= 0 || n_per_row <= 0) return 0;
+    iq3_tables *t = iq3_tables_new(512);
+    if (!t) return 0;
+    const int64_t nblock = n_per_row / QK_K;
+    lw__block_iq3_s *y = dst;
+    for (int64_t r = 0; r < nrows; ++r) iq3_s_row(t, src + r * n_per_row, y + r * nblock, nblock, imatrix);
+    iq3_tables_free(t);
+    return (size_t)(nrows * nblock) * sizeof(lw__block_iq3_s);
+}
+
+void lw__quantize_row_iq3_s_ref(const float *x, void *y, int64_t k) {
+    lw__quantize_iq3_s(x, y, 1, k, NULL);
+}

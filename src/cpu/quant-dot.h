@@ -1,0 +1,47 @@
+/* Scalar reference dot products of a quantized weight row with a quantized activation row, as ggml-cpu
+ * computes them (v0.4.0, the *_generic kernels of ggml-cpu/quants.c): the activation row is first
+ * quantized to the weight type's "vec_dot_type" (Q8_0, Q8_1 or Q8_K, see lw__quant_dot), then integer dot
+ * products per block are scaled and summed in float in ggml's order, so results equal ggml's generic
+ * kernels bit for bit (tests/test-quant-dot.c checks that against libggml-cpu, and checks closeness to
+ * dequantize-then-float-dot). SIMD versions elsewhere are tested against these.
+ *
+ * Signature of every dot (matches lw__cpu_mm.dot in cpu/engine-ops.h): n elements (a multiple of the
+ * weight's block size), w one weight row, a one activation row already in vec_dot_type. */
+#ifndef LW_QUANT_DOT_H
+#define LW_QUANT_DOT_H
+
+#include "quant/quant.h"
+
+typedef float (*lw__vec_dot_fn)(int64_t n, const void *w, const void *a);
+
+/* How a weight type multiplies: the activation format and the two functions. */
+typedef struct lw__quant_dot_t {
+    uint32_t type;             /* weight type                                               */
+    uint32_t vec_dot_type;     /* activation type (ggml-cpu's type_traits_cpu vec_dot_type) */
+    lw__from_float_fn act_from_float; /* activation row -> vec_dot_type (the _ref quantizer) */
+    lw__vec_dot_fn dot;        /* weight row . activation row                               */
+} lw__quant_dot_t;
+
+/* The entry for a quantized weight type, or NULL (F32/F16/BF16 and formats without a dot yet). */
+const lw__quant_dot_t *lw__quant_dot(uint32_t type);
+
+float lw__vec_dot_q4_0_q8_0_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q4_1_q8_1_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q5_0_q8_0_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q5_1_q8_1_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q8_0_q8_0_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q1_0_q8_0_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q2_0_q8_0_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_mxfp4_q8_0_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_nvfp4_q8_0_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q2_K_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q3_K_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q4_K_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q5_K_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q6_K_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_tq1_0_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_tq2_0_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq4_nl_q8_0_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq4_xs_q8_K_ref(int64_t n, const void *w, const void *a);
+
+#endif

@@ -16,31 +16,93 @@
 #include <math.h>
 #include <string.h>
 
+/* The kernels reproduce ggml's roundings, so the compiler must not fuse a*b+c on its own (GCC in ISO C
+ * mode does not; clang would without this). Every FMA here is an explicit fmaf. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 /* ---------------------------------------------------------------------------------------------------------
  * Dot products and conversions
  * ------------------------------------------------------------------------------------------------------- */
 
+/* The reference dot products add in the same order as ggml-cpu built for AVX-512 (the build llama.cpp
+ * picks on the machines we compare on), so f32 results agree to the bit and f16 roundings downstream (KV
+ * cache, attention accumulator) flip the same way. Two orders exist, as in ggml:
+ *  - vec_dot (one token per step, or k not a multiple of 16): 4 accumulators of 16 lanes over steps of 64
+ *    with FMA, combined pairwise, then the lanes summed as _mm512_reduce_add_ps does, then the tail;
+ *  - llamafile's tinyBLAS (two or more tokens and k a multiple of 16): one 16-lane FMA accumulator over
+ *    steps of 16, then the same lane sum.
+ * The orders are SIMD-shaped, so vector versions can reproduce them exactly. */
+
+/* Sum of 16 lanes in _mm512_reduce_add_ps's order: halves added pairwise down to one. */
+static float reduce16(const float *a) {
+    float b[8], c[4];
+    for (int i = 0; i < 8; i++) b[i] = a[i] + a[i + 8];
+    for (int i = 0; i < 4; i++) c[i] = b[i] + b[i + 4];
+    return (c[0] + c[2]) + (c[1] + c[3]);
+}
+
+/* ggml's GGML_F32x16_REDUCE of the 4 accumulators, ending in the lane sum. */
+static float reduce4x16(float s[4][16]) {
+    for (int l = 0; l < 16; l++) {
+        s[0][l] += s[2][l];
+        s[1][l] += s[3][l];
+    }
+    for (int l = 0; l < 16; l++) s[0][l] += s[1][l];
+    return reduce16(s[0]);
+}
+
 float lw__cpu_dot_f32(int64_t n, const void *w, const void *a) {
     const float *x = w, *y = a;
-    /* 8 independent partial sums: lets the compiler use vector registers and keeps rounding close to
-     * ggml's lane-parallel accumulation */
-    float s[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) s[k] += x[i + k] * y[i + k];
-    double sum = 0.0;
-    for (int k = 0; k < 8; k++) sum += s[k];
-    for (; i < n; i++) sum += (double)(x[i] * y[i]);
-    return (float)sum;
+    float s[4][16] = {{0}};
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++) s[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], s[j][l]);
+    float sum = reduce4x16(s);
+    /* ggml's tail is `sumf += x[i]*y[i]` in f32, which GCC compiled (in the shipped zen4 library) into
+     * blocks of 16 then 8 products rounded separately and added in order, and FMAs for the last < 8 */
+    int64_t i = np;
+    for (; n - i >= 16 && (n - np) >= 16; i += 16)
+        for (int l = 0; l < 16; l++) sum += x[i + l] * y[i + l];
+    if (n - i >= 8) {
+        for (int l = 0; l < 8; l++) sum += x[i + l] * y[i + l];
+        i += 8;
+    }
+    for (; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    return sum;
+}
+
+float lw__cpu_dot_f32_gemm(int64_t n, const void *w, const void *a) {
+    const float *x = w, *y = a;
+    float s[16] = {0};
+    for (int64_t i = 0; i < n; i += 16)
+        for (int l = 0; l < 16; l++) s[l] = fmaf(x[i + l], y[i + l], s[l]);
+    return reduce16(s);
 }
 
 float lw__cpu_dot_f16(int64_t n, const void *w, const void *a) {
     const uint16_t *x = w, *y = a;
-    /* The product of two halves is exact in f32; ggml adds them in double for rows shorter than its SIMD
-     * step and in f32 lanes otherwise. Double keeps us within an ulp of either. */
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(lw__fp16_to_fp32(x[i]) * lw__fp16_to_fp32(y[i]));
+    float s[4][16] = {{0}};
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++) {
+                const int64_t k = i + 16 * j + l;
+                s[j][l] = fmaf(lw__fp16_to_fp32(x[k]), lw__fp16_to_fp32(y[k]), s[j][l]);
+            }
+    double sum = reduce4x16(s); /* ggml keeps this sum in double; a product of halves is exact in f32 */
+    for (int64_t i = np; i < n; i++) sum += (double)(lw__fp16_to_fp32(x[i]) * lw__fp16_to_fp32(y[i]));
     return (float)sum;
+}
+
+float lw__cpu_dot_f16_gemm(int64_t n, const void *w, const void *a) {
+    const uint16_t *x = w, *y = a;
+    float s[16] = {0};
+    for (int64_t i = 0; i < n; i += 16)
+        for (int l = 0; l < 16; l++) s[l] = fmaf(lw__fp16_to_fp32(x[i + l]), lw__fp16_to_fp32(y[i + l]), s[l]);
+    return reduce16(s);
 }
 
 static void f32_to_f16_row(const float *x, void *y, int64_t n) {
@@ -50,8 +112,8 @@ static void f32_to_f16_row(const float *x, void *y, int64_t n) {
 
 /* Indexed by weight type. Quantized formats get entries as their dot kernels land. */
 static const lw__cpu_mm mm_table[LW_TYPE_COUNT] = {
-    [LW_TYPE_F32] = {LW_TYPE_F32, NULL, lw__cpu_dot_f32},
-    [LW_TYPE_F16] = {LW_TYPE_F16, f32_to_f16_row, lw__cpu_dot_f16},
+    [LW_TYPE_F32] = {LW_TYPE_F32, NULL, lw__cpu_dot_f32, lw__cpu_dot_f32_gemm},
+    [LW_TYPE_F16] = {LW_TYPE_F16, f32_to_f16_row, lw__cpu_dot_f16, lw__cpu_dot_f16_gemm},
 };
 
 const lw__cpu_mm *lw__cpu_mm_get(uint32_t type) {
@@ -155,12 +217,14 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
     /* 2. output columns (weight rows) split over threads; tokens in blocks so a block of activations stays
      *    in cache while the weight rows stream by */
     split(m, ith, nth, &r0, &r1);
+    /* ggml hands steps of 2+ tokens with k a multiple of 16 to tinyBLAS, whose summation order differs */
+    float (*dot)(int64_t, const void *, const void *) = nt >= 2 && k % 16 == 0 && mm->dot_gemm ? mm->dot_gemm : mm->dot;
     const int64_t TB = 16;
     for (int64_t t0 = 0; t0 < nt; t0 += TB) {
         int64_t t1 = t0 + TB < nt ? t0 + TB : nt;
         for (int64_t r = r0; r < r1; r++) {
             const void *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-            for (int64_t t = t0; t < t1; t++) row_f32(dst, t)[r] = mm->dot(k, wr, act + (size_t)t * act_stride);
+            for (int64_t t = t0; t < t1; t++) row_f32(dst, t)[r] = dot(k, wr, act + (size_t)t * act_stride);
         }
     }
 }
@@ -177,14 +241,30 @@ static void op_add(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     }
 }
 
+/* exp as ggml's AVX-512 ggml_v_expf (a polynomial within 1.5 ulp of expf), one lane at a time */
+static float v_expf(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                         fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    return ldexpf(j, (int)n); /* _mm512_scalef_ps(j, n): n is integral here */
+}
+
+/* silu(x) * g as ggml_vec_swiglu_f32 built for AVX-512: blocks of 16 use v_expf, the tail uses expf. */
 static void op_swiglu(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *a = &ex->g->t[nd->src[0]], *b = &ex->g->t[nd->src[1]];
+    const int64_t n = dst->ne0, n16 = n & ~(int64_t)15;
     int64_t r0, r1;
     split(n_rows(ex, dst), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         const float *x = row_f32(a, r), *g = row_f32(b, r);
         float *z = row_f32(dst, r);
-        for (int64_t i = 0; i < dst->ne0; i++) z[i] = x[i] / (1.0f + expf(-x[i])) * g[i];
+        for (int64_t i = 0; i < n16; i++) z[i] = x[i] / (1.0f + v_expf(0.0f - x[i])) * g[i];
+        for (int64_t i = n16; i < n; i++) z[i] = x[i] / (1.0f + expf(-x[i])) * g[i];
     }
 }
 
@@ -212,8 +292,9 @@ static void op_rope(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
             for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
                 const int64_t a = mode == LW_ROPE_NEOX ? i0 / 2 : i0, b = mode == LW_ROPE_NEOX ? a + n_rot / 2 : a + 1;
                 const float x0 = s[a], x1 = s[b], c = cache[i0], sn = cache[i0 + 1];
-                d[a] = x0 * c - x1 * sn;
-                d[b] = x0 * sn + x1 * c;
+                /* ggml's `x0*cos - x1*sin` as its compiler contracted it: the first product fused */
+                d[a] = fmaf(x0, c, -(x1 * sn));
+                d[b] = fmaf(x0, sn, x1 * c);
             }
             for (int64_t i = n_rot; i < hd; i++) d[i] = s[i];
         }
@@ -286,7 +367,7 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
                 const float *v = (const float *)vr + hk * D;
                 for (int64_t d = 0; d < D; d++) vkq32[d] = fmaf(v[d], vs, vkq32[d]);
             }
-            S = fmaf(S, ms, vs);
+            S = S * ms + vs; /* not fused in ggml's build */
         }
         if (f16)
             for (int64_t d = 0; d < D; d++) vkq32[d] = lw__fp16_to_fp32(vkq16[d]);

@@ -17,6 +17,8 @@ typedef struct lw__cpu_mm {
     uint32_t vec_dot_type;                                   /* type activations are converted to        */
     void (*from_float)(const float *x, void *y, int64_t n);  /* NULL when vec_dot_type is f32            */
     float (*dot)(int64_t n, const void *w, const void *a);   /* one weight row . one converted row       */
+    float (*dot_gemm)(int64_t n, const void *w, const void *a); /* the same in ggml's batched order, for
+                                                                   steps of 2+ tokens, n % 16 == 0; or NULL */
 } lw__cpu_mm;
 
 /* The entry for a weight type, or NULL when this build cannot multiply by it. */
@@ -24,9 +26,11 @@ const lw__cpu_mm *lw__cpu_mm_get(uint32_t type);
 /* Whether a tensor of this type can be an embedding table (row lookup with dequantization). */
 int lw__cpu_get_rows_supported(uint32_t type);
 
-/* Reference dot products (also used by tests). */
+/* Reference dot products (also used by tests); the _gemm ones need n % 16 == 0. */
 float lw__cpu_dot_f32(int64_t n, const void *w, const void *a);
 float lw__cpu_dot_f16(int64_t n, const void *w, const void *a);
+float lw__cpu_dot_f32_gemm(int64_t n, const void *w, const void *a);
+float lw__cpu_dot_f16_gemm(int64_t n, const void *w, const void *a);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Running a graph

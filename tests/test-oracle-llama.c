@@ -1,0 +1,260 @@
+/* Whole-model oracle: our engine against llama.cpp itself (libllama v0.4.0 as shipped by node-llama-cpp
+ * 3.21.1, loaded with dlopen from node_modules; skipped with a message when absent).
+ *
+ * For each model: decode BOS + "Once upon a time" = [1, 403, 407, 261, 378] in one batch with logits at
+ * every position in both engines and compare (max |diff| / logit range of the reference, per position);
+ * then generate 256 greedy tokens with our engine, feeding the same tokens to llama.cpp one at a time, and
+ * count how often both pick the same top-1 token (ties within 1e-4 of the range are counted separately).
+ *
+ * llama.cpp runs with its defaults where they matter for numerics: F16 KV cache, flash attention AUTO
+ * (enabled on CPU), 1 thread. Our engine uses its defaults (F16 KV cache, ggml-like attention).
+ *
+ * The llama.h structs below are local copies of the v0.4.0 layouts (include/llama.h of that release): they
+ * are passed by value, so they must match exactly. The test checks a few default values to detect a
+ * mismatching library before using it. */
+#include "model/engine.h"
+#include "test.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define LIB_DIR "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
+
+/* ---------------------------------------------------------------------------------------------------------
+ * llama.h v0.4.0 (layouts copied field by field; enums are int-sized)
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct ll_model_params {
+    void *devices;
+    const void *tensor_buft_overrides;
+    int32_t n_gpu_layers;
+    int32_t split_mode;
+    int32_t load_mode;
+    int32_t lazy_mode;
+    int32_t main_gpu;
+    const float *tensor_split;
+    void *progress_callback;
+    void *progress_callback_user_data;
+    const void *kv_overrides;
+    bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
+} ll_model_params;
+
+typedef struct ll_context_params {
+    uint32_t n_ctx, n_batch, n_ubatch, n_seq_max, n_rs_seq, n_outputs_max, n_outputs_max_per_seq;
+    int32_t n_threads, n_threads_batch;
+    int32_t ctx_type, rope_scaling_type, pooling_type, attention_type, flash_attn_type;
+    float rope_freq_base, rope_freq_scale, yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
+    uint32_t yarn_orig_ctx;
+    float defrag_thold;
+    void *cb_eval;
+    void *cb_eval_user_data;
+    int32_t type_k, type_v;
+    void *abort_callback;
+    void *abort_callback_data;
+    bool embeddings, offload_kqv, no_perf, op_offload, swa_full, kv_unified;
+    void *samplers;
+    size_t n_samplers;
+    void *ctx_other;
+} ll_context_params;
+
+typedef struct ll_batch {
+    int32_t n_tokens;
+    int32_t *token;
+    float *embd;
+    int32_t *pos;
+    int32_t *n_seq_id;
+    int32_t **seq_id;
+    int8_t *logits;
+} ll_batch;
+
+/* The entry points we use. */
+static struct {
+    void (*backend_init)(void);
+    void (*log_set)(void (*cb)(int level, const char *text, void *user), void *user);
+    void (*load_all_from_path)(const char *dir);
+    ll_model_params (*model_default_params)(void);
+    ll_context_params (*context_default_params)(void);
+    void *(*model_load_from_file)(const char *path, ll_model_params p);
+    void (*model_free)(void *m);
+    void *(*init_from_model)(void *m, ll_context_params p);
+    void (*free)(void *ctx);
+    int32_t (*decode)(void *ctx, ll_batch b);
+    float *(*get_logits_ith)(void *ctx, int32_t i);
+} ll;
+
+static void quiet_log(int level, const char *text, void *user) {
+    (void)level, (void)text, (void)user;
+}
+
+static void load_llama(void) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/libllama.v0.4.0.so", LIB_DIR);
+    /* libllama's RUNPATH is $ORIGIN, so its libggml*.so dependencies resolve from the same folder */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        char why[1400];
+        snprintf(why, sizeof(why), "llama.cpp oracle not available (%s); run npm install at the repo root", dlerror());
+        test_skip(why);
+    }
+    struct { void **fn; const char *name; } syms[] = {
+        {(void **)&ll.backend_init, "llama_backend_init"},
+        {(void **)&ll.log_set, "llama_log_set"},
+        {(void **)&ll.load_all_from_path, "ggml_backend_load_all_from_path"},
+        {(void **)&ll.model_default_params, "llama_model_default_params"},
+        {(void **)&ll.context_default_params, "llama_context_default_params"},
+        {(void **)&ll.model_load_from_file, "llama_model_load_from_file"},
+        {(void **)&ll.model_free, "llama_model_free"},
+        {(void **)&ll.init_from_model, "llama_init_from_model"},
+        {(void **)&ll.free, "llama_free"},
+        {(void **)&ll.decode, "llama_decode"},
+        {(void **)&ll.get_logits_ith, "llama_get_logits_ith"},
+    };
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        *syms[i].fn = dlsym(h, syms[i].name);
+        if (!*syms[i].fn) {
+            printf("SKIP: %s missing from %s\n", syms[i].name, path);
+            exit(TEST_SKIP_CODE);
+        }
+    }
+    ll.log_set(quiet_log, NULL);
+    ll.backend_init();
+    ll.load_all_from_path(LIB_DIR); /* the CPU backend is a separate, per-CPU-feature library */
+}
+
+/* Decodes tokens at positions pos0.. in llama.cpp, asking logits for every token when all != 0. */
+static int ll_decode(void *ctx, const int32_t *tokens, int32_t n, int32_t pos0, int all) {
+    int32_t tok[16], pos[16], nseq[16], seq0 = 0, *seqp[16];
+    int8_t lg[16];
+    if (n > 16) return -1;
+    for (int32_t i = 0; i < n; i++) {
+        tok[i] = tokens[i];
+        pos[i] = pos0 + i;
+        nseq[i] = 1;
+        seqp[i] = &seq0;
+        lg[i] = (int8_t)(all || i == n - 1);
+    }
+    ll_batch b = {n, tok, NULL, pos, nseq, seqp, lg};
+    return ll.decode(ctx, b);
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* max |a - b| / (max(b) - min(b)) */
+static double rel_diff(const float *a, const float *b, int n) {
+    float lo = b[0], hi = b[0];
+    double d = 0;
+    for (int i = 0; i < n; i++) {
+        if (b[i] < lo) lo = b[i];
+        if (b[i] > hi) hi = b[i];
+        double e = fabs((double)a[i] - (double)b[i]);
+        if (e > d || isnan(e)) d = isnan(e) ? INFINITY : e;
+    }
+    return d / ((double)hi - (double)lo);
+}
+
+static void compare_model(const char *file, int expect_first) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/models/%s", test_shared_dir(), file);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("%s: model not found at %s, skipped\n", file, path);
+        return;
+    }
+    fclose(f);
+
+    lw_model *m = NULL;
+    lw_context *c = NULL;
+    CHECK_MSG(lw_model_load_file(path, NULL, &m) == LW_OK, "%s", lw_model_error(m));
+    lw_context_params cp = lw_context_default_params();
+    cp.n_ctx = 512;
+    cp.n_threads = 1;
+    CHECK_MSG(lw_context_create(m, &cp, &c) == LW_OK, "%s", lw_context_error(c));
+
+    ll_model_params mp = ll.model_default_params();
+    void *lm = ll.model_load_from_file(path, mp);
+    CHECK(lm != NULL);
+    ll_context_params lp = ll.context_default_params();
+    lp.n_ctx = 512;
+    lp.n_batch = lp.n_ubatch = 512;
+    lp.n_outputs_max_per_seq = 0; /* default 1 would refuse logits for every token of one sequence */
+    lp.n_threads = lp.n_threads_batch = 1;
+    void *lc = lm ? ll.init_from_model(lm, lp) : NULL;
+    CHECK(lc != NULL);
+    if (!m || !c || !lm || !lc || test_failures) goto done;
+
+    const int nv = lw_model_n_vocab(m);
+    int32_t toks[5 + 256] = {1, 403, 407, 261, 378};
+    CHECK_MSG(lw_decode(c, toks, 5, 1) == LW_OK, "%s", lw_context_error(c));
+    CHECK(ll_decode(lc, toks, 5, 0, 1) == 0);
+    double worst = 0;
+    for (int i = 0; i < 5; i++) {
+        const float *a = lw_get_logits(c, i), *b = ll.get_logits_ith(lc, i);
+        double d = rel_diff(a, b, nv);
+        printf("%s: prompt position %d: max|diff|/range = %.3g, top-1 %d vs %d\n", file, i, d, argmax(a, nv), argmax(b, nv));
+        CHECK_MSG(argmax(a, nv) == argmax(b, nv), "%s position %d top-1 differs", file, i);
+        if (d > worst) worst = d;
+    }
+    CHECK_MSG(worst < 1e-3, "%s: prompt logits differ by %.3g of the range", file, worst);
+    if (expect_first >= 0) CHECK_MSG(argmax(lw_get_logits(c, -1), nv) == expect_first, "first greedy token");
+
+    /* 256 greedy steps: ours picks, both decode the same token */
+    int agree = 0, near_tie = 0, n = 5;
+    double worst_gen = 0;
+    for (int s = 0; s < 256; s++) {
+        const float *a = lw_get_logits(c, -1), *b = ll.get_logits_ith(lc, -1);
+        int ta = argmax(a, nv), tb = argmax(b, nv);
+        double d = rel_diff(a, b, nv);
+        if (d > worst_gen) worst_gen = d;
+        if (getenv("LW_ORACLE_VERBOSE")) printf("%s: step %d diff %.3g\n", file, s, d);
+        if (ta == tb) {
+            agree++;
+        } else {
+            float lo = b[0], hi = b[0];
+            for (int i = 0; i < nv; i++) lo = b[i] < lo ? b[i] : lo, hi = b[i] > hi ? b[i] : hi;
+            if (fabsf(b[ta] - b[tb]) < 1e-4f * (hi - lo)) near_tie++;
+            printf("%s: step %d: top-1 %d (ours) vs %d (llama.cpp), their logits %.6f vs %.6f\n", file, s, ta, tb,
+                   b[ta], b[tb]);
+        }
+        toks[n++] = ta;
+        if (lw_decode(c, &toks[n - 1], 1, 0) != LW_OK || ll_decode(lc, &toks[n - 1], 1, n - 1, 0) != 0) {
+            CHECK_MSG(0, "decode failed at step %d: %s", s, lw_context_error(c));
+            break;
+        }
+    }
+    printf("%s: greedy 256: top-1 agreement %d/256 (%d near ties), max|diff|/range over generation = %.3g\n", file,
+           agree, near_tie, worst_gen);
+    printf("%s: greedy ids:", file);
+    for (int i = 5; i < 25; i++) printf(" %d", toks[i]);
+    printf(" ...\n");
+    CHECK_MSG(agree + near_tie == 256, "%s: %d disagreements that are not ties", file, 256 - agree - near_tie);
+    CHECK_MSG(worst_gen < 1e-3, "%s: generation logits differ by %.3g of the range", file, worst_gen);
+
+done:
+    if (lc) ll.free(lc);
+    if (lm) ll.model_free(lm);
+    lw_context_free(c);
+    lw_model_free(m);
+}
+
+int main(void) {
+    load_llama();
+    /* the struct copies must match the library: check documented defaults first */
+    ll_model_params mp = ll.model_default_params();
+    ll_context_params cp = ll.context_default_params();
+    if (mp.n_gpu_layers != -1 || mp.use_extra_bufts != true || mp.vocab_only || cp.n_ctx != 512 || cp.n_batch != 2048 ||
+        cp.n_ubatch != 512 || cp.flash_attn_type != -1 || cp.type_k != 1 || cp.type_v != 1 || !cp.offload_kqv ||
+        !cp.no_perf || cp.n_samplers != 0 || cp.ctx_other != NULL) {
+        printf("SKIP: libllama's default params do not match the v0.4.0 layouts copied here\n");
+        return TEST_SKIP_CODE;
+    }
+    compare_model("stories260K.gguf", 432); /* llama.cpp's greedy continuation starts with 432 (",") */
+    compare_model("llama-2-tiny-random.gguf", -1);
+    return test_summary("test-oracle-llama");
+}

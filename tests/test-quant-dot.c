@@ -1,0 +1,150 @@
+/* Reference quantized dot products (src/cpu/quant-dot.c), for every weight type that has one:
+ *   (1) close to the dot of the dequantized weight row with the dequantized activation row, in double
+ *       (the integer parts are exact; only float scaling/accumulation and Q8_1's fp16 block sums differ);
+ *   (2) bit-identical to ggml-cpu's scalar kernels (ggml_vec_dot_<w>_<a>_generic, exported by
+ *       node-llama-cpp's libggml-cpu-x64.so), when that library is present (else that part is skipped with
+ *       a message; part 1 always runs). */
+#include "cpu/quant-dot.h"
+#include "test.h"
+
+#include "core/core.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define GGML_CPU_LIB "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-cpu-x64.so"
+
+typedef void (*ggml_vec_dot_t)(int n, float *s, size_t bs, const void *x, size_t bx, const void *y, size_t by,
+                               int nrc);
+
+static uint64_t rng_state = 1;
+static uint64_t rnd(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float unif(void) { return (float)((rnd() >> 40) * (1.0 / 16777216.0)); }
+static float gauss(void) {
+    float u = unif(), v = unif();
+    if (u < 1e-7f) u = 1e-7f;
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
+
+static void fill(float *x, int64_t n, int kind) {
+    for (int64_t i = 0; i < n; i++) {
+        switch (kind) {
+        case 0: x[i] = gauss(); break;
+        case 1: x[i] = gauss() * (rnd() % 40 == 0 ? 30.f : 1.f); break;
+        case 2: x[i] = 0.2f + unif(); break; /* one-signed: large min terms */
+        default: x[i] = (rnd() % 3 == 0) ? 0.f : gauss() * 0.01f; break;
+        }
+    }
+}
+
+static const char *act_name(uint32_t t) {
+    return t == LW_TYPE_Q8_0 ? "q8_0" : t == LW_TYPE_Q8_1 ? "q8_1" : "q8_K";
+}
+
+int main(void) {
+    void *lib = dlopen(GGML_CPU_LIB, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) printf("NOTE: %s not loadable (%s): ggml comparison skipped\n", GGML_CPU_LIB, dlerror());
+    if (lib) {
+        void (*cpu_init)(void);
+        *(void **)&cpu_init = dlsym(lib, "ggml_cpu_init");
+        if (cpu_init) cpu_init();
+    }
+    int n_types = 0;
+    printf("%-8s %-5s | %-24s | %-22s\n", "weight", "act", "max err / bound (vs deq)", "== ggml generic");
+    for (uint32_t t = 0; t < LW_TYPE_COUNT; t++) {
+        const lw__quant_dot_t *qd = lw__quant_dot(t);
+        if (!qd) continue;
+        const lw__quant_traits_t *tr = lw__quant_traits(t);
+        CHECK(tr && tr->quantize && qd->type == t);
+        if (!tr || !tr->quantize) continue;
+        n_types++;
+        ggml_vec_dot_t gdot = NULL;
+        if (lib) {
+            char name[96];
+            snprintf(name, sizeof name, "ggml_vec_dot_%s_%s_generic", tr->name, act_name(qd->vec_dot_type));
+            *(void **)&gdot = dlsym(lib, name);
+            if (!gdot) { /* formats without SIMD versions export only the plain name; in the x64 build it is scalar */
+                snprintf(name, sizeof name, "ggml_vec_dot_%s_%s", tr->name, act_name(qd->vec_dot_type));
+                *(void **)&gdot = dlsym(lib, name);
+            }
+        }
+        double worst = 0;
+        int cases = 0, same = 0;
+        for (int kind = 0; kind < 4; kind++) {
+            for (int nbk = 1; nbk <= 9; nbk += 4) {
+                const int64_t n = 256 * nbk; /* a multiple of every block size */
+                rng_state = 1000u * t + 10u * (uint64_t)kind + (uint64_t)nbk;
+                float *w = malloc(n * sizeof(float)), *x = malloc(n * sizeof(float));
+                float *wd = malloc(n * sizeof(float)), *xd = malloc(n * sizeof(float));
+                fill(w, n, kind);
+                fill(x, n, (kind + 1) % 4);
+                /* Q8_1 and Q8_K are activation types without traits: size them from their structs. */
+                const size_t wbytes = lw__row_size(t, n, NULL);
+                const size_t act_bytes = qd->vec_dot_type == LW_TYPE_Q8_0   ? (size_t)(n / 32) * sizeof(lw__block_q8_0)
+                                         : qd->vec_dot_type == LW_TYPE_Q8_1 ? (size_t)(n / 32) * sizeof(lw__block_q8_1)
+                                                                            : (size_t)(n / 256) * sizeof(lw__block_q8_K);
+                uint8_t *wq = malloc(wbytes), *aq = calloc(1, act_bytes);
+                CHECK(lw__quantize(t, w, wq, 1, n, NULL) == LW_OK);
+                qd->act_from_float(x, aq, n);
+                CHECK(lw__dequantize(t, wq, wd, n) == LW_OK);
+                /* dequantize the activation row: Q8_0/Q8_1 as d * q, Q8_K as d * q */
+                if (qd->vec_dot_type == LW_TYPE_Q8_K) {
+                    lw__dequantize_row_q8_K(aq, xd, n);
+                } else if (qd->vec_dot_type == LW_TYPE_Q8_1) {
+                    lw__dequantize_row_q8_1(aq, xd, n);
+                } else {
+                    lw__dequantize_row_q8_0(aq, xd, n);
+                }
+                double ref = 0, mag = 0, extra = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    ref += (double)wd[i] * xd[i];
+                    mag += fabs((double)wd[i] * xd[i]);
+                }
+                /* Q8_1's s = fp16(d * sum q) is rounded to 11 bits; the min term m * s inherits that. */
+                if (qd->vec_dot_type == LW_TYPE_Q8_1) {
+                    const lw__block_q8_1 *ab = (const lw__block_q8_1 *)aq;
+                    for (int64_t b = 0; b < n / 32; b++) {
+                        const uint16_t mh = lw__rd_u16(wq + b * tr->type_size + 2);
+                        extra += fabs((double)lw__fp16_to_fp32(mh)) * fabs((double)lw__fp16_to_fp32(ab[b].s)) * 1e-3;
+                    }
+                }
+                const float got = qd->dot(n, wq, aq);
+                const double bound = 1e-5 * mag + extra + 1e-30;
+                const double err = fabs((double)got - ref);
+                if (err / bound > worst) worst = err / bound;
+                CHECK_MSG(err <= bound, "%s: dot %.9g vs dequantized %.9g (bound %.3g)", tr->name, got, ref, bound);
+                cases++;
+                if (gdot) {
+                    float gs = NAN;
+                    gdot((int)n, &gs, 0, wq, 0, aq, 0, 1);
+                    uint32_t ub, gb;
+                    memcpy(&ub, &got, 4);
+                    memcpy(&gb, &gs, 4);
+                    CHECK_MSG(ub == gb, "%s: ours %.9g != ggml generic %.9g (n %lld, kind %d)", tr->name, got, gs,
+                              (long long)n, kind);
+                    same += ub == gb;
+                }
+                free(w);
+                free(x);
+                free(wd);
+                free(xd);
+                free(wq);
+                free(aq);
+            }
+        }
+        char g[40];
+        if (gdot) snprintf(g, sizeof g, "%s %d/%d", same == cases ? "ok" : "FAIL", same, cases);
+        else snprintf(g, sizeof g, "- (no ggml kernel)");
+        printf("%-8s %-5s | %-24.3f | %-22s\n", tr->name, act_name(qd->vec_dot_type), worst, g);
+    }
+    CHECK(n_types >= 18);
+    if (lib) dlclose(lib);
+    return test_summary("test-quant-dot");
+}

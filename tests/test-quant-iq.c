@@ -404,6 +404,11 @@ static void our_quantizers(uint32_t type, lw__quantize_fn *chunk, lw__from_float
         *chunk = lw__quantize_iq3_xxs, *ref = lw__quantize_row_iq3_xxs_ref;
         break;
 #endif
+#if LW_QUANT_IQ_HAVE_QUANT_IQ2_S && LW_QUANT_IQ_HAVE_REF_IQ2_S
+    case LW_TYPE_IQ2_S:
+        *chunk = lw__quantize_iq2_s, *ref = lw__quantize_row_iq2_s_ref;
+        break;
+#endif
 #if LW_QUANT_IQ_HAVE_QUANT_IQ3_S && LW_QUANT_IQ_HAVE_REF_IQ3_S
     case LW_TYPE_IQ3_S:
         *chunk = lw__quantize_iq3_s, *ref = lw__quantize_row_iq3_s_ref;

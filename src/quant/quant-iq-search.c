@@ -1,16 +1,18 @@
-/* Grid-search quantizers of the IQ family: IQ3_XXS and IQ3_S, byte-exact with ggml v0.4.0's quantize_iq3_xxs,
- * quantize_iq3_s and their quantize_row_*_ref (ggml quantizes both without an importance matrix).
+/* Grid-search quantizers of the IQ family: IQ3_XXS, IQ3_S and IQ2_S, byte-exact with ggml v0.4.0's
+ * quantize_iq3_xxs, quantize_iq3_s, quantize_iq2_s and their quantize_row_*_ref (ggml quantizes these without
+ * an importance matrix; one is used when given).
  *
- * How they work (ggml's method): each group of 4 magnitudes |x| is rounded to odd levels 2l + 1 (l in 0..7)
- * for a trial scale; the 4 levels form a 12-bit key. If the key is a grid point, its index is stored; if not,
- * the best of the key's precomputed nearest grid points (by weighted squared error) is used. 31 (IQ3_XXS) or
- * 19 (IQ3_S) trial scales are tried per sub-block of 32 and the weighted least-squares best is kept; the
- * sub-block scales are then quantized to 4 bits against the block's largest scale.
+ * How they work (ggml's method): each group of 4 magnitudes |x| (IQ3; 8 for IQ2) is rounded to odd levels
+ * 2l + 1 (l in 0..7; 0..2 for IQ2) for a trial scale; the levels form a 12-bit (16-bit) key. If the key is a
+ * grid point, its index is stored; if not, the best of the key's nearest grid points (by weighted squared
+ * error) is used. 31 (IQ3_XXS) or 19 (IQ3_S, IQ2_S) trial scales are tried per sub-block of 32 (16 for IQ2_S)
+ * and the weighted least-squares best is kept; the sub-block scales are then quantized to 4 bits against the
+ * block's largest scale.
  *
  * The key -> grid map and the neighbour lists are derived from the grids in iq-grids.c within each quantize
- * call (lists lazily, see iq3_tables) instead of living in process-wide state as in ggml. Their content and
- * order are ggml's: neighbours sorted by (squared distance, grid index), all points of the 2 (IQ3_XXS) or 3
- * (IQ3_S) smallest distances. As in quant-iq.c, every float expression keeps ggml's operation order. */
+ * call (lists lazily, see iq_tables) instead of living in process-wide state as in ggml. Their content and
+ * order are ggml's: neighbours sorted by (squared distance, grid index), all points of the 2 (IQ3_XXS), 3
+ * (IQ3_S) or 1 (IQ2_S) smallest distances. As in quant-iq.c, every float expression keeps ggml's operation order. */
 #include "core/core.h"
 #include "quant/iq-grids.h"
 #include "quant/quant-iq.h"
@@ -25,74 +27,97 @@
 
 #define QK_K       LW_QK_K
 #define IQ3_KMAX_Q 8     /* levels per coordinate: 2l + 1, l in 0..7       */
-#define IQ3_NKEYS  4096  /* 8^4 keys of 4 levels                           */
 #define IQ3XXS_EPS 1e-8f /* ggml GROUP_MAX_EPS_IQ3_XXS                     */
 
 /* ---------------------------------------------------------------------------------------------------------
  * Search tables
  * ------------------------------------------------------------------------------------------------------- */
 
-/* Key -> grid tables of one IQ3 grid, built from its packed magnitudes. ggml computes the neighbour lists of
- * all 3584 (or 3840) off-grid keys up front (tens of milliseconds); here a key's list is computed the first
- * time the key occurs and kept for the rest of the call, so quantizing one short row stays cheap. */
+/* Key -> grid tables of one grid, built from its packed magnitudes. A grid point has dim coordinates (4 for
+ * IQ3, 8 for IQ2) whose levels l (0..7 for IQ3, 0..2 for IQ2) are stored as 2l + 1; a key packs the levels,
+ * bits bits each, coordinate 0 lowest. ggml computes the neighbour lists of all off-grid keys up front (tens
+ * of milliseconds, more for IQ2); here a key's list is computed the first time the key occurs and kept for
+ * the rest of the call, so quantizing one short row stays cheap. */
 typedef struct {
-    lw_allocator alloc;        /* libc's: the quantize entry points take no allocator                  */
-    int ngrid;                 /* 256 (IQ3_XXS) or 512 (IQ3_S)                                         */
-    int nwant;                 /* neighbours = all points of the nwant smallest distances (2 or 3)    */
-    uint8_t pos[512][4];       /* the odd levels 2l + 1 of each grid point                            */
-    int map[IQ3_NKEYS];        /* key -> grid index; -1: off-grid, list not made yet; -(off + 1): list
-                                  at neighbours[off]                                                  */
-    uint16_t *neighbours;      /* lists: count n, then n grid indices                                 */
-    size_t nn, cap;            /* entries used / allocated in neighbours                              */
-    uint16_t scratch[1 + 512]; /* a list that could not be stored (allocation failed)                 */
-    int d2[512];               /* squared distances of one key to every grid point                    */
-} iq3_tables;
+    lw_allocator alloc;         /* libc's: the quantize entry points take no allocator                  */
+    int dim;                    /* coordinates per grid point: 4 or 8                                  */
+    int bits;                   /* key bits per coordinate: 3 or 2                                     */
+    int ngrid;                  /* grid points: 256 or 512 (IQ3), 1024 (IQ2_S)                         */
+    int nwant;                  /* neighbours = all points of the nwant smallest distances             */
+    uint8_t pos[1024][8];       /* the odd levels 2l + 1 of each grid point                            */
+    int *map;                   /* [1 << dim*bits] key -> grid index; -1: off-grid, list not made yet;
+                                   -(off + 1): list at neighbours[off]                                 */
+    uint16_t *neighbours;       /* lists: count n, then n grid indices                                 */
+    size_t nn, cap;             /* entries used / allocated in neighbours                              */
+    uint16_t scratch[1 + 1024]; /* a list that could not be stored (allocation failed)                 */
+    int d2[1024];               /* squared distances of one key to every grid point                    */
+} iq_tables;
 
-/* The level index of a magnitude byte of a grid: IQ3_XXS stores {4, 12, ..., 52, 62}, IQ3_S {1, 3, ..., 15}.
- */
-static int iq3_level(int ngrid, unsigned byte) {
-    if (ngrid == 512) return (int)(byte - 1) / 2;
-    return byte == 62 ? 7 : (int)(byte - 4) / 8;
+/* Level of a magnitude byte of a grid: IQ3_XXS stores {4, 12, ..., 52, 62}, IQ3_S {1, 3, ..., 15}, the IQ2
+ * grids {8, 25, 43}. */
+static int grid_level(uint32_t type, unsigned byte) {
+    switch (type) {
+    case LW_TYPE_IQ3_S:
+        return (int)(byte - 1) / 2;
+    case LW_TYPE_IQ3_XXS:
+        return byte == 62 ? 7 : (int)(byte - 4) / 8;
+    default:
+        return byte == 8 ? 0 : byte == 25 ? 1 : 2;
+    }
 }
 
-/* Allocates and fills the tables of the grid of ngrid points; NULL when allocation fails. */
-static iq3_tables *iq3_tables_new(int ngrid) {
+static void iq_tables_free(iq_tables *t) {
+    if (!t) return;
+    lw__free(&t->alloc, t->map);
+    lw__free(&t->alloc, t->neighbours);
+    lw__free(&t->alloc, t);
+}
+
+/* Allocates and fills the tables of the grid of a format; NULL when allocation fails. The numbers of
+ * neighbour distances (nwant) are ggml's: 2 for IQ3_XXS, 3 for IQ3_S, 1 for IQ2_S. */
+static iq_tables *iq_tables_new(uint32_t type) {
     const lw_allocator alloc = lw__allocator_or_default(NULL);
-    iq3_tables *t = lw__malloc(&alloc, sizeof *t);
+    iq_tables *t = lw__malloc(&alloc, sizeof *t);
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
     t->alloc = alloc;
-    t->ngrid = ngrid;
-    t->nwant = ngrid == 256 ? 2 : 3;
-    for (int i = 0; i < IQ3_NKEYS; ++i) t->map[i] = -1;
-    for (int j = 0; j < ngrid; ++j) {
-        const uint32_t e = ngrid == 256 ? lw__iq3xxs_grid[j] : lw__iq3s_grid[j];
+    const bool iq3 = type == LW_TYPE_IQ3_XXS || type == LW_TYPE_IQ3_S;
+    t->dim = iq3 ? 4 : 8;
+    t->bits = iq3 ? 3 : 2;
+    t->ngrid = type == LW_TYPE_IQ3_XXS ? 256 : type == LW_TYPE_IQ3_S ? 512 : 1024;
+    t->nwant = type == LW_TYPE_IQ3_XXS ? 2 : type == LW_TYPE_IQ3_S ? 3 : 1;
+    const size_t nkeys = (size_t)1 << (t->dim * t->bits);
+    t->map = lw__malloc(&alloc, sizeof(int) * nkeys);
+    if (!t->map) {
+        iq_tables_free(t);
+        return NULL;
+    }
+    for (size_t i = 0; i < nkeys; ++i) t->map[i] = -1;
+    for (int j = 0; j < t->ngrid; ++j) {
+        const uint64_t e = type == LW_TYPE_IQ3_XXS ? lw__iq3xxs_grid[j]
+                           : type == LW_TYPE_IQ3_S ? lw__iq3s_grid[j]
+                                                   : lw__iq2s_grid[j];
         int key = 0;
-        for (int k = 0; k < 4; ++k) {
-            const int l = iq3_level(ngrid, (e >> (8 * k)) & 0xff);
+        for (int k = 0; k < t->dim; ++k) {
+            const int l = grid_level(type, (unsigned)(e >> (8 * k)) & 0xff);
             t->pos[j][k] = (uint8_t)(2 * l + 1);
-            key |= l << (3 * k);
+            key |= l << (t->bits * k);
         }
         t->map[key] = j;
     }
     return t;
 }
 
-static void iq3_tables_free(iq3_tables *t) {
-    if (!t) return;
-    lw__free(&t->alloc, t->neighbours);
-    lw__free(&t->alloc, t);
-}
-
 /* The neighbour list of an off-grid key: grid points in order of (squared distance, index), all those at the
- * nwant smallest distinct distances (ggml's iq3xs_init_impl makes the same lists). */
-static const uint16_t *iq3_neighbours(iq3_tables *t, int key) {
+ * nwant smallest distinct distances (ggml's iq2xs_init_impl / iq3xs_init_impl make the same lists). */
+static const uint16_t *iq_neighbours(iq_tables *t, int key) {
     if (t->map[key] < -1) return t->neighbours + (-t->map[key] - 1);
-    int p[4];
-    for (int k = 0; k < 4; ++k) p[k] = 2 * ((key >> (3 * k)) & 7) + 1;
+    int p[8];
+    const int lmask = (1 << t->bits) - 1;
+    for (int k = 0; k < t->dim; ++k) p[k] = 2 * ((key >> (t->bits * k)) & lmask) + 1;
     for (int j = 0; j < t->ngrid; ++j) {
         int s = 0;
-        for (int k = 0; k < 4; ++k) s += (t->pos[j][k] - p[k]) * (t->pos[j][k] - p[k]);
+        for (int k = 0; k < t->dim; ++k) s += (t->pos[j][k] - p[k]) * (t->pos[j][k] - p[k]);
         t->d2[j] = s;
     }
     /* the nwant smallest distinct distances, ascending */
@@ -130,15 +155,15 @@ static const uint16_t *iq3_neighbours(iq3_tables *t, int key) {
 
 /* Among the neighbours of an off-grid key, the grid point nearest to xval / scale by weighted squared error
  * (first one on ties); writes its levels l to L and returns its index. */
-static int iq3_best_neighbour(const iq3_tables *t, const uint16_t *nb, const float *xval, const float *weight,
-                              float scale, int8_t *L) {
+static int iq_best_neighbour(const iq_tables *t, const uint16_t *nb, const float *xval, const float *weight,
+                             float scale, int8_t *L) {
     const int n = nb[0];
     float best_d2 = FLT_MAX;
     int best = nb[1];
     for (int j = 1; j <= n; ++j) {
         const uint8_t *pg = t->pos[nb[j]];
         float d2 = 0;
-        for (int i = 0; i < 4; ++i) {
+        for (int i = 0; i < t->dim; ++i) {
             const float q = pg[i];
             const float diff = scale * q - xval[i];
             d2 += weight[i] * diff * diff;
@@ -148,8 +173,31 @@ static int iq3_best_neighbour(const iq3_tables *t, const uint16_t *nb, const flo
             best = nb[j];
         }
     }
-    for (int i = 0; i < 4; ++i) L[i] = (int8_t)((t->pos[best][i] - 1) / 2);
+    for (int i = 0; i < t->dim; ++i) L[i] = (int8_t)((t->pos[best][i] - 1) / 2);
     return best;
+}
+
+/* Key of the levels L of one grid group. */
+static int iq_key(const iq_tables *t, const int8_t *L) {
+    int u = 0;
+    for (int i = 0; i < t->dim; ++i) u |= L[i] << (t->bits * i);
+    return u;
+}
+
+/* A grid index for the levels L (the best neighbour's when off-grid, which then rewrites L). */
+static int iq_lookup(iq_tables *t, int8_t *L, const float *xval, const float *waux, float scale,
+                     bool *on_grid) {
+    const int u = iq_key(t, L);
+    int gi = t->map[u];
+    *on_grid = gi >= 0;
+    if (gi < 0) gi = iq_best_neighbour(t, iq_neighbours(t, u), xval, waux, scale, L);
+    return gi;
+}
+
+/* Grid index of levels that are on the grid (always so after a sub-block search). */
+static int iq_index(const iq_tables *t, const int8_t *L) {
+    const int gi = t->map[iq_key(t, L)];
+    return gi >= 0 ? gi : 0;
 }
 
 /* Same rounding as ggml's nearest_int (see quant-iq.c). */
@@ -164,24 +212,13 @@ static inline int clampi(int v, int lo, int hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* Key of 4 levels; a grid index for it (or the best neighbour's when off-grid, which rewrites L). */
-static int iq3_lookup(iq3_tables *t, int8_t *L, const float *xval, const float *waux, float scale,
-                      bool *on_grid) {
-    int u = 0;
-    for (int i = 0; i < 4; ++i) u |= L[i] << (3 * i);
-    int gi = t->map[u];
-    *on_grid = gi >= 0;
-    if (gi < 0) gi = iq3_best_neighbour(t, iq3_neighbours(t, u), xval, waux, scale, L);
-    return gi;
-}
-
 /* ---------------------------------------------------------------------------------------------------------
  * One sub-block of 32: the shared search of both formats (ggml duplicates it with these differences:
  * IQ3_XXS has 7-bit sign groups with even parity, 31 trial scales, an epsilon test and re-rounds only the
  * off-grid groups at the end; IQ3_S has free sign bytes, 19 trials, a zero test and re-rounds every group).
  * Fills L (levels) and block_signs; returns the sub-block scale (0 for an all-tiny sub-block).
  * ------------------------------------------------------------------------------------------------------- */
-static float iq3_subblock(iq3_tables *t, bool xxs, const float *xb, const float *weight, int8_t *L,
+static float iq3_subblock(iq_tables *t, bool xxs, const float *xb, const float *weight, int8_t *L,
                           uint8_t *block_signs, bool *skipped) {
     float xval[32], waux[32];
     int8_t Laux[32];
@@ -235,7 +272,7 @@ static float iq3_subblock(iq3_tables *t, bool xxs, const float *xb, const float 
                 const int l = iq_nearest_int(0.5f * (id * xval[4 * k + i] - 1));
                 Laux[4 * k + i] = (int8_t)clampi(l, 0, IQ3_KMAX_Q - 1);
             }
-            iq3_lookup(t, Laux + 4 * k, xval + 4 * k, waux + 4 * k, this_scale, &is_on_grid_aux[k]);
+            iq_lookup(t, Laux + 4 * k, xval + 4 * k, waux + 4 * k, this_scale, &is_on_grid_aux[k]);
         }
         float sumqx = 0, sumq2 = 0;
         for (int i = 0; i < 32; ++i) {
@@ -263,7 +300,7 @@ static float iq3_subblock(iq3_tables *t, bool xxs, const float *xb, const float 
                 Lk[i] = (int8_t)clampi(l, 0, IQ3_KMAX_Q - 1);
             }
             bool on;
-            const int gi = iq3_lookup(t, Lk, xval + 4 * k, waux + 4 * k, scale, &on);
+            const int gi = iq_lookup(t, Lk, xval + 4 * k, waux + 4 * k, scale, &on);
             for (int i = 0; i < 4; ++i) L[4 * k + i] = (int8_t)((t->pos[gi][i] - 1) / 2);
         }
         float sumqx = 0, sumq2 = 0;
@@ -284,13 +321,6 @@ static float iq3_subblock(iq3_tables *t, bool xxs, const float *xb, const float 
     return scale;
 }
 
-/* Grid index of the levels of group k (always on the grid after iq3_subblock). */
-static int iq3_index(const iq3_tables *t, const int8_t *L) {
-    int u = 0;
-    for (int i = 0; i < 4; ++i) u |= L[i] << (3 * i);
-    return t->map[u] >= 0 ? t->map[u] : 0;
-}
-
 /* Per-sub-block importance weights: imatrix * sqrt(sigma2 + x^2), or x^2 without one. */
 static void iq3_weights(const float *xb, const float *qw, float sigma2, float *weight) {
     if (qw) {
@@ -303,7 +333,7 @@ static void iq3_weights(const float *xb, const float *qw, float sigma2, float *w
 /* ---------------------------------------------------------------------------------------------------------
  * IQ3_XXS
  * ------------------------------------------------------------------------------------------------------- */
-static void iq3_xxs_row(iq3_tables *t, const float *x, lw__block_iq3_xxs *y, int64_t nbl, const float *qw) {
+static void iq3_xxs_row(iq_tables *t, const float *x, lw__block_iq3_xxs *y, int64_t nbl, const float *qw) {
     for (int64_t ibl = 0; ibl < nbl; ++ibl) {
         uint8_t q3[3 * QK_K / 8];
         uint32_t scales_and_signs[QK_K / 32];
@@ -326,7 +356,7 @@ static void iq3_xxs_row(iq3_tables *t, const float *x, lw__block_iq3_xxs *y, int
                 scales[ib] = 0;
                 continue;
             }
-            for (int k = 0; k < 8; ++k) q3[8 * ib + k] = (uint8_t)iq3_index(t, L + 4 * k);
+            for (int k = 0; k < 8; ++k) q3[8 * ib + k] = (uint8_t)iq_index(t, L + 4 * k);
             scales_and_signs[ib] = block_signs[0] | (uint32_t)block_signs[1] << 7 |
                                    (uint32_t)block_signs[2] << 14 | (uint32_t)block_signs[3] << 21;
             scales[ib] = scale;
@@ -354,12 +384,12 @@ static void iq3_xxs_row(iq3_tables *t, const float *x, lw__block_iq3_xxs *y, int
 size_t lw__quantize_iq3_xxs(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                             const float *imatrix) {
     if (nrows <= 0 || n_per_row <= 0) return 0;
-    iq3_tables *t = iq3_tables_new(256);
+    iq_tables *t = iq_tables_new(LW_TYPE_IQ3_XXS);
     if (!t) return 0;
     const int64_t nblock = n_per_row / QK_K;
     lw__block_iq3_xxs *y = dst;
     for (int64_t r = 0; r < nrows; ++r) iq3_xxs_row(t, src + r * n_per_row, y + r * nblock, nblock, imatrix);
-    iq3_tables_free(t);
+    iq_tables_free(t);
     return (size_t)(nrows * nblock) * sizeof(lw__block_iq3_xxs);
 }
 
@@ -370,7 +400,7 @@ void lw__quantize_row_iq3_xxs_ref(const float *x, void *y, int64_t k) {
 /* ---------------------------------------------------------------------------------------------------------
  * IQ3_S
  * ------------------------------------------------------------------------------------------------------- */
-static void iq3_s_row(iq3_tables *t, const float *x, lw__block_iq3_s *y, int64_t nbl, const float *qw) {
+static void iq3_s_row(iq_tables *t, const float *x, lw__block_iq3_s *y, int64_t nbl, const float *qw) {
     for (int64_t ibl = 0; ibl < nbl; ++ibl) {
         lw__block_iq3_s *b = &y[ibl];
         memset(b, 0, sizeof *b); /* also d = fp16(0) */
@@ -397,7 +427,7 @@ static void iq3_s_row(iq3_tables *t, const float *x, lw__block_iq3_s *y, int64_t
                 continue;
             }
             for (int k = 0; k < 8; ++k) {
-                const int gi = iq3_index(t, L + 4 * k);
+                const int gi = iq_index(t, L + 4 * k);
                 qs[k] = (uint8_t)(gi & 255);
                 b->qh[ib] |= (uint8_t)((gi >> 8) << k);
             }
@@ -422,15 +452,169 @@ static void iq3_s_row(iq3_tables *t, const float *x, lw__block_iq3_s *y, int64_t
 size_t lw__quantize_iq3_s(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                           const float *imatrix) {
     if (nrows <= 0 || n_per_row <= 0) return 0;
-    iq3_tables *t = iq3_tables_new(512);
+    iq_tables *t = iq_tables_new(LW_TYPE_IQ3_S);
     if (!t) return 0;
     const int64_t nblock = n_per_row / QK_K;
     lw__block_iq3_s *y = dst;
     for (int64_t r = 0; r < nrows; ++r) iq3_s_row(t, src + r * n_per_row, y + r * nblock, nblock, imatrix);
-    iq3_tables_free(t);
+    iq_tables_free(t);
     return (size_t)(nrows * nblock) * sizeof(lw__block_iq3_s);
 }
 
 void lw__quantize_row_iq3_s_ref(const float *x, void *y, int64_t k) {
     lw__quantize_iq3_s(x, y, 1, k, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * IQ2_S: sub-blocks of 16 (two groups of 8 on the 1024-point grid, levels 0..2, free sign bytes), 19 trial
+ * scales, nearest neighbour only (nwant = 1), 4-bit sub-block scales against d = max / 31 * 0.9875.
+ * ------------------------------------------------------------------------------------------------------- */
+#define IQ2_KMAX_Q 3     /* levels per coordinate: 2l + 1, l in 0..2 */
+#define IQ2S_EPS   1e-8f /* ggml GROUP_MAX_EPS_IQ2_S                 */
+
+/* One sub-block of 16 of IQ2_S: fills L and block_signs, returns the scale (skipped: all below epsilon). */
+static float iq2_s_subblock(iq_tables *t, const float *xb, const float *weight, int8_t *L,
+                            uint8_t *block_signs, bool *skipped) {
+    float xval[16], waux[16];
+    int8_t Laux[16];
+    bool is_on_grid[2], is_on_grid_aux[2];
+    for (int i = 0; i < 16; ++i) waux[i] = sqrtf(weight[i]);
+    for (int k = 0; k < 2; ++k) {
+        uint8_t s = 0;
+        for (int i = 0; i < 8; ++i) {
+            if (xb[8 * k + i] >= 0) {
+                xval[8 * k + i] = xb[8 * k + i];
+            } else {
+                xval[8 * k + i] = -xb[8 * k + i];
+                s |= (uint8_t)(1 << i);
+            }
+        }
+        block_signs[k] = s;
+    }
+    float max = xval[0];
+    for (int i = 1; i < 16; ++i) max = max > xval[i] ? max : xval[i];
+    memset(L, 0, 16);
+    *skipped = max < IQ2S_EPS;
+    if (*skipped) return 0;
+    float best = 0;
+    float scale = max / (2 * IQ2_KMAX_Q - 1);
+    is_on_grid[0] = is_on_grid[1] = true;
+    for (int is = -9; is <= 9; ++is) {
+        const float id = (2 * IQ2_KMAX_Q - 1 + (float)is * 0.1f) / max;
+        const float this_scale = 1 / id;
+        for (int k = 0; k < 2; ++k) {
+            for (int i = 0; i < 8; ++i) {
+                const int l = iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
+                Laux[8 * k + i] = (int8_t)clampi(l, 0, IQ2_KMAX_Q - 1);
+            }
+            iq_lookup(t, Laux + 8 * k, xval + 8 * k, waux + 8 * k, this_scale, &is_on_grid_aux[k]);
+        }
+        float sumqx = 0, sumq2 = 0;
+        for (int i = 0; i < 16; ++i) {
+            const float w = weight[i];
+            const float q = (float)(2 * Laux[i] + 1);
+            sumqx += w * xval[i] * q;
+            sumq2 += w * q * q;
+        }
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            scale = sumqx / sumq2;
+            best = scale * sumqx;
+            memcpy(L, Laux, 16);
+            is_on_grid[0] = is_on_grid_aux[0];
+            is_on_grid[1] = is_on_grid_aux[1];
+        }
+    }
+    if ((!is_on_grid[0] || !is_on_grid[1]) && scale > 0) {
+        const float id = 1 / scale;
+        for (int k = 0; k < 2; ++k) {
+            if (is_on_grid[k]) continue;
+            for (int i = 0; i < 8; ++i) {
+                const int l = iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
+                L[8 * k + i] = (int8_t)clampi(l, 0, IQ2_KMAX_Q - 1);
+            }
+            bool on;
+            iq_lookup(t, L + 8 * k, xval + 8 * k, waux + 8 * k, scale, &on);
+        }
+        float sumqx = 0, sumq2 = 0;
+        for (int i = 0; i < 16; ++i) {
+            const float w = weight[i];
+            const float q = (float)(2 * L[i] + 1);
+            sumqx += w * xval[i] * q;
+            sumq2 += w * q * q;
+        }
+        if (sumq2 > 0) scale = sumqx / sumq2;
+    }
+    if (scale < 0) { /* cannot happen with xval >= 0; kept as ggml has it */
+        scale = -scale;
+        block_signs[0] = (uint8_t)~block_signs[0];
+        block_signs[1] = (uint8_t)~block_signs[1];
+    }
+    return scale;
+}
+
+static void iq2_s_row(iq_tables *t, const float *x, lw__block_iq2_s *y, int64_t nbl, const float *qw) {
+    for (int64_t ibl = 0; ibl < nbl; ++ibl) {
+        lw__block_iq2_s *b = &y[ibl];
+        memset(b, 0, sizeof *b); /* also d = fp16(0) */
+        float scales[QK_K / 16];
+        float max_scale = 0;
+        const float *xbl = x + QK_K * ibl;
+        float sumx2 = 0;
+        for (int i = 0; i < QK_K; ++i) sumx2 += xbl[i] * xbl[i];
+        const float sigma2 = 2 * sumx2 / QK_K;
+        for (int ib = 0; ib < QK_K / 16; ++ib) {
+            const float *xb = xbl + 16 * ib;
+            float weight[16];
+            if (qw) {
+                const float *q = qw + QK_K * ibl + 16 * ib;
+                for (int i = 0; i < 16; ++i) weight[i] = q[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+            } else {
+                for (int i = 0; i < 16; ++i) weight[i] = 0.25f * sigma2 + xb[i] * xb[i];
+            }
+            int8_t L[16];
+            uint8_t block_signs[2];
+            bool skipped;
+            const float scale = iq2_s_subblock(t, xb, weight, L, block_signs, &skipped);
+            if (skipped) {
+                scales[ib] = 0;
+                continue;
+            }
+            for (int k = 0; k < 2; ++k) {
+                const int gi = iq_index(t, L + 8 * k);
+                const int i8 = 2 * ib + k;
+                b->qs[i8] = (uint8_t)(gi & 255);
+                b->qh[i8 / 4] |= (uint8_t)((gi >> 8) << (2 * (i8 % 4)));
+                b->qs[QK_K / 8 + i8] = block_signs[k];
+            }
+            scales[ib] = scale;
+            max_scale = max_scale > scale ? max_scale : scale;
+        }
+        if (!max_scale) continue;
+        const float d = max_scale / 31;
+        b->d = lw__fp32_to_fp16(d * 0.9875f); /* ggml's fudge factor */
+        const float id = 1 / d;
+        for (int ib = 0; ib < QK_K / 16; ++ib) {
+            const int l = clampi(iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            if (ib % 2 == 0)
+                b->scales[ib / 2] = (uint8_t)l;
+            else
+                b->scales[ib / 2] |= (uint8_t)(l << 4);
+        }
+    }
+}
+
+size_t lw__quantize_iq2_s(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                          const float *imatrix) {
+    if (nrows <= 0 || n_per_row <= 0) return 0;
+    iq_tables *t = iq_tables_new(LW_TYPE_IQ2_S);
+    if (!t) return 0;
+    const int64_t nblock = n_per_row / QK_K;
+    lw__block_iq2_s *y = dst;
+    for (int64_t r = 0; r < nrows; ++r) iq2_s_row(t, src + r * n_per_row, y + r * nblock, nblock, imatrix);
+    iq_tables_free(t);
+    return (size_t)(nrows * nblock) * sizeof(lw__block_iq2_s);
+}
+
+void lw__quantize_row_iq2_s_ref(const float *x, void *y, int64_t k) {
+    lw__quantize_iq2_s(x, y, 1, k, NULL);
 }

@@ -27,7 +27,7 @@
 /* 1 when quant-iq.c implements lw__quantize_<fmt> (the ggml_quantize_chunk path). */
 #define LW_QUANT_IQ_HAVE_QUANT_IQ2_XXS 0
 #define LW_QUANT_IQ_HAVE_QUANT_IQ2_XS  0
-#define LW_QUANT_IQ_HAVE_QUANT_IQ2_S   0
+#define LW_QUANT_IQ_HAVE_QUANT_IQ2_S   1
 #define LW_QUANT_IQ_HAVE_QUANT_IQ3_XXS 1
 #define LW_QUANT_IQ_HAVE_QUANT_IQ3_S   1
 #define LW_QUANT_IQ_HAVE_QUANT_IQ1_S   0
@@ -35,7 +35,7 @@
 #define LW_QUANT_IQ_HAVE_QUANT_IQ4_NL  1
 #define LW_QUANT_IQ_HAVE_QUANT_IQ4_XS  1
 /* 1 when quant-iq.c implements lw__quantize_row_<fmt>_ref (ggml has these five). */
-#define LW_QUANT_IQ_HAVE_REF_IQ2_S   0
+#define LW_QUANT_IQ_HAVE_REF_IQ2_S   1
 #define LW_QUANT_IQ_HAVE_REF_IQ3_XXS 1
 #define LW_QUANT_IQ_HAVE_REF_IQ3_S   1
 #define LW_QUANT_IQ_HAVE_REF_IQ4_NL  1

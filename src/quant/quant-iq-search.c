@@ -12,7 +12,8 @@
  * The key -> grid map and the neighbour lists are derived from the grids in iq-grids.c within each quantize
  * call (lists lazily, see iq_tables) instead of living in process-wide state as in ggml. Their content and
  * order are ggml's: neighbours sorted by (squared distance, grid index), all points of the 2 (IQ3_XXS), 3
- * (IQ3_S) or 1 (IQ2_S) smallest distances. As in quant-iq.c, every float expression keeps ggml's operation order. */
+ * (IQ3_S) or 1 (IQ2_S) smallest distances. As in quant-iq.c, every float expression keeps ggml's operation
+ * order. */
 #include "core/core.h"
 #include "quant/iq-grids.h"
 #include "quant/quant-iq.h"

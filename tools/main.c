@@ -11,6 +11,8 @@ static const struct command {
     const char *help;               /* shown by `llamaweb help`       */
 } commands[] = {
     {"info", lw__cmd_info, "info FILE.gguf [--json]    describe a GGUF file: metadata, tensors, sizes"},
+    {"run", lw__cmd_run, "run -m MODEL.gguf [-p TEXT | --tokens IDS] [-n N] [--temp T]   generate text (CPU)"},
+    {"bench", lw__cmd_bench, "bench -m MODEL.gguf [-p 512] [-n 128] [-t 1,2]   prompt/generation tokens per second"},
 };
 
 static int usage(FILE *f) {

@@ -411,6 +411,211 @@ float lw__vec_dot_iq4_xs_q8_K_ref(int64_t n, const void *w, const void *a) {
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * IQ grid formats (Q8_K activations). Grid entries are 8 (or 4) bytes packed little-endian in a u64 (u32);
+ * sign bytes come from the 7-bit sign index with even parity (lw__iq_ksigns).
+ * ------------------------------------------------------------------------------------------------------- */
+
+static inline int grid_u8(uint64_t g, int j) { return (int)((g >> (8 * j)) & 0xff); }
+static inline int grid_i8(uint64_t g, int j) { return (int)(int8_t)((g >> (8 * j)) & 0xff); }
+
+/* Signed dot of 8 grid magnitudes with 8 activations. */
+static inline int dot8_signed(uint64_t g, uint8_t signs, const int8_t *q8) {
+    int s = 0;
+    for (int j = 0; j < 8; ++j) s += grid_u8(g, j) * q8[j] * (signs & lw__iq_kmask[j] ? -1 : 1);
+    return s;
+}
+
+float lw__vec_dot_iq2_xxs_q8_K_ref(int64_t n, const void *w, const void *a) {
+    const lw__block_iq2_xxs *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0.f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = H2F(x[i].d) * y[i].d;
+        const int8_t *q8 = y[i].qs;
+        int32_t bsum = 0;
+        for (int ib32 = 0; ib32 < LW_QK_K / 32; ++ib32) {
+            /* 4 grid indices in the first u32, 4 x 7 sign bits and a 4-bit scale in the second */
+            const uint32_t idx = (uint32_t)x[i].qs[4 * ib32] | ((uint32_t)x[i].qs[4 * ib32 + 1] << 16);
+            const uint32_t aux = (uint32_t)x[i].qs[4 * ib32 + 2] | ((uint32_t)x[i].qs[4 * ib32 + 3] << 16);
+            const int32_t ls = (int32_t)(2 * (aux >> 28) + 1);
+            int32_t sumi = 0;
+            for (int l = 0; l < 4; ++l, q8 += 8)
+                sumi += dot8_signed(lw__iq2xxs_grid[(idx >> (8 * l)) & 0xff], lw__iq_ksigns[(aux >> (7 * l)) & 127], q8);
+            bsum += sumi * ls;
+        }
+        sumf += d * bsum;
+    }
+    return 0.125f * sumf;
+}
+
+float lw__vec_dot_iq2_xs_q8_K_ref(int64_t n, const void *w, const void *a) {
+    const lw__block_iq2_xs *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0.f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = H2F(x[i].d) * y[i].d;
+        const uint16_t *q2 = x[i].qs;
+        const int8_t *q8 = y[i].qs;
+        int32_t bsum = 0;
+        for (int ib32 = 0; ib32 < LW_QK_K / 32; ++ib32, q2 += 4) {
+            /* 9-bit grid index + 7-bit sign index per 8; one 4-bit scale per 16 */
+            for (int half = 0; half < 2; ++half) {
+                const int32_t ls = 2 * ((x[i].scales[ib32] >> (4 * half)) & 0xf) + 1;
+                int32_t sumi = 0;
+                for (int l = 2 * half; l < 2 * half + 2; ++l, q8 += 8)
+                    sumi += dot8_signed(lw__iq2xs_grid[q2[l] & 511], lw__iq_ksigns[q2[l] >> 9], q8);
+                bsum += sumi * ls;
+            }
+        }
+        sumf += d * bsum;
+    }
+    return 0.125f * sumf;
+}
+
+float lw__vec_dot_iq2_s_q8_K_ref(int64_t n, const void *w, const void *a) {
+    const lw__block_iq2_s *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / LW_QK_K; i++) {
+        const float d = H2F(x[i].d) * y[i].d;
+        const int8_t *q8 = y[i].qs;
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh, *signs = x[i].qs + LW_QK_K / 8;
+        int bsum = 0;
+        for (int ib32 = 0; ib32 < LW_QK_K / 32; ++ib32, qs += 4, signs += 4) {
+            const int ls1 = 1 + 2 * (x[i].scales[ib32] & 0xf), ls2 = 1 + 2 * (x[i].scales[ib32] >> 4);
+            int sumi1 = 0, sumi2 = 0;
+            for (int l = 0; l < 4; ++l, q8 += 8) {
+                /* 10-bit grid index: 8 bits in qs, 2 bits in qh */
+                const int s = dot8_signed(lw__iq2s_grid[qs[l] | ((qh[ib32] << (8 - 2 * l)) & 0x300)], signs[l], q8);
+                if (l < 2) sumi1 += s;
+                else sumi2 += s;
+            }
+            bsum += ls1 * sumi1 + ls2 * sumi2;
+        }
+        sumf += d * bsum;
+    }
+    return 0.125f * sumf;
+}
+
+/* Signed dot of two 4-magnitude grid entries (8 values) with 8 activations. */
+static inline int dot4x2_signed(uint32_t g1, uint32_t g2, uint8_t signs, const int8_t *q8) {
+    int s = 0;
+    for (int j = 0; j < 4; ++j) {
+        s += grid_u8(g1, j) * q8[j] * (signs & lw__iq_kmask[j] ? -1 : 1);
+        s += grid_u8(g2, j) * q8[j + 4] * (signs & lw__iq_kmask[j + 4] ? -1 : 1);
+    }
+    return s;
+}
+
+float lw__vec_dot_iq3_xxs_q8_K_ref(int64_t n, const void *w, const void *a) {
+    const lw__block_iq3_xxs *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0.f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = H2F(x[i].d) * y[i].d;
+        const uint8_t *q3 = x[i].qs, *gas = x[i].qs + LW_QK_K / 4;
+        const int8_t *q8 = y[i].qs;
+        int32_t bsum = 0;
+        for (int ib32 = 0; ib32 < LW_QK_K / 32; ++ib32, q3 += 8, gas += 4) {
+            const uint32_t aux = lw__rd_u32(gas); /* 4 x 7 sign bits, 4-bit scale on top */
+            const int32_t ls = (int32_t)(2 * (aux >> 28) + 1);
+            int32_t sumi = 0;
+            for (int l = 0; l < 4; ++l, q8 += 8)
+                sumi += dot4x2_signed(lw__iq3xxs_grid[q3[2 * l]], lw__iq3xxs_grid[q3[2 * l + 1]],
+                                      lw__iq_ksigns[(aux >> (7 * l)) & 127], q8);
+            bsum += sumi * ls;
+        }
+        sumf += d * bsum;
+    }
+    return 0.25f * sumf;
+}
+
+float lw__vec_dot_iq3_s_q8_K_ref(int64_t n, const void *w, const void *a) {
+    const lw__block_iq3_s *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0.f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = H2F(x[i].d) * y[i].d;
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh, *signs = x[i].signs;
+        const int8_t *q8 = y[i].qs;
+        int32_t bsum = 0;
+        for (int ib32 = 0; ib32 < LW_QK_K / 32; ++ib32, qs += 8, signs += 4) {
+            /* one 4-bit scale per 32 (two per byte); 9-bit grid indices with the top bit in qh */
+            const int32_t ls = (int32_t)(2 * ((x[i].scales[ib32 / 2] >> (4 * (ib32 % 2))) & 0xf) + 1);
+            int32_t sumi = 0;
+            for (int l = 0; l < 4; ++l, q8 += 8)
+                sumi += dot4x2_signed(lw__iq3s_grid[qs[2 * l] | ((qh[ib32] << (8 - 2 * l)) & 256)],
+                                      lw__iq3s_grid[qs[2 * l + 1] | ((qh[ib32] << (7 - 2 * l)) & 256)], signs[l], q8);
+            bsum += sumi * ls;
+        }
+        sumf += d * bsum;
+    }
+    return sumf;
+}
+
+float lw__vec_dot_iq1_s_q8_K_ref(int64_t n, const void *w, const void *a) {
+    const lw__block_iq1_s *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / LW_QK_K; i++) {
+        const int8_t *q8 = y[i].qs;
+        const uint8_t *qs = x[i].qs;
+        int sumi = 0, sumi1 = 0;
+        for (int ib = 0; ib < LW_QK_K / 32; ++ib, qs += 4) {
+            const uint16_t qh = x[i].qh[ib];
+            const int ls = 2 * ((qh >> 12) & 7) + 1;
+            const int delta = qh & 0x8000 ? -1 : 1;
+            int lsum = 0;
+            for (int l = 0; l < 4; ++l, q8 += 8) {
+                const uint64_t g = lw__iq1s_grid[qs[l] | (((qh >> (3 * l)) & 7) << 8)];
+                for (int j = 0; j < 8; ++j) lsum += q8[j] * grid_i8(g, j);
+            }
+            sumi += ls * lsum;
+            /* the +-delta offset times the activation sums of this 32 */
+            sumi1 += ls * delta * (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]);
+        }
+        sumf += H2F(x[i].d) * y[i].d * (sumi + LW_IQ1S_DELTA * sumi1);
+    }
+    return sumf;
+}
+
+float lw__vec_dot_iq1_m_q8_K_ref(int64_t n, const void *w, const void *a) {
+    const lw__block_iq1_m *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / LW_QK_K; i++) {
+        const int8_t *q8 = y[i].qs;
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh;
+        uint16_t sc[4];
+        for (int k = 0; k < 4; k++) sc[k] = lw__rd_u16(x[i].scales + 2 * k);
+        /* the fp16 super-block scale is the top nibbles of the four scale words */
+        const uint16_t dh = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+        int sumi1 = 0, sumi2 = 0;
+        for (int ib = 0; ib < LW_QK_K / 32; ++ib, qs += 4, qh += 2) {
+            const int delta[4] = {qh[0] & 0x08 ? -1 : 1, qh[0] & 0x80 ? -1 : 1, qh[1] & 0x08 ? -1 : 1,
+                                  qh[1] & 0x80 ? -1 : 1};
+            int sum1[2] = {0, 0}, sum2[2] = {0, 0};
+            for (int l = 0; l < 4; ++l, q8 += 8) {
+                const uint64_t g = lw__iq1s_grid[qs[l] | (((uint16_t)qh[l / 2] << (8 - 4 * (l % 2))) & 0x700)];
+                int lsum1 = 0, lsum2 = 0;
+                for (int j = 0; j < 8; ++j) {
+                    lsum1 += q8[j] * grid_i8(g, j);
+                    lsum2 += q8[j];
+                }
+                sum1[l / 2] += lsum1;
+                sum2[l / 2] += lsum2 * delta[l];
+            }
+            const int ls1 = 2 * ((sc[ib / 2] >> (6 * (ib % 2) + 0)) & 0x7) + 1;
+            const int ls2 = 2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 0x7) + 1;
+            sumi1 += sum1[0] * ls1 + sum1[1] * ls2;
+            sumi2 += sum2[0] * ls1 + sum2[1] * ls2;
+        }
+        sumf += H2F(dh) * y[i].d * (sumi1 + LW_IQ1M_DELTA * sumi2);
+    }
+    return sumf;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * Table: ggml-cpu's vec_dot_type per weight type
  * ------------------------------------------------------------------------------------------------------- */
 
@@ -435,6 +640,13 @@ static const lw__quant_dot_t dot_table[LW_TYPE_COUNT] = {
     DOT(LW_TYPE_TQ1_0, tq1_0, q8_K, Q8_K),
     DOT(LW_TYPE_TQ2_0, tq2_0, q8_K, Q8_K),
     DOT(LW_TYPE_IQ4_XS, iq4_xs, q8_K, Q8_K),
+    DOT(LW_TYPE_IQ2_XXS, iq2_xxs, q8_K, Q8_K),
+    DOT(LW_TYPE_IQ2_XS, iq2_xs, q8_K, Q8_K),
+    DOT(LW_TYPE_IQ2_S, iq2_s, q8_K, Q8_K),
+    DOT(LW_TYPE_IQ3_XXS, iq3_xxs, q8_K, Q8_K),
+    DOT(LW_TYPE_IQ3_S, iq3_s, q8_K, Q8_K),
+    DOT(LW_TYPE_IQ1_S, iq1_s, q8_K, Q8_K),
+    DOT(LW_TYPE_IQ1_M, iq1_m, q8_K, Q8_K),
 };
 
 const lw__quant_dot_t *lw__quant_dot(uint32_t type) {

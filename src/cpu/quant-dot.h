@@ -22,7 +22,7 @@ typedef struct lw__quant_dot_t {
     lw__vec_dot_fn dot;        /* weight row . activation row                               */
 } lw__quant_dot_t;
 
-/* The entry for a quantized weight type, or NULL (F32/F16/BF16 and formats without a dot yet). */
+/* The entry for a quantized weight type (all 25), or NULL (F32/F16/BF16 are the engine's own). */
 const lw__quant_dot_t *lw__quant_dot(uint32_t type);
 
 float lw__vec_dot_q4_0_q8_0_ref(int64_t n, const void *w, const void *a);
@@ -43,5 +43,12 @@ float lw__vec_dot_tq1_0_q8_K_ref(int64_t n, const void *w, const void *a);
 float lw__vec_dot_tq2_0_q8_K_ref(int64_t n, const void *w, const void *a);
 float lw__vec_dot_iq4_nl_q8_0_ref(int64_t n, const void *w, const void *a);
 float lw__vec_dot_iq4_xs_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq2_xxs_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq2_xs_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq2_s_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq3_xxs_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq3_s_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq1_s_q8_K_ref(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq1_m_q8_K_ref(int64_t n, const void *w, const void *a);
 
 #endif

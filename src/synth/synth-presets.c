@@ -1,0 +1,131 @@
+/* Synthetic model presets: real architectures' hyper-parameters and the tensors llama.cpp's loaders create
+ * for them (llama.cpp src/models/{llama,qwen2,qwen3,gemma2,gemma3,phi3}.cpp, load_arch_tensors). */
+#include "synth/synth.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Presets. Full-size ones copy the published configs (config.json of each model); tiny ones keep each
+ * architecture's distinctive tensors and keys at dim 64 so llama.cpp loads them in milliseconds.
+ * ------------------------------------------------------------------------------------------------------- */
+
+static const lw__synth_preset presets[] = {
+    {.name = "tiny", .arch = "llama", .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .n_ff = 192,
+     .n_ctx_train = 2048, .rope_base = 10000.f, .rms_eps = 1e-5f,
+     .about = "llama arch, dim 64, 2 layers, 4/2 heads, ffn 192, untied head"},
+    {.name = "llama-3.2-1b", .arch = "llama", .n_embd = 2048, .n_layer = 16, .n_head = 32, .n_head_kv = 8,
+     .n_ff = 8192, .n_ctx_train = 131072, .rope_base = 500000.f, .rms_eps = 1e-5f, .tied = 1,
+     .llama3_factor = 32.f, .llama3_low = 1.f, .llama3_high = 4.f, .llama3_orig_ctx = 8192,
+     .about = "Llama 3.2 1B: 2048 dim, 16 layers, 32/8 heads, ffn 8192, tied, llama3 rope (factor 32)"},
+    {.name = "llama-3.1-8b", .arch = "llama", .n_embd = 4096, .n_layer = 32, .n_head = 32, .n_head_kv = 8,
+     .n_ff = 14336, .n_ctx_train = 131072, .rope_base = 500000.f, .rms_eps = 1e-5f, .llama3_factor = 8.f,
+     .llama3_low = 1.f, .llama3_high = 4.f, .llama3_orig_ctx = 8192,
+     .about = "Llama 3.1 8B: 4096 dim, 32 layers, 32/8 heads, ffn 14336, untied, llama3 rope (factor 8)"},
+    {.name = "qwen2.5-0.5b", .arch = "qwen2", .n_embd = 896, .n_layer = 24, .n_head = 14, .n_head_kv = 2,
+     .n_ff = 4864, .n_ctx_train = 32768, .rope_base = 1000000.f, .rms_eps = 1e-6f, .tied = 1, .qkv_bias = 1,
+     .about = "Qwen2.5 0.5B: 896 dim, 24 layers, 14/2 heads, ffn 4864, q/k/v biases, tied"},
+    {.name = "tiny-qwen2", .arch = "qwen2", .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2,
+     .n_ff = 192, .n_ctx_train = 4096, .rope_base = 1000000.f, .rms_eps = 1e-6f, .tied = 1, .qkv_bias = 1,
+     .about = "qwen2 arch, dim 64, 2 layers, 4/2 heads, q/k/v biases, tied"},
+    {.name = "tiny-qwen3", .arch = "qwen3", .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2,
+     .n_ff = 192, .head_dim = 32, .n_ctx_train = 4096, .rope_base = 1000000.f, .rms_eps = 1e-6f, .tied = 1,
+     .qk_norm = 1, .about = "qwen3 arch, dim 64, 2 layers, 4/2 heads of 32 (q dim 128 != dim), q/k norm, tied"},
+    {.name = "tiny-gemma2", .arch = "gemma2", .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2,
+     .n_ff = 192, .head_dim = 32, .n_ctx_train = 8192, .rope_base = 10000.f, .rms_eps = 1e-6f, .tied = 1,
+     .post_norms = 1, .sliding_window = 16, .attn_softcap = 50.f, .final_softcap = 30.f,
+     .about = "gemma2 arch, dim 64, 2 layers (SWA 16 / global), heads of 32, post norms, soft-capping"},
+    {.name = "tiny-gemma3", .arch = "gemma3", .n_embd = 64, .n_layer = 6, .n_head = 4, .n_head_kv = 1,
+     .n_ff = 192, .head_dim = 32, .n_ctx_train = 32768, .rope_base = 1000000.f, .rms_eps = 1e-6f, .tied = 1,
+     .qk_norm = 1, .post_norms = 1, .sliding_window = 16, .rope_base_swa = 10000.f,
+     .about = "gemma3 arch, dim 64, 6 layers (5 SWA 16 + 1 global), 4/1 heads of 32, q/k norm, post norms"},
+    {.name = "tiny-phi3", .arch = "phi3", .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 4, .n_ff = 192,
+     .n_ctx_train = 4096, .rope_base = 10000.f, .rms_eps = 1e-5f, .fused_qkv = 1,
+     .about = "phi3 arch, dim 64, 2 layers, 4 heads, fused attn_qkv, ffn_up 2*ffn (gate+up), untied"},
+};
+
+const lw__synth_preset *lw__synth_preset_find(const char *name) {
+    if (!name) return NULL;
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (!strcmp(presets[i].name, name)) return &presets[i];
+    return NULL;
+}
+
+const lw__synth_preset *lw__synth_preset_at(size_t i) {
+    return i < sizeof presets / sizeof presets[0] ? &presets[i] : NULL;
+}
+
+uint32_t lw__synth_head_dim(const lw__synth_preset *p) {
+    return p->head_dim ? p->head_dim : p->n_embd / p->n_head;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Tensor plan
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Appends one tensor (or only counts it when the output array is full / NULL). */
+typedef struct plan {
+    lw__synth_tensor *out; /* destination, may be NULL */
+    size_t max;            /* capacity of out          */
+    size_t n;              /* tensors listed so far    */
+} plan;
+
+static void add(plan *pl, int layer, const char *suffix, lw__synth_kind kind, int64_t ne0, int64_t ne1) {
+    if (pl->out && pl->n < pl->max) {
+        lw__synth_tensor *t = &pl->out[pl->n];
+        memset(t, 0, sizeof *t);
+        if (layer >= 0) snprintf(t->name, sizeof t->name, "blk.%d.%s", layer, suffix);
+        else snprintf(t->name, sizeof t->name, "%s", suffix);
+        t->n_dims = ne1 > 0 ? 2 : 1;
+        t->ne[0] = ne0;
+        t->ne[1] = ne1 > 0 ? ne1 : 1;
+        t->layer = layer;
+        t->kind = kind;
+        t->type = LW_TYPE_F32;
+    }
+    pl->n++;
+}
+
+size_t lw__synth_plan(const lw__synth_preset *p, uint32_t n_layer, int64_t n_vocab, lw__synth_tensor *out,
+                      size_t max) {
+    plan pl = {out, max, 0};
+    const int64_t d = p->n_embd, hd = lw__synth_head_dim(p);
+    const int64_t nq = hd * p->n_head, nkv = hd * p->n_head_kv, ff = p->n_ff;
+
+    /* Order as convert_hf_to_gguf.py writes them: embeddings, generated rope factors, blocks, head. */
+    add(&pl, -1, "token_embd.weight", LW_SYNTH_MATRIX, d, n_vocab);
+    if (p->llama3_factor > 0.f) add(&pl, -1, "rope_freqs.weight", LW_SYNTH_ROPE_FREQS, hd / 2, 0);
+    for (int il = 0; il < (int)n_layer; il++) {
+        add(&pl, il, "attn_norm.weight", LW_SYNTH_NORM, d, 0);
+        if (p->fused_qkv) {
+            add(&pl, il, "attn_qkv.weight", LW_SYNTH_MATRIX, d, nq + 2 * nkv);
+        } else {
+            add(&pl, il, "attn_q.weight", LW_SYNTH_MATRIX, d, nq);
+            add(&pl, il, "attn_k.weight", LW_SYNTH_MATRIX, d, nkv);
+            add(&pl, il, "attn_v.weight", LW_SYNTH_MATRIX, d, nkv);
+        }
+        if (p->qkv_bias) {
+            add(&pl, il, "attn_q.bias", LW_SYNTH_BIAS, nq, 0);
+            add(&pl, il, "attn_k.bias", LW_SYNTH_BIAS, nkv, 0);
+            add(&pl, il, "attn_v.bias", LW_SYNTH_BIAS, nkv, 0);
+        }
+        if (p->qk_norm) {
+            add(&pl, il, "attn_q_norm.weight", LW_SYNTH_NORM, hd, 0);
+            add(&pl, il, "attn_k_norm.weight", LW_SYNTH_NORM, hd, 0);
+        }
+        add(&pl, il, "attn_output.weight", LW_SYNTH_MATRIX, nq, d);
+        if (p->post_norms) add(&pl, il, "post_attention_norm.weight", LW_SYNTH_NORM, d, 0);
+        add(&pl, il, "ffn_norm.weight", LW_SYNTH_NORM, d, 0);
+        if (p->fused_qkv) {
+            add(&pl, il, "ffn_up.weight", LW_SYNTH_MATRIX, d, 2 * ff); /* phi3: gate and up stacked */
+        } else {
+            add(&pl, il, "ffn_gate.weight", LW_SYNTH_MATRIX, d, ff);
+            add(&pl, il, "ffn_up.weight", LW_SYNTH_MATRIX, d, ff);
+        }
+        add(&pl, il, "ffn_down.weight", LW_SYNTH_MATRIX, ff, d);
+        if (p->post_norms) add(&pl, il, "post_ffw_norm.weight", LW_SYNTH_NORM, d, 0);
+    }
+    add(&pl, -1, "output_norm.weight", LW_SYNTH_NORM, d, 0);
+    if (!p->tied) add(&pl, -1, "output.weight", LW_SYNTH_MATRIX, d, n_vocab);
+    return pl.n;
+}

@@ -1,0 +1,411 @@
+/* Writing synthetic models: vocabulary, metadata, seeded random rows quantized on the fly (see synth.h). */
+#include "synth/synth.h"
+
+#include "quant/quant-iq.h"
+#include "quant/quant.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Random numbers: splitmix64 turns (seed, tensor, row) into a state, xorshift64* draws from it. Every row has
+ * its own stream, so any chunking of a tensor by the writer gives the same bytes, and a tensor's values do
+ * not depend on its type (an f32 file and a q4_k_m file made with one seed hold the same underlying floats).
+ * ------------------------------------------------------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t xorshift64s(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* A bounded normal-ish draw with mean 0 and variance 1: the sum of four uniform 16-bit numbers
+ * (Irwin-Hall, |z| <= sqrt(12)), one 64-bit draw per value. */
+static float draw_z(uint64_t *s) {
+    const uint64_t r = xorshift64s(s);
+    const int32_t sum = (int32_t)(r & 0xffff) + (int32_t)((r >> 16) & 0xffff) + (int32_t)((r >> 32) & 0xffff) +
+                        (int32_t)(r >> 48);
+    return (float)(sum - 131070) * (1.7320508f / 65536.f);
+}
+
+/* Seed of a tensor: from the file seed and the tensor's name (FNV-1a). */
+static uint64_t tensor_seed(uint64_t seed, const char *name) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+    return splitmix64(seed ^ splitmix64(h));
+}
+
+static uint64_t row_state(uint64_t tseed, int64_t row) {
+    uint64_t s = splitmix64(tseed + (uint64_t)row * 0xD1B54A32D192ED03ull);
+    return s ? s : 1;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Rows
+ * ------------------------------------------------------------------------------------------------------- */
+
+#define BATCH_ELEMS (256 * 1024) /* floats generated per batch: 1 MB of scratch whatever the model size */
+
+typedef struct synth_ctx synth_ctx;
+
+/* One tensor being written: what the fill callback needs. */
+typedef struct job {
+    synth_ctx *ctx;         /* shared scratch                                             */
+    lw__synth_tensor t;     /* name, shape, kind, type                                    */
+    uint64_t tseed;         /* tensor_seed                                                */
+    size_t row_bytes;       /* bytes of one row in t.type                                 */
+    int64_t batch_rows;     /* rows produced per batch                                    */
+    int random_blocks;      /* 1: IQ type without a quantizer here: random valid blocks   */
+    float scale;            /* standard deviation of a matrix's values                    */
+} job;
+
+/* Shared by all jobs: the writer produces one tensor at a time. */
+struct synth_ctx {
+    const lw__synth_preset *p;     /* the preset, for rope factors                     */
+    float *f;                      /* float rows of the current batch                  */
+    uint8_t *q;                    /* the batch in the tensor's type                   */
+    const job *cur;                /* whose rows q holds (NULL: none)                  */
+    int64_t r0, r1;                /* rows [r0, r1) are in q                           */
+    char *err;                     /* message buffer (LW_ERRMSG_SIZE)                  */
+};
+
+/* llama3 rope factors as convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors computes them (float32). */
+static void rope_freqs_llama3(const lw__synth_preset *p, float *out, int64_t n) {
+    const float dim = (float)lw__synth_head_dim(p), base = p->rope_base, factor = p->llama3_factor;
+    const float lo = p->llama3_low, hi = p->llama3_high, old = (float)p->llama3_orig_ctx;
+    const float low_wavelen = old / lo, high_wavelen = old / hi;
+    for (int64_t i = 0; i < n; i++) {
+        const float freq = 1.0f / powf(base, (float)(2 * i) / dim);
+        const float wavelen = 2.0f * 3.14159265358979f / freq;
+        if (wavelen < high_wavelen) out[i] = 1.0f;
+        else if (wavelen > low_wavelen) out[i] = factor;
+        else {
+            const float smooth = (old / wavelen - lo) / (hi - lo);
+            out[i] = 1.0f / ((1.0f - smooth) / factor + smooth);
+        }
+    }
+}
+
+/* The float values of one row. */
+static void gen_row(const job *jb, int64_t row, float *dst) {
+    const int64_t n = jb->t.ne[0];
+    uint64_t s = row_state(jb->tseed, row);
+    switch (jb->t.kind) {
+    case LW_SYNTH_MATRIX:
+        for (int64_t i = 0; i < n; i++) dst[i] = jb->scale * draw_z(&s);
+        break;
+    case LW_SYNTH_NORM:
+        for (int64_t i = 0; i < n; i++) dst[i] = 1.0f + 0.05f * draw_z(&s);
+        break;
+    case LW_SYNTH_BIAS:
+        for (int64_t i = 0; i < n; i++) dst[i] = 0.02f * draw_z(&s);
+        break;
+    case LW_SYNTH_ROPE_FREQS:
+        rope_freqs_llama3(jb->ctx->p, dst, n);
+        break;
+    }
+}
+
+/* Fills the scratch with rows [row, row + batch) of jb in its type. */
+static lw_status produce(const job *jb, int64_t row) {
+    synth_ctx *c = jb->ctx;
+    const int64_t nrows = jb->t.ne[1], ne0 = jb->t.ne[0];
+    const int64_t end = row + jb->batch_rows < nrows ? row + jb->batch_rows : nrows;
+    c->cur = NULL;
+    if (jb->random_blocks) {
+        const lw_type_info *ti = lw_type_get(jb->t.type);
+        const int64_t nb = ne0 / ti->block_size;
+        for (int64_t r = row; r < end; r++) {
+            uint64_t s = row_state(jb->tseed, r);
+            uint8_t *q = c->q + (size_t)(r - row) * jb->row_bytes;
+            for (int64_t b = 0; b < nb; b++) {
+                lw_status rc = lw__iq_random_block(jb->t.type, &s, 3.0f * jb->scale, q + (size_t)b * ti->type_size);
+                if (rc != LW_OK) return lw__errorf(c->err, rc, "%s: random %s block failed", jb->t.name, ti->name);
+            }
+        }
+    } else {
+        for (int64_t r = row; r < end; r++) gen_row(jb, r, c->f + (size_t)(r - row) * (size_t)ne0);
+        lw_status rc = lw__quantize(jb->t.type, c->f, c->q, end - row, ne0, NULL);
+        if (rc != LW_OK)
+            return lw__errorf(c->err, rc, "%s: quantizing to %s failed (%s)", jb->t.name,
+                              lw_type_get(jb->t.type)->name, lw_status_str(rc));
+    }
+    c->cur = jb, c->r0 = row, c->r1 = end;
+    return LW_OK;
+}
+
+/* lw_tensor_fill_fn: bytes [off, off + n) of the tensor, from cached batches of whole rows. */
+static lw_status fill(void *user, uint64_t off, void *dst, size_t n) {
+    const job *jb = user;
+    synth_ctx *c = jb->ctx;
+    uint8_t *out = dst;
+    while (n > 0) {
+        const int64_t row = (int64_t)(off / jb->row_bytes);
+        if (c->cur != jb || row < c->r0 || row >= c->r1) {
+            lw_status rc = produce(jb, row);
+            if (rc != LW_OK) return rc;
+        }
+        const uint64_t in = off - (uint64_t)c->r0 * jb->row_bytes;
+        const uint64_t avail = (uint64_t)(c->r1 - c->r0) * jb->row_bytes - in;
+        const size_t k = avail < n ? (size_t)avail : n;
+        memcpy(out, c->q + in, k);
+        out += k, off += k, n -= k;
+    }
+    return LW_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Vocabulary
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* A byte-level SentencePiece vocabulary: <unk>, <s>, </s>, then <0x00>..<0xFF> (every text tokenizes through
+ * byte fallback), as llama.cpp's SPM loader expects (token types: 2 unknown, 3 control, 6 byte). */
+static lw_status builtin_vocab(lw_gguf_writer *w, int64_t *n_vocab) {
+    enum { N = 259 };
+    static const char hex[] = "0123456789ABCDEF";
+    char text[N][8];
+    lw_gguf_str toks[N];
+    float scores[N];
+    int32_t types[N];
+    for (int i = 0; i < N; i++) {
+        if (i == 0) strcpy(text[i], "<unk>");
+        else if (i == 1) strcpy(text[i], "<s>");
+        else if (i == 2) strcpy(text[i], "</s>");
+        else snprintf(text[i], sizeof text[i], "<0x%c%c>", hex[(i - 3) >> 4], hex[(i - 3) & 15]);
+        toks[i].s = text[i], toks[i].len = strlen(text[i]);
+        scores[i] = 0.f;
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : 6;
+    }
+    lw_status rc;
+    if ((rc = lw_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama")) != LW_OK ||
+        (rc = lw_gguf_writer_set_arr(w, "tokenizer.ggml.tokens", LW_GGUF_STRING, N, toks)) != LW_OK ||
+        (rc = lw_gguf_writer_set_arr(w, "tokenizer.ggml.scores", LW_GGUF_FLOAT32, N, scores)) != LW_OK ||
+        (rc = lw_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LW_GGUF_INT32, N, types)) != LW_OK ||
+        (rc = lw_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0)) != LW_OK ||
+        (rc = lw_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1)) != LW_OK ||
+        (rc = lw_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2)) != LW_OK ||
+        (rc = lw_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", 1)) != LW_OK)
+        return rc;
+    *n_vocab = N;
+    return LW_OK;
+}
+
+/* Copies every tokenizer.* key of the vocab GGUF at path; the token count is the vocabulary size. */
+static lw_status copy_vocab(lw_gguf_writer *w, const char *path, const lw_allocator *alloc, int64_t *n_vocab,
+                            char *err) {
+    lw_source *src = NULL;
+    lw_gguf *g = NULL;
+    char why[LW_ERRMSG_SIZE];
+    lw_status rc = lw_source_open_file(path, alloc, &src, why, sizeof why);
+    if (rc != LW_OK) return lw__errorf(err, rc, "vocab %s: %s", path, why);
+    if ((rc = lw_gguf_open(src, alloc, &g)) != LW_OK) {
+        lw__errorf(err, rc, "vocab %s: %s", path, g ? lw_gguf_error(g) : lw_status_str(rc));
+        goto done;
+    }
+    lw_gguf_type et;
+    uint64_t n;
+    const void *data;
+    if ((rc = lw_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &data)) != LW_OK || et != LW_GGUF_STRING ||
+        n == 0 || n > INT32_MAX) {
+        rc = rc != LW_OK ? rc : LW_ERR_TYPE_MISMATCH;
+        lw__errorf(err, rc, "vocab %s: no usable tokenizer.ggml.tokens array", path);
+        goto done;
+    }
+    *n_vocab = (int64_t)n;
+    for (int64_t i = 0; i < lw_gguf_n_kv(g); i++) {
+        const char *key = lw_gguf_key(g, i);
+        if (strncmp(key, "tokenizer.", 10)) continue;
+        if ((rc = lw_gguf_writer_set(w, key, lw_gguf_value_at(g, i))) != LW_OK) {
+            lw__errorf(err, rc, "vocab key %s: %s", key, lw_gguf_writer_error(w));
+            goto done;
+        }
+    }
+done:
+    lw_gguf_close(g);
+    lw_source_close(src);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Metadata
+ * ------------------------------------------------------------------------------------------------------- */
+
+static lw_status set_arch_keys(lw_gguf_writer *w, const lw__synth_preset *p, uint32_t n_layer, int64_t n_vocab) {
+    char k[96];
+    lw_status rc = LW_OK;
+#define U32(name, v)                                                                                          \
+    if (rc == LW_OK) snprintf(k, sizeof k, "%s." name, p->arch), rc = lw_gguf_writer_set_u32(w, k, (v))
+#define F32(name, v)                                                                                          \
+    if (rc == LW_OK) snprintf(k, sizeof k, "%s." name, p->arch), rc = lw_gguf_writer_set_f32(w, k, (v))
+    U32("context_length", p->n_ctx_train);
+    U32("embedding_length", p->n_embd);
+    U32("block_count", n_layer);
+    U32("feed_forward_length", p->n_ff);
+    U32("attention.head_count", p->n_head);
+    U32("attention.head_count_kv", p->n_head_kv);
+    F32("attention.layer_norm_rms_eps", p->rms_eps);
+    F32("rope.freq_base", p->rope_base);
+    if (!strcmp(p->arch, "llama")) {
+        U32("vocab_size", (uint32_t)n_vocab);
+    }
+    if (!strcmp(p->arch, "llama") || !strcmp(p->arch, "phi3")) {
+        U32("rope.dimension_count", lw__synth_head_dim(p));
+    }
+    if (p->head_dim) {
+        U32("attention.key_length", p->head_dim);
+        U32("attention.value_length", p->head_dim);
+    }
+    if (p->sliding_window) {
+        U32("attention.sliding_window", p->sliding_window);
+    }
+    if (p->rope_base_swa > 0.f) {
+        F32("rope.freq_base_swa", p->rope_base_swa);
+    }
+    if (p->attn_softcap > 0.f) {
+        F32("attn_logit_softcapping", p->attn_softcap);
+    }
+    if (p->final_softcap > 0.f) {
+        F32("final_logit_softcapping", p->final_softcap);
+    }
+#undef U32
+#undef F32
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * The whole file
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw_status lw__synth_write(const lw__synth_params *params, const char *path, const lw_allocator *alloc,
+                          lw__synth_result *res, char *err) {
+    lw__synth_result r_local;
+    if (!res) res = &r_local;
+    memset(res, 0, sizeof *res);
+    err[0] = 0;
+    if (!params || !path) return lw__errorf(err, LW_ERR_INVALID_ARG, "no parameters or output path");
+    const lw__synth_preset *p = lw__synth_preset_find(params->preset);
+    if (!p) return lw__errorf(err, LW_ERR_INVALID_ARG, "unknown preset '%s'", params->preset ? params->preset : "");
+    const lw__synth_ftype *ft = lw__synth_ftype_find(params->type);
+    if (!ft) return lw__errorf(err, LW_ERR_INVALID_ARG, "unknown type '%s'", params->type ? params->type : "");
+    const uint32_t n_layer = params->n_layer ? params->n_layer : p->n_layer;
+    if (n_layer > 512) return lw__errorf(err, LW_ERR_INVALID_ARG, "%u layers is too many", n_layer);
+
+    const lw_allocator al = lw__allocator_or_default(alloc); /* lw__malloc needs a concrete one */
+    lw_gguf_writer *w = NULL;
+    lw__synth_tensor *ts = NULL;
+    job *jobs = NULL;
+    synth_ctx ctx = {.p = p, .err = err};
+    lw_status rc = lw_gguf_writer_new(alloc, &w);
+    if (rc != LW_OK) return lw__errorf(err, rc, "cannot create the writer");
+
+    /* metadata: general, architecture, tokenizer */
+    char name[96];
+    snprintf(name, sizeof name, "synth %s %s", p->name, ft->name);
+    if ((rc = lw_gguf_writer_set_str(w, "general.architecture", p->arch)) != LW_OK ||
+        (rc = lw_gguf_writer_set_str(w, "general.name", name)) != LW_OK ||
+        (rc = lw_gguf_writer_set_u32(w, "general.file_type", ft->ftype)) != LW_OK ||
+        (rc = lw_gguf_writer_set_u32(w, "general.quantization_version", 2)) != LW_OK) {
+        lw__errorf(err, rc, "metadata: %s", lw_gguf_writer_error(w));
+        goto done;
+    }
+    const char *vocab = params->vocab_path;
+    char def_vocab[512];
+    if (!vocab) {
+        snprintf(def_vocab, sizeof def_vocab, "%s/vocab/ggml-vocab-llama-spm.gguf",
+                 params->shared_dir ? params->shared_dir : "../shared");
+        FILE *f = fopen(def_vocab, "rb");
+        vocab = f ? def_vocab : "builtin";
+        if (f) fclose(f);
+    }
+    int64_t n_vocab = 0;
+    rc = !strcmp(vocab, "builtin") ? builtin_vocab(w, &n_vocab) : copy_vocab(w, vocab, alloc, &n_vocab, err);
+    if (rc != LW_OK) {
+        if (!err[0]) lw__errorf(err, rc, "vocab: %s", lw_gguf_writer_error(w));
+        goto done;
+    }
+    snprintf(res->vocab_from, sizeof res->vocab_from, "%s", vocab);
+    res->n_vocab = n_vocab;
+    if ((rc = set_arch_keys(w, p, n_layer, n_vocab)) != LW_OK) {
+        lw__errorf(err, rc, "metadata: %s", lw_gguf_writer_error(w));
+        goto done;
+    }
+
+    /* tensors: plan, types, scratch sizes */
+    const size_t nt = lw__synth_plan(p, n_layer, n_vocab, NULL, 0);
+    ts = lw__calloc(&al, nt, sizeof *ts);
+    jobs = lw__calloc(&al, nt, sizeof *jobs);
+    if (!ts || !jobs) {
+        rc = lw__errorf(err, LW_ERR_NOMEM, "out of memory for %zu tensors", nt);
+        goto done;
+    }
+    lw__synth_plan(p, n_layer, n_vocab, ts, nt);
+    size_t f_need = 0, q_need = 0;
+    for (size_t i = 0; i < nt; i++) {
+        job *jb = &jobs[i];
+        jb->ctx = &ctx;
+        jb->t = ts[i];
+        jb->t.type = lw__synth_tensor_type(ft, params->pure, p, n_layer, p->tied, &ts[i]);
+        jb->tseed = tensor_seed(params->seed, jb->t.name);
+        jb->scale = 1.0f / sqrtf((float)jb->t.ne[0]);
+        const lw__quant_traits_t *tr = lw__quant_traits(jb->t.type);
+        jb->random_blocks = tr && (!tr->quantize || tr->requires_imatrix);
+        lw_status st = LW_OK;
+        jb->row_bytes = lw__row_size(jb->t.type, jb->t.ne[0], &st);
+        if (st != LW_OK || !tr || jb->row_bytes == 0) {
+            rc = lw__errorf(err, st != LW_OK ? st : LW_ERR_UNSUPPORTED, "%s: no %s rows of %" PRId64, jb->t.name,
+                            lw_type_get(jb->t.type) ? lw_type_get(jb->t.type)->name : "?", jb->t.ne[0]);
+            goto done;
+        }
+        if (jb->random_blocks && jb->t.kind != LW_SYNTH_MATRIX) {
+            rc = lw__errorf(err, LW_ERR_UNSUPPORTED, "%s: random blocks only for matrices", jb->t.name);
+            goto done;
+        }
+        int64_t br = BATCH_ELEMS / jb->t.ne[0];
+        br = br < 1 ? 1 : br > jb->t.ne[1] ? jb->t.ne[1] : br;
+        jb->batch_rows = br;
+        size_t fe, qb;
+        if (!lw__mul_size((size_t)br, (size_t)jb->t.ne[0], &fe) || !lw__mul_size((size_t)br, jb->row_bytes, &qb)) {
+            rc = lw__errorf(err, LW_ERR_OVERFLOW, "%s: batch size overflows", jb->t.name);
+            goto done;
+        }
+        f_need = fe > f_need ? fe : f_need;
+        q_need = qb > q_need ? qb : q_need;
+        if ((rc = lw_gguf_writer_add_tensor(w, jb->t.name, jb->t.type, jb->t.n_dims, jb->t.ne, NULL, fill, jb)) !=
+            LW_OK) {
+            lw__errorf(err, rc, "%s: %s", jb->t.name, lw_gguf_writer_error(w));
+            goto done;
+        }
+        res->n_tensors++;
+        res->n_params += (uint64_t)jb->t.ne[0] * (uint64_t)jb->t.ne[1];
+        res->n_bytes += jb->row_bytes * (uint64_t)jb->t.ne[1];
+    }
+    ctx.f = lw__calloc(&al, f_need, sizeof(float));
+    ctx.q = lw__malloc(&al, q_need);
+    if (!ctx.f || !ctx.q) {
+        rc = lw__errorf(err, LW_ERR_NOMEM, "out of memory for %zu bytes of scratch", f_need * 4 + q_need);
+        goto done;
+    }
+    if ((rc = lw_gguf_writer_write_file(w, path, 0)) != LW_OK) {
+        /* a fill failure left its reason in err; otherwise the writer has it */
+        char why[LW_ERRMSG_SIZE];
+        snprintf(why, sizeof why, "%s", err[0] ? err : lw_gguf_writer_error(w));
+        lw__errorf(err, rc, "writing %s: %s", path, why);
+    }
+done:
+    lw__free(&al, ctx.f);
+    lw__free(&al, ctx.q);
+    lw__free(&al, jobs);
+    lw__free(&al, ts);
+    lw_gguf_writer_free(w);
+    return rc;
+}

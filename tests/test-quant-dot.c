@@ -16,6 +16,7 @@
 #include <string.h>
 
 #define GGML_CPU_LIB "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-cpu-x64.so"
+#define GGML_CPU_AVX2_LIB "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-cpu-haswell.so"
 
 typedef void (*ggml_vec_dot_t)(int n, float *s, size_t bs, const void *x, size_t bx, const void *y, size_t by,
                                int nrc);
@@ -47,6 +48,60 @@ static void fill(float *x, int64_t n, int kind) {
 
 static const char *act_name(uint32_t t) {
     return t == LW_TYPE_Q8_0 ? "q8_0" : t == LW_TYPE_Q8_1 ? "q8_1" : "q8_K";
+}
+
+/* lw__quantize_row_q8_{0,1}_x86 against the AVX2 build's quantize_row_q8_{0,1} (needs an AVX2+FMA+F16C CPU). */
+static void test_x86_activation_quantizers(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+        printf("NOTE: no AVX2/FMA here: x86 activation quantizer comparison skipped\n");
+        return;
+    }
+    void *lib = dlopen(GGML_CPU_AVX2_LIB, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        printf("NOTE: %s not loadable: x86 activation quantizer comparison skipped\n", GGML_CPU_AVX2_LIB);
+        return;
+    }
+    void (*cpu_init)(void);
+    void (*g_q8_0)(const float *, void *, int64_t);
+    void (*g_q8_1)(const float *, void *, int64_t);
+    *(void **)&cpu_init = dlsym(lib, "ggml_cpu_init");
+    *(void **)&g_q8_0 = dlsym(lib, "quantize_row_q8_0");
+    *(void **)&g_q8_1 = dlsym(lib, "quantize_row_q8_1");
+    CHECK(cpu_init && g_q8_0 && g_q8_1);
+    if (!cpu_init || !g_q8_0 || !g_q8_1) return;
+    cpu_init();
+    enum { N = 32 * 512 };
+    static float x[N];
+    static uint8_t a[N / 32 * 36], b[N / 32 * 36], r[N / 32 * 36];
+    long ref_diff0 = 0, ref_diff1 = 0, real_diff = 0; /* real_diff: q8_0 quants differing on non-tie data */
+    for (int kind = 0; kind < 5; kind++) {
+        rng_state = 777u + (uint64_t)kind;
+        if (kind < 4) {
+            fill(x, N, kind);
+        } else {
+            /* ties: amax 127 gives id = 1 exactly, so halves round to even (x86) or away (reference) */
+            for (int i = 0; i < N; i++) x[i] = (i % 32 == 0) ? 127.0f : (float)((int)(rnd() % 200) - 100) + 0.5f;
+        }
+        lw__quantize_row_q8_0_x86(x, a, N);
+        g_q8_0(x, b, N);
+        CHECK_MSG(memcmp(a, b, N / 32 * 34) == 0, "q8_0 x86 quantizer differs from ggml AVX2 (kind %d)", kind);
+        lw__quantize_row_q8_0_ref(x, r, N);
+        for (int i = 0; i < N / 32 * 34; i++) {
+            ref_diff0 += a[i] != r[i];
+            if (kind < 4 && i % 34 >= 2) real_diff += a[i] != r[i];
+        }
+        lw__quantize_row_q8_1_x86(x, a, N);
+        g_q8_1(x, b, N);
+        CHECK_MSG(memcmp(a, b, N / 32 * 36) == 0, "q8_1 x86 quantizer differs from ggml AVX2 (kind %d)", kind);
+        lw__quantize_row_q8_1_ref(x, r, N);
+        for (int i = 0; i < N / 32 * 36; i++) ref_diff1 += a[i] != r[i];
+    }
+    printf("x86 activation quantizers == ggml AVX2 build over 5 x %d values; reference differs in %ld (q8_0) / %ld "
+           "(q8_1) bytes, %ld of 4 x %d q8_0 quants on non-tie data\n", N, ref_diff0, ref_diff1, real_diff, N);
+    CHECK(ref_diff0 > 0); /* the tie inputs must tell the two roundings apart */
+    dlclose(lib);
+#endif
 }
 
 int main(void) {
@@ -149,6 +204,7 @@ int main(void) {
         printf("%-8s %-5s | %-24.3f | %-22s\n", tr->name, act_name(qd->vec_dot_type), worst, g);
     }
     CHECK(n_types == 25);
+    test_x86_activation_quantizers();
     if (lib) dlclose(lib);
     return test_summary("test-quant-dot");
 }

@@ -9,6 +9,7 @@
 #include "core/core.h"
 #include "quant/iq-grids.h"
 
+#include <math.h>
 #include <string.h>
 
 #define H2F lw__fp16_to_fp32
@@ -613,6 +614,48 @@ float lw__vec_dot_iq1_m_q8_K_ref(int64_t n, const void *w, const void *a) {
         sumf += H2F(dh) * y[i].d * (sumi1 + LW_IQ1M_DELTA * sumi2);
     }
     return sumf;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Activation quantizers as ggml-cpu's x86 AVX/AVX2/AVX-512 builds run them
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* One Q8_0/Q8_1 block the x86 way; returns the sum of the quants and the float scale in *dout. */
+static int q8_block_x86(const float *x, int8_t *qs, uint16_t *dh, float *dout) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) {
+        const float ax = fabsf(x[j]);
+        amax = ax > amax ? ax : amax;
+    }
+    const float d = amax / 127.f;
+    *dh = lw__fp32_to_fp16(d);
+    *dout = d;
+    /* 127 / amax, not 1 / d: one rounding instead of two, so x * id can differ from the reference by 1 ulp */
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; j++) {
+        float v = rintf(x[j] * id); /* _mm256_round_ps(_MM_ROUND_NEAREST): ties to even */
+        /* cvtps_epi32 turns NaN into INT32_MIN; the int16/int8 packs then saturate */
+        const int q = v != v ? -128 : v >= 127.0f ? 127 : v <= -128.0f ? -128 : (int)v;
+        qs[j] = (int8_t)q;
+        sum += q;
+    }
+    return sum;
+}
+
+void lw__quantize_row_q8_0_x86(const float *x, void *vy, int64_t k) {
+    lw__block_q8_0 *y = vy;
+    float d;
+    for (int64_t i = 0; i < k / LW_QK8_0; i++) q8_block_x86(x + LW_QK8_0 * i, y[i].qs, &y[i].d, &d);
+}
+
+void lw__quantize_row_q8_1_x86(const float *x, void *vy, int64_t k) {
+    lw__block_q8_1 *y = vy;
+    for (int64_t i = 0; i < k / LW_QK8_1; i++) {
+        float d;
+        const int sum = q8_block_x86(x + LW_QK8_1 * i, y[i].qs, &y[i].d, &d);
+        y[i].s = lw__fp32_to_fp16(d * sum); /* the unrounded scale times the integer sum */
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------------------

@@ -22,6 +22,14 @@ typedef struct lw__quant_dot_t {
     lw__vec_dot_fn dot;        /* weight row . activation row                               */
 } lw__quant_dot_t;
 
+/* Q8_0 / Q8_1 activation rows exactly as ggml-cpu's x86 AVX/AVX2/AVX-512 builds make them (what llama.cpp
+ * runs on x86-64): id = 127 / amax instead of 1 / (amax / 127), and ties rounded to even. The _ref
+ * quantizers (act_from_float below) follow ggml's portable code instead; the two differ on every exact tie
+ * and on about 1 quant in 65,000 of random data (measured by test-quant-dot). Q8_K has no x86 variant (ggml
+ * uses the reference there too). */
+void lw__quantize_row_q8_0_x86(const float *x, void *y, int64_t k);
+void lw__quantize_row_q8_1_x86(const float *x, void *y, int64_t k);
+
 /* The entry for a quantized weight type (all 25), or NULL (F32/F16/BF16 are the engine's own). */
 const lw__quant_dot_t *lw__quant_dot(uint32_t type);
 

@@ -14,11 +14,13 @@
  * mismatching library before using it. */
 #include "model/engine.h"
 #include "test.h"
+#include "engine-synth.h" /* after test.h */
 
 #include <dlfcn.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #define LIB_DIR "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 
@@ -125,9 +127,9 @@ static void load_llama(void) {
 
 /* Decodes tokens at positions pos0.. in llama.cpp, asking logits for every token when all != 0. */
 static int ll_decode(void *ctx, const int32_t *tokens, int32_t n, int32_t pos0, int all) {
-    int32_t tok[16], pos[16], nseq[16], seq0 = 0, *seqp[16];
-    int8_t lg[16];
-    if (n > 16) return -1;
+    int32_t tok[256], pos[256], nseq[256], seq0 = 0, *seqp[256];
+    int8_t lg[256];
+    if (n > 256) return -1;
     for (int32_t i = 0; i < n; i++) {
         tok[i] = tokens[i];
         pos[i] = pos0 + i;
@@ -159,9 +161,8 @@ static double rel_diff(const float *a, const float *b, int n) {
     return d / ((double)hi - (double)lo);
 }
 
-static void compare_model(const char *file, int expect_first) {
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/models/%s", test_shared_dir(), file);
+static void compare_model(const char *path, const char *file, const int32_t *prompt, int n_prompt, int n_gen,
+                          int expect_first) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         printf("%s: model not found at %s, skipped\n", file, path);
@@ -190,24 +191,28 @@ static void compare_model(const char *file, int expect_first) {
     if (!m || !c || !lm || !lc || test_failures) goto done;
 
     const int nv = lw_model_n_vocab(m);
-    int32_t toks[5 + 256] = {1, 403, 407, 261, 378};
-    CHECK_MSG(lw_decode(c, toks, 5, 1) == LW_OK, "%s", lw_context_error(c));
-    CHECK(ll_decode(lc, toks, 5, 0, 1) == 0);
+    int32_t toks[512];
+    memcpy(toks, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    CHECK_MSG(lw_decode(c, toks, n_prompt, 1) == LW_OK, "%s", lw_context_error(c));
+    CHECK(ll_decode(lc, toks, n_prompt, 0, 1) == 0);
     double worst = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < n_prompt; i++) {
         const float *a = lw_get_logits(c, i), *b = ll.get_logits_ith(lc, i);
         double d = rel_diff(a, b, nv);
-        printf("%s: prompt position %d: max|diff|/range = %.3g, top-1 %d vs %d\n", file, i, d, argmax(a, nv), argmax(b, nv));
+        if (n_prompt <= 8 || i % 16 == 15 || i == n_prompt - 1)
+            printf("%s: prompt position %d: max|diff|/range = %.3g, top-1 %d vs %d\n", file, i, d, argmax(a, nv),
+                   argmax(b, nv));
         CHECK_MSG(argmax(a, nv) == argmax(b, nv), "%s position %d top-1 differs", file, i);
         if (d > worst) worst = d;
     }
     CHECK_MSG(worst < 1e-3, "%s: prompt logits differ by %.3g of the range", file, worst);
     if (expect_first >= 0) CHECK_MSG(argmax(lw_get_logits(c, -1), nv) == expect_first, "first greedy token");
 
-    /* 256 greedy steps: ours picks, both decode the same token */
-    int agree = 0, near_tie = 0, n = 5;
+    printf("%s: prompt of %d tokens: worst max|diff|/range = %.3g\n", file, n_prompt, worst);
+    /* greedy steps: ours picks, both decode the same token */
+    int agree = 0, near_tie = 0, n = n_prompt;
     double worst_gen = 0;
-    for (int s = 0; s < 256; s++) {
+    for (int s = 0; s < n_gen; s++) {
         const float *a = lw_get_logits(c, -1), *b = ll.get_logits_ith(lc, -1);
         int ta = argmax(a, nv), tb = argmax(b, nv);
         double d = rel_diff(a, b, nv);
@@ -228,12 +233,12 @@ static void compare_model(const char *file, int expect_first) {
             break;
         }
     }
-    printf("%s: greedy 256: top-1 agreement %d/256 (%d near ties), max|diff|/range over generation = %.3g\n", file,
-           agree, near_tie, worst_gen);
+    printf("%s: greedy %d: top-1 agreement %d/%d (%d near ties), max|diff|/range over generation = %.3g\n", file,
+           n_gen, agree, n_gen, near_tie, worst_gen);
     printf("%s: greedy ids:", file);
-    for (int i = 5; i < 25; i++) printf(" %d", toks[i]);
+    for (int i = n_prompt; i < n_prompt + 20 && i < n; i++) printf(" %d", toks[i]);
     printf(" ...\n");
-    CHECK_MSG(agree + near_tie == 256, "%s: %d disagreements that are not ties", file, 256 - agree - near_tie);
+    CHECK_MSG(agree + near_tie == n_gen, "%s: %d disagreements that are not ties", file, n_gen - agree - near_tie);
     CHECK_MSG(worst_gen < 1e-3, "%s: generation logits differ by %.3g of the range", file, worst_gen);
 
 done:
@@ -254,7 +259,25 @@ int main(void) {
         printf("SKIP: libllama's default params do not match the v0.4.0 layouts copied here\n");
         return TEST_SKIP_CODE;
     }
-    compare_model("stories260K.gguf", 432); /* llama.cpp's greedy continuation starts with 432 (",") */
-    compare_model("llama-2-tiny-random.gguf", -1);
+    static const int32_t once[5] = {1, 403, 407, 261, 378}; /* BOS + "Once upon a time" */
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/models/stories260K.gguf", test_shared_dir());
+    compare_model(path, "stories260K.gguf", once, 5, 256, 432); /* llama.cpp's greedy continuation starts with 432 */
+    snprintf(path, sizeof(path), "%s/models/llama-2-tiny-random.gguf", test_shared_dir());
+    compare_model(path, "llama-2-tiny-random.gguf", once, 5, 256, -1);
+
+    /* synthetic models with real head sizes (64) so ggml's SIMD paths and, with a 100-token prompt, its
+     * tiled flash-attention path for batches of 64+ tokens are exercised */
+    int32_t longp[100];
+    longp[0] = 1;
+    for (int i = 1; i < 100; i++) longp[i] = 3 + (i * 37) % 500;
+    for (int k = 0; k < 2; k++) {
+        synth_spec sp = {512, 256, 2, 4, 2, 512, k ? LW_TYPE_F16 : LW_TYPE_F32, k, 7 + k};
+        const char *name = k ? "synth-f16-tied.gguf" : "synth-f32.gguf";
+        synth_path(path, sizeof(path), name);
+        CHECK_MSG(synth_write(path, &sp) == 0, "writing %s", path);
+        compare_model(path, name, once, 5, 64, -1);
+        compare_model(path, name, longp, 100, 16, -1);
+    }
     return test_summary("test-oracle-llama");
 }

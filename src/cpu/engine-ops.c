@@ -316,13 +316,69 @@ static void op_kv_store(const lw__exec *ex, const lw__node *nd, int ith, int nth
     }
 }
 
-/* Causal attention of each (token, head) over cache cells 0 .. pos0 + token: ggml's
- * flash_attn_ext_f16_one_chunk with an all-zero mask on visible cells (masked cells are skipped). */
+/* One (token, head) row of ggml's tiled flash attention (ggml_compute_forward_flash_attn_ext_tiled), which
+ * ggml uses for steps of 64+ tokens when the head size is a multiple of its SIMD width (16 on AVX-512):
+ * Q stays f32, K and V are widened to f32, scores and the V accumulation are FMA chains (simd_gemm), and
+ * the softmax runs per tile of 64 cells with ggml_v_expf. Fully masked cells and tiles contribute exact
+ * zeros there, so one row can be computed alone. ts: 64 + D floats of scratch. */
+#define FA_TILE 64
+static void attn_row_tiled(const float *q, const uint8_t *kc, const uint8_t *vc, size_t rb, int f16, int64_t hk,
+                           int64_t D, int64_t n_kv, float scale, float *ts, float *y) {
+    float *kq = ts, *vkq = ts + FA_TILE;
+    float S = 0.0f, M = -INFINITY;
+    memset(vkq, 0, (size_t)D * sizeof(float));
+    for (int64_t t0 = 0; t0 < n_kv; t0 += FA_TILE) {
+        const int64_t n = n_kv - t0 < FA_TILE ? n_kv - t0 : FA_TILE;
+        for (int64_t j = 0; j < n; j++) {
+            const uint8_t *kr = kc + (size_t)(t0 + j) * rb;
+            float acc = 0.0f;
+            for (int64_t d = 0; d < D; d++) {
+                const float k = f16 ? lw__fp16_to_fp32(((const uint16_t *)kr)[hk * D + d]) : ((const float *)kr)[hk * D + d];
+                acc = fmaf(k, q[d], acc);
+            }
+            kq[j] = acc * scale;
+        }
+        for (int64_t j = n; j < FA_TILE; j++) kq[j] = -INFINITY;
+        float tile_max = -INFINITY;
+        for (int64_t j = 0; j < n; j++) tile_max = kq[j] > tile_max ? kq[j] : tile_max;
+        if (tile_max == -INFINITY) continue;
+        const float Mnew = fmaxf(M, tile_max);
+        if (Mnew > M) {
+            const float ms = expf(M - Mnew);
+            for (int64_t d = 0; d < D; d++) vkq[d] *= ms;
+            S *= ms;
+        }
+        M = Mnew;
+        double sum = 0.0; /* ggml_vec_soft_max_f32: blocks of 16, each summed as _mm512_reduce_add_ps */
+        for (int b = 0; b < FA_TILE; b += 16) {
+            for (int l = 0; l < 16; l++) kq[b + l] = v_expf(kq[b + l] - M);
+            sum += (double)reduce16(kq + b);
+        }
+        S = (float)((double)S + sum);
+        for (int64_t d = 0; d < D; d++) {
+            float acc = vkq[d];
+            for (int64_t j = 0; j < n; j++) {
+                const uint8_t *vr = vc + (size_t)(t0 + j) * rb;
+                const float v = f16 ? lw__fp16_to_fp32(((const uint16_t *)vr)[hk * D + d]) : ((const float *)vr)[hk * D + d];
+                acc = fmaf(v, kq[j], acc);
+            }
+            vkq[d] = acc;
+        }
+    }
+    const float s_inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int64_t d = 0; d < D; d++) y[d] = vkq[d] * s_inv;
+}
+
+/* Causal attention of each (token, head) over cache cells 0 .. pos0 + token. Steps of 64+ tokens with a
+ * head size that is a multiple of 16 follow ggml's tiled kernel (above); the rest follow
+ * flash_attn_ext_f16_one_chunk with an all-zero mask on visible cells (masked cells are skipped): Q rounded
+ * to f16 for K.Q with an f16 cache, online softmax in f32, the V accumulator in f16 when V is f16. */
 static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *q = &ex->g->t[nd->src[0]];
     const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3];
     const float scale = nd->fp[0];
     const int f16 = ex->kv_type == LW_TYPE_F16;
+    const int tiled = ex->n_tokens >= FA_TILE && D % 16 == 0;
     const size_t rb = row_size(ex->kv_type, ex->kv_row);
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
     float *ts = ex->thread_scratch + (size_t)ith * ex->thread_floats;
@@ -335,6 +391,11 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
         const int64_t t = ir / n_head, h = ir % n_head, hk = h / (n_head / n_head_kv);
         const float *qr = row_f32(q, t) + h * D;
         const int64_t n_kv = ex->pos0 + t + 1;
+        float *y = row_f32(dst, t) + h * D;
+        if (tiled) {
+            attn_row_tiled(qr, kc, vc, rb, f16, hk, D, n_kv, scale, ts, y);
+            continue;
+        }
         float S = 0.0f, M = -INFINITY;
         if (f16) {
             f32_to_f16_row(qr, q16, D);
@@ -372,7 +433,6 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
         if (f16)
             for (int64_t d = 0; d < D; d++) vkq32[d] = lw__fp16_to_fp32(vkq16[d]);
         const float s_inv = S == 0.0f ? 0.0f : 1.0f / S;
-        float *y = row_f32(dst, t) + h * D;
         for (int64_t d = 0; d < D; d++) y[d] = vkq32[d] * s_inv;
     }
 }
@@ -411,7 +471,7 @@ lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, size_t *
                 if (b > shared) shared = b;
             }
         } else if (nd->op == LW_OP_ATTN) {
-            uint64_t f = 2 * (uint64_t)nd->ip[3]; /* D floats + 2 D halves */
+            uint64_t f = 2 * (uint64_t)nd->ip[3] + 64; /* one-chunk: D floats + 2 D halves; tiled: 64 + D */
             if (f > per_thread) per_thread = f;
         } else if (nd->op == LW_OP_ROPE) {
             if ((uint64_t)nd->ip[1] > per_thread) per_thread = (uint64_t)nd->ip[1];

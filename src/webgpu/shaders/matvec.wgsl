@@ -1,0 +1,107 @@
+// Matrix-vector product y = W x for one weight format: W has `rows` rows of `k` elements stored as the raw
+// GGUF bytes in a flat array<u32> (dequantized in registers, one chunk of 8 weights at a time), x and y are
+// f32. One workgroup per row: its invocations stride over the row's chunks, then reduce their partial sums
+// with subgroup operations (SUBGROUPS=1) or a tree in workgroup memory.
+//
+// Defines: WEIGHT_TYPE (TYPE_F32, TYPE_F16, TYPE_Q8_0, TYPE_Q4_0), WG_SIZE (a power of two, default 64),
+// F16 and SUBGROUPS (see common.wgsl).
+// Bindings: 0 weights (read), 1 x as vec4<f32> (read), 2 y (read_write), 3 MatvecParams (uniform).
+// Dispatch: (groups_x, ceil(rows / groups_x), 1) workgroups; groups_x <= maxComputeWorkgroupsPerDimension.
+#include "common.wgsl"
+#include "types.wgsl"
+#ifndef WEIGHT_TYPE
+#error matvec.wgsl needs WEIGHT_TYPE
+#endif
+#ifndef WG_SIZE
+#define WG_SIZE 64
+#endif
+#if WG_SIZE <= 0 || (WG_SIZE & (WG_SIZE - 1)) != 0
+#error matvec.wgsl: WG_SIZE must be a power of two
+#endif
+
+struct MatvecParams {
+    k: u32,          // elements per row, a multiple of DQ_BLOCK
+    rows: u32,       // rows of W (= elements of y)
+    row_stride: u32, // bytes from one row of W to the next
+    w_offset: u32,   // byte offset of row 0 in w (even)
+    x_offset: u32,   // offset of x in the x binding, in vec4 units
+    y_offset: u32,   // offset of y in the y binding, in elements
+    groups_x: u32,   // workgroups along x in the dispatch grid
+    pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> params: MatvecParams;
+
+#if WEIGHT_TYPE == TYPE_F32
+#include "dequant-f32.wgsl"
+#elif WEIGHT_TYPE == TYPE_F16
+#include "dequant-f16.wgsl"
+#elif WEIGHT_TYPE == TYPE_Q8_0
+#include "dequant-q8_0.wgsl"
+#elif WEIGHT_TYPE == TYPE_Q4_0
+#include "dequant-q4_0.wgsl"
+#else
+#error matvec.wgsl: no dequantization routine for this WEIGHT_TYPE
+#endif
+
+#if SUBGROUPS
+var<workgroup> sg_sums: array<f32, WG_SIZE>; // one slot per subgroup (at most one per invocation)
+var<workgroup> sg_count: atomic<u32>;        // subgroups that stored a sum (workgroup memory starts at 0)
+#else
+var<workgroup> partial: array<f32, WG_SIZE>;
+#endif
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32
+#if SUBGROUPS
+        , @builtin(subgroup_invocation_id) sg_lid: u32
+#endif
+) {
+    let row = wg.x + wg.y * params.groups_x;
+    if (row >= params.rows) {
+        return; // uniform across the workgroup: every invocation of it has the same row
+    }
+    let row_base = params.w_offset + row * params.row_stride;
+    let n_chunks = (params.k / DQ_BLOCK) * DQ_CHUNKS;
+    var acc = 0.0;
+    for (var t = lid; t < n_chunks; t += WG_SIZE) {
+        let blk = t / DQ_CHUNKS;
+        let c = t % DQ_CHUNKS;
+        let q = dq_chunk(row_base + blk * DQ_BYTES, c);
+        let xb = params.x_offset + (blk * DQ_BLOCK) / 4u;
+        let xlo = fvec4(x[xb + dq_lo_at(c) / 4u]);
+        let xhi = fvec4(x[xb + dq_hi_at(c) / 4u]);
+        acc += f32(dot(q.lo, xlo) + dot(q.hi, xhi));
+    }
+#if SUBGROUPS
+    // Subgroup layout within the workgroup is not specified by WebGPU, so each subgroup claims a slot
+    // with an atomic counter instead of assuming lid / subgroup_size.
+    let s = subgroupAdd(acc);
+    if (sg_lid == 0u) {
+        sg_sums[atomicAdd(&sg_count, 1u)] = s;
+    }
+    workgroupBarrier();
+    if (lid == 0u) {
+        let n = atomicLoad(&sg_count);
+        var total = 0.0;
+        for (var i = 0u; i < n; i++) {
+            total += sg_sums[i];
+        }
+        y[params.y_offset + row] = total;
+    }
+#else
+    partial[lid] = acc;
+    for (var s = WG_SIZE / 2u; s > 0u; s >>= 1u) {
+        workgroupBarrier();
+        if (lid < s) {
+            partial[lid] += partial[lid + s];
+        }
+    }
+    if (lid == 0u) {
+        y[params.y_offset + row] = partial[0];
+    }
+#endif
+}

@@ -278,6 +278,16 @@ static float lanes_total(float sumf, const float sums[8]) {
     return sumf;
 }
 
+/* aux32[l] += scale(e) * v[e] * q8[e] over the 256 elements e of a super-block, lane l = e mod 8, with
+ * scale(e) = sc[e / group]. Integer, so any order gives the same result; written 8 lanes wide so that
+ * compilers vectorize it. */
+static void lanes_add(int32_t aux32[8], const int8_t *v, const int8_t *q8, const int *sc, int group) {
+    for (int e0 = 0; e0 < LW_QK_K; e0 += 8) {
+        const int32_t scale = sc[e0 / group];
+        for (int l = 0; l < 8; ++l) aux32[l] += scale * (int32_t)(q8[e0 + l] * v[e0 + l]);
+    }
+}
+
 float lw__vec_dot_q3_K_q8_K_ref(int64_t n, const void *w, const void *a) {
     const lw__block_q3_K *x = w;
     const lw__block_q8_K *y = a;
@@ -291,13 +301,14 @@ float lw__vec_dot_q3_K_q8_K_ref(int64_t n, const void *w, const void *a) {
         for (int j = 0; j < LW_QK_K; j += 128, q3 += 32)
             for (int shift = 0; shift < 8; shift += 2, m <<= 1)
                 for (int l = 0; l < 32; ++l, ++e) v[e] = (int8_t)(((q3[l] >> shift) & 3) - (x[i].hmask[l] & m ? 0 : 4));
-        int aux32[8] = {0};
+        int sc[16];
         for (int j = 0; j < LW_QK_K / 16; ++j) {
             const int lo = j < 8 ? x[i].scales[j] & 0xf : x[i].scales[j - 8] >> 4;
             const int hi = (x[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3;
-            const int scale = (lo | (hi << 4)) - 32;
-            for (int l = 0; l < 16; ++l) aux32[l % 8] += scale * (y[i].qs[16 * j + l] * v[16 * j + l]);
+            sc[j] = (lo | (hi << 4)) - 32;
         }
+        int32_t aux32[8] = {0};
+        lanes_add(aux32, v, y[i].qs, sc, 16);
         const float d = H2F(x[i].d) * y[i].d;
         for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
     }
@@ -322,8 +333,8 @@ static void k4_block(const int8_t *v, const uint8_t *scales12, uint16_t dh, uint
     for (int j = 0; j < 8; ++j) scale_min_k4(j, scales12, &sc[j], &mn[j]);
     int sumi = 0;
     for (int j = 0; j < LW_QK_K / 16; ++j) sumi += yb->bsums[j] * mn[j / 2];
-    int aux32[8] = {0};
-    for (int e = 0; e < LW_QK_K; ++e) aux32[e % 8] += sc[e / 32] * (yb->qs[e] * v[e]);
+    int32_t aux32[8] = {0};
+    lanes_add(aux32, v, yb->qs, sc, 32);
     const float d = H2F(dh) * yb->d;
     for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
     const float dmin = H2F(dminh) * yb->d;
@@ -337,9 +348,9 @@ float lw__vec_dot_q4_K_q8_K_ref(int64_t n, const void *w, const void *a) {
     for (int64_t i = 0; i < n / LW_QK_K; ++i) {
         int8_t v[LW_QK_K];
         const uint8_t *q4 = x[i].qs;
-        for (int j = 0, e = 0; j < LW_QK_K / 64; ++j, q4 += 32) {
-            for (int l = 0; l < 32; ++l) v[e++] = (int8_t)(q4[l] & 0xf);
-            for (int l = 0; l < 32; ++l) v[e++] = (int8_t)(q4[l] >> 4);
+        for (int j = 0; j < LW_QK_K / 64; ++j, q4 += 32) {
+            for (int l = 0; l < 32; ++l) v[64 * j + l] = (int8_t)(q4[l] & 0xf);
+            for (int l = 0; l < 32; ++l) v[64 * j + 32 + l] = (int8_t)(q4[l] >> 4);
         }
         k4_block(v, x[i].scales, x[i].d, x[i].dmin, &y[i], sums, &sumf);
     }
@@ -353,12 +364,9 @@ float lw__vec_dot_q5_K_q8_K_ref(int64_t n, const void *w, const void *a) {
     for (int64_t i = 0; i < n / LW_QK_K; ++i) {
         int8_t v[LW_QK_K];
         const uint8_t *q4 = x[i].qs, *qh = x[i].qh;
-        uint8_t m = 1;
-        for (int j = 0, e = 0; j < LW_QK_K / 64; ++j, q4 += 32) {
-            for (int l = 0; l < 32; ++l) v[e++] = (int8_t)((q4[l] & 0xf) + (qh[l] & m ? 16 : 0));
-            m <<= 1;
-            for (int l = 0; l < 32; ++l) v[e++] = (int8_t)((q4[l] >> 4) + (qh[l] & m ? 16 : 0));
-            m <<= 1;
+        for (int j = 0; j < LW_QK_K / 64; ++j, q4 += 32) {
+            for (int l = 0; l < 32; ++l) v[64 * j + l] = (int8_t)((q4[l] & 0xf) | (((qh[l] >> (2 * j)) & 1) << 4));
+            for (int l = 0; l < 32; ++l) v[64 * j + 32 + l] = (int8_t)((q4[l] >> 4) | (((qh[l] >> (2 * j + 1)) & 1) << 4));
         }
         k4_block(v, x[i].scales, x[i].d, x[i].dmin, &y[i], sums, &sumf);
     }
@@ -380,8 +388,10 @@ float lw__vec_dot_q6_K_q8_K_ref(int64_t n, const void *w, const void *a) {
                 v[j + l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
             }
         }
-        int aux32[8] = {0};
-        for (int e = 0; e < LW_QK_K; ++e) aux32[e % 8] += x[i].scales[e / 16] * (y[i].qs[e] * v[e]);
+        int sc[16];
+        for (int j = 0; j < 16; ++j) sc[j] = x[i].scales[j];
+        int32_t aux32[8] = {0};
+        lanes_add(aux32, v, y[i].qs, sc, 16);
         const float d = H2F(x[i].d) * y[i].d;
         for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
     }

@@ -1,0 +1,195 @@
+/* Engine API behaviour on synthetic models (no shared data needed): results independent of the thread
+ * count, of rewinding, and (to rounding) of how a prompt is split into steps; the f32 KV cache close to the
+ * f16 one; every misuse answered with a status and a message. Exactness against llama.cpp is
+ * test-oracle-llama's job. */
+#include "model/engine.h"
+#include "test.h"
+#include "engine-synth.h" /* after test.h */
+
+#include <math.h>
+
+static double max_rel(const float *a, const float *b, int n) {
+    float lo = b[0], hi = b[0];
+    double d = 0;
+    for (int i = 0; i < n; i++) {
+        lo = b[i] < lo ? b[i] : lo;
+        hi = b[i] > hi ? b[i] : hi;
+        double e = fabs((double)a[i] - (double)b[i]);
+        d = e > d || isnan(e) ? (isnan(e) ? INFINITY : e) : d;
+    }
+    return d / ((double)hi - (double)lo);
+}
+
+static lw_context *ctx(lw_model *m, int threads, uint32_t kv, uint32_t n_batch) {
+    lw_context_params cp = lw_context_default_params();
+    cp.n_ctx = 300;
+    cp.n_batch = n_batch;
+    cp.n_threads = threads;
+    cp.type_k = cp.type_v = kv;
+    lw_context *c = NULL;
+    CHECK_MSG(lw_context_create(m, &cp, &c) == LW_OK, "%s", lw_context_error(c));
+    return c;
+}
+
+/* Logits (all rows) of a 100-token prompt then 20 single steps, into out (120 x n_vocab). */
+static void run(lw_context *c, const int32_t *toks, int n_vocab, float *out) {
+    CHECK(lw_decode(c, toks, 100, 1) == LW_OK);
+    for (int i = 0; i < 100; i++) memcpy(out + (size_t)i * n_vocab, lw_get_logits(c, i), sizeof(float) * (size_t)n_vocab);
+    for (int i = 100; i < 120; i++) {
+        CHECK(lw_decode(c, &toks[i], 1, 0) == LW_OK);
+        memcpy(out + (size_t)i * n_vocab, lw_get_logits(c, -1), sizeof(float) * (size_t)n_vocab);
+    }
+}
+
+static void test_consistency(const char *path) {
+    lw_model *m = NULL;
+    CHECK_MSG(lw_model_load_file(path, NULL, &m) == LW_OK, "%s", lw_model_error(m));
+    if (!m) return;
+    const int nv = lw_model_n_vocab(m);
+    int32_t toks[120];
+    for (int i = 0; i < 120; i++) toks[i] = (int32_t)((i * 131 + 7) % nv);
+    float *ref = malloc(sizeof(float) * 120 * (size_t)nv), *got = malloc(sizeof(float) * 120 * (size_t)nv);
+
+    lw_context *c1 = ctx(m, 1, LW_TYPE_F16, 128);
+    run(c1, toks, nv, ref);
+    /* thread counts: bit-identical (each output element is computed by one thread in a fixed order) */
+    for (int t = 2; t <= 4; t++) {
+        lw_context *c = ctx(m, t, LW_TYPE_F16, 128);
+        run(c, toks, nv, got);
+        CHECK_MSG(!memcmp(ref, got, sizeof(float) * 120 * (size_t)nv), "%d threads differ from 1", t);
+        lw_context_free(c);
+    }
+    /* rewinding and recomputing: bit-identical */
+    CHECK(lw_context_n_past(c1) == 120);
+    CHECK(lw_context_set_n_past(c1, 0) == LW_OK);
+    run(c1, toks, nv, got);
+    CHECK(!memcmp(ref, got, sizeof(float) * 120 * (size_t)nv));
+    /* a prompt of 100 split into steps of 7 tokens: other summation orders, same values to rounding */
+    lw_context *c7 = ctx(m, 2, LW_TYPE_F16, 7);
+    double worst = 0;
+    for (int i = 0; i < 100; i += 7) {
+        int n = 100 - i < 7 ? 100 - i : 7;
+        CHECK(lw_decode(c7, toks + i, n, 1) == LW_OK);
+        for (int j = 0; j < n; j++) {
+            double d = max_rel(lw_get_logits(c7, j), ref + (size_t)(i + j) * nv, nv);
+            worst = d > worst ? d : worst;
+        }
+    }
+    printf("%s: prompt in steps of 7 vs one step: max|diff|/range %.3g\n", path, worst);
+    CHECK(worst < 1e-3);
+    /* a long decode without all logits keeps only the last row, equal to the all-logits run's last row */
+    CHECK(lw_context_set_n_past(c7, 0) == LW_OK);
+    CHECK(lw_decode(c7, toks, 100, 0) == LW_OK);
+    CHECK(lw_get_n_outputs(c7) == 1);
+    CHECK(max_rel(lw_get_logits(c7, -1), ref + 99 * (size_t)nv, nv) < 1e-3);
+    lw_context_free(c7);
+    /* f32 KV cache: no f16 roundings in K, V, Q and the accumulator; close to the f16 results */
+    lw_context *c32 = ctx(m, 2, LW_TYPE_F32, 128);
+    run(c32, toks, nv, got);
+    worst = 0;
+    for (int i = 0; i < 120; i++) {
+        double d = max_rel(got + (size_t)i * nv, ref + (size_t)i * nv, nv);
+        worst = d > worst ? d : worst;
+    }
+    printf("%s: f32 KV cache vs f16: max|diff|/range %.3g\n", path, worst);
+    CHECK(worst > 0 && worst < 2e-2);
+    lw_context_free(c32);
+
+    /* misuse */
+    CHECK(lw_context_set_n_past(c1, 121) == LW_ERR_INVALID_ARG);
+    CHECK(strstr(lw_context_error(c1), "beyond") != NULL);
+    int32_t big[200] = {0};
+    CHECK(lw_decode(c1, big, 200, 0) == LW_ERR_TOO_LARGE); /* 120 + 200 > 300 cells */
+    CHECK(strstr(lw_context_error(c1), "context") != NULL);
+    CHECK(lw_decode(c1, big, 129, 1) == LW_ERR_INVALID_ARG); /* all logits need n <= n_batch */
+    int32_t bad = nv;
+    CHECK(lw_decode(c1, &bad, 1, 0) == LW_ERR_INVALID_ARG);
+    CHECK(strstr(lw_context_error(c1), "vocabulary") != NULL);
+    CHECK(lw_decode(c1, big, 0, 0) == LW_ERR_INVALID_ARG);
+    CHECK(lw_context_n_past(c1) == 120); /* failed calls change nothing */
+    CHECK(lw_get_logits(c1, 5) == NULL);
+    CHECK(lw_get_logits(c1, -1) != NULL);
+    lw_context_free(c1);
+
+    lw_context_params cp = lw_context_default_params();
+    cp.type_k = LW_TYPE_Q8_0;
+    cp.type_v = LW_TYPE_Q8_0;
+    lw_context *cq = NULL;
+    CHECK(lw_context_create(m, &cp, &cq) == LW_ERR_UNSUPPORTED);
+    CHECK(cq && strstr(lw_context_error(cq), "KV") != NULL);
+    lw_context_free(cq);
+    free(ref);
+    free(got);
+    lw_model_free(m);
+}
+
+static void test_load_errors(void) {
+    lw_model *m = NULL;
+    CHECK(lw_model_load_file("/nonexistent/model.gguf", NULL, &m) == LW_ERR_IO);
+    CHECK(m && strstr(lw_model_error(m), "nonexistent") != NULL);
+    lw_model_free(m);
+
+    char path[1024];
+    lw_gguf_writer *w;
+    /* an architecture we do not run */
+    synth_path(path, sizeof(path), "engine-mamba.gguf");
+    CHECK(lw_gguf_writer_new(NULL, &w) == LW_OK);
+    lw_gguf_writer_set_str(w, "general.architecture", "mamba");
+    CHECK(lw_gguf_writer_write_file(w, path, 0) == LW_OK);
+    lw_gguf_writer_free(w);
+    CHECK(lw_model_load_file(path, NULL, &m) == LW_ERR_UNSUPPORTED);
+    CHECK(strstr(lw_model_error(m), "mamba") != NULL);
+    lw_model_free(m);
+
+    /* llama keys but no tensors; then a missing key */
+    synth_path(path, sizeof(path), "engine-empty.gguf");
+    CHECK(lw_gguf_writer_new(NULL, &w) == LW_OK);
+    lw_gguf_writer_set_str(w, "general.architecture", "llama");
+    lw_gguf_writer_set_u32(w, "llama.context_length", 128);
+    lw_gguf_writer_set_u32(w, "llama.embedding_length", 64);
+    lw_gguf_writer_set_u32(w, "llama.block_count", 1);
+    lw_gguf_writer_set_u32(w, "llama.feed_forward_length", 128);
+    lw_gguf_writer_set_u32(w, "llama.attention.head_count", 4);
+    lw_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    CHECK(lw_gguf_writer_write_file(w, path, 0) == LW_OK);
+    lw_gguf_writer_free(w);
+    CHECK(lw_model_load_file(path, NULL, &m) == LW_ERR_NOT_FOUND);
+    CHECK(strstr(lw_model_error(m), "token_embd.weight") != NULL);
+    lw_model_free(m);
+
+    synth_path(path, sizeof(path), "engine-nokey.gguf");
+    CHECK(lw_gguf_writer_new(NULL, &w) == LW_OK);
+    lw_gguf_writer_set_str(w, "general.architecture", "llama");
+    lw_gguf_writer_set_u32(w, "llama.context_length", 128);
+    CHECK(lw_gguf_writer_write_file(w, path, 0) == LW_OK);
+    lw_gguf_writer_free(w);
+    CHECK(lw_model_load_file(path, NULL, &m) == LW_ERR_NOT_FOUND);
+    CHECK(strstr(lw_model_error(m), "llama.embedding_length") != NULL);
+    lw_model_free(m);
+
+    /* a tensor of the wrong shape */
+    synth_spec sp = {320, 64, 1, 4, 4, 96, LW_TYPE_F32, 0, 5};
+    synth_path(path, sizeof(path), "engine-ok.gguf");
+    CHECK(synth_write(path, &sp) == 0);
+    lw_source *src = NULL;
+    CHECK(lw_source_open_file(path, NULL, &src, NULL, 0) == LW_OK);
+    CHECK(lw_model_load_source(src, NULL, &m) == LW_OK); /* from a byte source */
+    CHECK(lw_model_n_vocab(m) == 320 && lw_model_n_embd(m) == 64 && lw_model_n_layer(m) == 1);
+    CHECK(!strcmp(lw_model_arch(m), "llama"));
+    lw_model_free(m);
+    lw_source_close(src);
+}
+
+int main(void) {
+    char path[1024];
+    synth_spec f16 = {400, 128, 2, 4, 2, 192, LW_TYPE_F16, 0, 11};
+    synth_path(path, sizeof(path), "engine-f16.gguf");
+    CHECK(synth_write(path, &f16) == 0);
+    test_consistency(path);
+    synth_spec f32 = {400, 64, 2, 8, 4, 96, LW_TYPE_F32, 1, 12}; /* head size 8, tied output */
+    synth_path(path, sizeof(path), "engine-f32.gguf");
+    CHECK(synth_write(path, &f32) == 0);
+    test_consistency(path);
+    test_load_errors();
+    return test_summary("test-engine");
+}

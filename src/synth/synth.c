@@ -253,7 +253,7 @@ static lw_status set_arch_keys(lw_gguf_writer *w, const lw__synth_preset *p, uin
     U32("feed_forward_length", p->n_ff);
     U32("attention.head_count", p->n_head);
     U32("attention.head_count_kv", p->n_head_kv);
-    F32("attention.layer_norm_rms_eps", p->rms_eps);
+    F32("attention.layer_norm_rms_epsilon", p->rms_eps);
     F32("rope.freq_base", p->rope_base);
     if (!strcmp(p->arch, "llama")) {
         U32("vocab_size", (uint32_t)n_vocab);
@@ -309,10 +309,11 @@ lw_status lw__synth_write(const lw__synth_params *params, const char *path, cons
     if (rc != LW_OK) return lw__errorf(err, rc, "cannot create the writer");
 
     /* metadata: general, architecture, tokenizer */
-    char name[96];
-    snprintf(name, sizeof name, "synth %s %s", p->name, ft->name);
+    /* general.name stays free of model names: llama.cpp's vocab loader keys token attributes on it (a name
+     * containing "phi3" makes it look up Phi-3's special tokens in whatever vocab the file has). */
     if ((rc = lw_gguf_writer_set_str(w, "general.architecture", p->arch)) != LW_OK ||
-        (rc = lw_gguf_writer_set_str(w, "general.name", name)) != LW_OK ||
+        (rc = lw_gguf_writer_set_str(w, "general.name", "llamaweb synth")) != LW_OK ||
+        (rc = lw_gguf_writer_set_str(w, "general.basename", p->name)) != LW_OK ||
         (rc = lw_gguf_writer_set_u32(w, "general.file_type", ft->ftype)) != LW_OK ||
         (rc = lw_gguf_writer_set_u32(w, "general.quantization_version", 2)) != LW_OK) {
         lw__errorf(err, rc, "metadata: %s", lw_gguf_writer_error(w));

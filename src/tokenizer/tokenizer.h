@@ -70,7 +70,8 @@ size_t lw_vocab_max_piece_len(const lw_vocab *v);
  * add_special adds BOS/EOS (or CLS/SEP) as the vocabulary asks; parse_special lets control tokens written
  * in the text become their ids (user-defined tokens always do). Writes at most cap ids to out and the full
  * count to *n_out; LW_ERR_TOO_LARGE when cap was too small (call again with *n_out). Arbitrary bytes are
- * accepted, including invalid UTF-8. Working memory comes from the vocabulary's allocator. */
+ * accepted, including invalid UTF-8. There are never more than 4 * len + 2 ids (an invalid byte becomes
+ * U+FFFD, three byte tokens). Working memory comes from the vocabulary's allocator. */
 lw_status lw_tokenize(const lw_vocab *v, const char *text, size_t len, int add_special, int parse_special,
                       int32_t *out, size_t cap, size_t *n_out);
 

@@ -1,6 +1,7 @@
-/* Grid-search quantizers of the IQ family: IQ3_XXS, IQ3_S and IQ2_S, byte-exact with ggml v0.4.0's
- * quantize_iq3_xxs, quantize_iq3_s, quantize_iq2_s and their quantize_row_*_ref (ggml quantizes these without
- * an importance matrix; one is used when given).
+/* Grid-search quantizers of the IQ family: IQ3_XXS, IQ3_S, IQ2_S, IQ1_M and IQ1_S, byte-exact with ggml
+ * v0.4.0's quantize_iq3_xxs, quantize_iq3_s, quantize_iq2_s, quantize_iq1_m, quantize_iq1_s and the
+ * quantize_row_*_ref ggml has (IQ3_XXS, IQ3_S, IQ2_S). All but IQ1_S work without an importance matrix (one
+ * is used when given); IQ1_S requires one, as in ggml, and returns 0 bytes without it.
  *
  * How they work (ggml's method): each group of 4 magnitudes |x| (IQ3; 8 for IQ2) is rounded to odd levels
  * 2l + 1 (l in 0..7; 0..2 for IQ2) for a trial scale; the levels form a 12-bit (16-bit) key. If the key is a
@@ -43,25 +44,28 @@ typedef struct {
     lw_allocator alloc;         /* libc's: the quantize entry points take no allocator                  */
     int dim;                    /* coordinates per grid point: 4 or 8                                  */
     int bits;                   /* key bits per coordinate: 3 or 2                                     */
-    int ngrid;                  /* grid points: 256 or 512 (IQ3), 1024 (IQ2_S)                         */
+    int ngrid;                  /* grid points: 256 or 512 (IQ3), 1024 (IQ2_S), 2048 (IQ1)             */
     int nwant;                  /* neighbours = all points of the nwant smallest distances             */
-    uint8_t pos[1024][8];       /* the odd levels 2l + 1 of each grid point                            */
+    uint8_t pos[2048][8];       /* the odd levels 2l + 1 of each grid point                            */
     int *map;                   /* [1 << dim*bits] key -> grid index; -1: off-grid, list not made yet;
                                    -(off + 1): list at neighbours[off]                                 */
     uint16_t *neighbours;       /* lists: count n, then n grid indices                                 */
     size_t nn, cap;             /* entries used / allocated in neighbours                              */
-    uint16_t scratch[1 + 1024]; /* a list that could not be stored (allocation failed)                 */
-    int d2[1024];               /* squared distances of one key to every grid point                    */
+    uint16_t scratch[1 + 2048]; /* a list that could not be stored (allocation failed)                 */
+    int d2[2048];               /* squared distances of one key to every grid point                    */
 } iq_tables;
 
-/* Level of a magnitude byte of a grid: IQ3_XXS stores {4, 12, ..., 52, 62}, IQ3_S {1, 3, ..., 15}, the IQ2
- * grids {8, 25, 43}. */
+/* Level of a byte of a grid: IQ3_XXS stores {4, 12, ..., 52, 62}, IQ3_S {1, 3, ..., 15}, the IQ2 grids
+ * {8, 25, 43}, the IQ1 grid {-1, 0, +1}. */
 static int grid_level(uint32_t type, unsigned byte) {
     switch (type) {
     case LW_TYPE_IQ3_S:
         return (int)(byte - 1) / 2;
     case LW_TYPE_IQ3_XXS:
         return byte == 62 ? 7 : (int)(byte - 4) / 8;
+    case LW_TYPE_IQ1_S:
+    case LW_TYPE_IQ1_M:
+        return (int)(int8_t)byte + 1; /* -1, 0, +1 */
     default:
         return byte == 8 ? 0 : byte == 25 ? 1 : 2;
     }
@@ -75,7 +79,7 @@ static void iq_tables_free(iq_tables *t) {
 }
 
 /* Allocates and fills the tables of the grid of a format; NULL when allocation fails. The numbers of
- * neighbour distances (nwant) are ggml's: 2 for IQ3_XXS, 3 for IQ3_S, 1 for IQ2_S. */
+ * neighbour distances (nwant) are ggml's: 2 for IQ3_XXS, 3 for IQ3_S and IQ1, 1 for IQ2_S. */
 static iq_tables *iq_tables_new(uint32_t type) {
     const lw_allocator alloc = lw__allocator_or_default(NULL);
     iq_tables *t = lw__malloc(&alloc, sizeof *t);
@@ -85,8 +89,9 @@ static iq_tables *iq_tables_new(uint32_t type) {
     const bool iq3 = type == LW_TYPE_IQ3_XXS || type == LW_TYPE_IQ3_S;
     t->dim = iq3 ? 4 : 8;
     t->bits = iq3 ? 3 : 2;
-    t->ngrid = type == LW_TYPE_IQ3_XXS ? 256 : type == LW_TYPE_IQ3_S ? 512 : 1024;
-    t->nwant = type == LW_TYPE_IQ3_XXS ? 2 : type == LW_TYPE_IQ3_S ? 3 : 1;
+    const bool iq1 = type == LW_TYPE_IQ1_S || type == LW_TYPE_IQ1_M;
+    t->ngrid = type == LW_TYPE_IQ3_XXS ? 256 : type == LW_TYPE_IQ3_S ? 512 : iq1 ? 2048 : 1024;
+    t->nwant = type == LW_TYPE_IQ3_XXS ? 2 : type == LW_TYPE_IQ3_S || iq1 ? 3 : 1;
     const size_t nkeys = (size_t)1 << (t->dim * t->bits);
     t->map = lw__malloc(&alloc, sizeof(int) * nkeys);
     if (!t->map) {
@@ -97,6 +102,7 @@ static iq_tables *iq_tables_new(uint32_t type) {
     for (int j = 0; j < t->ngrid; ++j) {
         const uint64_t e = type == LW_TYPE_IQ3_XXS ? lw__iq3xxs_grid[j]
                            : type == LW_TYPE_IQ3_S ? lw__iq3s_grid[j]
+                           : iq1                   ? lw__iq1s_grid[j]
                                                    : lw__iq2s_grid[j];
         int key = 0;
         for (int k = 0; k < t->dim; ++k) {
@@ -618,4 +624,339 @@ size_t lw__quantize_iq2_s(const float *src, void *dst, int64_t nrows, int64_t n_
 
 void lw__quantize_row_iq2_s_ref(const float *x, void *y, int64_t k) {
     lw__quantize_iq2_s(x, y, 1, k, NULL);
+}
+
+/* =========================================================================================================
+ * IQ1_S and IQ1_M: values (-1, 0, +1) + delta, delta = +-1/8 per sub-block (IQ1_S, 32 elements) or per group
+ * of 8 (IQ1_M, sub-blocks of 16). The best split of the sorted values into the three levels is found
+ * exhaustively for each delta sign, then off-grid groups move to the best neighbour (ggml's method).
+ * ======================================================================================================= */
+
+#define IQ1S_EPS 1e-12f /* ggml GROUP_MAX_EPS_IQ1_S */
+#define IQ1M_EPS 1e-7f  /* ggml GROUP_MAX_EPS_IQ1_M */
+
+/* Sorts the n values of xb ascending into idx (positions). Stable: equal values keep their order, as glibc's
+ * qsort (a merge sort) leaves them in ggml on this platform; ggml's result for tied values follows its C
+ * library's qsort, so a library with an unstable qsort may order ties differently. */
+static void iq1_sort(const float *xb, int n, int *idx) {
+    for (int j = 0; j < n; ++j) {
+        int k = j;
+        while (k > 0 && xb[idx[k - 1]] > xb[j]) {
+            idx[k] = idx[k - 1];
+            --k;
+        }
+        idx[k] = j;
+    }
+}
+
+/* The neighbour of an off-grid IQ1 group nearest to xval / scale, values mapped through xg (the three levels
+ * with this group's delta); writes its levels to L. ggml's iq1_find_best_neighbour2 (its fallback scan of the
+ * whole grid, reached only when every distance is infinite or NaN, is replaced by the first neighbour). */
+static int iq1_best_neighbour(const iq_tables *t, const uint16_t *nb, const float *xval, const float *weight,
+                              float scale, const float *xg, int8_t *L) {
+    const int n = nb[0];
+    float best_score = FLT_MAX;
+    int best = nb[1];
+    for (int j = 1; j <= n; ++j) {
+        const uint8_t *pg = t->pos[nb[j]];
+        float d2 = 0;
+        for (int i = 0; i < 8; ++i) {
+            const float q = xg[(pg[i] - 1) / 2];
+            const float w = weight[i];
+            const float diff = scale * q - xval[i];
+            d2 += w * diff * diff;
+        }
+        if (d2 < best_score) {
+            best_score = d2;
+            best = nb[j];
+        }
+    }
+    for (int i = 0; i < 8; ++i) L[i] = (int8_t)((t->pos[best][i] - 1) / 2);
+    return best;
+}
+
+/* Grid index for the levels of one group of 8, moving an off-grid group to its best neighbour. */
+static int iq1_group_index(iq_tables *t, int8_t *L, const float *xb, const float *weight, float scale,
+                           const float *xx, bool *all_on_grid) {
+    const int u = iq_key(t, L);
+    const int gi = t->map[u];
+    if (gi >= 0) return gi;
+    *all_on_grid = false;
+    return iq1_best_neighbour(t, iq_neighbours(t, u), xb, weight, scale, xx, L);
+}
+
+static const float iq1s_xp[3] = {-1 + LW_IQ1S_DELTA, LW_IQ1S_DELTA, 1 + LW_IQ1S_DELTA};
+static const float iq1s_xm[3] = {-1 - LW_IQ1S_DELTA, -LW_IQ1S_DELTA, 1 - LW_IQ1S_DELTA};
+
+/* ---------------------------------------------------------------------------------------------------------
+ * IQ1_S (ggml requires an importance matrix; without one the call is refused: 0 bytes)
+ * ------------------------------------------------------------------------------------------------------- */
+static void iq1_s_row(iq_tables *t, const float *x, lw__block_iq1_s *y, int64_t nbl, const float *qw) {
+    enum { BS = 32 };
+    for (int64_t ibl = 0; ibl < nbl; ++ibl) {
+        lw__block_iq1_s *b = &y[ibl];
+        memset(b, 0, sizeof *b); /* also d = fp16(0) */
+        float scales[QK_K / BS];
+        int8_t shifts[QK_K / BS];
+        float max_scale = 0;
+        const float *xbl = x + QK_K * ibl;
+        float sumx2 = 0;
+        for (int i = 0; i < QK_K; ++i) sumx2 += xbl[i] * xbl[i];
+        const float sigma2 = 2 * sumx2 / QK_K;
+        for (int ib = 0; ib < QK_K / BS; ++ib) {
+            const float *xb = xbl + BS * ib;
+            const float *q = qw + QK_K * ibl + BS * ib;
+            float weight[BS];
+            for (int i = 0; i < BS; ++i) weight[i] = q[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+            float max = fabsf(xb[0]);
+            for (int i = 1; i < BS; ++i) max = max > fabsf(xb[i]) ? max : fabsf(xb[i]);
+            scales[ib] = 0;
+            shifts[ib] = 1;
+            if (max < IQ1S_EPS) continue;
+            /* prefix sums over the values in ascending order: every split into the three levels is then O(1)
+             */
+            int idx[BS];
+            iq1_sort(xb, BS, idx);
+            float sumx[BS + 1], sumw[BS + 1];
+            sumx[0] = sumw[0] = 0;
+            for (int j = 0; j < BS; ++j) {
+                const int i = idx[j];
+                sumx[j + 1] = sumx[j] + weight[i] * xb[i];
+                sumw[j + 1] = sumw[j] + weight[i];
+            }
+            float best_score = -FLT_MAX, scale = max;
+            int besti1 = -1, besti2 = -1, best_shift = 0;
+            for (int i1 = 0; i1 <= BS; ++i1) {
+                for (int i2 = i1; i2 <= BS; ++i2) {
+                    for (int sgn = 0; sgn < 2; ++sgn) {
+                        const float *xx = sgn == 0 ? iq1s_xp : iq1s_xm;
+                        const float sumqx = (sumx[i1] - sumx[0]) * xx[0] + (sumx[i2] - sumx[i1]) * xx[1] +
+                                            (sumx[BS] - sumx[i2]) * xx[2];
+                        const float sumq2 = (sumw[i1] - sumw[0]) * xx[0] * xx[0] +
+                                            (sumw[i2] - sumw[i1]) * xx[1] * xx[1] +
+                                            (sumw[BS] - sumw[i2]) * xx[2] * xx[2];
+                        if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
+                            scale = sumqx / sumq2;
+                            best_score = scale * sumqx;
+                            besti1 = i1;
+                            besti2 = i2;
+                            best_shift = sgn == 0 ? 1 : -1;
+                        }
+                    }
+                }
+            }
+            if (besti1 < 0 || besti2 < 0 || best_shift == 0) continue;
+            int8_t L[BS];
+            for (int j = 0; j < BS; ++j) L[idx[j]] = (int8_t)(j < besti1 ? 0 : j < besti2 ? 1 : 2);
+            if (scale < 0) {
+                for (int j = 0; j < BS; ++j) L[j] = (int8_t)(2 - L[j]);
+                scale = -scale;
+                best_shift = -best_shift;
+            }
+            bool all_on_grid = true;
+            const float *xx = best_shift == 1 ? iq1s_xp : iq1s_xm;
+            int index[BS / 8];
+            for (int k = 0; k < BS / 8; ++k) {
+                index[k] = iq1_group_index(t, L + 8 * k, xb + 8 * k, weight + 8 * k, scale, xx, &all_on_grid);
+            }
+            if (!all_on_grid) {
+                float sumqx = 0, sumq2 = 0;
+                for (int k = 0; k < BS / 8; ++k) {
+                    const uint8_t *pg = t->pos[index[k]];
+                    for (int j = 0; j < 8; ++j) {
+                        const float w = weight[8 * k + j];
+                        const float qv = xx[(pg[j] - 1) / 2];
+                        sumqx += w * qv * xb[8 * k + j];
+                        sumq2 += w * qv * qv;
+                    }
+                }
+                if (sumqx > 0 && sumq2 > 0) scale = sumqx / sumq2;
+            }
+            unsigned h = 0;
+            for (int k = 0; k < BS / 8; ++k) {
+                b->qs[(BS / 8) * ib + k] = (uint8_t)(index[k] & 255);
+                h |= (unsigned)(index[k] >> 8) << (3 * k);
+            }
+            b->qh[ib] = (uint16_t)h;
+            scales[ib] = scale;
+            shifts[ib] = (int8_t)best_shift;
+            max_scale = max_scale > scale ? max_scale : scale;
+        }
+        if (!max_scale) continue;
+        const float d = max_scale / 15;
+        b->d = lw__fp32_to_fp16(d * 1.125f); /* ggml's fudge factor */
+        const float id = 1 / d;
+        for (int ib = 0; ib < QK_K / BS; ++ib) {
+            int l = clampi(iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
+            if (shifts[ib] == -1) l |= 8;
+            b->qh[ib] = (uint16_t)(b->qh[ib] | (l << 12));
+        }
+    }
+}
+
+size_t lw__quantize_iq1_s(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                          const float *imatrix) {
+    if (nrows <= 0 || n_per_row <= 0 || !imatrix) return 0;
+    iq_tables *t = iq_tables_new(LW_TYPE_IQ1_S);
+    if (!t) return 0;
+    const int64_t nblock = n_per_row / QK_K;
+    lw__block_iq1_s *y = dst;
+    for (int64_t r = 0; r < nrows; ++r) iq1_s_row(t, src + r * n_per_row, y + r * nblock, nblock, imatrix);
+    iq_tables_free(t);
+    return (size_t)(nrows * nblock) * sizeof(lw__block_iq1_s);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * IQ1_M: sub-blocks of 16, a delta sign per group of 8 (4 combinations per sub-block: k = 2 * (second group
+ * negative) + (first group negative)... in ggml's numbering 0: +,+  1: +,-  2: -,+  3: -,-), 3-bit scales,
+ * and the fp16 super-block scale refitted over all sub-blocks at the end.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* The delta table of group g (0, 1) of a sub-block with sign combination k. */
+static const float *iq1m_xx(int k, int g) {
+    if (g == 0) return k < 2 ? iq1s_xp : iq1s_xm;
+    return k % 2 == 0 ? iq1s_xp : iq1s_xm;
+}
+
+static void iq1m_weights(const float *xb, const float *q, float sigma2, float *weight) {
+    if (q) {
+        for (int i = 0; i < 16; ++i) weight[i] = q[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+    } else {
+        for (int i = 0; i < 16; ++i) weight[i] = xb[i] * xb[i];
+    }
+}
+
+static void iq1_m_row(iq_tables *t, const float *x, lw__block_iq1_m *y, int64_t nbl, const float *qw) {
+    enum { BS = 16 };
+    static const uint8_t masks[4] = {0x00, 0x80, 0x08, 0x88};
+    for (int64_t ibl = 0; ibl < nbl; ++ibl) {
+        lw__block_iq1_m *b = &y[ibl];
+        memset(b, 0, sizeof *b);
+        float scales[QK_K / BS];
+        int8_t shifts[QK_K / BS];
+        float max_scale = 0;
+        const float *xbl = x + QK_K * ibl;
+        float sumx2 = 0;
+        for (int i = 0; i < QK_K; ++i) sumx2 += xbl[i] * xbl[i];
+        const float sigma2 = 2 * sumx2 / QK_K;
+        for (int ib = 0; ib < QK_K / BS; ++ib) {
+            const float *xb = xbl + BS * ib;
+            float weight[BS];
+            iq1m_weights(xb, qw ? qw + QK_K * ibl + BS * ib : NULL, sigma2, weight);
+            float max = fabsf(xb[0]);
+            for (int i = 1; i < BS; ++i) max = max > fabsf(xb[i]) ? max : fabsf(xb[i]);
+            scales[ib] = 0;
+            shifts[ib] = 0;
+            if (max < IQ1M_EPS) continue;
+            int idx[BS];
+            iq1_sort(xb, BS, idx);
+            float best_score = -FLT_MAX, scale = max;
+            int besti1 = -1, besti2 = -1, best_k = -1;
+            for (int i1 = 0; i1 <= BS; ++i1) {
+                for (int i2 = i1; i2 <= BS; ++i2) {
+                    /* the four delta-sign combinations, each summed in ascending order of the values */
+                    float sumqx[4] = {0, 0, 0, 0}, sumq2[4] = {0, 0, 0, 0};
+                    for (int j = 0; j < BS; ++j) {
+                        const int i = idx[j];
+                        const int m = j < i1 ? 0 : j < i2 ? 1 : 2;
+                        for (int k = 0; k < 4; ++k) {
+                            const float v = iq1m_xx(k, i < BS / 2 ? 0 : 1)[m];
+                            sumqx[k] += weight[i] * v * xb[i];
+                            sumq2[k] += weight[i] * v * v;
+                        }
+                    }
+                    for (int k = 0; k < 4; ++k) {
+                        if (sumq2[k] > 0 && sumqx[k] * sumqx[k] > best_score * sumq2[k]) {
+                            scale = sumqx[k] / sumq2[k];
+                            best_score = scale * sumqx[k];
+                            besti1 = i1;
+                            besti2 = i2;
+                            best_k = k;
+                        }
+                    }
+                }
+            }
+            if (besti1 < 0 || besti2 < 0 || best_k < 0) continue;
+            int8_t L[BS];
+            for (int j = 0; j < BS; ++j) L[idx[j]] = (int8_t)(j < besti1 ? 0 : j < besti2 ? 1 : 2);
+            if (scale < 0) {
+                for (int j = 0; j < BS; ++j) L[j] = (int8_t)(2 - L[j]);
+                scale = -scale;
+                best_k = 3 - best_k;
+            }
+            bool all_on_grid = true;
+            int index[2];
+            for (int k = 0; k < 2; ++k) {
+                index[k] = iq1_group_index(t, L + 8 * k, xb + 8 * k, weight + 8 * k, scale,
+                                           iq1m_xx(best_k, k), &all_on_grid);
+            }
+            if (!all_on_grid) {
+                float sumqx_f = 0, sumq2_f = 0;
+                for (int k = 0; k < 2; ++k) {
+                    const float *xx = iq1m_xx(best_k, k);
+                    const uint8_t *pg = t->pos[index[k]];
+                    for (int j = 0; j < 8; ++j) {
+                        const float w = weight[8 * k + j];
+                        const float qv = xx[(pg[j] - 1) / 2];
+                        sumqx_f += w * qv * xb[8 * k + j];
+                        sumq2_f += w * qv * qv;
+                    }
+                }
+                if (sumqx_f > 0 && sumq2_f > 0) scale = sumqx_f / sumq2_f;
+            }
+            b->qs[2 * ib + 0] = (uint8_t)(index[0] & 255);
+            b->qs[2 * ib + 1] = (uint8_t)(index[1] & 255);
+            b->qh[ib] = (uint8_t)((index[0] >> 8) | ((index[1] >> 8) << 4));
+            scales[ib] = scale;
+            shifts[ib] = (int8_t)best_k;
+            max_scale = max_scale > scale ? max_scale : scale;
+        }
+        if (!max_scale) continue;
+        /* 3-bit scales against max / 15, then d refitted by least squares over the whole block */
+        uint16_t sc[4] = {0, 0, 0, 0};
+        float d = max_scale / 15;
+        const float id = 1 / d;
+        float sumqx_f = 0, sumq2_f = 0;
+        for (int ib = 0; ib < QK_K / BS; ++ib) {
+            const int l = clampi(iq_nearest_int(0.5f * (id * scales[ib + 0] - 1)), 0, 7);
+            sc[ib / 4] = (uint16_t)(sc[ib / 4] | (l << (3 * (ib % 4))));
+            b->qh[ib] |= masks[shifts[ib]];
+            const float *xb = xbl + BS * ib;
+            float weight[BS];
+            iq1m_weights(xb, qw ? qw + QK_K * ibl + BS * ib : NULL, sigma2, weight);
+            for (int k = 0; k < 2; ++k) {
+                const float *xx = iq1m_xx(shifts[ib], k);
+                const unsigned gi = b->qs[2 * ib + k] + (((unsigned)b->qh[ib] << (8 - 4 * k)) & 0x700);
+                const uint8_t *pg = t->pos[gi];
+                for (int j = 0; j < 8; ++j) {
+                    const float w = weight[8 * k + j];
+                    const float qv = xx[(pg[j] - 1) / 2] * (float)(2 * l + 1);
+                    sumqx_f += w * qv * xb[8 * k + j];
+                    sumq2_f += w * qv * qv;
+                }
+            }
+        }
+        if (sumq2_f > 0) d = sumqx_f / sumq2_f;
+        const uint16_t s = lw__fp32_to_fp16(d * 1.1125f); /* ggml's fudge factor */
+        sc[0] = (uint16_t)(sc[0] | ((s & 0x000f) << 12));
+        sc[1] = (uint16_t)(sc[1] | ((s & 0x00f0) << 8));
+        sc[2] = (uint16_t)(sc[2] | ((s & 0x0f00) << 4));
+        sc[3] = (uint16_t)(sc[3] | (s & 0xf000));
+        for (int m = 0; m < 4; ++m) {
+            b->scales[2 * m] = (uint8_t)sc[m];
+            b->scales[2 * m + 1] = (uint8_t)(sc[m] >> 8);
+        }
+    }
+}
+
+size_t lw__quantize_iq1_m(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                          const float *imatrix) {
+    if (nrows <= 0 || n_per_row <= 0) return 0;
+    iq_tables *t = iq_tables_new(LW_TYPE_IQ1_M);
+    if (!t) return 0;
+    const int64_t nblock = n_per_row / QK_K;
+    lw__block_iq1_m *y = dst;
+    for (int64_t r = 0; r < nrows; ++r) iq1_m_row(t, src + r * n_per_row, y + r * nblock, nblock, imatrix);
+    iq_tables_free(t);
+    return (size_t)(nrows * nblock) * sizeof(lw__block_iq1_m);
 }

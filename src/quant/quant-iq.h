@@ -30,8 +30,8 @@
 #define LW_QUANT_IQ_HAVE_QUANT_IQ2_S   1
 #define LW_QUANT_IQ_HAVE_QUANT_IQ3_XXS 1
 #define LW_QUANT_IQ_HAVE_QUANT_IQ3_S   1
-#define LW_QUANT_IQ_HAVE_QUANT_IQ1_S   0
-#define LW_QUANT_IQ_HAVE_QUANT_IQ1_M   0
+#define LW_QUANT_IQ_HAVE_QUANT_IQ1_S   1
+#define LW_QUANT_IQ_HAVE_QUANT_IQ1_M   1
 #define LW_QUANT_IQ_HAVE_QUANT_IQ4_NL  1
 #define LW_QUANT_IQ_HAVE_QUANT_IQ4_XS  1
 /* 1 when quant-iq.c implements lw__quantize_row_<fmt>_ref (ggml has these five). */

@@ -30,7 +30,7 @@ int lw__cmd_bench(int argc, char **argv) {
     const char *model_path = NULL, *threads = "1,2";
     int n_p = 512, n_g = 128, reps = 3;
     uint32_t kv = LW_TYPE_F16;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage();
         if (!strcmp(argv[i], "-m")) model_path = v;
@@ -40,7 +40,6 @@ int lw__cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r")) reps = atoi(v);
         else if (!strcmp(argv[i], "--kv") && (!strcmp(v, "f16") || !strcmp(v, "f32"))) kv = !strcmp(v, "f16") ? LW_TYPE_F16 : LW_TYPE_F32;
         else return usage();
-        i++;
     }
     if (!model_path || n_p < 0 || n_g < 0 || n_p + n_g == 0 || reps < 1 || reps > 100) return usage();
 

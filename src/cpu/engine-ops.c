@@ -14,6 +14,8 @@
 #include "quant/quant.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The kernels reproduce ggml's roundings, so the compiler must not fuse a*b+c on its own (GCC in ISO C
@@ -110,13 +112,52 @@ static void f32_to_f16_row(const float *x, void *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) h[i] = lw__fp32_to_fp16(x[i]);
 }
 
-/* Indexed by weight type. Quantized formats get entries as their dot kernels land. */
-static const lw__cpu_mm mm_table[LW_TYPE_COUNT] = {
-    [LW_TYPE_F32] = {LW_TYPE_F32, NULL, lw__cpu_dot_f32, lw__cpu_dot_f32_gemm},
-    [LW_TYPE_F16] = {LW_TYPE_F16, f32_to_f16_row, lw__cpu_dot_f16, lw__cpu_dot_f16_gemm},
+static void f16_to_f32_row(const void *x, float *y, int64_t n) {
+    const uint16_t *h = x;
+    for (int64_t i = 0; i < n; i++) y[i] = lw__fp16_to_fp32(h[i]);
+}
+
+/* ggml_vec_scale_f16 */
+static void scale_f16(uint16_t *y, float v, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = lw__fp32_to_fp16(lw__fp16_to_fp32(y[i]) * v);
+}
+
+/* ggml_vec_mad_f16 (its SIMD body and its compiled tail both fuse the multiply-add) */
+static void mad_f16(uint16_t *y, const uint16_t *x, float v, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = lw__fp32_to_fp16(fmaf(lw__fp16_to_fp32(x[i]), v, lw__fp16_to_fp32(y[i])));
+}
+
+static const lw__cpu_kernels ref_kernels = {
+    "scalar", lw__cpu_dot_f32, lw__cpu_dot_f32_gemm, lw__cpu_dot_f16, lw__cpu_dot_f16_gemm,
+    f32_to_f16_row, f16_to_f32_row, scale_f16, mad_f16,
 };
 
+const lw__cpu_kernels *lw__cpu_kernels_ref(void) {
+    return &ref_kernels;
+}
+
+/* Chosen once; the matmul table follows the choice. Quantized formats get entries as their dot kernels
+ * land. */
+static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
+static const lw__cpu_kernels *best_kernels = &ref_kernels;
+static lw__cpu_mm mm_table[LW_TYPE_COUNT];
+
+static void choose_kernels(void) {
+    const char *force = getenv("LW_CPU_KERNELS");
+    const lw__cpu_kernels *x86 = lw__cpu_kernels_x86();
+    if (x86 && !(force && !strcmp(force, "scalar"))) best_kernels = x86;
+    const lw__cpu_kernels *k = best_kernels;
+    mm_table[LW_TYPE_F32] = (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm};
+    mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm};
+}
+
+const lw__cpu_kernels *lw__cpu_kernels_best(void) {
+    pthread_once(&kernels_once, choose_kernels);
+    return best_kernels;
+}
+
 const lw__cpu_mm *lw__cpu_mm_get(uint32_t type) {
+    pthread_once(&kernels_once, choose_kernels);
     if (type >= LW_TYPE_COUNT || !mm_table[type].dot) return NULL;
     return &mm_table[type];
 }
@@ -169,7 +210,7 @@ static void op_get_rows(const lw__exec *ex, const lw__node *nd, int ith, int nth
         if (w->type == LW_TYPE_F32) {
             memcpy(y, src, (size_t)w->ne0 * sizeof(float));
         } else if (w->type == LW_TYPE_F16) {
-            for (int64_t i = 0; i < w->ne0; i++) y[i] = lw__fp16_to_fp32(lw__rd_u16(src + 2 * i));
+            ex->kern->f16_to_f32(src, y, w->ne0);
         } else {
             lw__quant_traits(w->type)->to_float(src, y, w->ne0);
         }
@@ -310,7 +351,7 @@ static void op_kv_store(const lw__exec *ex, const lw__node *nd, int ith, int nth
     for (int64_t r = r0; r < r1; r++) {
         uint8_t *cell = base + (size_t)(ex->pos0 + r) * rb;
         if (ex->kv_type == LW_TYPE_F16)
-            f32_to_f16_row(row_f32(x, r), cell, ex->kv_row);
+            ex->kern->f32_to_f16(row_f32(x, r), cell, ex->kv_row);
         else
             memcpy(cell, row_f32(x, r), (size_t)ex->kv_row * sizeof(float));
     }
@@ -379,6 +420,7 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const float scale = nd->fp[0];
     const int f16 = ex->kv_type == LW_TYPE_F16;
     const int tiled = ex->n_tokens >= FA_TILE && D % 16 == 0;
+    const lw__cpu_kernels *K = ex->kern;
     const size_t rb = row_size(ex->kv_type, ex->kv_row);
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
     float *ts = ex->thread_scratch + (size_t)ith * ex->thread_floats;
@@ -398,15 +440,14 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
         }
         float S = 0.0f, M = -INFINITY;
         if (f16) {
-            f32_to_f16_row(qr, q16, D);
+            K->f32_to_f16(qr, q16, D);
             memset(vkq16, 0, (size_t)D * sizeof(uint16_t));
         } else {
             memset(vkq32, 0, (size_t)D * sizeof(float));
         }
         for (int64_t ic = 0; ic < n_kv; ic++) {
             const uint8_t *kr = kc + (size_t)ic * rb, *vr = vc + (size_t)ic * rb;
-            float s = f16 ? lw__cpu_dot_f16(D, (const uint16_t *)kr + hk * D, q16)
-                          : lw__cpu_dot_f32(D, (const float *)kr + hk * D, qr);
+            float s = f16 ? K->dot_f16(D, (const uint16_t *)kr + hk * D, q16) : K->dot_f32(D, (const float *)kr + hk * D, qr);
             s = s * scale;
             const float Mold = M;
             float ms = 1.0f, vs = 1.0f;
@@ -414,24 +455,21 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
                 M = s;
                 ms = expf(Mold - M);
                 if (f16)
-                    for (int64_t d = 0; d < D; d++) vkq16[d] = lw__fp32_to_fp16(lw__fp16_to_fp32(vkq16[d]) * ms);
+                    K->scale_f16(vkq16, ms, D);
                 else
                     for (int64_t d = 0; d < D; d++) vkq32[d] *= ms;
             } else {
                 vs = expf(s - M);
             }
             if (f16) {
-                const uint16_t *v = (const uint16_t *)vr + hk * D;
-                for (int64_t d = 0; d < D; d++)
-                    vkq16[d] = lw__fp32_to_fp16(fmaf(lw__fp16_to_fp32(v[d]), vs, lw__fp16_to_fp32(vkq16[d])));
+                K->mad_f16(vkq16, (const uint16_t *)vr + hk * D, vs, D);
             } else {
                 const float *v = (const float *)vr + hk * D;
                 for (int64_t d = 0; d < D; d++) vkq32[d] = fmaf(v[d], vs, vkq32[d]);
             }
             S = S * ms + vs; /* not fused in ggml's build */
         }
-        if (f16)
-            for (int64_t d = 0; d < D; d++) vkq32[d] = lw__fp16_to_fp32(vkq16[d]);
+        if (f16) K->f16_to_f32(vkq16, vkq32, D);
         const float s_inv = S == 0.0f ? 0.0f : 1.0f / S;
         for (int64_t d = 0; d < D; d++) y[d] = vkq32[d] * s_inv;
     }

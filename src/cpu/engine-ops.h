@@ -21,7 +21,7 @@ typedef struct lw__cpu_mm {
                                                                    steps of 2+ tokens, n % 16 == 0; or NULL */
 } lw__cpu_mm;
 
-/* The entry for a weight type, or NULL when this build cannot multiply by it. */
+/* The entry for a weight type (with the fastest kernels), or NULL when this build cannot multiply by it. */
 const lw__cpu_mm *lw__cpu_mm_get(uint32_t type);
 /* Whether a tensor of this type can be an embedding table (row lookup with dequantization). */
 int lw__cpu_get_rows_supported(uint32_t type);
@@ -33,12 +33,37 @@ float lw__cpu_dot_f32_gemm(int64_t n, const void *w, const void *a);
 float lw__cpu_dot_f16_gemm(int64_t n, const void *w, const void *a);
 
 /* ---------------------------------------------------------------------------------------------------------
+ * Named kernels with faster versions per instruction set. Every version gives the scalar reference's bits
+ * (the references add in SIMD lane order), so picking one never changes results.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct lw__cpu_kernels {
+    const char *name;                                                  /* "scalar", "avx512"          */
+    float (*dot_f32)(int64_t n, const void *w, const void *a);         /* ggml vec_dot order          */
+    float (*dot_f32_gemm)(int64_t n, const void *w, const void *a);    /* tinyBLAS order, n % 16 == 0 */
+    float (*dot_f16)(int64_t n, const void *w, const void *a);
+    float (*dot_f16_gemm)(int64_t n, const void *w, const void *a);
+    void (*f32_to_f16)(const float *x, void *y, int64_t n);            /* round to nearest even       */
+    void (*f16_to_f32)(const void *x, float *y, int64_t n);
+    void (*scale_f16)(uint16_t *y, float v, int64_t n);                /* y = f16(y * v)              */
+    void (*mad_f16)(uint16_t *y, const uint16_t *x, float v, int64_t n); /* y = f16(fma(x, v, y))     */
+} lw__cpu_kernels;
+
+/* The scalar references. */
+const lw__cpu_kernels *lw__cpu_kernels_ref(void);
+/* The fastest set this CPU runs (the environment variable LW_CPU_KERNELS=scalar forces the references). */
+const lw__cpu_kernels *lw__cpu_kernels_best(void);
+/* x86 AVX-512 set when the CPU has it, else NULL (engine-x86.c). */
+const lw__cpu_kernels *lw__cpu_kernels_x86(void);
+
+/* ---------------------------------------------------------------------------------------------------------
  * Running a graph
  * ------------------------------------------------------------------------------------------------------- */
 
 /* Everything a step needs besides the graph: the batch, the KV cache, scratch memory and the threads. */
 typedef struct lw__exec {
     const lw__graph *g;       /* planned and bound graph                                              */
+    const lw__cpu_kernels *kern; /* kernel set (lw__cpu_kernels_best)                                 */
     lw__pool *pool;           /* threads (1 thread: no workers)                                       */
     int32_t n_tokens;         /* rows this step (<= the planned maximum)                              */
     int32_t n_outputs;        /* output rows this step                                                */

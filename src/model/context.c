@@ -103,6 +103,7 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
 
     lw__exec *ex = &c->ex;
     ex->g = &c->graph;
+    ex->kern = lw__cpu_kernels_best();
     ex->pool = c->pool;
     ex->out_rows = c->out_rows;
     ex->kv_type = p->type_k;

@@ -1,0 +1,146 @@
+/* x86 versions of the engine's named CPU kernels (engine-ops.h, lw__cpu_kernels), chosen at run time.
+ *
+ * They reproduce the scalar references bit for bit: the references already add in AVX-512's lane order
+ * (16 lanes, _mm512_reduce_add_ps's halving tree, explicit FMAs), so these are the same arithmetic done 16
+ * lanes at a time. tests/test-engine-ops.c compares every kernel here with its reference on random data.
+ *
+ * Built with per-function target attributes, so the rest of the library keeps the baseline ISA and this
+ * file compiles to nothing on other architectures (wasm, arm64). */
+#include "cpu/engine-ops.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#include <immintrin.h>
+#include <math.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define AVX512 __attribute__((target("avx512f,fma,f16c")))
+
+/* _mm512_reduce_add_ps's order: lanes i + i+8, then i + i+4, then (0 + 2) + (1 + 3). */
+AVX512 static inline float hsum16(__m512 v) {
+    __m256 lo = _mm512_castps512_ps256(v);
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    __m256 b = _mm256_add_ps(lo, hi);
+    __m128 c = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));
+    __m128 d = _mm_add_ps(c, _mm_movehl_ps(c, c)); /* d0 = c0 + c2, d1 = c1 + c3 */
+    return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
+}
+
+AVX512 static inline __m512 load_h16(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+AVX512 static float dot_f32(int64_t n, const void *w, const void *a) {
+    const float *x = w, *y = a;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), s1);
+        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), s2);
+        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), s3);
+    }
+    float sum = hsum16(_mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3)));
+    /* the tail as the reference: blocks of 16, then 8, of separately rounded products; FMAs for the rest */
+    int64_t i = np;
+    if (n - np >= 16)
+        for (; n - i >= 16; i += 16) {
+            float p[16];
+            _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+            for (int l = 0; l < 16; l++) sum += p[l];
+        }
+    if (n - i >= 8) {
+        float p[8];
+        _mm256_storeu_ps(p, _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+        for (int l = 0; l < 8; l++) sum += p[l];
+        i += 8;
+    }
+    for (; i < n; i++) sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(x[i]), _mm_set_ss(y[i]), _mm_set_ss(sum)));
+    return sum;
+}
+
+AVX512 static float dot_f32_gemm(int64_t n, const void *w, const void *a) {
+    const float *x = w, *y = a;
+    __m512 s = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) s = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), s);
+    return hsum16(s);
+}
+
+AVX512 static float dot_f16(int64_t n, const void *w, const void *a) {
+    const uint16_t *x = w, *y = a;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64) {
+        s0 = _mm512_fmadd_ps(load_h16(x + i), load_h16(y + i), s0);
+        s1 = _mm512_fmadd_ps(load_h16(x + i + 16), load_h16(y + i + 16), s1);
+        s2 = _mm512_fmadd_ps(load_h16(x + i + 32), load_h16(y + i + 32), s2);
+        s3 = _mm512_fmadd_ps(load_h16(x + i + 48), load_h16(y + i + 48), s3);
+    }
+    double sum = hsum16(_mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3)));
+    for (int64_t i = np; i < n; i++) sum += (double)(_cvtsh_ss(x[i]) * _cvtsh_ss(y[i]));
+    return (float)sum;
+}
+
+AVX512 static float dot_f16_gemm(int64_t n, const void *w, const void *a) {
+    const uint16_t *x = w, *y = a;
+    __m512 s = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) s = _mm512_fmadd_ps(load_h16(x + i), load_h16(y + i), s);
+    return hsum16(s);
+}
+
+AVX512 static void f32_to_f16(const float *x, void *yv, int64_t n) {
+    uint16_t *y = yv;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+AVX512 static void f16_to_f32(const void *xv, float *y, int64_t n) {
+    const uint16_t *x = xv;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, load_h16(x + i));
+    for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
+}
+
+AVX512 static void scale_f16(uint16_t *y, float v, int64_t n) {
+    int64_t i = 0;
+    const __m512 vv = _mm512_set1_ps(v);
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(_mm512_mul_ps(load_h16(y + i), vv), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = _cvtss_sh(_cvtsh_ss(y[i]) * v, _MM_FROUND_TO_NEAREST_INT);
+}
+
+AVX512 static void mad_f16(uint16_t *y, const uint16_t *x, float v, int64_t n) {
+    int64_t i = 0;
+    const __m512 vv = _mm512_set1_ps(v);
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(y + i),
+                            _mm512_cvtps_ph(_mm512_fmadd_ps(load_h16(x + i), vv, load_h16(y + i)), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        y[i] = _cvtss_sh(_mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(_cvtsh_ss(x[i])), _mm_set_ss(v), _mm_set_ss(_cvtsh_ss(y[i])))),
+                         _MM_FROUND_TO_NEAREST_INT);
+}
+
+static const lw__cpu_kernels avx512_kernels = {
+    "avx512", dot_f32, dot_f32_gemm, dot_f16, dot_f16_gemm, f32_to_f16, f16_to_f32, scale_f16, mad_f16,
+};
+
+const lw__cpu_kernels *lw__cpu_kernels_x86(void) {
+    __builtin_cpu_init();
+    /* every CPU with AVX-512F also has F16C (and some compilers cannot query "f16c" here) */
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
+        return &avx512_kernels;
+    return NULL;
+}
+
+#else
+
+const lw__cpu_kernels *lw__cpu_kernels_x86(void) {
+    return NULL;
+}
+
+#endif

@@ -1,0 +1,118 @@
+/* CPU kernels: every faster kernel set gives the scalar references' bits on random data of every length
+ * around the SIMD block sizes; the references themselves are checked against plain double-precision sums
+ * (their orders differ from a sequential sum, so within a rounding bound) and against hand-worked cases. */
+#include "cpu/engine-ops.h"
+#include "test.h"
+
+#include <math.h>
+
+static uint64_t seed = 88172645463325252ull;
+static float frand(void) {
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    return (float)((double)(seed >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static int same_bits(float a, float b) {
+    return !memcmp(&a, &b, sizeof(float));
+}
+
+static void test_reference_values(const lw__cpu_kernels *R) {
+    /* hand-worked: sums of small integers are exact in every order */
+    float x[200], y[200];
+    uint16_t hx[200], hy[200];
+    for (int i = 0; i < 200; i++) {
+        x[i] = (float)(i % 7) - 3.0f;
+        y[i] = (float)(i % 5) - 2.0f;
+        hx[i] = lw__fp32_to_fp16(x[i]);
+        hy[i] = lw__fp32_to_fp16(y[i]);
+    }
+    for (int n = 1; n <= 200; n += 13) {
+        double e = 0;
+        for (int i = 0; i < n; i++) e += (double)x[i] * y[i];
+        CHECK(R->dot_f32(n, x, y) == (float)e);
+        CHECK(R->dot_f16(n, hx, hy) == (float)e);
+        if (n % 16 == 0) CHECK(R->dot_f32_gemm(n, x, y) == (float)e);
+    }
+    /* random data: within a rounding bound of the exact sum */
+    for (int n = 1; n <= 300; n++) {
+        float a[300], b[300];
+        double e = 0, mag = 0;
+        for (int i = 0; i < n; i++) {
+            a[i] = frand();
+            b[i] = frand();
+            e += (double)a[i] * b[i];
+            mag += fabs((double)a[i] * b[i]);
+        }
+        double bound = 1.2e-7 * 16 * mag + 1e-30;
+        CHECK_MSG(fabs(R->dot_f32(n, a, b) - e) <= bound, "dot_f32 n=%d", n);
+        if (n % 16 == 0) CHECK_MSG(fabs(R->dot_f32_gemm(n, a, b) - e) <= bound, "dot_f32_gemm n=%d", n);
+    }
+    /* f16 helpers */
+    uint16_t h[3] = {lw__fp32_to_fp16(1.0f), lw__fp32_to_fp16(-2.0f), lw__fp32_to_fp16(0.5f)};
+    uint16_t v[3] = {lw__fp32_to_fp16(4.0f), lw__fp32_to_fp16(1.0f), lw__fp32_to_fp16(-1.0f)};
+    R->mad_f16(h, v, 0.25f, 3); /* 2, -1.75, 0.25 */
+    CHECK(lw__fp16_to_fp32(h[0]) == 2.0f && lw__fp16_to_fp32(h[1]) == -1.75f && lw__fp16_to_fp32(h[2]) == 0.25f);
+    R->scale_f16(h, 3.0f, 3); /* 6, -5.25, 0.75 */
+    CHECK(lw__fp16_to_fp32(h[0]) == 6.0f && lw__fp16_to_fp32(h[1]) == -5.25f && lw__fp16_to_fp32(h[2]) == 0.75f);
+    float f[3] = {1.0f / 3.0f, 65504.0f, -0.0f};
+    R->f32_to_f16(f, h, 3);
+    CHECK(h[0] == 0x3555 && h[1] == 0x7bff && h[2] == 0x8000);
+}
+
+/* A faster kernel set against the references, bit for bit. */
+static void test_same_as_reference(const lw__cpu_kernels *K, const lw__cpu_kernels *R) {
+    enum { N = 300 };
+    float a[N], b[N], fa[N], fb[N];
+    uint16_t ha[N], hb[N], y1[N], y2[N];
+    int bad = 0;
+    for (int rep = 0; rep < 20; rep++) {
+        float scale = rep % 3 == 0 ? 1.0f : rep % 3 == 1 ? 1e-3f : 300.0f;
+        for (int i = 0; i < N; i++) {
+            a[i] = frand() * scale;
+            b[i] = frand();
+            ha[i] = lw__fp32_to_fp16(a[i]);
+            hb[i] = lw__fp32_to_fp16(b[i]);
+        }
+        for (int n = 1; n <= N; n++) {
+            bad += !same_bits(K->dot_f32(n, a, b), R->dot_f32(n, a, b));
+            bad += !same_bits(K->dot_f16(n, ha, hb), R->dot_f16(n, ha, hb));
+            if (n % 16 == 0) {
+                bad += !same_bits(K->dot_f32_gemm(n, a, b), R->dot_f32_gemm(n, a, b));
+                bad += !same_bits(K->dot_f16_gemm(n, ha, hb), R->dot_f16_gemm(n, ha, hb));
+            }
+        }
+        for (int n = 1; n <= 70; n++) {
+            K->f32_to_f16(a, y1, n);
+            R->f32_to_f16(a, y2, n);
+            bad += memcmp(y1, y2, (size_t)n * 2) != 0;
+            K->f16_to_f32(ha, fa, n);
+            R->f16_to_f32(ha, fb, n);
+            bad += memcmp(fa, fb, (size_t)n * 4) != 0;
+            memcpy(y1, hb, sizeof(hb));
+            memcpy(y2, hb, sizeof(hb));
+            float v = frand() * 2.0f;
+            K->mad_f16(y1, ha, v, n);
+            R->mad_f16(y2, ha, v, n);
+            bad += memcmp(y1, y2, (size_t)n * 2) != 0;
+            K->scale_f16(y1, v, n);
+            R->scale_f16(y2, v, n);
+            bad += memcmp(y1, y2, (size_t)n * 2) != 0;
+        }
+    }
+    printf("kernels '%s' vs '%s': %d mismatches\n", K->name, R->name, bad);
+    CHECK(bad == 0);
+}
+
+int main(void) {
+    const lw__cpu_kernels *R = lw__cpu_kernels_ref(), *best = lw__cpu_kernels_best(), *x86 = lw__cpu_kernels_x86();
+    printf("best kernels here: %s\n", best->name);
+    test_reference_values(R);
+    if (x86) test_same_as_reference(x86, R);
+    else printf("no x86 SIMD kernels on this machine: only the references are tested\n");
+    CHECK(lw__cpu_mm_get(LW_TYPE_F32) && lw__cpu_mm_get(LW_TYPE_F16));
+    CHECK(lw__cpu_mm_get(LW_TYPE_F16)->vec_dot_type == LW_TYPE_F16); /* f16 weights: f16 activations */
+    CHECK(lw__cpu_mm_get(LW_TYPE_COUNT) == NULL);
+    return test_summary("test-engine-ops");
+}

@@ -638,6 +638,7 @@ static lw_status load(lw_vocab *v, lw_gguf *g) {
         int32_t ids[8];
         size_t n = 0;
         lw_status ts = lw_tokenize(v, "\n", 1, 0, 0, ids, 8, &n);
+        if (ts == LW_ERR_NOMEM) return lw__errorf(v->err, LW_ERR_NOMEM, "out of memory");
         v->special[LW_TOKEN_NL] = (ts == LW_OK || ts == LW_ERR_TOO_LARGE) && n > 0 ? ids[0] : v->special[LW_TOKEN_PAD];
     }
 

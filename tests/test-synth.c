@@ -85,7 +85,10 @@ static double std_tolerance(uint32_t type) {
     case LW_TYPE_Q6_K: case LW_TYPE_Q5_0: case LW_TYPE_Q5_1: case LW_TYPE_Q5_K: return 0.1;
     case LW_TYPE_Q4_0: case LW_TYPE_Q4_1: case LW_TYPE_Q4_K: case LW_TYPE_IQ4_NL: case LW_TYPE_IQ4_XS:
     case LW_TYPE_MXFP4: return 0.2;
-    default: return 0.6; /* 1-3 bit formats and random IQ grids */
+    case LW_TYPE_Q2_K: case LW_TYPE_Q3_K: return 0.1;
+    case LW_TYPE_TQ1_0: case LW_TYPE_TQ2_0: return 0.25; /* ternary: {-d, 0, d} with d = a block's absmax */
+    case LW_TYPE_IQ1_S: case LW_TYPE_IQ1_M: return 0.3; /* ggml's 1.5-bit quantizers widen gaussian rows ~20% */
+    default: return 0.2; /* grid IQ types (random valid blocks where we have no quantizer) */
     }
 }
 

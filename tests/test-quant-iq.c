@@ -284,6 +284,16 @@ static void our_quantizers(uint32_t type, lw__quantize_fn *chunk, lw__from_float
         *chunk = lw__quantize_iq3_xxs, *ref = lw__quantize_row_iq3_xxs_ref;
         break;
 #endif
+#if LW_QUANT_IQ_HAVE_QUANT_IQ2_XXS
+    case LW_TYPE_IQ2_XXS:
+        *chunk = lw__quantize_iq2_xxs;
+        break;
+#endif
+#if LW_QUANT_IQ_HAVE_QUANT_IQ2_XS
+    case LW_TYPE_IQ2_XS:
+        *chunk = lw__quantize_iq2_xs;
+        break;
+#endif
 #if LW_QUANT_IQ_HAVE_QUANT_IQ1_S
     case LW_TYPE_IQ1_S:
         *chunk = lw__quantize_iq1_s;
@@ -565,8 +575,10 @@ int main(void) {
     const char *slow = getenv("LW_TEST_SLOW");
     const bool run_slow = slow && *slow && strcmp(slow, "0") != 0;
     if (have_ggml && !run_slow) {
-        printf("NOTE: IQ2_S/IQ1_S/IQ1_M quantizers are not compared with ggml (its table setup takes ~25 s); "
-               "set LW_TEST_SLOW=1\n");
+        printf(
+            "NOTE: IQ2_XXS/IQ2_XS/IQ2_S/IQ1_S/IQ1_M quantizers are not compared with ggml (its table setup "
+            "takes ~30 s); "
+            "set LW_TEST_SLOW=1\n");
     }
     if (have_ggml) {
         for (int i = 0; i < NFMTS; ++i) {

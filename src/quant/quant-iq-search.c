@@ -1,7 +1,7 @@
-/* Grid-search quantizers of the IQ family: IQ3_XXS, IQ3_S, IQ2_S, IQ1_M and IQ1_S, byte-exact with ggml
- * v0.4.0's quantize_iq3_xxs, quantize_iq3_s, quantize_iq2_s, quantize_iq1_m, quantize_iq1_s and the
- * quantize_row_*_ref ggml has (IQ3_XXS, IQ3_S, IQ2_S). All but IQ1_S work without an importance matrix (one
- * is used when given); IQ1_S requires one, as in ggml, and returns 0 bytes without it.
+/* Grid-search quantizers of the IQ family, byte-exact with ggml v0.4.0's quantize_<fmt>
+ * (ggml_quantize_chunk's path) and, where ggml has one, quantize_row_<fmt>_ref: IQ3_XXS, IQ3_S, IQ2_S and
+ * IQ1_M work without an importance matrix (one is used when given); IQ2_XXS, IQ2_XS and IQ1_S require one, as
+ * in ggml, and return 0 bytes without it. (IQ4_NL / IQ4_XS are in quant-iq.c.)
  *
  * How they work (ggml's method): each group of 4 magnitudes |x| (IQ3; 8 for IQ2) is rounded to odd levels
  * 2l + 1 (l in 0..7; 0..2 for IQ2) for a trial scale; the levels form a 12-bit (16-bit) key. If the key is a
@@ -44,7 +44,7 @@ typedef struct {
     lw_allocator alloc;         /* libc's: the quantize entry points take no allocator                  */
     int dim;                    /* coordinates per grid point: 4 or 8                                  */
     int bits;                   /* key bits per coordinate: 3 or 2                                     */
-    int ngrid;                  /* grid points: 256 or 512 (IQ3), 1024 (IQ2_S), 2048 (IQ1)             */
+    int ngrid;                  /* grid points: 256 (IQ3_XXS, IQ2_XXS), 512 (IQ3_S, IQ2_XS), 1024, 2048 */
     int nwant;                  /* neighbours = all points of the nwant smallest distances             */
     uint8_t pos[2048][8];       /* the odd levels 2l + 1 of each grid point                            */
     int *map;                   /* [1 << dim*bits] key -> grid index; -1: off-grid, list not made yet;
@@ -79,7 +79,7 @@ static void iq_tables_free(iq_tables *t) {
 }
 
 /* Allocates and fills the tables of the grid of a format; NULL when allocation fails. The numbers of
- * neighbour distances (nwant) are ggml's: 2 for IQ3_XXS, 3 for IQ3_S and IQ1, 1 for IQ2_S. */
+ * neighbour distances (nwant) are ggml's: 3 for IQ3_S and IQ1, 1 for IQ2_S, 2 for the others. */
 static iq_tables *iq_tables_new(uint32_t type) {
     const lw_allocator alloc = lw__allocator_or_default(NULL);
     iq_tables *t = lw__malloc(&alloc, sizeof *t);
@@ -90,8 +90,11 @@ static iq_tables *iq_tables_new(uint32_t type) {
     t->dim = iq3 ? 4 : 8;
     t->bits = iq3 ? 3 : 2;
     const bool iq1 = type == LW_TYPE_IQ1_S || type == LW_TYPE_IQ1_M;
-    t->ngrid = type == LW_TYPE_IQ3_XXS ? 256 : type == LW_TYPE_IQ3_S ? 512 : iq1 ? 2048 : 1024;
-    t->nwant = type == LW_TYPE_IQ3_XXS ? 2 : type == LW_TYPE_IQ3_S || iq1 ? 3 : 1;
+    t->ngrid = type == LW_TYPE_IQ3_XXS || type == LW_TYPE_IQ2_XXS ? 256
+               : type == LW_TYPE_IQ3_S || type == LW_TYPE_IQ2_XS  ? 512
+               : iq1                                              ? 2048
+                                                                  : 1024;
+    t->nwant = type == LW_TYPE_IQ2_S ? 1 : type == LW_TYPE_IQ3_S || iq1 ? 3 : 2;
     const size_t nkeys = (size_t)1 << (t->dim * t->bits);
     t->map = lw__malloc(&alloc, sizeof(int) * nkeys);
     if (!t->map) {
@@ -100,10 +103,12 @@ static iq_tables *iq_tables_new(uint32_t type) {
     }
     for (size_t i = 0; i < nkeys; ++i) t->map[i] = -1;
     for (int j = 0; j < t->ngrid; ++j) {
-        const uint64_t e = type == LW_TYPE_IQ3_XXS ? lw__iq3xxs_grid[j]
-                           : type == LW_TYPE_IQ3_S ? lw__iq3s_grid[j]
-                           : iq1                   ? lw__iq1s_grid[j]
-                                                   : lw__iq2s_grid[j];
+        const uint64_t e = type == LW_TYPE_IQ3_XXS   ? lw__iq3xxs_grid[j]
+                           : type == LW_TYPE_IQ3_S   ? lw__iq3s_grid[j]
+                           : type == LW_TYPE_IQ2_XXS ? lw__iq2xxs_grid[j]
+                           : type == LW_TYPE_IQ2_XS  ? lw__iq2xs_grid[j]
+                           : iq1                     ? lw__iq1s_grid[j]
+                                                     : lw__iq2s_grid[j];
         int key = 0;
         for (int k = 0; k < t->dim; ++k) {
             const int l = grid_level(type, (unsigned)(e >> (8 * k)) & 0xff);
@@ -219,19 +224,13 @@ static inline int clampi(int v, int lo, int hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* ---------------------------------------------------------------------------------------------------------
- * One sub-block of 32: the shared search of both formats (ggml duplicates it with these differences:
- * IQ3_XXS has 7-bit sign groups with even parity, 31 trial scales, an epsilon test and re-rounds only the
- * off-grid groups at the end; IQ3_S has free sign bytes, 19 trials, a zero test and re-rounds every group).
- * Fills L (levels) and block_signs; returns the sub-block scale (0 for an all-tiny sub-block).
- * ------------------------------------------------------------------------------------------------------- */
-static float iq3_subblock(iq_tables *t, bool xxs, const float *xb, const float *weight, int8_t *L,
-                          uint8_t *block_signs, bool *skipped) {
-    float xval[32], waux[32];
-    int8_t Laux[32];
-    bool is_on_grid[8], is_on_grid_aux[8];
-    for (int i = 0; i < 32; ++i) waux[i] = sqrtf(weight[i]);
-    for (int k = 0; k < 4; ++k) {
+/* Magnitudes xval = |xb| and one sign byte per group of 8 (bit i: element i negative) for ngroups groups.
+ * With parity (IQ2_XXS, IQ2_XS, IQ3_XXS store 7 sign bits and imply the 8th), a group with an odd number of
+ * negatives gets its least important element (smallest weight * x^2) flipped: its xval turns negative, and
+ * the stored byte is the 7 low bits. */
+static void iq_signs(const float *xb, const float *weight, int ngroups, bool parity, float *xval,
+                     uint8_t *block_signs) {
+    for (int k = 0; k < ngroups; ++k) {
         int nflip = 0;
         uint8_t s = 0;
         for (int i = 0; i < 8; ++i) {
@@ -243,8 +242,7 @@ static float iq3_subblock(iq_tables *t, bool xxs, const float *xb, const float *
                 s |= (uint8_t)(1 << i);
             }
         }
-        if (xxs && nflip % 2) {
-            /* odd number of negatives: flip the least important element (IQ3_XXS stores even parity) */
+        if (parity && nflip % 2) {
             int imin = 0;
             float min = weight[8 * k + imin] * xb[8 * k + imin] * xb[8 * k + imin];
             for (int i = 1; i < 8; ++i) {
@@ -257,8 +255,30 @@ static float iq3_subblock(iq_tables *t, bool xxs, const float *xb, const float *
             xval[8 * k + imin] = -xval[8 * k + imin];
             s ^= (uint8_t)(1 << imin);
         }
-        block_signs[k] = xxs ? (uint8_t)(s & 127) : s;
+        block_signs[k] = parity ? (uint8_t)(s & 127) : s;
     }
+}
+
+/* The scale < 0 branch ggml keeps "just in case" (cannot happen with xval >= 0): flip the stored signs. */
+static void iq_flip_signs(uint8_t *block_signs, int ngroups, bool parity) {
+    for (int k = 0; k < ngroups; ++k) {
+        block_signs[k] = parity ? (uint8_t)(~block_signs[k] & 127) : (uint8_t)~block_signs[k];
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * One sub-block of 32: the shared search of both formats (ggml duplicates it with these differences:
+ * IQ3_XXS has 7-bit sign groups with even parity, 31 trial scales, an epsilon test and re-rounds only the
+ * off-grid groups at the end; IQ3_S has free sign bytes, 19 trials, a zero test and re-rounds every group).
+ * Fills L (levels) and block_signs; returns the sub-block scale (0 for an all-tiny sub-block).
+ * ------------------------------------------------------------------------------------------------------- */
+static float iq3_subblock(iq_tables *t, bool xxs, const float *xb, const float *weight, int8_t *L,
+                          uint8_t *block_signs, bool *skipped) {
+    float xval[32], waux[32];
+    int8_t Laux[32];
+    bool is_on_grid[8], is_on_grid_aux[8];
+    for (int i = 0; i < 32; ++i) waux[i] = sqrtf(weight[i]);
+    iq_signs(xb, weight, 4, xxs, xval, block_signs);
     float max = xval[0];
     for (int i = 1; i < 32; ++i) max = max > xval[i] ? max : xval[i];
     memset(L, 0, 32);
@@ -320,10 +340,8 @@ static float iq3_subblock(iq_tables *t, bool xxs, const float *xb, const float *
         if (sumq2 > 0) scale = sumqx / sumq2;
     }
     if (scale < 0) {
-        /* cannot happen with xval >= 0, kept as ggml has it: positive scale, flipped signs */
         scale = -scale;
-        for (int k = 0; k < 4; ++k)
-            block_signs[k] = xxs ? (uint8_t)(~block_signs[k] & 127) : (uint8_t)~block_signs[k];
+        iq_flip_signs(block_signs, 4, xxs);
     }
     return scale;
 }
@@ -479,29 +497,19 @@ void lw__quantize_row_iq3_s_ref(const float *x, void *y, int64_t k) {
 #define IQ2_KMAX_Q 3     /* levels per coordinate: 2l + 1, l in 0..2 */
 #define IQ2S_EPS   1e-8f /* ggml GROUP_MAX_EPS_IQ2_S                 */
 
-/* One sub-block of 16 of IQ2_S: fills L and block_signs, returns the scale (skipped: all below epsilon). */
-static float iq2_s_subblock(iq_tables *t, const float *xb, const float *weight, int8_t *L,
-                            uint8_t *block_signs, bool *skipped) {
+/* One sub-block of 16 of IQ2_S (free sign bytes) or IQ2_XS (7 sign bits + parity): fills L and block_signs,
+ * returns the scale (skipped: all below eps). */
+static float iq2_subblock16(iq_tables *t, bool parity, float eps, const float *xb, const float *weight,
+                            int8_t *L, uint8_t *block_signs, bool *skipped) {
     float xval[16], waux[16];
     int8_t Laux[16];
     bool is_on_grid[2], is_on_grid_aux[2];
     for (int i = 0; i < 16; ++i) waux[i] = sqrtf(weight[i]);
-    for (int k = 0; k < 2; ++k) {
-        uint8_t s = 0;
-        for (int i = 0; i < 8; ++i) {
-            if (xb[8 * k + i] >= 0) {
-                xval[8 * k + i] = xb[8 * k + i];
-            } else {
-                xval[8 * k + i] = -xb[8 * k + i];
-                s |= (uint8_t)(1 << i);
-            }
-        }
-        block_signs[k] = s;
-    }
+    iq_signs(xb, weight, 2, parity, xval, block_signs);
     float max = xval[0];
     for (int i = 1; i < 16; ++i) max = max > xval[i] ? max : xval[i];
     memset(L, 0, 16);
-    *skipped = max < IQ2S_EPS;
+    *skipped = max < eps;
     if (*skipped) return 0;
     float best = 0;
     float scale = max / (2 * IQ2_KMAX_Q - 1);
@@ -551,10 +559,9 @@ static float iq2_s_subblock(iq_tables *t, const float *xb, const float *weight, 
         }
         if (sumq2 > 0) scale = sumqx / sumq2;
     }
-    if (scale < 0) { /* cannot happen with xval >= 0; kept as ggml has it */
+    if (scale < 0) {
         scale = -scale;
-        block_signs[0] = (uint8_t)~block_signs[0];
-        block_signs[1] = (uint8_t)~block_signs[1];
+        iq_flip_signs(block_signs, 2, parity);
     }
     return scale;
 }
@@ -581,7 +588,7 @@ static void iq2_s_row(iq_tables *t, const float *x, lw__block_iq2_s *y, int64_t 
             int8_t L[16];
             uint8_t block_signs[2];
             bool skipped;
-            const float scale = iq2_s_subblock(t, xb, weight, L, block_signs, &skipped);
+            const float scale = iq2_subblock16(t, false, IQ2S_EPS, xb, weight, L, block_signs, &skipped);
             if (skipped) {
                 scales[ib] = 0;
                 continue;
@@ -624,6 +631,271 @@ size_t lw__quantize_iq2_s(const float *src, void *dst, int64_t nrows, int64_t n_
 
 void lw__quantize_row_iq2_s_ref(const float *x, void *y, int64_t k) {
     lw__quantize_iq2_s(x, y, 1, k, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * IQ2_XS (ggml requires an importance matrix): IQ2_S's search with 7-bit signs + parity, the 512-point grid,
+ * sigma2 without the factor 2, and no fudge factor on d.
+ * ------------------------------------------------------------------------------------------------------- */
+#define IQ2_EPS 1e-15f /* ggml GROUP_MAX_EPS */
+
+static void iq2_xs_row(iq_tables *t, const float *x, lw__block_iq2_xs *y, int64_t nbl, const float *qw) {
+    for (int64_t ibl = 0; ibl < nbl; ++ibl) {
+        lw__block_iq2_xs *b = &y[ibl];
+        memset(b, 0, sizeof *b); /* also d = fp16(0) */
+        uint16_t q2[QK_K / 8];
+        memset(q2, 0, sizeof q2);
+        float scales[QK_K / 16];
+        float max_scale = 0;
+        const float *xbl = x + QK_K * ibl;
+        float sumx2 = 0;
+        for (int i = 0; i < QK_K; ++i) sumx2 += xbl[i] * xbl[i];
+        const float sigma2 = sumx2 / QK_K;
+        for (int ib = 0; ib < QK_K / 16; ++ib) {
+            const float *xb = xbl + 16 * ib;
+            const float *q = qw + QK_K * ibl + 16 * ib;
+            float weight[16];
+            for (int i = 0; i < 16; ++i) weight[i] = q[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+            int8_t L[16];
+            uint8_t block_signs[2];
+            bool skipped;
+            const float scale = iq2_subblock16(t, true, IQ2_EPS, xb, weight, L, block_signs, &skipped);
+            if (skipped) {
+                scales[ib] = 0;
+                continue;
+            }
+            for (int k = 0; k < 2; ++k)
+                q2[2 * ib + k] = (uint16_t)(iq_index(t, L + 8 * k) | (block_signs[k] << 9));
+            scales[ib] = scale;
+            max_scale = max_scale > scale ? max_scale : scale;
+        }
+        if (!max_scale) continue;
+        const float d = max_scale / 31;
+        b->d = lw__fp32_to_fp16(d);
+        const float id = 1 / d;
+        for (int ib = 0; ib < QK_K / 16; ++ib) {
+            const int l = clampi(iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            if (ib % 2 == 0)
+                b->scales[ib / 2] = (uint8_t)l;
+            else
+                b->scales[ib / 2] |= (uint8_t)(l << 4);
+        }
+        memcpy(b->qs, q2, sizeof q2);
+    }
+}
+
+size_t lw__quantize_iq2_xs(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                           const float *imatrix) {
+    if (nrows <= 0 || n_per_row <= 0 || !imatrix) return 0;
+    iq_tables *t = iq_tables_new(LW_TYPE_IQ2_XS);
+    if (!t) return 0;
+    const int64_t nblock = n_per_row / QK_K;
+    lw__block_iq2_xs *y = dst;
+    for (int64_t r = 0; r < nrows; ++r) iq2_xs_row(t, src + r * n_per_row, y + r * nblock, nblock, imatrix);
+    iq_tables_free(t);
+    return (size_t)(nrows * nblock) * sizeof(lw__block_iq2_xs);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * IQ2_XXS (ggml requires an importance matrix): sub-blocks of 32, the 256-point grid, a start scale from
+ * make_qp_quants, 13 trial scales, then every group re-rounded against the best scale.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* ggml's make_qp_quants: non-negative x quantized to 0..nmax by a weighted least-squares scale (9 candidate
+ * scales, then up to 5 passes moving single levels while the fit improves). The same function serves the
+ * K-quants' scales in quant-k.c, where it is static; this copy is kept identical. */
+static float qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights) {
+    float max = 0;
+    for (int i = 0; i < n; ++i) max = max > x[i] ? max : x[i];
+    if (max < IQ2_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = nmax / max;
+    for (int i = 0; i < n; ++i) L[i] = (uint8_t)iq_nearest_int(iscale * x[i]);
+    const float scale = 1 / iscale;
+    float best_mse = 0;
+    for (int i = 0; i < n; ++i) {
+        const float diff = x[i] - scale * L[i];
+        const float w = quant_weights[i];
+        best_mse += w * diff * diff;
+    }
+    for (int is = -4; is <= 4; ++is) {
+        if (is == 0) continue;
+        const float iscale_is = (0.1f * (float)is + (float)nmax) / max;
+        const float scale_is = 1 / iscale_is;
+        float mse = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = iq_nearest_int(iscale_is * x[i]);
+            l = l < nmax ? l : nmax;
+            const float diff = x[i] - scale_is * (float)l;
+            const float w = quant_weights[i];
+            mse += w * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = iq_nearest_int(iscale * x[i]);
+        l = l < nmax ? l : nmax;
+        L[i] = (uint8_t)l;
+        const float w = quant_weights[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            const float w = quant_weights[i];
+            float slx = sumlx - w * x[i] * L[i];
+            float sl2 = suml2 - w * L[i] * L[i];
+            if (slx > 0 && sl2 > 0) {
+                int new_l = iq_nearest_int(x[i] * sl2 / slx);
+                new_l = new_l < nmax ? new_l : nmax;
+                if (new_l != L[i]) {
+                    slx += w * x[i] * (float)new_l;
+                    sl2 += w * (float)new_l * (float)new_l;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (uint8_t)new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* One sub-block of 32 of IQ2_XXS: fills L and block_signs; returns the scale (skipped: scale 0). */
+static float iq2_xxs_subblock(iq_tables *t, const float *xb, const float *weight, int8_t *L,
+                              uint8_t *block_signs, bool *skipped) {
+    float xval[32], waux[32];
+    int8_t Laux[32];
+    for (int i = 0; i < 32; ++i) waux[i] = sqrtf(weight[i]);
+    iq_signs(xb, weight, 4, true, xval, block_signs);
+    float max = xval[0];
+    for (int i = 1; i < 32; ++i) max = max > xval[i] ? max : xval[i];
+    *skipped = true;
+    memset(L, 0, 32);
+    if (max < IQ2_EPS) return 0;
+    float scale = qp_quants(32, IQ2_KMAX_Q + 1, xval, (uint8_t *)L, weight);
+    const float eff_max = scale * IQ2_KMAX_Q;
+    if (eff_max <= 0) {
+        memset(L, 0, 32);
+        return 0;
+    }
+    *skipped = false;
+    float best = 0;
+    for (int is = -6; is <= 6; ++is) {
+        const float id = (2 * IQ2_KMAX_Q - 1 + (float)is * 0.1f) / eff_max;
+        const float this_scale = 1 / id;
+        for (int k = 0; k < 4; ++k) {
+            for (int i = 0; i < 8; ++i) {
+                const int l = iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
+                Laux[8 * k + i] = (int8_t)clampi(l, 0, IQ2_KMAX_Q - 1);
+            }
+            bool on;
+            iq_lookup(t, Laux + 8 * k, xval + 8 * k, waux + 8 * k, this_scale, &on);
+        }
+        float sumqx = 0, sumq2 = 0;
+        for (int i = 0; i < 32; ++i) {
+            const float w = weight[i];
+            const float q = (float)(2 * Laux[i] + 1);
+            sumqx += w * xval[i] * q;
+            sumq2 += w * q * q;
+        }
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            scale = sumqx / sumq2;
+            best = scale * sumqx;
+            memcpy(L, Laux, 32);
+        }
+    }
+    if (scale > 0) {
+        const float id = 1 / scale;
+        for (int k = 0; k < 4; ++k) {
+            for (int i = 0; i < 8; ++i) {
+                const int l = iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
+                L[8 * k + i] = (int8_t)clampi(l, 0, IQ2_KMAX_Q - 1);
+            }
+            bool on;
+            iq_lookup(t, L + 8 * k, xval + 8 * k, waux + 8 * k, scale, &on);
+        }
+        float sumqx = 0, sumq2 = 0;
+        for (int i = 0; i < 32; ++i) {
+            const float w = weight[i];
+            const float q = (float)(2 * L[i] + 1);
+            sumqx += w * xval[i] * q;
+            sumq2 += w * q * q;
+        }
+        if (sumq2 > 0) scale = sumqx / sumq2;
+    }
+    if (scale < 0) {
+        scale = -scale;
+        iq_flip_signs(block_signs, 4, true);
+    }
+    return scale;
+}
+
+static void iq2_xxs_row(iq_tables *t, const float *x, lw__block_iq2_xxs *y, int64_t nbl, const float *qw) {
+    for (int64_t ibl = 0; ibl < nbl; ++ibl) {
+        lw__block_iq2_xxs *b = &y[ibl];
+        memset(b, 0, sizeof *b); /* also d = fp16(0) */
+        uint32_t q2[QK_K / 16];
+        memset(q2, 0, sizeof q2);
+        float scales[QK_K / 32];
+        float max_scale = 0;
+        const float *xbl = x + QK_K * ibl;
+        float sumx2 = 0;
+        for (int i = 0; i < QK_K; ++i) sumx2 += xbl[i] * xbl[i];
+        const float sigma2 = sumx2 / QK_K;
+        for (int ib = 0; ib < QK_K / 32; ++ib) {
+            const float *xb = xbl + 32 * ib;
+            const float *q = qw + QK_K * ibl + 32 * ib;
+            float weight[32];
+            for (int i = 0; i < 32; ++i) weight[i] = q[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+            int8_t L[32];
+            uint8_t block_signs[4];
+            bool skipped;
+            const float scale = iq2_xxs_subblock(t, xb, weight, L, block_signs, &skipped);
+            if (skipped) {
+                scales[ib] = 0;
+                continue;
+            }
+            for (int k = 0; k < 4; ++k) {
+                q2[2 * ib + 0] |= (uint32_t)iq_index(t, L + 8 * k) << (8 * k);
+                q2[2 * ib + 1] |= (uint32_t)block_signs[k] << (7 * k);
+            }
+            scales[ib] = scale;
+            max_scale = max_scale > scale ? max_scale : scale;
+        }
+        if (!max_scale) continue;
+        const float d = max_scale / 31;
+        b->d = lw__fp32_to_fp16(d);
+        const float id = 1 / d;
+        for (int ib = 0; ib < QK_K / 32; ++ib) {
+            const int l = clampi(iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            q2[2 * ib + 1] |= (uint32_t)l << 28;
+        }
+        memcpy(b->qs, q2, sizeof q2);
+    }
+}
+
+size_t lw__quantize_iq2_xxs(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                            const float *imatrix) {
+    if (nrows <= 0 || n_per_row <= 0 || !imatrix) return 0;
+    iq_tables *t = iq_tables_new(LW_TYPE_IQ2_XXS);
+    if (!t) return 0;
+    const int64_t nblock = n_per_row / QK_K;
+    lw__block_iq2_xxs *y = dst;
+    for (int64_t r = 0; r < nrows; ++r) iq2_xxs_row(t, src + r * n_per_row, y + r * nblock, nblock, imatrix);
+    iq_tables_free(t);
+    return (size_t)(nrows * nblock) * sizeof(lw__block_iq2_xxs);
 }
 
 /* =========================================================================================================

@@ -25,8 +25,8 @@
 #define LW_QUANT_IQ_HAVE_DEQUANT_IQ4_NL  1
 #define LW_QUANT_IQ_HAVE_DEQUANT_IQ4_XS  1
 /* 1 when quant-iq.c implements lw__quantize_<fmt> (the ggml_quantize_chunk path). */
-#define LW_QUANT_IQ_HAVE_QUANT_IQ2_XXS 0
-#define LW_QUANT_IQ_HAVE_QUANT_IQ2_XS  0
+#define LW_QUANT_IQ_HAVE_QUANT_IQ2_XXS 1
+#define LW_QUANT_IQ_HAVE_QUANT_IQ2_XS  1
 #define LW_QUANT_IQ_HAVE_QUANT_IQ2_S   1
 #define LW_QUANT_IQ_HAVE_QUANT_IQ3_XXS 1
 #define LW_QUANT_IQ_HAVE_QUANT_IQ3_S   1

@@ -101,6 +101,28 @@ static void test_same_as_reference(const lw__cpu_kernels *K, const lw__cpu_kerne
             bad += memcmp(y1, y2, (size_t)n * 2) != 0;
         }
     }
+    /* the blocked products: every (row, token) output equals the single gemm-order dot */
+    enum { K_ = 96, M_ = 11, T_ = 9 };
+    static float wf[M_ * K_], af[T_ * K_], c1[T_ * 13];
+    static uint16_t wh[M_ * K_], ah[T_ * K_];
+    for (int i = 0; i < M_ * K_; i++) wf[i] = frand(), wh[i] = lw__fp32_to_fp16(wf[i]);
+    for (int i = 0; i < T_ * K_; i++) af[i] = frand(), ah[i] = lw__fp32_to_fp16(af[i]);
+    for (int f16 = 0; f16 < 2; f16++) {
+        if (!(f16 ? K->gemm_f16 : K->gemm_f32)) continue;
+        for (int m = 1; m <= M_; m++)
+            for (int t = 1; t <= T_; t++) {
+                for (int i = 0; i < T_ * 13; i++) c1[i] = -1.0f;
+                if (f16) K->gemm_f16(K_, wh, K_ * 2, m, ah, K_ * 2, t, c1, 13);
+                else K->gemm_f32(K_, wf, K_ * 4, m, af, K_ * 4, t, c1, 13);
+                for (int y = 0; y < t; y++) {
+                    for (int x = 0; x < m; x++) {
+                        float e = f16 ? R->dot_f16_gemm(K_, wh + x * K_, ah + y * K_) : R->dot_f32_gemm(K_, wf + x * K_, af + y * K_);
+                        bad += !same_bits(c1[y * 13 + x], e);
+                    }
+                    for (int x = m; x < 13; x++) bad += c1[y * 13 + x] != -1.0f; /* nothing outside the block */
+                }
+            }
+    }
     printf("kernels '%s' vs '%s': %d mismatches\n", K->name, R->name, bad);
     CHECK(bad == 0);
 }

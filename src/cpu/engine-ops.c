@@ -129,7 +129,7 @@ static void mad_f16(uint16_t *y, const uint16_t *x, float v, int64_t n) {
 
 static const lw__cpu_kernels ref_kernels = {
     "scalar", lw__cpu_dot_f32, lw__cpu_dot_f32_gemm, lw__cpu_dot_f16, lw__cpu_dot_f16_gemm,
-    f32_to_f16_row, f16_to_f32_row, scale_f16, mad_f16,
+    f32_to_f16_row, f16_to_f32_row, scale_f16, mad_f16, NULL, NULL,
 };
 
 const lw__cpu_kernels *lw__cpu_kernels_ref(void) {
@@ -147,8 +147,8 @@ static void choose_kernels(void) {
     const lw__cpu_kernels *x86 = lw__cpu_kernels_x86();
     if (x86 && !(force && !strcmp(force, "scalar"))) best_kernels = x86;
     const lw__cpu_kernels *k = best_kernels;
-    mm_table[LW_TYPE_F32] = (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm};
-    mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm};
+    mm_table[LW_TYPE_F32] = (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32};
+    mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16};
 }
 
 const lw__cpu_kernels *lw__cpu_kernels_best(void) {
@@ -259,10 +259,17 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
      *    in cache while the weight rows stream by */
     split(m, ith, nth, &r0, &r1);
     /* ggml hands steps of 2+ tokens with k a multiple of 16 to tinyBLAS, whose summation order differs */
-    float (*dot)(int64_t, const void *, const void *) = nt >= 2 && k % 16 == 0 && mm->dot_gemm ? mm->dot_gemm : mm->dot;
-    const int64_t TB = 16;
+    const int gemm = nt >= 2 && k % 16 == 0 && mm->dot_gemm;
+    float (*dot)(int64_t, const void *, const void *) = gemm ? mm->dot_gemm : mm->dot;
+    const int64_t TB = 32;
     for (int64_t t0 = 0; t0 < nt; t0 += TB) {
         int64_t t1 = t0 + TB < nt ? t0 + TB : nt;
+        if (gemm && mm->gemm) {
+            if (r1 > r0)
+                mm->gemm(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0,
+                         act + (size_t)t0 * act_stride, act_stride, t1 - t0, row_f32(dst, t0) + r0, (size_t)dst->ne0);
+            continue;
+        }
         for (int64_t r = r0; r < r1; r++) {
             const void *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
             for (int64_t t = t0; t < t1; t++) row_f32(dst, t)[r] = dot(k, wr, act + (size_t)t * act_stride);

@@ -19,6 +19,10 @@ typedef struct lw__cpu_mm {
     float (*dot)(int64_t n, const void *w, const void *a);   /* one weight row . one converted row       */
     float (*dot_gemm)(int64_t n, const void *w, const void *a); /* the same in ggml's batched order, for
                                                                    steps of 2+ tokens, n % 16 == 0; or NULL */
+    /* c[t * c_stride + r] = dot_gemm(w row r, a row t) for r < m, t < nt: the batched product, blocked
+     * for registers and cache (NULL: mul_mat loops over dot_gemm). Strides in bytes except c's (floats). */
+    void (*gemm)(int64_t k, const void *w, size_t w_stride, int64_t m, const void *a, size_t a_stride, int64_t nt,
+                 float *c, size_t c_stride);
 } lw__cpu_mm;
 
 /* The entry for a weight type (with the fastest kernels), or NULL when this build cannot multiply by it. */
@@ -47,6 +51,11 @@ typedef struct lw__cpu_kernels {
     void (*f16_to_f32)(const void *x, float *y, int64_t n);
     void (*scale_f16)(uint16_t *y, float v, int64_t n);                /* y = f16(y * v)              */
     void (*mad_f16)(uint16_t *y, const uint16_t *x, float v, int64_t n); /* y = f16(fma(x, v, y))     */
+    /* blocked dot_*_gemm over many rows and tokens (see lw__cpu_mm.gemm); NULL when not faster */
+    void (*gemm_f32)(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as, int64_t nt, float *c,
+                     size_t cs);
+    void (*gemm_f16)(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as, int64_t nt, float *c,
+                     size_t cs);
 } lw__cpu_kernels;
 
 /* The scalar references. */

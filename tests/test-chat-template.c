@@ -221,6 +221,12 @@ static const chat_case CASES[] = {
     {"DeepSeek-V2 (llama.cpp)", TMPL_DEEPSEEK_V2, "", DS_EOS, CONV(CONV_LLAMACPP), 1, -1,
      "You are a helpful assistant\n\nUser: Hello\n\nAssistant: Hi there" DS_EOS
      "User: Who are you\n\nAssistant:    I am an assistant   " DS_EOS "User: Another question\n\nAssistant:"},
+    /* --- DeepSeek V3 (-0324): system prompt after BOS, <｜User｜>/<｜Assistant｜> turns, EOS after replies */
+    {"DeepSeek-V3", TMPL_DEEPSEEK_V3, DS_BOS, DS_EOS, CONV(CONV_SMALL), 1, -1,
+     DS_BOS "You are a helpful assistant" DS_USER "Hello" DS_ASSISTANT "Hi there" DS_EOS DS_USER "Who are you"
+            DS_ASSISTANT},
+    {"DeepSeek-V3 (no generation prompt)", TMPL_DEEPSEEK_V3, DS_BOS, DS_EOS, CONV(CONV_SMALL), 0, -1,
+     DS_BOS "You are a helpful assistant" DS_USER "Hello" DS_ASSISTANT "Hi there" DS_EOS DS_USER "Who are you"},
     /* --- DeepSeek V3.1: non-thinking by default, thinking with enable_thinking */
     {"DeepSeek-V3.1", TMPL_DEEPSEEK_V31, DS_BOS, DS_EOS, CONV(CONV_SMALL), 1, -1,
      DS_BOS "You are a helpful assistant" DS_USER "Hello" DS_ASSISTANT "<think></think>Hi there" DS_EOS DS_USER

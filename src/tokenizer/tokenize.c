@@ -143,7 +143,7 @@ static void spm_try_bigram(tok_state *t, const char *w, int32_t left, int32_t ri
     heap_push(t, &b, 1);
 }
 
-static void spm_tokenize(tok_state *t, const char *w, size_t len) {
+static void spm_chunk(tok_state *t, const char *w, size_t len) {
     size_t n = make_symbols(t, w, len);
     if (t->st != LW_OK || n == 0) return;
     t->n_heap = 0;
@@ -174,6 +174,28 @@ static void spm_tokenize(tok_state *t, const char *w, size_t len) {
             if (bt >= 0) emit(t, bt);
         }
     }
+}
+
+/* Merges the text in chunks cut where no token contains the two bytes around the cut (see
+ * lw_vocab.pair_bits): no merge can cross such a cut, and merges on either side do not interact, so the
+ * result equals one merge over the whole text. Cuts fall only on the symbol boundaries of the whole text.
+ * This keeps the heaps small: one heap over a long text is slow (cache misses on every pop). */
+static void spm_tokenize(tok_state *t, const char *w, size_t len) {
+    const uint8_t *u = (const uint8_t *)w;
+    size_t start = 0, off = 0;
+    while (off < len && t->st == LW_OK) {
+        size_t l = lw__utf8_len(u[off]);
+        if (l > len - off) l = len - off;
+        if (off > start) {
+            uint32_t pair = (uint32_t)u[off - 1] << 8 | u[off];
+            if (!(t->v->pair_bits[pair >> 3] & (1u << (pair & 7)))) {
+                spm_chunk(t, w + start, off - start);
+                start = off;
+            }
+        }
+        off += l;
+    }
+    if (start < len && t->st == LW_OK) spm_chunk(t, w + start, len - start);
 }
 
 /* ---------------------------------------------------------------------------------------------------------

@@ -584,6 +584,18 @@ static lw_status load(lw_vocab *v, lw_gguf *g) {
     lw_status st = load_tokens(v, g);
     if (st != LW_OK) return st;
 
+    if (v->type == LW_VOCAB_SPM) {
+        v->pair_bits = lw__calloc(&v->alloc, 65536 / 8, 1);
+        if (!v->pair_bits) return lw__errorf(v->err, LW_ERR_NOMEM, "out of memory");
+        for (uint32_t i = 0; i < v->n_tokens; i++) {
+            const uint8_t *s = (const uint8_t *)v->text + v->tokens[i].off;
+            for (uint32_t j = 1; j < v->tokens[i].len; j++) {
+                uint32_t pair = (uint32_t)s[j - 1] << 8 | s[j];
+                v->pair_bits[pair >> 3] |= (uint8_t)(1u << (pair & 7));
+            }
+        }
+    }
+
     /* byte tokens for SPM fallback: "<0xXX>", else the byte itself as a one-byte token */
     for (int b = 0; b < 256; b++) {
         char buf[8];
@@ -691,6 +703,7 @@ void lw_vocab_free(lw_vocab *v) {
     lw__free(&a, v->merge_hash);
     lw__free(&a, v->special_cache);
     lw__free(&a, v->eog);
+    lw__free(&a, v->pair_bits);
     lw__free(&a, v);
 }
 

@@ -109,6 +109,9 @@ struct lw_vocab {
     uint32_t n_eog;             /* count                                                      */
     int32_t special[LW_TOKEN_SPECIAL_COUNT]; /* ids of special tokens, -1 = none             */
     int32_t byte_tokens[256];   /* SPM byte fallback ids (-1 = none)                           */
+    uint8_t *pair_bits;         /* SPM: bit (a << 8 | b) set when bytes a, b are adjacent in some
+                                 * token's text; where a pair is absent no merge can cross, so the
+                                 * text is merged in independent chunks (small heaps, same result)  */
 
     /* Behaviour flags, with llama.cpp's defaults per family and overrides from the file. */
     uint8_t add_space_prefix, add_bos, add_eos, add_sep, ignore_merges, clean_spaces;

@@ -5,6 +5,7 @@
 #define LW_ENGINE_SYNTH_H
 
 #include "core/core.h"
+#include "quant/quant.h"
 #include "llamaweb.h"
 
 #include <math.h>
@@ -21,7 +22,7 @@ typedef struct synth_spec {
     uint32_t n_head;    /* query heads                                       */
     uint32_t n_head_kv; /* KV heads (divides n_head)                         */
     uint32_t n_ff;      /* FFN width                                         */
-    uint32_t wtype;     /* LW_TYPE_F32 or LW_TYPE_F16 for the 2-D weights    */
+    uint32_t wtype;     /* type of the 2-D weights (f32, f16 or quantized)  */
     int tied;           /* 1: no output.weight (tied to token_embd)          */
     uint64_t seed;      /* weight values                                     */
 } synth_spec;
@@ -35,16 +36,23 @@ static inline float synth_rand(uint64_t *s) {
     return (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
-/* One tensor's data: ne1 rows of ne0, values scaled by `scale` (+ `offset`), stored as type. */
+/* One tensor's data: ne1 rows of ne0, values scaled by `scale` (+ `offset`), stored as type (f32, f16, or
+ * a quantized type through our quantizer). */
 static inline void *synth_tensor(uint64_t *seed, uint32_t type, int64_t ne0, int64_t ne1, float scale, float offset) {
     size_t n = (size_t)(ne0 * ne1);
-    void *p = malloc(n * (type == LW_TYPE_F16 ? 2 : 4));
-    if (!p) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        float v = offset + scale * synth_rand(seed);
-        if (type == LW_TYPE_F16) ((uint16_t *)p)[i] = lw__fp32_to_fp16(v);
-        else ((float *)p)[i] = v;
+    float *f = malloc(n * sizeof(float));
+    if (!f) return NULL;
+    for (size_t i = 0; i < n; i++) f[i] = offset + scale * synth_rand(seed);
+    if (type == LW_TYPE_F32) return f;
+    size_t bytes = type == LW_TYPE_F16 ? 2 * n : lw__row_size(type, ne0, NULL) * (size_t)ne1;
+    void *p = bytes ? malloc(bytes) : NULL;
+    if (p && type == LW_TYPE_F16) {
+        for (size_t i = 0; i < n; i++) ((uint16_t *)p)[i] = lw__fp32_to_fp16(f[i]);
+    } else if (p && lw__quantize(type, f, p, ne1, ne0, NULL) != LW_OK) {
+        free(p);
+        p = NULL;
     }
+    free(f);
     return p;
 }
 
@@ -65,7 +73,7 @@ static inline int synth_write(const char *path, const synth_spec *sp) {
     lw_gguf_writer_set_u32(w, "llama.attention.head_count_kv", sp->n_head_kv);
     lw_gguf_writer_set_u32(w, "llama.rope.dimension_count", hd);
     lw_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    lw_gguf_writer_set_u32(w, "general.file_type", sp->wtype == LW_TYPE_F16 ? 1 : 0);
+    lw_gguf_writer_set_u32(w, "general.file_type", sp->wtype == LW_TYPE_F16 ? 1 : sp->wtype == LW_TYPE_F32 ? 0 : 7);
 
     /* vocabulary: <unk> <s> </s>, the 256 byte tokens, then fillers */
     lw_gguf_str *toks = calloc(sp->n_vocab, sizeof(lw_gguf_str));

@@ -148,6 +148,12 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
+static double logit_range(const float *b, int n) {
+    float lo = b[0], hi = b[0];
+    for (int i = 0; i < n; i++) lo = b[i] < lo ? b[i] : lo, hi = b[i] > hi ? b[i] : hi;
+    return (double)hi - (double)lo;
+}
+
 /* max |a - b| / (max(b) - min(b)) */
 static double rel_diff(const float *a, const float *b, int n) {
     float lo = b[0], hi = b[0];
@@ -162,7 +168,7 @@ static double rel_diff(const float *a, const float *b, int n) {
 }
 
 static void compare_model(const char *path, const char *file, const int32_t *prompt, int n_prompt, int n_gen,
-                          int expect_first) {
+                          int expect_first, double tol) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         printf("%s: model not found at %s, skipped\n", file, path);
@@ -170,6 +176,7 @@ static void compare_model(const char *path, const char *file, const int32_t *pro
     }
     fclose(f);
 
+    const int failures_before = test_failures;
     lw_model *m = NULL;
     lw_context *c = NULL;
     CHECK_MSG(lw_model_load_file(path, NULL, &m) == LW_OK, "%s", lw_model_error(m));
@@ -188,7 +195,7 @@ static void compare_model(const char *path, const char *file, const int32_t *pro
     lp.n_threads = lp.n_threads_batch = 1;
     void *lc = lm ? ll.init_from_model(lm, lp) : NULL;
     CHECK(lc != NULL);
-    if (!m || !c || !lm || !lc || test_failures) goto done;
+    if (!m || !c || !lm || !lc || test_failures != failures_before) goto done;
 
     const int nv = lw_model_n_vocab(m);
     int32_t toks[512];
@@ -202,10 +209,13 @@ static void compare_model(const char *path, const char *file, const int32_t *pro
         if (n_prompt <= 8 || i % 16 == 15 || i == n_prompt - 1)
             printf("%s: prompt position %d: max|diff|/range = %.3g, top-1 %d vs %d\n", file, i, d, argmax(a, nv),
                    argmax(b, nv));
-        CHECK_MSG(argmax(a, nv) == argmax(b, nv), "%s position %d top-1 differs", file, i);
+        /* a different top-1 is accepted only as a near tie in llama.cpp's own logits (tol / 10 of the range) */
+        int ta = argmax(a, nv), tb = argmax(b, nv);
+        CHECK_MSG(ta == tb || fabsf(b[ta] - b[tb]) < (float)(tol / 10 * logit_range(b, nv)),
+                  "%s position %d top-1 differs: %d vs %d", file, i, ta, tb);
         if (d > worst) worst = d;
     }
-    CHECK_MSG(worst < 1e-3, "%s: prompt logits differ by %.3g of the range", file, worst);
+    CHECK_MSG(worst < tol, "%s: prompt logits differ by %.3g of the range", file, worst);
     if (expect_first >= 0) CHECK_MSG(argmax(lw_get_logits(c, -1), nv) == expect_first, "first greedy token");
 
     printf("%s: prompt of %d tokens: worst max|diff|/range = %.3g\n", file, n_prompt, worst);
@@ -223,7 +233,7 @@ static void compare_model(const char *path, const char *file, const int32_t *pro
         } else {
             float lo = b[0], hi = b[0];
             for (int i = 0; i < nv; i++) lo = b[i] < lo ? b[i] : lo, hi = b[i] > hi ? b[i] : hi;
-            if (fabsf(b[ta] - b[tb]) < 1e-4f * (hi - lo)) near_tie++;
+            if (fabsf(b[ta] - b[tb]) < (float)(tol / 10) * (hi - lo)) near_tie++;
             printf("%s: step %d: top-1 %d (ours) vs %d (llama.cpp), their logits %.6f vs %.6f\n", file, s, ta, tb,
                    b[ta], b[tb]);
         }
@@ -239,7 +249,7 @@ static void compare_model(const char *path, const char *file, const int32_t *pro
     for (int i = n_prompt; i < n_prompt + 20 && i < n; i++) printf(" %d", toks[i]);
     printf(" ...\n");
     CHECK_MSG(agree + near_tie == n_gen, "%s: %d disagreements that are not ties", file, n_gen - agree - near_tie);
-    CHECK_MSG(worst_gen < 1e-3, "%s: generation logits differ by %.3g of the range", file, worst_gen);
+    CHECK_MSG(worst_gen < tol, "%s: generation logits differ by %.3g of the range", file, worst_gen);
 
 done:
     if (lc) ll.free(lc);
@@ -262,9 +272,9 @@ int main(void) {
     static const int32_t once[5] = {1, 403, 407, 261, 378}; /* BOS + "Once upon a time" */
     char path[1024];
     snprintf(path, sizeof(path), "%s/models/stories260K.gguf", test_shared_dir());
-    compare_model(path, "stories260K.gguf", once, 5, 256, 432); /* llama.cpp's greedy continuation starts with 432 */
+    compare_model(path, "stories260K.gguf", once, 5, 256, 432, 1e-3); /* llama.cpp's greedy continuation starts with 432 */
     snprintf(path, sizeof(path), "%s/models/llama-2-tiny-random.gguf", test_shared_dir());
-    compare_model(path, "llama-2-tiny-random.gguf", once, 5, 256, -1);
+    compare_model(path, "llama-2-tiny-random.gguf", once, 5, 256, -1, 1e-3);
 
     /* synthetic models with real head sizes (64) so ggml's SIMD paths and, with a 100-token prompt, its
      * tiled flash-attention path for batches of 64+ tokens are exercised */
@@ -276,8 +286,20 @@ int main(void) {
         const char *name = k ? "synth-f16-tied.gguf" : "synth-f32.gguf";
         synth_path(path, sizeof(path), name);
         CHECK_MSG(synth_write(path, &sp) == 0, "writing %s", path);
-        compare_model(path, name, once, 5, 64, -1);
-        compare_model(path, name, longp, 100, 16, -1);
+        compare_model(path, name, once, 5, 64, -1, 1e-3);
+        compare_model(path, name, longp, 100, 16, -1, 1e-3);
+    }
+    /* quantized weights: our dot products are ggml's generic (scalar) kernels; llama.cpp runs its SIMD ones
+     * (other float orders, and repacked Q4_0), so these agree closely but not to the bit */
+    static const uint32_t qtypes[] = {LW_TYPE_Q8_0, LW_TYPE_Q4_0, LW_TYPE_Q4_K, LW_TYPE_Q6_K};
+    for (size_t k = 0; k < sizeof(qtypes) / sizeof(qtypes[0]); k++) {
+        synth_spec sp = {512, 256, 2, 4, 2, 512, qtypes[k], 0, 21 + k};
+        char name[64];
+        snprintf(name, sizeof(name), "synth-%s.gguf", lw_type_get(qtypes[k])->name);
+        synth_path(path, sizeof(path), name);
+        CHECK_MSG(synth_write(path, &sp) == 0, "writing %s", path);
+        compare_model(path, name, once, 5, 32, -1, 1e-2);
+        compare_model(path, name, longp, 100, 8, -1, 1e-2);
     }
     return test_summary("test-oracle-llama");
 }

@@ -11,6 +11,7 @@
  * Most of the time is spent in mul_mat (every weight row is read once per step). */
 #include "cpu/engine-ops.h"
 
+#include "cpu/quant-dot.h"
 #include "quant/quant.h"
 
 #include <math.h>
@@ -149,6 +150,19 @@ static void choose_kernels(void) {
     const lw__cpu_kernels *k = best_kernels;
     mm_table[LW_TYPE_F32] = (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32};
     mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16};
+    /* quantized weights: ggml's pairing with a quantized activation row (quant-dot.h). On x86 llama.cpp
+     * quantizes Q8_0/Q8_1 activations with its SIMD rounding, so we do too there. Its SIMD dot products add
+     * block results in other orders than these references: close to llama.cpp, not bit-identical yet. */
+    for (uint32_t t = 0; t < LW_TYPE_COUNT; t++) {
+        const lw__quant_dot_t *qd = lw__quant_dot(t);
+        if (!qd) continue;
+        lw__from_float_fn act = qd->act_from_float;
+#if defined(__x86_64__)
+        if (qd->vec_dot_type == LW_TYPE_Q8_0) act = lw__quantize_row_q8_0_x86;
+        if (qd->vec_dot_type == LW_TYPE_Q8_1) act = lw__quantize_row_q8_1_x86;
+#endif
+        mm_table[t] = (lw__cpu_mm){qd->vec_dot_type, act, qd->dot, NULL, NULL};
+    }
 }
 
 const lw__cpu_kernels *lw__cpu_kernels_best(void) {

@@ -7,6 +7,7 @@
 #include "core/core.h"
 #include "quant/quant.h"
 #include "llamaweb.h"
+#include "test.h" /* test_tmp_dir */
 
 #include <math.h>
 #include <stdio.h>

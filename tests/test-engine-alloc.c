@@ -6,7 +6,7 @@
 #include "model/engine.h"
 #include "sample/sample.h"
 #include "test.h"
-#include "engine-synth.h" /* after test.h */
+#include "engine-synth.h"
 
 #include <stdlib.h>
 

@@ -4,7 +4,7 @@
  * test-oracle-llama's job. */
 #include "model/engine.h"
 #include "test.h"
-#include "engine-synth.h" /* after test.h */
+#include "engine-synth.h"
 
 #include <math.h>
 

@@ -14,7 +14,7 @@
  * mismatching library before using it. */
 #include "model/engine.h"
 #include "test.h"
-#include "engine-synth.h" /* after test.h */
+#include "engine-synth.h"
 
 #include <dlfcn.h>
 #include <math.h>

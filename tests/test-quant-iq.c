@@ -380,6 +380,60 @@ static void check_roundtrip(fmt_t *f) {
     free(q);
 }
 
+/* Bad input never crashes: non-finite, huge and subnormal values go through every quantizer (ggml itself may
+ * abort on some of these, so they are not compared); under ASAN/UBSAN this also checks memory safety. The
+ * output must have the right size and decode without crashing. */
+static void check_hostile_inputs(const fmt_t *f) {
+    lw__quantize_fn chunk;
+    lw__from_float_fn ref;
+    our_quantizers(f->type, &chunk, &ref);
+    if (!chunk) return;
+    enum { N = 512 };
+    const lw_type_info *ti = lw_type_get(f->type);
+    const size_t bytes = N / ti->block_size * ti->type_size;
+    float *x = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N), *qw = malloc(sizeof(float) * N);
+    uint8_t *q = malloc(bytes);
+    for (int kind = 0; kind < 5; ++kind) {
+        for (int i = 0; i < N; ++i) {
+            const float g = t_gauss();
+            switch (kind) {
+            case 0:
+                x[i] = NAN;
+                break;
+            case 1:
+                x[i] = i % 3 == 0 ? INFINITY : i % 3 == 1 ? -INFINITY : g;
+                break;
+            case 2:
+                x[i] = g * 3e38f;
+                break;
+            case 3:
+                x[i] = g * 1e-42f;
+                break; /* subnormal */
+            default:
+                x[i] = i % 7 == 0 ? NAN : g;
+                break;
+            }
+            qw[i] = kind == 4 && i % 5 == 0 ? NAN : 1.f;
+        }
+        for (int use_qw = 0; use_qw < 2; ++use_qw) {
+            const bool needs =
+                f->type == LW_TYPE_IQ2_XXS || f->type == LW_TYPE_IQ2_XS || f->type == LW_TYPE_IQ1_S;
+            if (needs && !use_qw) continue;
+            CHECK_MSG(chunk(x, q, 1, N, use_qw ? qw : NULL) == bytes, "%s: hostile input kind %d", f->name,
+                      kind);
+            f->dequant(q, y, N);
+        }
+        if (ref) {
+            ref(x, q, N);
+            f->dequant(q, y, N);
+        }
+    }
+    free(x);
+    free(y);
+    free(qw);
+    free(q);
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * 4. Against ggml
  * ------------------------------------------------------------------------------------------------------- */
@@ -552,6 +606,7 @@ int main(void) {
         check_generator(&fmts[i]);
     }
     for (int i = 0; i < NFMTS; ++i) check_roundtrip(&fmts[i]);
+    for (int i = 0; i < NFMTS; ++i) check_hostile_inputs(&fmts[i]);
     uint64_t rng = 1;
     uint8_t junk[256];
     CHECK(lw__iq_random_block(LW_TYPE_Q4_0, &rng, 1.f, junk) == LW_ERR_INVALID_ARG);

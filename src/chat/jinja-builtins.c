@@ -886,6 +886,41 @@ bool jj_call_method(jj_ctx *c, jj_val obj, jj_str name, const jj_val *args, size
                                                        : jj_s(s.p, s.n - a0->u.s.n));
             return true;
         }
+        if (IS("format")) { /* "{}", "{0}", "{name}" replacement fields; "{{" and "}}" are literal braces */
+            jj_buf b = {0};
+            size_t auto_idx = 0;
+            for (size_t i = 0; i < s.n; i++) {
+                char ch = s.p[i];
+                if ((ch == '{' || ch == '}') && i + 1 < s.n && s.p[i + 1] == ch) {
+                    if (!jj_buf_add(c, &b, &ch, 1)) return false;
+                    i++;
+                    continue;
+                }
+                if (ch != '{') {
+                    if (!jj_buf_add(c, &b, &ch, 1)) return false;
+                    continue;
+                }
+                size_t j = i + 1;
+                while (j < s.n && s.p[j] != '}') j++;
+                if (j >= s.n) return jj_fail(c, LW_ERR_INVALID_ARG, "format: single '{' in format string");
+                jj_str field = jj_s(s.p + i + 1, j - i - 1);
+                const jj_val *v = NULL;
+                if (field.n == 0) {
+                    v = ARG(auto_idx++, NULL);
+                } else if (field.p[0] >= '0' && field.p[0] <= '9') {
+                    size_t k = 0;
+                    for (size_t q = 0; q < field.n && k < 1000; q++) k = k * 10 + (size_t)(field.p[q] - '0');
+                    v = ARG(k, NULL);
+                } else {
+                    for (size_t k = 0; k < nkw && !v; k++)
+                        if (jj_str_eq(kwn[k], field)) v = &kwv[k];
+                }
+                if (!v) return jj_fail(c, LW_ERR_INVALID_ARG, "format: missing argument for a replacement field");
+                if (!jj_write(c, &b, *v)) return false;
+                i = j;
+            }
+            return ret_buf(&b, out);
+        }
         if (IS("splitlines")) {
             jj_list *l = jj_list_new(c, 0);
             if (!l) return false;

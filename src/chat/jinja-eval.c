@@ -651,7 +651,7 @@ static bool iter_items(jj_ctx *c, jj_val v, jj_list **out, uint32_t line) {
 
 static bool exec_for(jj_ctx *c, jj_scope *sc, const jj_node *st) {
     jj_val it;
-    jj_list *items;
+    jj_list *items = NULL;
     if (!jj_eval(c, sc, st->a, &it) || !iter_items(c, it, &items, st->line)) return false;
     jj_scope *body_sc = jj_scope_new(c, sc);
     if (!body_sc) return false;

@@ -514,7 +514,7 @@ static bool parse_block(parser *P, const char *const *ends, jj_node ***body, uin
 static jj_node *parse_if(parser *P, uint32_t line) {
     static const char *const ends[] = {"elif", "else", "endif", NULL};
     jj_node *nd = node(P, JN_IF);
-    int which;
+    int which = -1;
     if (!nd || !enter(P) || !(nd->a = parse_expr(P)) || !expect_close(P)) return NULL;
     if (!parse_block(P, ends, &nd->body, &nd->nbody, &which, "if", line)) return NULL;
     if (which == 0) { /* elif: a nested if in the else branch */
@@ -540,7 +540,7 @@ static jj_node *parse_for(parser *P, uint32_t line) {
     static const char *const ends2[] = {"endfor", NULL};
     jj_node *nd = node(P, JN_FOR);
     uint32_t cap = 0;
-    int which;
+    int which = -1;
     if (!nd) return NULL;
     bool paren = accept_op(P, '(');
     do {
@@ -611,7 +611,7 @@ static jj_node *parse_set(parser *P, uint32_t line) {
     }
     /* block set: {% set x %}...{% endset %} */
     static const char *const ends[] = {"endset", NULL};
-    int which;
+    int which = -1;
     if (target->kind != JE_NAME) return perr(P, LW_ERR_INVALID_ARG, "block set needs a plain name"), NULL;
     nd->kind = JN_SET_BLOCK;
     if (is_op(P, '|')) {
@@ -630,7 +630,7 @@ static jj_node *parse_macro(parser *P, uint32_t line) {
     jj_node *nd = node(P, JN_MACRO);
     nvec defs = {0};
     uint32_t cap = 0;
-    int which;
+    int which = -1;
     if (!nd) return NULL;
     if (cur(P)->kind != JT_NAME) return perr(P, LW_ERR_INVALID_ARG, "expected a macro name"), NULL;
     nd->name = cur(P)->s;
@@ -677,7 +677,7 @@ static jj_node *parse_stmt(parser *P) {
         if (nd && (!(nd->a = parse_expr(P)) || !expect_close(P))) nd = NULL;
     } else if (jj_str_eqz(k, "filter")) {
         static const char *const ends[] = {"endfilter", NULL};
-        int which;
+        int which = -1;
         jj_node *ph = node(P, JE_NAME);
         nd = node(P, JN_FILTER);
         if (!ph || !nd) return NULL;
@@ -697,7 +697,7 @@ static jj_node *parse_stmt(parser *P) {
             return NULL;
     } else if (jj_str_eqz(k, "generation")) {
         static const char *const ends[] = {"endgeneration", NULL};
-        int which;
+        int which = -1;
         nd = node(P, JN_SCOPE);
         if (!nd || !expect_close(P) || !parse_block(P, ends, &nd->body, &nd->nbody, &which, "generation", line) ||
             !expect_close(P))
@@ -758,7 +758,7 @@ lw_status jj_parse(jj_arena *a, const jj_tok *toks, size_t n, jj_node ***body, u
     P.n = n;
     P.err = err;
     nvec v = {0};
-    int which;
+    int which = -1;
     if (!parse_body(&P, NULL, &v, &which)) return P.st != LW_OK ? P.st : LW_ERR_INVALID_ARG;
     *body = v.v;
     *nbody = v.n;

@@ -245,7 +245,7 @@ void jj_fmt_float(double f, char buf[40]) {
             *o++ = '.';
             for (int i = 1; i < nd; i++) *o++ = digits[i];
         }
-        snprintf(o, 12, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+        snprintf(o, 8, "e%c%02d", exp10 < 0 ? '-' : '+', (exp10 < 0 ? -exp10 : exp10) % 1000); /* |exp10| <= 324 */
     }
 }
 

@@ -26,6 +26,9 @@ typedef struct synth_spec {
     uint32_t wtype;     /* type of the 2-D weights (f32, f16 or quantized)  */
     int tied;           /* 1: no output.weight (tied to token_embd)          */
     uint64_t seed;      /* weight values                                     */
+    const char *arch;   /* general.architecture; NULL: "llama"              */
+    int biases;         /* 1: Q/K/V biases and an output bias (qwen2)         */
+    int qk_norm;        /* 1: per-head Q/K RMSNorm weights (qwen3)            */
 } synth_spec;
 
 /* Deterministic values in about [-1, 1) (xorshift64*). */
@@ -64,16 +67,21 @@ static inline int synth_write(const char *path, const synth_spec *sp) {
     void *bufs[16 * 64 + 8];
     int nb = 0, rc = -1;
     const uint32_t hd = sp->n_embd / sp->n_head, kvd = hd * sp->n_head_kv;
-    lw_gguf_writer_set_str(w, "general.architecture", "llama");
+    const char *arch = sp->arch ? sp->arch : "llama";
+    char key[128];
+#define SYNTH_KEY(k) (snprintf(key, sizeof(key), "%s." k, arch), key)
+    lw_gguf_writer_set_str(w, "general.architecture", arch);
     lw_gguf_writer_set_str(w, "general.name", "synthetic");
-    lw_gguf_writer_set_u32(w, "llama.context_length", 2048);
-    lw_gguf_writer_set_u32(w, "llama.embedding_length", sp->n_embd);
-    lw_gguf_writer_set_u32(w, "llama.block_count", sp->n_layer);
-    lw_gguf_writer_set_u32(w, "llama.feed_forward_length", sp->n_ff);
-    lw_gguf_writer_set_u32(w, "llama.attention.head_count", sp->n_head);
-    lw_gguf_writer_set_u32(w, "llama.attention.head_count_kv", sp->n_head_kv);
-    lw_gguf_writer_set_u32(w, "llama.rope.dimension_count", hd);
-    lw_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    lw_gguf_writer_set_u32(w, SYNTH_KEY("context_length"), 2048);
+    lw_gguf_writer_set_u32(w, SYNTH_KEY("embedding_length"), sp->n_embd);
+    lw_gguf_writer_set_u32(w, SYNTH_KEY("block_count"), sp->n_layer);
+    lw_gguf_writer_set_u32(w, SYNTH_KEY("feed_forward_length"), sp->n_ff);
+    lw_gguf_writer_set_u32(w, SYNTH_KEY("attention.head_count"), sp->n_head);
+    lw_gguf_writer_set_u32(w, SYNTH_KEY("attention.head_count_kv"), sp->n_head_kv);
+    lw_gguf_writer_set_u32(w, SYNTH_KEY("rope.dimension_count"), hd);
+    lw_gguf_writer_set_f32(w, SYNTH_KEY("rope.freq_base"), 1000000.0f);
+    lw_gguf_writer_set_f32(w, SYNTH_KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
+#undef SYNTH_KEY
     lw_gguf_writer_set_u32(w, "general.file_type", sp->wtype == LW_TYPE_F16 ? 1 : sp->wtype == LW_TYPE_F32 ? 0 : 7);
 
     /* vocabulary: <unk> <s> </s>, the 256 byte tokens, then fillers */
@@ -112,6 +120,7 @@ static inline int synth_write(const char *path, const synth_spec *sp) {
     SYNTH_ADD("token_embd.weight", sp->wtype, sp->n_embd, sp->n_vocab, 1.0f, 0.0f);
     SYNTH_ADD("output_norm.weight", LW_TYPE_F32, sp->n_embd, 1, 0.2f, 1.0f);
     if (!sp->tied) SYNTH_ADD("output.weight", sp->wtype, sp->n_embd, sp->n_vocab, se, 0.0f);
+    if (sp->biases) SYNTH_ADD("output.bias", LW_TYPE_F32, sp->n_vocab, 1, 0.5f, 0.0f);
     for (uint32_t l = 0; l < sp->n_layer; l++) {
         char n[64];
 #define SYNTH_L(suffix, type, ne0, ne1, scale, offset)                                                          \
@@ -122,6 +131,15 @@ static inline int synth_write(const char *path, const synth_spec *sp) {
         SYNTH_L("attn_k.weight", sp->wtype, sp->n_embd, kvd, se * 2.0f, 0.0f);
         SYNTH_L("attn_v.weight", sp->wtype, sp->n_embd, kvd, se, 0.0f);
         SYNTH_L("attn_output.weight", sp->wtype, sp->n_embd, sp->n_embd, se, 0.0f);
+        if (sp->biases) {
+            SYNTH_L("attn_q.bias", LW_TYPE_F32, sp->n_embd, 1, 0.3f, 0.0f);
+            SYNTH_L("attn_k.bias", LW_TYPE_F32, kvd, 1, 0.3f, 0.0f);
+            SYNTH_L("attn_v.bias", LW_TYPE_F32, kvd, 1, 0.3f, 0.0f);
+        }
+        if (sp->qk_norm) {
+            SYNTH_L("attn_q_norm.weight", LW_TYPE_F32, hd, 1, 0.2f, 1.0f);
+            SYNTH_L("attn_k_norm.weight", LW_TYPE_F32, hd, 1, 0.2f, 1.0f);
+        }
         SYNTH_L("ffn_norm.weight", LW_TYPE_F32, sp->n_embd, 1, 0.2f, 1.0f);
         SYNTH_L("ffn_gate.weight", sp->wtype, sp->n_embd, sp->n_ff, se, 0.0f);
         SYNTH_L("ffn_up.weight", sp->wtype, sp->n_embd, sp->n_ff, se, 0.0f);

@@ -108,6 +108,8 @@ lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits) {
     }
     int32_t cur = rms_norm(g, "result_norm", inpL, W(g, &m->output_norm), E, 0, hp->rms_eps, LW_ROWS_OUTPUTS);
     int32_t out = mul_mat(g, "result_output", &m->output, cur, LW_ROWS_OUTPUTS);
+    if (m->output_b.data)
+        out = node(g, LW_OP_ADD, "result_output_b", hp->n_vocab, LW_ROWS_OUTPUTS, out, W(g, &m->output_b), NULL);
     if (g->status != LW_OK) return g->status;
     g->t[out].kind = LW_T_OUTPUT; /* kept after the step: the caller reads it */
     *logits = out;

@@ -14,6 +14,8 @@
 
 static const lw__arch_def arch_table[] = {
     {"llama", LW_ROPE_NORMAL, lw__build_llama},
+    {"qwen2", LW_ROPE_NEOX, lw__build_llama}, /* + Q/K/V biases, optional output bias */
+    {"qwen3", LW_ROPE_NEOX, lw__build_llama}, /* + per-head Q/K RMSNorm before RoPE   */
 };
 
 #define WEIGHT_ALIGN 64 /* every tensor starts on a cache line (and a SIMD load boundary) */
@@ -162,7 +164,8 @@ static lw_status bind_all(binder *b) {
     lw_status st;
     if ((st = bind(b, &m->tok_embd, "token_embd.weight", E, V, 'e', 1)) ||
         (st = bind(b, &m->output_norm, "output_norm.weight", E, 0, 'v', 1)) ||
-        (st = bind(b, &m->output, "output.weight", E, V, 'm', 0)))
+        (st = bind(b, &m->output, "output.weight", E, V, 'm', 0)) ||
+        (st = bind(b, &m->output_b, "output.bias", V, 0, 'v', 0)))
         return st;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         lw__layer *L = &m->layers[il];

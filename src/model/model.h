@@ -79,6 +79,7 @@ struct lw_model {
     lw__wt tok_embd;             /* [n_vocab rows of n_embd]                              */
     lw__wt output_norm;          /* [n_embd]                                              */
     lw__wt output;               /* [n_vocab rows of n_embd]; token_embd when tied        */
+    lw__wt output_b;             /* optional [n_vocab] bias (qwen2)                       */
     lw__layer *layers;           /* n_layer blocks                                        */
     void *weights;               /* the one weight allocation (aligned start)             */
     void *weights_raw;           /* what the allocator returned (freed)                   */

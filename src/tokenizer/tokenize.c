@@ -313,7 +313,11 @@ static void bpe_tokenize(tok_state *t, const char *text, size_t len) {
                 wl += k;
                 continue;
             }
-            for (size_t j = 0; j < k; j++) wl += lw__utf8_encode(lw__byte_to_ucp((uint8_t)u8[j]), t->buf + wl);
+            for (size_t j = 0; j < k; j++) {
+                uint8_t b = (uint8_t)u8[j];
+                memcpy(t->buf + wl, v->byte_u8[b], 2);
+                wl += v->byte_u8_len[b];
+            }
         }
         start += cnt;
         bpe_word(t, t->buf, wl);

@@ -531,7 +531,12 @@ static lw_status load(lw_vocab *v, lw_gguf *g) {
     lw_gguf_get_str(g, "tokenizer.ggml.pre", &pre);
     snprintf(v->pre_name, sizeof(v->pre_name), "%s", pre);
     for (int i = 0; i < LW_TOKEN_SPECIAL_COUNT; i++) v->special[i] = -1;
-    for (int i = 0; i < 256; i++) v->byte_tokens[i] = -1;
+    for (int i = 0; i < 256; i++) {
+        char u8[4];
+        v->byte_tokens[i] = -1;
+        v->byte_u8_len[i] = (uint8_t)lw__utf8_encode(lw__byte_to_ucp((uint8_t)i), u8); /* < U+0800: 2 bytes */
+        memcpy(v->byte_u8[i], u8, v->byte_u8_len[i]);
+    }
     v->escape_ws = 1;
     v->lowercase = v->strip_accents = 1;
     uint8_t pflags = 0;

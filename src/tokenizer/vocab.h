@@ -109,6 +109,8 @@ struct lw_vocab {
     uint32_t n_eog;             /* count                                                      */
     int32_t special[LW_TOKEN_SPECIAL_COUNT]; /* ids of special tokens, -1 = none             */
     int32_t byte_tokens[256];   /* SPM byte fallback ids (-1 = none)                           */
+    char byte_u8[256][2];       /* GPT-2 byte mapping, UTF-8 (1 or 2 bytes) ...                 */
+    uint8_t byte_u8_len[256];   /* ... and its length                                          */
     uint8_t *pair_bits;         /* SPM: bit (a << 8 | b) set when bytes a, b are adjacent in some
                                  * token's text; where a pair is absent no merge can cross, so the
                                  * text is merged in independent chunks (small heaps, same result)  */

@@ -212,14 +212,6 @@ static int iq_index(const iq_tables *t, const int8_t *L) {
     return gi >= 0 ? gi : 0;
 }
 
-/* Same rounding as ggml's nearest_int (see quant-iq.c). */
-static inline int iq_nearest_int(float f) {
-    const float v = f + 12582912.f;
-    int32_t i;
-    memcpy(&i, &v, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
 static inline int clampi(int v, int lo, int hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
@@ -296,7 +288,7 @@ static float iq3_subblock(iq_tables *t, bool xxs, const float *xb, const float *
         const float this_scale = 1 / id;
         for (int k = 0; k < 8; ++k) {
             for (int i = 0; i < 4; ++i) {
-                const int l = iq_nearest_int(0.5f * (id * xval[4 * k + i] - 1));
+                const int l = lw__iq_nearest_int(0.5f * (id * xval[4 * k + i] - 1));
                 Laux[4 * k + i] = (int8_t)clampi(l, 0, IQ3_KMAX_Q - 1);
             }
             iq_lookup(t, Laux + 4 * k, xval + 4 * k, waux + 4 * k, this_scale, &is_on_grid_aux[k]);
@@ -323,7 +315,7 @@ static float iq3_subblock(iq_tables *t, bool xxs, const float *xb, const float *
             if (xxs && is_on_grid[k]) continue;
             int8_t Lk[4];
             for (int i = 0; i < 4; ++i) {
-                const int l = iq_nearest_int(0.5f * (id * xval[4 * k + i] - 1));
+                const int l = lw__iq_nearest_int(0.5f * (id * xval[4 * k + i] - 1));
                 Lk[i] = (int8_t)clampi(l, 0, IQ3_KMAX_Q - 1);
             }
             bool on;
@@ -393,7 +385,7 @@ static void iq3_xxs_row(iq_tables *t, const float *x, lw__block_iq3_xxs *y, int6
         const uint16_t dh = lw__fp32_to_fp16(d * 1.0125f); /* ggml's fudge factor */
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 32; ++ib) {
-            int l = iq_nearest_int(0.5f * (id * scales[ib] - 1));
+            int l = lw__iq_nearest_int(0.5f * (id * scales[ib] - 1));
             l = clampi(l, 0, 15);
             scales_and_signs[ib] |= (uint32_t)l << 28;
         }
@@ -467,8 +459,8 @@ static void iq3_s_row(iq_tables *t, const float *x, lw__block_iq3_s *y, int64_t 
         b->d = lw__fp32_to_fp16(d * 1.033f); /* ggml's fudge factor */
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 32; ib += 2) {
-            const int l1 = clampi(iq_nearest_int(0.5f * (id * scales[ib + 0] - 1)), 0, 15);
-            const int l2 = clampi(iq_nearest_int(0.5f * (id * scales[ib + 1] - 1)), 0, 15);
+            const int l1 = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib + 0] - 1)), 0, 15);
+            const int l2 = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib + 1] - 1)), 0, 15);
             b->scales[ib / 2] = (uint8_t)(l1 | (l2 << 4));
         }
     }
@@ -519,7 +511,7 @@ static float iq2_subblock16(iq_tables *t, bool parity, float eps, const float *x
         const float this_scale = 1 / id;
         for (int k = 0; k < 2; ++k) {
             for (int i = 0; i < 8; ++i) {
-                const int l = iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
+                const int l = lw__iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
                 Laux[8 * k + i] = (int8_t)clampi(l, 0, IQ2_KMAX_Q - 1);
             }
             iq_lookup(t, Laux + 8 * k, xval + 8 * k, waux + 8 * k, this_scale, &is_on_grid_aux[k]);
@@ -544,7 +536,7 @@ static float iq2_subblock16(iq_tables *t, bool parity, float eps, const float *x
         for (int k = 0; k < 2; ++k) {
             if (is_on_grid[k]) continue;
             for (int i = 0; i < 8; ++i) {
-                const int l = iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
+                const int l = lw__iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
                 L[8 * k + i] = (int8_t)clampi(l, 0, IQ2_KMAX_Q - 1);
             }
             bool on;
@@ -608,7 +600,7 @@ static void iq2_s_row(iq_tables *t, const float *x, lw__block_iq2_s *y, int64_t 
         b->d = lw__fp32_to_fp16(d * 0.9875f); /* ggml's fudge factor */
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 16; ++ib) {
-            const int l = clampi(iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            const int l = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
             if (ib % 2 == 0)
                 b->scales[ib / 2] = (uint8_t)l;
             else
@@ -674,7 +666,7 @@ static void iq2_xs_row(iq_tables *t, const float *x, lw__block_iq2_xs *y, int64_
         b->d = lw__fp32_to_fp16(d);
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 16; ++ib) {
-            const int l = clampi(iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            const int l = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
             if (ib % 2 == 0)
                 b->scales[ib / 2] = (uint8_t)l;
             else
@@ -712,7 +704,7 @@ static float qp_quants(int n, int nmax, const float *x, uint8_t *L, const float 
         return 0.f;
     }
     float iscale = nmax / max;
-    for (int i = 0; i < n; ++i) L[i] = (uint8_t)iq_nearest_int(iscale * x[i]);
+    for (int i = 0; i < n; ++i) L[i] = (uint8_t)lw__iq_nearest_int(iscale * x[i]);
     const float scale = 1 / iscale;
     float best_mse = 0;
     for (int i = 0; i < n; ++i) {
@@ -726,7 +718,7 @@ static float qp_quants(int n, int nmax, const float *x, uint8_t *L, const float 
         const float scale_is = 1 / iscale_is;
         float mse = 0;
         for (int i = 0; i < n; ++i) {
-            int l = iq_nearest_int(iscale_is * x[i]);
+            int l = lw__iq_nearest_int(iscale_is * x[i]);
             l = l < nmax ? l : nmax;
             const float diff = x[i] - scale_is * (float)l;
             const float w = quant_weights[i];
@@ -739,7 +731,7 @@ static float qp_quants(int n, int nmax, const float *x, uint8_t *L, const float 
     }
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; ++i) {
-        int l = iq_nearest_int(iscale * x[i]);
+        int l = lw__iq_nearest_int(iscale * x[i]);
         l = l < nmax ? l : nmax;
         L[i] = (uint8_t)l;
         const float w = quant_weights[i];
@@ -753,7 +745,7 @@ static float qp_quants(int n, int nmax, const float *x, uint8_t *L, const float 
             float slx = sumlx - w * x[i] * L[i];
             float sl2 = suml2 - w * L[i] * L[i];
             if (slx > 0 && sl2 > 0) {
-                int new_l = iq_nearest_int(x[i] * sl2 / slx);
+                int new_l = lw__iq_nearest_int(x[i] * sl2 / slx);
                 new_l = new_l < nmax ? new_l : nmax;
                 if (new_l != L[i]) {
                     slx += w * x[i] * (float)new_l;
@@ -797,7 +789,7 @@ static float iq2_xxs_subblock(iq_tables *t, const float *xb, const float *weight
         const float this_scale = 1 / id;
         for (int k = 0; k < 4; ++k) {
             for (int i = 0; i < 8; ++i) {
-                const int l = iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
+                const int l = lw__iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
                 Laux[8 * k + i] = (int8_t)clampi(l, 0, IQ2_KMAX_Q - 1);
             }
             bool on;
@@ -820,7 +812,7 @@ static float iq2_xxs_subblock(iq_tables *t, const float *xb, const float *weight
         const float id = 1 / scale;
         for (int k = 0; k < 4; ++k) {
             for (int i = 0; i < 8; ++i) {
-                const int l = iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
+                const int l = lw__iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
                 L[8 * k + i] = (int8_t)clampi(l, 0, IQ2_KMAX_Q - 1);
             }
             bool on;
@@ -879,7 +871,7 @@ static void iq2_xxs_row(iq_tables *t, const float *x, lw__block_iq2_xxs *y, int6
         b->d = lw__fp32_to_fp16(d);
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 32; ++ib) {
-            const int l = clampi(iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            const int l = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
             q2[2 * ib + 1] |= (uint32_t)l << 28;
         }
         memcpy(b->qs, q2, sizeof q2);
@@ -1059,7 +1051,7 @@ static void iq1_s_row(iq_tables *t, const float *x, lw__block_iq1_s *y, int64_t 
         b->d = lw__fp32_to_fp16(d * 1.125f); /* ggml's fudge factor */
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / BS; ++ib) {
-            int l = clampi(iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
+            int l = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
             if (shifts[ib] == -1) l |= 8;
             b->qh[ib] = (uint16_t)(b->qh[ib] | (l << 12));
         }
@@ -1190,7 +1182,7 @@ static void iq1_m_row(iq_tables *t, const float *x, lw__block_iq1_m *y, int64_t 
         const float id = 1 / d;
         float sumqx_f = 0, sumq2_f = 0;
         for (int ib = 0; ib < QK_K / BS; ++ib) {
-            const int l = clampi(iq_nearest_int(0.5f * (id * scales[ib + 0] - 1)), 0, 7);
+            const int l = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib + 0] - 1)), 0, 7);
             sc[ib / 4] = (uint16_t)(sc[ib / 4] | (l << (3 * (ib % 4))));
             b->qh[ib] |= masks[shifts[ib]];
             const float *xb = xbl + BS * ib;

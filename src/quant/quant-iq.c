@@ -307,15 +307,6 @@ void lw__dequantize_row_iq4_xs(const void *vx, float *y, int64_t k) {
 
 #define IQ4_GROUP_MAX_EPS 1e-15f /* a sub-block whose largest |x| is below this gets scale 0 */
 
-/* Rounds to the nearest integer, ties to even, for |f| < 2^22: adding 1.5 * 2^23 leaves the rounded value in
- * the low mantissa bits (the same trick, hence the same results, as ggml's nearest_int). */
-static inline int iq4_nearest_int(float f) {
-    const float v = f + 12582912.f;
-    int32_t i;
-    memcpy(&i, &v, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
 /* Index of the level of the ascending table val[0..n) nearest to x; ties go to the upper level. */
 static inline int iq4_best_index(int n, const int8_t *val, float x) {
     if (x <= val[0]) return 0;
@@ -417,7 +408,7 @@ static void iq4_quantize_superblock(int sb, const float *x, uint16_t *dh, uint8_
         *dh = lw__fp32_to_fp16(d);
         const float id = d ? 1 / d : 0.f;
         for (int ib = 0; ib < sb / 32; ++ib) {
-            int l = iq4_nearest_int(id * scales[ib]);
+            int l = lw__iq_nearest_int(id * scales[ib]);
             l = l < -32 ? -32 : l > 31 ? 31 : l;
             const float dl = d * (float)l;
             const float idl = dl ? 1 / dl : 0.f;

@@ -57,8 +57,8 @@ typedef struct lw__wgsl_pp_params {
     uint32_t max_depth;              /* 0: LW_WGSL_PP_DEFAULT_MAX_DEPTH                     */
 } lw__wgsl_pp_params;
 
-/* Expands the file named entry. On success *out is a NUL-terminated string allocated with alloc (free it
- * with lw__free(alloc, *out)) of *out_len bytes. On failure *out is NULL and err (LW_ERRMSG_SIZE bytes)
+/* Expands the file named entry. On success *out is a NUL-terminated string of *out_len bytes (out_len may
+ * be NULL) allocated with alloc (NULL: libc; free it with lw__free on lw__allocator_or_default(alloc)). On failure *out is NULL and err (LW_ERRMSG_SIZE bytes)
  * holds the reason: LW_ERR_INVALID_ARG (syntax, bad define, unbalanced conditionals), LW_ERR_NOT_FOUND
  * (entry or include missing), LW_ERR_UNSUPPORTED (#error), LW_ERR_TOO_LARGE (a limit), LW_ERR_NOMEM. */
 lw_status lw__wgsl_pp(const lw_allocator *alloc, const char *entry, const lw__wgsl_pp_params *params,

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# WebGPU backend tests: builds the wasm module (scripts/build-wasm.sh) and runs the Node tests of tests/web/
+# (npm `webgpu` = Dawn) once per CPU Vulkan driver: lavapipe (Mesa from bookworm-backports; shader-f16,
+# 128 MiB bindings) and SwiftShader (from Debian's chromium; no shader-f16). A driver that is not installed
+# is reported as skipped. The preprocessor's native tests (tests/test-wgsl-pp.c) run in the main ctest suite.
+# Needs scripts/setup-webgpu.sh. Ends with one line: "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+passed=0 failed=0 skipped=0
+if ! scripts/build-wasm.sh; then
+  echo "test-webgpu: wasm build failed"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+mkdir -p build/wasm
+
+lavapipe=$(ls /usr/share/vulkan/icd.d/lvp_icd*.json 2>/dev/null | head -1)
+swiftshader=/usr/lib/chromium/vk_swiftshader_icd.json
+
+run_on() { # name icd-file
+  local name=$1 icd=$2 log=build/wasm/test-web-$1.log
+  if [ -z "$icd" ] || [ ! -f "$icd" ]; then
+    echo "test-webgpu: SKIP $name (no Vulkan ICD; run scripts/setup-webgpu.sh)"
+    skipped=$((skipped + 1))
+    return
+  fi
+  echo "test-webgpu: $name ($icd)"
+  VK_ICD_FILENAMES=$icd timeout 600 node --test --test-reporter=tap tests/web/ >"$log" 2>&1
+  local rc=$?
+  grep -E '^# \\# |^not ok|^# (tests|pass|fail|skipped) ' "$log" | sed 's/^# \\# /  /; s/^/  /'
+  local p f
+  p=$(grep -E '^# pass [0-9]+' "$log" | awk '{print $3}' | tail -1)
+  f=$(grep -E '^# fail [0-9]+' "$log" | awk '{print $3}' | tail -1)
+  if [ -z "$p" ] || [ -z "$f" ]; then
+    echo "test-webgpu: $name: no test summary (exit $rc); log: $log"
+    tail -20 "$log"
+    failed=$((failed + 1))
+    return
+  fi
+  [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1 # a crash after the summary still fails
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
+
+run_on lavapipe "$lavapipe"
+run_on swiftshader "$swiftshader"
+[ "$skipped" -gt 0 ] && echo "test-webgpu: $skipped driver(s) skipped"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,122 @@
+/* Mat-vec kernel family: variant choice, template expansion into a pipeline, and per-call planning. */
+#include "webgpu/kernels.h"
+#include "webgpu/wgsl-pp.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Formats
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* A weight format the template supports: its WEIGHT_TYPE name and the loop's block (elements, bytes). */
+typedef struct matvec_format {
+    uint32_t type;        /* lw_type id                                       */
+    const char *define;   /* value of WEIGHT_TYPE (types.wgsl)                */
+    uint32_t block;       /* elements per block of the loop (DQ_BLOCK)        */
+    uint32_t block_bytes; /* bytes per such block (DQ_BYTES)                  */
+} matvec_format;
+
+static const matvec_format formats[] = {
+    {LW_TYPE_F32, "TYPE_F32", 8, 32},
+    {LW_TYPE_F16, "TYPE_F16", 8, 16},
+    {LW_TYPE_Q8_0, "TYPE_Q8_0", 32, 34},
+    {LW_TYPE_Q4_0, "TYPE_Q4_0", 32, 18},
+};
+
+static const matvec_format *format_of(uint32_t type) {
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (formats[i].type == type) return &formats[i];
+    return NULL;
+}
+
+bool lw__gpu_matvec_supported(uint32_t type) {
+    return format_of(type) != NULL;
+}
+
+uint32_t lw__gpu_matvec_block(uint32_t type) {
+    const matvec_format *f = format_of(type);
+    return f ? f->block : 0;
+}
+
+lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t type) {
+    lw__gpu_matvec_variant v = {type, info->has_f16, info->has_subgroups, 64};
+    return v;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Pipeline
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, const lw_allocator *alloc, const lw__gpu_matvec_variant *v,
+                                  const lw_gpu_info *info, lw_gpu_pipeline *out, char *err) {
+    *out = 0;
+    const matvec_format *f = format_of(v->type);
+    const lw_type_info *ti = lw_type_get(v->type);
+    if (!f) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: no GPU kernel for type %s", ti ? ti->name : "?");
+    if (v->f16 && !info->has_f16) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: f16 variant needs shader-f16");
+    if (v->subgroups && !info->has_subgroups)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: subgroup variant needs the subgroups feature");
+    if (v->wg_size == 0 || (v->wg_size & (v->wg_size - 1)) || v->wg_size > info->max_compute_invocations_per_workgroup ||
+        v->wg_size > info->max_compute_workgroup_size_x || (uint64_t)v->wg_size * 4 > info->max_compute_workgroup_storage_size)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: workgroup size %u does not suit this device", v->wg_size);
+
+    char wg[16];
+    snprintf(wg, sizeof wg, "%u", v->wg_size);
+    lw__wgsl_define defs[] = {
+        {"WEIGHT_TYPE", f->define}, {"F16", v->f16 ? "1" : "0"}, {"SUBGROUPS", v->subgroups ? "1" : "0"}, {"WG_SIZE", wg}};
+    size_t n_files = 0;
+    const lw__wgsl_file *files = lw__wgsl_builtin(&n_files);
+    lw__wgsl_pp_params pp = {files, n_files, defs, sizeof defs / sizeof defs[0], 0, 0};
+    char *wgsl = NULL;
+    lw_allocator a = lw__allocator_or_default(alloc);
+    lw_status st = lw__wgsl_pp(&a, "matvec.wgsl", &pp, &wgsl, NULL, err);
+    if (st != LW_OK) return st;
+    static const lw_gpu_binding_kind kinds[LW_GPU_MATVEC_BINDINGS] = {LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ,
+                                                                      LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
+    char label[64];
+    snprintf(label, sizeof label, "matvec %s%s%s wg%u", ti ? ti->name : "?", v->f16 ? " f16" : "",
+             v->subgroups ? " sg" : "", v->wg_size);
+    st = gpu->ops->pipeline_create(gpu->ctx, wgsl, "main", kinds, LW_GPU_MATVEC_BINDINGS, label, out);
+    if (st != LW_OK) {
+        const char *e = gpu->ops->error(gpu->ctx);
+        lw__errorf(err, st, "%s: pipeline creation failed%s%.180s", label, e ? ": " : "", e ? e : "");
+    }
+    lw__free(&a, wgsl);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Planning one call
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, uint32_t type, uint64_t rows, uint64_t k, uint64_t w_offset,
+                              uint64_t x_offset, uint64_t y_offset, lw__gpu_matvec_params *p, uint32_t grid[3],
+                              char *err) {
+    const matvec_format *f = format_of(type);
+    if (!f) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: unsupported weight type %u", type);
+    if (rows == 0 || k == 0 || k % f->block)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: k=%llu must be a positive multiple of %u (rows=%llu)",
+                          (unsigned long long)k, f->block, (unsigned long long)rows);
+    if (w_offset % 2 || x_offset % 4)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: misaligned offsets (w %llu must be even, x %llu a "
+                          "multiple of 4)", (unsigned long long)w_offset, (unsigned long long)x_offset);
+    uint64_t stride = (k / f->block) * f->block_bytes, w_end, last;
+    /* the shader indexes bytes with u32: the whole matrix must lie below 4 GiB of its binding */
+    if (!lw__mul_u64(stride, rows - 1, &last) || !lw__add_u64(last, stride, &w_end) ||
+        !lw__add_u64(w_end, w_offset, &w_end) || w_end > UINT32_MAX || w_end > info->max_storage_buffer_binding_size)
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec: %llu x %llu weights exceed one binding (%llu bytes)",
+                          (unsigned long long)rows, (unsigned long long)k,
+                          (unsigned long long)info->max_storage_buffer_binding_size);
+    if (rows > UINT32_MAX || x_offset / 4 > UINT32_MAX || y_offset > UINT32_MAX - rows)
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec: offsets or rows beyond 32 bits");
+    uint32_t gmax = info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
+    uint64_t gx = rows < gmax ? rows : gmax, gy = (rows + gx - 1) / gx;
+    if (gy > gmax) return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec: %llu rows exceed the dispatch grid", (unsigned long long)rows);
+    *p = (lw__gpu_matvec_params){(uint32_t)k, (uint32_t)rows, (uint32_t)stride, (uint32_t)w_offset,
+                                 (uint32_t)(x_offset / 4), (uint32_t)y_offset, (uint32_t)gx, 0};
+    grid[0] = (uint32_t)gx;
+    grid[1] = (uint32_t)gy;
+    grid[2] = 1;
+    return LW_OK;
+}

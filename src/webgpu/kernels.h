@@ -1,0 +1,59 @@
+/* WebGPU kernel library: for each op family, the variant choice for a device, the pipeline built from the
+ * family's WGSL template (wgsl-pp.h) through the HAL (gpu.h), and the per-call parameter block + grid. */
+#ifndef LW_GPU_KERNELS_H
+#define LW_GPU_KERNELS_H
+
+#include "core/core.h"
+#include "webgpu/gpu.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Mat-vec: y = W x (shaders/matvec.wgsl)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* One compiled variant of the mat-vec template. */
+typedef struct lw__gpu_matvec_variant {
+    uint32_t type;    /* weight format: LW_TYPE_F32, F16, Q8_0 or Q4_0             */
+    bool f16;         /* f16 dequantization and products (needs shader-f16)        */
+    bool subgroups;   /* subgroup reduction (needs subgroups), else workgroup tree */
+    uint32_t wg_size; /* invocations per workgroup, a power of two                 */
+} lw__gpu_matvec_variant;
+
+/* The uniform parameter block of one mat-vec call (MatvecParams in matvec.wgsl; 32 bytes). */
+typedef struct lw__gpu_matvec_params {
+    uint32_t k;          /* elements per row                            */
+    uint32_t rows;       /* rows of W                                   */
+    uint32_t row_stride; /* bytes between rows of W                     */
+    uint32_t w_offset;   /* byte offset of row 0 inside the W binding   */
+    uint32_t x_offset;   /* offset of x inside its binding, vec4 units  */
+    uint32_t y_offset;   /* offset of y inside its binding, elements    */
+    uint32_t groups_x;   /* workgroups along x of the grid              */
+    uint32_t pad;        /* keeps the block 16-byte sized                */
+} lw__gpu_matvec_params;
+_Static_assert(sizeof(lw__gpu_matvec_params) == 32, "matvec params block");
+
+/* Binding kinds of the mat-vec pipeline: weights, x, y, params. */
+#define LW_GPU_MATVEC_BINDINGS 4u
+
+/* Weight formats the mat-vec template has a dequantization routine for. */
+bool lw__gpu_matvec_supported(uint32_t type);
+/* Elements per block of the template's loop for type (k must be a multiple); 0 when unsupported. */
+uint32_t lw__gpu_matvec_block(uint32_t type);
+
+/* The default variant for a device: f16 when available, subgroups when available, 64 invocations. */
+lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t type);
+
+/* Expands the template for variant v and creates its pipeline. err: LW_ERRMSG_SIZE bytes. */
+lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, const lw_allocator *alloc, const lw__gpu_matvec_variant *v,
+                                  const lw_gpu_info *info, lw_gpu_pipeline *out, char *err);
+
+/* Checks the shapes and fills the parameter block and dispatch grid of one call: rows x k weights of
+ * type starting at byte w_offset of their binding, x at element x_offset (a multiple of 4), y at element
+ * y_offset. LW_ERR_INVALID_ARG / LW_ERR_TOO_LARGE with a message on bad or oversized shapes. */
+lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, uint32_t type, uint64_t rows, uint64_t k, uint64_t w_offset,
+                              uint64_t x_offset, uint64_t y_offset, lw__gpu_matvec_params *p, uint32_t grid[3],
+                              char *err);
+
+#endif

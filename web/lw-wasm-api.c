@@ -1,0 +1,224 @@
+/* Functions the wasm module exports for JS: opening the GPU HAL, describing the device, and the mat-vec
+ * check used by tests/web (random weights quantized by our C quantizers, the GPU kernel, and the CPU
+ * reference: dequantize + dot in double). Compiled only by the wasm build (cmake/webgpu.cmake). */
+#include "core/core.h"
+#include "quant/quant.h"
+#include "webgpu/gpu.h"
+#include "webgpu/kernels.h"
+
+#include <emscripten/emscripten.h>
+#include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+lw_status lw_wasm_gpu_open(const lw_allocator *alloc, lw_gpu *out); /* lw-gpu-wasm.c */
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Device description as JSON (what C sees through the HAL; tests compare it with the JS device)
+ * ------------------------------------------------------------------------------------------------------- */
+
+EMSCRIPTEN_KEEPALIVE int lw_wasm_gpu_info_json(char *dst, int cap) {
+    lw_gpu gpu;
+    lw_gpu_info i;
+    if (!dst || cap <= 0 || lw_wasm_gpu_open(NULL, &gpu) != LW_OK) return -1;
+    lw_status st = gpu.ops->info(gpu.ctx, &i);
+    gpu.ops->destroy(gpu.ctx);
+    if (st != LW_OK) return -1;
+    int n = snprintf(dst, (size_t)cap,
+                     "{\"vendor\":\"%s\",\"architecture\":\"%s\",\"device\":\"%s\",\"maxBufferSize\":%llu,"
+                     "\"maxStorageBufferBindingSize\":%llu,\"maxComputeWorkgroupStorageSize\":%u,"
+                     "\"maxComputeInvocationsPerWorkgroup\":%u,\"maxComputeWorkgroupsPerDimension\":%u,"
+                     "\"minStorageBufferOffsetAlignment\":%u,\"subgroupMinSize\":%u,\"subgroupMaxSize\":%u,"
+                     "\"f16\":%d,\"subgroups\":%d,\"timestampQuery\":%d}",
+                     i.vendor, i.architecture, i.device, (unsigned long long)i.max_buffer_size,
+                     (unsigned long long)i.max_storage_buffer_binding_size, i.max_compute_workgroup_storage_size,
+                     i.max_compute_invocations_per_workgroup, i.max_compute_workgroups_per_dimension,
+                     i.min_storage_buffer_offset_alignment, i.subgroup_min_size, i.subgroup_max_size, i.has_f16,
+                     i.has_subgroups, i.has_timestamp_query);
+    return n < cap ? n : -1;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Mat-vec check
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* One mat-vec problem: host data, reference result and the GPU objects that run it. */
+typedef struct lw_wasm_matvec {
+    lw_gpu gpu;                 /* the HAL (opened on first run)                      */
+    lw_gpu_info info;           /* its device description                             */
+    uint32_t type;              /* weight format                                      */
+    int rows, k;                /* W is rows x k                                      */
+    uint8_t *wq;                /* W in its format (as in a GGUF file)                */
+    size_t wq_bytes;            /* bytes of wq                                        */
+    float *x;                   /* k inputs                                           */
+    double *y_ref;              /* rows reference outputs (dequantize + double dot)   */
+    float *y;                   /* rows GPU outputs (read-back target)                */
+    lw_gpu_buffer bw, bx, by, bp; /* weights, x, y, params                            */
+    lw_gpu_pipeline pipe;       /* pipeline of the last run                           */
+    lw_gpu_bind_group group;    /* its bind group                                     */
+    char err[LW_ERRMSG_SIZE];   /* why the last call failed                           */
+} lw_wasm_matvec;
+
+/* Deterministic uniform numbers in [-1, 1) (xorshift32). */
+static float rnd(uint32_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return (float)((*s >> 8) * (2.0 / 16777216.0) - 1.0);
+}
+
+EMSCRIPTEN_KEEPALIVE void lw_wasm_matvec_free(lw_wasm_matvec *m) {
+    if (!m) return;
+    if (m->gpu.ops) m->gpu.ops->destroy(m->gpu.ctx);
+    free(m->wq);
+    free(m->x);
+    free(m->y_ref);
+    free(m->y);
+    free(m);
+}
+
+/* Makes random W (row scales vary) and x, quantizes W with our quantizer and computes the reference.
+ * Returns NULL only when memory runs out; otherwise check lw_wasm_matvec_error(). */
+EMSCRIPTEN_KEEPALIVE lw_wasm_matvec *lw_wasm_matvec_new(int type, int rows, int k, uint32_t seed) {
+    lw_wasm_matvec *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->type = (uint32_t)type;
+    m->rows = rows;
+    m->k = k;
+    lw_status st = LW_OK;
+    size_t row_bytes = rows > 0 && k > 0 ? lw__row_size((uint32_t)type, k, &st) : 0;
+    size_t n;
+    if (rows <= 0 || k <= 0 || st != LW_OK || !lw__mul_size((size_t)rows, (size_t)k, &n) ||
+        !lw__mul_size(row_bytes, (size_t)rows, &m->wq_bytes)) {
+        lw__errorf(m->err, LW_ERR_INVALID_ARG, "bad shape %d x %d for type %d", rows, k, type);
+        return m;
+    }
+    float *w = malloc(n * sizeof(float)), *deq = malloc(n * sizeof(float));
+    m->wq = malloc(m->wq_bytes);
+    m->x = malloc((size_t)k * sizeof(float));
+    m->y_ref = malloc((size_t)rows * sizeof(double));
+    m->y = malloc((size_t)rows * sizeof(float));
+    if (!w || !deq || !m->wq || !m->x || !m->y_ref || !m->y) {
+        free(w);
+        free(deq);
+        lw_wasm_matvec_free(m);
+        return NULL;
+    }
+    uint32_t s = seed ? seed : 1;
+    for (int r = 0; r < rows; r++) {
+        float scale = 0.25f + (float)(r % 7) * 0.25f;
+        for (int i = 0; i < k; i++) w[(size_t)r * (size_t)k + (size_t)i] = scale * rnd(&s);
+    }
+    for (int i = 0; i < k; i++) m->x[i] = rnd(&s);
+    st = lw__quantize((uint32_t)type, w, m->wq, rows, k, NULL);
+    if (st == LW_OK) st = lw__dequantize((uint32_t)type, m->wq, deq, (int64_t)n);
+    if (st != LW_OK) {
+        lw__errorf(m->err, st, "quantize/dequantize type %d: %s", type, lw_status_str(st));
+    } else {
+        for (int r = 0; r < rows; r++) {
+            double acc = 0;
+            for (int i = 0; i < k; i++) acc += (double)deq[(size_t)r * (size_t)k + (size_t)i] * (double)m->x[i];
+            m->y_ref[r] = acc;
+        }
+    }
+    free(w);
+    free(deq);
+    return m;
+}
+
+EMSCRIPTEN_KEEPALIVE const char *lw_wasm_matvec_error(const lw_wasm_matvec *m) {
+    return m ? m->err : "out of memory";
+}
+EMSCRIPTEN_KEEPALIVE const uint8_t *lw_wasm_matvec_weights(const lw_wasm_matvec *m) {
+    return m->wq;
+}
+EMSCRIPTEN_KEEPALIVE double lw_wasm_matvec_weights_size(const lw_wasm_matvec *m) {
+    return (double)m->wq_bytes;
+}
+
+/* Opens the GPU and creates the buffers on first use, then uploads W (from the heap, or streamed from host
+ * source host_source when it is not 0; that completes asynchronously: await lwGpu.settle() before running)
+ * and x. Returns an lw_status. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_upload(lw_wasm_matvec *m, uint32_t host_source) {
+    lw_status st;
+    if (m->err[0]) return LW_ERR_INVALID_ARG;
+    if (!m->gpu.ops) {
+        if ((st = lw_wasm_gpu_open(NULL, &m->gpu)) != LW_OK) return lw__errorf(m->err, st, "no GPU device");
+        m->gpu.ops->info(m->gpu.ctx, &m->info);
+    }
+    const lw_gpu_ops *o = m->gpu.ops;
+    void *c = m->gpu.ctx;
+    if (!m->bw) {
+        if ((st = o->buffer_create(c, m->wq_bytes, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, "W", &m->bw)) ||
+            (st = o->buffer_create(c, (uint64_t)m->k * 4, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, "x", &m->bx)) ||
+            (st = o->buffer_create(c, (uint64_t)m->rows * 4,
+                                   LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST | LW_GPU_USAGE_COPY_SRC, "y", &m->by)) ||
+            (st = o->buffer_create(c, sizeof(lw__gpu_matvec_params), LW_GPU_USAGE_UNIFORM | LW_GPU_USAGE_COPY_DST,
+                                   "params", &m->bp)))
+            return lw__errorf(m->err, st, "buffer creation failed: %s", o->error(c) ? o->error(c) : "");
+    }
+    if ((st = o->buffer_write(c, m->bx, 0, m->x, (uint64_t)m->k * 4)) != LW_OK)
+        return lw__errorf(m->err, st, "writing x failed");
+    if (host_source)
+        st = o->buffer_write_host(c, m->bw, 0, host_source, 0, m->wq_bytes);
+    else
+        st = o->buffer_write(c, m->bw, 0, m->wq, m->wq_bytes);
+    if (st != LW_OK) return lw__errorf(m->err, st, "writing weights failed");
+    return LW_OK;
+}
+
+/* Runs one variant on the uploaded data: poisons y, writes the parameters, builds the variant's pipeline,
+ * records the dispatch and schedules the read of y. The JS caller awaits lwGpu.settle() before
+ * lw_wasm_matvec_nmse(). Returns an lw_status. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subgroups, int wg_size) {
+    lw_status st;
+    if (m->err[0]) return LW_ERR_INVALID_ARG;
+    if (!m->bw) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first");
+    const lw_gpu_ops *o = m->gpu.ops;
+    void *c = m->gpu.ctx;
+    lw__gpu_matvec_params p;
+    uint32_t grid[3];
+    if ((st = lw__gpu_matvec_plan(&m->info, m->type, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid, m->err)) != LW_OK)
+        return st;
+    memset(m->y, 0xff, (size_t)m->rows * 4); /* NaN: a row the kernel does not write fails the check */
+    if ((st = o->buffer_write(c, m->by, 0, m->y, (uint64_t)m->rows * 4)) != LW_OK ||
+        (st = o->buffer_write(c, m->bp, 0, &p, sizeof p)) != LW_OK)
+        return lw__errorf(m->err, st, "writing y/params failed");
+    lw__gpu_matvec_variant v = {m->type, f16 != 0, subgroups != 0, (uint32_t)wg_size};
+    if ((st = lw__gpu_matvec_pipeline(&m->gpu, NULL, &v, &m->info, &m->pipe, m->err)) != LW_OK) return st;
+    lw_gpu_bind b[LW_GPU_MATVEC_BINDINGS] = {{m->bw, 0, 0}, {m->bx, 0, 0}, {m->by, 0, 0}, {m->bp, 0, 0}};
+    if ((st = o->bind_group_create(c, m->pipe, b, LW_GPU_MATVEC_BINDINGS, &m->group)) != LW_OK)
+        return lw__errorf(m->err, st, "bind group: %s", o->error(c) ? o->error(c) : "");
+    o->dispatch(c, m->pipe, m->group, 0, grid[0], grid[1], grid[2]);
+    if ((st = o->submit(c)) != LW_OK) return lw__errorf(m->err, st, "submit failed");
+    if ((st = o->read(c, m->by, 0, m->y, (uint64_t)m->rows * 4)) != LW_OK) return lw__errorf(m->err, st, "read failed");
+    return LW_OK;
+}
+
+/* After settle(): normalised mean squared error sum((y - ref)^2) / sum(ref^2) of the last run, or -1 with
+ * the reason in lw_wasm_matvec_error() (GPU error, read not finished, non-finite output). */
+EMSCRIPTEN_KEEPALIVE double lw_wasm_matvec_nmse(lw_wasm_matvec *m) {
+    if (m->err[0] || !m->gpu.ops) return -1;
+    const char *e = m->gpu.ops->error(m->gpu.ctx);
+    if (e) {
+        lw__errorf(m->err, LW_ERR_IO, "GPU: %.220s", e);
+        return -1;
+    }
+    if (m->gpu.ops->pending(m->gpu.ctx)) {
+        lw__errorf(m->err, LW_ERR_INVALID_ARG, "read-back still pending (await lwGpu.settle())");
+        return -1;
+    }
+    double num = 0, den = 0;
+    for (int r = 0; r < m->rows; r++) {
+        if (!isfinite(m->y[r])) {
+            lw__errorf(m->err, LW_ERR_INVALID_ARG, "row %d: GPU result %g is not finite", r, (double)m->y[r]);
+            return -1;
+        }
+        double d = (double)m->y[r] - m->y_ref[r];
+        num += d * d;
+        den += m->y_ref[r] * m->y_ref[r];
+    }
+    return den > 0 ? num / den : num;
+}
+

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -112,6 +113,7 @@ static int re_find(const char *pattern, const char *text, size_t from, size_t *m
     lw__regex_stack st = {0};
     int r = lw__regex_search(re, units, n, from, &st, &a, ms, me);
     lw__free(&a, st.v);
+    lw__free(&a, st.memo);
     lw__regex_free(re);
     return r;
 }
@@ -150,6 +152,28 @@ static void test_regex(void) {
     RE("\\s", "a\xe3\x80\x80", 1, 2);       /* non-ASCII whitespace reads as \v, as in llama.cpp */
     RE_NONE("[\xe3\x80\x80-\xe3\x80\x82]", "\xe3\x80\x80"); /* ...so a literal U+3000 no longer matches it */
     RE("[\\-x]+", "a-x-", 1, 4);
+    /* 200k spaces then 'x': plain backtracking tries \s+ to the end from every start (2e10 steps); the
+     * visited bits make it one pass. (Quadratic here means this test takes minutes instead of ms.) */
+    {
+        lw_allocator a = lw__allocator_or_default(NULL);
+        lw__regex *re = NULL;
+        char err[LW_ERRMSG_SIZE];
+        enum { N = 200000 };
+        uint32_t *u = malloc((N + 1) * sizeof(uint32_t));
+        CHECK(u && lw__regex_compile("\\s+$", &a, &re, err) == LW_OK);
+        if (u && re) {
+            for (size_t i = 0; i < N; i++) u[i] = ' ';
+            u[N] = 'x';
+            lw__regex_stack st = {0};
+            size_t s0, e0;
+            CHECK(lw__regex_search(re, u, N + 1, 0, &st, &a, &s0, &e0) == 0);
+            CHECK(lw__regex_search(re, u, N, 0, &st, &a, &s0, &e0) == 1 && s0 == 0 && e0 == N);
+            lw__free(&a, st.v);
+            lw__free(&a, st.memo);
+        }
+        lw__regex_free(re);
+        free(u);
+    }
     size_t ms, me;
     CHECK(re_find("\\bfoo", "foo", 0, &ms, &me) == -1); /* unsupported: reported, not misread */
     CHECK(re_find("\\p{Han}+", "x", 0, &ms, &me) == -1);

@@ -258,6 +258,7 @@ void lw__pretok_scratch_free(lw__pretok_scratch *s, const lw_allocator *a) {
     lw__free(a, s->tmp.v);
     lw__free(a, s->units.v);
     lw__free(a, s->stack.v);
+    lw__free(a, s->stack.memo);
     memset(s, 0, sizeof(*s));
 }
 

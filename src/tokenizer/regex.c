@@ -37,6 +37,7 @@ typedef struct inst {
     uint8_t op;  /* OP_*                                                              */
     uint32_t x;  /* CHAR: unit; CLASS: class index; SPLIT/JMP: target; LOOK: sub start */
     uint32_t y;  /* SPLIT: second target; LOOK/NLOOK: pc after the sub-program         */
+    uint32_t k;  /* SPLIT: its ordinal, for the visited bits                            */
 } inst;
 
 struct lw__regex {
@@ -48,6 +49,7 @@ struct lw__regex {
     uint32_t (*ranges)[2]; /* inclusive unit ranges of all classes */
     uint32_t n_ranges;  /* range count                            */
     int collapsed;      /* pattern uses \p{..}                    */
+    uint32_t n_splits;  /* SPLIT instructions                     */
 };
 
 /* Parse tree. */
@@ -430,6 +432,7 @@ static int emit(emitter *e, uint8_t op, uint32_t x, uint32_t y) {
     e->prog[e->n].op = op;
     e->prog[e->n].x = x;
     e->prog[e->n].y = y;
+    e->prog[e->n].k = 0;
     e->n++;
     return (int)(e->n - 1);
 }
@@ -540,6 +543,8 @@ lw_status lw__regex_compile(const char *pattern, const lw_allocator *alloc, lw__
             re->ranges = ps.ranges;
             re->n_ranges = (uint32_t)ps.n_ranges;
             re->collapsed = ps.collapsed;
+            for (uint32_t j = 0; j < re->n_prog; j++)
+                if (re->prog[j].op == OP_SPLIT) re->prog[j].k = re->n_splits++;
             e.prog = NULL;
             ps.classes = NULL;
             ps.ranges = NULL;
@@ -636,10 +641,18 @@ static int push(lw__regex_stack *st, const lw_allocator *a, uint32_t pc, size_t 
     return 0;
 }
 
+/* Visited bits of the main program (lookahead sub-runs do not use them: a sub-run that succeeds leaves
+ * states marked that did not fail). */
+typedef struct memo {
+    uint8_t *bits;       /* (pos * n_splits + k) bits                 */
+    uint32_t n_splits;   /* row width                                 */
+    size_t hi;           /* highest position marked + 1 (for clearing) */
+} memo;
+
 /* Runs the program from pc at pos; returns 1 (match, *end set), 0, or -1 (no memory). Uses the stack
- * above its current top and restores it. */
+ * above its current top and restores it. m is NULL inside lookaheads. */
 static int run(const lw__regex *re, const uint32_t *u, size_t n, uint32_t pc0, size_t pos0, lw__regex_stack *st,
-               const lw_allocator *a, size_t *end) {
+               const lw_allocator *a, size_t *end, memo *m) {
     size_t base = st->n;
     if (push(st, a, pc0, pos0) < 0) return -1;
     while (st->n > base) {
@@ -654,6 +667,12 @@ static int run(const lw__regex *re, const uint32_t *u, size_t n, uint32_t pc0, s
                 if (pos >= n || !class_match(re, &re->classes[in->x], u[pos])) break;
                 pos++, pc++;
             } else if (in->op == OP_SPLIT) {
+                if (m) {
+                    size_t bit = pos * m->n_splits + in->k;
+                    if (m->bits[bit >> 3] & (1u << (bit & 7))) break; /* explored before, and it failed */
+                    m->bits[bit >> 3] |= (uint8_t)(1u << (bit & 7));
+                    if (pos + 1 > m->hi) m->hi = pos + 1;
+                }
                 if (push(st, a, in->y, pos) < 0) return -1;
                 pc = in->x;
             } else if (in->op == OP_JMP) {
@@ -664,7 +683,7 @@ static int run(const lw__regex *re, const uint32_t *u, size_t n, uint32_t pc0, s
                 return 1;
             } else if (in->op == OP_LOOK || in->op == OP_NLOOK) {
                 size_t dummy;
-                int r = run(re, u, n, in->x, pos, st, a, &dummy);
+                int r = run(re, u, n, in->x, pos, st, a, &dummy, NULL);
                 if (r < 0) return -1;
                 if (r != (in->op == OP_LOOK)) break;
                 pc = in->y;
@@ -682,19 +701,46 @@ static int run(const lw__regex *re, const uint32_t *u, size_t n, uint32_t pc0, s
 
 int lw__regex_search(const lw__regex *re, const uint32_t *units, size_t n, size_t from, lw__regex_stack *st,
                      const lw_allocator *alloc, size_t *mstart, size_t *mend) {
+    /* visited bits for positions [from, n], zero on entry and cleared again on exit */
+    memo m = {NULL, re->n_splits, from};
+    if (re->n_splits) {
+        size_t bits, bytes;
+        if (!lw__mul_size(n + 1, re->n_splits, &bits) || !lw__add_size(bits / 8, 1, &bytes)) return -1;
+        if (bytes > st->memo_bytes) {
+            uint8_t *nm = lw__realloc(alloc, st->memo, bytes);
+            if (!nm) return -1;
+            memset(nm + st->memo_bytes, 0, bytes - st->memo_bytes);
+            st->memo = nm;
+            st->memo_bytes = bytes;
+        }
+        m.bits = st->memo;
+    }
     /* A first instruction that must consume a specific unit or class lets us skip hopeless starts. */
     const inst *first = &re->prog[0];
-    for (size_t s = from; s < n; s++) {
+    int found = 0;
+    for (size_t s = from; s < n && !found; s++) {
         if (first->op == OP_CHAR && units[s] != first->x) continue;
         if (first->op == OP_CLASS && !class_match(re, &re->classes[first->x], units[s])) continue;
         size_t e;
-        int r = run(re, units, n, 0, s, st, alloc, &e);
-        if (r < 0) return -1;
+        int r = run(re, units, n, 0, s, st, alloc, &e, m.bits ? &m : NULL);
+        if (r < 0) {
+            found = -1;
+            break;
+        }
         if (r == 1 && e > s) {
             *mstart = s;
             *mend = e;
-            return 1;
+            found = 1;
+        }
+        /* an empty match marked states on its path that did not fail: forget this attempt's marks */
+        if (r == 1 && e == s && m.bits && m.hi > s) {
+            size_t lo = s * re->n_splits / 8, hi = (m.hi * re->n_splits + 7) / 8 + 1;
+            memset(m.bits + lo, 0, (hi < st->memo_bytes ? hi : st->memo_bytes) - lo);
         }
     }
-    return 0;
+    if (m.bits && m.hi > from) {
+        size_t lo = from * re->n_splits / 8, hi = (m.hi * re->n_splits + 7) / 8 + 1;
+        memset(m.bits + lo, 0, (hi < st->memo_bytes ? hi : st->memo_bytes) - lo);
+    }
+    return found;
 }

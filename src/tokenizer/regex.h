@@ -30,13 +30,18 @@ void lw__regex_units(const lw__regex *re, const uint32_t *cpts, const uint16_t *
 
 /* Backtracking stack reused across calls (grown through the allocator). */
 typedef struct lw__regex_stack {
-    uint32_t *v;     /* pairs (pc, position)           */
-    size_t n, cap;   /* used / allocated uint32_t slots */
+    uint32_t *v;       /* pairs (pc, position)                                     */
+    size_t n, cap;     /* used / allocated uint32_t slots                          */
+    uint8_t *memo;     /* visited (position, SPLIT) bits; all zero between calls   */
+    size_t memo_bytes; /* allocated bytes                                          */
 } lw__regex_stack;
 
 /* Searches units[from..n) for the leftmost match (the subject is units[0..n), so $ means position n and
  * lookaheads stop there). Returns 1 and sets *mstart and *mend on a match, 0 when there is none, -1 when
- * memory ran out. Empty matches are skipped (none of the pre-tokenizer patterns produce them). */
+ * memory ran out. Empty matches are skipped (none of the pre-tokenizer patterns produce them).
+ * Search time is linear in the span examined: a (position, branch point) state that failed once is not
+ * explored again (the pruning of RE2's BitState, valid without backreferences), so patterns like \s+$
+ * cannot go quadratic on long runs, where std::regex in llama.cpp does. */
 int lw__regex_search(const lw__regex *re, const uint32_t *units, size_t n, size_t from, lw__regex_stack *st,
                      const lw_allocator *alloc, size_t *mstart, size_t *mend);
 

@@ -123,6 +123,25 @@ static void test_same_as_reference(const lw__cpu_kernels *K, const lw__cpu_kerne
                 }
             }
     }
+    /* tiled attention pieces (head sizes are multiples of 16 there) */
+    for (int D = 16; D <= 128; D += 16) {
+        static float Kt[128 * 64], V[64 * 128], q[128], k1[64], k2[64], v1[128], v2[128];
+        for (int i = 0; i < D * 64; i++) Kt[i] = frand(), V[i] = frand();
+        for (int i = 0; i < D; i++) q[i] = frand(), v1[i] = v2[i] = frand();
+        K->fa_kq(D, Kt, q, k1);
+        R->fa_kq(D, Kt, q, k2);
+        for (int j = 0; j < 64; j++) bad += !same_bits(k1[j], k2[j]);
+        /* scores spread over exp's range, with masked cells and extremes */
+        for (int j = 0; j < 64; j++) k1[j] = k2[j] = j % 9 == 8 ? -INFINITY : frand() * (j < 8 ? 300.0f : 20.0f);
+        double s1 = K->fa_softmax(k1, 3.0f), s2 = R->fa_softmax(k2, 3.0f);
+        bad += s1 != s2;
+        for (int j = 0; j < 64; j++) bad += !same_bits(k1[j], k2[j]);
+        for (int m = 1; m <= 64; m += 21) {
+            K->fa_vacc(D, m, V, k1, v1);
+            R->fa_vacc(D, m, V, k1, v2);
+            for (int d = 0; d < D; d++) bad += !same_bits(v1[d], v2[d]);
+        }
+    }
     printf("kernels '%s' vs '%s': %d mismatches\n", K->name, R->name, bad);
     CHECK(bad == 0);
 }

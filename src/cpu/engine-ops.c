@@ -1,12 +1,16 @@
 /* CPU reference kernels of the engine's ops and the graph driver (see engine-ops.h).
  *
- * Numerics follow ggml-cpu v0.4.0 where they are visible in the logits:
+ * Numerics reproduce ggml-cpu v0.4.0 as llama.cpp runs it on x86-64 with AVX-512 (its zen4 build), to the
+ * bit for f32/f16 weights (tests/test-oracle-llama.c):
  *  - f16 weights multiply f16-rounded activations (ggml's vec_dot_type of F16 is F16);
- *  - attention is ggml's flash-attention "one chunk" kernel, which llama.cpp uses on CPU by default
- *    (flash_attn_type AUTO resolves to enabled there): Q rounded to f16 for K.Q with an f16 cache,
- *    online softmax in f32, and the V accumulator kept in f16 when V is f16;
- *  - RMSNorm sums squares in double; RoPE builds its sin/cos table the way ggml_rope_cache_init does.
- * Summation order inside dot products differs from ggml's SIMD order (a few ulp of f32).
+ *  - dot products add in ggml's orders: vec_dot's 4 x 16 lanes for single-token steps, llamafile tinyBLAS's
+ *    16 lanes for batches (k % 16 == 0), with the tails as ggml's compiler emitted them;
+ *  - attention is ggml's flash attention, which llama.cpp uses on CPU by default (flash_attn_type AUTO
+ *    resolves to enabled there): the "one chunk" kernel (Q rounded to f16 for K.Q with an f16 cache,
+ *    online softmax, V accumulated in f16) and, for steps of 64+ tokens, the tiled kernel;
+ *  - SwiGLU uses ggml's polynomial exp (ggml_v_expf) on blocks of 16, RMSNorm sums squares in double, RoPE
+ *    builds its sin/cos table as ggml_rope_cache_init and fuses like ggml's compiled code.
+ * Quantized weights use the quant-dot references (ggml's generic kernels): close to llama.cpp, not exact.
  *
  * Most of the time is spent in mul_mat (every weight row is read once per step). */
 #include "cpu/engine-ops.h"
@@ -128,9 +132,13 @@ static void mad_f16(uint16_t *y, const uint16_t *x, float v, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = lw__fp32_to_fp16(fmaf(lw__fp16_to_fp32(x[i]), v, lw__fp16_to_fp32(y[i])));
 }
 
+static void fa_kq(int64_t D, const float *Kt, const float *q, float *kq);
+static double fa_softmax(float *kq, float M);
+static void fa_vacc(int64_t D, int64_t m, const float *V, const float *kq, float *vkq);
+
 static const lw__cpu_kernels ref_kernels = {
     "scalar", lw__cpu_dot_f32, lw__cpu_dot_f32_gemm, lw__cpu_dot_f16, lw__cpu_dot_f16_gemm,
-    f32_to_f16_row, f16_to_f32_row, scale_f16, mad_f16, NULL, NULL,
+    f32_to_f16_row, f16_to_f32_row, scale_f16, mad_f16, NULL, NULL, fa_kq, fa_softmax, fa_vacc,
 };
 
 const lw__cpu_kernels *lw__cpu_kernels_ref(void) {
@@ -378,57 +386,107 @@ static void op_kv_store(const lw__exec *ex, const lw__node *nd, int ith, int nth
     }
 }
 
-/* One (token, head) row of ggml's tiled flash attention (ggml_compute_forward_flash_attn_ext_tiled), which
- * ggml uses for steps of 64+ tokens when the head size is a multiple of its SIMD width (16 on AVX-512):
- * Q stays f32, K and V are widened to f32, scores and the V accumulation are FMA chains (simd_gemm), and
- * the softmax runs per tile of 64 cells with ggml_v_expf. Fully masked cells and tiles contribute exact
- * zeros there, so one row can be computed alone. ts: 64 + D floats of scratch. */
+/* ggml's tiled flash attention (ggml_compute_forward_flash_attn_ext_tiled), used by ggml for steps of 64+
+ * tokens when the head size is a multiple of its SIMD width (16 on AVX-512). Per query row: Q stays f32, K
+ * and V are widened to f32, each score is an FMA chain over the head dimension and each output an FMA
+ * chain over the cells of a tile (simd_gemm), and the softmax runs per tile of 64 cells with ggml_v_expf.
+ * Fully masked cells and tiles contribute exact zeros there, so rows are independent; we walk one head and
+ * up to 64 query rows per work item so each K/V tile is widened once for all of them. */
 #define FA_TILE 64
-static void attn_row_tiled(const float *q, const uint8_t *kc, const uint8_t *vc, size_t rb, int f16, int64_t hk,
-                           int64_t D, int64_t n_kv, float scale, float *ts, float *y) {
-    float *kq = ts, *vkq = ts + FA_TILE;
-    float S = 0.0f, M = -INFINITY;
-    memset(vkq, 0, (size_t)D * sizeof(float));
-    for (int64_t t0 = 0; t0 < n_kv; t0 += FA_TILE) {
-        const int64_t n = n_kv - t0 < FA_TILE ? n_kv - t0 : FA_TILE;
-        for (int64_t j = 0; j < n; j++) {
-            const uint8_t *kr = kc + (size_t)(t0 + j) * rb;
-            float acc = 0.0f;
-            for (int64_t d = 0; d < D; d++) {
-                const float k = f16 ? lw__fp16_to_fp32(((const uint16_t *)kr)[hk * D + d]) : ((const float *)kr)[hk * D + d];
-                acc = fmaf(k, q[d], acc);
+
+/* score of 64 cells: kq[j] = FMA chain over d of Kt[d][j] * q[d] (Kt is D x 64, cells contiguous) */
+static void fa_kq(int64_t D, const float *Kt, const float *q, float *kq) {
+    for (int j = 0; j < FA_TILE; j++) {
+        float acc = 0.0f;
+        for (int64_t d = 0; d < D; d++) acc = fmaf(Kt[d * FA_TILE + j], q[d], acc);
+        kq[j] = acc;
+    }
+}
+
+/* kq[i] = v_expf(kq[i] - M) for the 64 scores; returns their sum as ggml_vec_soft_max_f32 (blocks of 16
+ * summed in lane order, accumulated in double) */
+static double fa_softmax(float *kq, float M) {
+    double sum = 0.0;
+    for (int b = 0; b < FA_TILE; b += 16) {
+        for (int l = 0; l < 16; l++) kq[b + l] = v_expf(kq[b + l] - M);
+        sum += (double)reduce16(kq + b);
+    }
+    return sum;
+}
+
+/* vkq[d] = FMA chain over the m cells of V[j][d] * kq[j], continuing from vkq[d] */
+static void fa_vacc(int64_t D, int64_t m, const float *V, const float *kq, float *vkq) {
+    for (int64_t d = 0; d < D; d++) {
+        float acc = vkq[d];
+        for (int64_t j = 0; j < m; j++) acc = fmaf(V[j * D + d], kq[j], acc);
+        vkq[d] = acc;
+    }
+}
+
+/* Floats of per-thread scratch for one work item of head size D. */
+static size_t fa_tiled_floats(int64_t D) {
+    return (size_t)(3 * FA_TILE * D + 3 * FA_TILE);
+}
+
+static void op_attn_tiled(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *q = &ex->g->t[nd->src[0]];
+    const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3], nt = n_rows(ex, q);
+    const float scale = nd->fp[0];
+    const int f16 = ex->kv_type == LW_TYPE_F16;
+    const size_t rb = row_size(ex->kv_type, ex->kv_row);
+    const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
+    const lw__cpu_kernels *K = ex->kern;
+    float *ts = ex->thread_scratch + (size_t)ith * ex->thread_floats;
+    float *Kt = ts, *V32 = Kt + FA_TILE * D, *vkq = V32 + FA_TILE * D, *kq = vkq + FA_TILE * D;
+    float *M = kq + FA_TILE, *S = M + FA_TILE;
+    const int64_t n_qt = (nt + FA_TILE - 1) / FA_TILE;
+    int64_t i0, i1;
+    split(n_head * n_qt, ith, nth, &i0, &i1);
+    for (int64_t item = i0; item < i1; item++) {
+        const int64_t h = item / n_qt, t0 = (item % n_qt) * FA_TILE, hk = h / (n_head / n_head_kv);
+        const int64_t t1 = t0 + FA_TILE < nt ? t0 + FA_TILE : nt;
+        for (int64_t r = 0; r < t1 - t0; r++) M[r] = -INFINITY, S[r] = 0.0f;
+        memset(vkq, 0, sizeof(float) * (size_t)(FA_TILE * D));
+        memset(Kt, 0, sizeof(float) * (size_t)(FA_TILE * D)); /* cells past the end stay finite */
+        const int64_t n_kv_max = ex->pos0 + t1; /* cells the last row sees */
+        for (int64_t c0 = 0; c0 < n_kv_max; c0 += FA_TILE) {
+            const int64_t n = n_kv_max - c0 < FA_TILE ? n_kv_max - c0 : FA_TILE;
+            for (int64_t j = 0; j < n; j++) { /* widen the tile once for every row */
+                const uint8_t *kr = kc + (size_t)(c0 + j) * rb, *vr = vc + (size_t)(c0 + j) * rb;
+                float *vd = V32 + j * D;
+                if (f16) K->f16_to_f32((const uint16_t *)vr + hk * D, vd, D);
+                else memcpy(vd, (const float *)vr + hk * D, sizeof(float) * (size_t)D);
+                for (int64_t d = 0; d < D; d++)
+                    Kt[d * FA_TILE + j] = f16 ? lw__fp16_to_fp32(((const uint16_t *)kr)[hk * D + d]) : ((const float *)kr)[hk * D + d];
             }
-            kq[j] = acc * scale;
-        }
-        for (int64_t j = n; j < FA_TILE; j++) kq[j] = -INFINITY;
-        float tile_max = -INFINITY;
-        for (int64_t j = 0; j < n; j++) tile_max = kq[j] > tile_max ? kq[j] : tile_max;
-        if (tile_max == -INFINITY) continue;
-        const float Mnew = fmaxf(M, tile_max);
-        if (Mnew > M) {
-            const float ms = expf(M - Mnew);
-            for (int64_t d = 0; d < D; d++) vkq[d] *= ms;
-            S *= ms;
-        }
-        M = Mnew;
-        double sum = 0.0; /* ggml_vec_soft_max_f32: blocks of 16, each summed as _mm512_reduce_add_ps */
-        for (int b = 0; b < FA_TILE; b += 16) {
-            for (int l = 0; l < 16; l++) kq[b + l] = v_expf(kq[b + l] - M);
-            sum += (double)reduce16(kq + b);
-        }
-        S = (float)((double)S + sum);
-        for (int64_t d = 0; d < D; d++) {
-            float acc = vkq[d];
-            for (int64_t j = 0; j < n; j++) {
-                const uint8_t *vr = vc + (size_t)(t0 + j) * rb;
-                const float v = f16 ? lw__fp16_to_fp32(((const uint16_t *)vr)[hk * D + d]) : ((const float *)vr)[hk * D + d];
-                acc = fmaf(v, kq[j], acc);
+            for (int64_t r = 0; r < t1 - t0; r++) {
+                const int64_t nv = ex->pos0 + t0 + r + 1; /* cells row r sees */
+                if (c0 >= nv) continue;                   /* fully masked tile: no change */
+                const int64_t m = nv - c0 < n ? nv - c0 : n;
+                K->fa_kq(D, Kt, row_f32(q, t0 + r) + h * D, kq);
+                float tile_max = -INFINITY;
+                for (int64_t j = 0; j < FA_TILE; j++) {
+                    kq[j] = j < m ? kq[j] * scale : -INFINITY;
+                    tile_max = kq[j] > tile_max ? kq[j] : tile_max;
+                }
+                float *acc = vkq + r * D;
+                const float Mnew = fmaxf(M[r], tile_max);
+                if (Mnew > M[r]) {
+                    const float ms = expf(M[r] - Mnew);
+                    for (int64_t d = 0; d < D; d++) acc[d] *= ms;
+                    S[r] *= ms;
+                }
+                M[r] = Mnew;
+                S[r] = (float)((double)S[r] + K->fa_softmax(kq, Mnew));
+                K->fa_vacc(D, m, V32, kq, acc);
             }
-            vkq[d] = acc;
+        }
+        for (int64_t r = 0; r < t1 - t0; r++) {
+            const float s_inv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
+            float *y = row_f32(dst, t0 + r) + h * D;
+            for (int64_t d = 0; d < D; d++) y[d] = vkq[r * D + d] * s_inv;
         }
     }
-    const float s_inv = S == 0.0f ? 0.0f : 1.0f / S;
-    for (int64_t d = 0; d < D; d++) y[d] = vkq[d] * s_inv;
 }
 
 /* Causal attention of each (token, head) over cache cells 0 .. pos0 + token. Steps of 64+ tokens with a
@@ -440,8 +498,11 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3];
     const float scale = nd->fp[0];
     const int f16 = ex->kv_type == LW_TYPE_F16;
-    const int tiled = ex->n_tokens >= FA_TILE && D % 16 == 0;
     const lw__cpu_kernels *K = ex->kern;
+    if (ex->n_tokens >= FA_TILE && D % 16 == 0) {
+        op_attn_tiled(ex, nd, ith, nth);
+        return;
+    }
     const size_t rb = row_size(ex->kv_type, ex->kv_row);
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
     float *ts = ex->thread_scratch + (size_t)ith * ex->thread_floats;
@@ -455,10 +516,6 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
         const float *qr = row_f32(q, t) + h * D;
         const int64_t n_kv = ex->pos0 + t + 1;
         float *y = row_f32(dst, t) + h * D;
-        if (tiled) {
-            attn_row_tiled(qr, kc, vc, rb, f16, hk, D, n_kv, scale, ts, y);
-            continue;
-        }
         float S = 0.0f, M = -INFINITY;
         if (f16) {
             K->f32_to_f16(qr, q16, D);
@@ -530,7 +587,9 @@ lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, size_t *
                 if (b > shared) shared = b;
             }
         } else if (nd->op == LW_OP_ATTN) {
-            uint64_t f = 2 * (uint64_t)nd->ip[3] + 64; /* one-chunk: D floats + 2 D halves; tiled: 64 + D */
+            uint64_t f = 2 * (uint64_t)nd->ip[3]; /* one-chunk: D floats + 2 D halves */
+            if (max_tokens >= FA_TILE && nd->ip[3] % 16 == 0 && fa_tiled_floats(nd->ip[3]) > f)
+                f = fa_tiled_floats(nd->ip[3]);
             if (f > per_thread) per_thread = f;
         } else if (nd->op == LW_OP_ROPE) {
             if ((uint64_t)nd->ip[1] > per_thread) per_thread = (uint64_t)nd->ip[1];

@@ -56,6 +56,11 @@ typedef struct lw__cpu_kernels {
                      size_t cs);
     void (*gemm_f16)(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as, int64_t nt, float *c,
                      size_t cs);
+    /* tiled flash attention, 64 cells at a time: scores (Kt is D x 64), ggml_v_expf softmax (returns the
+     * sum), and the V accumulation over the first m cells (V is m x D) */
+    void (*fa_kq)(int64_t D, const float *Kt, const float *q, float *kq);
+    double (*fa_softmax)(float *kq, float M);
+    void (*fa_vacc)(int64_t D, int64_t m, const float *V, const float *kq, float *vkq);
 } lw__cpu_kernels;
 
 /* The scalar references. */

@@ -182,9 +182,65 @@ AVX512 static void gemm_f16(int64_t k, const void *w, size_t ws, int64_t m, cons
     gemm_body(1, k, w, ws, m, a, as, nt, c, cs);
 }
 
+/* Tiled flash attention (see fa_* in engine-ops.c): scores for 64 cells in 4 vectors, one FMA per head
+ * element; the softmax with ggml's vector exp; the V accumulation 16 head elements at a time. */
+AVX512 static void fa_kq(int64_t D, const float *Kt, const float *q, float *kq) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t d = 0; d < D; d++) {
+        const __m512 qd = _mm512_set1_ps(q[d]);
+        const float *k = Kt + d * 64;
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(k), qd, a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16), qd, a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(k + 32), qd, a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(k + 48), qd, a3);
+    }
+    _mm512_storeu_ps(kq, a0);
+    _mm512_storeu_ps(kq + 16, a1);
+    _mm512_storeu_ps(kq + 32, a2);
+    _mm512_storeu_ps(kq + 48, a3);
+}
+
+/* ggml_v_expf on 16 lanes (the same operations as the scalar v_expf in engine-ops.c) */
+AVX512 static inline __m512 v_expf16(__m512 x) {
+    const __m512 r = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+    const __m512 n = _mm512_sub_ps(z, r);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    const __m512 res = _mm512_scalef_ps(j, n);
+    if (!big) return res;
+    const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ),
+                                            _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(big, res, alt);
+}
+
+AVX512 static double fa_softmax(float *kq, float M) {
+    double sum = 0.0;
+    const __m512 m = _mm512_set1_ps(M);
+    for (int b = 0; b < 64; b += 16) {
+        const __m512 v = v_expf16(_mm512_sub_ps(_mm512_loadu_ps(kq + b), m));
+        _mm512_storeu_ps(kq + b, v);
+        sum += (double)hsum16(v);
+    }
+    return sum;
+}
+
+AVX512 static void fa_vacc(int64_t D, int64_t m, const float *V, const float *kq, float *vkq) {
+    for (int64_t d = 0; d < D; d += 16) {
+        __m512 acc = _mm512_loadu_ps(vkq + d);
+        for (int64_t j = 0; j < m; j++) acc = _mm512_fmadd_ps(_mm512_loadu_ps(V + j * D + d), _mm512_set1_ps(kq[j]), acc);
+        _mm512_storeu_ps(vkq + d, acc);
+    }
+}
+
 static const lw__cpu_kernels avx512_kernels = {
     "avx512", dot_f32, dot_f32_gemm, dot_f16, dot_f16_gemm, f32_to_f16, f16_to_f32, scale_f16, mad_f16,
-    gemm_f32, gemm_f16,
+    gemm_f32, gemm_f16, fa_kq, fa_softmax, fa_vacc,
 };
 
 const lw__cpu_kernels *lw__cpu_kernels_x86(void) {

@@ -383,7 +383,8 @@ void lw__quantize_row_q2_K_ref(const float *x, void *vy, int64_t k) {
             const float iscale = q4scale / max_min;
             for (int j = 0; j < LW_QK_K / 16; ++j) {
                 const int l = nearest_int(iscale * mins[j]);
-                y[i].scales[j] |= (uint8_t)(l << 4);
+                /* l is negative only for NaN input; shift as unsigned (same low byte, no UB) */
+                y[i].scales[j] |= (uint8_t)((uint32_t)l << 4);
             }
             y[i].dmin = lw__fp32_to_fp16(max_min / q4scale);
         } else {
@@ -897,7 +898,7 @@ void lw__dequantize_row_q8_K(const void *vx, float *y, int64_t k) {
 static inline uint8_t tq1_pack(const float *x, int stride, int n, float id, bool shift_once) {
     uint8_t q = 0;
     for (int t = 0; t < n; ++t) {
-        const int xi = (int)lroundf(x[t * stride] * id) + 1;
+        const int xi = lw__lroundf_int(x[t * stride] * id) + 1;
         q = (uint8_t)(q * 3 + xi);
     }
     if (shift_once) q = (uint8_t)(q * 3);
@@ -970,7 +971,7 @@ void lw__quantize_row_tq2_0_ref(const float *x, void *vy, int64_t k) {
             for (int m = 0; m < 32; ++m) {
                 uint8_t q = 0;
                 for (int n = 0; n < 4; ++n) {
-                    const int xi = (int)lroundf(x[m + n * 32] * id) + 1; /* -1, 0, 1 -> 0, 1, 2 */
+                    const int xi = lw__lroundf_int(x[m + n * 32] * id) + 1; /* -1, 0, 1 -> 0, 1, 2 */
                     q = (uint8_t)(q + ((xi & 3) << (2 * n)));
                 }
                 y[i].qs[j + m] = q;

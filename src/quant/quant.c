@@ -125,8 +125,8 @@ void lw__quantize_row_q4_0_ref(const float *x, void *vy, int64_t k) {
         for (int j = 0; j < LW_QK4_0 / 2; j++) {
             const float x0 = x[j] * id;
             const float x1 = x[LW_QK4_0 / 2 + j] * id;
-            const uint8_t q0 = (uint8_t)imin(15, (int8_t)(x0 + 8.5f));
-            const uint8_t q1 = (uint8_t)imin(15, (int8_t)(x1 + 8.5f));
+            const uint8_t q0 = (uint8_t)imin(15, (int8_t)lw__f2i_trunc(x0 + 8.5f));
+            const uint8_t q1 = (uint8_t)imin(15, (int8_t)lw__f2i_trunc(x1 + 8.5f));
             y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
@@ -162,8 +162,8 @@ void lw__quantize_row_q4_1_ref(const float *x, void *vy, int64_t k) {
         for (int j = 0; j < LW_QK4_1 / 2; j++) {
             const float x0 = (x[j] - min) * id;
             const float x1 = (x[LW_QK4_1 / 2 + j] - min) * id;
-            const uint8_t q0 = (uint8_t)imin(15, (int8_t)(x0 + 0.5f));
-            const uint8_t q1 = (uint8_t)imin(15, (int8_t)(x1 + 0.5f));
+            const uint8_t q0 = (uint8_t)imin(15, (int8_t)lw__f2i_trunc(x0 + 0.5f));
+            const uint8_t q1 = (uint8_t)imin(15, (int8_t)lw__f2i_trunc(x1 + 0.5f));
             y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
@@ -210,8 +210,8 @@ void lw__quantize_row_q5_0_ref(const float *x, void *vy, int64_t k) {
         for (int j = 0; j < LW_QK5_0 / 2; j++) {
             const float x0 = x[j] * id;
             const float x1 = x[LW_QK5_0 / 2 + j] * id;
-            const uint8_t q0 = (uint8_t)imin(31, (int8_t)(x0 + 16.5f));
-            const uint8_t q1 = (uint8_t)imin(31, (int8_t)(x1 + 16.5f));
+            const uint8_t q0 = (uint8_t)imin(31, (int8_t)lw__f2i_trunc(x0 + 16.5f));
+            const uint8_t q1 = (uint8_t)imin(31, (int8_t)lw__f2i_trunc(x1 + 16.5f));
             y[i].qs[j] = (uint8_t)((q0 & 0x0f) | ((q1 & 0x0f) << 4));
             qh |= ((q0 & 0x10u) >> 4) << j;
             qh |= ((q1 & 0x10u) >> 4) << (j + LW_QK5_0 / 2);
@@ -255,8 +255,8 @@ void lw__quantize_row_q5_1_ref(const float *x, void *vy, int64_t k) {
             const float x0 = (x[j] - min) * id;
             const float x1 = (x[LW_QK5_1 / 2 + j] - min) * id;
             /* ggml converts straight to uint8_t here (no clamp at 31). */
-            const uint8_t q0 = (uint8_t)(x0 + 0.5f);
-            const uint8_t q1 = (uint8_t)(x1 + 0.5f);
+            const uint8_t q0 = (uint8_t)lw__f2i_trunc(x0 + 0.5f);
+            const uint8_t q1 = (uint8_t)lw__f2i_trunc(x1 + 0.5f);
             y[i].qs[j] = (uint8_t)((q0 & 0x0f) | ((q1 & 0x0f) << 4));
             qh |= ((q0 & 0x10u) >> 4) << j;
             qh |= ((q1 & 0x10u) >> 4) << (j + LW_QK5_1 / 2);
@@ -296,7 +296,7 @@ void lw__quantize_row_q8_0_ref(const float *x, void *vy, int64_t k) {
         const float d = amax / ((1 << 7) - 1);
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = lw__fp32_to_fp16(d);
-        for (int j = 0; j < LW_QK8_0; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < LW_QK8_0; j++) y[i].qs[j] = (int8_t)lw__f2i_trunc(roundf(x[j] * id));
     }
 }
 
@@ -320,7 +320,7 @@ void lw__quantize_row_q8_1_ref(const float *x, void *vy, int64_t k) {
         y[i].d = lw__fp32_to_fp16(d);
         int sum = 0;
         for (int j = 0; j < LW_QK8_1; j++) {
-            y[i].qs[j] = (int8_t)roundf(x[j] * id);
+            y[i].qs[j] = (int8_t)lw__f2i_trunc(roundf(x[j] * id));
             sum += y[i].qs[j];
         }
         y[i].s = lw__fp32_to_fp16(sum * d);
@@ -379,7 +379,7 @@ void lw__quantize_row_q2_0_ref(const float *x, void *vy, int64_t k) {
         y[i].d = lw__fp32_to_fp16(d);
         memset(y[i].qs, 0, sizeof y[i].qs);
         for (int j = 0; j < LW_QK2_0; j++) {
-            int q = (int)roundf(x[j] * id) + 1; /* codes 0..3 mean -1, 0, +1, +2 */
+            int q = lw__f2i_trunc(roundf(x[j] * id)) + 1; /* codes 0..3 mean -1, 0, +1, +2 */
             if (q < 0) q = 0;
             if (q > 3) q = 3;
             y[i].qs[j / 4] |= (uint8_t)(q << ((j % 4) * 2));
@@ -425,7 +425,7 @@ void lw__quantize_row_mxfp4_ref(const float *x, void *vy, int64_t k) {
         for (int j = 0; j < LW_QK_MXFP4; j++)
             if (amax < fabsf(x[j])) amax = fabsf(x[j]);
         /* Exponent so that amax lands in the top binade of E2M1 (max 6 = 1.5 * 2^2). */
-        const uint8_t e = amax > 0.0f ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+        const uint8_t e = amax > 0.0f ? (uint8_t)lw__f2i_trunc(floorf(log2f(amax)) - 2 + 127) : 0;
         const float d = lw__e8m0_to_fp32_half(e);
         y[i].e = e;
         for (int j = 0; j < LW_QK_MXFP4 / 2; j++) {

@@ -9,6 +9,7 @@
 
 #include "llamaweb.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -342,6 +343,22 @@ LW__QUANT_DECL(mxfp4)
 LW__QUANT_DECL(nvfp4)
 LW__QUANT_DECL(q1_0)
 LW__QUANT_DECL(q2_0)
+
+/* float -> int32 the way x86's cvttss2si converts (what ggml's C casts compile to on x86-64): truncation
+ * toward zero, INT32_MIN for NaN and values outside int32. The reference quantizers use it wherever ggml
+ * casts a float that extreme inputs (NaN, infinities, subnormal blocks whose 1/d overflows) can push out of
+ * range: the result matches ggml on x86 and is the same on every target, without C's undefined behaviour. */
+static inline int32_t lw__f2i_trunc(float f) {
+    if (!(f > -0x1.000002p31f && f < 0x1p31f)) return INT32_MIN;
+    return (int32_t)f;
+}
+
+/* (int)lroundf(f) as glibc computes it on x86-64: LONG_MIN (whose low 32 bits are 0) for NaN and values
+ * outside long. */
+static inline int lw__lroundf_int(float f) {
+    if (!(f >= -0x1p63f && f < 0x1p63f)) return 0;
+    return (int)(uint32_t)(uint64_t)(int64_t)roundf(f);
+}
 
 /* Small shared helpers (quant.c). */
 float lw__e8m0_to_fp32_half(uint8_t e); /* 2^(e-128): the MXFP4 scale for values stored as 2 * e2m1 */

@@ -73,9 +73,9 @@ typedef struct ll_batch {
 
 typedef struct ll_quantize_params {
     int32_t nthread;
-    int32_t ftype;                 /* llama_ftype                  */
-    int32_t output_tensor_type;    /* ggml_type (COUNT = default)  */
-    int32_t token_embedding_type;  /* ggml_type (COUNT = default)  */
+    int32_t ftype;                /* llama_ftype                  */
+    int32_t output_tensor_type;   /* ggml_type (COUNT = default)  */
+    int32_t token_embedding_type; /* ggml_type (COUNT = default)  */
     bool allow_requantize, quantize_output_tensor, only_copy, pure, keep_split, dry_run;
     const void *imatrix;
     const void *kv_overrides;
@@ -146,7 +146,8 @@ static inline const char *llama_oracle_open(void) {
     /* libllama's RUNPATH is $ORIGIN, so its libggml*.so dependencies resolve from the same folder */
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        snprintf(why, sizeof why, "llama.cpp oracle not available (%s); run npm install at the repo root", dlerror());
+        snprintf(why, sizeof why, "llama.cpp oracle not available (%s); run npm install at the repo root",
+                 dlerror());
         return why;
     }
     struct {
@@ -172,7 +173,8 @@ static inline const char *llama_oracle_open(void) {
         {(void **)&ll.model_quantize, "llama_model_quantize", 1},
         {(void **)&ll.quant_init, "_Z16llama_quant_initPK11llama_modelPK27llama_model_quantize_params", 0},
         {(void **)&ll.quant_free, "_Z16llama_quant_freeP19quantize_state_impl", 0},
-        {(void **)&ll.quant_model_from_metadata, "_Z31llama_quant_model_from_metadataPK22llama_quant_model_desc", 0},
+        {(void **)&ll.quant_model_from_metadata,
+         "_Z31llama_quant_model_from_metadataPK22llama_quant_model_desc", 0},
         {(void **)&ll.quant_compute_types,
          "_Z25llama_quant_compute_typesP19quantize_state_impl11llama_ftypePP11ggml_tensorP9ggml_typem", 0},
         {(void **)&ll.ggml_init, "ggml_init", 0},
@@ -198,16 +200,17 @@ static inline int llama_oracle_layout_ok(void) {
     ll_model_params mp = ll.model_default_params();
     ll_context_params cp = ll.context_default_params();
     ll_quantize_params qp = ll.model_quantize_default_params();
-    return mp.n_gpu_layers == -1 && mp.use_extra_bufts && !mp.vocab_only && cp.n_ctx == 512 && cp.n_batch == 2048 &&
-           cp.n_ubatch == 512 && cp.flash_attn_type == -1 && cp.type_k == 1 && cp.type_v == 1 && cp.offload_kqv &&
-           cp.no_perf && cp.n_samplers == 0 && cp.ctx_other == NULL && qp.ftype == 7 /* Q8_0 */ &&
-           qp.quantize_output_tensor && !qp.pure && !qp.dry_run && qp.imatrix == NULL && qp.max_buf_size == (size_t)8 << 30;
+    return mp.n_gpu_layers == -1 && mp.use_extra_bufts && !mp.vocab_only && cp.n_ctx == 512 &&
+           cp.n_batch == 2048 && cp.n_ubatch == 512 && cp.flash_attn_type == -1 && cp.type_k == 1 &&
+           cp.type_v == 1 && cp.offload_kqv && cp.no_perf && cp.n_samplers == 0 && cp.ctx_other == NULL &&
+           qp.ftype == 7 /* Q8_0 */ && qp.quantize_output_tensor && !qp.pure && !qp.dry_run &&
+           qp.imatrix == NULL && qp.max_buf_size == (size_t)8 << 30;
 }
 
 /* 1 when the optional quantization-type entry points are there. */
 static inline int llama_oracle_has_quant_types(void) {
-    return ll.quant_init && ll.quant_free && ll.quant_model_from_metadata && ll.quant_compute_types && ll.ggml_init &&
-           ll.ggml_free && ll.ggml_new_tensor && ll.ggml_set_name;
+    return ll.quant_init && ll.quant_free && ll.quant_model_from_metadata && ll.quant_compute_types &&
+           ll.ggml_init && ll.ggml_free && ll.ggml_new_tensor && ll.ggml_set_name;
 }
 
 #endif

@@ -11,10 +11,10 @@
 
 static char tmpdir[512];
 
-static lw_status make(const char *preset, const char *type, const char *vocab, uint64_t seed, const char *path,
-                      lw__synth_result *res, const lw_allocator *alloc, char *err) {
-    lw__synth_params sp = {.preset = preset, .type = type, .vocab_path = vocab, .shared_dir = test_shared_dir(),
-                           .seed = seed};
+static lw_status make(const char *preset, const char *type, const char *vocab, uint64_t seed,
+                      const char *path, lw__synth_result *res, const lw_allocator *alloc, char *err) {
+    lw__synth_params sp = {
+        .preset = preset, .type = type, .vocab_path = vocab, .shared_dir = test_shared_dir(), .seed = seed};
     return lw__synth_write(&sp, path, alloc, res, err);
 }
 
@@ -81,14 +81,34 @@ static int expected_tensors(const char *preset) {
 /* How far a quantized type may move a matrix's standard deviation (relative). */
 static double std_tolerance(uint32_t type) {
     switch (type) {
-    case LW_TYPE_F32: case LW_TYPE_F16: case LW_TYPE_BF16: case LW_TYPE_Q8_0: return 0.05;
-    case LW_TYPE_Q6_K: case LW_TYPE_Q5_0: case LW_TYPE_Q5_1: case LW_TYPE_Q5_K: return 0.1;
-    case LW_TYPE_Q4_0: case LW_TYPE_Q4_1: case LW_TYPE_Q4_K: case LW_TYPE_IQ4_NL: case LW_TYPE_IQ4_XS:
-    case LW_TYPE_MXFP4: return 0.2;
-    case LW_TYPE_Q2_K: case LW_TYPE_Q3_K: return 0.1;
-    case LW_TYPE_TQ1_0: case LW_TYPE_TQ2_0: return 0.25; /* ternary: {-d, 0, d} with d = a block's absmax */
-    case LW_TYPE_IQ1_S: case LW_TYPE_IQ1_M: return 0.3; /* ggml's 1.5-bit quantizers widen gaussian rows ~20% */
-    default: return 0.2; /* grid IQ types (random valid blocks where we have no quantizer) */
+    case LW_TYPE_F32:
+    case LW_TYPE_F16:
+    case LW_TYPE_BF16:
+    case LW_TYPE_Q8_0:
+        return 0.05;
+    case LW_TYPE_Q6_K:
+    case LW_TYPE_Q5_0:
+    case LW_TYPE_Q5_1:
+    case LW_TYPE_Q5_K:
+        return 0.1;
+    case LW_TYPE_Q4_0:
+    case LW_TYPE_Q4_1:
+    case LW_TYPE_Q4_K:
+    case LW_TYPE_IQ4_NL:
+    case LW_TYPE_IQ4_XS:
+    case LW_TYPE_MXFP4:
+        return 0.2;
+    case LW_TYPE_Q2_K:
+    case LW_TYPE_Q3_K:
+        return 0.1;
+    case LW_TYPE_TQ1_0:
+    case LW_TYPE_TQ2_0:
+        return 0.25; /* ternary: {-d, 0, d} with d = a block's absmax */
+    case LW_TYPE_IQ1_S:
+    case LW_TYPE_IQ1_M:
+        return 0.3; /* ggml's 1.5-bit quantizers widen gaussian rows ~20% */
+    default:
+        return 0.2; /* grid IQ types (random valid blocks where we have no quantizer) */
     }
 }
 
@@ -152,8 +172,10 @@ static void check_file(const char *preset, const char *type, const char *vocab) 
             if (j < 0) continue;
             const lw_gguf_value *a = lw_gguf_value_at(v, i), *b = lw_gguf_value_at(g, j);
             int same = a->type == b->type;
-            if (same && a->type == LW_GGUF_ARRAY) same = a->v.arr.type == b->v.arr.type && a->v.arr.n == b->v.arr.n;
-            if (same && a->type == LW_GGUF_STRING) same = a->v.str.len == b->v.str.len && !memcmp(a->v.str.s, b->v.str.s, a->v.str.len);
+            if (same && a->type == LW_GGUF_ARRAY)
+                same = a->v.arr.type == b->v.arr.type && a->v.arr.n == b->v.arr.n;
+            if (same && a->type == LW_GGUF_STRING)
+                same = a->v.str.len == b->v.str.len && !memcmp(a->v.str.s, b->v.str.s, a->v.str.len);
             if (same && a->type != LW_GGUF_ARRAY && a->type != LW_GGUF_STRING) same = a->v.u64 == b->v.u64;
             CHECK_MSG(same, "%s differs from the vocab file", lw_gguf_key(v, i));
             n_copied += same;
@@ -178,8 +200,11 @@ static void check_file(const char *preset, const char *type, const char *vocab) 
     for (int64_t i = 0; i < lw_gguf_n_tensors(g); i++) {
         const lw_gguf_tensor *t = lw_gguf_tensor_at(g, i);
         n_params += t->n_elements;
-        const int is_norm = strstr(t->name, "norm.weight") != NULL, is_bias = strstr(t->name, ".bias") != NULL;
-        if (t->n_dims == 1) CHECK_MSG(t->type == LW_TYPE_F32, "%s: 1-D tensor %s is %s", type, t->name, lw_type_get(t->type)->name);
+        const int is_norm = strstr(t->name, "norm.weight") != NULL,
+                  is_bias = strstr(t->name, ".bias") != NULL;
+        if (t->n_dims == 1)
+            CHECK_MSG(t->type == LW_TYPE_F32, "%s: 1-D tensor %s is %s", type, t->name,
+                      lw_type_get(t->type)->name);
         if (is_norm) CHECK(t->n_dims == 1);
         float *v = tensor_values(g, i);
         CHECK_MSG(v != NULL, "%s: %s does not dequantize", type, t->name);
@@ -193,7 +218,8 @@ static void check_file(const char *preset, const char *type, const char *vocab) 
         CHECK_MSG(finite, "%s %s: non-finite values", type, t->name);
         const double mean = sum / (double)t->n_elements, sd = sqrt(sq / (double)t->n_elements - mean * mean);
         if (is_norm) {
-            CHECK_MSG(fabs(mean - 1.0) < 0.05 && sd < 0.1, "%s %s: norm mean %g sd %g", type, t->name, mean, sd);
+            CHECK_MSG(fabs(mean - 1.0) < 0.05 && sd < 0.1, "%s %s: norm mean %g sd %g", type, t->name, mean,
+                      sd);
         } else if (is_bias) {
             CHECK_MSG(fabs(mean) < 0.01 && sd < 0.05, "%s %s: bias mean %g sd %g", type, t->name, mean, sd);
         } else if (!strcmp(t->name, "rope_freqs.weight")) {
@@ -201,15 +227,17 @@ static void check_file(const char *preset, const char *type, const char *vocab) 
         } else {
             const double want = 1.0 / sqrt((double)t->ne[0]), rel = fabs(sd / want - 1.0);
             worst_rel = rel > worst_rel ? rel : worst_rel;
-            CHECK_MSG(rel < std_tolerance(t->type) && fabs(mean) < 0.1 * want, "%s %s (%s): sd %g, intended %g, mean %g",
-                      type, t->name, lw_type_get(t->type)->name, sd, want, mean);
+            CHECK_MSG(rel < std_tolerance(t->type) && fabs(mean) < 0.1 * want,
+                      "%s %s (%s): sd %g, intended %g, mean %g", type, t->name, lw_type_get(t->type)->name,
+                      sd, want, mean);
         }
         free(v);
     }
     CHECK(n_params == r.n_params);
-    printf("%-12s %-8s %3lld tensors, %8llu params, %7.2f MB, vocab %lld, matrices' sd within %.1f%% of 1/sqrt(fan_in)\n",
-           preset, type, (long long)lw_gguf_n_tensors(g), (unsigned long long)n_params, (double)r.n_bytes / 1e6,
-           (long long)r.n_vocab, 100 * worst_rel);
+    printf("%-12s %-8s %3lld tensors, %8llu params, %7.2f MB, vocab %lld, matrices' sd within %.1f%% of "
+           "1/sqrt(fan_in)\n",
+           preset, type, (long long)lw_gguf_n_tensors(g), (unsigned long long)n_params,
+           (double)r.n_bytes / 1e6, (long long)r.n_vocab, 100 * worst_rel);
     lw_gguf_close(g);
     lw_source_close(src);
     remove(path);
@@ -236,13 +264,15 @@ static void check_determinism(void) {
         size_t ndiff = 0;
         for (size_t i = 0; i < na; i++) ndiff += da[i] != dc[i];
         CHECK_MSG(ndiff > na / 4, "another seed changed only %zu of %zu bytes", ndiff, na);
-        printf("determinism: seed 99 twice -> identical %zu bytes; seed 100 -> %zu bytes differ\n", na, ndiff);
+        printf("determinism: seed 99 twice -> identical %zu bytes; seed 100 -> %zu bytes differ\n", na,
+               ndiff);
     }
     free(da), free(db), free(dc);
     remove(a), remove(b), remove(c);
 }
 
-/* A q8_0 file and an f32 file of one seed hold the same underlying floats (rows are seeded by name and row). */
+/* A q8_0 file and an f32 file of one seed hold the same underlying floats (rows are seeded by name and row).
+ */
 static void check_type_independence(void) {
     char a[700], b[700], err[LW_ERRMSG_SIZE];
     snprintf(a, sizeof a, "%s/synth-ti-f32.gguf", tmpdir);
@@ -267,7 +297,8 @@ static void check_type_independence(void) {
             dmax = fabs(x[e] - y[e]) > dmax ? fabs(x[e] - y[e]) : dmax;
         }
         /* q8_0 rounds to 1/127 of a block's absmax (plus the fp16 scale) */
-        CHECK_MSG(dmax <= amax / 127.0 * 0.51 + 1e-6, "%s: q8_0 vs f32 differ by %g (absmax %g)", t->name, dmax, amax);
+        CHECK_MSG(dmax <= amax / 127.0 * 0.51 + 1e-6, "%s: q8_0 vs f32 differ by %g (absmax %g)", t->name,
+                  dmax, amax);
         worst = dmax / amax > worst ? dmax / amax : worst;
         free(x), free(y);
     }
@@ -312,7 +343,8 @@ static void check_mix_rules(void) {
     /* llama-3.1-8b q2_k: n_gqa = 4 -> attn_v Q4_K; ffn_down Q3_K; attn_output Q3_K; output Q6_K; token_embd
      * (untied) and attn_q, attn_k, ffn_gate, ffn_up Q2_K */
     count_types("llama-3.1-8b", "q2_k", c);
-    CHECK(c[LW_TYPE_Q4_K] == 32 && c[LW_TYPE_Q3_K] == 64 && c[LW_TYPE_Q6_K] == 1 && c[LW_TYPE_Q2_K] == 1 + 32 * 4);
+    CHECK(c[LW_TYPE_Q4_K] == 32 && c[LW_TYPE_Q3_K] == 64 && c[LW_TYPE_Q6_K] == 1 &&
+          c[LW_TYPE_Q2_K] == 1 + 32 * 4);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -340,9 +372,12 @@ static void check_errors(void) {
     char path[700], err[LW_ERRMSG_SIZE];
     snprintf(path, sizeof path, "%s/synth-err.gguf", tmpdir);
     lw__synth_result r;
-    CHECK(make("no-such-preset", "q4_0", "builtin", 1, path, &r, NULL, err) == LW_ERR_INVALID_ARG && strstr(err, "preset"));
-    CHECK(make("tiny", "q9_9", "builtin", 1, path, &r, NULL, err) == LW_ERR_INVALID_ARG && strstr(err, "type"));
-    CHECK(make("tiny", "q4_0", "/nonexistent/vocab.gguf", 1, path, &r, NULL, err) != LW_OK && strstr(err, "vocab"));
+    CHECK(make("no-such-preset", "q4_0", "builtin", 1, path, &r, NULL, err) == LW_ERR_INVALID_ARG &&
+          strstr(err, "preset"));
+    CHECK(make("tiny", "q9_9", "builtin", 1, path, &r, NULL, err) == LW_ERR_INVALID_ARG &&
+          strstr(err, "type"));
+    CHECK(make("tiny", "q4_0", "/nonexistent/vocab.gguf", 1, path, &r, NULL, err) != LW_OK &&
+          strstr(err, "vocab"));
     CHECK(make("tiny", "q4_0", "builtin", 1, "/nonexistent/dir/out.gguf", &r, NULL, err) != LW_OK && err[0]);
     lw__synth_params sp = {.preset = "tiny", .type = "q4_0", .vocab_path = "builtin", .n_layer = 100000};
     CHECK(lw__synth_write(&sp, path, NULL, &r, err) == LW_ERR_INVALID_ARG);
@@ -371,7 +406,9 @@ static void check_cli(void) {
     }
     char cmd[2048], path[700];
     snprintf(path, sizeof path, "%s/synth-cli.gguf", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s synth --preset tiny-gemma2 --type q5_k_m --vocab builtin --seed 9 -o %s > /dev/null", cli, path);
+    snprintf(cmd, sizeof cmd,
+             "%s synth --preset tiny-gemma2 --type q5_k_m --vocab builtin --seed 9 -o %s > /dev/null", cli,
+             path);
     CHECK(system(cmd) == 0);
     lw_source *src;
     lw_gguf *g = open_file(path, &src);
@@ -393,13 +430,20 @@ int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "%s", test_tmp_dir());
     mkdir(tmpdir, 0777);
 
-    static const char *types[] = {"f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k_m",
-                                  "q4_k_m", "q5_k_m", "q6_k", "q4_k", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs",
-                                  "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "tq1_0", "tq2_0", "mxfp4",
-                                  "nvfp4"};
+    static const char *types[] = {"f32",     "f16",    "bf16",   "q4_0",    "q4_1",   "q5_0",   "q5_1",
+                                  "q8_0",    "q2_k",   "q3_k_m", "q4_k_m",  "q5_k_m", "q6_k",   "q4_k",
+                                  "iq2_xxs", "iq2_xs", "iq2_s",  "iq3_xxs", "iq1_s",  "iq4_nl", "iq4_xs",
+                                  "tq1_0",   "tq2_0",  "mxfp4",  "nvfp4"};
     /* tiny-256's rows are whole 256-blocks, so K-quants and the grid IQ types are used without fallback */
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) check_file("tiny-256", types[k], "builtin");
-    static const char *presets[] = {"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3", "tiny-phi3"};
+    /* ggml's IQ1_M and IQ3_S searches take seconds here (tens of seconds under ASAN); the synth path is the
+     * same as for every quantized type, so they run only with LW_TEST_SLOW=1 */
+    if (getenv("LW_TEST_SLOW")) {
+        check_file("tiny-256", "iq1_m", "builtin");
+        check_file("tiny-256", "iq3_s", "builtin");
+    }
+    static const char *presets[] = {"tiny",        "tiny-qwen2",  "tiny-qwen3",
+                                    "tiny-gemma2", "tiny-gemma3", "tiny-phi3"};
     for (size_t k = 0; k < sizeof presets / sizeof presets[0]; k++) {
         check_file(presets[k], "q4_k_m", "builtin");
         check_file(presets[k], "f16", "builtin");

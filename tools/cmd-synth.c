@@ -57,8 +57,10 @@ int lw__cmd_synth(int argc, char **argv) {
                 fprintf(stderr, "llamaweb synth: bad value for %s: '%s'\n", a, v);
                 return 2;
             }
-            if (a[2] == 's') p.seed = n;
-            else p.n_layer = (uint32_t)n;
+            if (a[2] == 's')
+                p.seed = n;
+            else
+                p.n_layer = (uint32_t)n;
             i++;
         } else {
             fprintf(stderr, "llamaweb synth: unknown or incomplete option '%s'\n", a);
@@ -79,9 +81,9 @@ int lw__cmd_synth(int argc, char **argv) {
         return 1;
     }
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    printf("%s: preset %s, type %s%s, seed %" PRIu64 ", vocab %" PRId64 " tokens (%s)\n", out, p.preset, p.type,
-           p.pure ? " (pure)" : "", p.seed, r.n_vocab, r.vocab_from);
-    printf("%" PRIu64 " tensors, %" PRIu64 " parameters, %.1f MB of tensor data, written in %.2f s\n", r.n_tensors,
-           r.n_params, (double)r.n_bytes / 1e6, s);
+    printf("%s: preset %s, type %s%s, seed %" PRIu64 ", vocab %" PRId64 " tokens (%s)\n", out, p.preset,
+           p.type, p.pure ? " (pure)" : "", p.seed, r.n_vocab, r.vocab_from);
+    printf("%" PRIu64 " tensors, %" PRIu64 " parameters, %.1f MB of tensor data, written in %.2f s\n",
+           r.n_tensors, r.n_params, (double)r.n_bytes / 1e6, s);
     return 0;
 }

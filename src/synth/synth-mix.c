@@ -11,6 +11,7 @@
 #include <string.h>
 
 /* llama_ftype values (include/llama.h). */
+/* clang-format off */
 enum {
     FT_ALL_F32 = 0, FT_F16 = 1, FT_Q4_0 = 2, FT_Q4_1 = 3, FT_Q8_0 = 7, FT_Q5_0 = 8, FT_Q5_1 = 9,
     FT_Q2_K = 10, FT_Q3_K_S = 11, FT_Q3_K_M = 12, FT_Q3_K_L = 13, FT_Q4_K_S = 14, FT_Q4_K_M = 15,
@@ -19,6 +20,7 @@ enum {
     FT_IQ2_S = 28, FT_IQ2_M = 29, FT_IQ4_XS = 30, FT_IQ1_M = 31, FT_BF16 = 32, FT_TQ1_0 = 36, FT_TQ2_0 = 37,
     FT_MXFP4_MOE = 38, FT_NVFP4 = 39, FT_Q1_0 = 40, FT_Q2_0 = 41
 };
+/* clang-format on */
 
 /* ---------------------------------------------------------------------------------------------------------
  * --type values: llama.cpp's file types (their per-tensor rules apply), then tensor types that are no file
@@ -26,6 +28,7 @@ enum {
  * guesses for a file whose most common type it is).
  * ------------------------------------------------------------------------------------------------------- */
 
+/* clang-format off */
 static const lw__synth_ftype ftypes[] = {
     {"f32", FT_ALL_F32, LW_TYPE_F32, 1},        {"f16", FT_F16, LW_TYPE_F16, 1},
     {"bf16", FT_BF16, LW_TYPE_BF16, 1},         {"q4_0", FT_Q4_0, LW_TYPE_Q4_0, 1},
@@ -50,6 +53,7 @@ static const lw__synth_ftype ftypes[] = {
     {"q5_k", FT_Q5_K_M, LW_TYPE_Q5_K, 0},       {"mxfp4", FT_MXFP4_MOE, LW_TYPE_MXFP4, 0},
     {"nvfp4", FT_NVFP4, LW_TYPE_NVFP4, 0},
 };
+/* clang-format on */
 
 const lw__synth_ftype *lw__synth_ftype_find(const char *name) {
     if (!name) return NULL;
@@ -69,11 +73,25 @@ const lw__synth_ftype *lw__synth_ftype_at(size_t i) {
  * Tensor categories (tensor_get_category)
  * ------------------------------------------------------------------------------------------------------- */
 
-typedef enum cat { C_TOKEN_EMBD, C_Q, C_V, C_K, C_QKV, C_KV_B, C_OUT, C_UP, C_GATE, C_DOWN, C_OUTPUT, C_OTHER } cat;
+typedef enum cat {
+    C_TOKEN_EMBD,
+    C_Q,
+    C_V,
+    C_K,
+    C_QKV,
+    C_KV_B,
+    C_OUT,
+    C_UP,
+    C_GATE,
+    C_DOWN,
+    C_OUTPUT,
+    C_OTHER
+} cat;
 
 static cat category(const char *name) {
     if (!strcmp(name, "output.weight")) return C_OUTPUT;
-    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight")) return C_TOKEN_EMBD;
+    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight"))
+        return C_TOKEN_EMBD;
     if (strstr(name, "attn_qkv.weight")) return C_QKV;
     if (strstr(name, "attn_kv_b.weight")) return C_KV_B;
     if (strstr(name, "attn_v.weight")) return C_V;
@@ -104,15 +122,34 @@ static uint32_t fallback(int64_t ncols, uint32_t t) {
     if (ncols % block_size(t) == 0) return t;
     uint32_t r = t;
     switch (t) {
-    case LW_TYPE_IQ1_S: case LW_TYPE_IQ1_M: case LW_TYPE_IQ2_XXS: case LW_TYPE_IQ2_XS: case LW_TYPE_IQ2_S:
-    case LW_TYPE_IQ3_XXS: case LW_TYPE_IQ3_S: case LW_TYPE_IQ4_XS: r = LW_TYPE_IQ4_NL; break;
-    case LW_TYPE_Q2_0: case LW_TYPE_Q2_K: case LW_TYPE_Q3_K: case LW_TYPE_TQ1_0: case LW_TYPE_TQ2_0:
+    case LW_TYPE_IQ1_S:
+    case LW_TYPE_IQ1_M:
+    case LW_TYPE_IQ2_XXS:
+    case LW_TYPE_IQ2_XS:
+    case LW_TYPE_IQ2_S:
+    case LW_TYPE_IQ3_XXS:
+    case LW_TYPE_IQ3_S:
+    case LW_TYPE_IQ4_XS:
+        r = LW_TYPE_IQ4_NL;
+        break;
+    case LW_TYPE_Q2_0:
+    case LW_TYPE_Q2_K:
+    case LW_TYPE_Q3_K:
+    case LW_TYPE_TQ1_0:
+    case LW_TYPE_TQ2_0:
         r = LW_TYPE_Q4_0;
         break;
-    case LW_TYPE_Q4_K: r = LW_TYPE_Q5_0; break;
-    case LW_TYPE_Q5_K: r = LW_TYPE_Q5_1; break;
-    case LW_TYPE_Q6_K: r = LW_TYPE_Q8_0; break;
-    default: break; /* llama.cpp keeps 32-blocks here and throws for others; both end as F16 below */
+    case LW_TYPE_Q4_K:
+        r = LW_TYPE_Q5_0;
+        break;
+    case LW_TYPE_Q5_K:
+        r = LW_TYPE_Q5_1;
+        break;
+    case LW_TYPE_Q6_K:
+        r = LW_TYPE_Q8_0;
+        break;
+    default:
+        break; /* llama.cpp keeps 32-blocks here and throws for others; both end as F16 below */
     }
     return ncols % block_size(r) == 0 ? r : LW_TYPE_F16;
 }
@@ -121,23 +158,31 @@ static uint32_t fallback(int64_t ncols, uint32_t t) {
  * llama_tensor_get_type_impl, branch for branch (MoE, Falcon and 70B branches dropped: no preset has them)
  * ------------------------------------------------------------------------------------------------------- */
 
-static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *t, cat c, int n_layer, int n_gqa,
-                              int tied) {
+static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *t, cat c, int n_layer,
+                              int n_gqa, int tied) {
     const int i = t->layer; /* = i_attention_wv / i_ffn_down / i_ffn_gate / i_ffn_up, see the file comment */
     const int iq_low = ft == FT_IQ2_XXS || ft == FT_IQ2_XS || ft == FT_IQ1_S || ft == FT_IQ2_S ||
                        ft == FT_IQ2_M || ft == FT_IQ1_M;
     if (c == C_OUTPUT || (tied && c == C_TOKEN_EMBD)) {
-        if (ft == FT_MXFP4_MOE) nt = LW_TYPE_Q8_0;
-        else if (t->ne[0] % block_size(nt) != 0) nt = LW_TYPE_Q8_0;
-        else if (iq_low || ft == FT_IQ3_XXS) nt = LW_TYPE_Q5_K;
-        else if (nt != LW_TYPE_Q8_0) nt = LW_TYPE_Q6_K;
+        if (ft == FT_MXFP4_MOE)
+            nt = LW_TYPE_Q8_0;
+        else if (t->ne[0] % block_size(nt) != 0)
+            nt = LW_TYPE_Q8_0;
+        else if (iq_low || ft == FT_IQ3_XXS)
+            nt = LW_TYPE_Q5_K;
+        else if (nt != LW_TYPE_Q8_0)
+            nt = LW_TYPE_Q6_K;
     } else if (ft == FT_MXFP4_MOE) {
         nt = LW_TYPE_Q8_0; /* dense tensors (ne[2] == 1) */
     } else if (c == C_TOKEN_EMBD) {
-        if (ft == FT_IQ2_XXS || ft == FT_IQ2_XS || ft == FT_IQ1_S || ft == FT_IQ1_M) nt = LW_TYPE_Q2_K;
-        else if (ft == FT_IQ2_S || ft == FT_IQ2_M) nt = LW_TYPE_IQ3_S;
-        else if (ft == FT_IQ3_XXS) nt = LW_TYPE_IQ3_S;
-        else if (ft == FT_TQ1_0 || ft == FT_TQ2_0 || ft == FT_Q2_0) nt = LW_TYPE_Q4_K;
+        if (ft == FT_IQ2_XXS || ft == FT_IQ2_XS || ft == FT_IQ1_S || ft == FT_IQ1_M)
+            nt = LW_TYPE_Q2_K;
+        else if (ft == FT_IQ2_S || ft == FT_IQ2_M)
+            nt = LW_TYPE_IQ3_S;
+        else if (ft == FT_IQ3_XXS)
+            nt = LW_TYPE_IQ3_S;
+        else if (ft == FT_TQ1_0 || ft == FT_TQ2_0 || ft == FT_Q2_0)
+            nt = LW_TYPE_Q4_K;
     } else if (iq_low) {
         const int iq2sm = ft == FT_IQ2_S || ft == FT_IQ2_M;
         if (is_attn_v(c)) {
@@ -145,51 +190,78 @@ static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *
         } else if (c == C_DOWN) {
             if (i < n_layer / 8) nt = iq2sm ? LW_TYPE_IQ3_S : LW_TYPE_Q2_K;
         } else if (c == C_OUT) {
-            if (ft == FT_IQ1_S || ft == FT_IQ1_M) nt = LW_TYPE_IQ2_XXS;
-            else if (iq2sm) nt = LW_TYPE_IQ3_S;
+            if (ft == FT_IQ1_S || ft == FT_IQ1_M)
+                nt = LW_TYPE_IQ2_XXS;
+            else if (iq2sm)
+                nt = LW_TYPE_IQ3_S;
         }
     } else if (is_attn_v(c)) {
-        if (ft == FT_Q2_K) nt = n_gqa >= 4 ? LW_TYPE_Q4_K : LW_TYPE_Q3_K;
-        else if (ft == FT_Q2_K_S && n_gqa >= 4) nt = LW_TYPE_Q4_K;
-        else if (ft == FT_IQ3_XXS) nt = n_gqa >= 4 ? LW_TYPE_Q4_K : LW_TYPE_IQ3_S; /* no imatrix */
-        else if ((ft == FT_IQ3_XS || ft == FT_IQ3_S) && n_gqa >= 4) nt = LW_TYPE_Q4_K;
-        else if (ft == FT_IQ3_M) nt = LW_TYPE_Q4_K;
-        else if (ft == FT_Q3_K_M) nt = i < 2 ? LW_TYPE_Q5_K : LW_TYPE_Q4_K;
-        else if (ft == FT_Q3_K_L) nt = LW_TYPE_Q5_K;
-        else if ((ft == FT_IQ4_NL || ft == FT_IQ4_XS) && n_gqa >= 4) nt = LW_TYPE_Q5_K;
-        else if ((ft == FT_Q4_K_M || ft == FT_Q5_K_M) && use_more_bits(i, n_layer)) nt = LW_TYPE_Q6_K;
-        else if (ft == FT_Q4_K_S && i < 4) nt = LW_TYPE_Q5_K;
+        if (ft == FT_Q2_K)
+            nt = n_gqa >= 4 ? LW_TYPE_Q4_K : LW_TYPE_Q3_K;
+        else if (ft == FT_Q2_K_S && n_gqa >= 4)
+            nt = LW_TYPE_Q4_K;
+        else if (ft == FT_IQ3_XXS)
+            nt = n_gqa >= 4 ? LW_TYPE_Q4_K : LW_TYPE_IQ3_S; /* no imatrix */
+        else if ((ft == FT_IQ3_XS || ft == FT_IQ3_S) && n_gqa >= 4)
+            nt = LW_TYPE_Q4_K;
+        else if (ft == FT_IQ3_M)
+            nt = LW_TYPE_Q4_K;
+        else if (ft == FT_Q3_K_M)
+            nt = i < 2 ? LW_TYPE_Q5_K : LW_TYPE_Q4_K;
+        else if (ft == FT_Q3_K_L)
+            nt = LW_TYPE_Q5_K;
+        else if ((ft == FT_IQ4_NL || ft == FT_IQ4_XS) && n_gqa >= 4)
+            nt = LW_TYPE_Q5_K;
+        else if ((ft == FT_Q4_K_M || ft == FT_Q5_K_M) && use_more_bits(i, n_layer))
+            nt = LW_TYPE_Q6_K;
+        else if (ft == FT_Q4_K_S && i < 4)
+            nt = LW_TYPE_Q5_K;
     } else if (c == C_K || c == C_Q) {
-        if (ft == FT_IQ3_XS) nt = LW_TYPE_IQ3_XXS;
-        else if (ft == FT_IQ3_XXS) nt = LW_TYPE_IQ2_S;
+        if (ft == FT_IQ3_XS)
+            nt = LW_TYPE_IQ3_XXS;
+        else if (ft == FT_IQ3_XXS)
+            nt = LW_TYPE_IQ2_S;
     } else if (c == C_DOWN) {
         const int n = n_layer;
-        if (ft == FT_Q2_K) nt = LW_TYPE_Q3_K;
+        if (ft == FT_Q2_K)
+            nt = LW_TYPE_Q3_K;
         else if (ft == FT_Q2_K_S) {
             if (i < n / 8) nt = LW_TYPE_Q4_K;
-        } else if (ft == FT_IQ3_XXS) nt = i < n / 8 ? LW_TYPE_Q4_K : LW_TYPE_Q3_K; /* no imatrix */
-        else if (ft == FT_Q3_K_M) nt = i < n / 16 ? LW_TYPE_Q5_K : LW_TYPE_Q4_K;    /* not Falcon  */
-        else if (ft == FT_IQ3_M && i < n / 8) nt = LW_TYPE_Q4_K;
-        else if (ft == FT_Q3_K_L) nt = LW_TYPE_Q5_K;
+        } else if (ft == FT_IQ3_XXS)
+            nt = i < n / 8 ? LW_TYPE_Q4_K : LW_TYPE_Q3_K; /* no imatrix */
+        else if (ft == FT_Q3_K_M)
+            nt = i < n / 16 ? LW_TYPE_Q5_K : LW_TYPE_Q4_K; /* not Falcon  */
+        else if (ft == FT_IQ3_M && i < n / 8)
+            nt = LW_TYPE_Q4_K;
+        else if (ft == FT_Q3_K_L)
+            nt = LW_TYPE_Q5_K;
         else if (ft == FT_Q4_K_M) {
             if (use_more_bits(i, n)) nt = LW_TYPE_Q6_K;
-        } else if (i < n / 8 && (ft == FT_IQ4_NL || ft == FT_IQ4_XS)) nt = LW_TYPE_Q5_K; /* no imatrix */
-        else if (ft == FT_Q5_K_M && use_more_bits(i, n)) nt = LW_TYPE_Q6_K;
-        else if (ft == FT_Q4_K_S && i < n / 8) nt = LW_TYPE_Q5_K;
+        } else if (i < n / 8 && (ft == FT_IQ4_NL || ft == FT_IQ4_XS))
+            nt = LW_TYPE_Q5_K; /* no imatrix */
+        else if (ft == FT_Q5_K_M && use_more_bits(i, n))
+            nt = LW_TYPE_Q6_K;
+        else if (ft == FT_Q4_K_S && i < n / 8)
+            nt = LW_TYPE_Q5_K;
     } else if (c == C_OUT) {
-        if (ft == FT_Q2_K) nt = LW_TYPE_Q3_K;
-        else if (ft == FT_IQ3_XXS) nt = LW_TYPE_IQ3_S;
-        else if (ft == FT_Q3_K_M) nt = LW_TYPE_Q4_K;
-        else if (ft == FT_Q3_K_L) nt = LW_TYPE_Q5_K;
-        else if (ft == FT_IQ3_M) nt = LW_TYPE_Q4_K;
+        if (ft == FT_Q2_K)
+            nt = LW_TYPE_Q3_K;
+        else if (ft == FT_IQ3_XXS)
+            nt = LW_TYPE_IQ3_S;
+        else if (ft == FT_Q3_K_M)
+            nt = LW_TYPE_Q4_K;
+        else if (ft == FT_Q3_K_L)
+            nt = LW_TYPE_Q5_K;
+        else if (ft == FT_IQ3_M)
+            nt = LW_TYPE_Q4_K;
     } else if (c == C_GATE || c == C_UP) {
         if (ft == FT_IQ3_XS && i >= n_layer / 8 && i < 7 * n_layer / 8) nt = LW_TYPE_IQ3_XXS;
     }
     return nt;
 }
 
-uint32_t lw__synth_tensor_type(const lw__synth_ftype *ft, int pure, const lw__synth_preset *p, uint32_t n_layer,
-                               int tied, const lw__synth_tensor *t) {
+uint32_t lw__synth_tensor_type(const lw__synth_ftype *ft, int pure, const lw__synth_preset *p,
+                               uint32_t n_layer, int tied, const lw__synth_tensor *t) {
     /* tensor_allows_quantization: 2-D, named *weight, not a norm; everything else keeps its F32 source. */
     size_t len = strlen(t->name);
     if (t->n_dims < 2 || len < 6 || strcmp(t->name + len - 6, "weight") || strstr(t->name, "_norm.weight"))
@@ -198,6 +270,7 @@ uint32_t lw__synth_tensor_type(const lw__synth_ftype *ft, int pure, const lw__sy
     if (!ti || !ti->is_quantized) return ft->type; /* f32/f16/bf16: every 2-D weight converted */
     uint32_t nt = ft->type;
     if (ft->mix && !pure)
-        nt = get_type_impl(ft->ftype, nt, t, category(t->name), (int)n_layer, (int)(p->n_head / p->n_head_kv), tied);
+        nt = get_type_impl(ft->ftype, nt, t, category(t->name), (int)n_layer, (int)(p->n_head / p->n_head_kv),
+                           tied);
     return fallback(t->ne[0], nt);
 }

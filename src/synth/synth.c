@@ -33,8 +33,8 @@ static uint64_t xorshift64s(uint64_t *s) {
  * (Irwin-Hall, |z| <= sqrt(12)), one 64-bit draw per value. */
 static float draw_z(uint64_t *s) {
     const uint64_t r = xorshift64s(s);
-    const int32_t sum = (int32_t)(r & 0xffff) + (int32_t)((r >> 16) & 0xffff) + (int32_t)((r >> 32) & 0xffff) +
-                        (int32_t)(r >> 48);
+    const int32_t sum = (int32_t)(r & 0xffff) + (int32_t)((r >> 16) & 0xffff) +
+                        (int32_t)((r >> 32) & 0xffff) + (int32_t)(r >> 48);
     return (float)(sum - 131070) * (1.7320508f / 65536.f);
 }
 
@@ -60,27 +60,28 @@ typedef struct synth_ctx synth_ctx;
 
 /* One tensor being written: what the fill callback needs. */
 typedef struct job {
-    synth_ctx *ctx;         /* shared scratch                                             */
-    lw__synth_tensor t;     /* name, shape, kind, type                                    */
-    uint64_t tseed;         /* tensor_seed                                                */
-    size_t row_bytes;       /* bytes of one row in t.type                                 */
-    int64_t batch_rows;     /* rows produced per batch                                    */
-    int random_blocks;      /* 1: IQ type without a quantizer here: random valid blocks   */
-    float amax;             /* random blocks: bound on |value| giving standard dev. scale */
-    float scale;            /* standard deviation of a matrix's values                    */
+    synth_ctx *ctx;     /* shared scratch                                             */
+    lw__synth_tensor t; /* name, shape, kind, type                                    */
+    uint64_t tseed;     /* tensor_seed                                                */
+    size_t row_bytes;   /* bytes of one row in t.type                                 */
+    int64_t batch_rows; /* rows produced per batch                                    */
+    int random_blocks;  /* 1: IQ type without a quantizer here: random valid blocks   */
+    float amax;         /* random blocks: bound on |value| giving standard dev. scale */
+    float scale;        /* standard deviation of a matrix's values                    */
 } job;
 
 /* Shared by all jobs: the writer produces one tensor at a time. */
 struct synth_ctx {
-    const lw__synth_preset *p;     /* the preset, for rope factors                     */
-    float *f;                      /* float rows of the current batch                  */
-    uint8_t *q;                    /* the batch in the tensor's type                   */
-    const job *cur;                /* whose rows q holds (NULL: none)                  */
-    int64_t r0, r1;                /* rows [r0, r1) are in q                           */
-    char *err;                     /* message buffer (LW_ERRMSG_SIZE)                  */
+    const lw__synth_preset *p; /* the preset, for rope factors                     */
+    float *f;                  /* float rows of the current batch                  */
+    uint8_t *q;                /* the batch in the tensor's type                   */
+    const job *cur;            /* whose rows q holds (NULL: none)                  */
+    int64_t r0, r1;            /* rows [r0, r1) are in q                           */
+    char *err;                 /* message buffer (LW_ERRMSG_SIZE)                  */
 };
 
-/* llama3 rope factors as convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors computes them (float32). */
+/* llama3 rope factors as convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors computes them (float32).
+ */
 static void rope_freqs_llama3(const lw__synth_preset *p, float *out, int64_t n) {
     const float dim = (float)lw__synth_head_dim(p), base = p->rope_base, factor = p->llama3_factor;
     const float lo = p->llama3_low, hi = p->llama3_high, old = (float)p->llama3_orig_ctx;
@@ -88,8 +89,10 @@ static void rope_freqs_llama3(const lw__synth_preset *p, float *out, int64_t n) 
     for (int64_t i = 0; i < n; i++) {
         const float freq = 1.0f / powf(base, (float)(2 * i) / dim);
         const float wavelen = 2.0f * 3.14159265358979f / freq;
-        if (wavelen < high_wavelen) out[i] = 1.0f;
-        else if (wavelen > low_wavelen) out[i] = factor;
+        if (wavelen < high_wavelen)
+            out[i] = 1.0f;
+        else if (wavelen > low_wavelen)
+            out[i] = factor;
         else {
             const float smooth = (old / wavelen - lo) / (hi - lo);
             out[i] = 1.0f / ((1.0f - smooth) / factor + smooth);
@@ -131,7 +134,8 @@ static lw_status produce(const job *jb, int64_t row) {
             uint8_t *q = c->q + (size_t)(r - row) * jb->row_bytes;
             for (int64_t b = 0; b < nb; b++) {
                 lw_status rc = lw__iq_random_block(jb->t.type, &s, jb->amax, q + (size_t)b * ti->type_size);
-                if (rc != LW_OK) return lw__errorf(c->err, rc, "%s: random %s block failed", jb->t.name, ti->name);
+                if (rc != LW_OK)
+                    return lw__errorf(c->err, rc, "%s: random %s block failed", jb->t.name, ti->name);
             }
         }
     } else {
@@ -179,10 +183,14 @@ static lw_status builtin_vocab(lw_gguf_writer *w, int64_t *n_vocab) {
     float scores[N];
     int32_t types[N];
     for (int i = 0; i < N; i++) {
-        if (i == 0) strcpy(text[i], "<unk>");
-        else if (i == 1) strcpy(text[i], "<s>");
-        else if (i == 2) strcpy(text[i], "</s>");
-        else snprintf(text[i], sizeof text[i], "<0x%c%c>", hex[(i - 3) >> 4], hex[(i - 3) & 15]);
+        if (i == 0)
+            strcpy(text[i], "<unk>");
+        else if (i == 1)
+            strcpy(text[i], "<s>");
+        else if (i == 2)
+            strcpy(text[i], "</s>");
+        else
+            snprintf(text[i], sizeof text[i], "<0x%c%c>", hex[(i - 3) >> 4], hex[(i - 3) & 15]);
         toks[i].s = text[i], toks[i].len = strlen(text[i]);
         scores[i] = 0.f;
         types[i] = i == 0 ? 2 : i < 3 ? 3 : 6;
@@ -241,12 +249,13 @@ done:
  * Metadata
  * ------------------------------------------------------------------------------------------------------- */
 
-static lw_status set_arch_keys(lw_gguf_writer *w, const lw__synth_preset *p, uint32_t n_layer, int64_t n_vocab) {
+static lw_status set_arch_keys(lw_gguf_writer *w, const lw__synth_preset *p, uint32_t n_layer,
+                               int64_t n_vocab) {
     char k[96];
     lw_status rc = LW_OK;
-#define U32(name, v)                                                                                          \
+#define U32(name, v)                                                                                         \
     if (rc == LW_OK) snprintf(k, sizeof k, "%s." name, p->arch), rc = lw_gguf_writer_set_u32(w, k, (v))
-#define F32(name, v)                                                                                          \
+#define F32(name, v)                                                                                         \
     if (rc == LW_OK) snprintf(k, sizeof k, "%s." name, p->arch), rc = lw_gguf_writer_set_f32(w, k, (v))
     U32("context_length", p->n_ctx_train);
     U32("embedding_length", p->n_embd);
@@ -320,9 +329,12 @@ lw_status lw__synth_write(const lw__synth_params *params, const char *path, cons
     err[0] = 0;
     if (!params || !path) return lw__errorf(err, LW_ERR_INVALID_ARG, "no parameters or output path");
     const lw__synth_preset *p = lw__synth_preset_find(params->preset);
-    if (!p) return lw__errorf(err, LW_ERR_INVALID_ARG, "unknown preset '%s'", params->preset ? params->preset : "");
+    if (!p)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "unknown preset '%s'",
+                          params->preset ? params->preset : "");
     const lw__synth_ftype *ft = lw__synth_ftype_find(params->type);
-    if (!ft) return lw__errorf(err, LW_ERR_INVALID_ARG, "unknown type '%s'", params->type ? params->type : "");
+    if (!ft)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "unknown type '%s'", params->type ? params->type : "");
     const uint32_t n_layer = params->n_layer ? params->n_layer : p->n_layer;
     if (n_layer > 512) return lw__errorf(err, LW_ERR_INVALID_ARG, "%u layers is too many", n_layer);
 
@@ -389,14 +401,16 @@ lw_status lw__synth_write(const lw__synth_params *params, const char *path, cons
         lw_status st = LW_OK;
         jb->row_bytes = lw__row_size(jb->t.type, jb->t.ne[0], &st);
         if (st != LW_OK || !tr || jb->row_bytes == 0) {
-            rc = lw__errorf(err, st != LW_OK ? st : LW_ERR_UNSUPPORTED, "%s: no %s rows of %" PRId64, jb->t.name,
-                            lw_type_get(jb->t.type) ? lw_type_get(jb->t.type)->name : "?", jb->t.ne[0]);
+            rc = lw__errorf(err, st != LW_OK ? st : LW_ERR_UNSUPPORTED, "%s: no %s rows of %" PRId64,
+                            jb->t.name, lw_type_get(jb->t.type) ? lw_type_get(jb->t.type)->name : "?",
+                            jb->t.ne[0]);
             goto done;
         }
         if (jb->random_blocks) {
             const float r = jb->t.kind == LW_SYNTH_MATRIX ? iq_sd_per_amax(jb->t.type, &al) : 0.f;
             if (!(r > 0.f)) {
-                rc = lw__errorf(err, r == 0.f && jb->t.kind == LW_SYNTH_MATRIX ? LW_ERR_NOMEM : LW_ERR_UNSUPPORTED,
+                rc = lw__errorf(err,
+                                r == 0.f && jb->t.kind == LW_SYNTH_MATRIX ? LW_ERR_NOMEM : LW_ERR_UNSUPPORTED,
                                 "%s: no random %s blocks", jb->t.name, lw_type_get(jb->t.type)->name);
                 goto done;
             }
@@ -406,14 +420,15 @@ lw_status lw__synth_write(const lw__synth_params *params, const char *path, cons
         br = br < 1 ? 1 : br > jb->t.ne[1] ? jb->t.ne[1] : br;
         jb->batch_rows = br;
         size_t fe, qb;
-        if (!lw__mul_size((size_t)br, (size_t)jb->t.ne[0], &fe) || !lw__mul_size((size_t)br, jb->row_bytes, &qb)) {
+        if (!lw__mul_size((size_t)br, (size_t)jb->t.ne[0], &fe) ||
+            !lw__mul_size((size_t)br, jb->row_bytes, &qb)) {
             rc = lw__errorf(err, LW_ERR_OVERFLOW, "%s: batch size overflows", jb->t.name);
             goto done;
         }
         f_need = fe > f_need ? fe : f_need;
         q_need = qb > q_need ? qb : q_need;
-        if ((rc = lw_gguf_writer_add_tensor(w, jb->t.name, jb->t.type, jb->t.n_dims, jb->t.ne, NULL, fill, jb)) !=
-            LW_OK) {
+        if ((rc = lw_gguf_writer_add_tensor(w, jb->t.name, jb->t.type, jb->t.n_dims, jb->t.ne, NULL, fill,
+                                            jb)) != LW_OK) {
             lw__errorf(err, rc, "%s: %s", jb->t.name, lw_gguf_writer_error(w));
             goto done;
         }

@@ -24,31 +24,31 @@
 
 /* One model shape: an architecture plus its hyper-parameters. Zero means "absent" for optional fields. */
 typedef struct lw__synth_preset {
-    const char *name;        /* what --preset takes, e.g. "llama-3.2-1b"                               */
-    const char *arch;        /* general.architecture: llama, qwen2, qwen3, gemma2, gemma3, phi3        */
-    uint32_t n_embd;         /* hidden size                                                           */
-    uint32_t n_layer;        /* transformer blocks                                                    */
-    uint32_t n_head;         /* query heads                                                           */
-    uint32_t n_head_kv;      /* key/value heads (GQA)                                                 */
-    uint32_t n_ff;           /* feed-forward hidden size                                              */
-    uint32_t head_dim;       /* per-head size when it is not n_embd / n_head (written as key_length)  */
-    uint32_t n_ctx_train;    /* context_length                                                        */
-    float rope_base;         /* rope.freq_base                                                        */
-    float rms_eps;           /* attention.layer_norm_rms_eps                                          */
-    int tied;                /* 1: no output.weight (the head reuses token_embd)                      */
-    int qkv_bias;            /* 1: attn_q/k/v.bias (qwen2)                                            */
-    int qk_norm;             /* 1: attn_q_norm/attn_k_norm per head (qwen3, gemma3)                   */
-    int post_norms;          /* 1: post_attention_norm and post_ffw_norm (gemma2, gemma3)             */
-    int fused_qkv;           /* 1: attn_qkv.weight and ffn_up with 2*n_ff rows (phi3)                 */
-    float llama3_factor;     /* llama3 rope scaling factor (rope_freqs.weight is generated); 0: none  */
-    float llama3_low;        /* llama3 low_freq_factor                                                */
-    float llama3_high;       /* llama3 high_freq_factor                                               */
-    uint32_t llama3_orig_ctx;/* llama3 original_max_position_embeddings                               */
-    uint32_t sliding_window; /* attention.sliding_window; 0: none                                     */
-    float rope_base_swa;     /* rope.freq_base_swa; 0: none                                           */
-    float attn_softcap;      /* attn_logit_softcapping; 0: none                                       */
-    float final_softcap;     /* final_logit_softcapping; 0: none                                      */
-    const char *about;       /* one line for --list                                                   */
+    const char *name;         /* what --preset takes, e.g. "llama-3.2-1b"                               */
+    const char *arch;         /* general.architecture: llama, qwen2, qwen3, gemma2, gemma3, phi3        */
+    uint32_t n_embd;          /* hidden size                                                           */
+    uint32_t n_layer;         /* transformer blocks                                                    */
+    uint32_t n_head;          /* query heads                                                           */
+    uint32_t n_head_kv;       /* key/value heads (GQA)                                                 */
+    uint32_t n_ff;            /* feed-forward hidden size                                              */
+    uint32_t head_dim;        /* per-head size when it is not n_embd / n_head (written as key_length)  */
+    uint32_t n_ctx_train;     /* context_length                                                        */
+    float rope_base;          /* rope.freq_base                                                        */
+    float rms_eps;            /* attention.layer_norm_rms_eps                                          */
+    int tied;                 /* 1: no output.weight (the head reuses token_embd)                      */
+    int qkv_bias;             /* 1: attn_q/k/v.bias (qwen2)                                            */
+    int qk_norm;              /* 1: attn_q_norm/attn_k_norm per head (qwen3, gemma3)                   */
+    int post_norms;           /* 1: post_attention_norm and post_ffw_norm (gemma2, gemma3)             */
+    int fused_qkv;            /* 1: attn_qkv.weight and ffn_up with 2*n_ff rows (phi3)                 */
+    float llama3_factor;      /* llama3 rope scaling factor (rope_freqs.weight is generated); 0: none  */
+    float llama3_low;         /* llama3 low_freq_factor                                                */
+    float llama3_high;        /* llama3 high_freq_factor                                               */
+    uint32_t llama3_orig_ctx; /* llama3 original_max_position_embeddings                               */
+    uint32_t sliding_window;  /* attention.sliding_window; 0: none                                     */
+    float rope_base_swa;      /* rope.freq_base_swa; 0: none                                           */
+    float attn_softcap;       /* attn_logit_softcapping; 0: none                                       */
+    float final_softcap;      /* final_logit_softcapping; 0: none                                      */
+    const char *about;        /* one line for --list                                                   */
 } lw__synth_preset;
 
 /* Preset by name, or NULL. */
@@ -101,8 +101,8 @@ const lw__synth_ftype *lw__synth_ftype_at(size_t i); /* NULL past the end */
  * llama_tensor_get_type (tensor_allows_quantization, llama_tensor_get_type_impl, tensor_type_fallback).
  * pure != 0 (or a non-mix ftype) skips the per-tensor rules as llama-quantize --pure does. tied: the file has
  * no output.weight. 1-D tensors and norms stay F32. */
-uint32_t lw__synth_tensor_type(const lw__synth_ftype *ft, int pure, const lw__synth_preset *p, uint32_t n_layer,
-                               int tied, const lw__synth_tensor *t);
+uint32_t lw__synth_tensor_type(const lw__synth_ftype *ft, int pure, const lw__synth_preset *p,
+                               uint32_t n_layer, int tied, const lw__synth_tensor *t);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Writing (synth.c)
@@ -122,11 +122,11 @@ typedef struct lw__synth_params {
 
 /* What was made. */
 typedef struct lw__synth_result {
-    uint64_t n_tensors;    /* tensors written                         */
-    uint64_t n_params;     /* elements over all tensors               */
-    uint64_t n_bytes;      /* bytes of tensor data (without padding)  */
-    int64_t n_vocab;       /* tokens in the vocabulary                */
-    char vocab_from[512];  /* the vocab file used, or "builtin"       */
+    uint64_t n_tensors;   /* tensors written                         */
+    uint64_t n_params;    /* elements over all tensors               */
+    uint64_t n_bytes;     /* bytes of tensor data (without padding)  */
+    int64_t n_vocab;      /* tokens in the vocabulary                */
+    char vocab_from[512]; /* the vocab file used, or "builtin"       */
 } lw__synth_result;
 
 /* Writes the model to path. On failure returns the status and leaves a message in err (LW_ERRMSG_SIZE). */

@@ -76,6 +76,7 @@ static struct {
     void (*backend_init)(void);
     void (*log_set)(void (*cb)(int level, const char *text, void *user), void *user);
     void (*load_all_from_path)(const char *dir);
+    void *(*backend_load)(const char *path);
     ll_model_params (*model_default_params)(void);
     ll_context_params (*context_default_params)(void);
     void *(*model_load_from_file)(const char *path, ll_model_params p);
@@ -104,6 +105,7 @@ static void load_llama(void) {
         {(void **)&ll.backend_init, "llama_backend_init"},
         {(void **)&ll.log_set, "llama_log_set"},
         {(void **)&ll.load_all_from_path, "ggml_backend_load_all_from_path"},
+        {(void **)&ll.backend_load, "ggml_backend_load"},
         {(void **)&ll.model_default_params, "llama_model_default_params"},
         {(void **)&ll.context_default_params, "llama_context_default_params"},
         {(void **)&ll.model_load_from_file, "llama_model_load_from_file"},
@@ -122,7 +124,17 @@ static void load_llama(void) {
     }
     ll.log_set(quiet_log, NULL);
     ll.backend_init();
-    ll.load_all_from_path(LIB_DIR); /* the CPU backend is a separate, per-CPU-feature library */
+    /* the CPU backend is a separate, per-CPU-feature library: the best for this CPU, or the one named by
+     * LW_ORACLE_CPU_VARIANT (e.g. "haswell": what an AVX2-only machine such as a CI runner would use) */
+    const char *variant = getenv("LW_ORACLE_CPU_VARIANT");
+    if (variant && *variant) {
+        char vp[1024];
+        snprintf(vp, sizeof(vp), "%s/libggml-cpu-%s.so", LIB_DIR, variant);
+        if (!ll.backend_load(vp)) test_skip("LW_ORACLE_CPU_VARIANT names a CPU backend that does not load here");
+        printf("llama.cpp CPU backend: %s\n", vp);
+    } else {
+        ll.load_all_from_path(LIB_DIR);
+    }
 }
 
 /* Decodes tokens at positions pos0.. in llama.cpp, asking logits for every token when all != 0. */

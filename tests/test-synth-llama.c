@@ -5,7 +5,8 @@
  *      equals our count, and decoding a few tokens gives finite, non-constant logits;
  *   3. quantizing: llama_model_quantize of our f32 file gives the same tensor types and the same bytes as our
  *      file of that type made with the same seed (types with a real quantizer here).
- * LW_SYNTH_BIG=1 also synthesizes llama-3.2-1b q4_0 (about 0.7 GB, in LW_TMP, removed after) and loads it. */
+ * LW_SYNTH_BIG=1 also synthesizes llama-3.2-1b q4_0 (0.6 GB with the 32000-token vocab) and qwen2.5-0.5b
+ * q4_k_m in LW_TMP, loads and decodes them, and removes them. */
 #include "llama-oracle.h"
 #include "quant/quant.h"
 #include "synth/synth.h"
@@ -214,6 +215,25 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* Full-size preset: synthesize (default vocab), load and decode in llama.cpp, report size and times. */
+static void big(const char *preset, const char *type, const char *tmp) {
+    char path[512], what[96];
+    snprintf(path, sizeof path, "%s/synth-%s-%s.gguf", tmp, preset, type);
+    snprintf(what, sizeof what, "%s %s", preset, type);
+    lw__synth_result r;
+    double t0 = now_s();
+    if (synth(preset, type, NULL, 1, path, &r)) {
+        double t1 = now_s();
+        struct stat st;
+        stat(path, &st);
+        printf("big: %s: %.3f GB file, %llu params, synthesized in %.1f s\n", what, (double)st.st_size / 1e9,
+               (unsigned long long)r.n_params, t1 - t0);
+        load_and_decode(what, path, &r);
+        printf("big: %s loaded and decoded in llama.cpp in %.1f s\n", what, now_s() - t1);
+    }
+    remove(path);
+}
+
 int main(void) {
     const char *why = llama_oracle_open();
     if (why) test_skip(why);
@@ -261,20 +281,8 @@ int main(void) {
     check_quantize("tiny-qwen3", "q4_0", tmp);
 
     if (getenv("LW_SYNTH_BIG")) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/synth-llama-3.2-1b-q4_0.gguf", tmp);
-        lw__synth_result r;
-        double t0 = now_s();
-        if (synth("llama-3.2-1b", "q4_0", NULL, 1, path, &r)) {
-            double t1 = now_s();
-            struct stat st;
-            stat(path, &st);
-            printf("big: llama-3.2-1b q4_0: %.3f GB file, %llu params, synthesized in %.1f s\n",
-                   (double)st.st_size / 1e9, (unsigned long long)r.n_params, t1 - t0);
-            load_and_decode("llama-3.2-1b q4_0", path, &r);
-            printf("big: loaded and decoded in llama.cpp in %.1f s\n", now_s() - t1);
-        }
-        remove(path);
+        big("llama-3.2-1b", "q4_0", tmp);
+        big("qwen2.5-0.5b", "q4_k_m", tmp);
     }
     return test_summary("test-synth-llama");
 }

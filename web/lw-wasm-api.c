@@ -186,7 +186,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
         (st = o->buffer_write(c, m->bp, 0, &p, sizeof p)) != LW_OK)
         return lw__errorf(m->err, st, "writing y/params failed");
     lw__gpu_matvec_variant v = {m->type, f16 != 0, subgroups != 0, (uint32_t)wg_size};
-    if ((st = lw__gpu_matvec_pipeline(&m->gpu, NULL, &v, &m->info, &m->pipe, m->err)) != LW_OK) return st;
+    if ((st = lw__gpu_matvec_pipeline(&m->gpu, NULL, NULL, &v, &m->info, &m->pipe, m->err)) != LW_OK) return st;
     lw_gpu_bind b[LW_GPU_MATVEC_BINDINGS] = {{m->bw, 0, 0}, {m->bx, 0, 0}, {m->by, 0, 0}, {m->bp, 0, 0}};
     if ((st = o->bind_group_create(c, m->pipe, b, LW_GPU_MATVEC_BINDINGS, &m->group)) != LW_OK)
         return lw__errorf(m->err, st, "bind group: %s", o->error(c) ? o->error(c) : "");

@@ -48,8 +48,9 @@ lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t 
  * Pipeline
  * ------------------------------------------------------------------------------------------------------- */
 
-lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, const lw_allocator *alloc, const lw__gpu_matvec_variant *v,
-                                  const lw_gpu_info *info, lw_gpu_pipeline *out, char *err) {
+lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                  const lw__gpu_matvec_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
+                                  char *err) {
     *out = 0;
     const matvec_format *f = format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
@@ -60,6 +61,11 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, const lw_allocator *alloc, 
     if (v->wg_size == 0 || (v->wg_size & (v->wg_size - 1)) || v->wg_size > info->max_compute_invocations_per_workgroup ||
         v->wg_size > info->max_compute_workgroup_size_x || (uint64_t)v->wg_size * 4 > info->max_compute_workgroup_storage_size)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: workgroup size %u does not suit this device", v->wg_size);
+
+    char label[LW_GPU_CACHE_KEY];
+    snprintf(label, sizeof label, "matvec %s%s%s wg%u", ti ? ti->name : "?", v->f16 ? " f16" : "",
+             v->subgroups ? " sg" : "", v->wg_size);
+    if (cache && (*out = lw__gpu_cache_find(cache, label)) != 0) return LW_OK;
 
     char wg[16];
     snprintf(wg, sizeof wg, "%u", v->wg_size);
@@ -74,13 +80,12 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, const lw_allocator *alloc, 
     if (st != LW_OK) return st;
     static const lw_gpu_binding_kind kinds[LW_GPU_MATVEC_BINDINGS] = {LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ,
                                                                       LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
-    char label[64];
-    snprintf(label, sizeof label, "matvec %s%s%s wg%u", ti ? ti->name : "?", v->f16 ? " f16" : "",
-             v->subgroups ? " sg" : "", v->wg_size);
     st = gpu->ops->pipeline_create(gpu->ctx, wgsl, "main", kinds, LW_GPU_MATVEC_BINDINGS, label, out);
     if (st != LW_OK) {
         const char *e = gpu->ops->error(gpu->ctx);
         lw__errorf(err, st, "%s: pipeline creation failed%s%.180s", label, e ? ": " : "", e ? e : "");
+    } else if (cache && (st = lw__gpu_cache_add(cache, label, *out)) != LW_OK) {
+        lw__errorf(err, st, "%s: cannot cache the pipeline", label);
     }
     lw__free(&a, wgsl);
     return st;
@@ -101,9 +106,9 @@ lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, uint32_t type, uint64_t r
     if (w_offset % 2 || x_offset % 4)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: misaligned offsets (w %llu must be even, x %llu a "
                           "multiple of 4)", (unsigned long long)w_offset, (unsigned long long)x_offset);
-    uint64_t stride = (k / f->block) * f->block_bytes, w_end, last;
+    uint64_t stride, w_end, last;
     /* the shader indexes bytes with u32: the whole matrix must lie below 4 GiB of its binding */
-    if (!lw__mul_u64(stride, rows - 1, &last) || !lw__add_u64(last, stride, &w_end) ||
+    if (!lw__mul_u64(k / f->block, f->block_bytes, &stride) || !lw__mul_u64(stride, rows - 1, &last) || !lw__add_u64(last, stride, &w_end) ||
         !lw__add_u64(w_end, w_offset, &w_end) || w_end > UINT32_MAX || w_end > info->max_storage_buffer_binding_size)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec: %llu x %llu weights exceed one binding (%llu bytes)",
                           (unsigned long long)rows, (unsigned long long)k,

@@ -10,6 +10,30 @@
 #include <stdint.h>
 
 /* ---------------------------------------------------------------------------------------------------------
+ * Pipeline cache (pipeline-cache.c): variant key -> pipeline handle
+ * ------------------------------------------------------------------------------------------------------- */
+
+#define LW_GPU_CACHE_KEY 64 /* bytes of a variant key, with its NUL */
+
+/* Compiled pipelines by variant key; every kernel family's *_pipeline() looks here first. */
+typedef struct lw__gpu_pipeline_cache {
+    lw_allocator alloc;                   /* for the entry array            */
+    struct lw__gpu_cache_entry *entries;  /* key + handle pairs             */
+    size_t n;                             /* entries used                   */
+    size_t cap;                           /* entries allocated              */
+    uint64_t hits;                        /* lookups answered from the cache */
+    uint64_t misses;                      /* lookups that had to compile    */
+} lw__gpu_pipeline_cache;
+
+void lw__gpu_cache_init(lw__gpu_pipeline_cache *c, const lw_allocator *alloc);
+/* Frees the cache's memory (the pipelines belong to the HAL and go with it). */
+void lw__gpu_cache_free(lw__gpu_pipeline_cache *c);
+/* The pipeline cached under key, or 0 (counted as a hit or a miss). */
+lw_gpu_pipeline lw__gpu_cache_find(lw__gpu_pipeline_cache *c, const char *key);
+/* Adds key -> p (LW_ERR_INVALID_ARG for a key of LW_GPU_CACHE_KEY bytes or more, LW_ERR_NOMEM). */
+lw_status lw__gpu_cache_add(lw__gpu_pipeline_cache *c, const char *key, lw_gpu_pipeline p);
+
+/* ---------------------------------------------------------------------------------------------------------
  * Mat-vec: y = W x (shaders/matvec.wgsl)
  * ------------------------------------------------------------------------------------------------------- */
 
@@ -45,9 +69,11 @@ uint32_t lw__gpu_matvec_block(uint32_t type);
 /* The default variant for a device: f16 when available, subgroups when available, 64 invocations. */
 lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t type);
 
-/* Expands the template for variant v and creates its pipeline. err: LW_ERRMSG_SIZE bytes. */
-lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, const lw_allocator *alloc, const lw__gpu_matvec_variant *v,
-                                  const lw_gpu_info *info, lw_gpu_pipeline *out, char *err);
+/* The pipeline of variant v: from cache when it holds it, else the template is expanded, compiled and
+ * added to cache (cache may be NULL: always compile). err: LW_ERRMSG_SIZE bytes. */
+lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                  const lw__gpu_matvec_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
+                                  char *err);
 
 /* Checks the shapes and fills the parameter block and dispatch grid of one call: rows x k weights of
  * type starting at byte w_offset of their binding, x at element x_offset (a multiple of 4), y at element

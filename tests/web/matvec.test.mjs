@@ -101,12 +101,12 @@ test('weights streamed from a host source (not through the wasm heap) give the s
 });
 
 test('workgroup sizes and a grid over 65535 rows', { skip }, async () => {
-  for (const wg of [32, 128, 256]) {
+  for (const wg of [16, 128, 256]) {
     const nmse = await matvec('Q8_0', 40, 256, { wg, seed: wg });
     assert.ok(nmse < BOUND.f32, `wg ${wg}: nmse ${nmse}`);
   }
   // 70000 rows need a second grid dimension (maxComputeWorkgroupsPerDimension is 65535 here)
-  const big = await matvec('Q4_0', 70000, 32, { seed: 11 });
+  const big = await matvec('Q4_0', 70000, 32, { seed: 11, wg: 16 }); // small workgroups: SwiftShader pays per invocation
   assert.ok(big < BOUND.f32, `70000 rows: nmse ${big}`);
 });
 

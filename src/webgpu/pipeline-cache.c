@@ -1,0 +1,49 @@
+/* Pipeline cache: compiled pipelines by variant key ("matvec q4_0 f16 sg wg64"), so each variant is expanded
+ * and compiled once, at load, and generation only looks handles up. Pipelines belong to the HAL; the cache
+ * holds their handles. */
+#include "webgpu/kernels.h"
+
+#include <string.h>
+
+/* One cached pipeline. */
+struct lw__gpu_cache_entry {
+    char key[LW_GPU_CACHE_KEY];  /* variant key, NUL-terminated */
+    lw_gpu_pipeline pipeline;    /* its handle                  */
+};
+
+void lw__gpu_cache_init(lw__gpu_pipeline_cache *c, const lw_allocator *alloc) {
+    memset(c, 0, sizeof *c);
+    c->alloc = lw__allocator_or_default(alloc);
+}
+
+void lw__gpu_cache_free(lw__gpu_pipeline_cache *c) {
+    lw__free(&c->alloc, c->entries);
+    c->entries = NULL;
+    c->n = c->cap = 0;
+}
+
+lw_gpu_pipeline lw__gpu_cache_find(lw__gpu_pipeline_cache *c, const char *key) {
+    for (size_t i = 0; i < c->n; i++)
+        if (strcmp(c->entries[i].key, key) == 0) {
+            c->hits++;
+            return c->entries[i].pipeline;
+        }
+    c->misses++;
+    return 0;
+}
+
+lw_status lw__gpu_cache_add(lw__gpu_pipeline_cache *c, const char *key, lw_gpu_pipeline p) {
+    if (strlen(key) >= LW_GPU_CACHE_KEY || !p) return LW_ERR_INVALID_ARG;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16, bytes;
+        if (!lw__mul_size(cap, sizeof *c->entries, &bytes)) return LW_ERR_NOMEM;
+        struct lw__gpu_cache_entry *e = lw__realloc(&c->alloc, c->entries, bytes);
+        if (!e) return LW_ERR_NOMEM;
+        c->entries = e;
+        c->cap = cap;
+    }
+    strcpy(c->entries[c->n].key, key);
+    c->entries[c->n].pipeline = p;
+    c->n++;
+    return LW_OK;
+}

@@ -1,0 +1,263 @@
+/* WebGPU kernel library without a GPU: a recording fake HAL (gpu.h) checks what the mat-vec family asks the
+ * HAL for (expanded WGSL per variant, explicit layout, pipeline cache, feature checks, error propagation)
+ * and that per-call planning (parameter block, dispatch grid, shape and size limits) is right. The kernels
+ * themselves run on real WebGPU adapters in tests/web (scripts/test-webgpu.sh). */
+#include "test.h"
+#include "webgpu/gpu.h"
+#include "webgpu/kernels.h"
+#include "webgpu/wgsl-pp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------------
+ * A fake HAL that records pipeline creations
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct fake_gpu {
+    int creates;                        /* pipeline_create calls                       */
+    int fail_create;                    /* make pipeline_create fail                   */
+    char wgsl[32768];                   /* WGSL of the last creation                   */
+    char entry[32];                     /* its entry point                             */
+    char label[80];                     /* its label                                   */
+    lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS]; /* its layout                      */
+    uint32_t n_kinds;                   /* bindings in it                              */
+    const char *error;                  /* what error() reports                        */
+} fake_gpu;
+
+static lw_status f_pipeline_create(void *ctx, const char *wgsl, const char *entry, const lw_gpu_binding_kind *kinds,
+                                   uint32_t n, const char *label, lw_gpu_pipeline *out) {
+    fake_gpu *f = ctx;
+    f->creates++;
+    snprintf(f->wgsl, sizeof f->wgsl, "%s", wgsl);
+    snprintf(f->entry, sizeof f->entry, "%s", entry);
+    snprintf(f->label, sizeof f->label, "%s", label ? label : "");
+    f->n_kinds = n;
+    memcpy(f->kinds, kinds, n * sizeof *kinds);
+    if (f->fail_create) {
+        f->error = "WGSL 12:3: expected ';'";
+        *out = 0;
+        return LW_ERR_INVALID_ARG;
+    }
+    *out = (lw_gpu_pipeline)(100 + f->creates);
+    return LW_OK;
+}
+static const char *f_error(void *ctx) {
+    return ((fake_gpu *)ctx)->error;
+}
+
+static const lw_gpu_ops fake_ops = {.pipeline_create = f_pipeline_create, .error = f_error};
+
+/* Limits and features of the two CPU adapters the web tests use (TOOLCHAIN.md). */
+static lw_gpu_info lavapipe_info(void) {
+    lw_gpu_info i = {0};
+    strcpy(i.vendor, "mesa");
+    i.max_buffer_size = 4294967295ull;
+    i.max_storage_buffer_binding_size = 134217728;
+    i.max_compute_workgroup_storage_size = 32768;
+    i.max_compute_invocations_per_workgroup = 1024;
+    i.max_compute_workgroup_size_x = 1024;
+    i.max_compute_workgroups_per_dimension = 65535;
+    i.has_f16 = i.has_subgroups = i.has_timestamp_query = true;
+    return i;
+}
+static lw_gpu_info swiftshader_info(void) {
+    lw_gpu_info i = lavapipe_info();
+    i.max_storage_buffer_binding_size = 1073741824;
+    i.max_compute_invocations_per_workgroup = 256;
+    i.max_compute_workgroup_size_x = 256;
+    i.has_f16 = false;
+    return i;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Tests
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Value of `const NAME: u32 = <v>u;` in wgsl, or -1. */
+static long wgsl_const(const char *wgsl, const char *name) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "const %s: u32 = ", name);
+    const char *p = strstr(wgsl, pat);
+    return p ? strtol(p + strlen(pat), NULL, 10) : -1;
+}
+
+static void test_variants(void) {
+    fake_gpu f = {0};
+    lw_gpu gpu = {&fake_ops, &f};
+    lw_gpu_info info = lavapipe_info();
+    char err[LW_ERRMSG_SIZE];
+    const uint32_t types[] = {LW_TYPE_F32, LW_TYPE_F16, LW_TYPE_Q8_0, LW_TYPE_Q4_0};
+    for (int t = 0; t < 4; t++) {
+        CHECK(lw__gpu_matvec_supported(types[t]));
+        const lw_type_info *ti = lw_type_get(types[t]);
+        for (int v16 = 0; v16 < 2; v16++)
+            for (int sg = 0; sg < 2; sg++) {
+                lw__gpu_matvec_variant v = {types[t], v16, sg, 128};
+                lw_gpu_pipeline p = 0;
+                int before = f.creates;
+                lw_status st = lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &v, &info, &p, err);
+                CHECK_MSG(st == LW_OK && p != 0, "%s f16=%d sg=%d: %s", ti->name, v16, sg, err);
+                CHECK(f.creates == before + 1);
+                CHECK(strcmp(f.entry, "main") == 0);
+                CHECK(f.n_kinds == 4 && f.kinds[0] == LW_GPU_BIND_STORAGE_READ && f.kinds[1] == LW_GPU_BIND_STORAGE_READ &&
+                      f.kinds[2] == LW_GPU_BIND_STORAGE && f.kinds[3] == LW_GPU_BIND_UNIFORM);
+                CHECK((strstr(f.wgsl, "enable f16;") != NULL) == v16);
+                CHECK((strstr(f.wgsl, "enable subgroups;") != NULL) == sg);
+                CHECK((strstr(f.wgsl, "subgroupAdd") != NULL) == sg);
+                CHECK(strstr(f.wgsl, "@workgroup_size(128)") != NULL);
+                CHECK(strstr(f.wgsl, v16 ? "alias ftype = f16;" : "alias ftype = f32;") != NULL);
+                /* the shader's block constants agree with C's planning and with the format's block layout */
+                long block = wgsl_const(f.wgsl, "DQ_BLOCK"), bytes = wgsl_const(f.wgsl, "DQ_BYTES");
+                CHECK_MSG(block == (long)lw__gpu_matvec_block(types[t]), "%s: DQ_BLOCK %ld", ti->name, block);
+                CHECK_MSG(block > 0 && bytes == block / (long)ti->block_size * (long)ti->type_size, "%s: DQ_BYTES %ld",
+                          ti->name, bytes);
+                CHECK(strstr(f.label, ti->name) != NULL);
+            }
+    }
+    /* features the device lacks are refused before the HAL is asked */
+    lw_gpu_info ss = swiftshader_info();
+    lw__gpu_matvec_variant v = {LW_TYPE_Q4_0, true, false, 64};
+    lw_gpu_pipeline p = 7;
+    int before = f.creates;
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_ERR_UNSUPPORTED && p == 0);
+    CHECK(strstr(err, "shader-f16") != NULL);
+    lw__gpu_matvec_variant d = lw__gpu_matvec_default(&ss, LW_TYPE_Q4_0);
+    CHECK(!d.f16 && d.subgroups && d.wg_size == 64);
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &d, &ss, &p, err) == LW_OK);
+    ss.has_subgroups = false;
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &d, &ss, &p, err) == LW_ERR_UNSUPPORTED);
+    /* workgroup sizes: powers of two within the device's limits */
+    lw__gpu_matvec_variant w = {LW_TYPE_Q8_0, false, false, 48};
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &info, &p, err) == LW_ERR_INVALID_ARG);
+    w.wg_size = 0;
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &info, &p, err) == LW_ERR_INVALID_ARG);
+    w.wg_size = 512;
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &info, &p, err) == LW_OK);
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &ss, &p, err) == LW_ERR_INVALID_ARG); /* 256 max there */
+    /* formats without a dequantization routine */
+    lw__gpu_matvec_variant q6 = {LW_TYPE_Q6_K, false, false, 64};
+    CHECK(!lw__gpu_matvec_supported(LW_TYPE_Q6_K) && lw__gpu_matvec_block(LW_TYPE_Q6_K) == 0);
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &q6, &info, &p, err) == LW_ERR_UNSUPPORTED);
+    CHECK(f.creates == before + 2); /* only the two valid requests reached the HAL */
+}
+
+static void test_cache_and_errors(void) {
+    fake_gpu f = {0};
+    lw_gpu gpu = {&fake_ops, &f};
+    lw_gpu_info info = lavapipe_info();
+    lw__gpu_pipeline_cache cache;
+    lw__gpu_cache_init(&cache, NULL);
+    char err[LW_ERRMSG_SIZE];
+    lw__gpu_matvec_variant a = {LW_TYPE_Q4_0, true, true, 64}, b = {LW_TYPE_Q4_0, false, true, 64};
+    lw_gpu_pipeline p1 = 0, p2 = 0, p3 = 0;
+    CHECK(lw__gpu_matvec_pipeline(&gpu, &cache, NULL, &a, &info, &p1, err) == LW_OK);
+    CHECK(lw__gpu_matvec_pipeline(&gpu, &cache, NULL, &a, &info, &p2, err) == LW_OK);
+    CHECK(lw__gpu_matvec_pipeline(&gpu, &cache, NULL, &b, &info, &p3, err) == LW_OK);
+    CHECK(p1 != 0 && p1 == p2 && p3 != p1);
+    CHECK(f.creates == 2 && cache.hits == 1 && cache.misses == 2 && cache.n == 2);
+    /* a failed creation reports the HAL's message and caches nothing */
+    f.fail_create = 1;
+    lw__gpu_matvec_variant c = {LW_TYPE_Q8_0, false, false, 64};
+    CHECK(lw__gpu_matvec_pipeline(&gpu, &cache, NULL, &c, &info, &p1, err) == LW_ERR_INVALID_ARG && p1 == 0);
+    CHECK_MSG(strstr(err, "expected ';'") && strstr(err, "matvec q8_0"), "%s", err);
+    CHECK(cache.n == 2);
+    CHECK(lw__gpu_cache_add(&cache, "0123456789012345678901234567890123456789012345678901234567890123", 5) ==
+          LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_cache_add(&cache, "k", 0) == LW_ERR_INVALID_ARG);
+    for (int i = 0; i < 40; i++) { /* growth */
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        CHECK(lw__gpu_cache_add(&cache, key, (lw_gpu_pipeline)(1000 + i)) == LW_OK);
+    }
+    CHECK(lw__gpu_cache_find(&cache, "k39") == 1039 && lw__gpu_cache_find(&cache, "k40") == 0);
+    lw__gpu_cache_free(&cache);
+}
+
+static void test_plan(void) {
+    lw_gpu_info info = lavapipe_info();
+    lw__gpu_matvec_params p;
+    uint32_t g[3];
+    char err[LW_ERRMSG_SIZE];
+    /* Q4_0 4096 x 1024: 32 blocks of 18 bytes per row */
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 4096, 1024, 256, 8, 4, &p, g, err) == LW_OK);
+    CHECK(p.k == 1024 && p.rows == 4096 && p.row_stride == 576 && p.w_offset == 256 && p.x_offset == 2 &&
+          p.y_offset == 4 && p.groups_x == 4096 && g[0] == 4096 && g[1] == 1 && g[2] == 1);
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F16, 3, 24, 0, 0, 0, &p, g, err) == LW_OK && p.row_stride == 48);
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q8_0, 1, 64, 0, 0, 0, &p, g, err) == LW_OK && p.row_stride == 68);
+    /* a second grid dimension past maxComputeWorkgroupsPerDimension */
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 70000, 32, 0, 0, 0, &p, g, err) == LW_OK);
+    CHECK(g[0] == 65535 && g[1] == 2 && p.groups_x == 65535);
+    info.max_compute_workgroups_per_dimension = 4;
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 16, 32, 0, 0, 0, &p, g, err) == LW_OK && g[0] == 4 && g[1] == 4);
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 17, 32, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
+    info = lavapipe_info();
+    /* shapes */
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 4, 48, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    CHECK(strstr(err, "multiple of 32") != NULL);
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 4, 12, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 0, 8, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 4, 0, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 4, 32, 3, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 4, 32, 0, 2, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q6_K, 4, 256, 0, 0, 0, &p, g, err) == LW_ERR_UNSUPPORTED);
+    /* sizes: one binding (128 MiB here), 32-bit byte offsets in the shader, 32-bit rows */
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 8192, 4096, 0, 0, 0, &p, g, err) == LW_OK); /* exactly 128 MiB */
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 8192, 4096, 2, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 8193, 4096, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
+    info.max_storage_buffer_binding_size = 1ull << 40;
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 1 << 20, 1024, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE); /* 4 GiB */
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, UINT64_MAX, 1024, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 4, UINT64_MAX - 7, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 4, 32, 0, 0, UINT32_MAX - 2, &p, g, err) == LW_ERR_TOO_LARGE);
+}
+
+/* Failing allocator: the template expansion's allocations fail cleanly and nothing reaches the HAL. */
+typedef struct failing {
+    int countdown; /* calls left before failing; < 0: never */
+    int calls;     /* calls made                            */
+} failing;
+static void *fa_malloc(void *u, size_t n) {
+    failing *f = u;
+    f->calls++;
+    return f->countdown >= 0 && f->countdown-- == 0 ? NULL : malloc(n);
+}
+static void *fa_realloc(void *u, void *p, size_t n) {
+    failing *f = u;
+    f->calls++;
+    return f->countdown >= 0 && f->countdown-- == 0 ? NULL : realloc(p, n);
+}
+static void fa_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
+
+static void test_alloc_failures(void) {
+    fake_gpu f = {0};
+    lw_gpu gpu = {&fake_ops, &f};
+    lw_gpu_info info = lavapipe_info();
+    failing fl = {-1, 0};
+    lw_allocator a = {fa_malloc, fa_realloc, fa_free, &fl};
+    lw__gpu_matvec_variant v = {LW_TYPE_Q4_0, true, true, 64};
+    lw_gpu_pipeline p;
+    char err[LW_ERRMSG_SIZE];
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, &a, &v, &info, &p, err) == LW_OK);
+    int total = fl.calls, nomem = 0;
+    CHECK(total > 3);
+    for (int i = 0; i < total; i++) {
+        fl = (failing){i, 0};
+        f.creates = 0;
+        lw_status st = lw__gpu_matvec_pipeline(&gpu, NULL, &a, &v, &info, &p, err);
+        nomem += st == LW_ERR_NOMEM && f.creates == 0;
+    }
+    CHECK_MSG(nomem == total, "%d of %d", nomem, total);
+}
+
+int main(void) {
+    test_variants();
+    test_cache_and_errors();
+    test_plan();
+    test_alloc_failures();
+    return test_summary("test-wgsl-kernels");
+}

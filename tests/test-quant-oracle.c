@@ -269,13 +269,14 @@ static void test_format(const lw__quant_traits_t *tr, result_t *r) {
     /* (a) on blocks ggml quantizes, also for formats we cannot quantize ourselves (with an imatrix where
      * ggml needs one). */
     const int64_t bs = tr->block_size;
-    /* ggml_quantize_init for the IQ2/IQ1 grids alone takes ~20 s of CPU here, so those run only with
-     * LW_TEST_SLOW=1 (their random valid blocks above are always checked). */
+    /* ggml_quantize_init for the IQ2/IQ1 grids alone takes ~20 s of CPU here, so any ggml quantization of
+     * those formats runs only with LW_TEST_SLOW=1 (their random valid blocks above are always checked, and
+     * test-quant-iq.c covers their quantizers). */
     const bool slow_init = tr->type == LW_TYPE_IQ2_XXS || tr->type == LW_TYPE_IQ2_XS || tr->type == LW_TYPE_IQ2_S ||
                            tr->type == LW_TYPE_IQ1_S || tr->type == LW_TYPE_IQ1_M;
     const char *slow = getenv("LW_TEST_SLOW");
-    if (tr->to_float && (!tr->quantize || (ggml_needs_imatrix && !tr->imatrix_supported)) &&
-        (!slow_init || (slow && *slow == '1'))) {
+    const bool run_slow = !slow_init || (slow && *slow == '1');
+    if (tr->to_float && (!tr->quantize || (ggml_needs_imatrix && !tr->imatrix_supported)) && run_slow) {
         for (int kind = 0; kind < N_KINDS; kind += 5) {
             rng_state = 4242u + (uint64_t)kind + (uint64_t)t;
             const int64_t n = 2 * bs, nrows = 1;
@@ -298,6 +299,10 @@ static void test_format(const lw__quant_traits_t *tr, result_t *r) {
         const char **note = with_imatrix ? &r->qi_note : &r->q_note;
         if (!tr->quantize) {
             *note = "not implemented";
+            continue;
+        }
+        if (!run_slow) {
+            *note = "with LW_TEST_SLOW=1";
             continue;
         }
         if (!with_imatrix && ggml_needs_imatrix) {

@@ -1,7 +1,8 @@
 /* Scalar reference of the IQ quantization family (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M,
  * IQ4_NL, IQ4_XS): dequantization bit-exact with ggml v0.4.0 (ggml-quants.c), the IQ4_NL / IQ4_XS quantizers
  * byte-exact with ggml_quantize_chunk and with ggml's quantize_row_*_ref, and a generator of random valid
- * blocks for the grid formats (which ggml cannot quantize without an importance matrix).
+ * blocks of every IQ format (for tests and synthetic models; IQ2_XXS, IQ2_XS and IQ1_S cannot be quantized
+ * without an importance matrix). The other formats' quantizers are in quant-iq-search.c.
  *
  * Bit-exactness rests on doing every float operation in ggml's order with the same operand types: a scale is
  * d * (0.5f + s) * 0.25f, never d * (0.125f + 0.25f * s); a value is (scale * grid) * (+-1). Do not

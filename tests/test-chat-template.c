@@ -466,6 +466,9 @@ static const feature_case FEATURES[] = {
     {"{{ '<think>r</think>\\n\\nanswer'.split('</think>')[-1].lstrip('\\n') }}|{{ 'a{}c{x}'.format('b', x='d') }}|"
      "{{ ','.join(['1', '2']) }}|{{ 'hello'.find('l') }}|{{ 'hello'.count('l') }}",
      "answer|abcd|1,2|2|2"},
+    {"{{ 'aaa'.rfind('aa') }} {{ 'h\xc3\xa9llo'.find('l') }} {{ 'abc'.find('z') }} {{ 'abab'.count('') }} "
+     "{{ 'a--b'.split('--') }} {{ 'xyx'.replace('', '-') }}",
+     "1 2 -1 5 ['a', 'b'] -x-y-x-"},
     {"{{ {'a': 1}.get('a') }} {{ {'a': 1}.get('b', 'none') }} {{ {'a': 1}.get('b') }} {{ {'a': 1, 'b': 2}.keys() | "
      "list }} {{ {'a': 1}.values() | list }}",
      "1 none None ['a', 'b'] [1]"},
@@ -602,6 +605,44 @@ static void test_errors(void) {
                         LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "nested deeper");
     expect_render_error("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns | tojson }}", CONV(CONV_SMALL), &p,
                         LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "nested too deeply");
+
+    /* algorithmic blow-ups must hit the step limit quickly (a regression would hang this test) */
+    expect_render_error("{% set a = 'a' * 1000000 %}{% for i in range(100000) %}{{ (a ~ 'b') in (a ~ a) }}"
+                        "{% endfor %}",
+                        CONV(CONV_SMALL), &p, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "step limit");
+    expect_render_error("{% set a = 'a' * 1000000 %}{% for i in range(100000) %}{{ a.rfind('a') }}{% endfor %}",
+                        CONV(CONV_SMALL), &p, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "step limit");
+    expect_render_error("{% set a = 'ab' * 1000000 %}{% for i in range(100000) %}{{ a.split('b') | length }}"
+                        "{% endfor %}",
+                        CONV(CONV_SMALL), &p, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "");
+    expect_render_error("{% set a = 'a' * 4000000 %}{% set b = 'a' * 4000000 %}{% for i in range(1000000) %}"
+                        "{% if a == b and a.strip() and a | trim %}{% endif %}{% endfor %}",
+                        CONV(CONV_SMALL), &p, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "step limit");
+    {
+        /* 20000 variables and a 20000-key dict, then a million lookups of names that are not there */
+        size_t cap = 1 << 20, k = 0;
+        char *big = malloc(cap);
+        CHECK(big != NULL);
+        if (big) {
+            for (int i = 0; i < 20000; i++) k += (size_t)snprintf(big + k, cap - k, "{%% set v%d = %d %%}", i, i);
+            k += (size_t)snprintf(big + k, cap - k, "{%% set d = {");
+            for (int i = 0; i < 20000; i++) k += (size_t)snprintf(big + k, cap - k, "'k%d': %d, ", i, i);
+            k += (size_t)snprintf(big + k, cap - k, "} %%}{%% for i in range(1000000) %%}{{ x }}{{ d.y }}{%% endfor %%}");
+            expect_render_error(big, CONV(CONV_SMALL), &p, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "step limit");
+            free(big);
+        }
+    }
+    {
+        lw_chat_template *t;
+        char err[256];
+        const char *src = "[{{ '' * 1000000000000 }}{{ ([] * 1000000000000) | length }}]";
+        CHECK(lw_chat_template_parse(src, strlen(src), NULL, &t, err, sizeof err) == LW_OK);
+        char *out = NULL;
+        size_t len;
+        CHECK(lw_chat_template_render(t, CONV(CONV_SMALL), &p, &out, &len) == LW_OK && out && !strcmp(out, "[0]"));
+        lw_chat_string_free(t, out);
+        lw_chat_template_free(t);
+    }
 
     /* deep nesting in the parser */
     char deep[4096];

@@ -147,6 +147,8 @@ lw_status lw_chat_template_render(lw_chat_template *t, const lw_chat_message *ms
 
     jj_scope *g = jj_scope_new(&c, NULL);
     bool ok = g && build_globals(&c, g, msgs, n, &p) && jj_render_body(&c, g, t->body, t->nbody);
+    /* costs charged without an immediate check (lookups, searches) must not slip past the limit */
+    if (ok && (c.status != LW_OK || !jj_step(&c, 0))) ok = false;
     t->last_steps = c.steps;
     lw_status st = LW_OK;
     if (ok) {

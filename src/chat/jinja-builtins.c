@@ -139,16 +139,14 @@ static bool replace(jj_ctx *c, jj_str s, jj_str from, jj_str to, int64_t count, 
         return ret_buf(&b, out);
     }
     while (i < s.n) {
-        if ((count < 0 || (int64_t)done < count) && i + from.n <= s.n && !memcmp(s.p + i, from.p, from.n)) {
-            if (!jj_buf_add(c, &b, to.p, to.n)) return false;
-            i += from.n;
-            done++;
-        } else {
-            size_t j = i + 1;
-            while (j < s.n && s.p[j] != from.p[0]) j++;
-            if (!jj_buf_add(c, &b, s.p + i, j - i)) return false;
-            i = j;
+        size_t j = (count < 0 || (int64_t)done < count) ? jj_find(c, s, i, from) : SIZE_MAX;
+        if (j == SIZE_MAX) {
+            if (!jj_buf_add(c, &b, s.p + i, s.n - i)) return false;
+            break;
         }
+        if (!jj_buf_add(c, &b, s.p + i, j - i) || !jj_buf_add(c, &b, to.p, to.n) || !jj_step(c, 1)) return false;
+        i = j + from.n;
+        done++;
     }
     return ret_buf(&b, out);
 }
@@ -196,14 +194,14 @@ static bool items_of(jj_ctx *c, jj_val v, jj_val *out) {
 }
 
 /* Attribute lookup with dotted paths ("function.name"), as Jinja2's attribute= arguments. */
-static jj_val attr_path(jj_val v, jj_str path) {
+static jj_val attr_path(jj_ctx *c, jj_val v, jj_str path) {
     size_t i = 0;
     while (i <= path.n) {
         size_t j = i;
         while (j < path.n && path.p[j] != '.') j++;
         jj_str part = jj_s(path.p + i, j - i);
         if (v.t == JV_DICT) {
-            jj_val *x = jj_dict_get(v.u.d, jj_strv(part));
+            jj_val *x = jj_dict_get(c, v.u.d, jj_strv(part));
             v = x ? *x : jj_undef();
         } else if (v.t == JV_LIST) {
             int64_t idx = 0;
@@ -239,7 +237,7 @@ static bool select_items(jj_ctx *c, jj_val in, const jj_val *args, size_t nargs,
     if (by_attr && (nargs < 1 || args[0].t != JV_STR))
         return jj_fail(c, LW_ERR_INVALID_ARG, "selectattr/rejectattr need an attribute name");
     for (size_t i = 0; i < src->n; i++) {
-        jj_val x = by_attr ? attr_path(src->v[i], args[0].u.s) : src->v[i];
+        jj_val x = by_attr ? attr_path(c, src->v[i], args[0].u.s) : src->v[i];
         bool r;
         if (nargs > first_test) {
             if (!test_by_name(c, args[first_test], x, args + first_test + 1, nargs - first_test - 1, &r)) return false;
@@ -261,8 +259,8 @@ static bool sort_list(jj_ctx *c, jj_list *l, bool reverse, bool case_sensitive, 
         while (j > 0) {
             jj_val a = l->v[j - 1], b = x;
             if (attribute) {
-                a = attr_path(a, *attribute);
-                b = attr_path(b, *attribute);
+                a = attr_path(c, a, *attribute);
+                b = attr_path(c, b, *attribute);
             }
             if (!case_sensitive && a.t == JV_STR && b.t == JV_STR) {
                 jj_val la, lb;
@@ -329,6 +327,8 @@ bool jj_apply_filter(jj_ctx *c, jj_scope *sc, int id, jj_val in, const jj_val *a
     const jj_val *a0 = ARG(0, NULL);
     jj_str s;
     jj_list *l;
+    /* string filters are linear in their input: charge for it up front */
+    if (in.t == JV_STR && !jj_step(c, in.u.s.n >> 6)) return false;
     switch (id) {
     case F_ABS:
         if (in.t == JV_INT) {
@@ -342,7 +342,10 @@ bool jj_apply_filter(jj_ctx *c, jj_scope *sc, int id, jj_val in, const jj_val *a
         return true;
     case F_ATTR:
         if (!want_str(c, a0, "attr", &s)) return false;
-        *out = in.t == JV_DICT && jj_dict_get(in.u.d, jj_strv(s)) ? *jj_dict_get(in.u.d, jj_strv(s)) : jj_undef();
+        {
+            jj_val *v = in.t == JV_DICT ? jj_dict_get(c, in.u.d, jj_strv(s)) : NULL;
+            *out = v ? *v : jj_undef();
+        }
         return true;
     case F_CAPITALIZE:
     case F_LOWER:
@@ -478,7 +481,7 @@ bool jj_apply_filter(jj_ctx *c, jj_scope *sc, int id, jj_val in, const jj_val *a
         if (!to_list(c, in, &l)) return false;
         jj_buf b = {0};
         for (size_t i = 0; i < l->n; i++) {
-            jj_val x = attr && attr->t == JV_STR ? attr_path(l->v[i], attr->u.s) : l->v[i];
+            jj_val x = attr && attr->t == JV_STR ? attr_path(c, l->v[i], attr->u.s) : l->v[i];
             if ((i && !jj_buf_add(c, &b, sp.p, sp.n)) || !jj_write(c, &b, x) || !jj_step(c, 1)) return false;
         }
         return ret_buf(&b, out);
@@ -505,7 +508,7 @@ bool jj_apply_filter(jj_ctx *c, jj_scope *sc, int id, jj_val in, const jj_val *a
         for (size_t i = 0; i < l->n; i++) {
             jj_val x;
             if (attr) {
-                x = attr_path(l->v[i], attr->u.s);
+                x = attr_path(c, l->v[i], attr->u.s);
                 if (x.t == JV_UNDEF && dflt) x = *dflt;
             } else if (!jj_apply_filter(c, sc, fid, l->v[i], args + 1, nargs - 1, kwn, kwv, nkw, &x)) {
                 return false;
@@ -525,8 +528,8 @@ bool jj_apply_filter(jj_ctx *c, jj_scope *sc, int id, jj_val in, const jj_val *a
                 *out = l->v[0];
                 continue;
             }
-            jj_val a = attr && attr->t == JV_STR ? attr_path(l->v[i], attr->u.s) : l->v[i];
-            jj_val b = attr && attr->t == JV_STR ? attr_path(*out, attr->u.s) : *out;
+            jj_val a = attr && attr->t == JV_STR ? attr_path(c, l->v[i], attr->u.s) : l->v[i];
+            jj_val b = attr && attr->t == JV_STR ? attr_path(c, *out, attr->u.s) : *out;
             int cmp;
             if (!jj_compare(c, a, b, &cmp)) return false;
             if (id == F_MAX ? cmp > 0 : cmp < 0) *out = l->v[i];
@@ -598,7 +601,7 @@ bool jj_apply_filter(jj_ctx *c, jj_scope *sc, int id, jj_val in, const jj_val *a
         jj_val acc = start ? *start : jj_int(0);
         if (!to_list(c, in, &l)) return false;
         for (size_t i = 0; i < l->n; i++) {
-            jj_val x = attr && attr->t == JV_STR ? attr_path(l->v[i], attr->u.s) : l->v[i];
+            jj_val x = attr && attr->t == JV_STR ? attr_path(c, l->v[i], attr->u.s) : l->v[i];
             bool xf = x.t == JV_FLOAT, af = acc.t == JV_FLOAT;
             if ((x.t != JV_INT && !xf && x.t != JV_BOOL) || (acc.t != JV_INT && !af && acc.t != JV_BOOL))
                 return jj_fail(c, LW_ERR_INVALID_ARG, "sum of non-numbers");
@@ -735,12 +738,11 @@ bool jj_apply_test(jj_ctx *c, int id, jj_val in, const jj_val *args, size_t narg
         if (!a0) return jj_fail(c, LW_ERR_INVALID_ARG, "'in' test needs an argument");
         *out = false;
         if (a0->t == JV_STR && in.t == JV_STR) {
-            jj_str h = a0->u.s, n = in.u.s;
-            for (size_t i = 0; i + n.n <= h.n && !*out; i++) *out = !memcmp(h.p + i, n.p, n.n);
-            return true;
+            *out = jj_find(c, a0->u.s, 0, in.u.s) != SIZE_MAX;
+            return jj_step(c, 1);
         }
         if (a0->t == JV_DICT) {
-            *out = jj_dict_get(a0->u.d, in) != NULL;
+            *out = jj_dict_get(c, a0->u.d, in) != NULL;
             return true;
         }
         if (a0->t == JV_LIST)
@@ -780,17 +782,14 @@ static bool split(jj_ctx *c, jj_str s, const jj_val *sepv, int64_t maxsplit, jj_
         if (sepv->t != JV_STR) return jj_fail(c, LW_ERR_INVALID_ARG, "split separator must be a string");
         jj_str sep = sepv->u.s;
         if (!sep.n) return jj_fail(c, LW_ERR_INVALID_ARG, "empty separator");
-        size_t i = 0, start = 0;
+        size_t start = 0;
         int64_t done = 0;
-        while (i + sep.n <= s.n && (maxsplit < 0 || done < maxsplit)) {
-            if (!memcmp(s.p + i, sep.p, sep.n)) {
-                if (!jj_list_push(c, l, jj_strv(jj_s(s.p + start, i - start))) || !jj_step(c, 1)) return false;
-                i += sep.n;
-                start = i;
-                done++;
-            } else {
-                i++;
-            }
+        while (maxsplit < 0 || done < maxsplit) {
+            size_t j = jj_find(c, s, start, sep);
+            if (j == SIZE_MAX) break;
+            if (!jj_list_push(c, l, jj_strv(jj_s(s.p + start, j - start))) || !jj_step(c, 1)) return false;
+            start = j + sep.n;
+            done++;
         }
         if (!jj_list_push(c, l, jj_strv(jj_s(s.p + start, s.n - start)))) return false;
         if (!jj_step(c, s.n >> 6)) return false;
@@ -819,6 +818,10 @@ bool jj_call_method(jj_ctx *c, jj_val obj, jj_str name, const jj_val *args, size
     *found = true;
     if (obj.t == JV_STR) {
         jj_str s = obj.u.s;
+        /* string methods are linear in the string and their string arguments: charge for it up front */
+        size_t arg_bytes = 0;
+        for (size_t i = 0; i < nargs; i++) arg_bytes += args[i].t == JV_STR ? args[i].u.s.n : 0;
+        if (!jj_step(c, (s.n + arg_bytes) >> 6)) return false;
         const jj_val *a0 = ARG(0, NULL);
         if (IS("strip") || IS("lstrip") || IS("rstrip")) {
             const jj_str *chars = a0 && a0->t == JV_STR ? &a0->u.s : NULL;
@@ -848,13 +851,19 @@ bool jj_call_method(jj_ctx *c, jj_val obj, jj_str name, const jj_val *args, size
             jj_str sub;
             if (!want_str(c, a0, "find", &sub)) return false;
             int64_t pos = -1, cnt = 0;
-            for (size_t i = 0; i + sub.n <= s.n; i++)
-                if (!sub.n || !memcmp(s.p + i, sub.p, sub.n)) {
-                    if (pos < 0 || IS("rfind")) pos = (int64_t)jj_utf8_len(jj_s(s.p, i));
-                    cnt++;
-                    if (sub.n) i += sub.n - 1;
-                    if (!IS("count") && !IS("rfind")) break;
+            size_t from = 0, j, at = 0;
+            while ((j = jj_find(c, s, from, sub)) != SIZE_MAX) {
+                if (pos < 0 || IS("rfind")) {
+                    pos = 0;
+                    at = j;
                 }
+                cnt++;
+                if (!IS("count") && !IS("rfind")) break;
+                if (!jj_step(c, 1)) return false;
+                from = j + (sub.n && !IS("rfind") ? sub.n : 1); /* rfind: overlapping, as Python */
+                if (from > s.n) break;
+            }
+            if (pos >= 0) pos = (int64_t)jj_utf8_len(jj_s(s.p, at)); /* byte offset → code point index */
             if (IS("index") && pos < 0) return jj_fail(c, LW_ERR_INVALID_ARG, "substring not found");
             *out = jj_int(IS("count") ? cnt : pos);
             return jj_step(c, s.n >> 6);
@@ -947,7 +956,7 @@ bool jj_call_method(jj_ctx *c, jj_val obj, jj_str name, const jj_val *args, size
         if (IS("get")) {
             const jj_val *k = ARG(0, NULL), *d = ARG(1, NULL);
             if (!k) return jj_fail(c, LW_ERR_INVALID_ARG, "get needs a key");
-            jj_val *v = jj_dict_get(obj.u.d, *k);
+            jj_val *v = jj_dict_get(c, obj.u.d, *k);
             *out = v ? *v : d ? *d : jj_none();
             return true;
         }
@@ -973,6 +982,16 @@ static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
     *d = (int)(doy - (153 * mp + 2) / 5 + 1);
     *m = (int)(mp < 10 ? mp + 3 : mp - 9);
     *y = yoe + era * 400 + (*m <= 2);
+}
+
+/* Civil date → days since 1970-01-01 (inverse of the above). */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
 }
 
 /* strftime for the conversions templates use, in UTC, C locale. */
@@ -1008,21 +1027,7 @@ static bool strftime_utc(jj_ctx *c, jj_str fmt, int64_t t, jj_val *out) {
         case 'p': snprintf(tmp, sizeof tmp, "%s", secs < 43200 ? "AM" : "PM"); break;
         case 'M': snprintf(tmp, sizeof tmp, "%02d", (int)(secs / 60 % 60)); break;
         case 'S': snprintf(tmp, sizeof tmp, "%02d", (int)(secs % 60)); break;
-        case 'j': {
-            int64_t y0;
-            int m0, d0;
-            int64_t jan1 = days;
-            civil_from_days(jan1, &y0, &m0, &d0);
-            /* walk back to Jan 1 of the same year: at most 365 steps */
-            int doy = 1;
-            for (int64_t dd = days - 1;; dd--) {
-                civil_from_days(dd, &y0, &m0, &d0);
-                if (y0 != y) break;
-                doy++;
-            }
-            snprintf(tmp, sizeof tmp, "%03d", doy);
-            break;
-        }
+        case 'j': snprintf(tmp, sizeof tmp, "%03d", (int)(days - days_from_civil(y, 1, 1) + 1)); break;
         case '%': snprintf(tmp, sizeof tmp, "%%"); break;
         default: snprintf(tmp, sizeof tmp, "%%%c", k);
         }

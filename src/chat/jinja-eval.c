@@ -20,6 +20,7 @@ jj_scope *jj_scope_new(jj_ctx *c, jj_scope *parent) {
 }
 
 bool jj_scope_set(jj_ctx *c, jj_scope *sc, jj_str name, jj_val v) {
+    if (!jj_step(c, (sc->n >> 4) + (name.n >> 6))) return false;
     for (size_t i = 0; i < sc->n; i++)
         if (jj_str_eq(sc->names[i], name)) {
             sc->vals[i] = v;
@@ -44,10 +45,21 @@ bool jj_scope_set(jj_ctx *c, jj_scope *sc, jj_str name, jj_val v) {
     return true;
 }
 
-static jj_val *lookup(jj_scope *sc, jj_str name) {
-    for (; sc; sc = sc->parent)
-        for (size_t i = sc->n; i-- > 0;)
-            if (jj_str_eq(sc->names[i], name)) return &sc->vals[i];
+/* Finds a variable from the innermost scope out; the scan is charged to the step count. */
+static jj_val *lookup(jj_ctx *c, jj_scope *sc, jj_str name) {
+    size_t scanned = 0;
+    uint64_t bytes = 0; /* bytes compared between names of equal length */
+    for (; sc; sc = sc->parent) {
+        for (size_t i = sc->n; i-- > 0;) {
+            if (sc->names[i].n == name.n) bytes += name.n;
+            if (jj_str_eq(sc->names[i], name)) {
+                c->steps += ((scanned + sc->n - i) >> 4) + (bytes >> 6);
+                return &sc->vals[i];
+            }
+        }
+        scanned += sc->n;
+    }
+    c->steps += (scanned >> 4) + (bytes >> 6);
     return NULL;
 }
 
@@ -86,13 +98,14 @@ static bool bad_operands(jj_ctx *c, int op, jj_val a, jj_val b) {
 /* s * n for strings and lists, with the size checked before allocating. */
 static bool repeat(jj_ctx *c, jj_val s, int64_t n, jj_val *out) {
     if (n < 0) n = 0;
+    if ((s.t == JV_STR && s.u.s.n == 0) || (s.t == JV_LIST && s.u.l->n == 0)) n = 0; /* '' * 10**18 is '' */
     if (s.t == JV_STR) {
         size_t bytes;
         if (!lw__mul_size(s.u.s.n, (size_t)n, &bytes) || bytes > c->arena->limit)
             return jj_fail(c, LW_ERR_TOO_LARGE, "string repetition too large");
         jj_buf b = {0};
         for (int64_t i = 0; i < n; i++)
-            if (!jj_buf_add(c, &b, s.u.s.p, s.u.s.n)) return false;
+            if (!jj_buf_add(c, &b, s.u.s.p, s.u.s.n) || !jj_step(c, 1)) return false;
         *out = jj_strv(jj_s(b.p ? b.p : "", b.n));
         return true;
     }
@@ -205,17 +218,8 @@ static bool contains(jj_ctx *c, jj_val item, jj_val coll, bool *res) {
     if (coll.t == JV_STR) {
         if (item.t != JV_STR)
             return jj_fail(c, LW_ERR_INVALID_ARG, "'in <string>' requires a string, not %s", jj_type_name(item));
-        jj_str h = coll.u.s, n = item.u.s;
-        if (n.n == 0) {
-            *res = true;
-            return true;
-        }
-        for (size_t i = 0; i + n.n <= h.n; i++)
-            if (h.p[i] == n.p[0] && !memcmp(h.p + i, n.p, n.n)) {
-                *res = true;
-                break;
-            }
-        return jj_step(c, h.n >> 6);
+        *res = jj_find(c, coll.u.s, 0, item.u.s) != SIZE_MAX;
+        return jj_step(c, 1);
     }
     if (coll.t == JV_LIST) {
         for (size_t i = 0; i < coll.u.l->n; i++) {
@@ -229,8 +233,8 @@ static bool contains(jj_ctx *c, jj_val item, jj_val coll, bool *res) {
         return true;
     }
     if (coll.t == JV_DICT) {
-        *res = jj_dict_get(coll.u.d, item) != NULL;
-        return jj_step(c, coll.u.d->n);
+        *res = jj_dict_get(c, coll.u.d, item) != NULL;
+        return jj_step(c, 1);
     }
     if (coll.t == JV_UNDEF || coll.t == JV_NONE) return true;
     return jj_fail(c, LW_ERR_INVALID_ARG, "argument of type '%s' is not iterable", jj_type_name(coll));
@@ -240,9 +244,9 @@ static bool contains(jj_ctx *c, jj_val item, jj_val coll, bool *res) {
  * Subscripts
  * ------------------------------------------------------------------------------------------------------- */
 
-static jj_val get_attr(jj_val obj, jj_str name) {
+static jj_val get_attr(jj_ctx *c, jj_val obj, jj_str name) {
     if (obj.t == JV_DICT) {
-        jj_val *v = jj_dict_get(obj.u.d, jj_strv(name));
+        jj_val *v = jj_dict_get(c, obj.u.d, jj_strv(name));
         if (v) return *v;
     }
     return jj_undef();
@@ -251,7 +255,7 @@ static jj_val get_attr(jj_val obj, jj_str name) {
 static bool get_item(jj_ctx *c, jj_val obj, jj_val key, jj_val *out) {
     *out = jj_undef();
     if (obj.t == JV_DICT) {
-        jj_val *v = jj_dict_get(obj.u.d, key);
+        jj_val *v = jj_dict_get(c, obj.u.d, key);
         if (v) *out = *v;
         return true;
     }
@@ -317,6 +321,7 @@ static bool do_slice(jj_ctx *c, jj_val obj, jj_val a, jj_val b, jj_val s, jj_val
     }
     if (obj.t == JV_STR) {
         jj_str str = obj.u.s;
+        if (!jj_step(c, str.n >> 6)) return false;
         size_t n = jj_utf8_len(str);
         if (!slice_bounds(c, a, b, s, (int64_t)n, &start, &stop, &step)) return false;
         if (n == str.n && step == 1) { /* ASCII, contiguous: a view, no copy */
@@ -379,6 +384,9 @@ bool jj_call_macro(jj_ctx *c, jj_macro *m, const jj_val *args, size_t nargs, con
                        md->name.p, md->nkw, nargs);
     jj_scope *sc = jj_scope_new(c, m->scope);
     if (!sc) return false;
+    size_t name_bytes = 0; /* matching keyword names is linear in their length */
+    for (size_t k = 0; k < nkw; k++) name_bytes += kwn[k].n;
+    if (!jj_step(c, (uint64_t)(name_bytes >> 6) * md->nkw)) return false;
     for (uint32_t i = 0; i < md->nkw; i++) {
         jj_val v = jj_undef();
         bool have = false;
@@ -418,7 +426,7 @@ static bool eval_call(jj_ctx *c, jj_scope *sc, const jj_node *e, jj_val *out) {
     if (e->a->kind == JE_ATTR) { /* obj.method(...) unless obj is a dict holding a callable under that key */
         jj_val obj;
         if (!jj_eval(c, sc, e->a->a, &obj)) return false;
-        jj_val f = get_attr(obj, e->a->name);
+        jj_val f = get_attr(c, obj, e->a->name);
         if (f.t != JV_MACRO && f.t != JV_FUNC) {
             bool found;
             if (!eval_args(c, sc, e, &A)) return false;
@@ -455,7 +463,7 @@ bool jj_eval(jj_ctx *c, jj_scope *sc, const jj_node *e, jj_val *out) {
     switch (e->kind) {
     case JE_LIT: *out = e->lit; break;
     case JE_NAME: {
-        jj_val *v = lookup(sc, e->name);
+        jj_val *v = lookup(c, sc, e->name);
         if (v) {
             *out = *v;
         } else {
@@ -485,7 +493,7 @@ bool jj_eval(jj_ctx *c, jj_scope *sc, const jj_node *e, jj_val *out) {
     }
     case JE_ATTR:
         ok = jj_eval(c, sc, e->a, &a);
-        if (ok) *out = get_attr(a, e->name);
+        if (ok) *out = get_attr(c, a, e->name);
         break;
     case JE_ITEM: ok = jj_eval(c, sc, e->a, &a) && jj_eval(c, sc, e->b, &b) && get_item(c, a, b, out); break;
     case JE_SLICE: {
@@ -597,7 +605,7 @@ bool jj_eval(jj_ctx *c, jj_scope *sc, const jj_node *e, jj_val *out) {
 static bool assign(jj_ctx *c, jj_scope *sc, const jj_node *target, jj_val v) {
     if (target->kind == JE_NAME) return jj_scope_set(c, sc, target->name, v);
     if (target->kind == JE_ATTR) {
-        jj_val *obj = lookup(sc, target->a->name);
+        jj_val *obj = lookup(c, sc, target->a->name);
         if (!obj || obj->t != JV_DICT)
             return jj_fail(c, LW_ERR_INVALID_ARG, "line %u: cannot assign attribute '%.*s' on %s", target->line,
                            (int)target->name.n, target->name.p, obj ? jj_type_name(*obj) : "an undefined name");

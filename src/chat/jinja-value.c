@@ -107,18 +107,44 @@ static bool key_eq(jj_val a, jj_val b) {
     return false;
 }
 
-jj_val *jj_dict_get(const jj_dict *d, jj_val k) {
-    for (size_t i = 0; i < d->n; i++)
-        if (key_eq(d->k[i], k)) return &d->v[i];
+jj_val *jj_dict_get(jj_ctx *c, const jj_dict *d, jj_val k) {
+    uint64_t cost = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        if (k.t == JV_STR && d->k[i].t == JV_STR && d->k[i].u.s.n == k.u.s.n) cost += k.u.s.n >> 6;
+        if (key_eq(d->k[i], k)) {
+            if (c) c->steps += cost + (i >> 4);
+            return &d->v[i];
+        }
+    }
+    if (c) c->steps += cost + (d->n >> 4);
     return NULL;
 }
 
-jj_val *jj_dict_getz(const jj_dict *d, const char *key) {
-    return jj_dict_get(d, jj_strv(jj_s(key, strlen(key))));
+size_t jj_find(jj_ctx *c, jj_str hay, size_t from, jj_str needle) {
+    if (needle.n == 0) return from <= hay.n ? from : SIZE_MAX;
+    size_t i = from;
+    uint64_t cost = 0;
+    while (i + needle.n <= hay.n) {
+        const char *p = memchr(hay.p + i, needle.p[0], hay.n - needle.n + 1 - i);
+        if (!p) break;
+        i = (size_t)(p - hay.p);
+        cost += 1 + (needle.n >> 6); /* each candidate costs a compare of up to needle.n bytes */
+        if (c->steps + cost > c->max_steps) { /* stop now: the caller's work is void anyway */
+            jj_step(c, cost);
+            return SIZE_MAX;
+        }
+        if (!memcmp(hay.p + i, needle.p, needle.n)) {
+            c->steps += cost + ((i - from) >> 8);
+            return i;
+        }
+        i++;
+    }
+    c->steps += cost + ((hay.n - from) >> 8);
+    return SIZE_MAX;
 }
 
 bool jj_dict_set(jj_ctx *c, jj_dict *d, jj_val k, jj_val v) {
-    jj_val *slot = jj_dict_get(d, k);
+    jj_val *slot = jj_dict_get(c, d, k);
     if (slot) {
         *slot = v;
         return true;
@@ -254,6 +280,7 @@ void jj_fmt_float(double f, char buf[40]) {
  * ------------------------------------------------------------------------------------------------------- */
 
 static bool repr_str(jj_ctx *c, jj_buf *b, jj_str s) {
+    if (!jj_step(c, s.n >> 6)) return false;
     bool has_sq = memchr(s.p, '\'', s.n) != NULL, has_dq = memchr(s.p, '"', s.n) != NULL;
     char q = (has_sq && !has_dq) ? '"' : '\'';
     if (!jj_buf_add(c, b, &q, 1)) return false;
@@ -339,6 +366,7 @@ bool jj_to_str(jj_ctx *c, jj_val v, jj_str *out) {
  * ------------------------------------------------------------------------------------------------------- */
 
 static bool json_str(jj_ctx *c, jj_buf *b, jj_str s) {
+    if (!jj_step(c, s.n >> 6)) return false;
     if (!buf_addz(c, b, "\"")) return false;
     size_t run = 0;
     for (size_t i = 0; i < s.n; i++) {
@@ -477,7 +505,7 @@ bool jj_equal(jj_ctx *c, jj_val a, jj_val b, int depth, bool *eq) {
     switch (a.t) {
     case JV_UNDEF:
     case JV_NONE: *eq = true; return true;
-    case JV_STR: *eq = jj_str_eq(a.u.s, b.u.s); return true;
+    case JV_STR: *eq = jj_str_eq(a.u.s, b.u.s); return jj_step(c, a.u.s.n == b.u.s.n ? a.u.s.n >> 6 : 0);
     case JV_MACRO: *eq = a.u.m == b.u.m; return true;
     case JV_FUNC: *eq = a.u.fn == b.u.fn; return true;
     case JV_LIST:
@@ -500,7 +528,7 @@ bool jj_equal(jj_ctx *c, jj_val a, jj_val b, int depth, bool *eq) {
         }
         if (a.u.d->n != b.u.d->n) return true;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            jj_val *o = jj_dict_get(b.u.d, a.u.d->k[i]);
+            jj_val *o = jj_dict_get(c, b.u.d, a.u.d->k[i]);
             bool e;
             if (!o) return true;
             if (!jj_equal(c, a.u.d->v[i], *o, depth + 1, &e)) return false;
@@ -526,7 +554,7 @@ bool jj_compare(jj_ctx *c, jj_val a, jj_val b, int *cmp) {
     if (a.t == JV_STR && b.t == JV_STR) {
         int r = cmp_str(a.u.s, b.u.s);
         *cmp = r < 0 ? -1 : r > 0;
-        return true;
+        return jj_step(c, (a.u.s.n < b.u.s.n ? a.u.s.n : b.u.s.n) >> 6);
     }
     if (a.t == JV_LIST && b.t == JV_LIST) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {

@@ -321,8 +321,11 @@ jj_list *jj_list_new(jj_ctx *c, size_t cap);
 bool jj_list_push(jj_ctx *c, jj_list *l, jj_val v);
 jj_dict *jj_dict_new(jj_ctx *c, size_t cap);
 bool jj_dict_set(jj_ctx *c, jj_dict *d, jj_val k, jj_val v);
-jj_val *jj_dict_get(const jj_dict *d, jj_val k);
-jj_val *jj_dict_getz(const jj_dict *d, const char *key);
+/* Lookups scan linearly (template dicts are small); the scan is charged to c's step count (c may be NULL)
+ * so huge hostile dicts cannot make a render slow. The limit is enforced at the caller's next jj_step. */
+jj_val *jj_dict_get(jj_ctx *c, const jj_dict *d, jj_val k);
+/* First occurrence of needle in hay at or after byte `from`; SIZE_MAX when none. Charged to c's steps. */
+size_t jj_find(jj_ctx *c, jj_str hay, size_t from, jj_str needle);
 static inline jj_val jj_listv(jj_list *l) {
     jj_val v;
     v.t = JV_LIST;

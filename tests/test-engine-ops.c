@@ -108,7 +108,7 @@ static void test_same_as_reference(const lw__cpu_kernels *K, const lw__cpu_kerne
     for (int i = 0; i < M_ * K_; i++) wf[i] = frand(), wh[i] = lw__fp32_to_fp16(wf[i]);
     for (int i = 0; i < T_ * K_; i++) af[i] = frand(), ah[i] = lw__fp32_to_fp16(af[i]);
     for (int f16 = 0; f16 < 2; f16++) {
-        if (!(f16 ? K->gemm_f16 : K->gemm_f32)) continue;
+        if (!(f16 ? K->gemm_f16 : K->gemm_f32)) continue; /* optional */
         for (int m = 1; m <= M_; m++)
             for (int t = 1; t <= T_; t++) {
                 for (int i = 0; i < T_ * 13; i++) c1[i] = -1.0f;
@@ -152,6 +152,8 @@ int main(void) {
     test_reference_values(R);
     if (x86) test_same_as_reference(x86, R);
     else printf("no x86 SIMD kernels on this machine: only the references are tested\n");
+    const lw__cpu_kernels *avx2 = lw__cpu_kernels_x86_avx2();
+    if (avx2 && avx2 != x86) test_same_as_reference(avx2, R);
     CHECK(lw__cpu_mm_get(LW_TYPE_F32) && lw__cpu_mm_get(LW_TYPE_F16));
     CHECK(lw__cpu_mm_get(LW_TYPE_F16)->vec_dot_type == LW_TYPE_F16); /* f16 weights: f16 activations */
     CHECK(lw__cpu_mm_get(LW_TYPE_COUNT) == NULL);

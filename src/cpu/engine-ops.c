@@ -152,8 +152,9 @@ static const lw__cpu_kernels *best_kernels = &ref_kernels;
 static lw__cpu_mm mm_table[LW_TYPE_COUNT];
 
 static void choose_kernels(void) {
-    const char *force = getenv("LW_CPU_KERNELS");
+    const char *force = getenv("LW_CPU_KERNELS"); /* "scalar" or "avx2": for tests and comparisons */
     const lw__cpu_kernels *x86 = lw__cpu_kernels_x86();
+    if (force && !strcmp(force, "avx2")) x86 = lw__cpu_kernels_x86_avx2();
     if (x86 && !(force && !strcmp(force, "scalar"))) best_kernels = x86;
     const lw__cpu_kernels *k = best_kernels;
     mm_table[LW_TYPE_F32] = (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32};

@@ -65,10 +65,11 @@ typedef struct lw__cpu_kernels {
 
 /* The scalar references. */
 const lw__cpu_kernels *lw__cpu_kernels_ref(void);
-/* The fastest set this CPU runs (the environment variable LW_CPU_KERNELS=scalar forces the references). */
+/* The fastest set this CPU runs (LW_CPU_KERNELS=scalar forces the references, =avx2 the AVX2 set). */
 const lw__cpu_kernels *lw__cpu_kernels_best(void);
-/* x86 AVX-512 set when the CPU has it, else NULL (engine-x86.c). */
+/* The best x86 set this CPU has (AVX-512, else AVX2), or NULL (engine-x86.c); the AVX2 set alone. */
 const lw__cpu_kernels *lw__cpu_kernels_x86(void);
+const lw__cpu_kernels *lw__cpu_kernels_x86_avx2(void);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Running a graph

@@ -10,6 +10,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <math.h>
 
@@ -243,17 +244,199 @@ static const lw__cpu_kernels avx512_kernels = {
     gemm_f32, gemm_f16, fa_kq, fa_softmax, fa_vacc,
 };
 
+/* ---------------------------------------------------------------------------------------------------------
+ * AVX2 + FMA + F16C: the same 16-lane arithmetic with each 16-lane register as two 8-lane halves, so the
+ * results are again the references' bits (machines without AVX-512, e.g. many CI runners).
+ * ------------------------------------------------------------------------------------------------------- */
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* A 16-lane f32 vector as two halves: lanes 0-7 and 8-15. */
+typedef struct v16 {
+    __m256 lo, hi;
+} v16;
+
+AVX2 static inline v16 v16_zero(void) {
+    v16 r = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    return r;
+}
+AVX2 static inline v16 v16_load(const float *p) {
+    v16 r = {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
+    return r;
+}
+AVX2 static inline v16 v16_load_h(const uint16_t *p) {
+    v16 r = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8)))};
+    return r;
+}
+AVX2 static inline v16 v16_fma(v16 a, v16 b, v16 c) {
+    v16 r = {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+    return r;
+}
+AVX2 static inline v16 v16_add(v16 a, v16 b) {
+    v16 r = {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
+    return r;
+}
+/* the halving tree of hsum16: lanes i + i+8 is lo + hi */
+AVX2 static inline float v16_hsum(v16 v) {
+    __m256 b = _mm256_add_ps(v.lo, v.hi);
+    __m128 c = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));
+    __m128 d = _mm_add_ps(c, _mm_movehl_ps(c, c));
+    return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
+}
+
+AVX2 static float dot_f32_avx2(int64_t n, const void *w, const void *a) {
+    const float *x = w, *y = a;
+    v16 s0 = v16_zero(), s1 = s0, s2 = s0, s3 = s0;
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64) {
+        s0 = v16_fma(v16_load(x + i), v16_load(y + i), s0);
+        s1 = v16_fma(v16_load(x + i + 16), v16_load(y + i + 16), s1);
+        s2 = v16_fma(v16_load(x + i + 32), v16_load(y + i + 32), s2);
+        s3 = v16_fma(v16_load(x + i + 48), v16_load(y + i + 48), s3);
+    }
+    float sum = v16_hsum(v16_add(v16_add(s0, s2), v16_add(s1, s3)));
+    int64_t i = np;
+    if (n - np >= 16)
+        for (; n - i >= 16; i += 16) {
+            float p[16];
+            _mm256_storeu_ps(p, _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+            _mm256_storeu_ps(p + 8, _mm256_mul_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8)));
+            for (int l = 0; l < 16; l++) sum += p[l];
+        }
+    if (n - i >= 8) {
+        float p[8];
+        _mm256_storeu_ps(p, _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+        for (int l = 0; l < 8; l++) sum += p[l];
+        i += 8;
+    }
+    for (; i < n; i++) sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(x[i]), _mm_set_ss(y[i]), _mm_set_ss(sum)));
+    return sum;
+}
+
+AVX2 static float dot_f32_gemm_avx2(int64_t n, const void *w, const void *a) {
+    const float *x = w, *y = a;
+    v16 s = v16_zero();
+    for (int64_t i = 0; i < n; i += 16) s = v16_fma(v16_load(x + i), v16_load(y + i), s);
+    return v16_hsum(s);
+}
+
+AVX2 static float dot_f16_avx2(int64_t n, const void *w, const void *a) {
+    const uint16_t *x = w, *y = a;
+    v16 s0 = v16_zero(), s1 = s0, s2 = s0, s3 = s0;
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64) {
+        s0 = v16_fma(v16_load_h(x + i), v16_load_h(y + i), s0);
+        s1 = v16_fma(v16_load_h(x + i + 16), v16_load_h(y + i + 16), s1);
+        s2 = v16_fma(v16_load_h(x + i + 32), v16_load_h(y + i + 32), s2);
+        s3 = v16_fma(v16_load_h(x + i + 48), v16_load_h(y + i + 48), s3);
+    }
+    double sum = v16_hsum(v16_add(v16_add(s0, s2), v16_add(s1, s3)));
+    for (int64_t i = np; i < n; i++) sum += (double)(_cvtsh_ss(x[i]) * _cvtsh_ss(y[i]));
+    return (float)sum;
+}
+
+AVX2 static float dot_f16_gemm_avx2(int64_t n, const void *w, const void *a) {
+    const uint16_t *x = w, *y = a;
+    v16 s = v16_zero();
+    for (int64_t i = 0; i < n; i += 16) s = v16_fma(v16_load_h(x + i), v16_load_h(y + i), s);
+    return v16_hsum(s);
+}
+
+AVX2 static void f32_to_f16_avx2(const float *x, void *yv, int64_t n) {
+    uint16_t *y = yv;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+AVX2 static void f16_to_f32_avx2(const void *xv, float *y, int64_t n) {
+    const uint16_t *x = xv;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
+}
+
+AVX2 static void scale_f16_avx2(uint16_t *y, float v, int64_t n) {
+    int64_t i = 0;
+    const __m256 vv = _mm256_set1_ps(v);
+    for (; i + 8 <= n; i += 8) {
+        __m256 t = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i))), vv);
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(t, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) y[i] = _cvtss_sh(_cvtsh_ss(y[i]) * v, _MM_FROUND_TO_NEAREST_INT);
+}
+
+AVX2 static void mad_f16_avx2(uint16_t *y, const uint16_t *x, float v, int64_t n) {
+    int64_t i = 0;
+    const __m256 vv = _mm256_set1_ps(v);
+    for (; i + 8 <= n; i += 8) {
+        __m256 t = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))), vv,
+                                   _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i))));
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(t, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++)
+        y[i] = _cvtss_sh(_mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(_cvtsh_ss(x[i])), _mm_set_ss(v), _mm_set_ss(_cvtsh_ss(y[i])))),
+                         _MM_FROUND_TO_NEAREST_INT);
+}
+
+AVX2 static void fa_kq_avx2(int64_t D, const float *Kt, const float *q, float *kq) {
+    __m256 a[8];
+    for (int b = 0; b < 8; b++) a[b] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < D; d++) {
+        const __m256 qd = _mm256_set1_ps(q[d]);
+        const float *k = Kt + d * 64;
+        a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(k), qd, a[0]);
+        a[1] = _mm256_fmadd_ps(_mm256_loadu_ps(k + 8), qd, a[1]);
+        a[2] = _mm256_fmadd_ps(_mm256_loadu_ps(k + 16), qd, a[2]);
+        a[3] = _mm256_fmadd_ps(_mm256_loadu_ps(k + 24), qd, a[3]);
+        a[4] = _mm256_fmadd_ps(_mm256_loadu_ps(k + 32), qd, a[4]);
+        a[5] = _mm256_fmadd_ps(_mm256_loadu_ps(k + 40), qd, a[5]);
+        a[6] = _mm256_fmadd_ps(_mm256_loadu_ps(k + 48), qd, a[6]);
+        a[7] = _mm256_fmadd_ps(_mm256_loadu_ps(k + 56), qd, a[7]);
+    }
+    for (int b = 0; b < 8; b++) _mm256_storeu_ps(kq + 8 * b, a[b]);
+}
+
+AVX2 static void fa_vacc_avx2(int64_t D, int64_t m, const float *V, const float *kq, float *vkq) {
+    for (int64_t d = 0; d < D; d += 8) {
+        __m256 acc = _mm256_loadu_ps(vkq + d);
+        for (int64_t j = 0; j < m; j++) acc = _mm256_fmadd_ps(_mm256_loadu_ps(V + j * D + d), _mm256_set1_ps(kq[j]), acc);
+        _mm256_storeu_ps(vkq + d, acc);
+    }
+}
+
+static lw__cpu_kernels avx2_kernels = {
+    "avx2", dot_f32_avx2, dot_f32_gemm_avx2, dot_f16_avx2, dot_f16_gemm_avx2, f32_to_f16_avx2, f16_to_f32_avx2,
+    scale_f16_avx2, mad_f16_avx2, NULL, NULL, fa_kq_avx2, NULL /* the references' softmax */, fa_vacc_avx2,
+};
+
+/* F16C: CPUID leaf 1, ECX bit 29 (asked directly: not every compiler knows "f16c" as a feature name). */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
+
+const lw__cpu_kernels *lw__cpu_kernels_x86_avx2(void) {
+    __builtin_cpu_init();
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())) return NULL;
+    avx2_kernels.fa_softmax = lw__cpu_kernels_ref()->fa_softmax;
+    return &avx2_kernels;
+}
+
 const lw__cpu_kernels *lw__cpu_kernels_x86(void) {
     __builtin_cpu_init();
-    /* every CPU with AVX-512F also has F16C (and some compilers cannot query "f16c" here) */
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
-        return &avx512_kernels;
-    return NULL;
+    /* every CPU with AVX-512F also has F16C */
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return &avx512_kernels;
+    return lw__cpu_kernels_x86_avx2();
 }
 
 #else
 
 const lw__cpu_kernels *lw__cpu_kernels_x86(void) {
+    return NULL;
+}
+const lw__cpu_kernels *lw__cpu_kernels_x86_avx2(void) {
     return NULL;
 }
 

@@ -69,6 +69,11 @@ static lw_status load_hparams(lw_model *m) {
         return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "bad hyper-parameters: n_embd %u n_layer %u n_ff %u n_head %u n_head_kv %u",
                           hp->n_embd, hp->n_layer, hp->n_ff, hp->n_head, hp->n_head_kv);
     uint32_t hd = hp->n_embd / hp->n_head;
+    char kl[128];
+    snprintf(kl, sizeof(kl), "%s.attention.key_length", m->arch->name);
+    if (hp->n_embd % hp->n_head && lw_gguf_find_key(m->gguf, kl) < 0)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "n_embd %u is not a multiple of n_head %u and %s is absent",
+                          hp->n_embd, hp->n_head, kl);
     if ((st = hp_u32(m, "attention.key_length", 0, hd, &hp->n_embd_head_k)) ||
         (st = hp_u32(m, "attention.value_length", 0, hd, &hp->n_embd_head_v)) ||
         (st = hp_u32(m, "rope.dimension_count", 0, hp->n_embd_head_k, &hp->n_rot)))

@@ -11,6 +11,7 @@
 #include "test.h"
 
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab.h"
 
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -290,6 +291,57 @@ static int write_variant(const char *from, const char *pre, const char *to) {
     return ok;
 }
 
+/* Turns the llama-spm vocabulary into a Gemma-4-style one (tokenizer.ggml.model "gemma4": BPE over raw
+ * UTF-8 with U+2581 for spaces and <0xXX> byte tokens): merges are made up from the vocabulary itself,
+ * each normal token split into its longest token prefix and a token rest, ranked by id. Any merge list
+ * serves, since both implementations get the same file. */
+static int write_gemma4_variant(const char *from, const char *to) {
+    lw_source *src = NULL;
+    lw_gguf *g = NULL;
+    lw_gguf_writer *w = NULL;
+    lw_vocab *v = NULL;
+    char err[256];
+    int ok = lw_source_open_file(from, NULL, &src, err, sizeof(err)) == LW_OK && lw_gguf_open(src, NULL, &g) == LW_OK &&
+             lw_vocab_load(g, NULL, &v) == LW_OK && lw_gguf_writer_new(NULL, &w) == LW_OK;
+    uint32_t n = ok ? lw_vocab_n_tokens(v) : 0, nm = 0;
+    lw_gguf_str *merges = calloc(n + 1, sizeof(lw_gguf_str));
+    char *pool = malloc((size_t)n * 64 + 1), *pp = pool;
+    ok = ok && merges && pool;
+    for (uint32_t id = 0; ok && id < n; id++) {
+        size_t len;
+        const char *t = lw_vocab_token_text(v, (int32_t)id, &len);
+        if (!(lw_vocab_token_attr(v, (int32_t)id) & LW_TOKEN_ATTR_NORMAL) || len < 2 || len > 60 || memchr(t, ' ', len))
+            continue;
+        for (size_t k = len - 1; k > 0; k--) {
+            if (((unsigned char)t[k] & 0xC0) == 0x80) continue; /* split on character boundaries */
+            char a[64], b[64];
+            memcpy(a, t, k), a[k] = 0;
+            memcpy(b, t + k, len - k), b[len - k] = 0;
+            if (lw__vocab_find(v, a, k) < 0 || lw__vocab_find(v, b, len - k) < 0) continue;
+            memcpy(pp, a, k), pp[k] = ' ', memcpy(pp + k + 1, b, len - k);
+            merges[nm++] = (lw_gguf_str){len + 1, pp};
+            pp += len + 1;
+            break;
+        }
+    }
+    for (int64_t i = 0; ok && i < lw_gguf_n_kv(g); i++) {
+        const char *key = lw_gguf_key(g, i);
+        if (!strcmp(key, "tokenizer.ggml.model") || !strcmp(key, "tokenizer.ggml.pre")) continue;
+        ok = lw_gguf_writer_set(w, key, lw_gguf_value_at(g, i)) == LW_OK;
+    }
+    ok = ok && nm > 20000; /* most of the 32000 tokens get a merge */
+    ok = ok && lw_gguf_writer_set_str(w, "tokenizer.ggml.model", "gemma4") == LW_OK;
+    ok = ok && lw_gguf_writer_set_arr(w, "tokenizer.ggml.merges", LW_GGUF_STRING, nm, merges) == LW_OK;
+    ok = ok && lw_gguf_writer_write_file(w, to, 0) == LW_OK;
+    free(merges);
+    free(pool);
+    lw_gguf_writer_free(w);
+    lw_vocab_free(v);
+    lw_gguf_close(g);
+    lw_source_close(src);
+    return ok;
+}
+
 /* AddressSanitizer cannot intercept C++ exceptions thrown inside a dlopen'ed libstdc++ user when the
  * executable itself is C (its __cxa_throw interceptor has nothing to forward to), and libllama throws
  * internally during normal operation. */
@@ -341,6 +393,13 @@ int main(void) {
             all_ok &= run_vocab(tmp, label, 150, 1); /* pieces do not depend on the pre-tokenizer */
             remove(tmp);
         }
+    }
+    snprintf(base, sizeof(base), "%s/ggml-vocab-llama-spm.gguf", dir);
+    if (stat(base, &sb) == 0) {
+        snprintf(tmp, sizeof(tmp), "%s/tok-gemma4.gguf", test_tmp_dir());
+        CHECK_MSG(write_gemma4_variant(base, tmp), "cannot write %s", tmp);
+        all_ok &= run_vocab(tmp, "llama-spm as gemma4 BPE", 300, 2);
+        remove(tmp);
     }
     CHECK_MSG(all_ok, "llama.cpp and llamaweb disagree (see above)");
     return test_summary("test-tokenizer-llama");

@@ -104,6 +104,87 @@ static void test_x86_activation_quantizers(void) {
 #endif
 }
 
+/* The _x86 dots against every x86 build of ggml-cpu this CPU can run (ggml_backend_score() > 0): haswell
+ * (AVX2) and the AVX-512 ones (same kernels for these types; VNNI variants compute the same integers). */
+static void test_x86_dots(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    static const char *variants[] = {"haswell", "skylakex", "icelake", "cascadelake", "cooperlake", "cannonlake",
+                                     "zen4", "alderlake", "sapphirerapids"};
+    static const struct {
+        uint32_t type;
+        const char *sym;
+        lw__vec_dot_fn dot;
+    } cases[] = {
+        {LW_TYPE_Q8_0, "ggml_vec_dot_q8_0_q8_0", lw__vec_dot_q8_0_q8_0_x86},
+        {LW_TYPE_Q2_K, "ggml_vec_dot_q2_K_q8_K", lw__vec_dot_q2_K_q8_K_x86},
+        {LW_TYPE_Q3_K, "ggml_vec_dot_q3_K_q8_K", lw__vec_dot_q3_K_q8_K_x86},
+        {LW_TYPE_Q4_K, "ggml_vec_dot_q4_K_q8_K", lw__vec_dot_q4_K_q8_K_x86},
+        {LW_TYPE_Q5_K, "ggml_vec_dot_q5_K_q8_K", lw__vec_dot_q5_K_q8_K_x86},
+        {LW_TYPE_Q6_K, "ggml_vec_dot_q6_K_q8_K", lw__vec_dot_q6_K_q8_K_x86},
+    };
+    int n_variants = 0;
+    for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
+        char path[256];
+        snprintf(path, sizeof path, "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-cpu-%s.so",
+                 variants[vi]);
+        void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!lib) continue;
+        int (*score)(void);
+        void (*cpu_init)(void);
+        *(void **)&score = dlsym(lib, "ggml_backend_score");
+        *(void **)&cpu_init = dlsym(lib, "ggml_cpu_init");
+        if (!score || score() <= 0 || !cpu_init) { /* this CPU lacks the variant's instructions */
+            dlclose(lib);
+            continue;
+        }
+        cpu_init();
+        n_variants++;
+        int same = 0, total = 0, ref_differs = 0;
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            ggml_vec_dot_t g;
+            *(void **)&g = dlsym(lib, cases[c].sym);
+            CHECK_MSG(g != NULL, "%s missing in %s", cases[c].sym, variants[vi]);
+            if (!g) continue;
+            const lw__quant_dot_t *qd = lw__quant_dot(cases[c].type);
+            for (int kind = 0; kind < 4; kind++) {
+                for (int nbk = 1; nbk <= 9; nbk += 2) {
+                    const int64_t n = 256 * nbk;
+                    rng_state = 5000u + 100u * c + 10u * (uint64_t)kind + (uint64_t)nbk;
+                    float *w = malloc(n * sizeof(float)), *x = malloc(n * sizeof(float));
+                    fill(w, n, kind);
+                    fill(x, n, (kind + 2) % 4);
+                    uint8_t *wq = malloc(lw__row_size(cases[c].type, n, NULL));
+                    uint8_t *aq = calloc(1, (size_t)(n / 256) * sizeof(lw__block_q8_K));
+                    CHECK(lw__quantize(cases[c].type, w, wq, 1, n, NULL) == LW_OK);
+                    if (qd->vec_dot_type == LW_TYPE_Q8_0) lw__quantize_row_q8_0_x86(x, aq, n);
+                    else qd->act_from_float(x, aq, n);
+                    const float ours = cases[c].dot(n, wq, aq), ref = qd->dot(n, wq, aq);
+                    float gs = NAN;
+                    g((int)n, &gs, 0, wq, 0, aq, 0, 1);
+                    uint32_t ub, gb, rb;
+                    memcpy(&ub, &ours, 4);
+                    memcpy(&gb, &gs, 4);
+                    memcpy(&rb, &ref, 4);
+                    CHECK_MSG(ub == gb, "%s (%s): x86-order %.9g != ggml %.9g (n %lld kind %d)", cases[c].sym,
+                              variants[vi], ours, gs, (long long)n, kind);
+                    same += ub == gb;
+                    ref_differs += rb != gb;
+                    total++;
+                    free(w);
+                    free(x);
+                    free(wq);
+                    free(aq);
+                }
+            }
+        }
+        printf("x86-order dots (q8_0 q2_K q3_K q4_K q5_K q6_K) == ggml-cpu-%s: %d/%d (generic order differs in %d)\n",
+               variants[vi], same, total, ref_differs);
+        dlclose(lib);
+    }
+    if (!n_variants) printf("NOTE: no x86 ggml-cpu build runnable here: x86-order dot comparison skipped\n");
+#endif
+}
+
 int main(void) {
     void *lib = dlopen(GGML_CPU_LIB, RTLD_NOW | RTLD_LOCAL);
     if (!lib) printf("NOTE: %s not loadable (%s): ggml comparison skipped\n", GGML_CPU_LIB, dlerror());
@@ -205,6 +286,7 @@ int main(void) {
     }
     CHECK(n_types == 25);
     test_x86_activation_quantizers();
+    test_x86_dots();
     if (lib) dlclose(lib);
     return test_summary("test-quant-dot");
 }

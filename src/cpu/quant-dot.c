@@ -669,6 +669,174 @@ void lw__quantize_row_q8_1_x86(const float *x, void *vy, int64_t k) {
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * ggml-cpu's x86 AVX2 / AVX-512 summation order (what llama.cpp runs for these types on x86-64, where they
+ * are not repacked): the integer products of each super-block go to 8 int32 lanes (lane of element e is
+ * (e mod 32) / 4, as maddubs + madd pair them), each lane is converted to float and fused-multiply-added into
+ * 8 float accumulators, which _mm256 horizontal adds combine at the end.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* hsum_float_8: upper half + lower half, then (r0 + r2) + (r1 + r3). */
+static float hsum8_x86(const float acc[8]) {
+    float r[4];
+    for (int k = 0; k < 4; k++) r[k] = acc[4 + k] + acc[k];
+    return (r[0] + r[2]) + (r[1] + r[3]);
+}
+
+/* lanes[k] = sum over the 256 elements e of lane k of scale(e) * v[e] * q8[e], scale(e) = sc[e / group]. */
+static void lanes_x86(int32_t lanes[8], const int8_t *v, const int8_t *q8, const int *sc, int group) {
+    for (int k = 0; k < 8; k++) lanes[k] = 0;
+    for (int e = 0; e < LW_QK_K; e++) lanes[(e % 32) / 4] += sc[e / group] * (v[e] * q8[e]);
+}
+
+static void fma_lanes_x86(float acc[8], float d, const int32_t lanes[8]) {
+    for (int k = 0; k < 8; k++) acc[k] = fmaf(d, (float)lanes[k], acc[k]);
+}
+
+float lw__vec_dot_q8_0_q8_0_x86(int64_t n, const void *w, const void *a) {
+    const lw__block_q8_0 *x = w;
+    const lw__block_q8_0 *y = a;
+    float acc[8] = {0};
+    for (int64_t ib = 0; ib < n / LW_QK8_0; ++ib) {
+        const float d = H2F(x[ib].d) * H2F(y[ib].d);
+        int32_t lanes[8] = {0};
+        for (int e = 0; e < 32; e++) {
+            /* |x| times y with x's sign (_mm256_sign_epi8): -(-128) stays -128 in int8 */
+            const int xe = x[ib].qs[e], ye = y[ib].qs[e];
+            const int ax = xe < 0 ? -xe : xe;
+            const int sy = xe < 0 ? (int8_t)(uint8_t)(-ye) : xe == 0 ? 0 : ye;
+            lanes[e / 4] += ax * sy;
+        }
+        fma_lanes_x86(acc, d, lanes);
+    }
+    return hsum8_x86(acc);
+}
+
+float lw__vec_dot_q2_K_q8_K_x86(int64_t n, const void *w, const void *a) {
+    const lw__block_q2_K *x = w;
+    const lw__block_q8_K *y = a;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = y[i].d * H2F(x[i].d);
+        const float dmin = -y[i].d * H2F(x[i].dmin);
+        int sc[16];
+        int32_t pm[8];
+        for (int j = 0; j < 16; j++) sc[j] = x[i].scales[j] & 0xf;
+        for (int k = 0; k < 8; k++)
+            pm[k] = (x[i].scales[2 * k] >> 4) * y[i].bsums[2 * k] + (x[i].scales[2 * k + 1] >> 4) * y[i].bsums[2 * k + 1];
+        fma_lanes_x86(acc, dmin, pm); /* the min term first, per block */
+        int8_t v[LW_QK_K];
+        for (int j = 0; j < LW_QK_K; j += 128)
+            for (int shift = 0; shift < 8; shift += 2)
+                for (int l = 0; l < 32; ++l) v[j + 32 * (shift / 2) + l] = (int8_t)((x[i].qs[j / 4 + l] >> shift) & 3);
+        int32_t lanes[8];
+        lanes_x86(lanes, v, y[i].qs, sc, 16);
+        fma_lanes_x86(acc, d, lanes);
+    }
+    return hsum8_x86(acc);
+}
+
+float lw__vec_dot_q3_K_q8_K_x86(int64_t n, const void *w, const void *a) {
+    const lw__block_q3_K *x = w;
+    const lw__block_q8_K *y = a;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = y[i].d * H2F(x[i].d);
+        int8_t v[LW_QK_K];
+        const uint8_t *q3 = x[i].qs;
+        uint8_t m = 1;
+        int e = 0;
+        for (int j = 0; j < LW_QK_K; j += 128, q3 += 32)
+            for (int shift = 0; shift < 8; shift += 2, m <<= 1)
+                for (int l = 0; l < 32; ++l, ++e) v[e] = (int8_t)(((q3[l] >> shift) & 3) - (x[i].hmask[l] & m ? 0 : 4));
+        int sc[16];
+        for (int j = 0; j < 16; ++j) {
+            const int lo = j < 8 ? x[i].scales[j] & 0xf : x[i].scales[j - 8] >> 4;
+            const int hi = (x[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+            sc[j] = (lo | (hi << 4)) - 32;
+        }
+        int32_t lanes[8];
+        lanes_x86(lanes, v, y[i].qs, sc, 16);
+        fma_lanes_x86(acc, d, lanes);
+    }
+    return hsum8_x86(acc);
+}
+
+/* Q4_K and Q5_K: values v (0..31) with 6-bit scales per 32; the min term is kept apart (Q4_K: 4 float lanes
+ * with FMA; Q5_K: one float sum). */
+static float k4_x86(int64_t n, const void *w, const lw__block_q8_K *y, bool five) {
+    const lw__block_q4_K *x4 = w;
+    const lw__block_q5_K *x5 = w;
+    float acc[8] = {0}, acc_m[4] = {0}, summs = 0.f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const uint8_t *scales = five ? x5[i].scales : x4[i].scales;
+        const uint16_t dh = five ? x5[i].d : x4[i].d, dminh = five ? x5[i].dmin : x4[i].dmin;
+        const float d = y[i].d * H2F(dh);
+        const float dmin = -y[i].d * H2F(dminh);
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; ++j) scale_min_k4(j, scales, &sc[j], &mn[j]);
+        int32_t q8s[8];
+        for (int m = 0; m < 8; ++m) q8s[m] = y[i].bsums[2 * m] + y[i].bsums[2 * m + 1];
+        if (five) {
+            int32_t total = 0;
+            for (int m = 0; m < 8; ++m) total += mn[m] * q8s[m];
+            summs = fmaf(dmin, (float)total, summs); /* ggml's `summs += dmin * t`, contracted by the compiler */
+        } else {
+            for (int p = 0; p < 4; ++p)
+                acc_m[p] = fmaf(dmin, (float)(mn[2 * p] * q8s[2 * p] + mn[2 * p + 1] * q8s[2 * p + 1]), acc_m[p]);
+        }
+        int8_t v[LW_QK_K];
+        const uint8_t *q = five ? x5[i].qs : x4[i].qs;
+        for (int j = 0; j < LW_QK_K / 64; ++j, q += 32) {
+            for (int l = 0; l < 32; ++l) {
+                int lo = q[l] & 0xf, hi = q[l] >> 4;
+                if (five) {
+                    lo |= ((x5[i].qh[l] >> (2 * j)) & 1) << 4;
+                    hi |= ((x5[i].qh[l] >> (2 * j + 1)) & 1) << 4;
+                }
+                v[64 * j + l] = (int8_t)lo;
+                v[64 * j + 32 + l] = (int8_t)hi;
+            }
+        }
+        int32_t lanes[8];
+        lanes_x86(lanes, v, y[i].qs, sc, 32);
+        fma_lanes_x86(acc, d, lanes);
+    }
+    if (five) return hsum8_x86(acc) + summs;
+    return hsum8_x86(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+}
+
+float lw__vec_dot_q4_K_q8_K_x86(int64_t n, const void *w, const void *a) { return k4_x86(n, w, a, false); }
+float lw__vec_dot_q5_K_q8_K_x86(int64_t n, const void *w, const void *a) { return k4_x86(n, w, a, true); }
+
+float lw__vec_dot_q6_K_q8_K_x86(int64_t n, const void *w, const void *a) {
+    const lw__block_q6_K *x = w;
+    const lw__block_q8_K *y = a;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = y[i].d * H2F(x[i].d);
+        /* unsigned 6-bit values; the -32 offset is applied through the activation sums */
+        int8_t u[LW_QK_K];
+        const uint8_t *ql = x[i].ql, *qh = x[i].qh;
+        for (int j = 0; j < LW_QK_K; j += 128, ql += 64, qh += 32) {
+            for (int l = 0; l < 32; ++l) {
+                u[j + l + 0] = (int8_t)((ql[l + 0] & 0xf) | (((qh[l] >> 0) & 3) << 4));
+                u[j + l + 32] = (int8_t)((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4));
+                u[j + l + 64] = (int8_t)((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4));
+                u[j + l + 96] = (int8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+            }
+        }
+        int sc[16];
+        for (int j = 0; j < 16; ++j) sc[j] = x[i].scales[j];
+        int32_t lanes[8];
+        lanes_x86(lanes, u, y[i].qs, sc, 16);
+        for (int k = 0; k < 8; ++k)
+            lanes[k] -= 32 * (y[i].bsums[2 * k] * sc[2 * k] + y[i].bsums[2 * k + 1] * sc[2 * k + 1]);
+        fma_lanes_x86(acc, d, lanes);
+    }
+    return hsum8_x86(acc);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * Table: ggml-cpu's vec_dot_type per weight type
  * ------------------------------------------------------------------------------------------------------- */
 

@@ -30,6 +30,16 @@ typedef struct lw__quant_dot_t {
 void lw__quantize_row_q8_0_x86(const float *x, void *y, int64_t k);
 void lw__quantize_row_q8_1_x86(const float *x, void *y, int64_t k);
 
+/* The same dots in ggml-cpu's x86 AVX2/AVX-512 order (bit-identical to those builds' ggml_vec_dot_* for
+ * these types, which llama.cpp does not repack on x86; Q4_K is repacked there when rows % 8 == 0, and
+ * Q2_K too with AVX-512). Fused multiply-adds: exact on every target, slow where fmaf is emulated. */
+float lw__vec_dot_q8_0_q8_0_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q2_K_q8_K_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q3_K_q8_K_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q4_K_q8_K_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q5_K_q8_K_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q6_K_q8_K_x86(int64_t n, const void *w, const void *a);
+
 /* The entry for a quantized weight type (all 25), or NULL (F32/F16/BF16 are the engine's own). */
 const lw__quant_dot_t *lw__quant_dot(uint32_t type);
 

@@ -3,6 +3,7 @@
  * f16 one; every misuse answered with a status and a message. Exactness against llama.cpp is
  * test-oracle-llama's job. */
 #include "model/engine.h"
+#include "sample/sample.h"
 #include "test.h"
 #include "engine-synth.h"
 
@@ -109,6 +110,17 @@ static void test_consistency(const char *path) {
     CHECK(lw_context_n_past(c1) == 120); /* failed calls change nothing */
     CHECK(lw_get_logits(c1, 5) == NULL);
     CHECK(lw_get_logits(c1, -1) != NULL);
+    /* lw_sample: greedy picks the argmax of the last row */
+    lw_sampler_params sp = lw_sampler_default_params();
+    sp.temp = 0.0f;
+    lw_sampler *smp = NULL;
+    CHECK(lw_sampler_create(nv, &sp, NULL, &smp) == LW_OK);
+    const float *last = lw_get_logits(c1, -1);
+    int32_t best = 0;
+    for (int32_t i = 1; i < nv; i++) best = last[i] > last[best] ? i : best;
+    CHECK(lw_sample(c1, smp, -1) == best);
+    CHECK(lw_sample(c1, smp, 3) == -1);
+    lw_sampler_free(smp);
     lw_context_free(c1);
 
     lw_context_params cp = lw_context_default_params();

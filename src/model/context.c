@@ -3,6 +3,7 @@
  * the per-step fields and runs the graph: it allocates nothing. */
 #include "cpu/engine-ops.h"
 #include "model/model.h"
+#include "sample/sample.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -214,4 +215,12 @@ const float *lw_get_logits(const lw_context *c, int32_t i) {
 
 int32_t lw_get_n_outputs(const lw_context *c) {
     return c ? c->n_outputs : 0;
+}
+
+int32_t lw_sample(const lw_context *c, lw_sampler *s, int32_t i) {
+    const float *logits = lw_get_logits(c, i);
+    if (!logits || !s) return -1;
+    int32_t id = lw_sampler_sample(s, logits);
+    lw_sampler_accept(s, id);
+    return id;
 }

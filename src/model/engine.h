@@ -85,4 +85,9 @@ const float *lw_get_logits(const lw_context *c, int32_t i);
 /* Output rows of the last decode. */
 int32_t lw_get_n_outputs(const lw_context *c);
 
+/* Samples a token from output row i (-1: the last) with a sampler (src/sample/sample.h) and records it for
+ * the sampler's penalties; -1 when there is no such row. Allocates nothing. */
+struct lw_sampler;
+int32_t lw_sample(const lw_context *c, struct lw_sampler *s, int32_t i);
+
 #endif

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # WebGPU backend tests: builds the wasm module (scripts/build-wasm.sh) and runs the Node tests of tests/web/
 # (npm `webgpu` = Dawn) once per CPU Vulkan driver: lavapipe (Mesa from bookworm-backports; shader-f16,
-# 128 MiB bindings) and SwiftShader (from Debian's chromium; no shader-f16). A driver that is not installed
-# is reported as skipped. The preprocessor's native tests (tests/test-wgsl-pp.c) run in the main ctest suite.
+# 128 MiB bindings) and SwiftShader (from Debian's chromium; no shader-f16), then the browser test once
+# (headless Chromium, its own SwiftShader). A driver that is not installed is reported as skipped. The preprocessor's native tests (tests/test-wgsl-pp.c) run in the main ctest suite.
 # Needs scripts/setup-webgpu.sh. Ends with one line: "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,15 +18,18 @@ mkdir -p build/wasm
 lavapipe=$(ls /usr/share/vulkan/icd.d/lvp_icd*.json 2>/dev/null | head -1)
 swiftshader=/usr/lib/chromium/vk_swiftshader_icd.json
 
-run_on() { # name icd-file
+node_tests=$(ls tests/web/*.test.mjs | grep -v '/browser\.test\.mjs$')
+
+run_on() { # name icd-file [test files...]
   local name=$1 icd=$2 log=build/wasm/test-web-$1.log
+  shift 2
   if [ -z "$icd" ] || [ ! -f "$icd" ]; then
-    echo "test-webgpu: SKIP $name (no Vulkan ICD; run scripts/setup-webgpu.sh)"
+    echo "test-webgpu: SKIP $name (not installed; run scripts/setup-webgpu.sh)"
     skipped=$((skipped + 1))
     return
   fi
   echo "test-webgpu: $name ($icd)"
-  VK_ICD_FILENAMES=$icd timeout 600 node --test --test-reporter=tap tests/web/ >"$log" 2>&1
+  VK_ICD_FILENAMES=$icd timeout 600 node --test --test-reporter=tap "$@" >"$log" 2>&1
   local rc=$?
   grep -E '^# \\# |^not ok|^# (tests|pass|fail|skipped) ' "$log" | sed 's/^# \\# /  /; s/^/  /'
   local p f
@@ -43,8 +46,11 @@ run_on() { # name icd-file
   failed=$((failed + f))
 }
 
-run_on lavapipe "$lavapipe"
-run_on swiftshader "$swiftshader"
+# shellcheck disable=SC2086
+run_on lavapipe "$lavapipe" $node_tests
+# shellcheck disable=SC2086
+run_on swiftshader "$swiftshader" $node_tests
+run_on chromium /usr/bin/chromium tests/web/browser.test.mjs
 [ "$skipped" -gt 0 ] && echo "test-webgpu: $skipped driver(s) skipped"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

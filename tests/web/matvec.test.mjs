@@ -6,16 +6,12 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { setup } from '../../web/lw-node.mjs';
+import { TYPES, BOUND, matvecNmse } from './matvec-check.mjs';
 
 const ctx = await setup();
 const skip = ctx.skip || false;
 if (skip) console.log('SKIP: ' + skip);
 const M = ctx.Module;
-
-// ggml type ids and the NMSE bound per arithmetic: f32 products differ from the double reference only by
-// summation order (~1e-14 seen); f16 rounds every dequantized weight and product to 11 bits (~2e-7 seen).
-const TYPES = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 8 };
-const BOUND = { f32: 1e-10, f16: 1e-5 };
 
 let gpuInfo = null;
 function info() {
@@ -29,33 +25,8 @@ function info() {
   return gpuInfo;
 }
 
-// Runs one variant on a fresh problem; returns the NMSE.
-async function matvec(type, rows, k, { f16 = 0, sg = 0, wg = 64, seed = 1, viaHost = false } = {}) {
-  const h = M._lw_wasm_matvec_new(TYPES[type], rows, k, seed);
-  assert.notEqual(h, 0, 'out of memory');
-  try {
-    assert.equal(M.UTF8ToString(M._lw_wasm_matvec_error(h)), '');
-    let src = 0;
-    if (viaHost) {
-      // the weight bytes leave the heap once, into a JS-side source; C then streams them into the buffer
-      const p = M._lw_wasm_matvec_weights(h), n = M._lw_wasm_matvec_weights_size(h);
-      src = M.lwGpu.addSource(M.lwGpu.bytesSource(M.HEAPU8.slice(p, p + n)));
-    }
-    // load phase: uploads (a streamed one completes asynchronously), then a step boundary
-    assert.equal(M._lw_wasm_matvec_upload(h, src), 0, 'upload: ' + M.UTF8ToString(M._lw_wasm_matvec_error(h)));
-    assert.equal(await M.lwGpu.settle(), null);
-    const st = M._lw_wasm_matvec_run(h, f16, sg, wg);
-    assert.equal(st, 0, 'run: ' + M.UTF8ToString(M._lw_wasm_matvec_error(h)));
-    const err = await M.lwGpu.settle();
-    assert.equal(err, null, 'GPU error: ' + err);
-    const nmse = M._lw_wasm_matvec_nmse(h);
-    assert.ok(nmse >= 0, 'check: ' + M.UTF8ToString(M._lw_wasm_matvec_error(h)));
-    if (src) M.lwGpu.removeSource(src);
-    return nmse;
-  } finally {
-    M._lw_wasm_matvec_free(h);
-  }
-}
+// Runs one variant on a fresh problem; returns the NMSE (matvec-check.mjs, shared with the browser page).
+const matvec = (type, rows, k, opts) => matvecNmse(M, TYPES[type], rows, k, opts);
 
 test('device info seen from C matches the JS device', { skip }, () => {
   const i = info();

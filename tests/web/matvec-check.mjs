@@ -1,0 +1,40 @@
+// One mat-vec check through the wasm module (web/lw-wasm-api.c), shared by the Node test (matvec.test.mjs)
+// and the browser page (browser/matvec.html): random weights quantized by our C quantizers, GPU kernel via
+// the C HAL + JS glue, normalised MSE against the CPU reference (dequantize + dot in double).
+
+// ggml type ids, and the NMSE bound per arithmetic: f32 products differ from the double reference only by
+// summation order (~1e-14 seen); f16 rounds every dequantized weight and product to 11 bits (~3e-7 seen).
+export const TYPES = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 8 };
+export const BOUND = { f32: 1e-10, f16: 1e-5 };
+
+function fail(M, h, what) {
+  throw new Error(what + ': ' + M.UTF8ToString(M._lw_wasm_matvec_error(h)));
+}
+
+// Returns the NMSE of one run; throws with C's or the GPU's message on failure.
+export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, seed = 1, viaHost = false } = {}) {
+  const h = M._lw_wasm_matvec_new(typeId, rows, k, seed);
+  if (!h) throw new Error('out of memory');
+  let src = 0;
+  try {
+    if (M.UTF8ToString(M._lw_wasm_matvec_error(h)) !== '') fail(M, h, 'setup');
+    if (viaHost) {
+      // the weight bytes leave the heap once, into a JS-side source; C then streams them into the buffer
+      const p = M._lw_wasm_matvec_weights(h), n = M._lw_wasm_matvec_weights_size(h);
+      src = M.lwGpu.addSource(M.lwGpu.bytesSource(M.HEAPU8.slice(p, p + n)));
+    }
+    // load phase: uploads (a streamed one completes asynchronously), then a step boundary
+    if (M._lw_wasm_matvec_upload(h, src) !== 0) fail(M, h, 'upload');
+    let err = await M.lwGpu.settle();
+    if (err) throw new Error('GPU error after upload: ' + err);
+    if (M._lw_wasm_matvec_run(h, f16, sg, wg) !== 0) fail(M, h, 'run');
+    err = await M.lwGpu.settle();
+    if (err) throw new Error('GPU error: ' + err);
+    const nmse = M._lw_wasm_matvec_nmse(h);
+    if (!(nmse >= 0)) fail(M, h, 'check');
+    return nmse;
+  } finally {
+    if (src) M.lwGpu.removeSource(src);
+    M._lw_wasm_matvec_free(h);
+  }
+}

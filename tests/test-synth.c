@@ -379,6 +379,10 @@ static void check_errors(void) {
     CHECK(make("tiny", "q4_0", "/nonexistent/vocab.gguf", 1, path, &r, NULL, err) != LW_OK &&
           strstr(err, "vocab"));
     CHECK(make("tiny", "q4_0", "builtin", 1, "/nonexistent/dir/out.gguf", &r, NULL, err) != LW_OK && err[0]);
+    /* llama.cpp has no fallback for q1_0 (128-blocks) on 64-wide rows; 256-wide ones are fine */
+    CHECK(make("tiny", "q1_0", "builtin", 1, path, &r, NULL, err) == LW_ERR_UNSUPPORTED &&
+          strstr(err, "fallback"));
+    CHECK(make("tiny-256", "q1_0", "builtin", 1, path, &r, NULL, err) == LW_OK);
     lw__synth_params sp = {.preset = "tiny", .type = "q4_0", .vocab_path = "builtin", .n_layer = 100000};
     CHECK(lw__synth_write(&sp, path, NULL, &r, err) == LW_ERR_INVALID_ARG);
 

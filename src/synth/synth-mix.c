@@ -149,7 +149,9 @@ static uint32_t fallback(int64_t ncols, uint32_t t) {
         r = LW_TYPE_Q8_0;
         break;
     default:
-        break; /* llama.cpp keeps 32-blocks here and throws for others; both end as F16 below */
+        /* llama.cpp keeps 32-blocks here (they end as F16 below) and throws for larger ones: no such file */
+        if (block_size(t) > 32) return LW_TYPE_COUNT;
+        break;
     }
     return ncols % block_size(r) == 0 ? r : LW_TYPE_F16;
 }

@@ -394,6 +394,13 @@ lw_status lw__synth_write(const lw__synth_params *params, const char *path, cons
         jb->ctx = &ctx;
         jb->t = ts[i];
         jb->t.type = lw__synth_tensor_type(ft, params->pure, p, n_layer, p->tied, &ts[i]);
+        if (jb->t.type == LW_TYPE_COUNT) {
+            rc = lw__errorf(err, LW_ERR_UNSUPPORTED,
+                            "%s: rows of %" PRId64
+                            " are not whole %s blocks and llama.cpp has no fallback type",
+                            jb->t.name, jb->t.ne[0], lw_type_get(ft->type)->name);
+            goto done;
+        }
         jb->tseed = tensor_seed(params->seed, jb->t.name);
         jb->scale = 1.0f / sqrtf((float)jb->t.ne[0]);
         const lw__quant_traits_t *tr = lw__quant_traits(jb->t.type);

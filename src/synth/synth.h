@@ -100,7 +100,8 @@ const lw__synth_ftype *lw__synth_ftype_at(size_t i); /* NULL past the end */
 /* The type llama.cpp's quantizer gives tensor t of a model made by preset p with n_layer blocks:
  * llama_tensor_get_type (tensor_allows_quantization, llama_tensor_get_type_impl, tensor_type_fallback).
  * pure != 0 (or a non-mix ftype) skips the per-tensor rules as llama-quantize --pure does. tied: the file has
- * no output.weight. 1-D tensors and norms stay F32. */
+ * no output.weight. 1-D tensors and norms stay F32. LW_TYPE_COUNT where llama.cpp refuses the file (rows
+ * that are not whole blocks of a type without a fallback, e.g. q1_0 on 64-wide rows). */
 uint32_t lw__synth_tensor_type(const lw__synth_ftype *ft, int pure, const lw__synth_preset *p,
                                uint32_t n_layer, int tied, const lw__synth_tensor *t);
 

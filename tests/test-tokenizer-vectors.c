@@ -63,6 +63,39 @@ static int roundtrip_expected(const lw_vocab *v) {
     return lw_vocab_get_type(v) == LW_VOCAB_SPM || (lw_vocab_get_type(v) == LW_VOCAB_BPE);
 }
 
+/* `llamaweb tokenize --no-special --ids -f FILE` on one input must print llama.cpp's ids (when the CLI is
+ * known through $LW_CLI). */
+static void check_cli(const char *vocab, const char *text, size_t len, const int32_t *exp, size_t ne) {
+    const char *cli = getenv("LW_CLI");
+    if (!cli || !*cli) return;
+    char in[1100], cmd[4096];
+    snprintf(in, sizeof(in), "%s/tok-cli-input.txt", test_tmp_dir());
+    FILE *f = fopen(in, "wb");
+    if (!f) return;
+    fwrite(text, 1, len, f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "'%s' tokenize -m '%s' --no-special --ids -f '%s'", cli, vocab, in);
+    FILE *p = popen(cmd, "r");
+    CHECK_MSG(p != NULL, "cannot run %s", cmd);
+    if (!p) return;
+    char out[8192] = "";
+    size_t k = fread(out, 1, sizeof(out) - 1, p);
+    out[k] = 0;
+    CHECK_MSG(pclose(p) == 0, "%s failed", cmd);
+    size_t n = 0;
+    int same = 1;
+    for (char *q = out;;) {
+        char *e;
+        long x = strtol(q, &e, 10);
+        if (e == q) break;
+        same &= n < ne && exp[n] == x;
+        n++;
+        q = e;
+    }
+    CHECK_MSG(same && n == ne, "CLI ids differ from llama.cpp's for %s: %s", vocab, out);
+    remove(in);
+}
+
 static int test_vocab(const char *dir, const char *name, int *all_ok) {
     char path[1024], pin[1040], pout[1040];
     if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path) - 8) return 0;
@@ -110,6 +143,7 @@ static int test_vocab(const char *dir, const char *name, int *all_ok) {
                 q = e;
             }
             line = nl ? nl + 1 : NULL;
+            if (i == n / 2) check_cli(path, inp[i], inp_len[i], exp, ne);
             size_t nt = 0;
             st = lw_tokenize(v, inp[i], inp_len[i], 0, 0, ids, 65536, &nt);
             int same = st == LW_OK && nt == ne && !memcmp(ids, exp, ne * sizeof(int32_t));

@@ -27,6 +27,8 @@
  * mode does not; clang would without this). Every FMA here is an explicit fmaf. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off") /* also under -std=gnu11, where GCC would contract */
 #endif
 
 /* ---------------------------------------------------------------------------------------------------------

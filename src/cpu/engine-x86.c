@@ -16,6 +16,8 @@
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
 #endif
 
 #define AVX512 __attribute__((target("avx512f,fma,f16c")))

@@ -185,6 +185,145 @@ static void test_x86_dots(void) {
 #endif
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Repacked layouts (ggml-cpu repack.cpp's make_block_*x8, interleave 8), transcribed to drive ggml's gemv
+ * kernels with our blocks.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* 8 rows x nb blocks of a 32-element format -> nb interleaved blocks: 8 scales (hbytes each), then the 8 x 16
+ * quant bytes in 8-byte chunks, row-major by chunk (chunk i from row i % 8), XORed with 0x88 for Q4_0. */
+static void repack32(uint8_t *out, const uint8_t *rows[8], int64_t nb, size_t bsize, size_t hbytes, bool xor88) {
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *o = out + (size_t)b * (8 * hbytes + 128);
+        for (int r = 0; r < 8; r++) memcpy(o + r * hbytes, rows[r] + (size_t)b * bsize, hbytes);
+        for (int c = 0; c < 16; c++)
+            for (int t = 0; t < 8; t++) {
+                const uint8_t v = rows[c % 8][(size_t)b * bsize + hbytes + (c / 8) * 8 + t];
+                o[8 * hbytes + c * 8 + t] = xor88 ? (uint8_t)(v ^ 0x88) : v;
+            }
+    }
+}
+
+/* 8 rows of Q4_K -> block_q4_Kx8: d[8], dmin[8], scales[96] (re-packed 6-bit scales/mins), qs[1024]. */
+static void repack_q4_K(uint8_t *out, const uint8_t *const rowbytes[8], int64_t nb) {
+    const lw__block_q4_K *rows[8];
+    for (int r = 0; r < 8; r++) rows[r] = (const lw__block_q4_K *)(const void *)rowbytes[r];
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *o = out + (size_t)b * (32 + 96 + 1024);
+        for (int r = 0; r < 8; r++) {
+            memcpy(o + 2 * r, &rows[r][b].d, 2);
+            memcpy(o + 16 + 2 * r, &rows[r][b].dmin, 2);
+        }
+        uint8_t *sc = o + 32, *qs = o + 128;
+        for (int c = 0; c < 128; c++) memcpy(qs + 8 * c, rows[c % 8][b].qs + (c / 8) * 8, 8);
+        for (int half = 0; half < 2; half++) {
+            for (int i = 0; i < 4; i++) {
+                uint8_t sv[8], mv[8];
+                for (int j = 0; j < 8; j++) {
+                    const uint8_t *in = rows[j][b].scales;
+                    if (half == 0) {
+                        sv[j] = in[i] & 63;
+                        mv[j] = in[i + 4] & 63;
+                    } else {
+                        sv[j] = (uint8_t)(((in[i] & 192) >> 2) | (in[i + 8] & 15));
+                        mv[j] = (uint8_t)(((in[i + 4] & 192) >> 2) | ((in[i + 8] & 240) >> 4));
+                    }
+                }
+                uint8_t *d = sc + 48 * half + 12 * i;
+                for (int k = 0; k < 4; k++) {
+                    d[k] = (uint8_t)((sv[k] & 63) + ((sv[k + 4] & 48) << 2));
+                    d[4 + k] = (uint8_t)((mv[k] & 63) + ((mv[k + 4] & 48) << 2));
+                    d[8 + k] = (uint8_t)((sv[k + 4] & 15) + ((mv[k + 4] & 15) << 4));
+                }
+            }
+        }
+    }
+}
+
+typedef void (*ggml_gemv_t)(int n, float *s, size_t bs, const void *vx, const void *vy, int nr, int nc);
+
+/* The _x86_repack dots against ggml's gemv kernels of every x86 build this CPU runs. */
+static void test_x86_repack(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    static const char *variants[] = {"haswell", "skylakex", "icelake", "cascadelake", "cooperlake", "cannonlake",
+                                     "zen4", "alderlake", "sapphirerapids"};
+    static const struct {
+        uint32_t type;
+        const char *sym;
+        lw__vec_dot_fn dot;
+    } cases[] = {
+        {LW_TYPE_Q4_0, "ggml_gemv_q4_0_8x8_q8_0", lw__vec_dot_q4_0_q8_0_x86_repack},
+        {LW_TYPE_IQ4_NL, "ggml_gemv_iq4_nl_8x8_q8_0", lw__vec_dot_iq4_nl_q8_0_x86_repack},
+        {LW_TYPE_MXFP4, "ggml_gemv_mxfp4_8x8_q8_0", lw__vec_dot_mxfp4_q8_0_x86_repack},
+        {LW_TYPE_Q4_K, "ggml_gemv_q4_K_8x8_q8_K", lw__vec_dot_q4_K_q8_K_x86_repack},
+    };
+    for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
+        char path[256];
+        snprintf(path, sizeof path, "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-cpu-%s.so",
+                 variants[vi]);
+        void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!lib) continue;
+        int (*score)(void);
+        void (*cpu_init)(void);
+        *(void **)&score = dlsym(lib, "ggml_backend_score");
+        *(void **)&cpu_init = dlsym(lib, "ggml_cpu_init");
+        if (!score || score() <= 0 || !cpu_init) {
+            dlclose(lib);
+            continue;
+        }
+        cpu_init();
+        int same = 0, total = 0;
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            ggml_gemv_t g;
+            *(void **)&g = dlsym(lib, cases[c].sym);
+            CHECK_MSG(g != NULL, "%s missing in %s", cases[c].sym, variants[vi]);
+            if (!g) continue;
+            const lw__quant_dot_t *qd = lw__quant_dot(cases[c].type);
+            const lw__quant_traits_t *tr = lw__quant_traits(cases[c].type);
+            for (int kind = 0; kind < 4; kind++) {
+                for (int nbk = 1; nbk <= 5; nbk += 2) {
+                    const int64_t n = 256 * nbk, nb = n / tr->block_size;
+                    const size_t rb = lw__row_size(cases[c].type, n, NULL);
+                    rng_state = 9000u + 100u * c + 10u * (uint64_t)kind + (uint64_t)nbk;
+                    float *w = malloc(8 * n * sizeof(float)), *x = malloc(n * sizeof(float));
+                    fill(w, 8 * n, kind);
+                    fill(x, n, (kind + 1) % 4);
+                    uint8_t *wq = malloc(8 * rb), *rp = malloc(8 * rb), *aq = calloc(1, (size_t)(n / 256) * sizeof(lw__block_q8_K));
+                    CHECK(lw__quantize(cases[c].type, w, wq, 8, n, NULL) == LW_OK);
+                    const uint8_t *rows[8];
+                    for (int r = 0; r < 8; r++) rows[r] = wq + r * rb;
+                    if (cases[c].type == LW_TYPE_Q4_K) repack_q4_K(rp, rows, nb);
+                    else repack32(rp, rows, nb, tr->type_size, cases[c].type == LW_TYPE_MXFP4 ? 1 : 2,
+                                  cases[c].type == LW_TYPE_Q4_0);
+                    if (qd->vec_dot_type == LW_TYPE_Q8_0) lw__quantize_row_q8_0_x86(x, aq, n);
+                    else qd->act_from_float(x, aq, n);
+                    float gs[8];
+                    g((int)n, gs, 8, rp, aq, 1, 8);
+                    for (int r = 0; r < 8; r++) {
+                        const float ours = cases[c].dot(n, rows[r], aq);
+                        uint32_t ub, gb;
+                        memcpy(&ub, &ours, 4);
+                        memcpy(&gb, &gs[r], 4);
+                        CHECK_MSG(ub == gb, "%s (%s): row %d ours %.9g ggml %.9g (n %lld kind %d)", cases[c].sym,
+                                  variants[vi], r, ours, gs[r], (long long)n, kind);
+                        same += ub == gb;
+                        total++;
+                    }
+                    free(w);
+                    free(x);
+                    free(wq);
+                    free(rp);
+                    free(aq);
+                }
+            }
+        }
+        printf("x86 repack-order dots (q4_0 iq4_nl mxfp4 q4_K) == ggml-cpu-%s gemv: %d/%d\n", variants[vi], same,
+               total);
+        dlclose(lib);
+    }
+#endif
+}
+
 int main(void) {
     void *lib = dlopen(GGML_CPU_LIB, RTLD_NOW | RTLD_LOCAL);
     if (!lib) printf("NOTE: %s not loadable (%s): ggml comparison skipped\n", GGML_CPU_LIB, dlerror());
@@ -287,6 +426,7 @@ int main(void) {
     CHECK(n_types == 25);
     test_x86_activation_quantizers();
     test_x86_dots();
+    test_x86_repack();
     if (lib) dlclose(lib);
     return test_summary("test-quant-dot");
 }

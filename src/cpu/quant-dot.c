@@ -837,6 +837,63 @@ float lw__vec_dot_q6_K_q8_K_x86(int64_t n, const void *w, const void *a) {
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * ggml-cpu's x86 "repack" order: with AVX2, llama.cpp re-lays Q4_0, IQ4_NL, MXFP4 and Q4_K weights (rows in
+ * groups of 8) and multiplies one activation row with its gemv kernels. Per output row, each block's exact
+ * integer dot is converted to float and fused-multiply-added with (weight scale * activation scale); Q4_K
+ * keeps its min term in a second accumulator, subtracted at the end.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* 32-element blocks with a 4-bit code table: Q4_0 (q - 8), IQ4_NL, MXFP4. */
+static float repack32_x86(int64_t n, const uint8_t *w, size_t bsize, int kind, const lw__block_q8_0 *y) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 32; b++) {
+        const uint8_t *blk = w + (size_t)b * bsize;
+        const uint8_t *qs = kind == 2 ? blk + 1 : blk + 2;
+        int sumi = 0;
+        for (int j = 0; j < 16; j++) {
+            const int lo = qs[j] & 0xf, hi = qs[j] >> 4;
+            const int v0 = kind == 0 ? lo - 8 : kind == 1 ? lw__iq4nl_values[lo] : lw__kvalues_fp4[lo];
+            const int v1 = kind == 0 ? hi - 8 : kind == 1 ? lw__iq4nl_values[hi] : lw__kvalues_fp4[hi];
+            sumi += v0 * y[b].qs[j] + v1 * y[b].qs[j + 16];
+        }
+        const float col = kind == 2 ? lw__e8m0_to_fp32_half(blk[0]) : H2F(lw__rd_u16(blk));
+        acc = fmaf((float)sumi, col * H2F(y[b].d), acc);
+    }
+    return acc;
+}
+
+float lw__vec_dot_q4_0_q8_0_x86_repack(int64_t n, const void *w, const void *a) {
+    return repack32_x86(n, w, sizeof(lw__block_q4_0), 0, a);
+}
+float lw__vec_dot_iq4_nl_q8_0_x86_repack(int64_t n, const void *w, const void *a) {
+    return repack32_x86(n, w, sizeof(lw__block_iq4_nl), 1, a);
+}
+float lw__vec_dot_mxfp4_q8_0_x86_repack(int64_t n, const void *w, const void *a) {
+    return repack32_x86(n, w, sizeof(lw__block_mxfp4), 2, a);
+}
+
+float lw__vec_dot_q4_K_q8_K_x86_repack(int64_t n, const void *w, const void *a) {
+    const lw__block_q4_K *x = w;
+    const lw__block_q8_K *y = a;
+    float acc = 0.0f, acc_min = 0.0f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; ++j) scale_min_k4(j, x[i].scales, &sc[j], &mn[j]);
+        int32_t isum = 0, imin = 0;
+        for (int j = 0; j < 8; ++j) {
+            const uint8_t *q = x[i].qs + 32 * (j / 2);
+            int32_t s = 0;
+            for (int l = 0; l < 32; ++l) s += ((j % 2) ? q[l] >> 4 : q[l] & 0xf) * y[i].qs[32 * j + l];
+            isum += sc[j] * s;
+            imin += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        acc = fmaf((float)isum, H2F(x[i].d) * y[i].d, acc);
+        acc_min = fmaf((float)imin, H2F(x[i].dmin) * y[i].d, acc_min);
+    }
+    return acc - acc_min;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * Table: ggml-cpu's vec_dot_type per weight type
  * ------------------------------------------------------------------------------------------------------- */
 

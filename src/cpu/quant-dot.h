@@ -40,6 +40,14 @@ float lw__vec_dot_q4_K_q8_K_x86(int64_t n, const void *w, const void *a);
 float lw__vec_dot_q5_K_q8_K_x86(int64_t n, const void *w, const void *a);
 float lw__vec_dot_q6_K_q8_K_x86(int64_t n, const void *w, const void *a);
 
+/* One row of what ggml-cpu's x86 AVX2 / AVX-512 builds compute for weights they repack (Q4_0, IQ4_NL, MXFP4,
+ * Q4_K when the row count is a multiple of 8): its gemv kernels, one activation row (decode). Takes plain
+ * (not repacked) blocks. */
+float lw__vec_dot_q4_0_q8_0_x86_repack(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq4_nl_q8_0_x86_repack(int64_t n, const void *w, const void *a);
+float lw__vec_dot_mxfp4_q8_0_x86_repack(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q4_K_q8_K_x86_repack(int64_t n, const void *w, const void *a);
+
 /* The entry for a quantized weight type (all 25), or NULL (F32/F16/BF16 are the engine's own). */
 const lw__quant_dot_t *lw__quant_dot(uint32_t type);
 

@@ -27,7 +27,7 @@ static void expect_line(const char *text, const char *line) {
 int main(void) {
     const char *cli = getenv("LW_CLI");
     if (!cli || !*cli) test_skip("LW_CLI is not set (run through ctest)");
-    char cmd[2048];
+    static char cmd[8192];
 
     /* A corrupt file: exit code != 0, exactly one line on stderr naming the problem. */
     char bad[1024];

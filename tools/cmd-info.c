@@ -134,9 +134,9 @@ static void put_shape(FILE *f, const lw_gguf_tensor *t) {
 static uint64_t plan_bytes(lw_gguf *g) {
     uint64_t total = 0;
     for (int64_t i = 0; i < lw_gguf_n_tensors(g); i++) {
-        uint64_t b;
-        lw__align_up_u64(lw_gguf_tensor_at(g, i)->n_bytes, 256, &b);
-        total += b;
+        uint64_t b = 0;
+        if (!lw__align_up_u64(lw_gguf_tensor_at(g, i)->n_bytes, 256, &b)) return UINT64_MAX; /* cannot happen: */
+        total += b; /* the reader bounds n_bytes by the file size */
     }
     return total;
 }

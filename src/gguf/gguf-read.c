@@ -604,7 +604,7 @@ lw_status lw_gguf_get_u64(lw_gguf *g, const char *key, uint64_t *out) {
 }
 
 lw_status lw_gguf_get_u32(lw_gguf *g, const char *key, uint32_t *out) {
-    uint64_t x;
+    uint64_t x = 0;
     lw_status rc = lw_gguf_get_u64(g, key, &x);
     if (rc != LW_OK) return rc;
     if (x > UINT32_MAX) return mismatch(g, key, &g->values[lw_gguf_find_key(g, key)], "u32");
@@ -634,7 +634,7 @@ lw_status lw_gguf_get_f64(lw_gguf *g, const char *key, double *out) {
 }
 
 lw_status lw_gguf_get_f32(lw_gguf *g, const char *key, float *out) {
-    double d;
+    double d = 0;
     lw_status rc = lw_gguf_get_f64(g, key, &d);
     if (rc == LW_OK) *out = (float)d;
     return rc;

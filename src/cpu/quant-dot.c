@@ -872,13 +872,14 @@ float lw__vec_dot_mxfp4_q8_0_x86_repack(int64_t n, const void *w, const void *a)
     return repack32_x86(n, w, sizeof(lw__block_mxfp4), 2, a);
 }
 
-float lw__vec_dot_q4_K_q8_K_x86_repack(int64_t n, const void *w, const void *a) {
-    const lw__block_q4_K *x = w;
-    const lw__block_q8_K *y = a;
+/* Q4_K: the gemv kernel accumulates once per super-block (per = 8 sub-blocks), the 4-row gemm kernel once
+ * per pair of sub-blocks (per = 2). */
+static float q4_K_repack_x86(int64_t n, const lw__block_q4_K *x, const lw__block_q8_K *y, int per) {
     float acc = 0.0f, acc_min = 0.0f;
     for (int64_t i = 0; i < n / LW_QK_K; ++i) {
         int sc[8], mn[8];
         for (int j = 0; j < 8; ++j) scale_min_k4(j, x[i].scales, &sc[j], &mn[j]);
+        const float dw = H2F(x[i].d) * y[i].d, dm = H2F(x[i].dmin) * y[i].d;
         int32_t isum = 0, imin = 0;
         for (int j = 0; j < 8; ++j) {
             const uint8_t *q = x[i].qs + 32 * (j / 2);
@@ -886,11 +887,19 @@ float lw__vec_dot_q4_K_q8_K_x86_repack(int64_t n, const void *w, const void *a) 
             for (int l = 0; l < 32; ++l) s += ((j % 2) ? q[l] >> 4 : q[l] & 0xf) * y[i].qs[32 * j + l];
             isum += sc[j] * s;
             imin += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+            if ((j + 1) % per == 0) {
+                acc = fmaf((float)isum, dw, acc);
+                acc_min = fmaf((float)imin, dm, acc_min);
+                isum = imin = 0;
+            }
         }
-        acc = fmaf((float)isum, H2F(x[i].d) * y[i].d, acc);
-        acc_min = fmaf((float)imin, H2F(x[i].dmin) * y[i].d, acc_min);
     }
     return acc - acc_min;
+}
+
+float lw__vec_dot_q4_K_q8_K_x86_repack(int64_t n, const void *w, const void *a) { return q4_K_repack_x86(n, w, a, 8); }
+float lw__vec_dot_q4_K_q8_K_x86_repack_gemm(int64_t n, const void *w, const void *a) {
+    return q4_K_repack_x86(n, w, a, 2);
 }
 
 /* ---------------------------------------------------------------------------------------------------------

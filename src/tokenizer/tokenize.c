@@ -23,6 +23,7 @@ typedef struct frag {
 typedef struct sym {
     int32_t prev, next; /* neighbours, -1 at the ends       */
     uint32_t off, n;    /* bytes in the word; n = 0: merged */
+    int32_t id;         /* BPE: token with this text, or -1 */
 } sym;
 
 /* A candidate merge of two adjacent symbols. */
@@ -122,6 +123,7 @@ static size_t make_symbols(tok_state *t, const char *word, size_t len) {
         if (l > len - off) l = len - off;
         t->syms[n].off = (uint32_t)off;
         t->syms[n].n = (uint32_t)l;
+        t->syms[n].id = -1;
         t->syms[n].prev = (int32_t)n - 1;
         off += l;
         t->syms[n].next = off == len ? -1 : (int32_t)n + 1;
@@ -205,7 +207,8 @@ static void spm_tokenize(tok_state *t, const char *w, size_t len) {
 static void bpe_try_bigram(tok_state *t, const char *w, int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const sym *l = &t->syms[left], *r = &t->syms[right];
-    int32_t rank = lw__vocab_merge_rank(t->v, w + l->off, l->n, w + r->off, r->n);
+    int32_t rank = l->id >= 0 && r->id >= 0 ? lw__vocab_merge_rank_ids(t->v, l->id, r->id)
+                                            : lw__vocab_merge_rank(t->v, w + l->off, l->n, w + r->off, r->n);
     if (rank < 0) return;
     bigram b = {left, right, l->n + r->n, 0.0f, rank};
     heap_push(t, &b, 0);
@@ -225,11 +228,12 @@ static void bpe_word(tok_state *t, const char *w, size_t len) {
     }
     if (whole) {
         if (!reserve(t, (void **)&t->syms, &t->cap_syms, 1, sizeof(sym))) return;
-        t->syms[0] = (sym){-1, -1, 0, (uint32_t)len};
+        t->syms[0] = (sym){-1, -1, 0, (uint32_t)len, lw__vocab_find(v, w, len)};
         n = 1;
     } else {
         n = make_symbols(t, w, len);
         if (t->st != LW_OK) return;
+        for (size_t i = 0; i < n; i++) t->syms[i].id = lw__vocab_find(v, w + t->syms[i].off, t->syms[i].n);
         t->n_heap = 0;
         for (size_t i = 1; i < n; i++) bpe_try_bigram(t, w, (int32_t)i - 1, (int32_t)i);
         while (t->n_heap > 0 && t->st == LW_OK) {
@@ -239,6 +243,7 @@ static void bpe_word(tok_state *t, const char *w, size_t len) {
             if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue;
             l->n += r->n;
             r->n = 0;
+            l->id = lw__vocab_find(v, w + l->off, l->n);
             l->next = r->next;
             if (r->next >= 0) t->syms[r->next].prev = b.left;
             bpe_try_bigram(t, w, l->prev, b.left);
@@ -248,7 +253,7 @@ static void bpe_word(tok_state *t, const char *w, size_t len) {
     for (size_t i = 0; i < n; i++) {
         const sym *s = &t->syms[i];
         if (s->n == 0) continue;
-        int32_t id = lw__vocab_find(v, w + s->off, s->n);
+        int32_t id = s->id;
         if (id >= 0) {
             emit(t, id);
             continue;

@@ -170,6 +170,58 @@ int32_t lw__vocab_merge_rank(const lw_vocab *v, const char *a, size_t an, const 
     }
 }
 
+static uint32_t id_pair_hash(int32_t a, int32_t b) {
+    uint32_t h = (uint32_t)a * 0x9E3779B1u ^ ((uint32_t)b + 0x7F4A7C15u) * 0x85EBCA77u;
+    return h ^ (h >> 15);
+}
+
+int32_t lw__vocab_merge_rank_ids(const lw_vocab *v, int32_t a, int32_t b) {
+    if (!v->merge_id_hash) return -1;
+    uint32_t h = id_pair_hash(a, b) & v->merge_id_hash_mask;
+    for (;;) {
+        uint32_t e = v->merge_id_hash[h];
+        if (!e) return -1;
+        const lw__merge *m = &v->merges[e - 1];
+        if (m->a_id == a && m->b_id == b) return (int32_t)(e - 1);
+        h = (h + 1) & v->merge_id_hash_mask;
+    }
+}
+
+/* Splits the merges (after the tokens are known) into the id-pair table and a string table for the rest. */
+static lw_status index_merges(lw_vocab *v) {
+    uint32_t size = table_size_for(v->n_merges);
+    uint32_t *by_id = lw__calloc(&v->alloc, size, sizeof(uint32_t));
+    uint32_t *by_str = lw__calloc(&v->alloc, size, sizeof(uint32_t));
+    if (!by_id || !by_str) {
+        lw__free(&v->alloc, by_id);
+        lw__free(&v->alloc, by_str);
+        return lw__errorf(v->err, LW_ERR_NOMEM, "out of memory");
+    }
+    for (uint32_t slot = 0; slot <= v->merge_hash_mask; slot++) { /* every first-ranked pair once */
+        uint32_t e = v->merge_hash[slot];
+        if (!e) continue;
+        lw__merge *m = &v->merges[e - 1];
+        const char *a = v->merge_text + m->a_off, *b = v->merge_text + m->b_off;
+        m->a_id = lw__vocab_find(v, a, m->a_len);
+        m->b_id = lw__vocab_find(v, b, m->b_len);
+        uint32_t h;
+        if (m->a_id >= 0 && m->b_id >= 0) {
+            h = id_pair_hash(m->a_id, m->b_id) & (size - 1);
+            while (by_id[h]) h = (h + 1) & (size - 1);
+            by_id[h] = e;
+        } else {
+            h = merge_hash(a, m->a_len, b, m->b_len) & (size - 1);
+            while (by_str[h]) h = (h + 1) & (size - 1);
+            by_str[h] = e;
+        }
+    }
+    lw__free(&v->alloc, v->merge_hash);
+    v->merge_hash = by_str;
+    v->merge_id_hash = by_id;
+    v->merge_id_hash_mask = size - 1;
+    return LW_OK;
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * Loading helpers
  * ------------------------------------------------------------------------------------------------------- */
@@ -588,6 +640,7 @@ static lw_status load(lw_vocab *v, lw_gguf *g) {
 
     lw_status st = load_tokens(v, g);
     if (st != LW_OK) return st;
+    if (v->merge_hash && (st = index_merges(v)) != LW_OK) return st;
 
     if (v->type == LW_VOCAB_SPM) {
         v->pair_bits = lw__calloc(&v->alloc, 65536 / 8, 1);
@@ -706,6 +759,7 @@ void lw_vocab_free(lw_vocab *v) {
     lw__free(&a, v->merges);
     lw__free(&a, v->merge_text);
     lw__free(&a, v->merge_hash);
+    lw__free(&a, v->merge_id_hash);
     lw__free(&a, v->special_cache);
     lw__free(&a, v->eog);
     lw__free(&a, v->pair_bits);

@@ -77,6 +77,7 @@ typedef struct lw__token {
 typedef struct lw__merge {
     uint32_t a_off, a_len; /* left part in lw_vocab.merge_text  */
     uint32_t b_off, b_len; /* right part                        */
+    int32_t a_id, b_id;    /* token ids of the parts, -1 if none */
 } lw__merge;
 
 struct lw_vocab {
@@ -100,8 +101,10 @@ struct lw_vocab {
     uint32_t n_merges;          /* BPE merges, rank = index                                   */
     lw__merge *merges;          /* the pairs                                                  */
     char *merge_text;           /* their strings                                              */
-    uint32_t *merge_hash;       /* open addressing: rank + 1                                  */
+    uint32_t *merge_hash;       /* by strings, merges with a part that is no token: rank + 1  */
     uint32_t merge_hash_mask;   /* table size - 1                                             */
+    uint32_t *merge_id_hash;    /* by (a_id, b_id), merges of two tokens: rank + 1            */
+    uint32_t merge_id_hash_mask; /* table size - 1                                            */
 
     int32_t *special_cache;     /* control / user-defined / unknown ids, longest text first   */
     uint32_t n_special_cache;   /* count                                                      */
@@ -122,8 +125,12 @@ struct lw_vocab {
 
 /* Id of the token whose text is s[0..n), or -1. */
 int32_t lw__vocab_find(const lw_vocab *v, const char *s, size_t n);
-/* Rank of the merge (a, b), or -1. */
+/* Rank of the merge (a, b), or -1, for strings a and b of which at least one is not a token. */
 int32_t lw__vocab_merge_rank(const lw_vocab *v, const char *a, size_t an, const char *b, size_t bn);
+/* Rank of the merge of tokens a and b (ids as lw__vocab_find returns them), or -1. Together the two
+ * lookups answer llama.cpp's find_bpe_rank(a, b) on strings: a merge whose parts are both tokens can only
+ * match symbols that are those tokens, and the other way round. */
+int32_t lw__vocab_merge_rank_ids(const lw_vocab *v, int32_t a, int32_t b);
 static inline const char *lw__tok_text(const lw_vocab *v, int32_t id) {
     return v->text + v->tokens[id].off;
 }

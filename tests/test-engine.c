@@ -135,6 +135,49 @@ static void test_consistency(const char *path) {
     lw_model_free(m);
 }
 
+/* What the eval callback saw. */
+typedef struct seen {
+    int calls;             /* callbacks              */
+    int max_layer;         /* largest layer          */
+    int kqv;               /* "kqv_out" callbacks    */
+    float logits[512];     /* last "result_output"   */
+    int64_t out_rows;      /* its rows               */
+} seen;
+
+static void observe(void *user, const char *name, int32_t layer, const float *data, int64_t ne0, int64_t rows) {
+    seen *s = user;
+    s->calls++;
+    if (layer > s->max_layer) s->max_layer = layer;
+    if (!strcmp(name, "kqv_out")) s->kqv++;
+    if (!strcmp(name, "result_output") && ne0 <= 512) {
+        memcpy(s->logits, data + (rows - 1) * ne0, sizeof(float) * (size_t)ne0);
+        s->out_rows = rows;
+    }
+}
+
+static void test_eval_callback(const char *path) {
+    lw_model *m = NULL;
+    CHECK(lw_model_load_file(path, NULL, &m) == LW_OK);
+    if (!m) return;
+    lw_context *c = ctx(m, 3, LW_TYPE_F16, 128);
+    seen s = {0, -1, 0, {0}, 0};
+    lw_context_set_eval_callback(c, observe, &s);
+    int32_t toks[70];
+    for (int i = 0; i < 70; i++) toks[i] = (int32_t)(i * 5 % lw_model_n_vocab(m));
+    CHECK(lw_decode(c, toks, 70, 0) == LW_OK);
+    printf("%s: eval callback: %d calls, layers 0..%d, %d kqv_out\n", path, s.calls, s.max_layer, s.kqv);
+    CHECK(s.max_layer == lw_model_n_layer(m) - 1);
+    CHECK(s.kqv == lw_model_n_layer(m));
+    CHECK(s.out_rows == 1);
+    CHECK(!memcmp(s.logits, lw_get_logits(c, -1), sizeof(float) * (size_t)lw_model_n_vocab(m)));
+    lw_context_set_eval_callback(c, NULL, NULL);
+    int before = s.calls;
+    CHECK(lw_decode(c, toks, 1, 0) == LW_OK);
+    CHECK(s.calls == before);
+    lw_context_free(c);
+    lw_model_free(m);
+}
+
 static void test_load_errors(void) {
     lw_model *m = NULL;
     CHECK(lw_model_load_file("/nonexistent/model.gguf", NULL, &m) == LW_ERR_IO);
@@ -202,6 +245,7 @@ int main(void) {
     synth_path(path, sizeof(path), "engine-f32.gguf");
     CHECK(synth_write(path, &f32) == 0);
     test_consistency(path);
+    test_eval_callback(path);
     test_load_errors();
     return test_summary("test-engine");
 }

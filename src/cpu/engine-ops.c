@@ -612,6 +612,11 @@ static void exec_thread(void *arg, int ith, int nth) {
         const lw__node *nd = &ex->g->nodes[n];
         op_table[nd->op](ex, nd, ith, nth);
         lw__pool_barrier(ex->pool);
+        if (ex->on_node && nd->dst >= 0) { /* the observer reads before the arena is reused */
+            const lw__tensor *t = &ex->g->t[nd->dst];
+            if (ith == 0) ex->on_node(ex->on_node_user, t->name, t->layer, t->data, t->ne0, n_rows(ex, t));
+            lw__pool_barrier(ex->pool);
+        }
     }
 }
 

@@ -92,6 +92,9 @@ typedef struct lw__exec {
     uint8_t *scratch;         /* shared: activations converted for a matmul                           */
     float *thread_scratch;    /* per thread: thread_floats floats each                                */
     size_t thread_floats;     /* floats of thread scratch per thread                                  */
+    /* optional observer, called on thread 0 after each node with an output (see lw_eval_fn) */
+    void (*on_node)(void *user, const char *name, int32_t layer, const float *data, int64_t ne0, int64_t rows);
+    void *on_node_user;       /* its argument                                                         */
 } lw__exec;
 
 /* Bytes of shared scratch and floats of per-thread scratch a graph needs for steps of up to max_tokens. */

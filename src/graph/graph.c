@@ -28,6 +28,7 @@ const char *lw__op_name(lw__op op) {
 
 lw_status lw__graph_init(lw__graph *g, const lw_allocator *alloc, int32_t cap_tensors, int32_t cap_nodes) {
     memset(g, 0, sizeof(*g));
+    g->cur_layer = -1;
     g->alloc = lw__allocator_or_default(alloc);
     if (cap_tensors <= 0 || cap_nodes <= 0) return LW_ERR_INVALID_ARG;
     g->t = lw__calloc(&g->alloc, (size_t)cap_tensors, sizeof(lw__tensor));
@@ -38,6 +39,7 @@ lw_status lw__graph_init(lw__graph *g, const lw_allocator *alloc, int32_t cap_te
     }
     g->cap_t = cap_tensors;
     g->cap_nodes = cap_nodes;
+    g->cur_layer = -1;
     return LW_OK;
 }
 
@@ -73,6 +75,7 @@ static int32_t new_tensor(lw__graph *g, const char *name, uint32_t type, int64_t
     t->ne0 = ne0;
     t->row_bytes = (size_t)rb;
     t->first = t->last = -1;
+    t->layer = g->cur_layer;
     return g->n_t++;
 }
 

@@ -59,6 +59,7 @@ typedef struct lw__tensor {
     void *data;        /* weights: model memory; activations: arena + offset once bound         */
     uint64_t offset;   /* activations: offset in the arena (planned)                             */
     uint64_t size;     /* activations: bytes reserved (planned, for the largest step)            */
+    int32_t layer;     /* block index for activations made inside a block, else -1               */
     int32_t first;     /* index of the producing node (-1 if none)                               */
     int32_t last;      /* index of the last node reading it (-1 if none)                         */
 } lw__tensor;
@@ -79,6 +80,7 @@ typedef struct lw__graph {
     int32_t n_nodes;       /* used                                                           */
     int32_t cap_nodes;     /* allocated                                                      */
     lw_status status;      /* first build error (capacity), checked once at the end          */
+    int32_t cur_layer;     /* builders set this; new tensors record it (-1: outside blocks)  */
     uint64_t arena_size;   /* bytes the plan needs (after lw__graph_plan)                    */
 } lw__graph;
 

@@ -66,6 +66,7 @@ lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits) {
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const lw__layer *L = &m->layers[il];
         const int last = il == hp->n_layer - 1;
+        g->cur_layer = (int32_t)il;
         int32_t inpSA = inpL;
 
         int32_t cur = rms_norm(g, "attn_norm", inpL, W(g, &L->attn_norm), E, 0, hp->rms_eps, LW_ROWS_TOKENS);
@@ -106,6 +107,7 @@ lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits) {
         cur = mul_mat(g, "ffn_out", &L->ffn_down, cur, rows);
         inpL = node(g, LW_OP_ADD, "l_out", E, rows, cur, ffn_inp, NULL);
     }
+    g->cur_layer = -1;
     int32_t cur = rms_norm(g, "result_norm", inpL, W(g, &m->output_norm), E, 0, hp->rms_eps, LW_ROWS_OUTPUTS);
     int32_t out = mul_mat(g, "result_output", &m->output, cur, LW_ROWS_OUTPUTS);
     if (m->output_b.data)

@@ -217,6 +217,12 @@ int32_t lw_get_n_outputs(const lw_context *c) {
     return c ? c->n_outputs : 0;
 }
 
+void lw_context_set_eval_callback(lw_context *c, lw_eval_fn fn, void *user) {
+    if (!c) return;
+    c->ex.on_node = fn;
+    c->ex.on_node_user = user;
+}
+
 int32_t lw_sample(const lw_context *c, lw_sampler *s, int32_t i) {
     const float *logits = lw_get_logits(c, i);
     if (!logits || !s) return -1;

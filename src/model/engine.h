@@ -85,6 +85,13 @@ const float *lw_get_logits(const lw_context *c, int32_t i);
 /* Output rows of the last decode. */
 int32_t lw_get_n_outputs(const lw_context *c);
 
+/* Observer of every intermediate result while decoding (for comparing backends or debugging): called on
+ * one thread after each graph node with the tensor's name (llama.cpp's names where it has them:
+ * "attn_norm", "Qcur", "kqv_out", "ffn_out", "l_out", "result_output", ...), its block (-1 outside
+ * blocks), and rows of ne0 floats valid only during the call. NULL removes it. */
+typedef void (*lw_eval_fn)(void *user, const char *name, int32_t layer, const float *data, int64_t ne0, int64_t rows);
+void lw_context_set_eval_callback(lw_context *c, lw_eval_fn fn, void *user);
+
 /* Samples a token from output row i (-1: the last) with a sampler (src/sample/sample.h) and records it for
  * the sampler's penalties; -1 when there is no such row. Allocates nothing. */
 struct lw_sampler;

@@ -271,6 +271,17 @@ int main(void) {
         }
     }
 
+    { /* a Llama-3-sized built-in vocabulary (128256 tokens, --vocab-size) */
+        char path[512];
+        snprintf(path, sizeof path, "%s/synth-load-vocab128k.gguf", tmp);
+        lw__synth_params sp = {.preset = "tiny", .type = "q4_0", .vocab_path = "builtin", .n_vocab = 128256};
+        lw__synth_result r;
+        char err[LW_ERRMSG_SIZE];
+        CHECK_MSG(lw__synth_write(&sp, path, NULL, &r, err) == LW_OK, "%s", err);
+        if (r.n_vocab == 128256) load_and_decode("tiny q4_0 128256-token vocab", path, &r);
+        remove(path);
+    }
+
     /* 3 */
     check_quantize("tiny", "q4_k_m", tmp);
     check_quantize("tiny", "q2_k", tmp);

@@ -383,6 +383,29 @@ static void check_errors(void) {
     CHECK(make("tiny", "q1_0", "builtin", 1, path, &r, NULL, err) == LW_ERR_UNSUPPORTED &&
           strstr(err, "fallback"));
     CHECK(make("tiny-256", "q1_0", "builtin", 1, path, &r, NULL, err) == LW_OK);
+    /* a padded built-in vocab: the token list and the embedding rows follow the size */
+    {
+        lw__synth_params vp = {.preset = "tiny", .type = "q8_0", .vocab_path = "builtin", .n_vocab = 1000};
+        CHECK(lw__synth_write(&vp, path, NULL, &r, err) == LW_OK && r.n_vocab == 1000);
+        lw_source *src;
+        lw_gguf *g = open_file(path, &src);
+        lw_gguf_type et;
+        uint64_t n = 0;
+        const void *d;
+        CHECK(g && lw_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &d) == LW_OK && n == 1000);
+        int64_t ie = g ? lw_gguf_find_tensor(g, "token_embd.weight") : -1;
+        CHECK(ie >= 0 && lw_gguf_tensor_at(g, ie)->ne[1] == 1000);
+        if (g && n == 1000) {
+            const lw_gguf_str *t = d;
+            CHECK(!strcmp(t[3].s, "<0x00>") && !strcmp(t[258].s, "<0xFF>") && !strcmp(t[999].s, "[999]"));
+        }
+        lw_gguf_close(g);
+        lw_source_close(src);
+        vp.n_vocab = 100; /* fewer than the 259 base tokens */
+        CHECK(lw__synth_write(&vp, path, NULL, &r, err) == LW_ERR_INVALID_ARG);
+        vp.n_vocab = 1000, vp.vocab_path = "/some/vocab.gguf"; /* a size is only for the built-in vocab */
+        CHECK(lw__synth_write(&vp, path, NULL, &r, err) == LW_ERR_INVALID_ARG);
+    }
     lw__synth_params sp = {.preset = "tiny", .type = "q4_0", .vocab_path = "builtin", .n_layer = 100000};
     CHECK(lw__synth_write(&sp, path, NULL, &r, err) == LW_ERR_INVALID_ARG);
 

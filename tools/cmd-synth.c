@@ -1,4 +1,5 @@
-/* `llamaweb synth --preset P --type T [--vocab V.gguf|builtin] [--seed S] [--pure] [--layers N] -o out.gguf`:
+/* `llamaweb synth --preset P --type T [--vocab V.gguf|builtin] [--seed S] [--pure] [--layers N]
+ *  [--vocab-size N] -o out.gguf`:
  * writes a model with random weights in a real architecture's shape (see src/synth/synth.h). `--list` shows
  * the presets and types. */
 #include "cli.h"
@@ -11,9 +12,15 @@
 #include <time.h>
 
 static int synth_usage(FILE *f) {
-    fprintf(f, "usage: llamaweb synth --preset P --type T [--vocab V.gguf|builtin] [--seed S] [--pure]\n"
-               "                      [--layers N] -o OUT.gguf\n"
-               "       llamaweb synth --list\n");
+    fprintf(
+        f, "usage: llamaweb synth --preset P --type T [--vocab V.gguf|builtin] [--seed S] [--pure]\n"
+           "                      [--layers N] [--vocab-size N] -o OUT.gguf\n"
+           "       llamaweb synth --list          presets and types\n"
+           "  --vocab       tokenizer copied from a vocab GGUF (default: ../shared llama-spm, else builtin)\n"
+           "  --vocab-size  built-in byte vocab padded to N tokens (e.g. 128256 as Llama 3)\n"
+           "  --seed        random seed (default 1; same seed, same file)\n"
+           "  --pure        one type for every 2-D weight (llama-quantize --pure)\n"
+           "  --layers      this many blocks instead of the preset's\n");
     return f == stderr ? 2 : 0;
 }
 
@@ -50,17 +57,20 @@ int lw__cmd_synth(int argc, char **argv) {
             p.vocab_path = v, i++;
         } else if (v && (!strcmp(a, "-o") || !strcmp(a, "--output"))) {
             out = v, i++;
-        } else if (v && (!strcmp(a, "--seed") || !strcmp(a, "--layers"))) {
+        } else if (v && (!strcmp(a, "--seed") || !strcmp(a, "--layers") || !strcmp(a, "--vocab-size"))) {
             char *end;
             unsigned long long n = strtoull(v, &end, 0);
-            if (!*v || *end || (a[2] == 'l' && (n == 0 || n > 512))) {
+            if (!*v || *end || (a[2] == 'l' && (n == 0 || n > 512)) ||
+                (a[2] == 'v' && (n < 259 || n > LW_SYNTH_MAX_VOCAB))) {
                 fprintf(stderr, "llamaweb synth: bad value for %s: '%s'\n", a, v);
                 return 2;
             }
             if (a[2] == 's')
                 p.seed = n;
-            else
+            else if (a[2] == 'l')
                 p.n_layer = (uint32_t)n;
+            else
+                p.n_vocab = (int64_t)n;
             i++;
         } else {
             fprintf(stderr, "llamaweb synth: unknown or incomplete option '%s'\n", a);

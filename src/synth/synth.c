@@ -174,39 +174,57 @@ static lw_status fill(void *user, uint64_t off, void *dst, size_t n) {
  * ------------------------------------------------------------------------------------------------------- */
 
 /* A byte-level SentencePiece vocabulary: <unk>, <s>, </s>, then <0x00>..<0xFF> (every text tokenizes through
- * byte fallback), as llama.cpp's SPM loader expects (token types: 2 unknown, 3 control, 6 byte). */
-static lw_status builtin_vocab(lw_gguf_writer *w, int64_t *n_vocab) {
-    enum { N = 259 };
+ * byte fallback), as llama.cpp's SPM loader expects (token types: 2 unknown, 3 control, 6 byte); n > 259 pads
+ * it with normal tokens "[i]" that no text reaches (pieces of them are not in the vocabulary), so a model can
+ * have a real model's vocabulary size (128256 for Llama 3) without a vocab file. */
+static lw_status builtin_vocab(lw_gguf_writer *w, int64_t n, const lw_allocator *al, char *err) {
+    enum { N_BASE = 259, TEXT = 16 };
     static const char hex[] = "0123456789ABCDEF";
-    char text[N][8];
-    lw_gguf_str toks[N];
-    float scores[N];
-    int32_t types[N];
-    for (int i = 0; i < N; i++) {
-        if (i == 0)
-            strcpy(text[i], "<unk>");
-        else if (i == 1)
-            strcpy(text[i], "<s>");
-        else if (i == 2)
-            strcpy(text[i], "</s>");
-        else
-            snprintf(text[i], sizeof text[i], "<0x%c%c>", hex[(i - 3) >> 4], hex[(i - 3) & 15]);
-        toks[i].s = text[i], toks[i].len = strlen(text[i]);
-        scores[i] = 0.f;
-        types[i] = i == 0 ? 2 : i < 3 ? 3 : 6;
+    if (n < N_BASE || n > LW_SYNTH_MAX_VOCAB)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "built-in vocab size %" PRId64 " outside %d..%d", n,
+                          N_BASE, LW_SYNTH_MAX_VOCAB);
+    char *text = lw__calloc(al, (size_t)n, TEXT);
+    lw_gguf_str *toks = lw__calloc(al, (size_t)n, sizeof *toks);
+    float *scores = lw__calloc(al, (size_t)n, sizeof *scores);
+    int32_t *types = lw__calloc(al, (size_t)n, sizeof *types);
+    lw_status rc = LW_OK;
+    if (!text || !toks || !scores || !types) {
+        rc = lw__errorf(err, LW_ERR_NOMEM, "out of memory for a %" PRId64 "-token vocab", n);
+        goto done;
     }
-    lw_status rc;
+    for (int64_t i = 0; i < n; i++) {
+        char *t = text + (size_t)i * TEXT;
+        if (i == 0)
+            strcpy(t, "<unk>");
+        else if (i == 1)
+            strcpy(t, "<s>");
+        else if (i == 2)
+            strcpy(t, "</s>");
+        else if (i < N_BASE)
+            snprintf(t, TEXT, "<0x%c%c>", hex[(i - 3) >> 4], hex[(i - 3) & 15]);
+        else
+            snprintf(t, TEXT, "[%" PRId64 "]", i);
+        toks[i].s = t, toks[i].len = strlen(t);
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : i < N_BASE ? 6 : 1;
+    }
     if ((rc = lw_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama")) != LW_OK ||
-        (rc = lw_gguf_writer_set_arr(w, "tokenizer.ggml.tokens", LW_GGUF_STRING, N, toks)) != LW_OK ||
-        (rc = lw_gguf_writer_set_arr(w, "tokenizer.ggml.scores", LW_GGUF_FLOAT32, N, scores)) != LW_OK ||
-        (rc = lw_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LW_GGUF_INT32, N, types)) != LW_OK ||
+        (rc = lw_gguf_writer_set_arr(w, "tokenizer.ggml.tokens", LW_GGUF_STRING, (uint64_t)n, toks)) !=
+            LW_OK ||
+        (rc = lw_gguf_writer_set_arr(w, "tokenizer.ggml.scores", LW_GGUF_FLOAT32, (uint64_t)n, scores)) !=
+            LW_OK ||
+        (rc = lw_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LW_GGUF_INT32, (uint64_t)n, types)) !=
+            LW_OK ||
         (rc = lw_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0)) != LW_OK ||
         (rc = lw_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1)) != LW_OK ||
         (rc = lw_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2)) != LW_OK ||
         (rc = lw_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", 1)) != LW_OK)
-        return rc;
-    *n_vocab = N;
-    return LW_OK;
+        lw__errorf(err, rc, "vocab: %s", lw_gguf_writer_error(w));
+done:
+    lw__free(al, text);
+    lw__free(al, toks);
+    lw__free(al, scores);
+    lw__free(al, types);
+    return rc;
 }
 
 /* Copies every tokenizer.* key of the vocab GGUF at path; the token count is the vocabulary size. */
@@ -359,6 +377,7 @@ lw_status lw__synth_write(const lw__synth_params *params, const char *path, cons
     }
     const char *vocab = params->vocab_path;
     char def_vocab[512];
+    if (!vocab && params->n_vocab) vocab = "builtin"; /* a vocab size asks for the built-in vocab */
     if (!vocab) {
         snprintf(def_vocab, sizeof def_vocab, "%s/vocab/ggml-vocab-llama-spm.gguf",
                  params->shared_dir ? params->shared_dir : "../shared");
@@ -367,7 +386,14 @@ lw_status lw__synth_write(const lw__synth_params *params, const char *path, cons
         if (f) fclose(f);
     }
     int64_t n_vocab = 0;
-    rc = !strcmp(vocab, "builtin") ? builtin_vocab(w, &n_vocab) : copy_vocab(w, vocab, alloc, &n_vocab, err);
+    if (!strcmp(vocab, "builtin")) {
+        n_vocab = params->n_vocab ? params->n_vocab : 259;
+        rc = builtin_vocab(w, n_vocab, &al, err);
+    } else if (params->n_vocab) {
+        rc = lw__errorf(err, LW_ERR_INVALID_ARG, "a vocab size is only for the built-in vocab");
+    } else {
+        rc = copy_vocab(w, vocab, alloc, &n_vocab, err);
+    }
     if (rc != LW_OK) {
         if (!err[0]) lw__errorf(err, rc, "vocab: %s", lw_gguf_writer_error(w));
         goto done;

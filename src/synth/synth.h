@@ -109,6 +109,9 @@ uint32_t lw__synth_tensor_type(const lw__synth_ftype *ft, int pure, const lw__sy
  * Writing (synth.c)
  * ------------------------------------------------------------------------------------------------------- */
 
+/* Largest built-in vocabulary (--vocab-size). */
+#define LW_SYNTH_MAX_VOCAB (1 << 20)
+
 /* What to make. */
 typedef struct lw__synth_params {
     const char *preset;     /* preset name                                                             */
@@ -119,6 +122,7 @@ typedef struct lw__synth_params {
     uint64_t seed;          /* random seed                                                             */
     int pure;               /* 1: one type for every 2-D weight (llama-quantize --pure)                */
     uint32_t n_layer;       /* 0: the preset's; else this many blocks (small test models)              */
+    int64_t n_vocab;        /* built-in vocab only: 0 for 259 tokens (bytes), else this many (padded)   */
 } lw__synth_params;
 
 /* What was made. */

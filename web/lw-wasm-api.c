@@ -196,6 +196,34 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
     return LW_OK;
 }
 
+/* Benchmark step: records iters dispatches of variant (f16, subgroups, wg_size) on the uploaded data in one
+ * compute pass, submits, and schedules the read of y; the JS caller times it up to settle(). The pipeline
+ * and bind group are made on the first call for a variant (call once to warm up). Returns an lw_status. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int subgroups, int wg_size, int iters) {
+    lw_status st;
+    if (m->err[0]) return LW_ERR_INVALID_ARG;
+    if (!m->bw || iters <= 0) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first; iters > 0");
+    const lw_gpu_ops *o = m->gpu.ops;
+    void *c = m->gpu.ctx;
+    lw__gpu_matvec_params p;
+    uint32_t grid[3];
+    if ((st = lw__gpu_matvec_plan(&m->info, m->type, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid, m->err)) != LW_OK)
+        return st;
+    lw__gpu_matvec_variant v = {m->type, f16 != 0, subgroups != 0, (uint32_t)wg_size};
+    lw_gpu_pipeline pipe;
+    if ((st = lw__gpu_matvec_pipeline(&m->gpu, NULL, NULL, &v, &m->info, &pipe, m->err)) != LW_OK) return st;
+    if (pipe != m->pipe || !m->group) {
+        m->pipe = pipe;
+        if ((st = o->buffer_write(c, m->bp, 0, &p, sizeof p)) != LW_OK) return lw__errorf(m->err, st, "params");
+        lw_gpu_bind b[LW_GPU_MATVEC_BINDINGS] = {{m->bw, 0, 0}, {m->bx, 0, 0}, {m->by, 0, 0}, {m->bp, 0, 0}};
+        if ((st = o->bind_group_create(c, m->pipe, b, LW_GPU_MATVEC_BINDINGS, &m->group)) != LW_OK)
+            return lw__errorf(m->err, st, "bind group");
+    }
+    for (int i = 0; i < iters; i++) o->dispatch(c, m->pipe, m->group, 0, grid[0], grid[1], grid[2]);
+    if ((st = o->submit(c)) != LW_OK) return lw__errorf(m->err, st, "submit failed");
+    return o->read(c, m->by, 0, m->y, (uint64_t)m->rows * 4);
+}
+
 /* After settle(): normalised mean squared error sum((y - ref)^2) / sum(ref^2) of the last run, or -1 with
  * the reason in lw_wasm_matvec_error() (GPU error, read not finished, non-finite output). */
 EMSCRIPTEN_KEEPALIVE double lw_wasm_matvec_nmse(lw_wasm_matvec *m) {

@@ -1,0 +1,49 @@
+// Mat-vec throughput through the wasm module on the Dawn adapter of this machine (not a test: prints one
+// line per case). Times N dispatches recorded in one compute pass, submitted, and read back (wall clock,
+// medians of runs), so per-dispatch time = total / N includes its share of one submit + read-back.
+//   node tests/web/bench-matvec.mjs [rows k iters]      e.g. 4096 4096 200
+import { setup } from '../../web/lw-node.mjs';
+import { TYPES } from './matvec-check.mjs';
+
+const [rows = 4096, k = 4096, iters = 100] = process.argv.slice(2).map(Number);
+const ctx = await setup();
+if (ctx.skip) { console.log('SKIP: ' + ctx.skip); process.exit(0); }
+const M = ctx.Module, d = ctx.device;
+const info = M.lwGpu.adapterInfo;
+console.log(`adapter ${info.vendor} / ${info.architecture} / ${info.device}; f16=${d.features.has('shader-f16')} ` +
+  `subgroups=${d.features.has('subgroups')}; W ${rows} x ${k}, ${iters} dispatches per submit`);
+const bytesPer = { F32: 4, F16: 2, Q8_0: 34 / 32, Q4_0: 18 / 32 };
+for (const type of Object.keys(TYPES)) {
+  const h = M._lw_wasm_matvec_new(TYPES[type], rows, k, 1);
+  const e = M.UTF8ToString(M._lw_wasm_matvec_error(h));
+  if (e) { console.log(`${type}: ${e}`); M._lw_wasm_matvec_free(h); continue; }
+  if (M._lw_wasm_matvec_upload(h, 0) !== 0) { console.log(`${type}: upload: ${M.UTF8ToString(M._lw_wasm_matvec_error(h))}`); continue; }
+  await M.lwGpu.settle();
+  for (const f16 of d.features.has('shader-f16') ? [0, 1] : [0]) {
+    for (const sg of d.features.has('subgroups') ? [0, 1] : [0]) {
+      for (const wg of [64, 256]) {
+        const run = async (n) => {
+          const t0 = performance.now();
+          if (M._lw_wasm_matvec_bench(h, f16, sg, wg, n) !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_matvec_error(h)));
+          const err = await M.lwGpu.settle();
+          if (err) throw new Error(err);
+          return performance.now() - t0;
+        };
+        try {
+          await run(1); // pipeline + bind group, warm-up
+          const nmse = M._lw_wasm_matvec_nmse(h);
+          const t = [];
+          for (let r = 0; r < 5; r++) t.push(await run(iters));
+          t.sort((a, b) => a - b);
+          const us = (t[2] * 1000) / iters, gbs = (rows * k * bytesPer[type]) / (us * 1e3);
+          console.log(`${type.padEnd(5)} f16=${f16} sg=${sg} wg=${String(wg).padEnd(3)} ${us.toFixed(1).padStart(8)} us/matvec ` +
+            `${gbs.toFixed(1).padStart(7)} GB/s of weights   nmse ${nmse.toExponential(2)}`);
+        } catch (err) {
+          console.log(`${type} f16=${f16} sg=${sg} wg=${wg}: ${err.message}`);
+        }
+      }
+    }
+  }
+  M._lw_wasm_matvec_free(h);
+}
+process.exit(0);

@@ -95,6 +95,23 @@ static void test_consistency(const char *path) {
     printf("%s: f32 KV cache vs f16: max|diff|/range %.3g\n", path, worst);
     CHECK(worst > 0 && worst < 2e-2);
     lw_context_free(c32);
+    /* flash attention off: other roundings (f16 probabilities, one softmax per row), close results */
+    lw_context_params np = lw_context_default_params();
+    np.n_ctx = 300;
+    np.n_batch = 128;
+    np.n_threads = 2;
+    np.flash_attn = 0;
+    lw_context *cn = NULL;
+    CHECK(lw_context_create(m, &np, &cn) == LW_OK);
+    run(cn, toks, nv, got);
+    worst = 0;
+    for (int i = 0; i < 120; i++) {
+        double d = max_rel(got + (size_t)i * nv, ref + (size_t)i * nv, nv);
+        worst = d > worst ? d : worst;
+    }
+    printf("%s: flash attention off vs on: max|diff|/range %.3g\n", path, worst);
+    CHECK(worst > 0 && worst < 2e-2);
+    lw_context_free(cn);
 
     /* misuse */
     CHECK(lw_context_set_n_past(c1, 121) == LW_ERR_INVALID_ARG);

@@ -179,6 +179,10 @@ static double rel_diff(const float *a, const float *b, int n) {
     return d / ((double)hi - (double)lo);
 }
 
+/* Attention mode of the next compare_model calls: 1 = llama.cpp's default (flash attention AUTO, which
+ * is on for CPU), 0 = flash attention off in both engines. */
+static int flash_attn = 1;
+
 static void compare_model(const char *path, const char *file, const int32_t *prompt, int n_prompt, int n_gen,
                           int expect_first, double tol) {
     FILE *f = fopen(path, "rb");
@@ -198,6 +202,7 @@ static void compare_model(const char *path, const char *file, const int32_t *pro
     lw_context_params cp = lw_context_default_params();
     cp.n_ctx = 512;
     cp.n_threads = 1;
+    cp.flash_attn = flash_attn;
     CHECK_MSG(lw_context_create(m, &cp, &c) == LW_OK, "%s", lw_context_error(c));
 
     ll_model_params mp = ll.model_default_params();
@@ -208,6 +213,7 @@ static void compare_model(const char *path, const char *file, const int32_t *pro
     lp.n_batch = lp.n_ubatch = 512;
     lp.n_outputs_max_per_seq = 0; /* default 1 would refuse logits for every token of one sequence */
     lp.n_threads = lp.n_threads_batch = 1;
+    lp.flash_attn_type = flash_attn ? -1 : 0; /* AUTO (resolves to enabled on CPU) or DISABLED */
     void *lc = lm ? ll.init_from_model(lm, lp) : NULL;
     CHECK(lc != NULL);
     if (!m || !c || !lm || !lc || test_failures != failures_before) goto done;
@@ -321,6 +327,18 @@ int main(void) {
         compare_model(path, name, once, 5, 32, -1, 1e-3);
         compare_model(path, name, longp, 100, 8, -1, 1e-3);
     }
+    /* flash attention off in both (node-llama-cpp's flashAttention: false) */
+    flash_attn = 0;
+    printf("-- flash attention off --\n");
+    snprintf(path, sizeof(path), "%s/models/stories260K.gguf", test_shared_dir());
+    compare_model(path, "stories260K.gguf (no FA)", once, 5, 256, 432, 1e-3);
+    synth_path(path, sizeof(path), "synth-f16-tied.gguf");
+    compare_model(path, "synth-f16-tied.gguf (no FA)", once, 5, 32, -1, 1e-3);
+    compare_model(path, "synth-f16-tied.gguf (no FA)", longp, 100, 8, -1, 1e-3);
+    synth_path(path, sizeof(path), "synth-qwen3-f16.gguf");
+    compare_model(path, "synth-qwen3-f16.gguf (no FA)", longp, 100, 8, -1, 1e-3);
+    flash_attn = 1;
+
     /* quantized weights: our dot products are ggml's generic (scalar) kernels; llama.cpp runs its SIMD ones
      * (other float orders, and repacked Q4_0), so these agree closely but not to the bit */
     static const uint32_t qtypes[] = {LW_TYPE_Q8_0, LW_TYPE_Q4_0, LW_TYPE_Q4_K, LW_TYPE_Q6_K};

@@ -492,6 +492,82 @@ static void op_attn_tiled(const lw__exec *ex, const lw__node *nd, int ith, int n
     }
 }
 
+/* The cells llama.cpp's KV view spans when `used` cells are filled in a cache of n_ctx cells: padded to 256
+ * (llama_kv_cache::get_n_kv), never more than the cache. Our classic path pads rows to it with masked
+ * cells, which only adds exact zeros but keeps ggml's grouping of the real cells in its dot products. */
+static int64_t classic_pad(int64_t used, int64_t n_ctx) {
+    int64_t cells = (n_ctx + 255) / 256 * 256, p = (used + 255) / 256 * 256;
+    if (p < 256) p = 256;
+    return p < cells ? p : cells;
+}
+
+/* Attention as llama.cpp computes it with flash attention off: KQ = K.Q with Q rounded to f16 (f16
+ * cache), ggml_soft_max_ext over the padded row (scale, mask, ggml_v_expf blocks, 1/sum in double), the
+ * probabilities rounded to f16, then V^T.KQ. Batches of 2+ tokens use tinyBLAS's order in both products,
+ * as ggml does. Reference speed: it gathers V's columns. */
+static void op_attn_classic(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *q = &ex->g->t[nd->src[0]];
+    const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3];
+    const float scale = nd->fp[0];
+    const int f16 = ex->kv_type == LW_TYPE_F16;
+    const size_t rb = row_size(ex->kv_type, ex->kv_row);
+    const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
+    const lw__cpu_kernels *K = ex->kern;
+    const int batch = ex->n_tokens >= 2;
+    const int64_t npad = classic_pad(ex->pos0 + ex->n_tokens, ex->n_ctx);
+    float *kq = ex->thread_scratch + (size_t)ith * ex->thread_floats; /* npad floats            */
+    uint16_t *kq16 = (uint16_t *)(kq + npad);                        /* npad halves            */
+    uint16_t *col = kq16 + npad;                                      /* npad halves (V column) */
+    uint16_t *q16 = col + npad;                                       /* D halves               */
+    float *colf = (float *)kq16; /* f32 cache: the column reuses kq16 + col as npad floats */
+    int64_t r0, r1;
+    split(n_rows(ex, q) * n_head, ith, nth, &r0, &r1);
+    for (int64_t ir = r0; ir < r1; ir++) {
+        const int64_t t = ir / n_head, h = ir % n_head, hk = h / (n_head / n_head_kv);
+        const float *qr = row_f32(q, t) + h * D;
+        const int64_t nv = ex->pos0 + t + 1;
+        if (f16) K->f32_to_f16(qr, q16, D);
+        float (*dk)(int64_t, const void *, const void *) =
+            f16 ? (batch && D % 16 == 0 ? K->dot_f16_gemm : K->dot_f16) : (batch && D % 16 == 0 ? K->dot_f32_gemm : K->dot_f32);
+        float mx = -INFINITY;
+        for (int64_t c = 0; c < npad; c++) {
+            if (c >= nv) {
+                kq[c] = -INFINITY;
+                continue;
+            }
+            const uint8_t *kr = kc + (size_t)c * rb;
+            kq[c] = dk(D, f16 ? (const void *)((const uint16_t *)kr + hk * D) : (const void *)((const float *)kr + hk * D),
+                       f16 ? (const void *)q16 : (const void *)qr) * scale + 0.0f;
+            mx = kq[c] > mx ? kq[c] : mx;
+        }
+        /* ggml_vec_soft_max_f32 (16-lane blocks, then scalar expf), then 1/sum in double */
+        double sum = 0.0;
+        int64_t c = 0;
+        for (; c + 16 <= npad; c += 16) {
+            for (int l = 0; l < 16; l++) kq[c + l] = v_expf(kq[c + l] - mx);
+            sum += (double)reduce16(kq + c);
+        }
+        for (; c < npad; c++) sum += (double)(kq[c] = expf(kq[c] - mx));
+        const float inv = (float)(1.0 / sum);
+        for (c = 0; c < npad; c++) kq[c] *= inv;
+        float *y = row_f32(dst, t) + h * D;
+        if (f16) {
+            K->f32_to_f16(kq, kq16, npad);
+            float (*dv)(int64_t, const void *, const void *) = batch && npad % 16 == 0 ? K->dot_f16_gemm : K->dot_f16;
+            for (int64_t d = 0; d < D; d++) {
+                for (c = 0; c < npad; c++) col[c] = c < nv ? ((const uint16_t *)(vc + (size_t)c * rb))[hk * D + d] : 0;
+                y[d] = dv(npad, col, kq16);
+            }
+        } else { /* an f32 cache: the same with f32 probabilities (llama.cpp would use f16 here) */
+            float (*dv)(int64_t, const void *, const void *) = batch && npad % 16 == 0 ? K->dot_f32_gemm : K->dot_f32;
+            for (int64_t d = 0; d < D; d++) {
+                for (c = 0; c < npad; c++) colf[c] = c < nv ? ((const float *)(vc + (size_t)c * rb))[hk * D + d] : 0.0f;
+                y[d] = dv(npad, colf, kq);
+            }
+        }
+    }
+}
+
 /* Causal attention of each (token, head) over cache cells 0 .. pos0 + token. Steps of 64+ tokens with a
  * head size that is a multiple of 16 follow ggml's tiled kernel (above); the rest follow
  * flash_attn_ext_f16_one_chunk with an all-zero mask on visible cells (masked cells are skipped): Q rounded
@@ -502,6 +578,10 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const float scale = nd->fp[0];
     const int f16 = ex->kv_type == LW_TYPE_F16;
     const lw__cpu_kernels *K = ex->kern;
+    if (!ex->flash_attn) {
+        op_attn_classic(ex, nd, ith, nth);
+        return;
+    }
     if (ex->n_tokens >= FA_TILE && D % 16 == 0) {
         op_attn_tiled(ex, nd, ith, nth);
         return;
@@ -575,7 +655,7 @@ static const op_fn op_table[LW_OP_COUNT] = {
  * Driver
  * ------------------------------------------------------------------------------------------------------- */
 
-lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, size_t *shared_bytes,
+lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, int64_t n_ctx, size_t *shared_bytes,
                                 size_t *thread_floats) {
     uint64_t shared = 0, per_thread = 0;
     for (int32_t n = 0; n < g->n_nodes; n++) {
@@ -593,6 +673,8 @@ lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, size_t *
             uint64_t f = 2 * (uint64_t)nd->ip[3]; /* one-chunk: D floats + 2 D halves */
             if (max_tokens >= FA_TILE && nd->ip[3] % 16 == 0 && fa_tiled_floats(nd->ip[3]) > f)
                 f = fa_tiled_floats(nd->ip[3]);
+            const uint64_t classic = 2 * (uint64_t)classic_pad(n_ctx, n_ctx) + (uint64_t)nd->ip[3];
+            if (classic > f) f = classic;
             if (f > per_thread) per_thread = f;
         } else if (nd->op == LW_OP_ROPE) {
             if ((uint64_t)nd->ip[1] > per_thread) per_thread = (uint64_t)nd->ip[1];

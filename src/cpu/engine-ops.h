@@ -85,6 +85,9 @@ typedef struct lw__exec {
     const int32_t *tokens;    /* n_tokens token ids                                                   */
     const int32_t *out_rows;  /* n_outputs row indices (ascending) that produce outputs               */
     int32_t pos0;             /* position of the first token = cache cells already filled            */
+    int32_t flash_attn;       /* 1: ggml's flash attention (llama.cpp's CPU default); 0: its KQ,
+                                 softmax, KQV path (llama.cpp with flash attention off)               */
+    int64_t n_ctx;            /* cache cells (the classic path pads rows as llama.cpp's KV view)      */
     uint32_t kv_type;         /* LW_TYPE_F16 or LW_TYPE_F32                                           */
     int64_t kv_row;           /* elements per cache row (KV heads x head dim)                         */
     void *const *k;           /* per layer: K cache, cell p at k[l] + p * kv_row elements             */
@@ -98,7 +101,7 @@ typedef struct lw__exec {
 } lw__exec;
 
 /* Bytes of shared scratch and floats of per-thread scratch a graph needs for steps of up to max_tokens. */
-lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, size_t *shared_bytes,
+lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, int64_t n_ctx, size_t *shared_bytes,
                                 size_t *thread_floats);
 /* Runs every node of ex->g on ex->pool. Allocates nothing. */
 void lw__cpu_exec(lw__exec *ex);

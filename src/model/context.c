@@ -35,6 +35,7 @@ lw_context_params lw_context_default_params(void) {
     p.n_threads = 0;
     p.type_k = LW_TYPE_F16;
     p.type_v = LW_TYPE_F16;
+    p.flash_attn = 1;
     return p;
 }
 
@@ -72,7 +73,7 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
     if ((st = lw__graph_plan(&c->graph, c->n_batch, c->n_batch, ARENA_ALIGN)) != LW_OK)
         return lw__errorf(c->err, st, "planning the graph failed");
     size_t shared = 0, thread_floats = 0;
-    if ((st = lw__cpu_scratch_needs(&c->graph, c->n_batch, &shared, &thread_floats)) != LW_OK)
+    if ((st = lw__cpu_scratch_needs(&c->graph, c->n_batch, c->n_ctx, &shared, &thread_floats)) != LW_OK)
         return lw__errorf(c->err, st, "a weight type of this model has no CPU kernel yet");
 
     /* one allocation: [K and V caches per layer][activations][shared scratch][thread scratch] */
@@ -108,6 +109,8 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
     ex->pool = c->pool;
     ex->out_rows = c->out_rows;
     ex->kv_type = p->type_k;
+    ex->flash_attn = p->flash_attn != 0;
+    ex->n_ctx = c->n_ctx;
     ex->kv_row = kv_row;
     ex->k = c->kv;
     ex->v = c->kv + hp->n_layer;

@@ -56,6 +56,8 @@ typedef struct lw_context_params {
     int32_t n_threads;  /* threads for a step; 0: the online processors, at most 8 (default 0)            */
     uint32_t type_k;    /* LW_TYPE_F16 (default, as llama.cpp) or LW_TYPE_F32                            */
     uint32_t type_v;    /* must equal type_k for now                                                      */
+    int32_t flash_attn; /* 1 (default): attention as llama.cpp's CPU default (flash attention); 0: as
+                           llama.cpp with flash attention off (KQ, softmax, KQV; reference speed)          */
 } lw_context_params;
 
 lw_context_params lw_context_default_params(void);

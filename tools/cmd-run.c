@@ -31,6 +31,7 @@ static int usage(void) {
             "  --threads N, -t N  (default: online CPUs, at most 8)\n"
             "  --ctx N            context cells (default: prompt + n)\n"
             "  --kv f16|f32       KV cache type (default f16, as llama.cpp)\n"
+            "  --no-flash-attn    attention as llama.cpp with flash attention off\n"
             "  --ignore-eos       keep generating after an end-of-generation token\n");
     return 2;
 }
@@ -79,7 +80,7 @@ static void print_raw_token(lw_gguf *g, int32_t id) {
 
 int lw__cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *ids_arg = NULL;
-    int n_gen = 64, n_threads = 0, ignore_eos = 0;
+    int n_gen = 64, n_threads = 0, ignore_eos = 0, flash_attn = 1;
     uint32_t n_ctx = 0, kv = LW_TYPE_F16;
     lw_sampler_params sp = lw_sampler_default_params();
     for (int i = 1; i < argc; i++) {
@@ -101,6 +102,7 @@ int lw__cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--ctx") && v) n_ctx = (uint32_t)strtoul(v, NULL, 10);
         else if (!strcmp(a, "--kv") && v && (!strcmp(v, "f16") || !strcmp(v, "f32"))) kv = !strcmp(v, "f16") ? LW_TYPE_F16 : LW_TYPE_F32;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1, used = 0;
+        else if (!strcmp(a, "--no-flash-attn")) flash_attn = 0, used = 0;
         else return usage();
         i += used;
     }
@@ -149,6 +151,7 @@ int lw__cmd_run(int argc, char **argv) {
     cp.n_ctx = n_ctx ? n_ctx : (uint32_t)(n_prompt + n_gen);
     cp.n_threads = n_threads;
     cp.type_k = cp.type_v = kv;
+    cp.flash_attn = flash_attn;
     if (lw_context_create(m, &cp, &c) != LW_OK) {
         fprintf(stderr, "llamaweb run: %s\n", lw_context_error(c));
         goto done;

@@ -7,7 +7,9 @@
  *    16 lanes for batches (k % 16 == 0), with the tails as ggml's compiler emitted them;
  *  - attention is ggml's flash attention, which llama.cpp uses on CPU by default (flash_attn_type AUTO
  *    resolves to enabled there): the "one chunk" kernel (Q rounded to f16 for K.Q with an f16 cache,
- *    online softmax, V accumulated in f16) and, for steps of 64+ tokens, the tiled kernel;
+ *    online softmax, V accumulated in f16) and, for steps of 64+ tokens, the tiled kernel; or, with
+ *    flash_attn off, llama.cpp's KQ / softmax / KQV path;
+ *  - steps split as llama.cpp's ubatches do only when n_batch equals its n_ubatch (512 by default);
  *  - SwiGLU uses ggml's polynomial exp (ggml_v_expf) on blocks of 16, RMSNorm sums squares in double, RoPE
  *    builds its sin/cos table as ggml_rope_cache_init and fuses like ggml's compiled code.
  * Quantized weights use the quant-dot references (ggml's generic kernels): close to llama.cpp, not exact.

@@ -41,7 +41,8 @@ int lw__cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--kv") && (!strcmp(v, "f16") || !strcmp(v, "f32"))) kv = !strcmp(v, "f16") ? LW_TYPE_F16 : LW_TYPE_F32;
         else return usage();
     }
-    if (!model_path || n_p < 0 || n_g < 0 || n_p + n_g == 0 || reps < 1 || reps > 100) return usage();
+    if (!model_path || n_p < 0 || n_g < 0 || n_p > (1 << 20) || n_g > (1 << 20) || n_p + n_g == 0 || reps < 1 || reps > 100)
+        return usage();
 
     lw_model *m = NULL;
     if (lw_model_load_file(model_path, NULL, &m) != LW_OK) {

@@ -106,7 +106,7 @@ int lw__cmd_run(int argc, char **argv) {
         else return usage();
         i += used;
     }
-    if (!model_path || (!prompt && !ids_arg) || n_gen < 0) return usage();
+    if (!model_path || (!prompt && !ids_arg) || n_gen < 0 || n_gen > (1 << 24)) return usage();
 
     double t0 = now_s();
     lw_model *m = NULL;

@@ -239,7 +239,15 @@ static void test_load_errors(void) {
     CHECK(strstr(lw_model_error(m), "llama.embedding_length") != NULL);
     lw_model_free(m);
 
-    /* a tensor of the wrong shape */
+    /* KV heads that do not divide the query heads */
+    synth_spec bad = {320, 64, 1, 4, 3, 96, LW_TYPE_F32, 0, 5, NULL, 0, 0};
+    synth_path(path, sizeof(path), "engine-badheads.gguf");
+    CHECK(synth_write(path, &bad) == 0);
+    CHECK(lw_model_load_file(path, NULL, &m) == LW_ERR_UNSUPPORTED);
+    CHECK(strstr(lw_model_error(m), "n_head_kv 3") != NULL);
+    lw_model_free(m);
+
+    /* a good model, loaded from a byte source */
     synth_spec sp = {320, 64, 1, 4, 4, 96, LW_TYPE_F32, 0, 5, NULL, 0, 0};
     synth_path(path, sizeof(path), "engine-ok.gguf");
     CHECK(synth_write(path, &sp) == 0);

@@ -453,6 +453,12 @@ static const feature_case FEATURES[] = {
      "tojson }}",
      "{\"name\": \"f\", \"n\": 1, \"x\": 1.5, \"ok\": true, \"z\": null, \"l\": [1, \"two\"], \"u\": \"caf\xc3\xa9 "
      "\\\"q\\\"\\n\"}"},
+    {"{{ 'caf\xc3\xa9 \xf0\x9f\x98\x80' | tojson(ensure_ascii=true) }} {{ {'\xc3\xa9': 1} | tojson(ensure_ascii=True) }}",
+     "\"caf\\u00e9 \\ud83d\\ude00\" {\"\\u00e9\": 1}"},
+    {"{% set q = namespace(ids=[]) %}{% set _ = q.ids.append('a') %}{% do q.ids.append('b') %}{{ q.ids.pop(0) }}"
+     "{{ q.ids }}{{ [3, 4, 3].count(3) }}{{ [3, 4].index(4) }}{% set l = [1] %}{% for x in l %}{% do l.append(x) %}"
+     "{% endfor %}{{ l }}",
+     "a['b']21[1, 1]"},
     {"{{ {'a': [1, {'b': 2}], 'c': {}} | tojson(indent=2) }}",
      "{\n  \"a\": [\n    1,\n    {\n      \"b\": 2\n    }\n  ],\n  \"c\": {}\n}"},
     {"{{ {'b': 1, 'a': 2} | tojson(sort_keys=true) }} {{ messages[0] | tojson }}",

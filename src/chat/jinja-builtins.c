@@ -619,10 +619,11 @@ bool jj_apply_filter(jj_ctx *c, jj_scope *sc, int id, jj_val in, const jj_val *a
         return true;
     }
     case F_TOJSON: {
-        const jj_val *ind = ARG(0, "indent"), *sk = ARG(99, "sort_keys");
+        const jj_val *ind = ARG(0, "indent"), *sk = ARG(99, "sort_keys"), *ea = ARG(99, "ensure_ascii");
         int indent = ind && ind->t == JV_INT ? (int)(ind->u.i < 0 ? 0 : ind->u.i > 32 ? 32 : ind->u.i) : -1;
+        int flags = (sk && jj_truthy(*sk) ? JJ_JSON_SORT_KEYS : 0) | (ea && jj_truthy(*ea) ? JJ_JSON_ASCII : 0);
         jj_buf b = {0};
-        if (!jj_tojson(c, &b, in, indent, 0, sk && jj_truthy(*sk))) return false;
+        if (!jj_tojson(c, &b, in, indent, flags)) return false;
         return ret_buf(&b, out);
     }
     case F_TRIM: {
@@ -941,6 +942,36 @@ bool jj_call_method(jj_ctx *c, jj_val obj, jj_str name, const jj_val *args, size
                 i = j + 1;
             }
             *out = jj_listv(l);
+            return true;
+        }
+    } else if (obj.t == JV_LIST) {
+        jj_list *l = obj.u.l;
+        if (IS("append")) { /* some templates (Kimi K2) keep queues in lists */
+            if (nargs != 1) return jj_fail(c, LW_ERR_INVALID_ARG, "append takes one argument");
+            *out = jj_none();
+            return jj_list_push(c, l, args[0]) && jj_step(c, 1);
+        }
+        if (IS("pop")) {
+            int64_t i = nargs ? (args[0].t == JV_INT ? args[0].u.i : INT64_MIN) : -1;
+            if (i == INT64_MIN) return jj_fail(c, LW_ERR_INVALID_ARG, "pop index must be an integer");
+            if (i < 0) i += (int64_t)l->n;
+            if (i < 0 || (uint64_t)i >= l->n) return jj_fail(c, LW_ERR_INVALID_ARG, "pop index out of range");
+            *out = l->v[i];
+            memmove(l->v + i, l->v + i + 1, (l->n - (size_t)i - 1) * sizeof(jj_val));
+            l->n--;
+            return jj_step(c, 1 + ((l->n - (size_t)i) >> 4));
+        }
+        if (IS("index") || IS("count")) {
+            if (nargs != 1) return jj_fail(c, LW_ERR_INVALID_ARG, "index/count take one argument");
+            int64_t pos = -1, cnt = 0;
+            for (size_t i = 0; i < l->n; i++) {
+                bool eq;
+                if (!jj_equal(c, l->v[i], args[0], 0, &eq)) return false;
+                if (eq && pos < 0) pos = (int64_t)i;
+                cnt += eq;
+            }
+            if (IS("index") && pos < 0) return jj_fail(c, LW_ERR_INVALID_ARG, "value is not in list");
+            *out = jj_int(IS("index") ? pos : cnt);
             return true;
         }
     } else if (obj.t == JV_DICT) {

@@ -686,7 +686,9 @@ static bool exec_for(jj_ctx *c, jj_scope *sc, const jj_node *st) {
     for (int k = 0; k < 11; k++)
         if (!jj_dict_set(c, loop, jj_strv(jj_s(keys[k], strlen(keys[k]))), jj_undef())) return false;
     size_t n = items->n;
-    jj_list *snapshot = items; /* the list cannot change under us: templates cannot mutate lists */
+    /* n is fixed at the start: a body that appends to the list does not extend the loop, and one that pops
+     * from it reads stale but valid arena memory (old arrays are never freed during a render) */
+    jj_list *snapshot = items;
     for (size_t i = 0; i < n; i++) {
         if (!jj_step(c, 1)) return false;
         loop->v[0] = jj_int((int64_t)i + 1);

@@ -365,14 +365,64 @@ bool jj_to_str(jj_ctx *c, jj_val v, jj_str *out) {
  * tojson
  * ------------------------------------------------------------------------------------------------------- */
 
-static bool json_str(jj_ctx *c, jj_buf *b, jj_str s) {
+/* Decodes one UTF-8 sequence at s[i] (invalid bytes give U+FFFD, one byte long). */
+static uint32_t utf8_next(jj_str s, size_t i, size_t *len) {
+    const unsigned char *p = (const unsigned char *)s.p + i;
+    size_t left = s.n - i;
+    uint32_t cp;
+    size_t n;
+    if (p[0] < 0x80) {
+        *len = 1;
+        return p[0];
+    } else if ((p[0] & 0xE0) == 0xC0) {
+        cp = p[0] & 0x1F;
+        n = 2;
+    } else if ((p[0] & 0xF0) == 0xE0) {
+        cp = p[0] & 0x0F;
+        n = 3;
+    } else if ((p[0] & 0xF8) == 0xF0) {
+        cp = p[0] & 0x07;
+        n = 4;
+    } else {
+        *len = 1;
+        return 0xFFFD;
+    }
+    if (left < n) {
+        *len = 1;
+        return 0xFFFD;
+    }
+    for (size_t k = 1; k < n; k++) {
+        if ((p[k] & 0xC0) != 0x80) {
+            *len = 1;
+            return 0xFFFD;
+        }
+        cp = (cp << 6) | (p[k] & 0x3F);
+    }
+    *len = n;
+    return cp > 0x10FFFF ? 0xFFFD : cp;
+}
+
+static bool json_str(jj_ctx *c, jj_buf *b, jj_str s, int ascii) {
     if (!jj_step(c, s.n >> 6)) return false;
     if (!buf_addz(c, b, "\"")) return false;
     size_t run = 0;
     for (size_t i = 0; i < s.n; i++) {
         unsigned char ch = (unsigned char)s.p[i];
         const char *esc = NULL;
-        char hex[8];
+        char hex[16];
+        if (ascii && ch >= 0x80) { /* ensure_ascii: \uXXXX, with a surrogate pair above the BMP */
+            size_t len;
+            uint32_t cp = utf8_next(s, i, &len);
+            if (cp >= 0x10000)
+                snprintf(hex, sizeof hex, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10),
+                         0xDC00 + ((cp - 0x10000) & 0x3FF));
+            else
+                snprintf(hex, sizeof hex, "\\u%04x", cp);
+            if (!jj_buf_add(c, b, s.p + i - run, run) || !buf_addz(c, b, hex)) return false;
+            run = 0;
+            i += len - 1;
+            continue;
+        }
         if (ch == '"') esc = "\\\"";
         else if (ch == '\\') esc = "\\\\";
         else if (ch == '\n') esc = "\\n";
@@ -407,7 +457,7 @@ static int cmp_str(jj_str a, jj_str b) {
     return r ? r : (a.n < b.n ? -1 : a.n > b.n);
 }
 
-static bool json_val(jj_ctx *c, jj_buf *b, jj_val v, int indent, int level, bool sort_keys) {
+static bool json_val(jj_ctx *c, jj_buf *b, jj_val v, int indent, int level, int flags) {
     char tmp[40];
     if (level > JJ_MAX_VALUE_DEPTH) return jj_fail(c, LW_ERR_TOO_LARGE, "value nested too deeply for tojson");
     if (!jj_step(c, 1)) return false;
@@ -421,14 +471,14 @@ static bool json_val(jj_ctx *c, jj_buf *b, jj_val v, int indent, int level, bool
         if (isinf(v.u.f)) return buf_addz(c, b, v.u.f < 0 ? "-Infinity" : "Infinity");
         jj_fmt_float(v.u.f, tmp);
         return buf_addz(c, b, tmp);
-    case JV_STR: return json_str(c, b, v.u.s);
+    case JV_STR: return json_str(c, b, v.u.s, flags & JJ_JSON_ASCII);
     case JV_LIST: {
         if (!v.u.l->n) return buf_addz(c, b, "[]");
         if (!buf_addz(c, b, "[")) return false;
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i && !buf_addz(c, b, indent >= 0 ? "," : ", ")) return false;
             if (indent >= 0 && !json_indent(c, b, indent, level + 1)) return false;
-            if (!json_val(c, b, v.u.l->v[i], indent, level + 1, sort_keys)) return false;
+            if (!json_val(c, b, v.u.l->v[i], indent, level + 1, flags)) return false;
         }
         if (indent >= 0 && !json_indent(c, b, indent, level)) return false;
         return buf_addz(c, b, "]");
@@ -439,7 +489,7 @@ static bool json_val(jj_ctx *c, jj_buf *b, jj_val v, int indent, int level, bool
         size_t *order = jj_alloc(c->arena, d->n * sizeof(size_t));
         if (!order) return jj_nomem(c);
         for (size_t i = 0; i < d->n; i++) order[i] = i;
-        if (sort_keys) /* insertion sort: dicts in templates are small, and steps bound the cost */
+        if (flags & JJ_JSON_SORT_KEYS) /* insertion sort: dicts in templates are small, and steps bound the cost */
             for (size_t i = 1; i < d->n; i++) {
                 size_t x = order[i], j = i;
                 jj_str kx = d->k[x].t == JV_STR ? d->k[x].u.s : jj_s("", 0);
@@ -458,14 +508,14 @@ static bool json_val(jj_ctx *c, jj_buf *b, jj_val v, int indent, int level, bool
             if (i && !buf_addz(c, b, indent >= 0 ? "," : ", ")) return false;
             if (indent >= 0 && !json_indent(c, b, indent, level + 1)) return false;
             if (k.t == JV_STR) {
-                if (!json_str(c, b, k.u.s)) return false;
+                if (!json_str(c, b, k.u.s, flags & JJ_JSON_ASCII)) return false;
             } else { /* json.dumps turns int/float/bool/None keys into strings */
                 jj_buf kb = {0};
-                if (!json_val(c, &kb, k, -1, level + 1, false) || !buf_addz(c, b, "\"") ||
+                if (!json_val(c, &kb, k, -1, level + 1, flags & JJ_JSON_ASCII) || !buf_addz(c, b, "\"") ||
                     !jj_buf_add(c, b, kb.p, kb.n) || !buf_addz(c, b, "\""))
                     return false;
             }
-            if (!buf_addz(c, b, ": ") || !json_val(c, b, d->v[order[i]], indent, level + 1, sort_keys)) return false;
+            if (!buf_addz(c, b, ": ") || !json_val(c, b, d->v[order[i]], indent, level + 1, flags)) return false;
         }
         if (indent >= 0 && !json_indent(c, b, indent, level)) return false;
         return buf_addz(c, b, "}");
@@ -474,8 +524,8 @@ static bool json_val(jj_ctx *c, jj_buf *b, jj_val v, int indent, int level, bool
     }
 }
 
-bool jj_tojson(jj_ctx *c, jj_buf *b, jj_val v, int indent, int depth, bool sort_keys) {
-    return json_val(c, b, v, indent, depth, sort_keys);
+bool jj_tojson(jj_ctx *c, jj_buf *b, jj_val v, int indent, int flags) {
+    return json_val(c, b, v, indent, 0, flags);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -556,11 +606,15 @@ bool jj_compare(jj_ctx *c, jj_val a, jj_val b, int *cmp) {
         *cmp = r < 0 ? -1 : r > 0;
         return jj_step(c, (a.u.s.n < b.u.s.n ? a.u.s.n : b.u.s.n) >> 6);
     }
-    if (a.t == JV_LIST && b.t == JV_LIST) {
+    if (a.t == JV_LIST && b.t == JV_LIST) { /* lexicographic; nesting bounded through jj_equal's depth */
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
             bool e;
             if (!jj_equal(c, a.u.l->v[i], b.u.l->v[i], 0, &e)) return false;
-            if (!e) return jj_compare(c, a.u.l->v[i], b.u.l->v[i], cmp);
+            if (!e) {
+                if (a.u.l->v[i].t == JV_LIST && b.u.l->v[i].t == JV_LIST) /* no recursion into nested lists */
+                    return jj_fail(c, LW_ERR_INVALID_ARG, "cannot order nested lists");
+                return jj_compare(c, a.u.l->v[i], b.u.l->v[i], cmp);
+            }
         }
         *cmp = a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
         return true;

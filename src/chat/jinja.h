@@ -344,10 +344,12 @@ const char *jj_type_name(jj_val v);
 bool jj_to_str(jj_ctx *c, jj_val v, jj_str *out);
 bool jj_write(jj_ctx *c, jj_buf *b, jj_val v);      /* appends str(v); undefined prints nothing */
 bool jj_repr(jj_ctx *c, jj_buf *b, jj_val v, int depth);
-/* json.dumps(v, ensure_ascii=False, indent=indent) as transformers' tojson; indent < 0: none. */
-bool jj_tojson(jj_ctx *c, jj_buf *b, jj_val v, int indent, int depth, bool sort_keys);
+/* json.dumps(v, ensure_ascii=..., indent=indent, sort_keys=...) as transformers' tojson; indent < 0: none. */
+#define JJ_JSON_SORT_KEYS 1    /* sort object keys                        */
+#define JJ_JSON_ASCII 2        /* escape non-ASCII as \uXXXX (ensure_ascii) */
+bool jj_tojson(jj_ctx *c, jj_buf *b, jj_val v, int indent, int flags);
 bool jj_equal(jj_ctx *c, jj_val a, jj_val b, int depth, bool *eq);
-bool jj_compare(jj_ctx *c, jj_val a, jj_val b, int *cmp); /* numbers and strings */
+bool jj_compare(jj_ctx *c, jj_val a, jj_val b, int *cmp); /* numbers, strings, lists of them */
 void jj_fmt_float(double f, char buf[40]);
 /* UTF-8 helpers: code point count and byte offset of the i-th code point. */
 size_t jj_utf8_len(jj_str s);

@@ -179,6 +179,43 @@ static void test_x86_dots(void) {
         }
         printf("x86-order dots (q8_0 q2_K q3_K q4_K q5_K q6_K) == ggml-cpu-%s: %d/%d (generic order differs in %d)\n",
                variants[vi], same, total, ref_differs);
+        /* Q8_0 prompts go through llamafile's tinyBLAS (2+ activation rows): same per-output order. */
+        struct {
+            int ith, nth;
+            size_t wsize;
+            void *wdata;
+            void *threadpool;
+            bool use_ref;
+        } params = {0, 1, 0, NULL, NULL, false}; /* struct ggml_compute_params (ggml-cpu-impl.h) */
+        bool (*sgemm)(const void *, int64_t, int64_t, int64_t, const void *, int64_t, const void *, int64_t, void *,
+                      int64_t, int, int, int);
+        *(void **)&sgemm = dlsym(lib, "llamafile_sgemm");
+        if (sgemm) {
+            const int64_t n = 1024, m = 8, nt = 5, kb = n / 32;
+            rng_state = 4711u;
+            float *w = malloc(m * n * sizeof(float)), *x = malloc(nt * n * sizeof(float)), C[8 * 5];
+            fill(w, m * n, 0);
+            fill(x, nt * n, 1);
+            uint8_t *wq = malloc(m * kb * 34), *aq = malloc(nt * kb * 34);
+            CHECK(lw__quantize(LW_TYPE_Q8_0, w, wq, m, n, NULL) == LW_OK);
+            for (int t = 0; t < nt; t++) lw__quantize_row_q8_0_x86(x + t * n, aq + t * kb * 34, n);
+            CHECK(sgemm(&params, m, nt, kb, wq, kb, aq, kb, C, m, LW_TYPE_Q8_0, LW_TYPE_Q8_0, LW_TYPE_F32));
+            int ok = 0;
+            for (int t = 0; t < nt; t++)
+                for (int r = 0; r < m; r++) {
+                    const float ours = lw__vec_dot_q8_0_q8_0_x86(n, wq + r * kb * 34, aq + t * kb * 34);
+                    uint32_t ub, gb;
+                    memcpy(&ub, &ours, 4);
+                    memcpy(&gb, &C[t * m + r], 4);
+                    CHECK_MSG(ub == gb, "q8_0 tinyBLAS (%s): ours %.9g ggml %.9g", variants[vi], ours, C[t * m + r]);
+                    ok += ub == gb;
+                }
+            printf("  ... and llamafile tinyBLAS q8_0 (5 tokens x 8 rows): %d/%d equal\n", ok, (int)(m * nt));
+            free(w);
+            free(x);
+            free(wq);
+            free(aq);
+        }
         dlclose(lib);
     }
     if (!n_variants) printf("NOTE: no x86 ggml-cpu build runnable here: x86-order dot comparison skipped\n");

@@ -7,7 +7,32 @@
  *   - reused: lw_chat_template_parse() once at model load, lw_chat_template_render() per request.
  * Output strings are allocated with the given allocator (libc when NULL) and NUL-terminated; free them with
  * lw_chat_string_free(). Hostile templates cannot hang or exhaust memory: a render is bounded in evaluation
- * steps, output bytes, memory and nesting, and fails with LW_ERR_TOO_LARGE past a limit. */
+ * steps, output bytes, memory and nesting, and fails with LW_ERR_TOO_LARGE past a limit.
+ *
+ * The Jinja subset (what chat templates use; src/chat/jinja-*.c):
+ *   tags      {{ }} {% %} {# #}, whitespace control {%- -%} {{- -}} {#- -#} {%+ +%}, trim_blocks and
+ *             lstrip_blocks on, keep_trailing_newline off, {% raw %}
+ *   blocks    if/elif/else, for (else, `if` filter, unpacking `for k, v in d.items()`, loop.index/index0/
+ *             revindex/revindex0/first/last/length/previtem/nextitem, break/continue), set (name, ns.attr,
+ *             a, b = ..., block set with filters), macro (defaults, keyword arguments), filter blocks, do,
+ *             generation blocks (rendered in place)
+ *   values    none, bool, int (64-bit, overflow is an error), float, str (UTF-8; indexing, slicing and
+ *             length count code points), list, dict (insertion-ordered), namespace()
+ *   operators and or not, in / not in, == != < > <= >=, + - * / // % **, ~, a if c else b, [i], [a:b:c],
+ *             .attr, calls; Python semantics (1 == 1.0, 'ab' * 2, floor division and modulo signs)
+ *   tests     defined undefined none string number integer float boolean mapping iterable sequence
+ *             true false odd even divisibleby eq/equalto/== ne lt gt le ge in sameas lower upper callable
+ *   filters   abs attr capitalize center count d/default dictsort e/escape first float indent int items
+ *             join last length list lower map max min reject rejectattr replace reverse round safe select
+ *             selectattr sort string sum title tojson (indent, sort_keys, ensure_ascii) trim unique upper
+ *             wordcount
+ *   methods   str: strip lstrip rstrip startswith endswith split splitlines upper lower title capitalize
+ *             replace find rfind index count join format removeprefix removesuffix isdigit isalpha
+ *             isspace isalnum; dict: items keys values get; list: append pop index count
+ *   globals   range, namespace, dict, raise_exception(msg), strftime_now(fmt) (UTC, C locale)
+ * Differences from Jinja2: attribute access on undefined values gives undefined instead of an error; case
+ * mapping and whitespace stripping are ASCII-only; no include/import/extends, call blocks, recursive loops,
+ * loop.cycle, or '%' string formatting. */
 #ifndef LW_CHAT_H
 #define LW_CHAT_H
 

@@ -2,6 +2,7 @@
  * tokens) and generation (n single-token steps after it) speed of the CPU engine, in tokens per second,
  * median of r runs, per thread count. Token ids are a fixed pseudo-random sequence, as llama-bench's. */
 #include "cli.h"
+#include "cpu/engine-ops.h"
 #include "model/engine.h"
 
 #include <stdio.h>
@@ -60,8 +61,8 @@ int lw__cmd_bench(int argc, char **argv) {
         x = x * 1664525u + 1013904223u;
         toks[i] = (int32_t)((x >> 8) % (uint32_t)n_vocab);
     }
-    printf("model: %s (%s, %.1f MiB), kv %s\n", model_path, lw_model_arch(m), (double)lw_model_weight_bytes(m) / 1048576.0,
-           kv == LW_TYPE_F16 ? "f16" : "f32");
+    printf("model: %s (%s, %.1f MiB), kv %s, CPU kernels %s\n", model_path, lw_model_arch(m),
+           (double)lw_model_weight_bytes(m) / 1048576.0, kv == LW_TYPE_F16 ? "f16" : "f32", lw__cpu_kernels_best()->name);
     printf("| threads | pp%-5d t/s | tg%-5d t/s |\n|---------|-------------|-------------|\n", n_p, n_g);
     for (const char *t = threads; *t;) {
         int nt = atoi(t);

@@ -121,6 +121,9 @@ static void test_x86_dots(void) {
         {LW_TYPE_Q4_K, "ggml_vec_dot_q4_K_q8_K", lw__vec_dot_q4_K_q8_K_x86},
         {LW_TYPE_Q5_K, "ggml_vec_dot_q5_K_q8_K", lw__vec_dot_q5_K_q8_K_x86},
         {LW_TYPE_Q6_K, "ggml_vec_dot_q6_K_q8_K", lw__vec_dot_q6_K_q8_K_x86},
+        {LW_TYPE_Q4_1, "ggml_vec_dot_q4_1_q8_1", lw__vec_dot_q4_1_q8_1_x86},
+        {LW_TYPE_Q5_0, "ggml_vec_dot_q5_0_q8_0", lw__vec_dot_q5_0_q8_0_x86},
+        {LW_TYPE_Q5_1, "ggml_vec_dot_q5_1_q8_1", lw__vec_dot_q5_1_q8_1_x86},
     };
     int n_variants = 0;
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
@@ -157,6 +160,7 @@ static void test_x86_dots(void) {
                     uint8_t *aq = calloc(1, (size_t)(n / 256) * sizeof(lw__block_q8_K));
                     CHECK(lw__quantize(cases[c].type, w, wq, 1, n, NULL) == LW_OK);
                     if (qd->vec_dot_type == LW_TYPE_Q8_0) lw__quantize_row_q8_0_x86(x, aq, n);
+                    else if (qd->vec_dot_type == LW_TYPE_Q8_1) lw__quantize_row_q8_1_x86(x, aq, n);
                     else qd->act_from_float(x, aq, n);
                     const float ours = cases[c].dot(n, wq, aq), ref = qd->dot(n, wq, aq);
                     float gs = NAN;
@@ -177,7 +181,7 @@ static void test_x86_dots(void) {
                 }
             }
         }
-        printf("x86-order dots (q8_0 q2_K q3_K q4_K q5_K q6_K) == ggml-cpu-%s: %d/%d (generic order differs in %d)\n",
+        printf("x86-order dots (q8_0 q2_K-q6_K q4_1 q5_0 q5_1) == ggml-cpu-%s: %d/%d (generic order differs in %d)\n",
                variants[vi], same, total, ref_differs);
         /* Q8_0 prompts go through llamafile's tinyBLAS (2+ activation rows): same per-output order. */
         struct {
@@ -190,27 +194,32 @@ static void test_x86_dots(void) {
         bool (*sgemm)(const void *, int64_t, int64_t, int64_t, const void *, int64_t, const void *, int64_t, void *,
                       int64_t, int, int, int);
         *(void **)&sgemm = dlsym(lib, "llamafile_sgemm");
-        if (sgemm) {
+        for (int q5 = 0; sgemm && q5 < 2; q5++) {
+            const uint32_t type = q5 ? LW_TYPE_Q5_0 : LW_TYPE_Q8_0;
+            const size_t bw = q5 ? sizeof(lw__block_q5_0) : sizeof(lw__block_q8_0);
             const int64_t n = 1024, m = 8, nt = 5, kb = n / 32;
-            rng_state = 4711u;
+            rng_state = 4711u + (uint64_t)q5;
             float *w = malloc(m * n * sizeof(float)), *x = malloc(nt * n * sizeof(float)), C[8 * 5];
             fill(w, m * n, 0);
             fill(x, nt * n, 1);
-            uint8_t *wq = malloc(m * kb * 34), *aq = malloc(nt * kb * 34);
-            CHECK(lw__quantize(LW_TYPE_Q8_0, w, wq, m, n, NULL) == LW_OK);
+            uint8_t *wq = malloc(m * kb * bw), *aq = malloc(nt * kb * 34);
+            CHECK(lw__quantize(type, w, wq, m, n, NULL) == LW_OK);
             for (int t = 0; t < nt; t++) lw__quantize_row_q8_0_x86(x + t * n, aq + t * kb * 34, n);
-            CHECK(sgemm(&params, m, nt, kb, wq, kb, aq, kb, C, m, LW_TYPE_Q8_0, LW_TYPE_Q8_0, LW_TYPE_F32));
+            CHECK(sgemm(&params, m, nt, kb, wq, kb, aq, kb, C, m, (int)type, LW_TYPE_Q8_0, LW_TYPE_F32));
             int ok = 0;
             for (int t = 0; t < nt; t++)
                 for (int r = 0; r < m; r++) {
-                    const float ours = lw__vec_dot_q8_0_q8_0_x86(n, wq + r * kb * 34, aq + t * kb * 34);
+                    const float ours = q5 ? lw__vec_dot_q5_0_q8_0_x86(n, wq + r * kb * bw, aq + t * kb * 34)
+                                          : lw__vec_dot_q8_0_q8_0_x86(n, wq + r * kb * bw, aq + t * kb * 34);
                     uint32_t ub, gb;
                     memcpy(&ub, &ours, 4);
                     memcpy(&gb, &C[t * m + r], 4);
-                    CHECK_MSG(ub == gb, "q8_0 tinyBLAS (%s): ours %.9g ggml %.9g", variants[vi], ours, C[t * m + r]);
+                    CHECK_MSG(ub == gb, "%s tinyBLAS (%s): ours %.9g ggml %.9g", q5 ? "q5_0" : "q8_0", variants[vi],
+                              ours, C[t * m + r]);
                     ok += ub == gb;
                 }
-            printf("  ... and llamafile tinyBLAS q8_0 (5 tokens x 8 rows): %d/%d equal\n", ok, (int)(m * nt));
+            printf("  ... and llamafile tinyBLAS %s (5 tokens x 8 rows): %d/%d equal\n", q5 ? "q5_0" : "q8_0", ok,
+                   (int)(m * nt));
             free(w);
             free(x);
             free(wq);

@@ -761,6 +761,40 @@ float lw__vec_dot_q3_K_q8_K_x86(int64_t n, const void *w, const void *a) {
     return hsum8_x86(acc);
 }
 
+/* Q4_1 / Q5_0 / Q5_1 (32-element blocks): lanes of 4 consecutive products, one FMA per block; Q4_1 and Q5_1
+ * keep the min term (m * s) in a scalar sum, which the compiler contracts to an FMA. */
+static float q32_x86(int64_t n, const uint8_t *w, size_t bsize, int kind, const uint8_t *a, size_t asize) {
+    float acc[8] = {0}, summs = 0.0f;
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        const uint8_t *x = w + (size_t)ib * bsize, *y = a + (size_t)ib * asize;
+        const int has_min = kind != 1; /* 0: Q4_1, 1: Q5_0, 2: Q5_1 */
+        const uint8_t *qs = x + (has_min ? 4 : 2) + (kind == 0 ? 0 : 4);
+        const uint32_t qh = kind == 0 ? 0 : lw__rd_u32(x + (has_min ? 4 : 2));
+        const int8_t *qy = (const int8_t *)(y + (has_min ? 4 : 2));
+        const float dx = H2F(lw__rd_u16(x)), dy = H2F(lw__rd_u16(y));
+        if (has_min) summs = fmaf(H2F(lw__rd_u16(x + 2)), H2F(lw__rd_u16(y + 2)), summs);
+        int32_t lanes[8] = {0};
+        for (int e = 0; e < 32; e++) {
+            int v = e < 16 ? qs[e] & 0xf : qs[e - 16] >> 4;
+            if (kind != 0) v |= (int)((qh >> e) & 1) << 4;
+            if (kind == 1) v -= 16;
+            lanes[e / 4] += v * qy[e];
+        }
+        fma_lanes_x86(acc, dx * dy, lanes);
+    }
+    return hsum8_x86(acc) + summs;
+}
+
+float lw__vec_dot_q4_1_q8_1_x86(int64_t n, const void *w, const void *a) {
+    return q32_x86(n, w, sizeof(lw__block_q4_1), 0, a, sizeof(lw__block_q8_1));
+}
+float lw__vec_dot_q5_0_q8_0_x86(int64_t n, const void *w, const void *a) {
+    return q32_x86(n, w, sizeof(lw__block_q5_0), 1, a, sizeof(lw__block_q8_0));
+}
+float lw__vec_dot_q5_1_q8_1_x86(int64_t n, const void *w, const void *a) {
+    return q32_x86(n, w, sizeof(lw__block_q5_1), 2, a, sizeof(lw__block_q8_1));
+}
+
 /* Q4_K and Q5_K: values v (0..31) with 6-bit scales per 32; the min term is kept apart (Q4_K: 4 float lanes
  * with FMA; Q5_K: one float sum). */
 static float k4_x86(int64_t n, const void *w, const lw__block_q8_K *y, bool five) {

@@ -32,7 +32,7 @@ void lw__quantize_row_q8_1_x86(const float *x, void *y, int64_t k);
 
 /* The same dots in ggml-cpu's x86 AVX2/AVX-512 order (bit-identical to those builds' ggml_vec_dot_* for
  * these types, which llama.cpp does not repack on x86; Q4_K is repacked there when rows % 8 == 0, and
- * Q2_K too with AVX-512). Q8_0 prompts (llamafile tinyBLAS) give the same bits as lw__vec_dot_q8_0_q8_0_x86.
+ * Q2_K too with AVX-512). Q8_0 and Q5_0 prompts (llamafile tinyBLAS) give the same bits as these dots.
  * Fused multiply-adds: exact on every target, slow where fmaf is emulated. */
 float lw__vec_dot_q8_0_q8_0_x86(int64_t n, const void *w, const void *a);
 float lw__vec_dot_q2_K_q8_K_x86(int64_t n, const void *w, const void *a);
@@ -40,6 +40,9 @@ float lw__vec_dot_q3_K_q8_K_x86(int64_t n, const void *w, const void *a);
 float lw__vec_dot_q4_K_q8_K_x86(int64_t n, const void *w, const void *a);
 float lw__vec_dot_q5_K_q8_K_x86(int64_t n, const void *w, const void *a);
 float lw__vec_dot_q6_K_q8_K_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q4_1_q8_1_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q5_0_q8_0_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q5_1_q8_1_x86(int64_t n, const void *w, const void *a);
 
 /* One row of what ggml-cpu's x86 AVX2 / AVX-512 builds compute for weights they repack (Q4_0, IQ4_NL, MXFP4,
  * Q4_K when the row count is a multiple of 8): its gemv kernels, one activation row (decode). Takes plain

@@ -175,6 +175,32 @@ lw_status lw_chat_template_render(lw_chat_template *t, const lw_chat_message *ms
     return st;
 }
 
+/* The text of token `key`'s id, or NULL. */
+static const char *token_text(lw_gguf *g, const char *key) {
+    uint32_t id;
+    lw_gguf_type type;
+    uint64_t n;
+    const void *data;
+    if (lw_gguf_get_u32(g, key, &id) != LW_OK) return NULL;
+    if (lw_gguf_get_arr(g, "tokenizer.ggml.tokens", &type, &n, &data) != LW_OK || type != LW_GGUF_STRING ||
+        id >= n)
+        return NULL;
+    return ((const lw_gguf_str *)data)[id].s;
+}
+
+lw_status lw_chat_from_gguf(lw_gguf *g, const char **tmpl, const char **bos, const char **eos) {
+    if (tmpl) *tmpl = NULL;
+    if (bos) *bos = NULL;
+    if (eos) *eos = NULL;
+    if (!g) return LW_ERR_INVALID_ARG;
+    if (bos) *bos = token_text(g, "tokenizer.ggml.bos_token_id");
+    if (eos) *eos = token_text(g, "tokenizer.ggml.eos_token_id");
+    const char *t = NULL;
+    lw_status st = lw_gguf_get_str(g, "tokenizer.chat_template", &t);
+    if (tmpl) *tmpl = st == LW_OK ? t : NULL;
+    return st == LW_OK ? LW_OK : LW_ERR_NOT_FOUND;
+}
+
 lw_status lw_chat_apply(const char *tmpl, const lw_chat_message *msgs, size_t n, int add_generation_prompt,
                         const char *bos, const char *eos, const lw_allocator *alloc, char **out, size_t *out_len,
                         char *err, size_t err_size) {

@@ -93,6 +93,11 @@ uint64_t lw_chat_template_last_steps(const lw_chat_template *t);        /* steps
 void lw_chat_string_free(lw_chat_template *t, char *s);                 /* frees a rendered string  */
 void lw_chat_template_free(lw_chat_template *t);
 
+/* From a GGUF file's metadata: the chat template (tokenizer.chat_template) and the texts of its BOS and
+ * EOS tokens (tokenizer.ggml.tokens[tokenizer.ggml.{bos,eos}_token_id]). Pointers are owned by g; a
+ * missing item is NULL. Returns LW_ERR_NOT_FOUND when the file has no chat template. */
+lw_status lw_chat_from_gguf(lw_gguf *g, const char **tmpl, const char **bos, const char **eos);
+
 /* One-shot: parse + render + free. err (if given) receives the message on failure. Free *out with
  * alloc->free (or libc free() when alloc is NULL). */
 lw_status lw_chat_apply(const char *tmpl, const lw_chat_message *msgs, size_t n, int add_generation_prompt,

@@ -286,6 +286,22 @@ static void repack_q4_K(uint8_t *out, const uint8_t *const rowbytes[8], int64_t 
     }
 }
 
+/* 8 rows of Q2_K -> block_q2_Kx8: d[8], dmin[8], scales[128] (byte i from row (i % 16) / 2, scale
+ * (i / 16) * 2 + i % 2), qs[512] in 8-byte chunks (chunk c from row c % 8). */
+static void repack_q2_K(uint8_t *out, const uint8_t *const rowbytes[8], int64_t nb) {
+    const lw__block_q2_K *rows[8];
+    for (int r = 0; r < 8; r++) rows[r] = (const lw__block_q2_K *)(const void *)rowbytes[r];
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *o = out + (size_t)b * (32 + 128 + 512);
+        for (int r = 0; r < 8; r++) {
+            memcpy(o + 2 * r, &rows[r][b].d, 2);
+            memcpy(o + 16 + 2 * r, &rows[r][b].dmin, 2);
+        }
+        for (int i = 0; i < 128; i++) o[32 + i] = rows[(i % 16) / 2][b].scales[(i / 16) * 2 + i % 2];
+        for (int c = 0; c < 64; c++) memcpy(o + 160 + 8 * c, rows[c % 8][b].qs + (c / 8) * 8, 8);
+    }
+}
+
 typedef void (*ggml_gemv_t)(int n, float *s, size_t bs, const void *vx, const void *vy, int nr, int nc);
 
 /* The _x86_repack dots against ggml's gemv kernels of every x86 build this CPU runs. */
@@ -302,6 +318,7 @@ static void test_x86_repack(void) {
         {LW_TYPE_IQ4_NL, "ggml_gemv_iq4_nl_8x8_q8_0", lw__vec_dot_iq4_nl_q8_0_x86_repack},
         {LW_TYPE_MXFP4, "ggml_gemv_mxfp4_8x8_q8_0", lw__vec_dot_mxfp4_q8_0_x86_repack},
         {LW_TYPE_Q4_K, "ggml_gemv_q4_K_8x8_q8_K", lw__vec_dot_q4_K_q8_K_x86_repack},
+        {LW_TYPE_Q2_K, "ggml_gemv_q2_K_8x8_q8_K", lw__vec_dot_q2_K_q8_K_x86_repack},
     };
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
         char path[256];
@@ -339,6 +356,7 @@ static void test_x86_repack(void) {
                     const uint8_t *rows[8];
                     for (int r = 0; r < 8; r++) rows[r] = wq + r * rb;
                     if (cases[c].type == LW_TYPE_Q4_K) repack_q4_K(rp, rows, nb);
+                    else if (cases[c].type == LW_TYPE_Q2_K) repack_q2_K(rp, rows, nb);
                     else repack32(rp, rows, nb, tr->type_size, cases[c].type == LW_TYPE_MXFP4 ? 1 : 2,
                                   cases[c].type == LW_TYPE_Q4_0);
                     if (qd->vec_dot_type == LW_TYPE_Q8_0) lw__quantize_row_q8_0_x86(x, aq, n);
@@ -363,20 +381,21 @@ static void test_x86_repack(void) {
                 }
             }
         }
-        printf("x86 repack-order dots (q4_0 iq4_nl mxfp4 q4_K) == ggml-cpu-%s gemv: %d/%d\n", variants[vi], same,
+        printf("x86 repack-order dots (q4_0 iq4_nl mxfp4 q4_K q2_K) == ggml-cpu-%s gemv: %d/%d\n", variants[vi], same,
                total);
         /* Prompts: 4 activation rows at a time through ggml_quantize_mat_t<8, type> and the gemm kernels (its
          * Q8_K rows equal quantize_row_q8_K_ref's; its Q8_0 rows equal the x86 quantizer's). */
         void (*qmat0)(const float *, void *, int64_t, int64_t), (*qmatK)(const float *, void *, int64_t, int64_t);
-        ggml_gemv_t gemm0, gemmK;
+        ggml_gemv_t gemm0, gemmK, gemm2;
         *(void **)&qmat0 = dlsym(lib, "_Z19ggml_quantize_mat_tILl8EL9ggml_type8EEvPKfPvll");
         *(void **)&qmatK = dlsym(lib, "_Z19ggml_quantize_mat_tILl8EL9ggml_type15EEvPKfPvll");
         *(void **)&gemm0 = dlsym(lib, "ggml_gemm_q4_0_8x8_q8_0");
         *(void **)&gemmK = dlsym(lib, "ggml_gemm_q4_K_8x8_q8_K");
-        if (qmat0 && qmatK && gemm0 && gemmK) {
-            int gsame[2] = {0, 0}, gtotal[2] = {0, 0};
-            for (int isK = 0; isK < 2; isK++) {
-                const uint32_t type = isK ? LW_TYPE_Q4_K : LW_TYPE_Q4_0;
+        *(void **)&gemm2 = dlsym(lib, "ggml_gemm_q2_K_8x8_q8_K");
+        if (qmat0 && qmatK && gemm0 && gemmK && gemm2) {
+            int gsame[3] = {0, 0, 0}, gtotal[3] = {0, 0, 0};
+            for (int isK = 0; isK < 3; isK++) { /* 0: Q4_0, 1: Q4_K, 2: Q2_K */
+                const uint32_t type = isK == 2 ? LW_TYPE_Q2_K : isK ? LW_TYPE_Q4_K : LW_TYPE_Q4_0;
                 const lw__quant_dot_t *qd = lw__quant_dot(type);
                 const int64_t n = 512, nb = isK ? 2 : 16;
                 const size_t rb = lw__row_size(type, n, NULL);
@@ -389,24 +408,26 @@ static void test_x86_repack(void) {
                 CHECK(lw__quantize(type, w, wq, 8, n, NULL) == LW_OK);
                 const uint8_t *rows[8];
                 for (int r = 0; r < 8; r++) rows[r] = wq + r * rb;
-                if (isK) repack_q4_K(rp, rows, nb);
+                if (isK == 2) repack_q2_K(rp, rows, nb);
+                else if (isK) repack_q4_K(rp, rows, nb);
                 else repack32(rp, rows, nb, sizeof(lw__block_q4_0), 2, true);
                 (isK ? qmatK : qmat0)(x, am, 4, n);
                 float gs[4 * 8];
-                (isK ? gemmK : gemm0)((int)n, gs, 8, rp, am, 4, 8);
+                (isK == 2 ? gemm2 : isK ? gemmK : gemm0)((int)n, gs, 8, rp, am, 4, 8);
                 for (int t = 0; t < 4; t++) {
                     if (isK) qd->act_from_float(x + t * n, a1, n);
                     else lw__quantize_row_q8_0_x86(x + t * n, a1, n);
                     for (int r = 0; r < 8; r++) {
-                        const float ours = isK ? lw__vec_dot_q4_K_q8_K_x86_repack_gemm(n, rows[r], a1)
-                                               : lw__vec_dot_q4_0_q8_0_x86_repack(n, rows[r], a1);
+                        const float ours = isK == 2 ? lw__vec_dot_q2_K_q8_K_x86_repack_gemm(n, rows[r], a1)
+                                           : isK    ? lw__vec_dot_q4_K_q8_K_x86_repack_gemm(n, rows[r], a1)
+                                                    : lw__vec_dot_q4_0_q8_0_x86_repack(n, rows[r], a1);
                         uint32_t ub, gb;
                         memcpy(&ub, &ours, 4);
                         memcpy(&gb, &gs[t * 8 + r], 4);
                         gsame[isK] += ub == gb;
                         gtotal[isK]++;
-                        CHECK_MSG(ub == gb, "%s gemm (%s): ours %.9g ggml %.9g", isK ? "q4_K" : "q4_0", variants[vi],
-                                  ours, gs[t * 8 + r]);
+                        CHECK_MSG(ub == gb, "%s gemm (%s): ours %.9g ggml %.9g", isK == 2 ? "q2_K" : isK ? "q4_K" : "q4_0",
+                                  variants[vi], ours, gs[t * 8 + r]);
                     }
                 }
                 free(w);
@@ -416,8 +437,8 @@ static void test_x86_repack(void) {
                 free(am);
                 free(a1);
             }
-            printf("  ... and ggml-cpu-%s 4-row gemm: q4_0 %d/%d equal, q4_K (gemm order) %d/%d\n", variants[vi],
-                   gsame[0], gtotal[0], gsame[1], gtotal[1]);
+            printf("  ... and ggml-cpu-%s 4-row gemm: q4_0 %d/%d, q4_K %d/%d, q2_K %d/%d equal\n", variants[vi],
+                   gsame[0], gtotal[0], gsame[1], gtotal[1], gsame[2], gtotal[2]);
         }
         dlclose(lib);
     }

@@ -931,6 +931,33 @@ static float q4_K_repack_x86(int64_t n, const lw__block_q4_K *x, const lw__block
     return acc - acc_min;
 }
 
+/* Q2_K (repacked on AVX-512 builds): gemv accumulates per super-block, the 4-row gemm per half (128). */
+static float q2_K_repack_x86(int64_t n, const lw__block_q2_K *x, const lw__block_q8_K *y, int per) {
+    float acc = 0.0f, acc_min = 0.0f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float dw = H2F(x[i].d) * y[i].d, dm = H2F(x[i].dmin) * y[i].d;
+        int32_t isum = 0, imin = 0;
+        for (int j = 0; j < 16; ++j) { /* sub-block j: elements 16j..16j+15 */
+            const int half = j / 8, shift = 2 * ((j % 8) / 2), off = 16 * (j % 2);
+            int32_t s = 0;
+            for (int l = 0; l < 16; ++l) s += ((x[i].qs[32 * half + off + l] >> shift) & 3) * y[i].qs[16 * j + l];
+            isum += (x[i].scales[j] & 0xf) * s;
+            imin += (x[i].scales[j] >> 4) * y[i].bsums[j];
+            if ((j + 1) % per == 0) {
+                acc = fmaf((float)isum, dw, acc);
+                acc_min = fmaf((float)imin, dm, acc_min);
+                isum = imin = 0;
+            }
+        }
+    }
+    return acc - acc_min;
+}
+
+float lw__vec_dot_q2_K_q8_K_x86_repack(int64_t n, const void *w, const void *a) { return q2_K_repack_x86(n, w, a, 16); }
+float lw__vec_dot_q2_K_q8_K_x86_repack_gemm(int64_t n, const void *w, const void *a) {
+    return q2_K_repack_x86(n, w, a, 8);
+}
+
 float lw__vec_dot_q4_K_q8_K_x86_repack(int64_t n, const void *w, const void *a) { return q4_K_repack_x86(n, w, a, 8); }
 float lw__vec_dot_q4_K_q8_K_x86_repack_gemm(int64_t n, const void *w, const void *a) {
     return q4_K_repack_x86(n, w, a, 2);

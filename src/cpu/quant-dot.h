@@ -55,6 +55,9 @@ float lw__vec_dot_q4_K_q8_K_x86_repack(int64_t n, const void *w, const void *a);
  * rows through gemv). For Q4_0/IQ4_NL/MXFP4 the gemm result equals the _x86_repack dot above; Q4_K's gemm
  * accumulates per pair of sub-blocks instead: */
 float lw__vec_dot_q4_K_q8_K_x86_repack_gemm(int64_t n, const void *w, const void *a);
+/* Q2_K, repacked by AVX-512 builds only (AVX2 builds use lw__vec_dot_q2_K_q8_K_x86): gemv and gemm orders. */
+float lw__vec_dot_q2_K_q8_K_x86_repack(int64_t n, const void *w, const void *a);
+float lw__vec_dot_q2_K_q8_K_x86_repack_gemm(int64_t n, const void *w, const void *a);
 
 /* The entry for a quantized weight type (all 25), or NULL (F32/F16/BF16 are the engine's own). */
 const lw__quant_dot_t *lw__quant_dot(uint32_t type);

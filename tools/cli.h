@@ -8,5 +8,6 @@ int lw__cmd_synth(int argc, char **argv);
 int lw__cmd_run(int argc, char **argv);
 int lw__cmd_bench(int argc, char **argv);
 int lw__cmd_tokenize(int argc, char **argv);
+int lw__cmd_template(int argc, char **argv);
 
 #endif

@@ -15,6 +15,7 @@ static const struct command {
     {"run", lw__cmd_run, "run -m MODEL.gguf [-p TEXT | --tokens IDS] [-n N] [--temp T]   generate text (CPU)"},
     {"bench", lw__cmd_bench, "bench -m MODEL.gguf [-p 512] [-n 128] [-t 1,2]   prompt/generation tokens per second"},
     {"tokenize", lw__cmd_tokenize, "tokenize -m FILE.gguf TEXT  token ids and pieces of a text (--ids, --bench N, -f FILE)"},
+    {"template", lw__cmd_template, "template -m FILE.gguf [-s S] [-u U] [-a A]...  render the chat template for a conversation (-t FILE.jinja)"},
 };
 
 static int usage(FILE *f) {

@@ -29,6 +29,7 @@ typedef struct synth_spec {
     const char *arch;   /* general.architecture; NULL: "llama"              */
     int biases;         /* 1: Q/K/V biases and an output bias (qwen2)         */
     int qk_norm;        /* 1: per-head Q/K RMSNorm weights (qwen3)            */
+    int fused;          /* 1: fused attn_qkv and gate|up in ffn_up (phi3)    */
 } synth_spec;
 
 /* Deterministic values in about [-1, 1) (xorshift64*). */
@@ -127,9 +128,13 @@ static inline int synth_write(const char *path, const synth_spec *sp) {
     snprintf(n, sizeof(n), "blk.%u." suffix, l);                                                             \
     SYNTH_ADD(n, type, ne0, ne1, scale, offset)
         SYNTH_L("attn_norm.weight", LW_TYPE_F32, sp->n_embd, 1, 0.2f, 1.0f);
-        SYNTH_L("attn_q.weight", sp->wtype, sp->n_embd, sp->n_embd, se * 2.0f, 0.0f);
-        SYNTH_L("attn_k.weight", sp->wtype, sp->n_embd, kvd, se * 2.0f, 0.0f);
-        SYNTH_L("attn_v.weight", sp->wtype, sp->n_embd, kvd, se, 0.0f);
+        if (sp->fused) {
+            SYNTH_L("attn_qkv.weight", sp->wtype, sp->n_embd, sp->n_embd + 2 * kvd, se * 2.0f, 0.0f);
+        } else {
+            SYNTH_L("attn_q.weight", sp->wtype, sp->n_embd, sp->n_embd, se * 2.0f, 0.0f);
+            SYNTH_L("attn_k.weight", sp->wtype, sp->n_embd, kvd, se * 2.0f, 0.0f);
+            SYNTH_L("attn_v.weight", sp->wtype, sp->n_embd, kvd, se, 0.0f);
+        }
         SYNTH_L("attn_output.weight", sp->wtype, sp->n_embd, sp->n_embd, se, 0.0f);
         if (sp->biases) {
             SYNTH_L("attn_q.bias", LW_TYPE_F32, sp->n_embd, 1, 0.3f, 0.0f);
@@ -141,8 +146,12 @@ static inline int synth_write(const char *path, const synth_spec *sp) {
             SYNTH_L("attn_k_norm.weight", LW_TYPE_F32, hd, 1, 0.2f, 1.0f);
         }
         SYNTH_L("ffn_norm.weight", LW_TYPE_F32, sp->n_embd, 1, 0.2f, 1.0f);
-        SYNTH_L("ffn_gate.weight", sp->wtype, sp->n_embd, sp->n_ff, se, 0.0f);
-        SYNTH_L("ffn_up.weight", sp->wtype, sp->n_embd, sp->n_ff, se, 0.0f);
+        if (sp->fused) {
+            SYNTH_L("ffn_up.weight", sp->wtype, sp->n_embd, 2 * sp->n_ff, se, 0.0f);
+        } else {
+            SYNTH_L("ffn_gate.weight", sp->wtype, sp->n_embd, sp->n_ff, se, 0.0f);
+            SYNTH_L("ffn_up.weight", sp->wtype, sp->n_embd, sp->n_ff, se, 0.0f);
+        }
         SYNTH_L("ffn_down.weight", sp->wtype, sp->n_ff, sp->n_embd, sf, 0.0f);
 #undef SYNTH_L
     }

@@ -128,7 +128,7 @@ static void check_failing_allocations(const char *path) {
 
 int main(void) {
     char path[1024];
-    synth_spec sp = {320, 64, 2, 4, 2, 96, LW_TYPE_F16, 0, 3, NULL, 0, 0};
+    synth_spec sp = {320, 64, 2, 4, 2, 96, LW_TYPE_F16, 0, 3, NULL, 0, 0, 0};
     synth_path(path, sizeof(path), "alloc-synth-f16.gguf");
     if (synth_write(path, &sp) != 0) {
         printf("cannot write %s\n", path);

@@ -240,7 +240,7 @@ static void test_load_errors(void) {
     lw_model_free(m);
 
     /* KV heads that do not divide the query heads */
-    synth_spec bad = {320, 64, 1, 4, 3, 96, LW_TYPE_F32, 0, 5, NULL, 0, 0};
+    synth_spec bad = {320, 64, 1, 4, 3, 96, LW_TYPE_F32, 0, 5, NULL, 0, 0, 0};
     synth_path(path, sizeof(path), "engine-badheads.gguf");
     CHECK(synth_write(path, &bad) == 0);
     CHECK(lw_model_load_file(path, NULL, &m) == LW_ERR_UNSUPPORTED);
@@ -248,7 +248,7 @@ static void test_load_errors(void) {
     lw_model_free(m);
 
     /* a good model, loaded from a byte source */
-    synth_spec sp = {320, 64, 1, 4, 4, 96, LW_TYPE_F32, 0, 5, NULL, 0, 0};
+    synth_spec sp = {320, 64, 1, 4, 4, 96, LW_TYPE_F32, 0, 5, NULL, 0, 0, 0};
     synth_path(path, sizeof(path), "engine-ok.gguf");
     CHECK(synth_write(path, &sp) == 0);
     lw_source *src = NULL;
@@ -262,11 +262,11 @@ static void test_load_errors(void) {
 
 int main(void) {
     char path[1024];
-    synth_spec f16 = {400, 128, 2, 4, 2, 192, LW_TYPE_F16, 0, 11, NULL, 0, 0};
+    synth_spec f16 = {400, 128, 2, 4, 2, 192, LW_TYPE_F16, 0, 11, NULL, 0, 0, 0};
     synth_path(path, sizeof(path), "engine-f16.gguf");
     CHECK(synth_write(path, &f16) == 0);
     test_consistency(path);
-    synth_spec f32 = {400, 64, 2, 8, 4, 96, LW_TYPE_F32, 1, 12, NULL, 0, 0}; /* head size 8, tied output */
+    synth_spec f32 = {400, 64, 2, 8, 4, 96, LW_TYPE_F32, 1, 12, NULL, 0, 0, 0}; /* head size 8, tied output */
     synth_path(path, sizeof(path), "engine-f32.gguf");
     CHECK(synth_write(path, &f32) == 0);
     test_consistency(path);

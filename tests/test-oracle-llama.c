@@ -311,7 +311,7 @@ int main(void) {
     longp[0] = 1;
     for (int i = 1; i < 100; i++) longp[i] = 3 + (i * 37) % 500;
     for (int k = 0; k < 2; k++) {
-        synth_spec sp = {512, 256, 2, 4, 2, 512, k ? LW_TYPE_F16 : LW_TYPE_F32, k, 7 + k, NULL, 0, 0};
+        synth_spec sp = {512, 256, 2, 4, 2, 512, k ? LW_TYPE_F16 : LW_TYPE_F32, k, 7 + k, NULL, 0, 0, 0};
         const char *name = k ? "synth-f16-tied.gguf" : "synth-f32.gguf";
         synth_path(path, sizeof(path), name);
         CHECK_MSG(synth_write(path, &sp) == 0, "writing %s", path);
@@ -320,12 +320,20 @@ int main(void) {
     }
     /* relatives plugged into the llama builder: qwen2 (biases, NeoX RoPE), qwen3 (per-head Q/K norms) */
     for (int k = 0; k < 2; k++) {
-        synth_spec sp = {512, 256, 2, 4, 2, 512, LW_TYPE_F16, 0, 31 + k, k ? "qwen3" : "qwen2", !k, k};
+        synth_spec sp = {512, 256, 2, 4, 2, 512, LW_TYPE_F16, 0, 31 + k, k ? "qwen3" : "qwen2", !k, k, 0};
         const char *name = k ? "synth-qwen3-f16.gguf" : "synth-qwen2-f16.gguf";
         synth_path(path, sizeof(path), name);
         CHECK_MSG(synth_write(path, &sp) == 0, "writing %s", path);
         compare_model(path, name, once, 5, 32, -1, 1e-3);
         compare_model(path, name, longp, 100, 8, -1, 1e-3);
+    }
+    /* phi3: fused QKV and gate|up tensors, Q scaled before attention */
+    {
+        synth_spec sp = {512, 256, 2, 4, 4, 512, LW_TYPE_F16, 0, 41, "phi3", 0, 0, 1};
+        synth_path(path, sizeof(path), "synth-phi3-f16.gguf");
+        CHECK_MSG(synth_write(path, &sp) == 0, "writing %s", path);
+        compare_model(path, "synth-phi3-f16.gguf", once, 5, 32, -1, 1e-3);
+        compare_model(path, "synth-phi3-f16.gguf", longp, 100, 8, -1, 1e-3);
     }
     /* flash attention off in both (node-llama-cpp's flashAttention: false) */
     flash_attn = 0;
@@ -343,7 +351,7 @@ int main(void) {
      * (other float orders, and repacked Q4_0), so these agree closely but not to the bit */
     static const uint32_t qtypes[] = {LW_TYPE_Q8_0, LW_TYPE_Q4_0, LW_TYPE_Q4_K, LW_TYPE_Q6_K};
     for (size_t k = 0; k < sizeof(qtypes) / sizeof(qtypes[0]); k++) {
-        synth_spec sp = {512, 256, 2, 4, 2, 512, qtypes[k], 0, 21 + k, NULL, 0, 0};
+        synth_spec sp = {512, 256, 2, 4, 2, 512, qtypes[k], 0, 21 + k, NULL, 0, 0, 0};
         char name[64];
         snprintf(name, sizeof(name), "synth-%s.gguf", lw_type_get(qtypes[k])->name);
         synth_path(path, sizeof(path), name);

@@ -645,12 +645,26 @@ static void op_out_rows(const lw__exec *ex, const lw__node *nd, int ith, int nth
     for (int64_t r = r0; r < r1; r++) memcpy(row_f32(dst, r), row_f32(x, ex->out_rows[r]), x->row_bytes);
 }
 
+/* ggml_scale with no bias: a plain product per element */
+static void op_scale(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *x = &ex->g->t[nd->src[0]];
+    const float v = nd->fp[0];
+    int64_t r0, r1;
+    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *a = row_f32(x, r);
+        float *y = row_f32(dst, r);
+        for (int64_t i = 0; i < dst->ne0; i++) y[i] = a[i] * v;
+    }
+}
+
 typedef void (*op_fn)(const lw__exec *ex, const lw__node *nd, int ith, int nth);
 
 static const op_fn op_table[LW_OP_COUNT] = {
     [LW_OP_GET_ROWS] = op_get_rows, [LW_OP_RMS_NORM] = op_rms_norm, [LW_OP_MUL_MAT] = op_mul_mat,
     [LW_OP_ADD] = op_add,           [LW_OP_ROPE] = op_rope,         [LW_OP_KV_STORE] = op_kv_store,
     [LW_OP_ATTN] = op_attn,         [LW_OP_SWIGLU] = op_swiglu,     [LW_OP_OUT_ROWS] = op_out_rows,
+    [LW_OP_SCALE] = op_scale,
 };
 
 /* ---------------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ typedef enum lw__op {
                           ip[2] KV heads, ip[3] head dim; fp[0] scale                                  */
     LW_OP_SWIGLU,      /* dst = silu(src0) * src1                                                       */
     LW_OP_OUT_ROWS,    /* dst = the rows of src0 that produce outputs (all, or the last)                */
+    LW_OP_SCALE,       /* dst = src0 * fp[0]                                                            */
     LW_OP_COUNT
 } lw__op;
 

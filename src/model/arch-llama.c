@@ -59,7 +59,8 @@ static int32_t rope(lw__graph *g, const lw__hparams *hp, const char *name, int32
 lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits) {
     const lw__hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, HD = hp->n_embd_head_k, QD = (int64_t)hp->n_head * HD, KD = (int64_t)hp->n_head_kv * HD;
-    const float kq_scale = 1.0f / sqrtf((float)HD);
+    /* phi3 scales Q (after RoPE) instead of the scores, which rounds differently */
+    const float kq_scale = m->arch->q_prescale ? 1.0f : 1.0f / sqrtf((float)HD);
     lw__node *n;
 
     int32_t inpL = node(g, LW_OP_GET_ROWS, "inp_embd", E, LW_ROWS_TOKENS, W(g, &m->tok_embd), -1, NULL);
@@ -77,6 +78,10 @@ lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits) {
         if (L->k_norm.data) k = rms_norm(g, "Kcur_normed", k, W(g, &L->k_norm), KD, HD, hp->rms_eps, LW_ROWS_TOKENS);
         q = rope(g, hp, "Qcur_rope", q, hp->n_head);
         k = rope(g, hp, "Kcur_rope", k, hp->n_head_kv);
+        if (m->arch->q_prescale) {
+            q = node(g, LW_OP_SCALE, "Qcur_scaled", QD, LW_ROWS_TOKENS, q, -1, &n);
+            if (n) n->fp[0] = 1.0f / sqrtf((float)HD);
+        }
 
         /* into the cache, then attention reads every visible cell from there */
         if ((n = lw__graph_node(g, LW_OP_KV_STORE, -1, k, -1, -1))) n->ip[0] = (int32_t)il, n->ip[1] = 0;

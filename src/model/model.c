@@ -13,9 +13,10 @@
  * ------------------------------------------------------------------------------------------------------- */
 
 static const lw__arch_def arch_table[] = {
-    {"llama", LW_ROPE_NORMAL, lw__build_llama},
-    {"qwen2", LW_ROPE_NEOX, lw__build_llama}, /* + Q/K/V biases, optional output bias */
-    {"qwen3", LW_ROPE_NEOX, lw__build_llama}, /* + per-head Q/K RMSNorm before RoPE   */
+    {"llama", LW_ROPE_NORMAL, lw__build_llama, 0},
+    {"qwen2", LW_ROPE_NEOX, lw__build_llama, 0}, /* + Q/K/V biases, optional output bias        */
+    {"qwen3", LW_ROPE_NEOX, lw__build_llama, 0}, /* + per-head Q/K RMSNorm before RoPE          */
+    {"phi3", LW_ROPE_NEOX, lw__build_llama, 1},  /* fused QKV and gate|up tensors, Q prescaled  */
 };
 
 #define WEIGHT_ALIGN 64 /* every tensor starts on a cache line (and a SIMD load boundary) */
@@ -160,6 +161,14 @@ static lw_status bind(binder *b, lw__wt *w, const char *name, int64_t ne0, int64
     return LW_OK;
 }
 
+/* dst = rows [row0, row0 + rows) of a bound 2-D weight. */
+static void slice(lw__wt *dst, const lw__wt *src, int64_t row0, int64_t rows) {
+    const lw_type_info *ti = lw_type_get(src->type);
+    *dst = *src;
+    dst->ne1 = rows;
+    dst->data = (uint8_t *)src->data + (size_t)row0 * (size_t)(src->ne0 / ti->block_size) * ti->type_size;
+}
+
 /* The tensors of a llama-family model (names as llama.cpp's llama-arch.cpp). */
 static lw_status bind_all(binder *b) {
     lw_model *m = b->m;
@@ -181,14 +190,42 @@ static lw_status bind_all(binder *b) {
                                                "ffn_up.weight",    "ffn_down.weight", "", ""};
         for (int k = 0; k < 14; k++) snprintf(n[k], sizeof(n[k]), "blk.%u.%s", il, suffix[k]);
         const int64_t HD = hp->n_embd_head_k;
-        if ((st = bind(b, &L->attn_norm, n[0], E, 0, 'v', 1)) || (st = bind(b, &L->wq, n[1], E, QD, 'm', 1)) ||
-            (st = bind(b, &L->wk, n[2], E, KD, 'm', 1)) || (st = bind(b, &L->wv, n[3], E, KD, 'm', 1)) ||
-            (st = bind(b, &L->wo, n[4], QD, E, 'm', 1)) || (st = bind(b, &L->bq, n[5], QD, 0, 'v', 0)) ||
+        char fq[64], fr[64];
+        snprintf(fq, sizeof(fq), "blk.%u.attn_qkv.weight", il);
+        snprintf(fr, sizeof(fr), "blk.%u.rope_factors_long.weight", il);
+        if (lw_gguf_find_tensor(m->gguf, fr) >= 0)
+            return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "RoPE frequency factors (%s) are not supported yet", fr);
+        const int fused_qkv = lw_gguf_find_tensor(m->gguf, fq) >= 0;
+        const int fused_ffn = lw_gguf_find_tensor(m->gguf, n[11]) < 0; /* no ffn_gate: ffn_up holds gate|up */
+        if ((st = bind(b, &L->attn_norm, n[0], E, 0, 'v', 1)))
+            return st;
+        if (fused_qkv) {
+            if ((st = bind(b, &L->wqkv, fq, E, QD + 2 * KD, 'm', 1))) return st;
+        } else if ((st = bind(b, &L->wq, n[1], E, QD, 'm', 1)) || (st = bind(b, &L->wk, n[2], E, KD, 'm', 1)) ||
+                   (st = bind(b, &L->wv, n[3], E, KD, 'm', 1))) {
+            return st;
+        }
+        if ((st = bind(b, &L->wo, n[4], QD, E, 'm', 1)) || (st = bind(b, &L->bq, n[5], QD, 0, 'v', 0)) ||
             (st = bind(b, &L->bk, n[6], KD, 0, 'v', 0)) || (st = bind(b, &L->bv, n[7], KD, 0, 'v', 0)) ||
             (st = bind(b, &L->q_norm, n[8], HD, 0, 'v', 0)) || (st = bind(b, &L->k_norm, n[9], HD, 0, 'v', 0)) ||
-            (st = bind(b, &L->ffn_norm, n[10], E, 0, 'v', 1)) || (st = bind(b, &L->ffn_gate, n[11], E, F, 'm', 1)) ||
-            (st = bind(b, &L->ffn_up, n[12], E, F, 'm', 1)) || (st = bind(b, &L->ffn_down, n[13], F, E, 'm', 1)))
+            (st = bind(b, &L->ffn_norm, n[10], E, 0, 'v', 1)) || (st = bind(b, &L->ffn_down, n[13], F, E, 'm', 1)))
             return st;
+        if (fused_ffn) {
+            if ((st = bind(b, &L->ffn_gate_up, n[12], E, 2 * F, 'm', 1))) return st;
+        } else if ((st = bind(b, &L->ffn_gate, n[11], E, F, 'm', 1)) || (st = bind(b, &L->ffn_up, n[12], E, F, 'm', 1))) {
+            return st;
+        }
+        if (b->pass == 1) { /* fused tensors: the parts are row ranges (each output row is its own dot) */
+            if (fused_qkv) {
+                slice(&L->wq, &L->wqkv, 0, QD);
+                slice(&L->wk, &L->wqkv, QD, KD);
+                slice(&L->wv, &L->wqkv, QD + KD, KD);
+            }
+            if (fused_ffn) {
+                slice(&L->ffn_gate, &L->ffn_gate_up, 0, F);
+                slice(&L->ffn_up, &L->ffn_gate_up, F, F);
+            }
+        }
     }
     return LW_OK;
 }

@@ -50,6 +50,8 @@ typedef struct lw__layer {
     lw__wt ffn_norm;               /* [n_embd]                                   */
     lw__wt ffn_gate, ffn_up;       /* [n_embd -> n_ff]                           */
     lw__wt ffn_down;               /* [n_ff -> n_embd]                           */
+    lw__wt wqkv;                   /* optional fused Q|K|V rows (phi3); wq/wk/wv are slices of it     */
+    lw__wt ffn_gate_up;            /* optional fused gate|up rows (phi3); ffn_gate/up are slices      */
 } lw__layer;
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -61,9 +63,10 @@ typedef struct lw__layer {
 typedef lw_status (*lw__build_fn)(const lw_model *m, lw__graph *g, int32_t *logits);
 
 typedef struct lw__arch_def {
-    const char *name;     /* general.architecture value          */
-    int rope_type;        /* LW_ROPE_NORMAL / LW_ROPE_NEOX        */
-    lw__build_fn build;   /* graph builder                        */
+    const char *name;     /* general.architecture value                                   */
+    int rope_type;        /* LW_ROPE_NORMAL / LW_ROPE_NEOX                                 */
+    lw__build_fn build;   /* graph builder                                                 */
+    int q_prescale;       /* 1: Q is scaled by 1/sqrt(head) before attention (phi3)        */
 } lw__arch_def;
 
 /* Builders (one file each: arch-<name>.c). */

@@ -439,6 +439,49 @@ static void test_x86_repack(void) {
             }
             printf("  ... and ggml-cpu-%s 4-row gemm: q4_0 %d/%d, q4_K %d/%d, q2_K %d/%d equal\n", variants[vi],
                    gsame[0], gtotal[0], gsame[1], gtotal[1], gsame[2], gtotal[2]);
+            /* IQ4_NL and MXFP4 share Q4_0's gemm template (different code table / scale). */
+            for (int f = 0; f < 2; f++) {
+                const uint32_t type = f ? LW_TYPE_MXFP4 : LW_TYPE_IQ4_NL;
+                ggml_gemv_t gm;
+                *(void **)&gm = dlsym(lib, f ? "ggml_gemm_mxfp4_8x8_q8_0" : "ggml_gemm_iq4_nl_8x8_q8_0");
+                if (!gm) continue;
+                const int64_t n = 512, nb = n / 32;
+                const size_t bsz = f ? sizeof(lw__block_mxfp4) : sizeof(lw__block_iq4_nl), rb = (size_t)nb * bsz;
+                rng_state = 777u + (uint64_t)f;
+                float *w = malloc(8 * n * sizeof(float)), *x = malloc(4 * n * sizeof(float));
+                fill(w, 8 * n, 1);
+                fill(x, 4 * n, 0);
+                uint8_t *wq = malloc(8 * rb), *rp = malloc(8 * rb), *am = calloc(4, (size_t)nb * 34 + 64);
+                uint8_t *a1 = malloc((size_t)nb * 34);
+                CHECK(lw__quantize(type, w, wq, 8, n, NULL) == LW_OK);
+                const uint8_t *rows[8];
+                for (int r = 0; r < 8; r++) rows[r] = wq + r * rb;
+                repack32(rp, rows, nb, bsz, f ? 1 : 2, false);
+                qmat0(x, am, 4, n);
+                float gs[4 * 8];
+                gm((int)n, gs, 8, rp, am, 4, 8);
+                int ok = 0;
+                for (int t = 0; t < 4; t++) {
+                    lw__quantize_row_q8_0_x86(x + t * n, a1, n);
+                    for (int r = 0; r < 8; r++) {
+                        const float ours = f ? lw__vec_dot_mxfp4_q8_0_x86_repack(n, rows[r], a1)
+                                             : lw__vec_dot_iq4_nl_q8_0_x86_repack(n, rows[r], a1);
+                        uint32_t ub, gb;
+                        memcpy(&ub, &ours, 4);
+                        memcpy(&gb, &gs[t * 8 + r], 4);
+                        CHECK_MSG(ub == gb, "%s gemm (%s): ours %.9g ggml %.9g", f ? "mxfp4" : "iq4_nl", variants[vi],
+                                  ours, gs[t * 8 + r]);
+                        ok += ub == gb;
+                    }
+                }
+                printf("  ... and ggml-cpu-%s 4-row gemm %s: %d/32 equal\n", variants[vi], f ? "mxfp4" : "iq4_nl", ok);
+                free(w);
+                free(x);
+                free(wq);
+                free(rp);
+                free(am);
+                free(a1);
+            }
         }
         dlclose(lib);
     }

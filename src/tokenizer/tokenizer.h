@@ -83,7 +83,8 @@ lw_status lw_token_to_piece(const lw_vocab *v, int32_t id, int special, size_t l
 
 /* Text of a token sequence as llama_detokenize (leading-space removal for SPM, optional removal of BOS/EOS,
  * clean-up of spaces before punctuation for vocabularies that ask for it). Same output contract as
- * lw_token_to_piece. */
+ * lw_token_to_piece, except that on LW_ERR_TOO_LARGE *n_out is the length before the space clean-up (an
+ * upper bound: enough room for the next call). */
 lw_status lw_detokenize(const lw_vocab *v, const int32_t *tokens, size_t n_tokens, int remove_special,
                         int unparse_special, char *buf, size_t cap, size_t *n_out);
 

@@ -110,22 +110,19 @@ static int byte_is_printable(uint32_t b) {
     return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
 }
 
+/* The 68 non-printable bytes are 0x00..0x20 (33), 0x7F..0xA0 (34) and 0xAD (1), numbered in that order. */
 uint32_t lw__byte_to_ucp(uint8_t b) {
     if (byte_is_printable(b)) return b;
-    uint32_t n = 0;
-    for (uint32_t c = 0; c < b; c++) n += !byte_is_printable(c);
-    return 256 + n;
+    if (b <= 0x20) return 256u + b;
+    if (b >= 0x7F && b <= 0xA0) return 256u + 33u + (b - 0x7Fu);
+    return 256u + 67u; /* 0xAD */
 }
 
 int lw__ucp_to_byte(uint32_t cpt) {
     if (cpt < 256) return byte_is_printable(cpt) ? (int)cpt : -1;
     if (cpt >= 256 + 68) return -1;
     uint32_t n = cpt - 256;
-    for (uint32_t c = 0; c < 256; c++) {
-        if (!byte_is_printable(c)) {
-            if (n == 0) return (int)c;
-            n--;
-        }
-    }
-    return -1;
+    if (n < 33) return (int)n;
+    if (n < 67) return (int)(0x7F + (n - 33));
+    return 0xAD;
 }

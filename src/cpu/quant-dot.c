@@ -1001,3 +1001,38 @@ const lw__quant_dot_t *lw__quant_dot(uint32_t type) {
     if (type >= LW_TYPE_COUNT || !dot_table[type].dot) return NULL;
     return &dot_table[type];
 }
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Which of the above reproduces llama.cpp's x86 CPU build
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw__vec_dot_fn lw__quant_dot_x86(uint32_t type, bool avx512, bool rows_mult8, bool gemm_row) {
+    switch (type) {
+    case LW_TYPE_Q4_0: return rows_mult8 ? lw__vec_dot_q4_0_q8_0_x86_repack : NULL;
+    case LW_TYPE_IQ4_NL: return rows_mult8 ? lw__vec_dot_iq4_nl_q8_0_x86_repack : NULL;
+    case LW_TYPE_MXFP4: return rows_mult8 ? lw__vec_dot_mxfp4_q8_0_x86_repack : NULL;
+    case LW_TYPE_Q4_K:
+        if (!rows_mult8) return lw__vec_dot_q4_K_q8_K_x86;
+        return gemm_row ? lw__vec_dot_q4_K_q8_K_x86_repack_gemm : lw__vec_dot_q4_K_q8_K_x86_repack;
+    case LW_TYPE_Q2_K:
+        if (!avx512 || !rows_mult8) return lw__vec_dot_q2_K_q8_K_x86;
+        return gemm_row ? lw__vec_dot_q2_K_q8_K_x86_repack_gemm : lw__vec_dot_q2_K_q8_K_x86_repack;
+    case LW_TYPE_Q8_0: return lw__vec_dot_q8_0_q8_0_x86;
+    case LW_TYPE_Q5_0: return lw__vec_dot_q5_0_q8_0_x86;
+    case LW_TYPE_Q4_1: return lw__vec_dot_q4_1_q8_1_x86;
+    case LW_TYPE_Q5_1: return lw__vec_dot_q5_1_q8_1_x86;
+    case LW_TYPE_Q3_K: return lw__vec_dot_q3_K_q8_K_x86;
+    case LW_TYPE_Q5_K: return lw__vec_dot_q5_K_q8_K_x86;
+    case LW_TYPE_Q6_K: return lw__vec_dot_q6_K_q8_K_x86;
+    default: return NULL;
+    }
+}
+
+lw__from_float_fn lw__quant_act_x86(uint32_t vec_dot_type) {
+    switch (vec_dot_type) {
+    case LW_TYPE_Q8_0: return lw__quantize_row_q8_0_x86;
+    case LW_TYPE_Q8_1: return lw__quantize_row_q8_1_x86;
+    case LW_TYPE_Q8_K: return lw__quantize_row_q8_K_ref;
+    default: return NULL;
+    }
+}

@@ -59,6 +59,16 @@ float lw__vec_dot_q4_K_q8_K_x86_repack_gemm(int64_t n, const void *w, const void
 float lw__vec_dot_q2_K_q8_K_x86_repack(int64_t n, const void *w, const void *a);
 float lw__vec_dot_q2_K_q8_K_x86_repack_gemm(int64_t n, const void *w, const void *a);
 
+/* The dot that reproduces llama.cpp's x86-64 CPU build (AVX2, or AVX-512 when avx512) for one output of a
+ * weight of this type, or NULL where not emulated (Q4_0/IQ4_NL/MXFP4 with rows % 8 != 0, ternary, NVFP4,
+ * IQ grid types): rows_mult8 = the weight's row count is a multiple of 8 (llama.cpp repacks then);
+ * gemm_row = this activation row is one of the first n_tokens - n_tokens % 4 of the step (llama.cpp runs
+ * those through its 4-row gemm kernels, the rest through gemv). Pair it with lw__quant_act_x86. */
+lw__vec_dot_fn lw__quant_dot_x86(uint32_t type, bool avx512, bool rows_mult8, bool gemm_row);
+/* The activation quantizer llama.cpp's x86 build uses for vec_dot_type (Q8_0, Q8_1: _x86; Q8_K: _ref; its
+ * 4-row Q8_K quantizer for gemm rows gives the same bytes except when +max and -max tie in magnitude). */
+lw__from_float_fn lw__quant_act_x86(uint32_t vec_dot_type);
+
 /* The entry for a quantized weight type (all 25), or NULL (F32/F16/BF16 are the engine's own). */
 const lw__quant_dot_t *lw__quant_dot(uint32_t type);
 

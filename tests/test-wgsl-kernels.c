@@ -94,7 +94,7 @@ static void test_variants(void) {
         const lw_type_info *ti = lw_type_get(types[t]);
         for (int v16 = 0; v16 < 2; v16++)
             for (int sg = 0; sg < 2; sg++) {
-                lw__gpu_matvec_variant v = {types[t], v16, sg, 128};
+                lw__gpu_matvec_variant v = {types[t], v16, sg, 128, 1};
                 lw_gpu_pipeline p = 0;
                 int before = f.creates;
                 lw_status st = lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &v, &info, &p, err);
@@ -118,7 +118,7 @@ static void test_variants(void) {
     }
     /* features the device lacks are refused before the HAL is asked */
     lw_gpu_info ss = swiftshader_info();
-    lw__gpu_matvec_variant v = {LW_TYPE_Q4_0, true, false, 64};
+    lw__gpu_matvec_variant v = {LW_TYPE_Q4_0, true, false, 64, 1};
     lw_gpu_pipeline p = 7;
     int before = f.creates;
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_ERR_UNSUPPORTED && p == 0);
@@ -129,18 +129,29 @@ static void test_variants(void) {
     ss.has_subgroups = false;
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &d, &ss, &p, err) == LW_ERR_UNSUPPORTED);
     /* workgroup sizes: powers of two within the device's limits */
-    lw__gpu_matvec_variant w = {LW_TYPE_Q8_0, false, false, 48};
+    lw__gpu_matvec_variant w = {LW_TYPE_Q8_0, false, false, 48, 1};
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &info, &p, err) == LW_ERR_INVALID_ARG);
     w.wg_size = 0;
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &info, &p, err) == LW_ERR_INVALID_ARG);
     w.wg_size = 512;
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &info, &p, err) == LW_OK);
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &ss, &p, err) == LW_ERR_INVALID_ARG); /* 256 max there */
+    /* rows per workgroup: 1..16, and their reduction buffer must fit workgroup memory */
+    lw__gpu_matvec_variant r = {LW_TYPE_Q4_0, false, true, 256, 4};
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &r, &info, &p, err) == LW_OK);
+    CHECK(strstr(f.wgsl, "array<f32, 256 * 4>") != NULL && strstr(f.label, "r4") != NULL);
+    r.rows = 17;
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &r, &info, &p, err) == LW_ERR_INVALID_ARG);
+    r.rows = 0;
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &r, &info, &p, err) == LW_ERR_INVALID_ARG);
+    r.rows = 16;
+    r.wg_size = 1024; /* 64 KiB of partial sums > 32 KiB */
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &r, &info, &p, err) == LW_ERR_INVALID_ARG);
     /* formats without a dequantization routine */
-    lw__gpu_matvec_variant q6 = {LW_TYPE_Q6_K, false, false, 64};
+    lw__gpu_matvec_variant q6 = {LW_TYPE_Q6_K, false, false, 64, 1};
     CHECK(!lw__gpu_matvec_supported(LW_TYPE_Q6_K) && lw__gpu_matvec_block(LW_TYPE_Q6_K) == 0);
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &q6, &info, &p, err) == LW_ERR_UNSUPPORTED);
-    CHECK(f.creates == before + 2); /* only the two valid requests reached the HAL */
+    CHECK(f.creates == before + 3); /* only the three valid requests reached the HAL */
 }
 
 static void test_cache_and_errors(void) {
@@ -150,7 +161,7 @@ static void test_cache_and_errors(void) {
     lw__gpu_pipeline_cache cache;
     lw__gpu_cache_init(&cache, NULL);
     char err[LW_ERRMSG_SIZE];
-    lw__gpu_matvec_variant a = {LW_TYPE_Q4_0, true, true, 64}, b = {LW_TYPE_Q4_0, false, true, 64};
+    lw__gpu_matvec_variant a = {LW_TYPE_Q4_0, true, true, 64, 1}, b = {LW_TYPE_Q4_0, false, true, 64, 1};
     lw_gpu_pipeline p1 = 0, p2 = 0, p3 = 0;
     CHECK(lw__gpu_matvec_pipeline(&gpu, &cache, NULL, &a, &info, &p1, err) == LW_OK);
     CHECK(lw__gpu_matvec_pipeline(&gpu, &cache, NULL, &a, &info, &p2, err) == LW_OK);
@@ -159,7 +170,7 @@ static void test_cache_and_errors(void) {
     CHECK(f.creates == 2 && cache.hits == 1 && cache.misses == 2 && cache.n == 2);
     /* a failed creation reports the HAL's message and caches nothing */
     f.fail_create = 1;
-    lw__gpu_matvec_variant c = {LW_TYPE_Q8_0, false, false, 64};
+    lw__gpu_matvec_variant c = {LW_TYPE_Q8_0, false, false, 64, 1};
     CHECK(lw__gpu_matvec_pipeline(&gpu, &cache, NULL, &c, &info, &p1, err) == LW_ERR_INVALID_ARG && p1 == 0);
     CHECK_MSG(strstr(err, "expected ';'") && strstr(err, "matvec q8_0"), "%s", err);
     CHECK(cache.n == 2);
@@ -175,42 +186,54 @@ static void test_cache_and_errors(void) {
     lw__gpu_cache_free(&cache);
 }
 
+/* A variant of type with one row per workgroup (planning only looks at type and rows). */
+#define VT(type) (&(lw__gpu_matvec_variant){(type), false, false, 64, 1})
+
 static void test_plan(void) {
     lw_gpu_info info = lavapipe_info();
     lw__gpu_matvec_params p;
     uint32_t g[3];
     char err[LW_ERRMSG_SIZE];
     /* Q4_0 4096 x 1024: 32 blocks of 18 bytes per row */
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 4096, 1024, 256, 8, 4, &p, g, err) == LW_OK);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 4096, 1024, 256, 8, 4, &p, g, err) == LW_OK);
     CHECK(p.k == 1024 && p.rows == 4096 && p.row_stride == 576 && p.w_offset == 256 && p.x_offset == 2 &&
           p.y_offset == 4 && p.groups_x == 4096 && g[0] == 4096 && g[1] == 1 && g[2] == 1);
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F16, 3, 24, 0, 0, 0, &p, g, err) == LW_OK && p.row_stride == 48);
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q8_0, 1, 64, 0, 0, 0, &p, g, err) == LW_OK && p.row_stride == 68);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F16), 3, 24, 0, 0, 0, &p, g, err) == LW_OK && p.row_stride == 48);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q8_0), 1, 64, 0, 0, 0, &p, g, err) == LW_OK && p.row_stride == 68);
     /* a second grid dimension past maxComputeWorkgroupsPerDimension */
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 70000, 32, 0, 0, 0, &p, g, err) == LW_OK);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 70000, 32, 0, 0, 0, &p, g, err) == LW_OK);
     CHECK(g[0] == 65535 && g[1] == 2 && p.groups_x == 65535);
     info.max_compute_workgroups_per_dimension = 4;
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 16, 32, 0, 0, 0, &p, g, err) == LW_OK && g[0] == 4 && g[1] == 4);
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 17, 32, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 16, 32, 0, 0, 0, &p, g, err) == LW_OK && g[0] == 4 && g[1] == 4);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 17, 32, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
     info = lavapipe_info();
+    /* several rows per workgroup: ceil(rows / R) workgroups, the grid split as before */
+    lw__gpu_matvec_variant r4 = {LW_TYPE_Q4_0, false, false, 64, 4};
+    CHECK(lw__gpu_matvec_plan(&info, &r4, 4097, 32, 0, 0, 0, &p, g, err) == LW_OK && g[0] == 1025 && g[1] == 1 &&
+          p.rows == 4097 && p.groups_x == 1025);
+    CHECK(lw__gpu_matvec_plan(&info, &r4, 4 * 65535 + 1, 32, 0, 0, 0, &p, g, err) == LW_OK && g[0] == 65535 && g[1] == 2);
+    r4.rows = 0;
+    CHECK(lw__gpu_matvec_plan(&info, &r4, 4, 32, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    r4.rows = 17;
+    CHECK(lw__gpu_matvec_plan(&info, &r4, 4, 32, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
     /* shapes */
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 4, 48, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 4, 48, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
     CHECK(strstr(err, "multiple of 32") != NULL);
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 4, 12, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 0, 8, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 4, 0, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 4, 32, 3, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 4, 32, 0, 2, 0, &p, g, err) == LW_ERR_INVALID_ARG);
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q6_K, 4, 256, 0, 0, 0, &p, g, err) == LW_ERR_UNSUPPORTED);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 4, 12, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 0, 8, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 4, 0, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 4, 32, 3, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 4, 32, 0, 2, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q6_K), 4, 256, 0, 0, 0, &p, g, err) == LW_ERR_UNSUPPORTED);
     /* sizes: one binding (128 MiB here), 32-bit byte offsets in the shader, 32-bit rows */
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 8192, 4096, 0, 0, 0, &p, g, err) == LW_OK); /* exactly 128 MiB */
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 8192, 4096, 2, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 8193, 4096, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 8192, 4096, 0, 0, 0, &p, g, err) == LW_OK); /* exactly 128 MiB */
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 8192, 4096, 2, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 8193, 4096, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
     info.max_storage_buffer_binding_size = 1ull << 40;
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 1 << 20, 1024, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE); /* 4 GiB */
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, UINT64_MAX, 1024, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_F32, 4, UINT64_MAX - 7, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
-    CHECK(lw__gpu_matvec_plan(&info, LW_TYPE_Q4_0, 4, 32, 0, 0, UINT32_MAX - 2, &p, g, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 1 << 20, 1024, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE); /* 4 GiB */
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), UINT64_MAX, 1024, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 4, UINT64_MAX - 7, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 4, 32, 0, 0, UINT32_MAX - 2, &p, g, err) == LW_ERR_TOO_LARGE);
 }
 
 /* Failing allocator: the template expansion's allocations fail cleanly and nothing reaches the HAL. */
@@ -239,7 +262,7 @@ static void test_alloc_failures(void) {
     lw_gpu_info info = lavapipe_info();
     failing fl = {-1, 0};
     lw_allocator a = {fa_malloc, fa_realloc, fa_free, &fl};
-    lw__gpu_matvec_variant v = {LW_TYPE_Q4_0, true, true, 64};
+    lw__gpu_matvec_variant v = {LW_TYPE_Q4_0, true, true, 64, 1};
     lw_gpu_pipeline p;
     char err[LW_ERRMSG_SIZE];
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, &a, &v, &info, &p, err) == LW_OK);

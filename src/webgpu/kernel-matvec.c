@@ -40,7 +40,7 @@ uint32_t lw__gpu_matvec_block(uint32_t type) {
 }
 
 lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t type) {
-    lw__gpu_matvec_variant v = {type, info->has_f16, info->has_subgroups, 64};
+    lw__gpu_matvec_variant v = {type, info->has_f16, info->has_subgroups, 64, 1};
     return v;
 }
 
@@ -59,18 +59,22 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
     if (v->subgroups && !info->has_subgroups)
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: subgroup variant needs the subgroups feature");
     if (v->wg_size == 0 || (v->wg_size & (v->wg_size - 1)) || v->wg_size > info->max_compute_invocations_per_workgroup ||
-        v->wg_size > info->max_compute_workgroup_size_x || (uint64_t)v->wg_size * 4 > info->max_compute_workgroup_storage_size)
+        v->wg_size > info->max_compute_workgroup_size_x)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: workgroup size %u does not suit this device", v->wg_size);
+    if (v->rows < 1 || v->rows > 16 || (uint64_t)v->wg_size * v->rows * 4 > info->max_compute_workgroup_storage_size)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: %u rows per workgroup of %u do not suit this device",
+                          v->rows, v->wg_size);
 
     char label[LW_GPU_CACHE_KEY];
-    snprintf(label, sizeof label, "matvec %s%s%s wg%u", ti ? ti->name : "?", v->f16 ? " f16" : "",
-             v->subgroups ? " sg" : "", v->wg_size);
+    snprintf(label, sizeof label, "matvec %s%s%s wg%u r%u", ti ? ti->name : "?", v->f16 ? " f16" : "",
+             v->subgroups ? " sg" : "", v->wg_size, v->rows);
     if (cache && (*out = lw__gpu_cache_find(cache, label)) != 0) return LW_OK;
 
-    char wg[16];
+    char wg[16], rows[16];
     snprintf(wg, sizeof wg, "%u", v->wg_size);
-    lw__wgsl_define defs[] = {
-        {"WEIGHT_TYPE", f->define}, {"F16", v->f16 ? "1" : "0"}, {"SUBGROUPS", v->subgroups ? "1" : "0"}, {"WG_SIZE", wg}};
+    snprintf(rows, sizeof rows, "%u", v->rows);
+    lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define}, {"F16", v->f16 ? "1" : "0"},
+                              {"SUBGROUPS", v->subgroups ? "1" : "0"}, {"WG_SIZE", wg}, {"ROWS", rows}};
     size_t n_files = 0;
     const lw__wgsl_file *files = lw__wgsl_builtin(&n_files);
     lw__wgsl_pp_params pp = {files, n_files, defs, sizeof defs / sizeof defs[0], 0, 0};
@@ -95,11 +99,12 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
  * Planning one call
  * ------------------------------------------------------------------------------------------------------- */
 
-lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, uint32_t type, uint64_t rows, uint64_t k, uint64_t w_offset,
-                              uint64_t x_offset, uint64_t y_offset, lw__gpu_matvec_params *p, uint32_t grid[3],
-                              char *err) {
-    const matvec_format *f = format_of(type);
-    if (!f) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: unsupported weight type %u", type);
+lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_variant *v, uint64_t rows, uint64_t k,
+                              uint64_t w_offset, uint64_t x_offset, uint64_t y_offset, lw__gpu_matvec_params *p,
+                              uint32_t grid[3], char *err) {
+    const matvec_format *f = format_of(v->type);
+    if (!f) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: unsupported weight type %u", v->type);
+    if (v->rows < 1 || v->rows > 16) return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: %u rows per workgroup", v->rows);
     if (rows == 0 || k == 0 || k % f->block)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: k=%llu must be a positive multiple of %u (rows=%llu)",
                           (unsigned long long)k, f->block, (unsigned long long)rows);
@@ -116,7 +121,7 @@ lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, uint32_t type, uint64_t r
     if (rows > UINT32_MAX || x_offset / 4 > UINT32_MAX || y_offset > UINT32_MAX - rows)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec: offsets or rows beyond 32 bits");
     uint32_t gmax = info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
-    uint64_t gx = rows < gmax ? rows : gmax, gy = (rows + gx - 1) / gx;
+    uint64_t groups = (rows + v->rows - 1) / v->rows, gx = groups < gmax ? groups : gmax, gy = (groups + gx - 1) / gx;
     if (gy > gmax) return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec: %llu rows exceed the dispatch grid", (unsigned long long)rows);
     *p = (lw__gpu_matvec_params){(uint32_t)k, (uint32_t)rows, (uint32_t)stride, (uint32_t)w_offset,
                                  (uint32_t)(x_offset / 4), (uint32_t)y_offset, (uint32_t)gx, 0};

@@ -43,6 +43,7 @@ typedef struct lw__gpu_matvec_variant {
     bool f16;         /* f16 dequantization and products (needs shader-f16)        */
     bool subgroups;   /* subgroup reduction (needs subgroups), else workgroup tree */
     uint32_t wg_size; /* invocations per workgroup, a power of two                 */
+    uint32_t rows;    /* rows per workgroup (1..16; x chunks are shared by them)   */
 } lw__gpu_matvec_variant;
 
 /* The uniform parameter block of one mat-vec call (MatvecParams in matvec.wgsl; 32 bytes). */
@@ -66,7 +67,7 @@ bool lw__gpu_matvec_supported(uint32_t type);
 /* Elements per block of the template's loop for type (k must be a multiple); 0 when unsupported. */
 uint32_t lw__gpu_matvec_block(uint32_t type);
 
-/* The default variant for a device: f16 when available, subgroups when available, 64 invocations. */
+/* The default variant for a device: f16 when available, subgroups when available, 64 invocations, 1 row. */
 lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t type);
 
 /* The pipeline of variant v: from cache when it holds it, else the template is expanded, compiled and
@@ -75,10 +76,11 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
                                   const lw__gpu_matvec_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
                                   char *err);
 
-/* Checks the shapes and fills the parameter block and dispatch grid of one call: rows x k weights of
- * type starting at byte w_offset of their binding, x at element x_offset (a multiple of 4), y at element
+/* Checks the shapes and fills the parameter block and dispatch grid of one call of variant v: rows x k
+ * weights starting at byte w_offset of their binding, x at element x_offset (a multiple of 4), y at element
  * y_offset. LW_ERR_INVALID_ARG / LW_ERR_TOO_LARGE with a message on bad or oversized shapes. */
-lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, uint32_t type, uint64_t rows, uint64_t k, uint64_t w_offset,
+lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_variant *v, uint64_t rows, uint64_t k,
+                              uint64_t w_offset,
                               uint64_t x_offset, uint64_t y_offset, lw__gpu_matvec_params *p, uint32_t grid[3],
                               char *err);
 

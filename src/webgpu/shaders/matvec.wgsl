@@ -1,12 +1,14 @@
 // Matrix-vector product y = W x for one weight format: W has `rows` rows of `k` elements stored as the raw
 // GGUF bytes in a flat array<u32> (dequantized in registers, one chunk of 8 weights at a time), x and y are
-// f32. One workgroup per row: its invocations stride over the row's chunks, then reduce their partial sums
-// with subgroup operations (SUBGROUPS=1) or a tree in workgroup memory.
+// f32. One workgroup per ROWS rows: its invocations stride over the rows' chunks (each x chunk is loaded once
+// for all ROWS rows), then reduce their partial sums with subgroup operations (SUBGROUPS=1) or a tree in
+// workgroup memory.
 //
 // Defines: WEIGHT_TYPE (TYPE_F32, TYPE_F16, TYPE_Q8_0, TYPE_Q4_0), WG_SIZE (a power of two, default 64),
-// F16 and SUBGROUPS (see common.wgsl).
+// ROWS (rows per workgroup, default 1), F16 and SUBGROUPS (see common.wgsl).
 // Bindings: 0 weights (read), 1 x as vec4<f32> (read), 2 y (read_write), 3 MatvecParams (uniform).
-// Dispatch: (groups_x, ceil(rows / groups_x), 1) workgroups; groups_x <= maxComputeWorkgroupsPerDimension.
+// Dispatch: (groups_x, ceil(groups / groups_x), 1) workgroups with groups = ceil(rows / ROWS) and
+// groups_x <= maxComputeWorkgroupsPerDimension.
 #include "common.wgsl"
 #include "types.wgsl"
 #ifndef WEIGHT_TYPE
@@ -17,6 +19,12 @@
 #endif
 #if WG_SIZE <= 0 || (WG_SIZE & (WG_SIZE - 1)) != 0
 #error matvec.wgsl: WG_SIZE must be a power of two
+#endif
+#ifndef ROWS
+#define ROWS 1
+#endif
+#if ROWS < 1 || ROWS > 16
+#error matvec.wgsl: ROWS must be 1..16
 #endif
 
 struct MatvecParams {
@@ -48,10 +56,10 @@ struct MatvecParams {
 #endif
 
 #if SUBGROUPS
-var<workgroup> sg_sums: array<f32, WG_SIZE>; // one slot per subgroup (at most one per invocation)
-var<workgroup> sg_count: atomic<u32>;        // subgroups that stored a sum (workgroup memory starts at 0)
+var<workgroup> sg_sums: array<f32, WG_SIZE * ROWS>; // ROWS slots per subgroup (at most one per invocation)
+var<workgroup> sg_count: atomic<u32>;               // subgroups that stored sums (workgroup memory starts at 0)
 #else
-var<workgroup> partial: array<f32, WG_SIZE>;
+var<workgroup> partial: array<f32, WG_SIZE * ROWS>; // row r of invocation i at r * WG_SIZE + i
 #endif
 
 @compute @workgroup_size(WG_SIZE)
@@ -60,48 +68,62 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         , @builtin(subgroup_invocation_id) sg_lid: u32
 #endif
 ) {
-    let row = wg.x + wg.y * params.groups_x;
-    if (row >= params.rows) {
-        return; // uniform across the workgroup: every invocation of it has the same row
+    let row0 = (wg.x + wg.y * params.groups_x) * ROWS;
+    if (row0 >= params.rows) {
+        return; // uniform across the workgroup: every invocation of it has the same rows
     }
-    let row_base = params.w_offset + row * params.row_stride;
     let n_chunks = (params.k / DQ_BLOCK) * DQ_CHUNKS;
-    var acc = 0.0;
+    var acc: array<f32, ROWS>;
     for (var t = lid; t < n_chunks; t += WG_SIZE) {
         let blk = t / DQ_CHUNKS;
         let c = t % DQ_CHUNKS;
-        let q = dq_chunk(row_base + blk * DQ_BYTES, c);
         let xb = params.x_offset + (blk * DQ_BLOCK) / 4u;
         let xlo = fvec4(x[xb + dq_lo_at(c) / 4u]);
         let xhi = fvec4(x[xb + dq_hi_at(c) / 4u]);
-        acc += f32(dot(q.lo, xlo) + dot(q.hi, xhi));
+        for (var r = 0u; r < ROWS; r++) {
+            // rows past the end repeat the last row (never stored) so the loop stays uniform
+            let row = min(row0 + r, params.rows - 1u);
+            let q = dq_chunk(params.w_offset + row * params.row_stride + blk * DQ_BYTES, c);
+            acc[r] += f32(dot(q.lo, xlo) + dot(q.hi, xhi));
+        }
     }
 #if SUBGROUPS
     // Subgroup layout within the workgroup is not specified by WebGPU, so each subgroup claims a slot
     // with an atomic counter instead of assuming lid / subgroup_size.
-    let s = subgroupAdd(acc);
+    var s: array<f32, ROWS>;
+    for (var r = 0u; r < ROWS; r++) {
+        s[r] = subgroupAdd(acc[r]);
+    }
     if (sg_lid == 0u) {
-        sg_sums[atomicAdd(&sg_count, 1u)] = s;
+        let slot = atomicAdd(&sg_count, 1u);
+        for (var r = 0u; r < ROWS; r++) {
+            sg_sums[slot * ROWS + r] = s[r];
+        }
     }
     workgroupBarrier();
-    if (lid == 0u) {
+    if (lid < ROWS && row0 + lid < params.rows) {
         let n = atomicLoad(&sg_count);
         var total = 0.0;
         for (var i = 0u; i < n; i++) {
-            total += sg_sums[i];
+            total += sg_sums[i * ROWS + lid];
         }
-        y[params.y_offset + row] = total;
+        y[params.y_offset + row0 + lid] = total;
     }
 #else
-    partial[lid] = acc;
+    for (var r = 0u; r < ROWS; r++) {
+        partial[r * WG_SIZE + lid] = acc[r];
+    }
     for (var s = WG_SIZE / 2u; s > 0u; s >>= 1u) {
         workgroupBarrier();
         if (lid < s) {
-            partial[lid] += partial[lid + s];
+            for (var r = 0u; r < ROWS; r++) {
+                partial[r * WG_SIZE + lid] += partial[r * WG_SIZE + lid + s];
+            }
         }
     }
-    if (lid == 0u) {
-        y[params.y_offset + row] = partial[0];
+    workgroupBarrier();
+    if (lid < ROWS && row0 + lid < params.rows) {
+        y[params.y_offset + row0 + lid] = partial[lid * WG_SIZE];
     }
 #endif
 }

@@ -44,13 +44,17 @@ lw_status lw_chat_template_parse(const char *src, size_t len, const lw_allocator
         return LW_ERR_NOMEM;
     }
     t->alloc = a;
-    /* the AST of a template is a small multiple of its size; cap it so huge inputs fail cleanly */
-    size_t cap = len > JJ_MAX_TEMPLATE_BYTES ? 0 : (len * 64 + (1u << 20));
+    /* tokens + AST take at most ~110 bytes per template byte (dense "{{a}}" runs); cap the arena so huge
+     * inputs fail cleanly instead of exhausting memory */
+    size_t cap = len > JJ_MAX_TEMPLATE_BYTES ? 0 : (len * 160 + (1u << 20));
     jj_arena_init(&t->arena, &t->alloc, cap);
+    jj_arena tok_arena; /* the token array is only needed while parsing */
+    jj_arena_init(&tok_arena, &t->alloc, cap);
     jj_tok *toks = NULL;
     size_t ntoks = 0;
-    lw_status st = jj_lex(&t->arena, src, len, &toks, &ntoks, t->err);
+    lw_status st = jj_lex(&t->arena, &tok_arena, src, len, &toks, &ntoks, t->err);
     if (st == LW_OK) st = jj_parse(&t->arena, toks, ntoks, &t->body, &t->nbody, t->err);
+    jj_arena_free(&tok_arena);
     if (st != LW_OK) {
         copy_err(err, err_size, t->err);
         lw_chat_template_free(t);

@@ -83,7 +83,8 @@ typedef struct lw_chat_template lw_chat_template;
  * e.g. "syntax error, line 3: unclosed 'for' block opened on line 1". */
 lw_status lw_chat_template_parse(const char *src, size_t len, const lw_allocator *alloc, lw_chat_template **out,
                                  char *err, size_t err_size);
-/* Renders the template for n messages; *out (NUL-terminated, *out_len bytes without the NUL) is the prompt.
+/* Renders the template for n messages (one render at a time per object: the error and step count of the
+ * last render are kept on it; parse once per thread, or serialise renders); *out (NUL-terminated, *out_len bytes without the NUL) is the prompt.
  * On failure *out is NULL and lw_chat_template_error() has the message (for raise_exception: its text). */
 lw_status lw_chat_template_render(lw_chat_template *t, const lw_chat_message *msgs, size_t n,
                                   const lw_chat_params *params, char **out, size_t *out_len);

@@ -113,7 +113,8 @@ bool jj_str_eqz(jj_str a, const char *z) {
  * ------------------------------------------------------------------------------------------------------- */
 
 typedef struct lexer {
-    jj_arena *a;     /* where tokens and decoded strings go */
+    jj_arena *a;     /* where the source copy and decoded strings go (kept with the AST) */
+    jj_arena *tmp;   /* where the token array goes (dropped after parsing)              */
     const char *s;   /* normalised source                  */
     size_t n;        /* its length                         */
     size_t pos;      /* current offset                     */
@@ -141,7 +142,7 @@ static jj_tok *push(lexer *L, uint8_t kind) {
     if (L->ntoks == L->cap) {
         size_t ncap = L->cap ? L->cap * 2 : 256, bytes;
         if (!lw__mul_size(ncap, sizeof(jj_tok), &bytes)) return NULL;
-        jj_tok *t = jj_grow(L->a, L->toks, L->cap * sizeof(jj_tok), bytes);
+        jj_tok *t = jj_grow(L->tmp, L->toks, L->cap * sizeof(jj_tok), bytes);
         if (!t) return NULL;
         L->toks = t;
         L->cap = ncap;
@@ -160,7 +161,7 @@ static void advance(lexer *L, size_t to) {
 }
 
 static lw_status nomem(lexer *L) {
-    return lw__errorf(L->err, L->a->hit_limit ? LW_ERR_TOO_LARGE : LW_ERR_NOMEM,
+    return lw__errorf(L->err, L->a->hit_limit || L->tmp->hit_limit ? LW_ERR_TOO_LARGE : LW_ERR_NOMEM,
                       "out of memory while reading the template");
 }
 
@@ -406,10 +407,11 @@ static lw_status try_raw(lexer *L, size_t open_end, bool *was_raw, bool *strip_a
     return lw__errorf(L->err, LW_ERR_INVALID_ARG, "line %u: unclosed raw block", L->line);
 }
 
-lw_status jj_lex(jj_arena *a, const char *src, size_t n, jj_tok **out, size_t *n_out, char *err) {
+lw_status jj_lex(jj_arena *a, jj_arena *tmp, const char *src, size_t n, jj_tok **out, size_t *n_out, char *err) {
     lexer L;
     memset(&L, 0, sizeof L);
     L.a = a;
+    L.tmp = tmp;
     L.err = err;
     L.line = 1;
     if (n > JJ_MAX_TEMPLATE_BYTES)

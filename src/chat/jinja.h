@@ -94,16 +94,18 @@ enum jj_op {
 typedef struct jj_tok {
     uint8_t kind;  /* jj_tok_kind                                 */
     int op;        /* operator code for JT_OP                     */
-    jj_str s;      /* text, name or decoded string literal        */
-    int64_t i;     /* JT_INT value                                */
-    double f;      /* JT_FLOAT value                              */
     uint32_t line; /* 1-based line in the template, for messages  */
+    jj_str s;      /* text, name or decoded string literal        */
+    union {
+        int64_t i; /* JT_INT value                                */
+        double f;  /* JT_FLOAT value                              */
+    };
 } jj_tok;
 
-/* Splits src into tokens (arena-allocated array in *out, *n_out entries, the last one JT_EOF), applying
- * Jinja2's whitespace control with trim_blocks and lstrip_blocks on, as Hugging Face transformers renders
- * chat templates. Returns LW_OK or an error with a message in err (LW_ERRMSG_SIZE bytes). */
-lw_status jj_lex(jj_arena *a, const char *src, size_t n, jj_tok **out, size_t *n_out, char *err);
+/* Splits src into tokens (array in *out from arena tmp, *n_out entries, the last one JT_EOF; token texts
+ * live in arena a), applying Jinja2's whitespace control with trim_blocks and lstrip_blocks on, as Hugging
+ * Face transformers renders chat templates. Returns LW_OK or an error with a message in err. */
+lw_status jj_lex(jj_arena *a, jj_arena *tmp, const char *src, size_t n, jj_tok **out, size_t *n_out, char *err);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Values

@@ -5,8 +5,8 @@
  *      equals our count, and decoding a few tokens gives finite, non-constant logits;
  *   3. quantizing: llama_model_quantize of our f32 file gives the same tensor types and the same bytes as our
  *      file of that type made with the same seed (types with a real quantizer here).
- * LW_SYNTH_BIG=1 also synthesizes llama-3.2-1b q4_0 (0.6 GB with the 32000-token vocab) and qwen2.5-0.5b
- * q4_k_m in LW_TMP, loads and decodes them, and removes them. */
+ * LW_SYNTH_BIG=1 also synthesizes llama-3.2-1b q4_0 (0.6 GB with the 32000-token vocab), qwen2.5-0.5b q4_k_m,
+ * qwen3-0.6b q8_0, gemma-3-1b q4_0 and phi-3-mini q4_0 in LW_TMP, loads and decodes them, and removes them. */
 #include "llama-oracle.h"
 #include "quant/quant.h"
 #include "synth/synth.h"
@@ -293,6 +293,9 @@ int main(void) {
     if (getenv("LW_SYNTH_BIG")) {
         big("llama-3.2-1b", "q4_0", tmp);
         big("qwen2.5-0.5b", "q4_k_m", tmp);
+        big("qwen3-0.6b", "q8_0", tmp);
+        big("gemma-3-1b", "q4_0", tmp);
+        big("phi-3-mini", "q4_0", tmp);
     }
     return test_summary("test-synth-llama");
 }

@@ -650,6 +650,27 @@ static void test_errors(void) {
         lw_chat_template_free(t);
     }
 
+    {
+        /* a dense 400 KB template (80000 outputs) parses within the parse arena's cap and renders */
+        size_t reps = 80000;
+        char *dense = malloc(reps * 5 + 1);
+        CHECK(dense != NULL);
+        if (dense) {
+            for (size_t i = 0; i < reps; i++) memcpy(dense + i * 5, "{{x}}", 5);
+            dense[reps * 5] = 0;
+            lw_chat_template *t = NULL;
+            char err[256];
+            lw_status st = lw_chat_template_parse(dense, reps * 5, NULL, &t, err, sizeof err);
+            CHECK_MSG(st == LW_OK, "dense template: %s", err);
+            char *out = NULL;
+            size_t len = 1;
+            if (st == LW_OK) CHECK(lw_chat_template_render(t, CONV(CONV_SMALL), &p, &out, &len) == LW_OK && len == 0);
+            lw_chat_string_free(t, out);
+            lw_chat_template_free(t);
+            free(dense);
+        }
+    }
+
     /* deep nesting in the parser */
     char deep[4096];
     size_t k = 0;

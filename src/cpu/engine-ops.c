@@ -12,7 +12,7 @@
  *  - steps split as llama.cpp's ubatches do only when n_batch equals its n_ubatch (512 by default);
  *  - SwiGLU uses ggml's polynomial exp (ggml_v_expf) on blocks of 16, RMSNorm sums squares in double, RoPE
  *    builds its sin/cos table as ggml_rope_cache_init and fuses like ggml's compiled code.
- * Quantized weights use the quant-dot references (ggml's generic kernels): close to llama.cpp, not exact.
+ * Quantized weights use quant-dot's emulations of ggml's x86 kernels (incl. llama.cpp's repacked ones).
  *
  * Most of the time is spent in mul_mat (every weight row is read once per step). */
 #include "cpu/engine-ops.h"
@@ -161,8 +161,8 @@ static void choose_kernels(void) {
     if (force && !strcmp(force, "avx2")) x86 = lw__cpu_kernels_x86_avx2();
     if (x86 && !(force && !strcmp(force, "scalar"))) best_kernels = x86;
     const lw__cpu_kernels *k = best_kernels;
-    mm_table[LW_TYPE_F32] = (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32};
-    mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16};
+    mm_table[LW_TYPE_F32] = (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL};
+    mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16, NULL, NULL};
     /* quantized weights: ggml's pairing with a quantized activation row (quant-dot.h). On x86 llama.cpp
      * quantizes Q8_0/Q8_1 activations with its SIMD rounding, so we do too there. Its SIMD dot products add
      * block results in other orders than these references: close to llama.cpp, not bit-identical yet. */
@@ -170,11 +170,37 @@ static void choose_kernels(void) {
         const lw__quant_dot_t *qd = lw__quant_dot(t);
         if (!qd) continue;
         lw__from_float_fn act = qd->act_from_float;
-#if defined(__x86_64__)
         if (qd->vec_dot_type == LW_TYPE_Q8_0) act = lw__quantize_row_q8_0_x86;
         if (qd->vec_dot_type == LW_TYPE_Q8_1) act = lw__quantize_row_q8_1_x86;
-#endif
-        mm_table[t] = (lw__cpu_mm){qd->vec_dot_type, act, qd->dot, NULL, NULL};
+        mm_table[t] = (lw__cpu_mm){qd->vec_dot_type, act, qd->dot, NULL, NULL, NULL, NULL};
+    }
+    /* ggml's x86 dot orders (quant-dot.h), as its AVX-512 build runs them, on every target so results are
+     * the same everywhere; llama.cpp's repacked types get their gemv/gemm orders too */
+    static const struct {
+        uint32_t type;                                       /* weight type                 */
+        float (*dot)(int64_t, const void *, const void *);   /* plain weights (NULL: keep)  */
+        float (*rp)(int64_t, const void *, const void *);    /* repacked: gemv              */
+        float (*rpg)(int64_t, const void *, const void *);   /* repacked: gemm (or NULL)    */
+    } xq[] = {
+        {LW_TYPE_Q8_0, lw__vec_dot_q8_0_q8_0_x86, NULL, NULL},
+        {LW_TYPE_Q4_1, lw__vec_dot_q4_1_q8_1_x86, NULL, NULL},
+        {LW_TYPE_Q5_0, lw__vec_dot_q5_0_q8_0_x86, NULL, NULL},
+        {LW_TYPE_Q5_1, lw__vec_dot_q5_1_q8_1_x86, NULL, NULL},
+        {LW_TYPE_Q3_K, lw__vec_dot_q3_K_q8_K_x86, NULL, NULL},
+        {LW_TYPE_Q5_K, lw__vec_dot_q5_K_q8_K_x86, NULL, NULL},
+        {LW_TYPE_Q6_K, lw__vec_dot_q6_K_q8_K_x86, NULL, NULL},
+        {LW_TYPE_Q2_K, lw__vec_dot_q2_K_q8_K_x86, lw__vec_dot_q2_K_q8_K_x86_repack, lw__vec_dot_q2_K_q8_K_x86_repack_gemm},
+        {LW_TYPE_Q4_K, lw__vec_dot_q4_K_q8_K_x86, lw__vec_dot_q4_K_q8_K_x86_repack, lw__vec_dot_q4_K_q8_K_x86_repack_gemm},
+        {LW_TYPE_Q4_0, NULL, lw__vec_dot_q4_0_q8_0_x86_repack, NULL},
+        {LW_TYPE_IQ4_NL, NULL, lw__vec_dot_iq4_nl_q8_0_x86_repack, NULL},
+        {LW_TYPE_MXFP4, NULL, lw__vec_dot_mxfp4_q8_0_x86_repack, NULL},
+    };
+    for (size_t i = 0; i < sizeof(xq) / sizeof(xq[0]); i++) {
+        lw__cpu_mm *e = &mm_table[xq[i].type];
+        if (!e->dot) continue;
+        if (xq[i].dot) e->dot = xq[i].dot;
+        e->dot_repack = xq[i].rp;
+        e->dot_repack_gemm = xq[i].rpg;
     }
 }
 
@@ -295,6 +321,19 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
             if (r1 > r0)
                 mm->gemm(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0,
                          act + (size_t)t0 * act_stride, act_stride, t1 - t0, row_f32(dst, t0) + r0, (size_t)dst->ne0);
+            continue;
+        }
+        if (mm->dot_repack && m % 8 == 0 && !w->plain) {
+            /* llama.cpp's repacked kernels: tokens in groups of 4 through gemm, the rest through gemv */
+            const int64_t n_gemm = nt / 4 * 4;
+            for (int64_t r = r0; r < r1; r++) {
+                const void *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+                for (int64_t t = t0; t < t1; t++) {
+                    float (*d)(int64_t, const void *, const void *) =
+                        t < n_gemm && mm->dot_repack_gemm ? mm->dot_repack_gemm : mm->dot_repack;
+                    row_f32(dst, t)[r] = d(k, wr, act + (size_t)t * act_stride);
+                }
+            }
             continue;
         }
         for (int64_t r = r0; r < r1; r++) {

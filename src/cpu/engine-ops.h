@@ -23,6 +23,11 @@ typedef struct lw__cpu_mm {
      * for registers and cache (NULL: mul_mat loops over dot_gemm). Strides in bytes except c's (floats). */
     void (*gemm)(int64_t k, const void *w, size_t w_stride, int64_t m, const void *a, size_t a_stride, int64_t nt,
                  float *c, size_t c_stride);
+    /* llama.cpp on x86 repacks some quantized types (weights with a multiple of 8 rows, not the tied
+     * embedding table) and multiplies them with other kernels: their order for one token (gemv) and for
+     * groups of 4 tokens (gemm; NULL: the same as gemv). NULL when the type is not repacked. */
+    float (*dot_repack)(int64_t n, const void *w, const void *a);
+    float (*dot_repack_gemm)(int64_t n, const void *w, const void *a);
 } lw__cpu_mm;
 
 /* The entry for a weight type (with the fastest kernels), or NULL when this build cannot multiply by it. */

@@ -54,6 +54,7 @@ typedef struct lw__tensor {
     uint32_t type;     /* lw_type; activations are always f32                                    */
     uint8_t kind;      /* lw__tkind                                                              */
     uint8_t rows;      /* lw__rows (activations only)                                            */
+    uint8_t plain;     /* weights: never repacked by llama.cpp (the tied embedding table)        */
     int64_t ne0;       /* elements per row                                                       */
     int64_t ne1;       /* rows: a weight's rows; an activation's maximum rows (set by planning)  */
     size_t row_bytes;  /* bytes per row                                                          */

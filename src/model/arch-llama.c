@@ -115,6 +115,8 @@ lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits) {
     g->cur_layer = -1;
     int32_t cur = rms_norm(g, "result_norm", inpL, W(g, &m->output_norm), E, 0, hp->rms_eps, LW_ROWS_OUTPUTS);
     int32_t out = mul_mat(g, "result_output", &m->output, cur, LW_ROWS_OUTPUTS);
+    if (out >= 0 && m->output.data == m->tok_embd.data) /* tied: llama.cpp keeps it in a plain buffer */
+        g->t[g->nodes[g->n_nodes - 1].src[0]].plain = 1;
     if (m->output_b.data)
         out = node(g, LW_OP_ADD, "result_output_b", hp->n_vocab, LW_ROWS_OUTPUTS, out, W(g, &m->output_b), NULL);
     if (g->status != LW_OK) return g->status;

@@ -383,6 +383,30 @@ static void check_errors(void) {
     CHECK(make("tiny", "q1_0", "builtin", 1, path, &r, NULL, err) == LW_ERR_UNSUPPORTED &&
           strstr(err, "fallback"));
     CHECK(make("tiny-256", "q1_0", "builtin", 1, path, &r, NULL, err) == LW_OK);
+    /* a custom shape (what tests of other modules use), and shapes refused */
+    {
+        lw__synth_preset cp = *lw__synth_preset_find("tiny-qwen2");
+        cp.name = "custom", cp.n_embd = 128, cp.n_layer = 1, cp.n_head = 8, cp.n_head_kv = 2, cp.n_ff = 96;
+        lw__synth_params vp = {.custom = &cp, .type = "f16", .vocab_path = "builtin", .pure = 1};
+        CHECK(lw__synth_write(&vp, path, NULL, &r, err) == LW_OK && r.n_tensors == 2 + 12);
+        lw_source *src;
+        lw_gguf *g = open_file(path, &src);
+        int64_t iq = g ? lw_gguf_find_tensor(g, "blk.0.attn_k.weight") : -1;
+        CHECK(iq >= 0 && lw_gguf_tensor_at(g, iq)->ne[0] == 128 && lw_gguf_tensor_at(g, iq)->ne[1] == 32 &&
+              lw_gguf_tensor_at(g, iq)->type == LW_TYPE_F16);
+        lw_gguf_close(g);
+        lw_source_close(src);
+        lw__synth_preset bad = cp;
+        bad.n_head_kv = 3; /* 8 heads in groups of 3 */
+        vp.custom = &bad;
+        CHECK(lw__synth_write(&vp, path, NULL, &r, err) == LW_ERR_INVALID_ARG);
+        bad = cp, bad.arch = "mamba";
+        CHECK(lw__synth_write(&vp, path, NULL, &r, err) == LW_ERR_INVALID_ARG);
+        bad = cp, bad.n_head = 0;
+        CHECK(lw__synth_write(&vp, path, NULL, &r, err) == LW_ERR_INVALID_ARG);
+        bad = cp, bad.n_embd = 100, bad.n_head = 8; /* 100 / 8 heads is no whole head size */
+        CHECK(lw__synth_write(&vp, path, NULL, &r, err) == LW_ERR_INVALID_ARG);
+    }
     /* a padded built-in vocab: the token list and the embedding rows follow the size */
     {
         lw__synth_params vp = {.preset = "tiny", .type = "q8_0", .vocab_path = "builtin", .n_vocab = 1000};

@@ -339,6 +339,20 @@ static float iq_sd_per_amax(uint32_t type, const lw_allocator *al) {
  * The whole file
  * ------------------------------------------------------------------------------------------------------- */
 
+/* A shape the writer can make and llama.cpp's loaders accept: known architecture, positive sizes within
+ * limits that keep every product far from overflow, whole GQA groups, an even head size (RoPE pairs). */
+static int valid_shape(const lw__synth_preset *p) {
+    static const char *archs[] = {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
+    int known = 0;
+    for (size_t i = 0; p->arch && i < sizeof archs / sizeof archs[0]; i++)
+        known |= !strcmp(p->arch, archs[i]);
+    const uint32_t hd = p->n_head ? lw__synth_head_dim(p) : 0;
+    return known && p->name && p->n_embd > 0 && p->n_embd <= 65536 && p->n_layer > 0 && p->n_layer <= 512 &&
+           p->n_head > 0 && p->n_head <= 1024 && p->n_head_kv > 0 && p->n_head % p->n_head_kv == 0 &&
+           p->n_ff > 0 && p->n_ff <= (1u << 20) && hd > 0 && hd <= 4096 && hd % 2 == 0 &&
+           (p->head_dim || p->n_embd % p->n_head == 0);
+}
+
 lw_status lw__synth_write(const lw__synth_params *params, const char *path, const lw_allocator *alloc,
                           lw__synth_result *res, char *err) {
     lw__synth_result r_local;
@@ -346,10 +360,11 @@ lw_status lw__synth_write(const lw__synth_params *params, const char *path, cons
     memset(res, 0, sizeof *res);
     err[0] = 0;
     if (!params || !path) return lw__errorf(err, LW_ERR_INVALID_ARG, "no parameters or output path");
-    const lw__synth_preset *p = lw__synth_preset_find(params->preset);
+    const lw__synth_preset *p = params->custom ? params->custom : lw__synth_preset_find(params->preset);
     if (!p)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "unknown preset '%s'",
                           params->preset ? params->preset : "");
+    if (!valid_shape(p)) return lw__errorf(err, LW_ERR_INVALID_ARG, "preset '%s': unusable shape", p->name);
     const lw__synth_ftype *ft = lw__synth_ftype_find(params->type);
     if (!ft)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "unknown type '%s'", params->type ? params->type : "");

@@ -114,7 +114,8 @@ uint32_t lw__synth_tensor_type(const lw__synth_ftype *ft, int pure, const lw__sy
 
 /* What to make. */
 typedef struct lw__synth_params {
-    const char *preset;     /* preset name                                                             */
+    const char *preset; /* preset name                                                             */
+    const lw__synth_preset *custom; /* used instead of preset when not NULL (any shape; validated)      */
     const char *type;       /* --type name (a file type or a pure tensor type)                         */
     const char *vocab_path; /* vocab GGUF; NULL: the default (../shared llama-spm if present, else the
                                built-in byte vocab); "builtin": the byte vocab                          */

@@ -294,6 +294,8 @@ static void test_spm(const char *dir) {
     CHECK(lw_vocab_special(v, LW_TOKEN_BOS) == 1 && lw_vocab_special(v, LW_TOKEN_EOS) == 2); /* SPM defaults */
     CHECK(lw_vocab_special(v, LW_TOKEN_NL) == 3 + '\n');
     CHECK(lw_vocab_is_eog(v, 2) && !lw_vocab_is_eog(v, 1));
+    CHECK(lw_vocab_find(v, "ab", 2) == 262 && lw_vocab_find(v, "</s>", 4) == 2 && lw_vocab_find(v, "abc", 3) == -1);
+    CHECK(lw_vocab_find(v, "<0x41>", 6) == 3 + 0x41);
     /* " ab" -> [▁ a b]; best pair "ab" (-0.5) then "▁ab" (-0.1) */
     EXPECT_IDS(v, "ab", 0, 0, 264);
     EXPECT_IDS(v, "ab", 1, 0, 1, 264);

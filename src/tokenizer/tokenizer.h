@@ -55,6 +55,8 @@ const char *lw_vocab_pre(const lw_vocab *v);
 /* Token text as stored (NUL-terminated; *len may be NULL); NULL for ids out of range. */
 const char *lw_vocab_token_text(const lw_vocab *v, int32_t id, size_t *len);
 float lw_vocab_token_score(const lw_vocab *v, int32_t id);
+/* Id of the token whose text is exactly text[0..len) (as stored, e.g. "<|im_end|>" or "\u2581the"), or -1. */
+int32_t lw_vocab_find(const lw_vocab *v, const char *text, size_t len);
 uint32_t lw_vocab_token_attr(const lw_vocab *v, int32_t id);
 /* Id of a special token, -1 when the vocabulary has none. */
 int32_t lw_vocab_special(const lw_vocab *v, lw_special_token which);

@@ -787,6 +787,9 @@ const char *lw_vocab_token_text(const lw_vocab *v, int32_t id, size_t *len) {
     if (len) *len = v->tokens[id].len;
     return v->text + v->tokens[id].off;
 }
+int32_t lw_vocab_find(const lw_vocab *v, const char *text, size_t len) {
+    return v && (text || !len) ? lw__vocab_find(v, text, len) : -1;
+}
 float lw_vocab_token_score(const lw_vocab *v, int32_t id) {
     return id < 0 || (uint32_t)id >= v->n_tokens ? 0.0f : v->tokens[id].score;
 }

@@ -124,6 +124,7 @@ static void test_x86_dots(void) {
         {LW_TYPE_Q4_1, "ggml_vec_dot_q4_1_q8_1", lw__vec_dot_q4_1_q8_1_x86},
         {LW_TYPE_Q5_0, "ggml_vec_dot_q5_0_q8_0", lw__vec_dot_q5_0_q8_0_x86},
         {LW_TYPE_Q5_1, "ggml_vec_dot_q5_1_q8_1", lw__vec_dot_q5_1_q8_1_x86},
+        {LW_TYPE_IQ4_XS, "ggml_vec_dot_iq4_xs_q8_K", lw__vec_dot_iq4_xs_q8_K_x86},
     };
     int n_variants = 0;
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
@@ -181,7 +182,7 @@ static void test_x86_dots(void) {
                 }
             }
         }
-        printf("x86-order dots (q8_0 q2_K-q6_K q4_1 q5_0 q5_1) == ggml-cpu-%s: %d/%d (generic order differs in %d)\n",
+        printf("x86-order dots (q8_0 q2_K-q6_K q4_1 q5_0 q5_1 iq4_xs) == ggml-cpu-%s: %d/%d (generic order differs in %d)\n",
                variants[vi], same, total, ref_differs);
         /* Q8_0 prompts go through llamafile's tinyBLAS (2+ activation rows): same per-output order. */
         struct {

@@ -761,6 +761,28 @@ float lw__vec_dot_q3_K_q8_K_x86(int64_t n, const void *w, const void *a) {
     return hsum8_x86(acc);
 }
 
+float lw__vec_dot_iq4_xs_q8_K_x86(int64_t n, const void *w, const void *a) {
+    const lw__block_iq4_xs *x = w;
+    const lw__block_q8_K *y = a;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        int8_t v[LW_QK_K];
+        int sc[8];
+        for (int ib = 0; ib < 8; ++ib) {
+            const uint8_t *qs = x[i].qs + 16 * ib;
+            for (int j = 0; j < 16; ++j) {
+                v[32 * ib + j] = lw__iq4nl_values[qs[j] & 0xf];
+                v[32 * ib + 16 + j] = lw__iq4nl_values[qs[j] >> 4];
+            }
+            sc[ib] = (((x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((x[i].scales_h >> (2 * ib)) & 3) << 4)) - 32;
+        }
+        int32_t lanes[8];
+        lanes_x86(lanes, v, y[i].qs, sc, 32);
+        fma_lanes_x86(acc, H2F(x[i].d) * y[i].d, lanes);
+    }
+    return hsum8_x86(acc);
+}
+
 /* Q4_1 / Q5_0 / Q5_1 (32-element blocks): lanes of 4 consecutive products, one FMA per block; Q4_1 and Q5_1
  * keep the min term (m * s) in a scalar sum, which the compiler contracts to an FMA. */
 static float q32_x86(int64_t n, const uint8_t *w, size_t bsize, int kind, const uint8_t *a, size_t asize) {
@@ -1024,6 +1046,7 @@ lw__vec_dot_fn lw__quant_dot_x86(uint32_t type, bool avx512, bool rows_mult8, bo
     case LW_TYPE_Q3_K: return lw__vec_dot_q3_K_q8_K_x86;
     case LW_TYPE_Q5_K: return lw__vec_dot_q5_K_q8_K_x86;
     case LW_TYPE_Q6_K: return lw__vec_dot_q6_K_q8_K_x86;
+    case LW_TYPE_IQ4_XS: return lw__vec_dot_iq4_xs_q8_K_x86;
     default: return NULL;
     }
 }

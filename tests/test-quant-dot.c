@@ -125,6 +125,11 @@ static void test_x86_dots(void) {
         {LW_TYPE_Q5_0, "ggml_vec_dot_q5_0_q8_0", lw__vec_dot_q5_0_q8_0_x86},
         {LW_TYPE_Q5_1, "ggml_vec_dot_q5_1_q8_1", lw__vec_dot_q5_1_q8_1_x86},
         {LW_TYPE_IQ4_XS, "ggml_vec_dot_iq4_xs_q8_K", lw__vec_dot_iq4_xs_q8_K_x86},
+        {LW_TYPE_IQ2_XXS, "ggml_vec_dot_iq2_xxs_q8_K", lw__vec_dot_iq2_xxs_q8_K_x86},
+        {LW_TYPE_IQ2_XS, "ggml_vec_dot_iq2_xs_q8_K", lw__vec_dot_iq2_xs_q8_K_x86},
+        {LW_TYPE_IQ2_S, "ggml_vec_dot_iq2_s_q8_K", lw__vec_dot_iq2_s_q8_K_x86},
+        {LW_TYPE_IQ3_XXS, "ggml_vec_dot_iq3_xxs_q8_K", lw__vec_dot_iq3_xxs_q8_K_x86},
+        {LW_TYPE_IQ3_S, "ggml_vec_dot_iq3_s_q8_K", lw__vec_dot_iq3_s_q8_K_x86},
     };
     int n_variants = 0;
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
@@ -159,7 +164,9 @@ static void test_x86_dots(void) {
                     fill(x, n, (kind + 2) % 4);
                     uint8_t *wq = malloc(lw__row_size(cases[c].type, n, NULL));
                     uint8_t *aq = calloc(1, (size_t)(n / 256) * sizeof(lw__block_q8_K));
-                    CHECK(lw__quantize(cases[c].type, w, wq, 1, n, NULL) == LW_OK);
+                    const lw__quant_traits_t *tr = lw__quant_traits(cases[c].type);
+                    if (!tr->quantize || tr->requires_imatrix) lw__iq_random_blocks(cases[c].type, wq, n / LW_QK_K, rng_state);
+                    else CHECK(lw__quantize(cases[c].type, w, wq, 1, n, NULL) == LW_OK);
                     if (qd->vec_dot_type == LW_TYPE_Q8_0) lw__quantize_row_q8_0_x86(x, aq, n);
                     else if (qd->vec_dot_type == LW_TYPE_Q8_1) lw__quantize_row_q8_1_x86(x, aq, n);
                     else qd->act_from_float(x, aq, n);
@@ -182,7 +189,7 @@ static void test_x86_dots(void) {
                 }
             }
         }
-        printf("x86-order dots (q8_0 q2_K-q6_K q4_1 q5_0 q5_1 iq4_xs) == ggml-cpu-%s: %d/%d (generic order differs in %d)\n",
+        printf("x86-order dots (q8_0 q2_K-q6_K q4_1 q5_0 q5_1 iq4_xs iq2/iq3) == ggml-cpu-%s: %d/%d (generic order differs in %d)\n",
                variants[vi], same, total, ref_differs);
         /* Q8_0 prompts go through llamafile's tinyBLAS (2+ activation rows): same per-output order. */
         struct {

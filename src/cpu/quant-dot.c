@@ -783,6 +783,120 @@ float lw__vec_dot_iq4_xs_q8_K_x86(int64_t n, const void *w, const void *a) {
     return hsum8_x86(acc);
 }
 
+/* IQ2/IQ3 grid formats: the AVX2 kernels sign the activations, multiply by grid magnitudes, scale per 16 or
+ * 32 and keep the usual 8 lanes; one FMA per super-block and a constant factor at the end. Each decoder
+ * writes the signed values v (grid * sign) and the scale of every group of `group` elements. */
+typedef void (*iq_decode_fn)(const void *blk, int8_t v[LW_QK_K], int *sc);
+
+static inline int8_t signed_u8(uint64_t g, int j, uint8_t signs, int sj) {
+    return (int8_t)(grid_u8(g, j) * (signs & lw__iq_kmask[sj] ? -1 : 1));
+}
+
+static void decode_iq2_xxs(const void *vb, int8_t *v, int *sc) {
+    const lw__block_iq2_xxs *x = vb;
+    for (int ib = 0; ib < 8; ++ib) {
+        const uint32_t idx = (uint32_t)x->qs[4 * ib] | ((uint32_t)x->qs[4 * ib + 1] << 16);
+        const uint32_t aux = (uint32_t)x->qs[4 * ib + 2] | ((uint32_t)x->qs[4 * ib + 3] << 16);
+        sc[ib] = (int)(2 * (aux >> 28) + 1);
+        for (int l = 0; l < 4; ++l) {
+            const uint64_t g = lw__iq2xxs_grid[(idx >> (8 * l)) & 0xff];
+            const uint8_t signs = lw__iq_ksigns[(aux >> (7 * l)) & 127];
+            for (int j = 0; j < 8; ++j) v[32 * ib + 8 * l + j] = signed_u8(g, j, signs, j);
+        }
+    }
+}
+
+static void decode_iq2_xs(const void *vb, int8_t *v, int *sc) {
+    const lw__block_iq2_xs *x = vb;
+    for (int ib = 0; ib < 8; ++ib) {
+        sc[2 * ib] = 2 * (x->scales[ib] & 0xf) + 1;
+        sc[2 * ib + 1] = 2 * (x->scales[ib] >> 4) + 1;
+        for (int l = 0; l < 4; ++l) {
+            const uint16_t q = x->qs[4 * ib + l];
+            const uint64_t g = lw__iq2xs_grid[q & 511];
+            const uint8_t signs = lw__iq_ksigns[q >> 9];
+            for (int j = 0; j < 8; ++j) v[32 * ib + 8 * l + j] = signed_u8(g, j, signs, j);
+        }
+    }
+}
+
+static void decode_iq2_s(const void *vb, int8_t *v, int *sc) {
+    const lw__block_iq2_s *x = vb;
+    const uint8_t *signs = x->qs + LW_QK_K / 8;
+    for (int ib = 0; ib < 8; ++ib) {
+        sc[2 * ib] = 2 * (x->scales[ib] & 0xf) + 1;
+        sc[2 * ib + 1] = 2 * (x->scales[ib] >> 4) + 1;
+        for (int l = 0; l < 4; ++l) {
+            const uint64_t g = lw__iq2s_grid[x->qs[4 * ib + l] | ((x->qh[ib] << (8 - 2 * l)) & 0x300)];
+            for (int j = 0; j < 8; ++j) v[32 * ib + 8 * l + j] = signed_u8(g, j, signs[4 * ib + l], j);
+        }
+    }
+}
+
+static void decode_iq3_xxs(const void *vb, int8_t *v, int *sc) {
+    const lw__block_iq3_xxs *x = vb;
+    const uint8_t *gas = x->qs + LW_QK_K / 4;
+    for (int ib = 0; ib < 8; ++ib) {
+        const uint32_t aux = lw__rd_u32(gas + 4 * ib);
+        sc[ib] = (int)(2 * (aux >> 28) + 1);
+        for (int l = 0; l < 4; ++l) {
+            const uint8_t signs = lw__iq_ksigns[(aux >> (7 * l)) & 127];
+            const uint32_t g1 = lw__iq3xxs_grid[x->qs[8 * ib + 2 * l]], g2 = lw__iq3xxs_grid[x->qs[8 * ib + 2 * l + 1]];
+            for (int j = 0; j < 4; ++j) {
+                v[32 * ib + 8 * l + j] = signed_u8(g1, j, signs, j);
+                v[32 * ib + 8 * l + 4 + j] = signed_u8(g2, j, signs, j + 4);
+            }
+        }
+    }
+}
+
+static void decode_iq3_s(const void *vb, int8_t *v, int *sc) {
+    const lw__block_iq3_s *x = vb;
+    for (int ib = 0; ib < 8; ++ib) {
+        sc[ib] = 2 * ((x->scales[ib / 2] >> (4 * (ib % 2))) & 0xf) + 1;
+        const uint8_t *qs = x->qs + 8 * ib, *signs = x->signs + 4 * ib;
+        for (int l = 0; l < 4; ++l) {
+            const uint32_t g1 = lw__iq3s_grid[qs[2 * l] | ((x->qh[ib] << (8 - 2 * l)) & 256)];
+            const uint32_t g2 = lw__iq3s_grid[qs[2 * l + 1] | ((x->qh[ib] << (7 - 2 * l)) & 256)];
+            for (int j = 0; j < 4; ++j) {
+                v[32 * ib + 8 * l + j] = signed_u8(g1, j, signs[l], j);
+                v[32 * ib + 8 * l + 4 + j] = signed_u8(g2, j, signs[l], j + 4);
+            }
+        }
+    }
+}
+
+static float iq_grid_x86(int64_t n, const uint8_t *w, size_t bsize, const lw__block_q8_K *y, iq_decode_fn decode,
+                         int group, float factor) {
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const uint8_t *blk = w + (size_t)i * bsize;
+        int8_t v[LW_QK_K];
+        int sc[16];
+        decode(blk, v, sc);
+        int32_t lanes[8];
+        lanes_x86(lanes, v, y[i].qs, sc, group);
+        fma_lanes_x86(acc, H2F(lw__rd_u16(blk)) * y[i].d, lanes); /* d is the first field of these blocks */
+    }
+    return factor * hsum8_x86(acc);
+}
+
+float lw__vec_dot_iq2_xxs_q8_K_x86(int64_t n, const void *w, const void *a) {
+    return iq_grid_x86(n, w, sizeof(lw__block_iq2_xxs), a, decode_iq2_xxs, 32, 0.125f);
+}
+float lw__vec_dot_iq2_xs_q8_K_x86(int64_t n, const void *w, const void *a) {
+    return iq_grid_x86(n, w, sizeof(lw__block_iq2_xs), a, decode_iq2_xs, 16, 0.125f);
+}
+float lw__vec_dot_iq2_s_q8_K_x86(int64_t n, const void *w, const void *a) {
+    return iq_grid_x86(n, w, sizeof(lw__block_iq2_s), a, decode_iq2_s, 16, 0.125f);
+}
+float lw__vec_dot_iq3_xxs_q8_K_x86(int64_t n, const void *w, const void *a) {
+    return iq_grid_x86(n, w, sizeof(lw__block_iq3_xxs), a, decode_iq3_xxs, 32, 0.25f);
+}
+float lw__vec_dot_iq3_s_q8_K_x86(int64_t n, const void *w, const void *a) {
+    return iq_grid_x86(n, w, sizeof(lw__block_iq3_s), a, decode_iq3_s, 32, 1.0f);
+}
+
 /* Q4_1 / Q5_0 / Q5_1 (32-element blocks): lanes of 4 consecutive products, one FMA per block; Q4_1 and Q5_1
  * keep the min term (m * s) in a scalar sum, which the compiler contracts to an FMA. */
 static float q32_x86(int64_t n, const uint8_t *w, size_t bsize, int kind, const uint8_t *a, size_t asize) {
@@ -1047,6 +1161,11 @@ lw__vec_dot_fn lw__quant_dot_x86(uint32_t type, bool avx512, bool rows_mult8, bo
     case LW_TYPE_Q5_K: return lw__vec_dot_q5_K_q8_K_x86;
     case LW_TYPE_Q6_K: return lw__vec_dot_q6_K_q8_K_x86;
     case LW_TYPE_IQ4_XS: return lw__vec_dot_iq4_xs_q8_K_x86;
+    case LW_TYPE_IQ2_XXS: return lw__vec_dot_iq2_xxs_q8_K_x86;
+    case LW_TYPE_IQ2_XS: return lw__vec_dot_iq2_xs_q8_K_x86;
+    case LW_TYPE_IQ2_S: return lw__vec_dot_iq2_s_q8_K_x86;
+    case LW_TYPE_IQ3_XXS: return lw__vec_dot_iq3_xxs_q8_K_x86;
+    case LW_TYPE_IQ3_S: return lw__vec_dot_iq3_s_q8_K_x86;
     default: return NULL;
     }
 }

@@ -44,6 +44,11 @@ float lw__vec_dot_q4_1_q8_1_x86(int64_t n, const void *w, const void *a);
 float lw__vec_dot_q5_0_q8_0_x86(int64_t n, const void *w, const void *a);
 float lw__vec_dot_q5_1_q8_1_x86(int64_t n, const void *w, const void *a);
 float lw__vec_dot_iq4_xs_q8_K_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq2_xxs_q8_K_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq2_xs_q8_K_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq2_s_q8_K_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq3_xxs_q8_K_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq3_s_q8_K_x86(int64_t n, const void *w, const void *a);
 
 /* One row of what ggml-cpu's x86 AVX2 / AVX-512 builds compute for weights they repack (Q4_0, IQ4_NL, MXFP4,
  * Q4_K when the row count is a multiple of 8): its gemv kernels, one activation row (decode). Takes plain

@@ -469,6 +469,9 @@ static const feature_case FEATURES[] = {
      "{{ 'Ab'.lower() }}{{ 'ab cd'.title() }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}|"
      "{{ 'a-b-c'.split('-', 1) }}|{{ 'aXbX'.replace('X', '') }}",
      "x|x  |  x|x|TrueTrueTrue|ABabAb Cd|['a', 'b', '', 'c']|['a', 'b']|['a', 'b-c']|ab"},
+    {"[{{ '\\u3000 x\\u00a0'.strip() }}][{{ '\\u2003a b\\u3000c'.split() }}][{{ 'x\\u00a0\\u00a0' | trim }}]"
+     "[{{ '\xef\xbd\x9c" "ab\xef\xbd\x9c'.strip('\xef\xbd\x9c') }}][{{ '\xc3\xa9" "a\xc3\xa8'.strip('\xc3\xa8') }}]",
+     "[x][['a', 'b', 'c']][x][ab][\xc3\xa9" "a]"},
     {"{{ '<think>r</think>\\n\\nanswer'.split('</think>')[-1].lstrip('\\n') }}|{{ 'a{}c{x}'.format('b', x='d') }}|"
      "{{ ','.join(['1', '2']) }}|{{ 'hello'.find('l') }}|{{ 'hello'.count('l') }}",
      "answer|abcd|1,2|2|2"},

@@ -80,17 +80,62 @@ static bool py_space(unsigned char ch) {
     return ch == ' ' || (ch >= '\t' && ch <= '\r') || (ch >= 0x1c && ch <= 0x1f);
 }
 
-static bool in_set(unsigned char ch, const jj_str *chars) {
-    return chars ? memchr(chars->p, ch, chars->n) != NULL : py_space(ch);
+/* Byte length of the Python whitespace character at s[i] (0 if none): ASCII \t-\r, space, \x1c-\x1f,
+ * and the Unicode spaces U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000. */
+static size_t ws_at(jj_str s, size_t i) {
+    const unsigned char *p = (const unsigned char *)s.p + i;
+    size_t left = s.n - i;
+    if (p[0] < 0x80) return py_space(p[0]);
+    if (p[0] == 0xC2 && left >= 2 && (p[1] == 0x85 || p[1] == 0xA0)) return 2;
+    if (left < 3) return 0;
+    if (p[0] == 0xE1 && p[1] == 0x9A && p[2] == 0x80) return 3;
+    if (p[0] == 0xE2 && p[1] == 0x80 && ((p[2] >= 0x80 && p[2] <= 0x8A) || p[2] == 0xA8 || p[2] == 0xA9 || p[2] == 0xAF))
+        return 3;
+    if (p[0] == 0xE2 && p[1] == 0x81 && p[2] == 0x9F) return 3;
+    if (p[0] == 0xE3 && p[1] == 0x80 && p[2] == 0x80) return 3;
+    return 0;
 }
 
-/* str.strip([chars]); which: 1 left, 2 right, 3 both. chars is a byte set (ASCII sets as templates use). */
+/* Byte length of the UTF-8 character at s[i] (1 for a stray byte). */
+static size_t char_len(jj_str s, size_t i) {
+    size_t j = i + 1;
+    while (j < s.n && j - i < 4 && ((unsigned char)s.p[j] & 0xC0) == 0x80) j++;
+    return j - i;
+}
+
+/* Start of the UTF-8 character that ends at s[end-1]. */
+static size_t char_start_before(jj_str s, size_t end) {
+    size_t k = end - 1;
+    while (k > 0 && end - k < 4 && ((unsigned char)s.p[k] & 0xC0) == 0x80) k--;
+    return k;
+}
+
+/* Whether the character s[i..i+len) is one of the characters of chars (or whitespace when chars is NULL). */
+static bool strip_member(jj_str s, size_t i, size_t len, const jj_str *chars) {
+    if (!chars) return ws_at(s, i) == len;
+    for (size_t k = 0; k < chars->n;) {
+        size_t cl = char_len(*chars, k);
+        if (cl == len && !memcmp(chars->p + k, s.p + i, len)) return true;
+        k += cl;
+    }
+    return false;
+}
+
+/* str.strip([chars]); which: 1 left, 2 right, 3 both. Works on whole UTF-8 characters, as Python. */
 static jj_str strip(jj_str s, const jj_str *chars, int which) {
     size_t a = 0, b = s.n;
     if (which & 1)
-        while (a < b && in_set((unsigned char)s.p[a], chars)) a++;
+        while (a < b) {
+            size_t l = char_len(s, a);
+            if (a + l > b || !strip_member(s, a, l, chars)) break;
+            a += l;
+        }
     if (which & 2)
-        while (b > a && in_set((unsigned char)s.p[b - 1], chars)) b--;
+        while (b > a) {
+            size_t k = char_start_before(s, b);
+            if (k < a || !strip_member(s, k, b - k, chars)) break;
+            b = k;
+        }
     return jj_s(s.p + a, b - a);
 }
 
@@ -648,10 +693,12 @@ bool jj_apply_filter(jj_ctx *c, jj_scope *sc, int id, jj_val in, const jj_val *a
         if (!jj_to_str(c, in, &s)) return false;
         int64_t n = 0;
         bool in_word = false;
-        for (size_t i = 0; i < s.n; i++) {
-            bool w = !py_space((unsigned char)s.p[i]);
+        for (size_t i = 0; i < s.n;) {
+            size_t ws = ws_at(s, i);
+            bool w = ws == 0;
             if (w && !in_word) n++;
             in_word = w;
+            i += ws ? ws : char_len(s, i);
         }
         *out = jj_int(n);
         return true;
@@ -766,14 +813,14 @@ static bool split(jj_ctx *c, jj_str s, const jj_val *sepv, int64_t maxsplit, jj_
         size_t i = 0;
         int64_t done = 0;
         while (i < s.n) {
-            while (i < s.n && py_space((unsigned char)s.p[i])) i++;
+            size_t w;
+            while (i < s.n && (w = ws_at(s, i)) > 0) i += w;
             if (i >= s.n) break;
             size_t j = i;
             if (maxsplit >= 0 && done >= maxsplit) {
-                j = s.n;
-                while (j > i && py_space((unsigned char)s.p[j - 1])) j--;
+                j = (size_t)(strip(jj_s(s.p + i, s.n - i), NULL, 2).n) + i;
             } else {
-                while (j < s.n && !py_space((unsigned char)s.p[j])) j++;
+                while (j < s.n && ws_at(s, j) == 0) j += char_len(s, j);
             }
             if (!jj_list_push(c, l, jj_strv(jj_s(s.p + i, j - i))) || !jj_step(c, 1)) return false;
             done++;

@@ -31,8 +31,9 @@
  *             isspace isalnum; dict: items keys values get; list: append pop index count
  *   globals   range, namespace, dict, raise_exception(msg), strftime_now(fmt) (UTC, C locale)
  * Differences from Jinja2: attribute access on undefined values gives undefined instead of an error; case
- * mapping and whitespace stripping are ASCII-only; no include/import/extends, call blocks, recursive loops,
- * loop.cycle, or '%' string formatting. */
+ * mapping (upper, lower, title, capitalize) is ASCII-only (whitespace handling follows Python, Unicode
+ * spaces included); no include/import/extends, call blocks, recursive loops, loop.cycle, or '%' string
+ * formatting. */
 #ifndef LW_CHAT_H
 #define LW_CHAT_H
 

@@ -130,6 +130,8 @@ static void test_x86_dots(void) {
         {LW_TYPE_IQ2_S, "ggml_vec_dot_iq2_s_q8_K", lw__vec_dot_iq2_s_q8_K_x86},
         {LW_TYPE_IQ3_XXS, "ggml_vec_dot_iq3_xxs_q8_K", lw__vec_dot_iq3_xxs_q8_K_x86},
         {LW_TYPE_IQ3_S, "ggml_vec_dot_iq3_s_q8_K", lw__vec_dot_iq3_s_q8_K_x86},
+        {LW_TYPE_IQ1_S, "ggml_vec_dot_iq1_s_q8_K", lw__vec_dot_iq1_s_q8_K_x86},
+        {LW_TYPE_IQ1_M, "ggml_vec_dot_iq1_m_q8_K", lw__vec_dot_iq1_m_q8_K_x86},
     };
     int n_variants = 0;
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
@@ -189,7 +191,7 @@ static void test_x86_dots(void) {
                 }
             }
         }
-        printf("x86-order dots (q8_0 q2_K-q6_K q4_1 q5_0 q5_1 iq4_xs iq2/iq3) == ggml-cpu-%s: %d/%d (generic order differs in %d)\n",
+        printf("x86-order dots (q8_0 q2_K-q6_K q4_1 q5_0 q5_1 iq4_xs iq1/iq2/iq3) == ggml-cpu-%s: %d/%d (generic order differs in %d)\n",
                variants[vi], same, total, ref_differs);
         /* Q8_0 prompts go through llamafile's tinyBLAS (2+ activation rows): same per-output order. */
         struct {

@@ -897,6 +897,68 @@ float lw__vec_dot_iq3_s_q8_K_x86(int64_t n, const void *w, const void *a) {
     return iq_grid_x86(n, w, sizeof(lw__block_iq3_s), a, decode_iq3_s, 32, 1.0f);
 }
 
+/* IQ1_S: grid values -1..1 scaled per 32 in the lanes; the +-delta term from the activation sums in a
+ * scalar (contracted `accum1 += d * sumi1`), added at the end times 1/8 (exact). */
+float lw__vec_dot_iq1_s_q8_K_x86(int64_t n, const void *w, const void *a) {
+    const lw__block_iq1_s *x = w;
+    const lw__block_q8_K *y = a;
+    float acc[8] = {0}, accum1 = 0.0f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        int8_t v[LW_QK_K];
+        int sc[8], sumi1 = 0;
+        for (int ib = 0; ib < 8; ++ib) {
+            const uint16_t qh = x[i].qh[ib];
+            sc[ib] = 2 * ((qh >> 12) & 7) + 1;
+            for (int l = 0; l < 4; ++l) {
+                const uint64_t g = lw__iq1s_grid[x[i].qs[4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)];
+                for (int j = 0; j < 8; ++j) v[32 * ib + 8 * l + j] = (int8_t)grid_i8(g, j);
+            }
+            sumi1 += (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]) * (qh & 0x8000 ? -1 : 1) * sc[ib];
+        }
+        int32_t lanes[8];
+        lanes_x86(lanes, v, y[i].qs, sc, 32);
+        const float d = y[i].d * H2F(x[i].d);
+        fma_lanes_x86(acc, d, lanes);
+        accum1 = fmaf(d, (float)sumi1, accum1);
+    }
+    return hsum8_x86(acc) + LW_IQ1S_DELTA * accum1;
+}
+
+/* IQ1_M: grid values and the +-1 deltas both go through 8 lanes (scales per 16), two accumulators. */
+float lw__vec_dot_iq1_m_q8_K_x86(int64_t n, const void *w, const void *a) {
+    const lw__block_iq1_m *x = w;
+    const lw__block_q8_K *y = a;
+    float acc1[8] = {0}, acc2[8] = {0};
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        uint16_t scw[4];
+        for (int k = 0; k < 4; k++) scw[k] = lw__rd_u16(x[i].scales + 2 * k);
+        const uint16_t dh =
+            (uint16_t)((scw[0] >> 12) | ((scw[1] >> 8) & 0x00f0) | ((scw[2] >> 4) & 0x0f00) | (scw[3] & 0xf000));
+        int8_t v[LW_QK_K], dl[LW_QK_K];
+        int sc[16];
+        for (int ib = 0; ib < 8; ++ib) {
+            const uint8_t *qs = x[i].qs + 4 * ib, *qh = x[i].qh + 2 * ib;
+            sc[2 * ib] = 2 * ((scw[ib / 2] >> (6 * (ib % 2) + 0)) & 0x7) + 1;
+            sc[2 * ib + 1] = 2 * ((scw[ib / 2] >> (6 * (ib % 2) + 3)) & 0x7) + 1;
+            for (int l = 0; l < 4; ++l) {
+                const uint64_t g = lw__iq1s_grid[qs[l] | (((uint16_t)qh[l / 2] << (8 - 4 * (l % 2))) & 0x700)];
+                const int delta = qh[l / 2] & (l % 2 ? 0x80 : 0x08) ? -1 : 1;
+                for (int j = 0; j < 8; ++j) {
+                    v[32 * ib + 8 * l + j] = (int8_t)grid_i8(g, j);
+                    dl[32 * ib + 8 * l + j] = (int8_t)delta;
+                }
+            }
+        }
+        int32_t l1[8], l2[8];
+        lanes_x86(l1, v, y[i].qs, sc, 16);
+        lanes_x86(l2, dl, y[i].qs, sc, 16);
+        const float d = y[i].d * H2F(dh);
+        fma_lanes_x86(acc1, d, l1);
+        fma_lanes_x86(acc2, d, l2);
+    }
+    return hsum8_x86(acc1) + LW_IQ1M_DELTA * hsum8_x86(acc2);
+}
+
 /* Q4_1 / Q5_0 / Q5_1 (32-element blocks): lanes of 4 consecutive products, one FMA per block; Q4_1 and Q5_1
  * keep the min term (m * s) in a scalar sum, which the compiler contracts to an FMA. */
 static float q32_x86(int64_t n, const uint8_t *w, size_t bsize, int kind, const uint8_t *a, size_t asize) {
@@ -1166,6 +1228,8 @@ lw__vec_dot_fn lw__quant_dot_x86(uint32_t type, bool avx512, bool rows_mult8, bo
     case LW_TYPE_IQ2_S: return lw__vec_dot_iq2_s_q8_K_x86;
     case LW_TYPE_IQ3_XXS: return lw__vec_dot_iq3_xxs_q8_K_x86;
     case LW_TYPE_IQ3_S: return lw__vec_dot_iq3_s_q8_K_x86;
+    case LW_TYPE_IQ1_S: return lw__vec_dot_iq1_s_q8_K_x86;
+    case LW_TYPE_IQ1_M: return lw__vec_dot_iq1_m_q8_K_x86;
     default: return NULL;
     }
 }

@@ -49,6 +49,8 @@ float lw__vec_dot_iq2_xs_q8_K_x86(int64_t n, const void *w, const void *a);
 float lw__vec_dot_iq2_s_q8_K_x86(int64_t n, const void *w, const void *a);
 float lw__vec_dot_iq3_xxs_q8_K_x86(int64_t n, const void *w, const void *a);
 float lw__vec_dot_iq3_s_q8_K_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq1_s_q8_K_x86(int64_t n, const void *w, const void *a);
+float lw__vec_dot_iq1_m_q8_K_x86(int64_t n, const void *w, const void *a);
 
 /* One row of what ggml-cpu's x86 AVX2 / AVX-512 builds compute for weights they repack (Q4_0, IQ4_NL, MXFP4,
  * Q4_K when the row count is a multiple of 8): its gemv kernels, one activation row (decode). Takes plain
@@ -66,8 +68,8 @@ float lw__vec_dot_q2_K_q8_K_x86_repack(int64_t n, const void *w, const void *a);
 float lw__vec_dot_q2_K_q8_K_x86_repack_gemm(int64_t n, const void *w, const void *a);
 
 /* The dot that reproduces llama.cpp's x86-64 CPU build (AVX2, or AVX-512 when avx512) for one output of a
- * weight of this type, or NULL where not emulated (Q4_0/IQ4_NL/MXFP4 with rows % 8 != 0, ternary, NVFP4,
- * IQ grid types): rows_mult8 = the weight's row count is a multiple of 8 (llama.cpp repacks then);
+ * weight of this type, or NULL where not emulated (Q4_0/IQ4_NL/MXFP4 with rows % 8 != 0, TQ1_0, TQ2_0,
+ * NVFP4, Q1_0, Q2_0): rows_mult8 = the weight's row count is a multiple of 8 (llama.cpp repacks then);
  * gemm_row = this activation row is one of the first n_tokens - n_tokens % 4 of the step (llama.cpp runs
  * those through its 4-row gemm kernels, the rest through gemv). Pair it with lw__quant_act_x86. */
 lw__vec_dot_fn lw__quant_dot_x86(uint32_t type, bool avx512, bool rows_mult8, bool gemm_row);

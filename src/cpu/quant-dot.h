@@ -106,4 +106,22 @@ float lw__vec_dot_iq3_s_q8_K_ref(int64_t n, const void *w, const void *a);
 float lw__vec_dot_iq1_s_q8_K_ref(int64_t n, const void *w, const void *a);
 float lw__vec_dot_iq1_m_q8_K_ref(int64_t n, const void *w, const void *a);
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Small helpers shared by quant-dot.c and quant-dot-x86.c
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* 6-bit scale j and min j of Q4_K/Q5_K's packed 12 bytes (as get_scale_min_k4 in quant-k.c). */
+static inline void lw__k4_scale_min(int j, const uint8_t *q, int *d, int *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+/* Byte j of a packed grid entry, unsigned (IQ2/IQ3 magnitudes) or signed (IQ1 values). */
+static inline int lw__grid_u8(uint64_t g, int j) { return (int)((g >> (8 * j)) & 0xff); }
+static inline int lw__grid_i8(uint64_t g, int j) { return (int)(int8_t)((g >> (8 * j)) & 0xff); }
+
 #endif

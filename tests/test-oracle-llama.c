@@ -300,6 +300,16 @@ int main(void) {
     }
     static const int32_t once[5] = {1, 403, 407, 261, 378}; /* BOS + "Once upon a time" */
     char path[1024];
+    /* LW_ORACLE_MODEL=file.gguf: compare that model only (e.g. a real-size synthetic model) */
+    const char *only = getenv("LW_ORACLE_MODEL");
+    if (only && *only) {
+        int32_t p100[100];
+        p100[0] = 1;
+        for (int i = 1; i < 100; i++) p100[i] = 3 + (i * 37) % 500;
+        compare_model(only, only, once, 5, 32, -1, 1e-3);
+        compare_model(only, only, p100, 100, 8, -1, 1e-3);
+        return test_summary("test-oracle-llama");
+    }
     snprintf(path, sizeof(path), "%s/models/stories260K.gguf", test_shared_dir());
     compare_model(path, "stories260K.gguf", once, 5, 256, 432, 1e-3); /* llama.cpp's greedy continuation starts with 432 */
     snprintf(path, sizeof(path), "%s/models/llama-2-tiny-random.gguf", test_shared_dir());

@@ -7,6 +7,7 @@
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -524,7 +525,7 @@ lw_status lw_tokenize(const lw_vocab *v, const char *text, size_t len, int add_s
                       int32_t *out, size_t cap, size_t *n_out) {
     if (n_out) *n_out = 0;
     if (!v || (!text && len) || (!out && cap) || !n_out) return LW_ERR_INVALID_ARG;
-    if (len > UINT32_MAX / 8) return LW_ERR_TOO_LARGE;
+    if (len > UINT32_MAX / 16 || len > SIZE_MAX / 16) return LW_ERR_TOO_LARGE; /* keeps len * 8 + 8 in range */
     if (v->type == LW_VOCAB_NONE || !v->tokens) return LW_ERR_UNSUPPORTED;
     tok_state t;
     memset(&t, 0, sizeof(t));

@@ -5,6 +5,9 @@
  * BPE vocabulary is written with the GGUF writer to $TMPDIR and used instead. The first input byte picks
  * the vocabulary, the flags and the regex set; the rest is the text.
  *
+ * A first byte of 0xFF switches to the second mode: the rest is a GGUF file (hostile metadata) that is
+ * loaded as a vocabulary and, when it loads, used to tokenize and detokenize a fixed text.
+ *
  * Invariants checked (a failure aborts, which libFuzzer reports):
  *   - lw_tokenize succeeds, every id is in range, and a second call gives the same ids;
  *   - the pre-tokenizer pieces of every regex set cover the text exactly;
@@ -127,9 +130,47 @@ static int valid_utf8(const uint8_t *s, size_t n) {
         }                                                                                                    \
     } while (0)
 
+/* Mode 2: an arbitrary GGUF as vocabulary. Loading may fail (with a message); a loaded one must work. */
+static void fuzz_vocab_file(const uint8_t *data, size_t size) {
+    lw_source *src = NULL;
+    lw_gguf *g = NULL;
+    lw_vocab *v = NULL;
+    if (lw_source_from_memory(data, size, NULL, &src) != LW_OK) return;
+    if (lw_gguf_open(src, NULL, &g) == LW_OK) {
+        lw_status st = lw_vocab_load(g, NULL, &v);
+        CHECKF(v != NULL && (st == LW_OK || lw_vocab_error(v)[0]));
+        if (st == LW_OK) {
+            static const char text[] = "Hello world! <s> 123 \xe4\xb8\xad \xf0\x9f\xa6\x99 \xff it's\n\n";
+            int32_t ids[256];
+            size_t n = 0;
+            lw_status ts = lw_tokenize(v, text, sizeof(text) - 1, 1, 1, ids, 256, &n);
+            CHECKF(ts == LW_OK || ts == LW_ERR_UNSUPPORTED);
+            uint32_t nv = lw_vocab_n_tokens(v);
+            for (size_t i = 0; ts == LW_OK && i < n; i++) CHECKF(ids[i] >= 0 && (uint32_t)ids[i] < nv);
+            static char out[1 << 16];
+            size_t k = 0;
+            if (ts == LW_OK) {
+                lw_status ds = lw_detokenize(v, ids, n, 1, 1, out, sizeof(out), &k);
+                CHECKF(ds == LW_OK || ds == LW_ERR_TOO_LARGE);
+            }
+            for (uint32_t id = 0; id < nv && id < 512; id++) {
+                lw_status ps = lw_token_to_piece(v, (int32_t)id, 1, 1, out, sizeof(out), &k);
+                CHECKF(ps == LW_OK || ps == LW_ERR_TOO_LARGE);
+            }
+        }
+    }
+    lw_vocab_free(v);
+    lw_gguf_close(g);
+    lw_source_close(src);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (n_vocabs < 0) init();
+    if (size >= 1 && data[0] == 0xFF) {
+        if (size <= (1u << 20)) fuzz_vocab_file(data + 1, size - 1);
+        return 0;
+    }
     if (size < 1 || size > 4096) return 0;
     uint8_t sel = data[0];
     const char *text = (const char *)data + 1;

@@ -171,7 +171,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_upload(lw_wasm_matvec *m, uint32_t host_
 /* Runs one variant on the uploaded data: poisons y, writes the parameters, builds the variant's pipeline,
  * records the dispatch and schedules the read of y. The JS caller awaits lwGpu.settle() before
  * lw_wasm_matvec_nmse(). Returns an lw_status. */
-EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subgroups, int wg_size, int rows) {
+EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subgroups, int wg_size, int rows,
+                                            int blocks) {
     lw_status st;
     if (m->err[0]) return LW_ERR_INVALID_ARG;
     if (!m->bw) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first");
@@ -179,7 +180,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
     void *c = m->gpu.ctx;
     lw__gpu_matvec_params p;
     uint32_t grid[3];
-    lw__gpu_matvec_variant v = {m->type, f16 != 0, subgroups != 0, (uint32_t)wg_size, (uint32_t)rows};
+    lw__gpu_matvec_variant v = {m->type, f16 != 0, subgroups != 0, (uint32_t)wg_size, (uint32_t)rows, blocks != 0};
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid, m->err)) != LW_OK)
         return st;
     memset(m->y, 0xff, (size_t)m->rows * 4); /* NaN: a row the kernel does not write fails the check */
@@ -200,7 +201,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
  * compute pass, submits, and schedules the read of y; the JS caller times it up to settle(). The pipeline
  * and bind group are made on the first call for a variant (rows: rows per workgroup) (call once to warm up). Returns an lw_status. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int subgroups, int wg_size, int rows,
-                                              int iters) {
+                                              int blocks, int iters) {
     lw_status st;
     if (m->err[0]) return LW_ERR_INVALID_ARG;
     if (!m->bw || iters <= 0) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first; iters > 0");
@@ -208,7 +209,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int su
     void *c = m->gpu.ctx;
     lw__gpu_matvec_params p;
     uint32_t grid[3];
-    lw__gpu_matvec_variant v = {m->type, f16 != 0, subgroups != 0, (uint32_t)wg_size, (uint32_t)rows};
+    lw__gpu_matvec_variant v = {m->type, f16 != 0, subgroups != 0, (uint32_t)wg_size, (uint32_t)rows, blocks != 0};
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid, m->err)) != LW_OK)
         return st;
     lw_gpu_pipeline pipe;

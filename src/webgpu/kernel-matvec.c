@@ -40,7 +40,7 @@ uint32_t lw__gpu_matvec_block(uint32_t type) {
 }
 
 lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t type) {
-    lw__gpu_matvec_variant v = {type, info->has_f16, info->has_subgroups, 64, 1};
+    lw__gpu_matvec_variant v = {type, info->has_f16, info->has_subgroups, 64, 1, false};
     return v;
 }
 
@@ -66,15 +66,16 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
                           v->rows, v->wg_size);
 
     char label[LW_GPU_CACHE_KEY];
-    snprintf(label, sizeof label, "matvec %s%s%s wg%u r%u", ti ? ti->name : "?", v->f16 ? " f16" : "",
-             v->subgroups ? " sg" : "", v->wg_size, v->rows);
+    snprintf(label, sizeof label, "matvec %s%s%s wg%u r%u%s", ti ? ti->name : "?", v->f16 ? " f16" : "",
+             v->subgroups ? " sg" : "", v->wg_size, v->rows, v->blocks ? " b" : "");
     if (cache && (*out = lw__gpu_cache_find(cache, label)) != 0) return LW_OK;
 
     char wg[16], rows[16];
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     snprintf(rows, sizeof rows, "%u", v->rows);
     lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define}, {"F16", v->f16 ? "1" : "0"},
-                              {"SUBGROUPS", v->subgroups ? "1" : "0"}, {"WG_SIZE", wg}, {"ROWS", rows}};
+                              {"SUBGROUPS", v->subgroups ? "1" : "0"}, {"WG_SIZE", wg}, {"ROWS", rows},
+                              {"BLOCKS", v->blocks ? "1" : "0"}};
     size_t n_files = 0;
     const lw__wgsl_file *files = lw__wgsl_builtin(&n_files);
     lw__wgsl_pp_params pp = {files, n_files, defs, sizeof defs / sizeof defs[0], 0, 0};

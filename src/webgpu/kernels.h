@@ -44,6 +44,7 @@ typedef struct lw__gpu_matvec_variant {
     bool subgroups;   /* subgroup reduction (needs subgroups), else workgroup tree */
     uint32_t wg_size; /* invocations per workgroup, a power of two                 */
     uint32_t rows;    /* rows per workgroup (1..16; x chunks are shared by them)   */
+    bool blocks;      /* an invocation takes whole blocks, not chunks of 8 weights */
 } lw__gpu_matvec_variant;
 
 /* The uniform parameter block of one mat-vec call (MatvecParams in matvec.wgsl; 32 bytes). */
@@ -67,7 +68,8 @@ bool lw__gpu_matvec_supported(uint32_t type);
 /* Elements per block of the template's loop for type (k must be a multiple); 0 when unsupported. */
 uint32_t lw__gpu_matvec_block(uint32_t type);
 
-/* The default variant for a device: f16 when available, subgroups when available, 64 invocations, 1 row. */
+/* The default variant for a device: f16 when available, subgroups when available, 64 invocations, 1 row,
+ * chunks. */
 lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t type);
 
 /* The pipeline of variant v: from cache when it holds it, else the template is expanded, compiled and

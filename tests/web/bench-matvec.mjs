@@ -21,10 +21,10 @@ for (const type of Object.keys(TYPES)) {
   await M.lwGpu.settle();
   for (const f16 of d.features.has('shader-f16') ? [0, 1] : [0]) {
     for (const sg of d.features.has('subgroups') ? [0, 1] : [0]) {
-      for (const [wg, perWg] of [[64, 1], [256, 1], [64, 4], [128, 4], [256, 8]]) {
+      for (const [wg, perWg, blocks] of [[64, 1, 0], [256, 1, 0], [128, 4, 0], [64, 1, 1], [128, 4, 1], [256, 8, 1], [64, 8, 1]]) {
         const run = async (n) => {
           const t0 = performance.now();
-          if (M._lw_wasm_matvec_bench(h, f16, sg, wg, perWg, n) !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_matvec_error(h)));
+          if (M._lw_wasm_matvec_bench(h, f16, sg, wg, perWg, blocks, n) !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_matvec_error(h)));
           const err = await M.lwGpu.settle();
           if (err) throw new Error(err);
           return performance.now() - t0;
@@ -36,10 +36,10 @@ for (const type of Object.keys(TYPES)) {
           for (let r = 0; r < 5; r++) t.push(await run(iters));
           t.sort((a, b) => a - b);
           const us = (t[2] * 1000) / iters, gbs = (rows * k * bytesPer[type]) / (us * 1e3);
-          console.log(`${type.padEnd(5)} f16=${f16} sg=${sg} wg=${String(wg).padEnd(3)} rows=${perWg} ${us.toFixed(1).padStart(8)} us/matvec ` +
+          console.log(`${type.padEnd(5)} f16=${f16} sg=${sg} wg=${String(wg).padEnd(3)} rows=${perWg} blocks=${blocks} ${us.toFixed(1).padStart(8)} us/matvec ` +
             `${gbs.toFixed(1).padStart(7)} GB/s of weights   nmse ${nmse.toExponential(2)}`);
         } catch (err) {
-          console.log(`${type} f16=${f16} sg=${sg} wg=${wg} rows=${perWg}: ${err.message}`);
+          console.log(`${type} f16=${f16} sg=${sg} wg=${wg} rows=${perWg} blocks=${blocks}: ${err.message}`);
         }
       }
     }

@@ -12,7 +12,7 @@ function fail(M, h, what) {
 }
 
 // Returns the NMSE of one run; throws with C's or the GPU's message on failure.
-export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: perWg = 1, seed = 1, viaHost = false } = {}) {
+export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: perWg = 1, blocks = 0, seed = 1, viaHost = false } = {}) {
   const h = M._lw_wasm_matvec_new(typeId, rows, k, seed);
   if (!h) throw new Error('out of memory');
   let src = 0;
@@ -27,7 +27,7 @@ export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64,
     if (M._lw_wasm_matvec_upload(h, src) !== 0) fail(M, h, 'upload');
     let err = await M.lwGpu.settle();
     if (err) throw new Error('GPU error after upload: ' + err);
-    if (M._lw_wasm_matvec_run(h, f16, sg, wg, perWg) !== 0) fail(M, h, 'run');
+    if (M._lw_wasm_matvec_run(h, f16, sg, wg, perWg, blocks) !== 0) fail(M, h, 'run');
     err = await M.lwGpu.settle();
     if (err) throw new Error('GPU error: ' + err);
     const nmse = M._lw_wasm_matvec_nmse(h);

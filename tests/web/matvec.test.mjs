@@ -59,13 +59,15 @@ for (const type of Object.keys(TYPES)) {
   }
 }
 
-test('several rows per workgroup (x chunks shared; a partial last group)', { skip }, async () => {
+test('several rows per workgroup (x chunks shared; a partial last group), whole blocks per invocation', { skip }, async () => {
   const i = info();
   for (const type of Object.keys(TYPES)) {
     for (const rows of [2, 4, 8]) {
       const sg = rows === 4 && i.subgroups ? 1 : 0, f16 = rows === 8 && i.f16 ? 1 : 0;
-      const nmse = await matvec(type, 67, 512, { rows, sg, f16, wg: 128, seed: rows });
-      assert.ok(nmse < BOUND[f16 ? 'f16' : 'f32'], `${type} rows=${rows} sg=${sg} f16=${f16}: nmse ${nmse}`);
+      for (const blocks of [0, 1]) {
+        const nmse = await matvec(type, 67, 512 + 32 * blocks, { rows, sg, f16, blocks, wg: 128, seed: rows });
+        assert.ok(nmse < BOUND[f16 ? 'f16' : 'f32'], `${type} rows=${rows} sg=${sg} f16=${f16} blocks=${blocks}: ${nmse}`);
+      }
     }
   }
 });
@@ -96,7 +98,7 @@ test('a broken variant is reported, not crashed on', { skip }, async () => {
   const h = M._lw_wasm_matvec_new(TYPES.Q4_0, 4, 32, 1);
   try {
     assert.equal(M._lw_wasm_matvec_upload(h, 0), 0);
-    const st = M._lw_wasm_matvec_run(h, 0, 0, 48, 1); // not a power of two: refused by C before the GPU
+    const st = M._lw_wasm_matvec_run(h, 0, 0, 48, 1, 0); // not a power of two: refused by C before the GPU
     assert.notEqual(st, 0);
     assert.match(M.UTF8ToString(M._lw_wasm_matvec_error(h)), /workgroup size 48/);
   } finally {

@@ -5,7 +5,8 @@
 // workgroup memory.
 //
 // Defines: WEIGHT_TYPE (TYPE_F32, TYPE_F16, TYPE_Q8_0, TYPE_Q4_0), WG_SIZE (a power of two, default 64),
-// ROWS (rows per workgroup, default 1), F16 and SUBGROUPS (see common.wgsl).
+// ROWS (rows per workgroup, default 1), BLOCKS (1: an invocation takes whole blocks, so a block's scale
+// and words are loaded by one invocation; 0: single chunks of 8 weights), F16 and SUBGROUPS (common.wgsl).
 // Bindings: 0 weights (read), 1 x as vec4<f32> (read), 2 y (read_write), 3 MatvecParams (uniform).
 // Dispatch: (groups_x, ceil(groups / groups_x), 1) workgroups with groups = ceil(rows / ROWS) and
 // groups_x <= maxComputeWorkgroupsPerDimension.
@@ -22,6 +23,9 @@
 #endif
 #ifndef ROWS
 #define ROWS 1
+#endif
+#ifndef BLOCKS
+#define BLOCKS 0
 #endif
 #if ROWS < 1 || ROWS > 16
 #error matvec.wgsl: ROWS must be 1..16
@@ -62,6 +66,19 @@ var<workgroup> sg_count: atomic<u32>;               // subgroups that stored sum
 var<workgroup> partial: array<f32, WG_SIZE * ROWS>; // row r of invocation i at r * WG_SIZE + i
 #endif
 
+// Adds chunk c of block blk, times the matching x, to the sums of rows row0 .. row0 + ROWS - 1.
+fn add_chunk(blk: u32, c: u32, row0: u32, acc: ptr<function, array<f32, ROWS>>) {
+    let xb = params.x_offset + (blk * DQ_BLOCK) / 4u;
+    let xlo = fvec4(x[xb + dq_lo_at(c) / 4u]);
+    let xhi = fvec4(x[xb + dq_hi_at(c) / 4u]);
+    for (var r = 0u; r < ROWS; r++) {
+        // rows past the end repeat the last row (never stored) so the loop stays uniform
+        let row = min(row0 + r, params.rows - 1u);
+        let q = dq_chunk(params.w_offset + row * params.row_stride + blk * DQ_BYTES, c);
+        (*acc)[r] += f32(dot(q.lo, xlo) + dot(q.hi, xhi));
+    }
+}
+
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32
 #if SUBGROUPS
@@ -72,21 +89,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (row0 >= params.rows) {
         return; // uniform across the workgroup: every invocation of it has the same rows
     }
-    let n_chunks = (params.k / DQ_BLOCK) * DQ_CHUNKS;
+    let n_blocks = params.k / DQ_BLOCK;
     var acc: array<f32, ROWS>;
-    for (var t = lid; t < n_chunks; t += WG_SIZE) {
-        let blk = t / DQ_CHUNKS;
-        let c = t % DQ_CHUNKS;
-        let xb = params.x_offset + (blk * DQ_BLOCK) / 4u;
-        let xlo = fvec4(x[xb + dq_lo_at(c) / 4u]);
-        let xhi = fvec4(x[xb + dq_hi_at(c) / 4u]);
-        for (var r = 0u; r < ROWS; r++) {
-            // rows past the end repeat the last row (never stored) so the loop stays uniform
-            let row = min(row0 + r, params.rows - 1u);
-            let q = dq_chunk(params.w_offset + row * params.row_stride + blk * DQ_BYTES, c);
-            acc[r] += f32(dot(q.lo, xlo) + dot(q.hi, xhi));
+#if BLOCKS
+    for (var blk = lid; blk < n_blocks; blk += WG_SIZE) {
+        for (var c = 0u; c < DQ_CHUNKS; c++) {
+            add_chunk(blk, c, row0, &acc);
         }
     }
+#else
+    for (var t = lid; t < n_blocks * DQ_CHUNKS; t += WG_SIZE) {
+        add_chunk(t / DQ_CHUNKS, t % DQ_CHUNKS, row0, &acc);
+    }
+#endif
 #if SUBGROUPS
     // Subgroup layout within the workgroup is not specified by WebGPU, so each subgroup claims a slot
     // with an atomic counter instead of assuming lid / subgroup_size.

@@ -40,6 +40,8 @@ static void test_unicode(void) {
     CHECK(lw__ucp_flags(0x10FFFF) == LW_UCP_UNDEFINED);
     CHECK(lw__ucp_flags(0x110000) == LW_UCP_UNDEFINED);
     CHECK(lw__ucp_flags(0x3000) == (LW_UCP_SEPARATOR | LW_UCP_WHITESPACE)); /* ideographic space */
+    CHECK(lw__ucp_flags(0x2EBF0) == LW_UCP_LETTER);                         /* CJK Ext. I (Unicode 15.1) */
+    CHECK(lw__ucp_flags(0x31EF) == LW_UCP_SYMBOL);                          /* CJK stroke HXG (15.1) */
 
     CHECK(lw__ucp_tolower('A') == 'a');
     CHECK(lw__ucp_tolower('a') == 'a');

@@ -10,7 +10,9 @@ tokenizer uses (its scripts/gen-unicode-data.py), so pre-tokenization splits tex
   * the simple lowercase mapping (UnicodeData field 13);
   * the first code point of each code point's canonical decomposition (NFD), which is all that the
     WordPiece accent stripping uses, stored as ranges mapping to one value.
-The output is compact: about 2,300 + 1,400 + 2,000 small entries instead of 1.1M per-code-point bytes.
+Code points new in Unicode 15.1 (llama.cpp's table is 15.1) are added from a short list when the input is
+older. The output is compact: about 2,300 + 1,400 + 1,800 small entries instead of 1.1M per-code-point
+values.
 """
 import sys
 
@@ -33,6 +35,15 @@ CATEGORY_FLAG = {
 # White_Space property (PropList.txt); the same list llama.cpp uses.
 WHITESPACE = list(range(0x0009, 0x000D + 1)) + list(range(0x2000, 0x200A + 1)) + \
     [0x0020, 0x0085, 0x00A0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000]
+
+# Code points assigned in Unicode 15.1, which llama.cpp's table (v0.4.0) has and Debian 12's unicode-data
+# (15.0) lacks: (first, last, category), from the Unicode 15.1 release notes. Applied only when the input
+# does not know them, so a newer UnicodeData.txt takes precedence.
+UNICODE_15_1_ADDITIONS = [
+    (0x2FFC, 0x2FFF, "So"),    # ideographic description characters
+    (0x31EF, 0x31EF, "So"),    # CJK stroke HXG
+    (0x2EBF0, 0x2EE5D, "Lo"),  # CJK Unified Ideographs Extension I
+]
 
 # Hangul syllables decompose algorithmically (Unicode 3.12).
 S_BASE, L_BASE, N_COUNT, S_COUNT = 0xAC00, 0x1100, 588, 11172
@@ -72,6 +83,10 @@ def main():
             decomp[cpt] = canon
         if low:
             lower.append((cpt, low))
+    for first, last, categ in UNICODE_15_1_ADDITIONS:
+        for cpt in range(first, last + 1):
+            if flags[cpt] == F_UNDEFINED:
+                flags[cpt] = CATEGORY_FLAG[categ]
     for cpt in WHITESPACE:
         flags[cpt] |= F_WHITESPACE
 

@@ -504,13 +504,14 @@ static void op_attn_tiled(const lw__exec *ex, const lw__node *nd, int ith, int n
                     Kt[d * FA_TILE + j] = f16 ? lw__fp16_to_fp32(((const uint16_t *)kr)[hk * D + d]) : ((const float *)kr)[hk * D + d];
             }
             for (int64_t r = 0; r < t1 - t0; r++) {
-                const int64_t nv = ex->pos0 + t0 + r + 1; /* cells row r sees */
-                if (c0 >= nv) continue;                   /* fully masked tile: no change */
+                const int64_t nv = ex->pos0 + t0 + r + 1; /* cells row r sees: [lo, nv) */
+                const int64_t lo = nd->swa > 0 && nv > nd->swa ? nv - nd->swa : 0;
+                if (c0 >= nv || c0 + n <= lo) continue;   /* fully masked tile: no change */
                 const int64_t m = nv - c0 < n ? nv - c0 : n;
                 K->fa_kq(D, Kt, row_f32(q, t0 + r) + h * D, kq);
                 float tile_max = -INFINITY;
                 for (int64_t j = 0; j < FA_TILE; j++) {
-                    kq[j] = j < m ? kq[j] * scale : -INFINITY;
+                    kq[j] = j < m && c0 + j >= lo ? kq[j] * scale : -INFINITY;
                     tile_max = kq[j] > tile_max ? kq[j] : tile_max;
                 }
                 float *acc = vkq + r * D;
@@ -567,12 +568,13 @@ static void op_attn_classic(const lw__exec *ex, const lw__node *nd, int ith, int
         const int64_t t = ir / n_head, h = ir % n_head, hk = h / (n_head / n_head_kv);
         const float *qr = row_f32(q, t) + h * D;
         const int64_t nv = ex->pos0 + t + 1;
+        const int64_t lo = nd->swa > 0 && nv > nd->swa ? nv - nd->swa : 0;
         if (f16) K->f32_to_f16(qr, q16, D);
         float (*dk)(int64_t, const void *, const void *) =
             f16 ? (batch && D % 16 == 0 ? K->dot_f16_gemm : K->dot_f16) : (batch && D % 16 == 0 ? K->dot_f32_gemm : K->dot_f32);
         float mx = -INFINITY;
         for (int64_t c = 0; c < npad; c++) {
-            if (c >= nv) {
+            if (c >= nv || c < lo) {
                 kq[c] = -INFINITY;
                 continue;
             }
@@ -639,6 +641,7 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
         const int64_t t = ir / n_head, h = ir % n_head, hk = h / (n_head / n_head_kv);
         const float *qr = row_f32(q, t) + h * D;
         const int64_t n_kv = ex->pos0 + t + 1;
+        const int64_t lo = nd->swa > 0 && n_kv > nd->swa ? n_kv - nd->swa : 0; /* sliding window: first cell seen */
         float *y = row_f32(dst, t) + h * D;
         float S = 0.0f, M = -INFINITY;
         if (f16) {
@@ -647,7 +650,7 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
         } else {
             memset(vkq32, 0, (size_t)D * sizeof(float));
         }
-        for (int64_t ic = 0; ic < n_kv; ic++) {
+        for (int64_t ic = lo; ic < n_kv; ic++) {
             const uint8_t *kr = kc + (size_t)ic * rb, *vr = vc + (size_t)ic * rb;
             float s = f16 ? K->dot_f16(D, (const uint16_t *)kr + hk * D, q16) : K->dot_f32(D, (const float *)kr + hk * D, qr);
             s = s * scale;
@@ -697,13 +700,34 @@ static void op_scale(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     }
 }
 
+/* GELU as ggml's table (ggml_table_gelu_f16): the tanh approximation of the f16-rounded input, rounded
+ * to f16; the multiply-add inside is fused as ggml's compiled table set-up fuses it. */
+float lw__cpu_gelu_f16(uint16_t h) {
+    const float x = lw__fp16_to_fp32(h);
+    const float inner = 0.79788456080286535587989211986876f * x * fmaf(0.044715f * x, x, 1.0f);
+    return lw__fp16_to_fp32(lw__fp32_to_fp16(0.5f * x * (1.0f + tanhf(inner))));
+}
+
+/* ggml_vec_geglu_f32 */
+static void op_geglu(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *a = &ex->g->t[nd->src[0]], *b = &ex->g->t[nd->src[1]];
+    int64_t r0, r1;
+    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = row_f32(a, r), *g = row_f32(b, r);
+        float *z = row_f32(dst, r);
+        for (int64_t i = 0; i < dst->ne0; i++)
+            z[i] = x[i] <= -10.0f ? 0.0f : x[i] >= 10.0f ? x[i] * g[i] : lw__cpu_gelu_f16(lw__fp32_to_fp16(x[i])) * g[i];
+    }
+}
+
 typedef void (*op_fn)(const lw__exec *ex, const lw__node *nd, int ith, int nth);
 
 static const op_fn op_table[LW_OP_COUNT] = {
     [LW_OP_GET_ROWS] = op_get_rows, [LW_OP_RMS_NORM] = op_rms_norm, [LW_OP_MUL_MAT] = op_mul_mat,
     [LW_OP_ADD] = op_add,           [LW_OP_ROPE] = op_rope,         [LW_OP_KV_STORE] = op_kv_store,
     [LW_OP_ATTN] = op_attn,         [LW_OP_SWIGLU] = op_swiglu,     [LW_OP_OUT_ROWS] = op_out_rows,
-    [LW_OP_SCALE] = op_scale,
+    [LW_OP_SCALE] = op_scale,       [LW_OP_GEGLU] = op_geglu,
 };
 
 /* ---------------------------------------------------------------------------------------------------------

@@ -35,6 +35,9 @@ const lw__cpu_mm *lw__cpu_mm_get(uint32_t type);
 /* Whether a tensor of this type can be an embedding table (row lookup with dequantization). */
 int lw__cpu_get_rows_supported(uint32_t type);
 
+/* GELU of an f16 value as ggml's ggml_table_gelu_f16 holds it (also used by tests). */
+float lw__cpu_gelu_f16(uint16_t h);
+
 /* Reference dot products (also used by tests); the _gemm ones need n % 16 == 0. */
 float lw__cpu_dot_f32(int64_t n, const void *w, const void *a);
 float lw__cpu_dot_f16(int64_t n, const void *w, const void *a);

@@ -25,6 +25,7 @@ typedef enum lw__op {
     LW_OP_SWIGLU,      /* dst = silu(src0) * src1                                                       */
     LW_OP_OUT_ROWS,    /* dst = the rows of src0 that produce outputs (all, or the last)                */
     LW_OP_SCALE,       /* dst = src0 * fp[0]                                                            */
+    LW_OP_GEGLU,       /* dst = gelu(src0) * src1 (ggml's f16-table GELU)                               */
     LW_OP_COUNT
 } lw__op;
 
@@ -71,6 +72,7 @@ typedef struct lw__node {
     int32_t dst;       /* tensor index written (-1 for KV_STORE)    */
     int32_t src[3];    /* tensor indices read (-1 when unused)      */
     int32_t ip[4];     /* integer parameters (see lw__op)           */
+    int32_t swa;       /* ATTN: sliding window in cells (0: none)   */
     float fp[2];       /* float parameters (see lw__op)             */
 } lw__node;
 

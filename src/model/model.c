@@ -17,6 +17,7 @@ static const lw__arch_def arch_table[] = {
     {"qwen2", LW_ROPE_NEOX, lw__build_llama, 0}, /* + Q/K/V biases, optional output bias        */
     {"qwen3", LW_ROPE_NEOX, lw__build_llama, 0}, /* + per-head Q/K RMSNorm before RoPE          */
     {"phi3", LW_ROPE_NEOX, lw__build_llama, 1},  /* fused QKV and gate|up tensors, Q prescaled  */
+    {"gemma3", LW_ROPE_NEOX, lw__build_gemma3, 1}, /* own builder: GELU, post norms, sliding window */
 };
 
 #define WEIGHT_ALIGN 64 /* every tensor starts on a cache line (and a SIMD load boundary) */
@@ -102,6 +103,17 @@ static lw_status load_hparams(lw_model *m) {
     }
     if (factor > 0.0f && (!stype || !strcmp(stype, "linear"))) hp->rope_freq_scale = 1.0f / factor;
     hp->rope_type = m->arch->rope_type;
+    /* sliding-window attention (gemma3): window, period of full-context blocks, their own RoPE base */
+    if ((st = hp_u32(m, "attention.sliding_window", 0, 0, &hp->n_swa))) return st;
+    if ((st = hp_u32(m, "attention.sliding_window_pattern", 0, 6, &hp->swa_period))) return st;
+    hp->rope_freq_base_swa = 10000.0f;
+    if (hp->n_swa && (st = hp_f32(m, "rope.freq_base_swa", 0, 10000.0f, &hp->rope_freq_base_swa))) return st;
+    if (hp->n_swa && strcmp(m->arch->name, "gemma3"))
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "sliding-window attention is only wired for gemma3");
+    float softcap = 0.0f;
+    snprintf(key, sizeof(key), "%s.final_logit_softcapping", m->arch->name);
+    if (lw_gguf_get_f32(m->gguf, key, &softcap) == LW_OK && softcap != 0.0f)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "final logit soft-capping is not supported yet");
     return LW_OK;
 }
 
@@ -205,6 +217,11 @@ static lw_status bind_all(binder *b) {
                    (st = bind(b, &L->wv, n[3], E, KD, 'm', 1))) {
             return st;
         }
+        char pa[64], pf[64];
+        snprintf(pa, sizeof(pa), "blk.%u.post_attention_norm.weight", il);
+        snprintf(pf, sizeof(pf), "blk.%u.post_ffw_norm.weight", il);
+        if ((st = bind(b, &L->attn_post_norm, pa, E, 0, 'v', 0)) || (st = bind(b, &L->ffn_post_norm, pf, E, 0, 'v', 0)))
+            return st;
         if ((st = bind(b, &L->wo, n[4], QD, E, 'm', 1)) || (st = bind(b, &L->bq, n[5], QD, 0, 'v', 0)) ||
             (st = bind(b, &L->bk, n[6], KD, 0, 'v', 0)) || (st = bind(b, &L->bv, n[7], KD, 0, 'v', 0)) ||
             (st = bind(b, &L->q_norm, n[8], HD, 0, 'v', 0)) || (st = bind(b, &L->k_norm, n[9], HD, 0, 'v', 0)) ||

@@ -26,6 +26,10 @@ typedef struct lw__hparams {
     float rope_freq_base;   /* <arch>.rope.freq_base (default 10000)                        */
     float rope_freq_scale;  /* 1 / <arch>.rope.scaling.factor for linear scaling, else 1    */
     int rope_type;          /* LW_ROPE_NORMAL or LW_ROPE_NEOX (per architecture)            */
+    uint32_t n_swa;         /* <arch>.attention.sliding_window (0: none)                    */
+    uint32_t swa_period;    /* <arch>.attention.sliding_window_pattern: every period-th
+                               block (the last of each period) sees the whole context       */
+    float rope_freq_base_swa; /* <arch>.rope.freq_base_swa for sliding-window blocks        */
 } lw__hparams;
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -48,6 +52,8 @@ typedef struct lw__layer {
     lw__wt bq, bk, bv;             /* optional biases (qwen2)                    */
     lw__wt q_norm, k_norm;         /* optional per-head RMSNorm weights (qwen3)  */
     lw__wt ffn_norm;               /* [n_embd]                                   */
+    lw__wt attn_post_norm;         /* optional norm of the attention output (gemma3) */
+    lw__wt ffn_post_norm;          /* optional norm of the FFN output (gemma3)       */
     lw__wt ffn_gate, ffn_up;       /* [n_embd -> n_ff]                           */
     lw__wt ffn_down;               /* [n_ff -> n_embd]                           */
     lw__wt wqkv;                   /* optional fused Q|K|V rows (phi3); wq/wk/wv are slices of it     */
@@ -71,6 +77,12 @@ typedef struct lw__arch_def {
 
 /* Builders (one file each: arch-<name>.c). */
 lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits);
+lw_status lw__build_gemma3(const lw_model *m, lw__graph *g, int32_t *logits);
+
+/* Whether block il uses the sliding window (llama.cpp's set_swa_pattern without dense_first). */
+static inline int lw__is_swa(const lw__hparams *hp, uint32_t il) {
+    return hp->n_swa > 0 && (hp->swa_period == 0 || il % hp->swa_period < hp->swa_period - 1);
+}
 
 struct lw_model {
     lw_allocator alloc;          /* for everything the model owns                         */

@@ -1,0 +1,57 @@
+/* Graph-building helpers shared by the architecture builders (see arch-common.h). */
+#include "model/arch-common.h"
+
+int32_t lw__W(lw__graph *g, const lw__wt *w) {
+    if (!w->data) return -1;
+    return lw__graph_weight(g, w->name, w->type, w->ne0, w->ne1, w->data);
+}
+
+int32_t lw__op_node(lw__graph *g, lw__op op, const char *name, int64_t ne0, lw__rows rows, int32_t s0, int32_t s1,
+                 lw__node **out) {
+    int32_t d = lw__graph_act(g, name, ne0, rows);
+    lw__node *n = lw__graph_node(g, op, d, s0, s1, -1);
+    if (out) *out = n;
+    return n ? d : -1;
+}
+
+int32_t lw__rms_norm(lw__graph *g, const char *name, int32_t x, int32_t w, int64_t ne0, int64_t group, float eps,
+                     lw__rows rows) {
+    lw__node *n;
+    int32_t d = lw__op_node(g, LW_OP_RMS_NORM, name, ne0, rows, x, w, &n);
+    if (n) {
+        n->ip[0] = (int32_t)group;
+        n->fp[0] = eps;
+    }
+    return d;
+}
+
+int32_t lw__mul_mat(lw__graph *g, const char *name, const lw__wt *w, int32_t x, lw__rows rows) {
+    return lw__op_node(g, LW_OP_MUL_MAT, name, w->ne1, rows, lw__W(g, w), x, NULL);
+}
+
+int32_t lw__add_bias(lw__graph *g, const char *name, int32_t x, const lw__wt *b, int64_t ne0) {
+    if (!b->data) return x;
+    return lw__op_node(g, LW_OP_ADD, name, ne0, LW_ROWS_TOKENS, x, lw__W(g, b), NULL);
+}
+
+int32_t lw__rope(lw__graph *g, const lw__hparams *hp, const char *name, int32_t x, int64_t n_head, float freq_base,
+                 float freq_scale) {
+    lw__node *n;
+    int32_t d = lw__op_node(g, LW_OP_ROPE, name, n_head * hp->n_embd_head_k, LW_ROWS_TOKENS, x, -1, &n);
+    if (n) {
+        n->ip[0] = (int32_t)n_head;
+        n->ip[1] = (int32_t)hp->n_embd_head_k;
+        n->ip[2] = (int32_t)hp->n_rot;
+        n->ip[3] = hp->rope_type;
+        n->fp[0] = freq_base;
+        n->fp[1] = freq_scale;
+    }
+    return d;
+}
+
+int32_t lw__scale(lw__graph *g, const char *name, int32_t x, int64_t ne0, lw__rows rows, float v) {
+    lw__node *n;
+    int32_t d = lw__op_node(g, LW_OP_SCALE, name, ne0, rows, x, -1, &n);
+    if (n) n->fp[0] = v;
+    return d;
+}

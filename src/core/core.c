@@ -120,7 +120,8 @@ float lw__fp16_to_fp32(uint16_t h) {
         float v = (float)man * f32_from_bits(0x33800000u); /* 2^-24 */
         return sign ? -v : v;
     }
-    if (exp == 31) return f32_from_bits(sign | 0x7f800000u | (man << 13));
+    /* Inf stays inf; a NaN comes out quiet, as the hardware conversions ggml uses (F16C, NEON) give it. */
+    if (exp == 31) return f32_from_bits(sign | 0x7f800000u | (man << 13) | (man ? 0x00400000u : 0));
     return f32_from_bits(sign | ((exp + 112) << 23) | (man << 13));
 }
 

@@ -69,4 +69,4 @@ if [ ! -f node_modules/webgpu/package.json ]; then
     exit 1
   fi
 fi
-echo "setup-webgpu: ok (emcc $(NODE_PATH=/usr/share/nodejs emcc --version 2>/dev/null | head -1 | awk '{print $NF}'), mesa $(dpkg-query -W -f='${Version}' mesa-vulkan-drivers))"
+echo "setup-webgpu: ok (emcc $(NODE_PATH=/usr/share/nodejs emcc --version 2>/dev/null | head -1 | grep -oE '[0-9]+\.[0-9]+\.[0-9]+'), mesa $(dpkg-query -W -f='${Version}' mesa-vulkan-drivers))"

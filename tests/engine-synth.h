@@ -82,6 +82,13 @@ static inline int synth_write(const char *path, const synth_spec *sp) {
     lw_gguf_writer_set_u32(w, SYNTH_KEY("rope.dimension_count"), hd);
     lw_gguf_writer_set_f32(w, SYNTH_KEY("rope.freq_base"), 1000000.0f);
     lw_gguf_writer_set_f32(w, SYNTH_KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
+    const int gemma3 = !strcmp(arch, "gemma3"); /* + sliding window 16, post norms, Q/K norms */
+    if (gemma3) {
+        lw_gguf_writer_set_u32(w, SYNTH_KEY("attention.key_length"), hd);
+        lw_gguf_writer_set_u32(w, SYNTH_KEY("attention.value_length"), hd);
+        lw_gguf_writer_set_u32(w, SYNTH_KEY("attention.sliding_window"), 16);
+        lw_gguf_writer_set_f32(w, SYNTH_KEY("rope.freq_base_swa"), 10000.0f);
+    }
 #undef SYNTH_KEY
     lw_gguf_writer_set_u32(w, "general.file_type", sp->wtype == LW_TYPE_F16 ? 1 : sp->wtype == LW_TYPE_F32 ? 0 : 7);
 
@@ -141,7 +148,11 @@ static inline int synth_write(const char *path, const synth_spec *sp) {
             SYNTH_L("attn_k.bias", LW_TYPE_F32, kvd, 1, 0.3f, 0.0f);
             SYNTH_L("attn_v.bias", LW_TYPE_F32, kvd, 1, 0.3f, 0.0f);
         }
-        if (sp->qk_norm) {
+        if (gemma3) {
+            SYNTH_L("post_attention_norm.weight", LW_TYPE_F32, sp->n_embd, 1, 0.2f, 1.0f);
+            SYNTH_L("post_ffw_norm.weight", LW_TYPE_F32, sp->n_embd, 1, 0.2f, 1.0f);
+        }
+        if (sp->qk_norm || gemma3) {
             SYNTH_L("attn_q_norm.weight", LW_TYPE_F32, hd, 1, 0.2f, 1.0f);
             SYNTH_L("attn_k_norm.weight", LW_TYPE_F32, hd, 1, 0.2f, 1.0f);
         }

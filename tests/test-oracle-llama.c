@@ -12,6 +12,7 @@
  * The llama.h structs below are local copies of the v0.4.0 layouts (include/llama.h of that release): they
  * are passed by value, so they must match exactly. The test checks a few default values to detect a
  * mismatching library before using it. */
+#include "cpu/engine-ops.h"
 #include "model/engine.h"
 #include "test.h"
 #include "engine-synth.h"
@@ -85,6 +86,7 @@ static struct {
     void (*free)(void *ctx);
     int32_t (*decode)(void *ctx, ll_batch b);
     float *(*get_logits_ith)(void *ctx, int32_t i);
+    const uint16_t *gelu_table; /* ggml_table_gelu_f16, filled when the CPU backend starts */
 } ll;
 
 static void quiet_log(int level, const char *text, void *user) {
@@ -134,6 +136,15 @@ static void load_llama(void) {
         printf("llama.cpp CPU backend: %s\n", vp);
     } else {
         ll.load_all_from_path(LIB_DIR);
+    }
+    /* ggml's GELU table lives in the CPU backend library that was loaded (one of the per-CPU builds) */
+    static const char *const variants[] = {"alderlake", "cannonlake", "cascadelake", "cooperlake", "haswell",
+                                           "icelake", "ivybridge", "piledriver", "sandybridge", "sapphirerapids",
+                                           "skylakex", "sse42", "x64", "zen4"};
+    for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]) && !ll.gelu_table; i++) {
+        snprintf(path, sizeof(path), "%s/libggml-cpu-%s.so", LIB_DIR, variants[i]);
+        void *hc = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+        if (hc) ll.gelu_table = dlsym(hc, "ggml_table_gelu_f16");
     }
 }
 
@@ -345,6 +356,14 @@ int main(void) {
         compare_model(path, "synth-phi3-f16.gguf", once, 5, 32, -1, 1e-3);
         compare_model(path, "synth-phi3-f16.gguf", longp, 100, 8, -1, 1e-3);
     }
+    /* gemma3: its own builder (GELU, post norms, sliding window of 16 on 5 of every 6 blocks) */
+    {
+        synth_spec sp = {512, 256, 7, 4, 1, 512, LW_TYPE_F16, 1, 51, "gemma3", 0, 1, 0};
+        synth_path(path, sizeof(path), "synth-gemma3-f16.gguf");
+        CHECK_MSG(synth_write(path, &sp) == 0, "writing %s", path);
+        compare_model(path, "synth-gemma3-f16.gguf", once, 5, 32, -1, 1e-3);
+        compare_model(path, "synth-gemma3-f16.gguf", longp, 100, 8, -1, 1e-3);
+    }
     /* flash attention off in both (node-llama-cpp's flashAttention: false) */
     flash_attn = 0;
     printf("-- flash attention off --\n");
@@ -355,6 +374,8 @@ int main(void) {
     compare_model(path, "synth-f16-tied.gguf (no FA)", longp, 100, 8, -1, 1e-3);
     synth_path(path, sizeof(path), "synth-qwen3-f16.gguf");
     compare_model(path, "synth-qwen3-f16.gguf (no FA)", longp, 100, 8, -1, 1e-3);
+    synth_path(path, sizeof(path), "synth-gemma3-f16.gguf");
+    compare_model(path, "synth-gemma3-f16.gguf (no FA)", longp, 100, 8, -1, 1e-3);
     flash_attn = 1;
 
     /* quantized weights: quant-dot's emulations of ggml's x86 kernels, including the ones llama.cpp uses for
@@ -373,6 +394,18 @@ int main(void) {
         CHECK_MSG(synth_write(path, &sp) == 0, "writing %s", path);
         compare_model(path, name, once, 5, 16, -1, 1e-3);
         compare_model(path, name, longp, 100, 4, -1, 1e-3);
+    }
+    /* ggml's GELU table (GeGLU in gemma3) against ours, for every f16 input geglu looks up (|x| < 10) */
+    if (ll.gelu_table) {
+        int bad = 0, n = 0;
+        for (uint32_t i = 0; i < 65536; i++) {
+            const float x = lw__fp16_to_fp32((uint16_t)i);
+            if (!(x > -10.0f && x < 10.0f)) continue;
+            n++;
+            bad += lw__fp32_to_fp16(lw__cpu_gelu_f16((uint16_t)i)) != ll.gelu_table[i];
+        }
+        printf("GELU f16 table: %d of %d entries differ from ggml's\n", bad, n);
+        CHECK(bad == 0);
     }
     return test_summary("test-oracle-llama");
 }

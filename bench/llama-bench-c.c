@@ -1,0 +1,290 @@
+/* llama-bench-c: llama.cpp's CPU speed through its C API (libllama v0.4.0 from node-llama-cpp, loaded with
+ * dlopen by tests/llama-oracle.h), measured the way llama-bench does, for side-by-side runs with
+ * `llamaweb bench` (bench/compare.py alternates the two).
+ *
+ *   llama-bench-c -m MODEL.gguf [-p 512] [-n 128] [-d 0] [-t 1,2] [-r 5] [--fa auto|on|off] [--json]
+ *
+ * pp: one batch of p random tokens into a fresh (cleared) context; tg: n single-token decodes after a
+ * prompt of d tokens (d = 0: from an empty context, as llama-bench's tg; d = p: the positions that
+ * `llamaweb bench` times, whose generation follows its prompt). Each thread count gets one untimed warm-up
+ * (a pp run and one tg step, as llama-bench), then r timed repetitions; the table shows the median and the
+ * min..max spread, and with --json one JSON line per thread count follows it.
+ *
+ * Context parameters are llama-bench's defaults (llama_context_default_params with n_ctx = p + n + d,
+ * n_batch 2048, n_ubatch 512, f16 KV cache, flash attention "auto"); n_threads and n_threads_batch are both
+ * set and read back from the context, so a thread count that was not applied is an error. Unlike
+ * llama-bench no ggml threadpool with polling is attached (that needs ggml-cpu's private entry points):
+ * llama.cpp then uses its default per-context threadpool, as an application calling the C API does.
+ *
+ * Run it from the repository root (the libraries are found under node_modules relative to it).
+ * Built by bench/compare.py: cc -O2 -std=c11 -Itests bench/llama-bench-c.c -ldl. */
+#define _POSIX_C_SOURCE 200809L
+#include "llama-oracle.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Entry points beyond the oracle's (resolved here, from the same already-loaded library)
+ * ------------------------------------------------------------------------------------------------------- */
+
+static struct {
+    void *(*get_memory)(const void *ctx);             /* llama_get_memory                        */
+    void (*memory_clear)(void *mem, bool data);       /* llama_memory_clear                      */
+    const void *(*model_get_vocab)(const void *m);    /* llama_model_get_vocab                   */
+    int32_t (*vocab_n_tokens)(const void *vocab);     /* llama_vocab_n_tokens                    */
+    int32_t (*vocab_bos)(const void *vocab);          /* llama_vocab_bos                         */
+    bool (*vocab_get_add_bos)(const void *vocab);     /* llama_vocab_get_add_bos                 */
+    void (*synchronize)(void *ctx);                   /* llama_synchronize                       */
+    int32_t (*n_threads)(void *ctx);                  /* llama_n_threads: read back what applies */
+    int32_t (*n_threads_batch)(void *ctx);            /* llama_n_threads_batch                   */
+} lx;
+
+static const char *bench_resolve(void) {
+    static char why[1200];
+    char path[1024];
+    snprintf(path, sizeof path, "%s/libllama.v0.4.0.so", LLAMA_ORACLE_DIR);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD); /* llama_oracle_open loaded it already */
+    if (!h) {
+        snprintf(why, sizeof why, "cannot reopen %s: %s", path, dlerror());
+        return why;
+    }
+    struct {
+        void **fn;
+        const char *name;
+    } syms[] = {
+        {(void **)&lx.get_memory, "llama_get_memory"},
+        {(void **)&lx.memory_clear, "llama_memory_clear"},
+        {(void **)&lx.model_get_vocab, "llama_model_get_vocab"},
+        {(void **)&lx.vocab_n_tokens, "llama_vocab_n_tokens"},
+        {(void **)&lx.vocab_bos, "llama_vocab_bos"},
+        {(void **)&lx.vocab_get_add_bos, "llama_vocab_get_add_bos"},
+        {(void **)&lx.synchronize, "llama_synchronize"},
+        {(void **)&lx.n_threads, "llama_n_threads"},
+        {(void **)&lx.n_threads_batch, "llama_n_threads_batch"},
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+        *syms[i].fn = dlsym(h, syms[i].name);
+        if (!*syms[i].fn) {
+            snprintf(why, sizeof why, "%s missing from %s", syms[i].name, path);
+            return why;
+        }
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Timing helpers
+ * ------------------------------------------------------------------------------------------------------- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of a sorted array (mean of the middle two for an even count). */
+static double median(const double *v, int n) {
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Pseudo-random token ids (a fixed LCG, so every run and repetition sees the same kind of input). */
+static uint32_t rng = 12345;
+static int32_t rand_token(int32_t n_vocab) {
+    rng = rng * 1664525u + 1013904223u;
+    return (int32_t)((rng >> 8) % (uint32_t)n_vocab);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * The two tests (as llama-bench's test_prompt / test_gen)
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct bench_state {
+    void *ctx;          /* llama_context                                   */
+    const void *vocab;  /* the model's vocab                               */
+    int32_t n_vocab;    /* tokens in it                                    */
+    int32_t *toks;      /* scratch for a prompt batch (p or d tokens)      */
+} bench_state;
+
+/* Decodes n tokens as one batch (BOS first when the vocab adds one). Returns llama_decode's result. */
+static int32_t decode_prompt(bench_state *s, int n) {
+    for (int i = 0; i < n; i++) s->toks[i] = rand_token(s->n_vocab);
+    if (n > 0 && lx.vocab_get_add_bos(s->vocab)) s->toks[0] = lx.vocab_bos(s->vocab);
+    ll_batch b = {.n_tokens = n, .token = s->toks}; /* = llama_batch_get_one: positions follow the cache */
+    int32_t r = ll.decode(s->ctx, b);
+    lx.synchronize(s->ctx);
+    return r;
+}
+
+/* n single-token decodes, each waited for (a generation loop needs each step's logits). */
+static int32_t decode_gen(bench_state *s, int n) {
+    int32_t tok = lx.vocab_get_add_bos(s->vocab) ? lx.vocab_bos(s->vocab) : rand_token(s->n_vocab);
+    for (int i = 0; i < n; i++) {
+        ll_batch b = {.n_tokens = 1, .token = &tok};
+        int32_t r = ll.decode(s->ctx, b);
+        if (r) return r;
+        lx.synchronize(s->ctx);
+        tok = rand_token(s->n_vocab);
+    }
+    return 0;
+}
+
+/* Writes a JSON string literal (quotes and backslashes escaped, control bytes as \u00XX). */
+static void json_string(const char *str) {
+    putchar('"');
+    for (const unsigned char *c = (const unsigned char *)str; *c; c++) {
+        if (*c == '"' || *c == '\\') printf("\\%c", *c);
+        else if (*c < 0x20) printf("\\u%04x", *c);
+        else putchar(*c);
+    }
+    putchar('"');
+}
+
+static void clear_memory(bench_state *s) {
+    lx.memory_clear(lx.get_memory(s->ctx), false);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * main
+ * ------------------------------------------------------------------------------------------------------- */
+
+static int usage(void) {
+    fprintf(stderr, "usage: llama-bench-c -m MODEL.gguf [-p PROMPT=512] [-n GEN=128] [-d GEN_DEPTH=0] "
+                    "[-t THREADS=1,2] [-r REPS=5] [--fa auto|on|off] [--json]\n"
+                    "  run from the llamaweb repository root (libllama is loaded from %s)\n",
+            LLAMA_ORACLE_DIR);
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    const char *model_path = NULL, *threads = "1,2";
+    int n_p = 512, n_g = 128, n_d = 0, reps = 5, json = 0, fa = -1; /* -1 = LLAMA_FLASH_ATTN_TYPE_AUTO */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--json")) {
+            json = 1;
+            continue;
+        }
+        if (!v) return usage();
+        i++;
+        if (!strcmp(a, "-m")) model_path = v;
+        else if (!strcmp(a, "-p")) n_p = atoi(v);
+        else if (!strcmp(a, "-n")) n_g = atoi(v);
+        else if (!strcmp(a, "-d")) n_d = atoi(v);
+        else if (!strcmp(a, "-t")) threads = v;
+        else if (!strcmp(a, "-r")) reps = atoi(v);
+        else if (!strcmp(a, "--fa") && !strcmp(v, "auto")) fa = -1;
+        else if (!strcmp(a, "--fa") && !strcmp(v, "off")) fa = 0;
+        else if (!strcmp(a, "--fa") && !strcmp(v, "on")) fa = 1;
+        else return usage();
+    }
+    if (!model_path || n_p < 0 || n_g < 0 || n_d < 0 || n_p > (1 << 16) || n_g > (1 << 16) || n_d > (1 << 16) ||
+        n_p + n_g == 0 || reps < 1 || reps > 100)
+        return usage();
+
+    const char *why = llama_oracle_open();
+    if (!why && !llama_oracle_layout_ok()) why = "libllama's default params do not match the v0.4.0 layouts";
+    if (!why) why = bench_resolve();
+    if (why) {
+        fprintf(stderr, "llama-bench-c: %s\n", why);
+        return 1;
+    }
+    void *model = ll.model_load_from_file(model_path, ll.model_default_params());
+    if (!model) {
+        fprintf(stderr, "llama-bench-c: cannot load %s: %s\n", model_path, llama_oracle_log);
+        return 1;
+    }
+    char desc[256];
+    ll.model_desc(model, desc, sizeof desc);
+    bench_state s = {.vocab = lx.model_get_vocab(model)};
+    s.n_vocab = lx.vocab_n_tokens(s.vocab);
+    int n_buf = n_p > n_d ? n_p : n_d;
+    s.toks = malloc(sizeof(int32_t) * (size_t)(n_buf > 0 ? n_buf : 1));
+    double *pp = malloc(sizeof(double) * (size_t)reps), *tg = malloc(sizeof(double) * (size_t)reps);
+    int rc = 1;
+    if (!s.toks || !pp || !tg) goto done;
+
+    printf("model: %s (llama.cpp libllama v0.4.0: %s, %.1f MiB), kv f16, flash-attn %s\n", model_path, desc,
+           (double)ll.model_size(model) / 1048576.0, fa < 0 ? "auto" : fa ? "on" : "off");
+    printf("| threads | pp%-5d t/s (min..max)    | tg%-5d t/s (min..max) @ depth %-5d |\n"
+           "|---------|-----------------------------|---------------------------------------|\n",
+           n_p, n_g, n_d);
+    fflush(stdout);
+    for (const char *t = threads; *t;) {
+        int nt = atoi(t);
+        while (*t && *t != ',') t++;
+        if (*t == ',') t++;
+        if (nt <= 0) continue;
+        ll_context_params cp = ll.context_default_params();
+        cp.n_ctx = (uint32_t)(n_p + n_g + n_d);
+        cp.n_threads = cp.n_threads_batch = nt;
+        cp.flash_attn_type = fa;
+        s.ctx = ll.init_from_model(model, cp);
+        if (!s.ctx) {
+            fprintf(stderr, "llama-bench-c: cannot create a context: %s\n", llama_oracle_log);
+            goto done;
+        }
+        if (lx.n_threads(s.ctx) != nt || lx.n_threads_batch(s.ctx) != nt) {
+            fprintf(stderr, "llama-bench-c: asked for %d threads, the context uses %d / %d (batch)\n", nt,
+                    lx.n_threads(s.ctx), lx.n_threads_batch(s.ctx));
+            ll.free(s.ctx);
+            goto done;
+        }
+        /* warm-up, untimed: a whole pp run and one generation step (llama-bench's) */
+        if ((n_p > 0 && decode_prompt(&s, n_p)) || (n_g > 0 && decode_gen(&s, 1))) {
+            fprintf(stderr, "llama-bench-c: warm-up decode failed: %s\n", llama_oracle_log);
+            ll.free(s.ctx);
+            goto done;
+        }
+        int ok = 1;
+        for (int r = 0; r < reps && ok; r++) {
+            pp[r] = tg[r] = 0;
+            if (n_p > 0) {
+                clear_memory(&s);
+                double t0 = now_s();
+                ok = decode_prompt(&s, n_p) == 0;
+                double t1 = now_s();
+                pp[r] = n_p / (t1 - t0 > 0 ? t1 - t0 : 1e-9);
+            }
+            if (n_g > 0 && ok) {
+                clear_memory(&s);
+                ok = n_d == 0 || decode_prompt(&s, n_d) == 0; /* the context tg runs on, untimed */
+                double t0 = now_s();
+                ok = ok && decode_gen(&s, n_g) == 0;
+                double t1 = now_s();
+                tg[r] = n_g / (t1 - t0 > 0 ? t1 - t0 : 1e-9);
+            }
+        }
+        int used = lx.n_threads(s.ctx);
+        ll.free(s.ctx);
+        if (!ok) {
+            fprintf(stderr, "llama-bench-c: decode failed: %s\n", llama_oracle_log);
+            goto done;
+        }
+        qsort(pp, (size_t)reps, sizeof(double), cmp_double);
+        qsort(tg, (size_t)reps, sizeof(double), cmp_double);
+        printf("| %7d | %9.2f (%7.2f..%7.2f) | %9.2f (%7.2f..%7.2f)             |\n", used, median(pp, reps), pp[0],
+               pp[reps - 1], median(tg, reps), tg[0], tg[reps - 1]);
+        if (json) {
+            printf("{\"engine\":\"llama.cpp\",\"model\":");
+            json_string(model_path);
+            printf(",\"threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"gen_depth\":%d,\"reps\":%d,\"flash_attn\":%d,\"pp_median\":%.3f,\"pp_min\":%.3f,"
+                   "\"pp_max\":%.3f,\"tg_median\":%.3f,\"tg_min\":%.3f,\"tg_max\":%.3f}\n",
+                   used, n_p, n_g, n_d, reps, fa, median(pp, reps), pp[0], pp[reps - 1],
+                   median(tg, reps), tg[0], tg[reps - 1]);
+        }
+        fflush(stdout);
+    }
+    rc = 0;
+done:
+    free(s.toks);
+    free(pp);
+    free(tg);
+    ll.model_free(model);
+    return rc;
+}

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 /* ---------------------------------------------------------------------------------------------------------
  * Conversations
@@ -292,6 +293,12 @@ static const chat_case CASES[] = {
      "you<|assistant|>\n   I am an assistant   <|user|>\nAnother question<|assistant|>\n"},
 };
 
+static double seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static void put_escaped(const char *s, size_t from, size_t to) {
     for (size_t k = from; k < to && s[k]; k++) {
         unsigned char ch = (unsigned char)s[k];
@@ -540,7 +547,10 @@ static void expect_render_error(const char *tmpl, const lw_chat_message *msgs, s
     if (got != LW_OK) return;
     char *out = (char *)1;
     size_t len = 1;
+    double t0 = seconds();
     got = lw_chat_template_render(t, msgs, n, p, &out, &len);
+    double dt = seconds() - t0;
+    if (dt > 0.1) printf("  %.2f s (%llu steps) to stop: %.70s\n", dt, (unsigned long long)lw_chat_template_last_steps(t), tmpl);
     CHECK_MSG(got == st, "render of '%.60s': status %d, want %d (%s)", tmpl, got, st, lw_chat_template_error(t));
     CHECK(out == NULL && len == 0);
     CHECK_MSG(lw_chat_template_error_kind(t) == kind, "render of '%.60s': kind %d, want %d", tmpl,
@@ -597,9 +607,11 @@ static void test_errors(void) {
     lim.max_steps = 200000;
     expect_render_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
                         CONV(CONV_SMALL), &lim, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "step limit");
+    lim = p;
+    lim.max_memory = 8 << 20;
     expect_render_error("{% set ns = namespace(s='x') %}{% for i in range(100000) %}{% set ns.s = ns.s ~ ns.s %}"
                         "{% endfor %}",
-                        CONV(CONV_SMALL), &p, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "");
+                        CONV(CONV_SMALL), &lim, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "memory limit");
     lim = p;
     lim.max_output = 1000;
     expect_render_error("{% for i in range(1000) %}0123456789{% endfor %}", CONV(CONV_SMALL), &lim,
@@ -615,18 +627,21 @@ static void test_errors(void) {
     expect_render_error("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns | tojson }}", CONV(CONV_SMALL), &p,
                         LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "nested too deeply");
 
-    /* algorithmic blow-ups must hit the step limit quickly (a regression would hang this test) */
+    /* algorithmic blow-ups must hit the step limit quickly (a regression would hang this test); a lower
+     * limit than the default keeps the test fast, the cost per step is what matters */
+    lw_chat_params fast = p;
+    fast.max_steps = 500000;
     expect_render_error("{% set a = 'a' * 1000000 %}{% for i in range(100000) %}{{ (a ~ 'b') in (a ~ a) }}"
                         "{% endfor %}",
-                        CONV(CONV_SMALL), &p, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "step limit");
+                        CONV(CONV_SMALL), &fast, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "step limit");
     expect_render_error("{% set a = 'a' * 1000000 %}{% for i in range(100000) %}{{ a.rfind('a') }}{% endfor %}",
-                        CONV(CONV_SMALL), &p, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "step limit");
+                        CONV(CONV_SMALL), &fast, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "step limit");
     expect_render_error("{% set a = 'ab' * 1000000 %}{% for i in range(100000) %}{{ a.split('b') | length }}"
                         "{% endfor %}",
-                        CONV(CONV_SMALL), &p, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "");
+                        CONV(CONV_SMALL), &fast, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "");
     expect_render_error("{% set a = 'a' * 4000000 %}{% set b = 'a' * 4000000 %}{% for i in range(1000000) %}"
                         "{% if a == b and a.strip() and a | trim %}{% endif %}{% endfor %}",
-                        CONV(CONV_SMALL), &p, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "step limit");
+                        CONV(CONV_SMALL), &fast, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "step limit");
     {
         /* 20000 variables and a 20000-key dict, then a million lookups of names that are not there */
         size_t cap = 1 << 20, k = 0;
@@ -637,7 +652,7 @@ static void test_errors(void) {
             k += (size_t)snprintf(big + k, cap - k, "{%% set d = {");
             for (int i = 0; i < 20000; i++) k += (size_t)snprintf(big + k, cap - k, "'k%d': %d, ", i, i);
             k += (size_t)snprintf(big + k, cap - k, "} %%}{%% for i in range(1000000) %%}{{ x }}{{ d.y }}{%% endfor %%}");
-            expect_render_error(big, CONV(CONV_SMALL), &p, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "step limit");
+            expect_render_error(big, CONV(CONV_SMALL), &fast, LW_ERR_TOO_LARGE, LW_CHAT_ERR_LIMIT, "step limit");
             free(big);
         }
     }
@@ -771,11 +786,18 @@ static void test_allocator(void) {
 
 int main(void) {
     int passed = 0, n = (int)(sizeof CASES / sizeof CASES[0]);
+    double t0 = seconds();
     printf("model templates:\n");
     for (int i = 0; i < n; i++) passed += run_case(&CASES[i]);
     printf("model templates: %d/%d pass\n", passed, n);
+    double t1 = seconds();
     test_features();
+    double t2 = seconds();
     test_errors();
+    double t3 = seconds();
     test_allocator();
+    double t4 = seconds();
+    printf("time: templates %.2f s, features %.2f s, errors and limits %.2f s, allocator %.2f s\n", t1 - t0,
+           t2 - t1, t3 - t2, t4 - t3);
     return test_summary("test-chat-template");
 }

@@ -16,18 +16,19 @@
  * ------------------------------------------------------------------------------------------------------- */
 
 typedef struct fake_gpu {
-    int creates;                        /* pipeline_create calls                       */
-    int fail_create;                    /* make pipeline_create fail                   */
-    char wgsl[32768];                   /* WGSL of the last creation                   */
-    char entry[32];                     /* its entry point                             */
-    char label[80];                     /* its label                                   */
+    int creates;                                    /* pipeline_create calls                       */
+    int fail_create;                                /* make pipeline_create fail                   */
+    char wgsl[32768];                               /* WGSL of the last creation                   */
+    char entry[32];                                 /* its entry point                             */
+    char label[80];                                 /* its label                                   */
     lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS]; /* its layout                      */
-    uint32_t n_kinds;                   /* bindings in it                              */
-    const char *error;                  /* what error() reports                        */
+    uint32_t n_kinds;                               /* bindings in it                              */
+    const char *error;                              /* what error() reports                        */
 } fake_gpu;
 
-static lw_status f_pipeline_create(void *ctx, const char *wgsl, const char *entry, const lw_gpu_binding_kind *kinds,
-                                   uint32_t n, const char *label, lw_gpu_pipeline *out) {
+static lw_status f_pipeline_create(void *ctx, const char *wgsl, const char *entry,
+                                   const lw_gpu_binding_kind *kinds, uint32_t n, const char *label,
+                                   lw_gpu_pipeline *out) {
     fake_gpu *f = ctx;
     f->creates++;
     snprintf(f->wgsl, sizeof f->wgsl, "%s", wgsl);
@@ -101,8 +102,9 @@ static void test_variants(void) {
                 CHECK_MSG(st == LW_OK && p != 0, "%s f16=%d sg=%d: %s", ti->name, v16, sg, err);
                 CHECK(f.creates == before + 1);
                 CHECK(strcmp(f.entry, "main") == 0);
-                CHECK(f.n_kinds == 4 && f.kinds[0] == LW_GPU_BIND_STORAGE_READ && f.kinds[1] == LW_GPU_BIND_STORAGE_READ &&
-                      f.kinds[2] == LW_GPU_BIND_STORAGE && f.kinds[3] == LW_GPU_BIND_UNIFORM);
+                CHECK(f.n_kinds == 4 && f.kinds[0] == LW_GPU_BIND_STORAGE_READ &&
+                      f.kinds[1] == LW_GPU_BIND_STORAGE_READ && f.kinds[2] == LW_GPU_BIND_STORAGE &&
+                      f.kinds[3] == LW_GPU_BIND_UNIFORM);
                 CHECK((strstr(f.wgsl, "enable f16;") != NULL) == v16);
                 CHECK((strstr(f.wgsl, "enable subgroups;") != NULL) == sg);
                 CHECK((strstr(f.wgsl, "subgroupAdd") != NULL) == sg);
@@ -112,8 +114,8 @@ static void test_variants(void) {
                 /* the shader's block constants agree with C's planning and with the format's block layout */
                 long block = wgsl_const(f.wgsl, "DQ_BLOCK"), bytes = wgsl_const(f.wgsl, "DQ_BYTES");
                 CHECK_MSG(block == (long)lw__gpu_matvec_block(types[t]), "%s: DQ_BLOCK %ld", ti->name, block);
-                CHECK_MSG(block > 0 && bytes == block / (long)ti->block_size * (long)ti->type_size, "%s: DQ_BYTES %ld",
-                          ti->name, bytes);
+                CHECK_MSG(block > 0 && bytes == block / (long)ti->block_size * (long)ti->type_size,
+                          "%s: DQ_BYTES %ld", ti->name, bytes);
                 CHECK(strstr(f.label, ti->name) != NULL);
             }
     }
@@ -136,7 +138,8 @@ static void test_variants(void) {
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &info, &p, err) == LW_ERR_INVALID_ARG);
     w.wg_size = 512;
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &info, &p, err) == LW_OK);
-    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &ss, &p, err) == LW_ERR_INVALID_ARG); /* 256 max there */
+    CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &ss, &p, err) ==
+          LW_ERR_INVALID_ARG); /* 256 max there */
     /* rows per workgroup: 1..16, and their reduction buffer must fit workgroup memory */
     lw__gpu_matvec_variant r = {LW_TYPE_Q4_0, false, true, 256, 4, false};
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &r, &info, &p, err) == LW_OK);
@@ -162,7 +165,8 @@ static void test_cache_and_errors(void) {
     lw__gpu_pipeline_cache cache;
     lw__gpu_cache_init(&cache, NULL);
     char err[LW_ERRMSG_SIZE];
-    lw__gpu_matvec_variant a = {LW_TYPE_Q4_0, true, true, 64, 1, false}, b = {LW_TYPE_Q4_0, false, true, 64, 1, false};
+    lw__gpu_matvec_variant a = {LW_TYPE_Q4_0, true, true, 64, 1, false},
+                           b = {LW_TYPE_Q4_0, false, true, 64, 1, false};
     lw_gpu_pipeline p1 = 0, p2 = 0, p3 = 0;
     CHECK(lw__gpu_matvec_pipeline(&gpu, &cache, NULL, &a, &info, &p1, err) == LW_OK);
     CHECK(lw__gpu_matvec_pipeline(&gpu, &cache, NULL, &a, &info, &p2, err) == LW_OK);
@@ -199,20 +203,24 @@ static void test_plan(void) {
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 4096, 1024, 256, 8, 4, &p, g, err) == LW_OK);
     CHECK(p.k == 1024 && p.rows == 4096 && p.row_stride == 576 && p.w_offset == 256 && p.x_offset == 2 &&
           p.y_offset == 4 && p.groups_x == 4096 && g[0] == 4096 && g[1] == 1 && g[2] == 1);
-    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F16), 3, 24, 0, 0, 0, &p, g, err) == LW_OK && p.row_stride == 48);
-    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q8_0), 1, 64, 0, 0, 0, &p, g, err) == LW_OK && p.row_stride == 68);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F16), 3, 24, 0, 0, 0, &p, g, err) == LW_OK &&
+          p.row_stride == 48);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q8_0), 1, 64, 0, 0, 0, &p, g, err) == LW_OK &&
+          p.row_stride == 68);
     /* a second grid dimension past maxComputeWorkgroupsPerDimension */
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 70000, 32, 0, 0, 0, &p, g, err) == LW_OK);
     CHECK(g[0] == 65535 && g[1] == 2 && p.groups_x == 65535);
     info.max_compute_workgroups_per_dimension = 4;
-    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 16, 32, 0, 0, 0, &p, g, err) == LW_OK && g[0] == 4 && g[1] == 4);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 16, 32, 0, 0, 0, &p, g, err) == LW_OK && g[0] == 4 &&
+          g[1] == 4);
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 17, 32, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
     info = lavapipe_info();
     /* several rows per workgroup: ceil(rows / R) workgroups, the grid split as before */
     lw__gpu_matvec_variant r4 = {LW_TYPE_Q4_0, false, false, 64, 4, false};
-    CHECK(lw__gpu_matvec_plan(&info, &r4, 4097, 32, 0, 0, 0, &p, g, err) == LW_OK && g[0] == 1025 && g[1] == 1 &&
-          p.rows == 4097 && p.groups_x == 1025);
-    CHECK(lw__gpu_matvec_plan(&info, &r4, 4 * 65535 + 1, 32, 0, 0, 0, &p, g, err) == LW_OK && g[0] == 65535 && g[1] == 2);
+    CHECK(lw__gpu_matvec_plan(&info, &r4, 4097, 32, 0, 0, 0, &p, g, err) == LW_OK && g[0] == 1025 &&
+          g[1] == 1 && p.rows == 4097 && p.groups_x == 1025);
+    CHECK(lw__gpu_matvec_plan(&info, &r4, 4 * 65535 + 1, 32, 0, 0, 0, &p, g, err) == LW_OK && g[0] == 65535 &&
+          g[1] == 2);
     r4.rows = 0;
     CHECK(lw__gpu_matvec_plan(&info, &r4, 4, 32, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
     r4.rows = 17;
@@ -227,14 +235,19 @@ static void test_plan(void) {
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 4, 32, 0, 2, 0, &p, g, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q6_K), 4, 256, 0, 0, 0, &p, g, err) == LW_ERR_UNSUPPORTED);
     /* sizes: one binding (128 MiB here), 32-bit byte offsets in the shader, 32-bit rows */
-    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 8192, 4096, 0, 0, 0, &p, g, err) == LW_OK); /* exactly 128 MiB */
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 8192, 4096, 0, 0, 0, &p, g, err) ==
+          LW_OK); /* exactly 128 MiB */
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 8192, 4096, 2, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 8193, 4096, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
     info.max_storage_buffer_binding_size = 1ull << 40;
-    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 1 << 20, 1024, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE); /* 4 GiB */
-    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), UINT64_MAX, 1024, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
-    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 4, UINT64_MAX - 7, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
-    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 4, 32, 0, 0, UINT32_MAX - 2, &p, g, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 1 << 20, 1024, 0, 0, 0, &p, g, err) ==
+          LW_ERR_TOO_LARGE); /* 4 GiB */
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), UINT64_MAX, 1024, 0, 0, 0, &p, g, err) ==
+          LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 4, UINT64_MAX - 7, 0, 0, 0, &p, g, err) ==
+          LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 4, 32, 0, 0, UINT32_MAX - 2, &p, g, err) ==
+          LW_ERR_TOO_LARGE);
 }
 
 /* Failing allocator: the template expansion's allocations fail cleanly and nothing reaches the HAL. */

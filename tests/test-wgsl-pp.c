@@ -23,24 +23,26 @@ static lw_status run(const lw__wgsl_file *files, size_t n_files, const lw__wgsl_
 
 /* Expands one text with defines and compares with want (NULL: expect failure with status want_st and a
  * message containing want_msg). */
-static void expect_ex(int line, const char *text, const lw__wgsl_define *defs, size_t n_defs, const char *want,
-                      lw_status want_st, const char *want_msg) {
+static void expect_ex(int line, const char *text, const lw__wgsl_define *defs, size_t n_defs,
+                      const char *want, lw_status want_st, const char *want_msg) {
     lw__wgsl_file f = {"t.wgsl", text};
     char *out = NULL;
     lw_status st = run(&f, 1, defs, n_defs, &out);
     if (want) {
         CHECK_MSG(st == LW_OK, "line %d: status %s (%s)", line, lw_status_str(st), g_err);
-        CHECK_MSG(out && strcmp(out, want) == 0, "line %d: got [%s] want [%s]", line, out ? out : "(null)", want);
+        CHECK_MSG(out && strcmp(out, want) == 0, "line %d: got [%s] want [%s]", line, out ? out : "(null)",
+                  want);
     } else {
-        CHECK_MSG(st == want_st, "line %d: status %s want %s (%s)", line, lw_status_str(st), lw_status_str(want_st),
-                  g_err);
+        CHECK_MSG(st == want_st, "line %d: status %s want %s (%s)", line, lw_status_str(st),
+                  lw_status_str(want_st), g_err);
         CHECK_MSG(out == NULL, "line %d: output on failure", line);
         CHECK_MSG(strstr(g_err, want_msg) != NULL, "line %d: message [%s] lacks [%s]", line, g_err, want_msg);
     }
     free(out);
 }
 #define EXPECT(text, want) expect_ex(__LINE__, text, NULL, 0, want, LW_OK, NULL)
-#define EXPECT_D(text, defs, want) expect_ex(__LINE__, text, defs, sizeof(defs) / sizeof(defs[0]), want, LW_OK, NULL)
+#define EXPECT_D(text, defs, want)                                                                           \
+    expect_ex(__LINE__, text, defs, sizeof(defs) / sizeof(defs[0]), want, LW_OK, NULL)
 #define EXPECT_ERR(text, st, msg) expect_ex(__LINE__, text, NULL, 0, NULL, st, msg)
 
 /* Value of an #if expression: "1\n" or "0\n" output mapped to 1/0; -1 on error. */
@@ -54,7 +56,8 @@ static int cond(const char *expr) {
     free(out);
     return v;
 }
-#define COND(expr, want) CHECK_MSG(cond(expr) == (want), "#if %s: got %d want %d (%s)", expr, cond(expr), want, g_err)
+#define COND(expr, want)                                                                                     \
+    CHECK_MSG(cond(expr) == (want), "#if %s: got %d want %d (%s)", expr, cond(expr), want, g_err)
 
 /* ---------------------------------------------------------------------------------------------------------
  * Tests
@@ -85,11 +88,13 @@ static void test_plain_and_macros(void) {
     /* directives may be indented and spaced after '#' */
     EXPECT("  #  define N 7\n\t#if N == 7\nok\n  #endif\n", "ok\n");
     /* continuation lines */
-    EXPECT("#define LONG 1 + \\\n  2\nLONG\n#if LONG == \\\n 3\nthree\n#endif\nafter\n", "1 +   2\nthree\nafter\n");
+    EXPECT("#define LONG 1 + \\\n  2\nLONG\n#if LONG == \\\n 3\nthree\n#endif\nafter\n",
+           "1 +   2\nthree\nafter\n");
     /* null directive */
     EXPECT("#\nx\n", "x\n");
 
-    lw__wgsl_define d[] = {{"WEIGHT_TYPE", "Q4_0"}, {"Q4_0", "2"}, {"F16", "1"}, {"WG_SIZE", "256"}, {"EMPTY", NULL}};
+    lw__wgsl_define d[] = {
+        {"WEIGHT_TYPE", "Q4_0"}, {"Q4_0", "2"}, {"F16", "1"}, {"WG_SIZE", "256"}, {"EMPTY", NULL}};
     EXPECT_D("@workgroup_size(WG_SIZE)\n#if WEIGHT_TYPE == 2 && F16\nq4 f16\n#endif\n[EMPTY]\n", d,
              "@workgroup_size(256)\nq4 f16\n[]\n");
 }
@@ -126,31 +131,31 @@ static void test_conditionals(void) {
 static void test_expressions(void) {
     COND("1", 1);
     COND("0", 0);
-    COND("2 + 3 * 4 == 14", 1);      /* * binds tighter than + */
+    COND("2 + 3 * 4 == 14", 1); /* * binds tighter than + */
     COND("(2 + 3) * 4 == 20", 1);
-    COND("10 - 4 - 3 == 3", 1);      /* left associative */
+    COND("10 - 4 - 3 == 3", 1); /* left associative */
     COND("100 / 10 / 5 == 2", 1);
     COND("17 % 5 == 2", 1);
-    COND("-7 / 2 == -3", 1);         /* C truncation */
+    COND("-7 / 2 == -3", 1); /* C truncation */
     COND("-7 % 2 == -1", 1);
-    COND("1 << 4 + 1 == 32", 1);     /* + binds tighter than << */
+    COND("1 << 4 + 1 == 32", 1); /* + binds tighter than << */
     COND("256 >> 2 == 64", 1);
-    COND("-16 >> 2 == -4", 1);       /* arithmetic shift */
-    COND("1 < 2 == 1", 1);           /* relational before equality */
-    COND("3 > 2 > 1", 0);            /* (3 > 2) > 1 = 1 > 1 */
+    COND("-16 >> 2 == -4", 1); /* arithmetic shift */
+    COND("1 < 2 == 1", 1);     /* relational before equality */
+    COND("3 > 2 > 1", 0);      /* (3 > 2) > 1 = 1 > 1 */
     COND("2 <= 2 && 2 >= 2 && 1 != 2", 1);
-    COND("6 & 3 == 2", 0);           /* == binds tighter than &: 6 & (3 == 2) */
+    COND("6 & 3 == 2", 0); /* == binds tighter than &: 6 & (3 == 2) */
     COND("(6 & 3) == 2", 1);
     COND("(1 | 2 ^ 3 & 5) == (1 | (2 ^ (3 & 5)))", 1); /* & before ^ before | */
     COND("(1 | 2 ^ 3 & 5) == 3", 1);
-    COND("0 || 0 && 1", 0);          /* && before || */
+    COND("0 || 0 && 1", 0); /* && before || */
     COND("1 || 0 && 0", 1);
     COND("!0 && !!5 && ~0 == -1", 1);
     COND("- - 3 == 3 && +3 == 3", 1);
     COND("0x10 == 16 && 0XfF == 255 && 8u == 8", 1);
     COND("9223372036854775807 > 0", 1);
     COND("1 ? 2 : 0", 1);
-    COND("0 ? 1 : 0 ? 1 : 0", 0);    /* right associative ?: */
+    COND("0 ? 1 : 0 ? 1 : 0", 0); /* right associative ?: */
     COND("(1 ? 5 : 7) == 5 && (0 ? 5 : 7) == 7", 1);
     COND("((((((1))))))", 1);
     /* defined, with and without parentheses */
@@ -242,7 +247,8 @@ static void test_includes(void) {
     CHECK_MSG(st == LW_ERR_INVALID_ARG && strstr(g_err, "u.wgsl:1: #endif without #if"), "%s", g_err);
 
     /* the include depth limit is configurable */
-    lw__wgsl_file chain[] = {{"0", "#include \"1\"\n"}, {"1", "#include \"2\"\n"}, {"2", "#include \"3\"\n"}, {"3", "z\n"}};
+    lw__wgsl_file chain[] = {
+        {"0", "#include \"1\"\n"}, {"1", "#include \"2\"\n"}, {"2", "#include \"3\"\n"}, {"3", "z\n"}};
     lw__wgsl_pp_params p = {chain, 4, NULL, 0, 0, 3};
     st = lw__wgsl_pp(NULL, "0", &p, &out, NULL, g_err);
     CHECK(st == LW_OK && strcmp(out, "z\n") == 0);
@@ -292,7 +298,8 @@ static void test_errors(void) {
     expect_ex(__LINE__, "x\n", clash, 2, NULL, LW_ERR_INVALID_ARG, "redefined");
     /* a template's default must not silently override a define from C */
     lw__wgsl_define wg[] = {{"WG_SIZE", "128"}};
-    expect_ex(__LINE__, "#ifndef WG_SIZE\n#define WG_SIZE 64\n#endif\nWG_SIZE\n", wg, 1, "128\n", LW_OK, NULL);
+    expect_ex(__LINE__, "#ifndef WG_SIZE\n#define WG_SIZE 64\n#endif\nWG_SIZE\n", wg, 1, "128\n", LW_OK,
+              NULL);
     expect_ex(__LINE__, "#define WG_SIZE 64\n", wg, 1, NULL, LW_ERR_INVALID_ARG, "redefined");
 
     /* NULL arguments */
@@ -307,9 +314,10 @@ static void test_errors(void) {
 
 static void test_limits(void) {
     /* output limit, including exponential macro growth (each level doubles) */
-    lw__wgsl_file f = {"big.wgsl", "#define A0 xxxxxxxxxxxxxxxx\n#define A1 A0 A0\n#define A2 A1 A1\n#define A3 A2 A2\n"
-                                   "#define A4 A3 A3\n#define A5 A4 A4\n#define A6 A5 A5\n#define A7 A6 A6\n"
-                                   "#define A8 A7 A7\n#define A9 A8 A8\nA9 A9 A9 A9\n"};
+    lw__wgsl_file f = {"big.wgsl",
+                       "#define A0 xxxxxxxxxxxxxxxx\n#define A1 A0 A0\n#define A2 A1 A1\n#define A3 A2 A2\n"
+                       "#define A4 A3 A3\n#define A5 A4 A4\n#define A6 A5 A5\n#define A7 A6 A6\n"
+                       "#define A8 A7 A7\n#define A9 A8 A8\nA9 A9 A9 A9\n"};
     lw__wgsl_pp_params p = {&f, 1, NULL, 0, 1000, 0};
     char *out = NULL;
     size_t len = 0;
@@ -320,8 +328,9 @@ static void test_limits(void) {
     CHECK(st == LW_OK && len == 4 * 512 * 17); /* 512 copies of 16 x's + separator each, 4 times (+ '\n') */
     free(out);
     /* the same, inside an #if (scratch buffers obey the limit too) */
-    lw__wgsl_file g = {"big2.wgsl", "#define A0 1+1+1+1+1+1+1+1\n#define A1 A0+A0\n#define A2 A1+A1\n#define A3 A2+A2\n"
-                                    "#define A4 A3+A3\n#define A5 A4+A4\n#define A6 A5+A5\n#if A6 == 512\nok\n#endif\n"};
+    lw__wgsl_file g = {"big2.wgsl",
+                       "#define A0 1+1+1+1+1+1+1+1\n#define A1 A0+A0\n#define A2 A1+A1\n#define A3 A2+A2\n"
+                       "#define A4 A3+A3\n#define A5 A4+A4\n#define A6 A5+A5\n#if A6 == 512\nok\n#endif\n"};
     p = (lw__wgsl_pp_params){&g, 1, NULL, 0, 0, 0};
     st = lw__wgsl_pp(NULL, "big2.wgsl", &p, &out, &len, g_err);
     CHECK_MSG(st == LW_OK && strcmp(out, "ok\n") == 0, "%s", g_err);
@@ -367,8 +376,9 @@ static void f_free(void *u, void *p) {
 }
 
 static void test_alloc_failures(void) {
-    lw__wgsl_file files[] = {{"m.wgsl", "#pragma once\n#define A 1\n#include \"i.wgsl\"\n#if A + B == 3\nA B\n#endif\n"},
-                             {"i.wgsl", "#pragma once\n#define B 2\ninc\n"}};
+    lw__wgsl_file files[] = {
+        {"m.wgsl", "#pragma once\n#define A 1\n#include \"i.wgsl\"\n#if A + B == 3\nA B\n#endif\n"},
+        {"i.wgsl", "#pragma once\n#define B 2\ninc\n"}};
     lw__wgsl_define d[] = {{"X", "1"}, {"Y", "2"}};
     lw__wgsl_pp_params p = {files, 2, d, 2, 0, 0};
     failing f = {-1, 0};
@@ -418,7 +428,8 @@ static void test_builtin(void) {
         for (int f16 = 0; f16 < 2; f16++)
             for (int sg = 0; sg < 2; sg++) {
                 char f16s[2] = {(char)('0' + f16), 0}, sgs[2] = {(char)('0' + sg), 0};
-                lw__wgsl_define d[] = {{"WEIGHT_TYPE", types[t]}, {"F16", f16s}, {"SUBGROUPS", sgs}, {"WG_SIZE", "64"}};
+                lw__wgsl_define d[] = {
+                    {"WEIGHT_TYPE", types[t]}, {"F16", f16s}, {"SUBGROUPS", sgs}, {"WG_SIZE", "64"}};
                 lw__wgsl_pp_params p = {files, n, d, 4, 0, 0};
                 char *out = NULL;
                 lw_status st = lw__wgsl_pp(NULL, "matvec.wgsl", &p, &out, NULL, g_err);

@@ -22,7 +22,8 @@ extern int lw_js_buffer_write_host(uint32_t buf, double offset, uint32_t src, do
 extern uint32_t lw_js_pipeline_create(const char *wgsl, const char *entry, const uint32_t *kinds, uint32_t n,
                                       const char *label);
 extern uint32_t lw_js_bind_group_create(uint32_t pipeline, const double *entries, uint32_t n);
-extern void lw_js_dispatch(uint32_t pipeline, uint32_t group, uint32_t dyn_offset, uint32_t x, uint32_t y, uint32_t z);
+extern void lw_js_dispatch(uint32_t pipeline, uint32_t group, uint32_t dyn_offset, uint32_t x, uint32_t y,
+                           uint32_t z);
 extern void lw_js_copy(uint32_t src, double src_offset, uint32_t dst, double dst_offset, double size);
 extern int lw_js_submit(void);
 extern int lw_js_read(uint32_t buf, double offset, void *dst, double size);
@@ -36,8 +37,8 @@ extern void lw_js_destroy_all(void);
 
 /* State of the wasm HAL: the JS side holds the objects, C keeps the allocator and the error text. */
 typedef struct wasm_gpu {
-    lw_allocator alloc;        /* where this struct came from             */
-    char err[LW_ERRMSG_SIZE];  /* copy of the JS side's sticky error      */
+    lw_allocator alloc;       /* where this struct came from             */
+    char err[LW_ERRMSG_SIZE]; /* copy of the JS side's sticky error      */
 } wasm_gpu;
 
 #define MAX_EXACT 9007199254740992.0 /* 2^53: doubles carry integers exactly below this */
@@ -86,7 +87,8 @@ static lw_status js_failed(wasm_gpu *g, lw_status st) {
     return st;
 }
 
-static lw_status w_buffer_create(void *ctx, uint64_t size, uint32_t usage, const char *label, lw_gpu_buffer *out) {
+static lw_status w_buffer_create(void *ctx, uint64_t size, uint32_t usage, const char *label,
+                                 lw_gpu_buffer *out) {
     uint64_t sz;
     *out = 0;
     if (size == 0 || !lw__align_up_u64(size, 4, &sz) || (double)sz >= MAX_EXACT) return LW_ERR_INVALID_ARG;
@@ -99,25 +101,28 @@ static void w_buffer_destroy(void *ctx, lw_gpu_buffer buf) {
     if (buf) lw_js_buffer_destroy(buf);
 }
 
-static lw_status w_buffer_write(void *ctx, lw_gpu_buffer buf, uint64_t offset, const void *data, uint64_t size) {
+static lw_status w_buffer_write(void *ctx, lw_gpu_buffer buf, uint64_t offset, const void *data,
+                                uint64_t size) {
     if (!buf || !aligned4(offset) || (size && !data) || (double)offset >= MAX_EXACT || size > SIZE_MAX)
         return LW_ERR_INVALID_ARG;
     if (!size) return LW_OK;
     return lw_js_buffer_write(buf, (double)offset, data, (double)size) ? js_failed(ctx, LW_ERR_IO) : LW_OK;
 }
 
-static lw_status w_buffer_write_host(void *ctx, lw_gpu_buffer buf, uint64_t offset, uint32_t src, uint64_t src_offset,
-                                     uint64_t size) {
+static lw_status w_buffer_write_host(void *ctx, lw_gpu_buffer buf, uint64_t offset, uint32_t src,
+                                     uint64_t src_offset, uint64_t size) {
     if (!buf || !src || !aligned4(offset) || (double)offset >= MAX_EXACT || (double)src_offset >= MAX_EXACT ||
         (double)size >= MAX_EXACT)
         return LW_ERR_INVALID_ARG;
     if (!size) return LW_OK;
-    return lw_js_buffer_write_host(buf, (double)offset, src, (double)src_offset, (double)size) ? js_failed(ctx, LW_ERR_IO)
-                                                                                              : LW_OK;
+    return lw_js_buffer_write_host(buf, (double)offset, src, (double)src_offset, (double)size)
+               ? js_failed(ctx, LW_ERR_IO)
+               : LW_OK;
 }
 
-static lw_status w_pipeline_create(void *ctx, const char *wgsl, const char *entry, const lw_gpu_binding_kind *kinds,
-                                   uint32_t n, const char *label, lw_gpu_pipeline *out) {
+static lw_status w_pipeline_create(void *ctx, const char *wgsl, const char *entry,
+                                   const lw_gpu_binding_kind *kinds, uint32_t n, const char *label,
+                                   lw_gpu_pipeline *out) {
     *out = 0;
     if (!wgsl || !entry || n > LW_GPU_MAX_BINDINGS || (n && !kinds)) return LW_ERR_INVALID_ARG;
     uint32_t k[LW_GPU_MAX_BINDINGS];
@@ -126,8 +131,8 @@ static lw_status w_pipeline_create(void *ctx, const char *wgsl, const char *entr
     return *out ? LW_OK : js_failed(ctx, LW_ERR_INVALID_ARG);
 }
 
-static lw_status w_bind_group_create(void *ctx, lw_gpu_pipeline pipeline, const lw_gpu_bind *binds, uint32_t n,
-                                     lw_gpu_bind_group *out) {
+static lw_status w_bind_group_create(void *ctx, lw_gpu_pipeline pipeline, const lw_gpu_bind *binds,
+                                     uint32_t n, lw_gpu_bind_group *out) {
     *out = 0;
     if (!pipeline || n > LW_GPU_MAX_BINDINGS || (n && !binds)) return LW_ERR_INVALID_ARG;
     double e[3 * LW_GPU_MAX_BINDINGS];
@@ -142,13 +147,14 @@ static lw_status w_bind_group_create(void *ctx, lw_gpu_pipeline pipeline, const 
     return *out ? LW_OK : js_failed(ctx, LW_ERR_INVALID_ARG);
 }
 
-static void w_dispatch(void *ctx, lw_gpu_pipeline p, lw_gpu_bind_group g, uint32_t dyn, uint32_t x, uint32_t y,
-                       uint32_t z) {
+static void w_dispatch(void *ctx, lw_gpu_pipeline p, lw_gpu_bind_group g, uint32_t dyn, uint32_t x,
+                       uint32_t y, uint32_t z) {
     (void)ctx;
     lw_js_dispatch(p, g, dyn, x, y, z);
 }
 
-static void w_copy(void *ctx, lw_gpu_buffer src, uint64_t so, lw_gpu_buffer dst, uint64_t doff, uint64_t size) {
+static void w_copy(void *ctx, lw_gpu_buffer src, uint64_t so, lw_gpu_buffer dst, uint64_t doff,
+                   uint64_t size) {
     (void)ctx;
     lw_js_copy(src, (double)so, dst, (double)doff, (double)size);
 }
@@ -158,7 +164,8 @@ static lw_status w_submit(void *ctx) {
 }
 
 static lw_status w_read(void *ctx, lw_gpu_buffer buf, uint64_t offset, void *dst, uint64_t size) {
-    if (!buf || !dst || !size || !aligned4(offset) || !aligned4(size) || size > SIZE_MAX || (double)offset >= MAX_EXACT)
+    if (!buf || !dst || !size || !aligned4(offset) || !aligned4(size) || size > SIZE_MAX ||
+        (double)offset >= MAX_EXACT)
         return LW_ERR_INVALID_ARG;
     return lw_js_read(buf, (double)offset, dst, (double)size) ? js_failed(ctx, LW_ERR_IO) : LW_OK;
 }
@@ -176,8 +183,21 @@ static void w_destroy(void *ctx) {
 }
 
 static const lw_gpu_ops wasm_ops = {
-    w_info,   w_buffer_create, w_buffer_destroy, w_buffer_write, w_buffer_write_host, w_pipeline_create,
-    w_bind_group_create, w_dispatch, w_copy, w_submit, w_read, w_pending, NULL, w_error, w_destroy,
+    w_info,
+    w_buffer_create,
+    w_buffer_destroy,
+    w_buffer_write,
+    w_buffer_write_host,
+    w_pipeline_create,
+    w_bind_group_create,
+    w_dispatch,
+    w_copy,
+    w_submit,
+    w_read,
+    w_pending,
+    NULL,
+    w_error,
+    w_destroy,
 };
 
 /* Opens the HAL over the device the host handed to lwGpu.init(); LW_ERR_UNSUPPORTED when there is none. */

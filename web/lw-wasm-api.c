@@ -25,17 +25,18 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_gpu_info_json(char *dst, int cap) {
     lw_status st = gpu.ops->info(gpu.ctx, &i);
     gpu.ops->destroy(gpu.ctx);
     if (st != LW_OK) return -1;
-    int n = snprintf(dst, (size_t)cap,
-                     "{\"vendor\":\"%s\",\"architecture\":\"%s\",\"device\":\"%s\",\"maxBufferSize\":%llu,"
-                     "\"maxStorageBufferBindingSize\":%llu,\"maxComputeWorkgroupStorageSize\":%u,"
-                     "\"maxComputeInvocationsPerWorkgroup\":%u,\"maxComputeWorkgroupsPerDimension\":%u,"
-                     "\"minStorageBufferOffsetAlignment\":%u,\"subgroupMinSize\":%u,\"subgroupMaxSize\":%u,"
-                     "\"f16\":%d,\"subgroups\":%d,\"timestampQuery\":%d}",
-                     i.vendor, i.architecture, i.device, (unsigned long long)i.max_buffer_size,
-                     (unsigned long long)i.max_storage_buffer_binding_size, i.max_compute_workgroup_storage_size,
-                     i.max_compute_invocations_per_workgroup, i.max_compute_workgroups_per_dimension,
-                     i.min_storage_buffer_offset_alignment, i.subgroup_min_size, i.subgroup_max_size, i.has_f16,
-                     i.has_subgroups, i.has_timestamp_query);
+    int n =
+        snprintf(dst, (size_t)cap,
+                 "{\"vendor\":\"%s\",\"architecture\":\"%s\",\"device\":\"%s\",\"maxBufferSize\":%llu,"
+                 "\"maxStorageBufferBindingSize\":%llu,\"maxComputeWorkgroupStorageSize\":%u,"
+                 "\"maxComputeInvocationsPerWorkgroup\":%u,\"maxComputeWorkgroupsPerDimension\":%u,"
+                 "\"minStorageBufferOffsetAlignment\":%u,\"subgroupMinSize\":%u,\"subgroupMaxSize\":%u,"
+                 "\"f16\":%d,\"subgroups\":%d,\"timestampQuery\":%d}",
+                 i.vendor, i.architecture, i.device, (unsigned long long)i.max_buffer_size,
+                 (unsigned long long)i.max_storage_buffer_binding_size, i.max_compute_workgroup_storage_size,
+                 i.max_compute_invocations_per_workgroup, i.max_compute_workgroups_per_dimension,
+                 i.min_storage_buffer_offset_alignment, i.subgroup_min_size, i.subgroup_max_size, i.has_f16,
+                 i.has_subgroups, i.has_timestamp_query);
     return n < cap ? n : -1;
 }
 
@@ -45,19 +46,19 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_gpu_info_json(char *dst, int cap) {
 
 /* One mat-vec problem: host data, reference result and the GPU objects that run it. */
 typedef struct lw_wasm_matvec {
-    lw_gpu gpu;                 /* the HAL (opened on first run)                      */
-    lw_gpu_info info;           /* its device description                             */
-    uint32_t type;              /* weight format                                      */
-    int rows, k;                /* W is rows x k                                      */
-    uint8_t *wq;                /* W in its format (as in a GGUF file)                */
-    size_t wq_bytes;            /* bytes of wq                                        */
-    float *x;                   /* k inputs                                           */
-    double *y_ref;              /* rows reference outputs (dequantize + double dot)   */
-    float *y;                   /* rows GPU outputs (read-back target)                */
+    lw_gpu gpu;                   /* the HAL (opened on first run)                      */
+    lw_gpu_info info;             /* its device description                             */
+    uint32_t type;                /* weight format                                      */
+    int rows, k;                  /* W is rows x k                                      */
+    uint8_t *wq;                  /* W in its format (as in a GGUF file)                */
+    size_t wq_bytes;              /* bytes of wq                                        */
+    float *x;                     /* k inputs                                           */
+    double *y_ref;                /* rows reference outputs (dequantize + double dot)   */
+    float *y;                     /* rows GPU outputs (read-back target)                */
     lw_gpu_buffer bw, bx, by, bp; /* weights, x, y, params                            */
-    lw_gpu_pipeline pipe;       /* pipeline of the last run                           */
-    lw_gpu_bind_group group;    /* its bind group                                     */
-    char err[LW_ERRMSG_SIZE];   /* why the last call failed                           */
+    lw_gpu_pipeline pipe;         /* pipeline of the last run                           */
+    lw_gpu_bind_group group;      /* its bind group                                     */
+    char err[LW_ERRMSG_SIZE];     /* why the last call failed                           */
 } lw_wasm_matvec;
 
 /* Deterministic uniform numbers in [-1, 1) (xorshift32). */
@@ -118,7 +119,8 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_matvec *lw_wasm_matvec_new(int type, int rows, int 
     } else {
         for (int r = 0; r < rows; r++) {
             double acc = 0;
-            for (int i = 0; i < k; i++) acc += (double)deq[(size_t)r * (size_t)k + (size_t)i] * (double)m->x[i];
+            for (int i = 0; i < k; i++)
+                acc += (double)deq[(size_t)r * (size_t)k + (size_t)i] * (double)m->x[i];
             m->y_ref[r] = acc;
         }
     }
@@ -150,12 +152,15 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_upload(lw_wasm_matvec *m, uint32_t host_
     const lw_gpu_ops *o = m->gpu.ops;
     void *c = m->gpu.ctx;
     if (!m->bw) {
-        if ((st = o->buffer_create(c, m->wq_bytes, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, "W", &m->bw)) ||
-            (st = o->buffer_create(c, (uint64_t)m->k * 4, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, "x", &m->bx)) ||
+        if ((st = o->buffer_create(c, m->wq_bytes, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, "W",
+                                   &m->bw)) ||
+            (st = o->buffer_create(c, (uint64_t)m->k * 4, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, "x",
+                                   &m->bx)) ||
             (st = o->buffer_create(c, (uint64_t)m->rows * 4,
-                                   LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST | LW_GPU_USAGE_COPY_SRC, "y", &m->by)) ||
-            (st = o->buffer_create(c, sizeof(lw__gpu_matvec_params), LW_GPU_USAGE_UNIFORM | LW_GPU_USAGE_COPY_DST,
-                                   "params", &m->bp)))
+                                   LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST | LW_GPU_USAGE_COPY_SRC, "y",
+                                   &m->by)) ||
+            (st = o->buffer_create(c, sizeof(lw__gpu_matvec_params),
+                                   LW_GPU_USAGE_UNIFORM | LW_GPU_USAGE_COPY_DST, "params", &m->bp)))
             return lw__errorf(m->err, st, "buffer creation failed: %s", o->error(c) ? o->error(c) : "");
     }
     if ((st = o->buffer_write(c, m->bx, 0, m->x, (uint64_t)m->k * 4)) != LW_OK)
@@ -180,28 +185,33 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
     void *c = m->gpu.ctx;
     lw__gpu_matvec_params p;
     uint32_t grid[3];
-    lw__gpu_matvec_variant v = {m->type, f16 != 0, subgroups != 0, (uint32_t)wg_size, (uint32_t)rows, blocks != 0};
-    if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid, m->err)) != LW_OK)
+    lw__gpu_matvec_variant v = {m->type,           f16 != 0,       subgroups != 0,
+                                (uint32_t)wg_size, (uint32_t)rows, blocks != 0};
+    if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
+                                  m->err)) != LW_OK)
         return st;
     memset(m->y, 0xff, (size_t)m->rows * 4); /* NaN: a row the kernel does not write fails the check */
     if ((st = o->buffer_write(c, m->by, 0, m->y, (uint64_t)m->rows * 4)) != LW_OK ||
         (st = o->buffer_write(c, m->bp, 0, &p, sizeof p)) != LW_OK)
         return lw__errorf(m->err, st, "writing y/params failed");
-    if ((st = lw__gpu_matvec_pipeline(&m->gpu, NULL, NULL, &v, &m->info, &m->pipe, m->err)) != LW_OK) return st;
+    if ((st = lw__gpu_matvec_pipeline(&m->gpu, NULL, NULL, &v, &m->info, &m->pipe, m->err)) != LW_OK)
+        return st;
     lw_gpu_bind b[LW_GPU_MATVEC_BINDINGS] = {{m->bw, 0, 0}, {m->bx, 0, 0}, {m->by, 0, 0}, {m->bp, 0, 0}};
     if ((st = o->bind_group_create(c, m->pipe, b, LW_GPU_MATVEC_BINDINGS, &m->group)) != LW_OK)
         return lw__errorf(m->err, st, "bind group: %s", o->error(c) ? o->error(c) : "");
     o->dispatch(c, m->pipe, m->group, 0, grid[0], grid[1], grid[2]);
     if ((st = o->submit(c)) != LW_OK) return lw__errorf(m->err, st, "submit failed");
-    if ((st = o->read(c, m->by, 0, m->y, (uint64_t)m->rows * 4)) != LW_OK) return lw__errorf(m->err, st, "read failed");
+    if ((st = o->read(c, m->by, 0, m->y, (uint64_t)m->rows * 4)) != LW_OK)
+        return lw__errorf(m->err, st, "read failed");
     return LW_OK;
 }
 
 /* Benchmark step: records iters dispatches of variant (f16, subgroups, wg_size) on the uploaded data in one
  * compute pass, submits, and schedules the read of y; the JS caller times it up to settle(). The pipeline
- * and bind group are made on the first call for a variant (rows: rows per workgroup) (call once to warm up). Returns an lw_status. */
-EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int subgroups, int wg_size, int rows,
-                                              int blocks, int iters) {
+ * and bind group are made on the first call for a variant (rows: rows per workgroup) (call once to warm up).
+ * Returns an lw_status. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int subgroups, int wg_size,
+                                              int rows, int blocks, int iters) {
     lw_status st;
     if (m->err[0]) return LW_ERR_INVALID_ARG;
     if (!m->bw || iters <= 0) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first; iters > 0");
@@ -209,14 +219,17 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int su
     void *c = m->gpu.ctx;
     lw__gpu_matvec_params p;
     uint32_t grid[3];
-    lw__gpu_matvec_variant v = {m->type, f16 != 0, subgroups != 0, (uint32_t)wg_size, (uint32_t)rows, blocks != 0};
-    if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid, m->err)) != LW_OK)
+    lw__gpu_matvec_variant v = {m->type,           f16 != 0,       subgroups != 0,
+                                (uint32_t)wg_size, (uint32_t)rows, blocks != 0};
+    if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
+                                  m->err)) != LW_OK)
         return st;
     lw_gpu_pipeline pipe;
     if ((st = lw__gpu_matvec_pipeline(&m->gpu, NULL, NULL, &v, &m->info, &pipe, m->err)) != LW_OK) return st;
     if (pipe != m->pipe || !m->group) {
         m->pipe = pipe;
-        if ((st = o->buffer_write(c, m->bp, 0, &p, sizeof p)) != LW_OK) return lw__errorf(m->err, st, "params");
+        if ((st = o->buffer_write(c, m->bp, 0, &p, sizeof p)) != LW_OK)
+            return lw__errorf(m->err, st, "params");
         lw_gpu_bind b[LW_GPU_MATVEC_BINDINGS] = {{m->bw, 0, 0}, {m->bx, 0, 0}, {m->by, 0, 0}, {m->bp, 0, 0}};
         if ((st = o->bind_group_create(c, m->pipe, b, LW_GPU_MATVEC_BINDINGS, &m->group)) != LW_OK)
             return lw__errorf(m->err, st, "bind group");
@@ -251,4 +264,3 @@ EMSCRIPTEN_KEEPALIVE double lw_wasm_matvec_nmse(lw_wasm_matvec *m) {
     }
     return den > 0 ? num / den : num;
 }
-

@@ -60,25 +60,25 @@ typedef enum lw_gpu_binding_kind {
 /* What the adapter/device offers (the device is created with every feature below that the adapter has,
  * and with the adapter's maximum limits). */
 typedef struct lw_gpu_info {
-    char vendor[64];                          /* adapter info: "nvidia", "mesa", "google", ...      */
-    char architecture[64];                    /* e.g. "swiftshader"                                 */
-    char device[64];                          /* e.g. "llvmpipe (LLVM 19.1.7, 256 bits)"            */
-    char description[128];                    /* free text from the driver                          */
-    uint64_t max_buffer_size;                 /* largest buffer                                     */
-    uint64_t max_storage_buffer_binding_size; /* largest storage binding: weights are split by this */
-    uint64_t max_uniform_buffer_binding_size; /* largest uniform binding                            */
-    uint32_t min_storage_buffer_offset_alignment; /* binding offsets of storage buffers             */
-    uint32_t min_uniform_buffer_offset_alignment; /* binding and dynamic offsets of uniforms        */
-    uint32_t max_storage_buffers_per_shader_stage; /* storage bindings one kernel may use           */
-    uint32_t max_compute_workgroup_storage_size;   /* bytes of var<workgroup>                       */
+    char vendor[64];                                /* adapter info: "nvidia", "mesa", "google", ...      */
+    char architecture[64];                          /* e.g. "swiftshader"                                 */
+    char device[64];                                /* e.g. "llvmpipe (LLVM 19.1.7, 256 bits)"            */
+    char description[128];                          /* free text from the driver                          */
+    uint64_t max_buffer_size;                       /* largest buffer                                     */
+    uint64_t max_storage_buffer_binding_size;       /* largest storage binding: weights are split by this */
+    uint64_t max_uniform_buffer_binding_size;       /* largest uniform binding                            */
+    uint32_t min_storage_buffer_offset_alignment;   /* binding offsets of storage buffers             */
+    uint32_t min_uniform_buffer_offset_alignment;   /* binding and dynamic offsets of uniforms        */
+    uint32_t max_storage_buffers_per_shader_stage;  /* storage bindings one kernel may use           */
+    uint32_t max_compute_workgroup_storage_size;    /* bytes of var<workgroup>                       */
     uint32_t max_compute_invocations_per_workgroup; /* product of the workgroup size                */
-    uint32_t max_compute_workgroup_size_x;         /* first dimension of @workgroup_size            */
-    uint32_t max_compute_workgroups_per_dimension; /* dispatch grid limit (65535 at least)          */
-    uint32_t subgroup_min_size;               /* 0 when unknown                                     */
-    uint32_t subgroup_max_size;               /* 0 when unknown                                     */
-    bool has_f16;                             /* feature shader-f16: `enable f16;` kernels          */
-    bool has_subgroups;                       /* feature subgroups: `enable subgroups;` kernels     */
-    bool has_timestamp_query;                 /* feature timestamp-query                            */
+    uint32_t max_compute_workgroup_size_x;          /* first dimension of @workgroup_size            */
+    uint32_t max_compute_workgroups_per_dimension;  /* dispatch grid limit (65535 at least)          */
+    uint32_t subgroup_min_size;                     /* 0 when unknown                                     */
+    uint32_t subgroup_max_size;                     /* 0 when unknown                                     */
+    bool has_f16;                                   /* feature shader-f16: `enable f16;` kernels          */
+    bool has_subgroups;                             /* feature subgroups: `enable subgroups;` kernels     */
+    bool has_timestamp_query;                       /* feature timestamp-query                            */
 } lw_gpu_info;
 
 /* One buffer range bound at a binding (size 0: from offset to the end of the buffer). */
@@ -97,7 +97,8 @@ typedef struct lw_gpu_ops {
     lw_status (*info)(void *ctx, lw_gpu_info *out);
 
     /* Buffers. label is for debugging tools (may be NULL). Contents start zeroed. */
-    lw_status (*buffer_create)(void *ctx, uint64_t size, uint32_t usage, const char *label, lw_gpu_buffer *out);
+    lw_status (*buffer_create)(void *ctx, uint64_t size, uint32_t usage, const char *label,
+                               lw_gpu_buffer *out);
     void (*buffer_destroy)(void *ctx, lw_gpu_buffer buf);
     /* Copies size bytes from host memory into buf at offset, in queue order (data may be reused at once). */
     lw_status (*buffer_write)(void *ctx, lw_gpu_buffer buf, uint64_t offset, const void *data, uint64_t size);
@@ -109,8 +110,9 @@ typedef struct lw_gpu_ops {
     /* A compute pipeline from WGSL source with entry point entry and an explicit layout: group 0 has
      * n_bindings bindings 0..n-1 of the given kinds. Compilation errors surface through error() (and, when
      * the HAL can tell at once, as LW_ERR_INVALID_ARG). */
-    lw_status (*pipeline_create)(void *ctx, const char *wgsl, const char *entry, const lw_gpu_binding_kind *kinds,
-                                 uint32_t n_bindings, const char *label, lw_gpu_pipeline *out);
+    lw_status (*pipeline_create)(void *ctx, const char *wgsl, const char *entry,
+                                 const lw_gpu_binding_kind *kinds, uint32_t n_bindings, const char *label,
+                                 lw_gpu_pipeline *out);
     /* Binds n buffer ranges (bindings 0..n-1) for pipeline's group 0. */
     lw_status (*bind_group_create)(void *ctx, lw_gpu_pipeline pipeline, const lw_gpu_bind *binds, uint32_t n,
                                    lw_gpu_bind_group *out);

@@ -49,21 +49,26 @@ lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t 
  * ------------------------------------------------------------------------------------------------------- */
 
 lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                  const lw__gpu_matvec_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
-                                  char *err) {
+                                  const lw__gpu_matvec_variant *v, const lw_gpu_info *info,
+                                  lw_gpu_pipeline *out, char *err) {
     *out = 0;
     const matvec_format *f = format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
-    if (!f) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: no GPU kernel for type %s", ti ? ti->name : "?");
-    if (v->f16 && !info->has_f16) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: f16 variant needs shader-f16");
+    if (!f)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: no GPU kernel for type %s", ti ? ti->name : "?");
+    if (v->f16 && !info->has_f16)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: f16 variant needs shader-f16");
     if (v->subgroups && !info->has_subgroups)
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: subgroup variant needs the subgroups feature");
-    if (v->wg_size == 0 || (v->wg_size & (v->wg_size - 1)) || v->wg_size > info->max_compute_invocations_per_workgroup ||
+    if (v->wg_size == 0 || (v->wg_size & (v->wg_size - 1)) ||
+        v->wg_size > info->max_compute_invocations_per_workgroup ||
         v->wg_size > info->max_compute_workgroup_size_x)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: workgroup size %u does not suit this device", v->wg_size);
-    if (v->rows < 1 || v->rows > 16 || (uint64_t)v->wg_size * v->rows * 4 > info->max_compute_workgroup_storage_size)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: %u rows per workgroup of %u do not suit this device",
-                          v->rows, v->wg_size);
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: workgroup size %u does not suit this device",
+                          v->wg_size);
+    if (v->rows < 1 || v->rows > 16 ||
+        (uint64_t)v->wg_size * v->rows * 4 > info->max_compute_workgroup_storage_size)
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matvec: %u rows per workgroup of %u do not suit this device", v->rows, v->wg_size);
 
     char label[LW_GPU_CACHE_KEY];
     snprintf(label, sizeof label, "matvec %s%s%s wg%u r%u%s", ti ? ti->name : "?", v->f16 ? " f16" : "",
@@ -73,8 +78,11 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
     char wg[16], rows[16];
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     snprintf(rows, sizeof rows, "%u", v->rows);
-    lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define}, {"F16", v->f16 ? "1" : "0"},
-                              {"SUBGROUPS", v->subgroups ? "1" : "0"}, {"WG_SIZE", wg}, {"ROWS", rows},
+    lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define},
+                              {"F16", v->f16 ? "1" : "0"},
+                              {"SUBGROUPS", v->subgroups ? "1" : "0"},
+                              {"WG_SIZE", wg},
+                              {"ROWS", rows},
                               {"BLOCKS", v->blocks ? "1" : "0"}};
     size_t n_files = 0;
     const lw__wgsl_file *files = lw__wgsl_builtin(&n_files);
@@ -83,8 +91,8 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
     lw_allocator a = lw__allocator_or_default(alloc);
     lw_status st = lw__wgsl_pp(&a, "matvec.wgsl", &pp, &wgsl, NULL, err);
     if (st != LW_OK) return st;
-    static const lw_gpu_binding_kind kinds[LW_GPU_MATVEC_BINDINGS] = {LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ,
-                                                                      LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
+    static const lw_gpu_binding_kind kinds[LW_GPU_MATVEC_BINDINGS] = {
+        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
     st = gpu->ops->pipeline_create(gpu->ctx, wgsl, "main", kinds, LW_GPU_MATVEC_BINDINGS, label, out);
     if (st != LW_OK) {
         const char *e = gpu->ops->error(gpu->ctx);
@@ -100,32 +108,48 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
  * Planning one call
  * ------------------------------------------------------------------------------------------------------- */
 
-lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_variant *v, uint64_t rows, uint64_t k,
-                              uint64_t w_offset, uint64_t x_offset, uint64_t y_offset, lw__gpu_matvec_params *p,
-                              uint32_t grid[3], char *err) {
+lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_variant *v, uint64_t rows,
+                              uint64_t k, uint64_t w_offset, uint64_t x_offset, uint64_t y_offset,
+                              lw__gpu_matvec_params *p, uint32_t grid[3], char *err) {
     const matvec_format *f = format_of(v->type);
     if (!f) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: unsupported weight type %u", v->type);
-    if (v->rows < 1 || v->rows > 16) return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: %u rows per workgroup", v->rows);
+    if (v->rows < 1 || v->rows > 16)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: %u rows per workgroup", v->rows);
     if (rows == 0 || k == 0 || k % f->block)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: k=%llu must be a positive multiple of %u (rows=%llu)",
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matvec: k=%llu must be a positive multiple of %u (rows=%llu)",
                           (unsigned long long)k, f->block, (unsigned long long)rows);
     if (w_offset % 2 || x_offset % 4)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: misaligned offsets (w %llu must be even, x %llu a "
-                          "multiple of 4)", (unsigned long long)w_offset, (unsigned long long)x_offset);
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matvec: misaligned offsets (w %llu must be even, x %llu a "
+                          "multiple of 4)",
+                          (unsigned long long)w_offset, (unsigned long long)x_offset);
     uint64_t stride, w_end, last;
     /* the shader indexes bytes with u32: the whole matrix must lie below 4 GiB of its binding */
-    if (!lw__mul_u64(k / f->block, f->block_bytes, &stride) || !lw__mul_u64(stride, rows - 1, &last) || !lw__add_u64(last, stride, &w_end) ||
-        !lw__add_u64(w_end, w_offset, &w_end) || w_end > UINT32_MAX || w_end > info->max_storage_buffer_binding_size)
-        return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec: %llu x %llu weights exceed one binding (%llu bytes)",
+    if (!lw__mul_u64(k / f->block, f->block_bytes, &stride) || !lw__mul_u64(stride, rows - 1, &last) ||
+        !lw__add_u64(last, stride, &w_end) || !lw__add_u64(w_end, w_offset, &w_end) || w_end > UINT32_MAX ||
+        w_end > info->max_storage_buffer_binding_size)
+        return lw__errorf(err, LW_ERR_TOO_LARGE,
+                          "matvec: %llu x %llu weights exceed one binding (%llu bytes)",
                           (unsigned long long)rows, (unsigned long long)k,
                           (unsigned long long)info->max_storage_buffer_binding_size);
     if (rows > UINT32_MAX || x_offset / 4 > UINT32_MAX || y_offset > UINT32_MAX - rows)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec: offsets or rows beyond 32 bits");
-    uint32_t gmax = info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
-    uint64_t groups = (rows + v->rows - 1) / v->rows, gx = groups < gmax ? groups : gmax, gy = (groups + gx - 1) / gx;
-    if (gy > gmax) return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec: %llu rows exceed the dispatch grid", (unsigned long long)rows);
-    *p = (lw__gpu_matvec_params){(uint32_t)k, (uint32_t)rows, (uint32_t)stride, (uint32_t)w_offset,
-                                 (uint32_t)(x_offset / 4), (uint32_t)y_offset, (uint32_t)gx, 0};
+    uint32_t gmax =
+        info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
+    uint64_t groups = (rows + v->rows - 1) / v->rows, gx = groups < gmax ? groups : gmax,
+             gy = (groups + gx - 1) / gx;
+    if (gy > gmax)
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec: %llu rows exceed the dispatch grid",
+                          (unsigned long long)rows);
+    *p = (lw__gpu_matvec_params){(uint32_t)k,
+                                 (uint32_t)rows,
+                                 (uint32_t)stride,
+                                 (uint32_t)w_offset,
+                                 (uint32_t)(x_offset / 4),
+                                 (uint32_t)y_offset,
+                                 (uint32_t)gx,
+                                 0};
     grid[0] = (uint32_t)gx;
     grid[1] = (uint32_t)gy;
     grid[2] = 1;

@@ -17,12 +17,12 @@
 
 /* Compiled pipelines by variant key; every kernel family's *_pipeline() looks here first. */
 typedef struct lw__gpu_pipeline_cache {
-    lw_allocator alloc;                   /* for the entry array            */
-    struct lw__gpu_cache_entry *entries;  /* key + handle pairs             */
-    size_t n;                             /* entries used                   */
-    size_t cap;                           /* entries allocated              */
-    uint64_t hits;                        /* lookups answered from the cache */
-    uint64_t misses;                      /* lookups that had to compile    */
+    lw_allocator alloc;                  /* for the entry array            */
+    struct lw__gpu_cache_entry *entries; /* key + handle pairs             */
+    size_t n;                            /* entries used                   */
+    size_t cap;                          /* entries allocated              */
+    uint64_t hits;                       /* lookups answered from the cache */
+    uint64_t misses;                     /* lookups that had to compile    */
 } lw__gpu_pipeline_cache;
 
 void lw__gpu_cache_init(lw__gpu_pipeline_cache *c, const lw_allocator *alloc);
@@ -75,15 +75,14 @@ lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t 
 /* The pipeline of variant v: from cache when it holds it, else the template is expanded, compiled and
  * added to cache (cache may be NULL: always compile). err: LW_ERRMSG_SIZE bytes. */
 lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                  const lw__gpu_matvec_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
-                                  char *err);
+                                  const lw__gpu_matvec_variant *v, const lw_gpu_info *info,
+                                  lw_gpu_pipeline *out, char *err);
 
 /* Checks the shapes and fills the parameter block and dispatch grid of one call of variant v: rows x k
  * weights starting at byte w_offset of their binding, x at element x_offset (a multiple of 4), y at element
  * y_offset. LW_ERR_INVALID_ARG / LW_ERR_TOO_LARGE with a message on bad or oversized shapes. */
-lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_variant *v, uint64_t rows, uint64_t k,
-                              uint64_t w_offset,
-                              uint64_t x_offset, uint64_t y_offset, lw__gpu_matvec_params *p, uint32_t grid[3],
-                              char *err);
+lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_variant *v, uint64_t rows,
+                              uint64_t k, uint64_t w_offset, uint64_t x_offset, uint64_t y_offset,
+                              lw__gpu_matvec_params *p, uint32_t grid[3], char *err);
 
 #endif

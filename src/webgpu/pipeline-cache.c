@@ -7,8 +7,8 @@
 
 /* One cached pipeline. */
 struct lw__gpu_cache_entry {
-    char key[LW_GPU_CACHE_KEY];  /* variant key, NUL-terminated */
-    lw_gpu_pipeline pipeline;    /* its handle                  */
+    char key[LW_GPU_CACHE_KEY]; /* variant key, NUL-terminated */
+    lw_gpu_pipeline pipeline;   /* its handle                  */
 };
 
 void lw__gpu_cache_init(lw__gpu_pipeline_cache *c, const lw_allocator *alloc) {

@@ -34,21 +34,21 @@ typedef struct pp_cond {
 } pp_cond;
 
 typedef struct pp_state {
-    lw_allocator a;                 /* the caller's allocator                                    */
-    const lw__wgsl_pp_params *prm;  /* files, defines and limits                                 */
-    size_t max_output;              /* resolved output limit                                     */
-    uint32_t max_depth;             /* resolved include depth limit                              */
-    pp_macro *macros;               /* defined macros                                            */
-    size_t n_macros;                /* entries used                                              */
-    size_t cap_macros;              /* entries allocated                                         */
-    const char **once;              /* names of files that said `#pragma once` and were included */
-    size_t n_once;                  /* entries used                                              */
-    size_t cap_once;                /* entries allocated                                         */
-    pp_buf out;                     /* the expanded text                                         */
-    uint64_t lines;                 /* lines processed so far (limit LW_WGSL_PP_MAX_LINES)       */
-    const char *file;               /* file being read, for messages                             */
-    uint32_t lineno;                /* its current line (1-based), for messages                  */
-    char *err;                      /* caller's message buffer                                   */
+    lw_allocator a;                /* the caller's allocator                                    */
+    const lw__wgsl_pp_params *prm; /* files, defines and limits                                 */
+    size_t max_output;             /* resolved output limit                                     */
+    uint32_t max_depth;            /* resolved include depth limit                              */
+    pp_macro *macros;              /* defined macros                                            */
+    size_t n_macros;               /* entries used                                              */
+    size_t cap_macros;             /* entries allocated                                         */
+    const char **once;             /* names of files that said `#pragma once` and were included */
+    size_t n_once;                 /* entries used                                              */
+    size_t cap_once;               /* entries allocated                                         */
+    pp_buf out;                    /* the expanded text                                         */
+    uint64_t lines;                /* lines processed so far (limit LW_WGSL_PP_MAX_LINES)       */
+    const char *file;              /* file being read, for messages                             */
+    uint32_t lineno;               /* its current line (1-based), for messages                  */
+    char *err;                     /* caller's message buffer                                   */
 } pp_state;
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -132,7 +132,8 @@ static lw_status macro_define(pp_state *s, const char *name, size_t n, const cha
     }
     if (s->n_macros == s->cap_macros) {
         size_t cap = s->cap_macros ? s->cap_macros * 2 : 32, bytes;
-        if (!lw__mul_size(cap, sizeof(pp_macro), &bytes)) return lw__errorf(s->err, LW_ERR_NOMEM, "out of memory");
+        if (!lw__mul_size(cap, sizeof(pp_macro), &bytes))
+            return lw__errorf(s->err, LW_ERR_NOMEM, "out of memory");
         pp_macro *nm = lw__realloc(&s->a, s->macros, bytes);
         if (!nm) return lw__errorf(s->err, LW_ERR_NOMEM, "out of memory");
         s->macros = nm;
@@ -177,7 +178,8 @@ static size_t number_len(const char *p, const char *end) {
 
 /* Appends [p, p+n) to dst with macros replaced. stack holds the macros being expanded (never re-expanded
  * inside themselves, as in C). Text after `//` is copied as is. */
-static lw_status expand(pp_state *s, const char *p, size_t n, pp_buf *dst, const pp_macro **stack, uint32_t depth) {
+static lw_status expand(pp_state *s, const char *p, size_t n, pp_buf *dst, const pp_macro **stack,
+                        uint32_t depth) {
     const char *end = p + n, *run = p;
     lw_status st;
     while (p < end) {
@@ -198,8 +200,8 @@ static lw_status expand(pp_state *s, const char *p, size_t n, pp_buf *dst, const
         for (uint32_t i = 0; i < depth; i++) active |= stack[i] == m;
         if (active) continue;
         if (depth >= LW_WGSL_PP_MAX_EXPAND)
-            return PP_ERR(s, LW_ERR_TOO_LARGE, "macro expansion deeper than %u at '%s'", LW_WGSL_PP_MAX_EXPAND,
-                          m->name);
+            return PP_ERR(s, LW_ERR_TOO_LARGE, "macro expansion deeper than %u at '%s'",
+                          LW_WGSL_PP_MAX_EXPAND, m->name);
         if ((st = buf_add(s, dst, run, (size_t)(id - run), s->max_output)) != LW_OK) return st;
         stack[depth] = m;
         /* m stays valid: nothing defines or undefines macros during an expansion */
@@ -222,8 +224,27 @@ typedef struct pp_expr {
 
 #define PP_MAX_EXPR_DEPTH 256u
 
-enum { OP_NONE, OP_OROR, OP_ANDAND, OP_OR, OP_XOR, OP_AND, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE,
-       OP_SHL, OP_SHR, OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD };
+enum {
+    OP_NONE,
+    OP_OROR,
+    OP_ANDAND,
+    OP_OR,
+    OP_XOR,
+    OP_AND,
+    OP_EQ,
+    OP_NE,
+    OP_LT,
+    OP_LE,
+    OP_GT,
+    OP_GE,
+    OP_SHL,
+    OP_SHR,
+    OP_ADD,
+    OP_SUB,
+    OP_MUL,
+    OP_DIV,
+    OP_MOD
+};
 
 /* Binding strength of each binary operator (C's order). */
 static const int op_prec[] = {0, 1, 2, 3, 4, 5, 6, 6, 7, 7, 7, 7, 8, 8, 9, 9, 10, 10, 10};
@@ -238,19 +259,50 @@ static int peek_binop(pp_expr *e, size_t *len) {
     const char *p = e->p = skip_ws(e->p);
     *len = 2;
     switch (p[0]) {
-    case '|': if (p[1] == '|') return OP_OROR; *len = 1; return OP_OR;
-    case '&': if (p[1] == '&') return OP_ANDAND; *len = 1; return OP_AND;
-    case '^': *len = 1; return OP_XOR;
-    case '=': if (p[1] == '=') return OP_EQ; return OP_NONE;
-    case '!': if (p[1] == '=') return OP_NE; return OP_NONE;
-    case '<': if (p[1] == '<') return OP_SHL; if (p[1] == '=') return OP_LE; *len = 1; return OP_LT;
-    case '>': if (p[1] == '>') return OP_SHR; if (p[1] == '=') return OP_GE; *len = 1; return OP_GT;
-    case '+': *len = 1; return OP_ADD;
-    case '-': *len = 1; return OP_SUB;
-    case '*': *len = 1; return OP_MUL;
-    case '/': *len = 1; return OP_DIV;
-    case '%': *len = 1; return OP_MOD;
-    default: return OP_NONE;
+    case '|':
+        if (p[1] == '|') return OP_OROR;
+        *len = 1;
+        return OP_OR;
+    case '&':
+        if (p[1] == '&') return OP_ANDAND;
+        *len = 1;
+        return OP_AND;
+    case '^':
+        *len = 1;
+        return OP_XOR;
+    case '=':
+        if (p[1] == '=') return OP_EQ;
+        return OP_NONE;
+    case '!':
+        if (p[1] == '=') return OP_NE;
+        return OP_NONE;
+    case '<':
+        if (p[1] == '<') return OP_SHL;
+        if (p[1] == '=') return OP_LE;
+        *len = 1;
+        return OP_LT;
+    case '>':
+        if (p[1] == '>') return OP_SHR;
+        if (p[1] == '=') return OP_GE;
+        *len = 1;
+        return OP_GT;
+    case '+':
+        *len = 1;
+        return OP_ADD;
+    case '-':
+        *len = 1;
+        return OP_SUB;
+    case '*':
+        *len = 1;
+        return OP_MUL;
+    case '/':
+        *len = 1;
+        return OP_DIV;
+    case '%':
+        *len = 1;
+        return OP_MOD;
+    default:
+        return OP_NONE;
     }
 }
 
@@ -275,7 +327,10 @@ static int64_t expr_unary_inner(pp_expr *e, bool eval) {
     if (*p == '!' || *p == '~' || *p == '-' || *p == '+') {
         e->p++;
         uint64_t v = (uint64_t)expr_unary(e, eval);
-        return *p == '!' ? (int64_t)(v == 0) : *p == '~' ? (int64_t)~v : *p == '-' ? (int64_t)(0 - v) : (int64_t)v;
+        return *p == '!'   ? (int64_t)(v == 0)
+               : *p == '~' ? (int64_t)~v
+               : *p == '-' ? (int64_t)(0 - v)
+                           : (int64_t)v;
     }
     if (*p == '(') {
         e->p++;
@@ -297,8 +352,10 @@ static int64_t expr_unary_inner(pp_expr *e, bool eval) {
         if (q[0] == '0' && (q[1] == 'x' || q[1] == 'X')) base = 16, q += 2;
         const char *digits = q;
         for (;; q++) {
-            int d = is_digit(*q) ? *q - '0' : (*q >= 'a' && *q <= 'f') ? *q - 'a' + 10
-                  : (*q >= 'A' && *q <= 'F') ? *q - 'A' + 10 : 99;
+            int d = is_digit(*q)               ? *q - '0'
+                    : (*q >= 'a' && *q <= 'f') ? *q - 'a' + 10
+                    : (*q >= 'A' && *q <= 'F') ? *q - 'A' + 10
+                                               : 99;
             if (d >= base) break;
             if (v > (UINT64_MAX - (uint64_t)d) / (uint64_t)base) {
                 PP_ERR(e->s, LW_ERR_INVALID_ARG, "#if: integer literal too large at '%.20s'", p);
@@ -349,20 +406,34 @@ static int64_t expr_unary_inner(pp_expr *e, bool eval) {
 static int64_t apply_binop(pp_expr *e, int op, int64_t a, int64_t b, bool eval) {
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
     switch (op) {
-    case OP_OROR: return a || b;
-    case OP_ANDAND: return a && b;
-    case OP_OR: return (int64_t)(ua | ub);
-    case OP_XOR: return (int64_t)(ua ^ ub);
-    case OP_AND: return (int64_t)(ua & ub);
-    case OP_EQ: return a == b;
-    case OP_NE: return a != b;
-    case OP_LT: return a < b;
-    case OP_LE: return a <= b;
-    case OP_GT: return a > b;
-    case OP_GE: return a >= b;
-    case OP_ADD: return (int64_t)(ua + ub);
-    case OP_SUB: return (int64_t)(ua - ub);
-    case OP_MUL: return (int64_t)(ua * ub);
+    case OP_OROR:
+        return a || b;
+    case OP_ANDAND:
+        return a && b;
+    case OP_OR:
+        return (int64_t)(ua | ub);
+    case OP_XOR:
+        return (int64_t)(ua ^ ub);
+    case OP_AND:
+        return (int64_t)(ua & ub);
+    case OP_EQ:
+        return a == b;
+    case OP_NE:
+        return a != b;
+    case OP_LT:
+        return a < b;
+    case OP_LE:
+        return a <= b;
+    case OP_GT:
+        return a > b;
+    case OP_GE:
+        return a >= b;
+    case OP_ADD:
+        return (int64_t)(ua + ub);
+    case OP_SUB:
+        return (int64_t)(ua - ub);
+    case OP_MUL:
+        return (int64_t)(ua * ub);
     case OP_SHL:
     case OP_SHR:
         if (b < 0 || b > 63) {
@@ -372,7 +443,7 @@ static int64_t apply_binop(pp_expr *e, int op, int64_t a, int64_t b, bool eval) 
             return 0;
         }
         if (op == OP_SHL) return (int64_t)(ua << b);
-        return a >= 0 ? (int64_t)(ua >> b) : (int64_t)~(~ua >> b); /* arithmetic shift, spelled out */
+        return a >= 0 ? (int64_t)(ua >> b) : (int64_t) ~(~ua >> b); /* arithmetic shift, spelled out */
     case OP_DIV:
     case OP_MOD:
         if (b == 0) {
@@ -383,7 +454,8 @@ static int64_t apply_binop(pp_expr *e, int op, int64_t a, int64_t b, bool eval) 
         }
         if (a == INT64_MIN && b == -1) return op == OP_DIV ? INT64_MIN : 0; /* wraps, as the other ops */
         return op == OP_DIV ? a / b : a % b;
-    default: return 0;
+    default:
+        return 0;
     }
 }
 
@@ -461,8 +533,9 @@ static lw_status replace_defined(pp_state *s, const char *p, size_t n, pp_buf *d
         size_t name_len = (size_t)(q - name);
         if (paren) {
             q = skip_ws(q);
-            if (q >= end || *q != ')') return PP_ERR(s, LW_ERR_INVALID_ARG, "#if: missing ')' after defined(%.*s",
-                                                      (int)name_len, name);
+            if (q >= end || *q != ')')
+                return PP_ERR(s, LW_ERR_INVALID_ARG, "#if: missing ')' after defined(%.*s", (int)name_len,
+                              name);
             q++;
         }
         if ((st = buf_add(s, dst, run, (size_t)(id - run), s->max_output)) != LW_OK) return st;
@@ -487,7 +560,8 @@ static lw_status eval_condition(pp_state *s, const char *text, int64_t *value) {
             *value = expr_ternary(&e, true);
             st = e.st;
             if (st == LW_OK && *skip_ws(e.p) != '\0')
-                st = PP_ERR(s, LW_ERR_INVALID_ARG, "#if: unexpected '%.20s' after the expression", skip_ws(e.p));
+                st = PP_ERR(s, LW_ERR_INVALID_ARG, "#if: unexpected '%.20s' after the expression",
+                            skip_ws(e.p));
         }
     }
     buf_free(s, &a);
@@ -531,7 +605,8 @@ static bool read_ident(const char **pp, const char **name, size_t *len) {
 static const lw__wgsl_file *file_find(pp_state *s, const char *name, size_t n) {
     for (size_t i = 0; i < s->prm->n_files; i++) {
         const char *fn = s->prm->files[i].name;
-        if (fn && strlen(fn) == n && memcmp(fn, name, n) == 0 && s->prm->files[i].text) return &s->prm->files[i];
+        if (fn && strlen(fn) == n && memcmp(fn, name, n) == 0 && s->prm->files[i].text)
+            return &s->prm->files[i];
     }
     return NULL;
 }
@@ -549,13 +624,14 @@ static lw_status do_include(pp_state *s, const char *rest, uint32_t depth) {
     const char *p = skip_ws(rest), *q;
     if (*p != '"' || !(q = strchr(p + 1, '"')))
         return PP_ERR(s, LW_ERR_INVALID_ARG, "#include expects \"name\"%s", "");
-    if (*skip_ws(q + 1)) return PP_ERR(s, LW_ERR_INVALID_ARG, "junk after #include \"%.*s\"", (int)(q - p - 1), p + 1);
+    if (*skip_ws(q + 1))
+        return PP_ERR(s, LW_ERR_INVALID_ARG, "junk after #include \"%.*s\"", (int)(q - p - 1), p + 1);
     const lw__wgsl_file *f = file_find(s, p + 1, (size_t)(q - p - 1));
     if (!f) return PP_ERR(s, LW_ERR_NOT_FOUND, "#include \"%.*s\": no such shader", (int)(q - p - 1), p + 1);
     if (once_seen(s, f->name)) return LW_OK;
     if (depth + 1 > s->max_depth)
-        return PP_ERR(s, LW_ERR_TOO_LARGE, "#include \"%s\": nesting deeper than %u (circular include?)", f->name,
-                      s->max_depth);
+        return PP_ERR(s, LW_ERR_TOO_LARGE, "#include \"%s\": nesting deeper than %u (circular include?)",
+                      f->name, s->max_depth);
     const char *file = s->file;
     uint32_t line = s->lineno;
     lw_status st = pp_file(s, f, depth + 1);
@@ -587,8 +663,11 @@ static lw_status do_directive(pp_state *s, char *text, pp_cond *conds, uint32_t 
             } else {
                 const char *name;
                 size_t n;
-                if (!read_ident(&p, &name, &n)) return PP_ERR(s, LW_ERR_INVALID_ARG, "#%.*s needs a name", (int)dlen, dname);
-                if (*skip_ws(p)) return PP_ERR(s, LW_ERR_INVALID_ARG, "junk after #%.*s %.*s", (int)dlen, dname, (int)n, name);
+                if (!read_ident(&p, &name, &n))
+                    return PP_ERR(s, LW_ERR_INVALID_ARG, "#%.*s needs a name", (int)dlen, dname);
+                if (*skip_ws(p))
+                    return PP_ERR(s, LW_ERR_INVALID_ARG, "junk after #%.*s %.*s", (int)dlen, dname, (int)n,
+                                  name);
                 v = (macro_find(s, name, n) != NULL) == IS("ifdef");
             }
             c.active = c.taken = v != 0;
@@ -604,7 +683,8 @@ static lw_status do_directive(pp_state *s, char *text, pp_cond *conds, uint32_t 
             (*ncond)--;
             return LW_OK;
         }
-        if (c->seen_else) return PP_ERR(s, LW_ERR_INVALID_ARG, "#%.*s after #else (line %u)", (int)dlen, dname, c->line);
+        if (c->seen_else)
+            return PP_ERR(s, LW_ERR_INVALID_ARG, "#%.*s after #else (line %u)", (int)dlen, dname, c->line);
         if (IS("else")) {
             if (*skip_ws(p)) return PP_ERR(s, LW_ERR_INVALID_ARG, "junk after #else: '%.20s'", skip_ws(p));
             c->seen_else = true;
@@ -628,7 +708,8 @@ static lw_status do_directive(pp_state *s, char *text, pp_cond *conds, uint32_t 
         size_t n;
         if (!read_ident(&p, &name, &n)) return PP_ERR(s, LW_ERR_INVALID_ARG, "#define needs a name%s", "");
         if (*p == '(')
-            return PP_ERR(s, LW_ERR_INVALID_ARG, "#define %.*s(...): function-like macros are not supported", (int)n, name);
+            return PP_ERR(s, LW_ERR_INVALID_ARG, "#define %.*s(...): function-like macros are not supported",
+                          (int)n, name);
         if (*p && !is_space(*p)) return PP_ERR(s, LW_ERR_INVALID_ARG, "#define %.*s: bad name", (int)n, name);
         if (n == 7 && memcmp(name, "defined", 7) == 0)
             return PP_ERR(s, LW_ERR_INVALID_ARG, "'defined' cannot be a macro name%s", "");
@@ -651,7 +732,8 @@ static lw_status do_directive(pp_state *s, char *text, pp_cond *conds, uint32_t 
             if (once_seen(s, s->file)) return LW_OK;
             if (s->n_once == s->cap_once) {
                 size_t cap = s->cap_once ? s->cap_once * 2 : 16, bytes;
-                if (!lw__mul_size(cap, sizeof(char *), &bytes)) return lw__errorf(s->err, LW_ERR_NOMEM, "out of memory");
+                if (!lw__mul_size(cap, sizeof(char *), &bytes))
+                    return lw__errorf(s->err, LW_ERR_NOMEM, "out of memory");
                 const char **no = lw__realloc(&s->a, (void *)s->once, bytes);
                 if (!no) return lw__errorf(s->err, LW_ERR_NOMEM, "out of memory");
                 s->once = no;
@@ -694,7 +776,8 @@ static lw_status pp_file(pp_state *s, const lw__wgsl_file *f, uint32_t depth) {
                 const char *e = seg_end;
                 while (e > seg && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) e--;
                 bool cont = e > seg && e[-1] == '\\' && *seg_end;
-                if ((st = buf_add(s, &dir, seg, (size_t)(e - seg) - (cont ? 1 : 0), s->max_output)) != LW_OK) break;
+                if ((st = buf_add(s, &dir, seg, (size_t)(e - seg) - (cont ? 1 : 0), s->max_output)) != LW_OK)
+                    break;
                 if (!cont) break; /* backslash-newline joins the lines, as in C */
                 seg = next;
                 seg_end = strchr(seg, '\n');
@@ -703,7 +786,8 @@ static lw_status pp_file(pp_state *s, const lw__wgsl_file *f, uint32_t depth) {
                 line++;
             }
             if (st != LW_OK) break;
-            if ((st = buf_add(s, &dir, "", 0, s->max_output)) != LW_OK) break; /* ensure a NUL for empty lines */
+            if ((st = buf_add(s, &dir, "", 0, s->max_output)) != LW_OK)
+                break; /* ensure a NUL for empty lines */
             strip_comments(dir.p);
             st = do_directive(s, dir.p, conds, &ncond, depth);
             if (st == LW_OK) s->file = f->name; /* an include changed it; keep messages about this file */
@@ -717,8 +801,9 @@ static lw_status pp_file(pp_state *s, const lw__wgsl_file *f, uint32_t depth) {
         p = next;
     }
     if (st == LW_OK && ncond > 0)
-        st = lw__errorf(s->err, LW_ERR_INVALID_ARG, "%s:%u: unterminated #%s (no #endif before the end of the file)",
-                        f->name, conds[ncond - 1].line, "if");
+        st = lw__errorf(s->err, LW_ERR_INVALID_ARG,
+                        "%s:%u: unterminated #%s (no #endif before the end of the file)", f->name,
+                        conds[ncond - 1].line, "if");
     buf_free(s, &dir);
     return st;
 }
@@ -733,7 +818,8 @@ lw_status lw__wgsl_pp(const lw_allocator *alloc, const char *entry, const lw__wg
     char *ebuf = err ? err : local_err;
     if (out) *out = NULL;
     if (out_len) *out_len = 0;
-    if (!entry || !params || !out || (params->n_files && !params->files) || (params->n_defines && !params->defines))
+    if (!entry || !params || !out || (params->n_files && !params->files) ||
+        (params->n_defines && !params->defines))
         return lw__errorf(ebuf, LW_ERR_INVALID_ARG, "wgsl-pp: NULL argument");
     ebuf[0] = '\0';
     pp_state s = {0};
@@ -745,13 +831,15 @@ lw_status lw__wgsl_pp(const lw_allocator *alloc, const char *entry, const lw__wg
     s.file = "<defines>";
     lw_status st = LW_OK;
     for (size_t i = 0; i < params->n_defines && st == LW_OK; i++) {
-        const char *name = params->defines[i].name, *value = params->defines[i].value ? params->defines[i].value : "";
+        const char *name = params->defines[i].name,
+                   *value = params->defines[i].value ? params->defines[i].value : "";
         size_t n = name ? strlen(name) : 0;
         s.lineno = (uint32_t)(i + 1);
         bool ok = n > 0 && is_id0(name[0]) && !(n == 7 && memcmp(name, "defined", 7) == 0);
         for (size_t k = 0; ok && k < n; k++) ok = is_id(name[k]);
         if (!ok)
-            st = lw__errorf(ebuf, LW_ERR_INVALID_ARG, "define %zu: '%s' is not a valid macro name", i, name ? name : "(null)");
+            st = lw__errorf(ebuf, LW_ERR_INVALID_ARG, "define %zu: '%s' is not a valid macro name", i,
+                            name ? name : "(null)");
         else if (strpbrk(value, "\r\n"))
             st = lw__errorf(ebuf, LW_ERR_INVALID_ARG, "define %s: the value must be one line", name);
         else
@@ -759,8 +847,10 @@ lw_status lw__wgsl_pp(const lw_allocator *alloc, const char *entry, const lw__wg
     }
     if (st == LW_OK) {
         const lw__wgsl_file *f = file_find(&s, entry, strlen(entry));
-        if (!f) st = lw__errorf(ebuf, LW_ERR_NOT_FOUND, "shader '%s' not found", entry);
-        else st = pp_file(&s, f, 0);
+        if (!f)
+            st = lw__errorf(ebuf, LW_ERR_NOT_FOUND, "shader '%s' not found", entry);
+        else
+            st = pp_file(&s, f, 0);
     }
     if (st == LW_OK && !s.out.p) st = buf_add(&s, &s.out, "", 0, s.max_output); /* empty output is a string */
     for (size_t i = 0; i < s.n_macros; i++) {

@@ -30,10 +30,10 @@
 #include <stdint.h>
 
 #define LW_WGSL_PP_DEFAULT_MAX_OUTPUT ((size_t)4 << 20) /* bytes of expanded WGSL                 */
-#define LW_WGSL_PP_DEFAULT_MAX_DEPTH 16u                /* nested #include levels                 */
-#define LW_WGSL_PP_MAX_COND 64u                         /* nested #if levels within one file      */
-#define LW_WGSL_PP_MAX_EXPAND 64u                       /* nested macro expansions                */
-#define LW_WGSL_PP_MAX_LINES 1000000u                   /* lines processed, includes counted      */
+#define LW_WGSL_PP_DEFAULT_MAX_DEPTH  16u               /* nested #include levels                 */
+#define LW_WGSL_PP_MAX_COND           64u               /* nested #if levels within one file      */
+#define LW_WGSL_PP_MAX_EXPAND         64u               /* nested macro expansions                */
+#define LW_WGSL_PP_MAX_LINES          1000000u          /* lines processed, includes counted      */
 
 /* One named source: an entry of the embedded shader table (lw__wgsl_builtin) or a caller's own. */
 typedef struct lw__wgsl_file {
@@ -49,18 +49,19 @@ typedef struct lw__wgsl_define {
 
 /* Inputs of one expansion. */
 typedef struct lw__wgsl_pp_params {
-    const lw__wgsl_file *files;      /* the include table (the entry is looked up here too) */
-    size_t n_files;                  /* entries in files                                    */
-    const lw__wgsl_define *defines;  /* predefined macros, may be NULL                      */
-    size_t n_defines;                /* entries in defines                                  */
-    size_t max_output;               /* 0: LW_WGSL_PP_DEFAULT_MAX_OUTPUT                    */
-    uint32_t max_depth;              /* 0: LW_WGSL_PP_DEFAULT_MAX_DEPTH                     */
+    const lw__wgsl_file *files;     /* the include table (the entry is looked up here too) */
+    size_t n_files;                 /* entries in files                                    */
+    const lw__wgsl_define *defines; /* predefined macros, may be NULL                      */
+    size_t n_defines;               /* entries in defines                                  */
+    size_t max_output;              /* 0: LW_WGSL_PP_DEFAULT_MAX_OUTPUT                    */
+    uint32_t max_depth;             /* 0: LW_WGSL_PP_DEFAULT_MAX_DEPTH                     */
 } lw__wgsl_pp_params;
 
 /* Expands the file named entry. On success *out is a NUL-terminated string of *out_len bytes (out_len may
- * be NULL) allocated with alloc (NULL: libc; free it with lw__free on lw__allocator_or_default(alloc)). On failure *out is NULL and err (LW_ERRMSG_SIZE bytes)
- * holds the reason: LW_ERR_INVALID_ARG (syntax, bad define, unbalanced conditionals), LW_ERR_NOT_FOUND
- * (entry or include missing), LW_ERR_UNSUPPORTED (#error), LW_ERR_TOO_LARGE (a limit), LW_ERR_NOMEM. */
+ * be NULL) allocated with alloc (NULL: libc; free it with lw__free on lw__allocator_or_default(alloc)). On
+ * failure *out is NULL and err (LW_ERRMSG_SIZE bytes) holds the reason: LW_ERR_INVALID_ARG (syntax, bad
+ * define, unbalanced conditionals), LW_ERR_NOT_FOUND (entry or include missing), LW_ERR_UNSUPPORTED (#error),
+ * LW_ERR_TOO_LARGE (a limit), LW_ERR_NOMEM. */
 lw_status lw__wgsl_pp(const lw_allocator *alloc, const char *entry, const lw__wgsl_pp_params *params,
                       char **out, size_t *out_len, char *err);
 

@@ -2,6 +2,10 @@
  * threads), decode batches of token ids, read logits. Every function returns lw_status and keeps a message
  * on its object. (The lead moves these declarations into include/llamaweb.h.)
  *
+ * Architectures: llama, qwen2, qwen3, phi3, gemma3. Weights: f32, f16 and the quantized formats with CPU
+ * dot products (src/cpu/quant-dot.h). Logits equal llama.cpp's (v0.4.0, AVX-512 build) to the bit for
+ * the tested models; see tests/test-oracle-llama.c.
+ *
  *     lw_model *m; lw_context *c;
  *     if (lw_model_load_file("stories260K.gguf", NULL, &m) != LW_OK) { puts(lw_model_error(m)); ... }
  *     lw_context_params cp = lw_context_default_params(); cp.n_ctx = 512;

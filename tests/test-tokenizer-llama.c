@@ -271,8 +271,13 @@ static int run_vocab(const char *path, const char *label, int n_texts, int full)
     return ok;
 }
 
-/* Copies a vocab file with tokenizer.ggml.pre replaced. */
+/* Copies a vocab file with tokenizer.ggml.pre (and, when model is given, tokenizer.ggml.model) replaced;
+ * flags >= 0 set add_space_prefix (bit 0) and remove_extra_whitespaces (bit 1). */
+static int write_variant_ex(const char *from, const char *pre, const char *model, int flags, const char *to);
 static int write_variant(const char *from, const char *pre, const char *to) {
+    return write_variant_ex(from, pre, NULL, -1, to);
+}
+static int write_variant_ex(const char *from, const char *pre, const char *model, int flags, const char *to) {
     lw_source *src = NULL;
     lw_gguf *g = NULL;
     lw_gguf_writer *w = NULL;
@@ -282,9 +287,15 @@ static int write_variant(const char *from, const char *pre, const char *to) {
     for (int64_t i = 0; ok && i < lw_gguf_n_kv(g); i++) {
         const char *key = lw_gguf_key(g, i);
         if (!strcmp(key, "tokenizer.ggml.pre")) continue;
+        if (model && !strcmp(key, "tokenizer.ggml.model")) continue;
         ok = lw_gguf_writer_set(w, key, lw_gguf_value_at(g, i)) == LW_OK;
     }
     ok = ok && lw_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre) == LW_OK;
+    if (model) ok = ok && lw_gguf_writer_set_str(w, "tokenizer.ggml.model", model) == LW_OK;
+    if (flags >= 0) {
+        ok = ok && lw_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", flags & 1) == LW_OK;
+        ok = ok && lw_gguf_writer_set_bool(w, "tokenizer.ggml.remove_extra_whitespaces", (flags >> 1) & 1) == LW_OK;
+    }
     ok = ok && lw_gguf_writer_write_file(w, to, 0) == LW_OK;
     lw_gguf_writer_free(w);
     lw_gguf_close(g);
@@ -401,6 +412,15 @@ int main(void) {
         CHECK_MSG(write_gemma4_variant(base, tmp), "cannot write %s", tmp);
         all_ok &= run_vocab(tmp, "llama-spm as gemma4 BPE", 300, 2);
         remove(tmp);
+        /* UGM (T5-style unigram) over the same tokens and scores, without a character map */
+        for (int flags = 0; flags < 4; flags++) {
+            char label[64];
+            snprintf(tmp, sizeof(tmp), "%s/tok-t5-%d.gguf", test_tmp_dir(), flags);
+            snprintf(label, sizeof(label), "llama-spm as t5 (flags %d)", flags);
+            CHECK_MSG(write_variant_ex(base, "default", "t5", flags, tmp), "cannot write %s", tmp);
+            all_ok &= run_vocab(tmp, label, 300, flags == 0 ? 2 : 1);
+            remove(tmp);
+        }
     }
     CHECK_MSG(all_ok, "llama.cpp and llamaweb disagree (see above)");
     return test_summary("test-tokenizer-llama");

@@ -521,6 +521,10 @@ static void bpe_fragment(tok_state *t, const char *text, size_t len) {
     lw__free(t->a, w);
 }
 
+static void emit_cb(void *ctx, int32_t id) {
+    if (id >= 0) emit((tok_state *)ctx, id); /* UGM without an unknown token: llama.cpp would emit -1 */
+}
+
 lw_status lw_tokenize(const lw_vocab *v, const char *text, size_t len, int add_special, int parse_special,
                       int32_t *out, size_t cap, size_t *n_out) {
     if (n_out) *n_out = 0;
@@ -569,6 +573,15 @@ lw_status lw_tokenize(const lw_vocab *v, const char *text, size_t len, int add_s
             else wpm_tokenize(&t, text + fr->off, fr->len);
         }
         if (add_special && v->special[LW_TOKEN_SEP] >= 0) emit(&t, v->special[LW_TOKEN_SEP]);
+        break;
+    case LW_VOCAB_UGM:
+        if (add_special && v->add_bos && v->special[LW_TOKEN_BOS] >= 0) emit(&t, v->special[LW_TOKEN_BOS]);
+        for (size_t f = 0; f < t.n_frags && t.st == LW_OK; f++) {
+            const frag *fr = &t.frags[f];
+            if (fr->token >= 0) emit(&t, fr->token);
+            else t.st = lw__ugm_tokenize(v, text + fr->off, fr->len, emit_cb, &t);
+        }
+        if (add_special && v->add_eos && v->special[LW_TOKEN_EOS] >= 0) emit(&t, v->special[LW_TOKEN_EOS]);
         break;
     default: t.st = LW_ERR_UNSUPPORTED; break;
     }

@@ -1,4 +1,4 @@
-/* Tokenizers compatible with llama.cpp (SPM, byte-level BPE with its pre-tokenizers, WPM): public API.
+/* Tokenizers compatible with llama.cpp (SPM, byte-level BPE with its pre-tokenizers, WPM, UGM): public API.
  * (Declared here for now; these declarations are meant to move into include/llamaweb.h.)
  *
  * A vocabulary is read from a GGUF file's tokenizer.* keys and is immutable afterwards, so one lw_vocab
@@ -20,6 +20,7 @@ typedef enum lw_vocab_type {
     LW_VOCAB_SPM = 1,  /* "llama": SentencePiece BPE with byte fallback */
     LW_VOCAB_BPE = 2,  /* "gpt2" (byte-level), "gemma4"               */
     LW_VOCAB_WPM = 3,  /* "bert": WordPiece                           */
+    LW_VOCAB_UGM = 4,  /* "t5": unigram with a precompiled char map   */
 } lw_vocab_type;
 
 /* Token attributes (llama.cpp's llama_token_attr bits). */

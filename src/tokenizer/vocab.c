@@ -5,6 +5,7 @@
 #include "tokenizer/vocab.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -605,6 +606,10 @@ static lw_status load(lw_vocab *v, lw_gguf *g) {
         v->special[LW_TOKEN_BOS] = 101, v->special[LW_TOKEN_UNK] = 100, v->special[LW_TOKEN_SEP] = 102;
         v->special[LW_TOKEN_PAD] = 0, v->special[LW_TOKEN_MASK] = 103;
         v->add_sep = 1, v->clean_spaces = 1, v->add_bos = 1;
+    } else if (!strcmp(model, "t5")) {
+        v->type = LW_VOCAB_UGM;
+        v->special[LW_TOKEN_EOS] = 1, v->special[LW_TOKEN_UNK] = 2, v->special[LW_TOKEN_PAD] = 0;
+        v->add_eos = 1;
     } else if (!strcmp(model, "gpt2") || !strcmp(model, "gemma4")) {
         v->type = LW_VOCAB_BPE;
         lw_status st = load_merges(v, g);
@@ -641,6 +646,17 @@ static lw_status load(lw_vocab *v, lw_gguf *g) {
     lw_status st = load_tokens(v, g);
     if (st != LW_OK) return st;
     if (v->merge_hash && (st = index_merges(v)) != LW_OK) return st;
+    if (v->type == LW_VOCAB_UGM) { /* built from the file's token types, before the fix-ups below */
+        lw_gguf_type ct = LW_GGUF_UINT8;
+        uint64_t cn = 0;
+        const void *cd = NULL;
+        if (lw_gguf_find_key(g, "tokenizer.ggml.precompiled_charsmap") >= 0 &&
+            (lw_gguf_get_arr(g, "tokenizer.ggml.precompiled_charsmap", &ct, &cn, &cd) != LW_OK ||
+             (ct != LW_GGUF_UINT8 && ct != LW_GGUF_INT8)))
+            return lw__errorf(v->err, LW_ERR_TYPE_MISMATCH, "invalid gguf type for precompiled_charsmap");
+        if (cn > SIZE_MAX) return lw__errorf(v->err, LW_ERR_TOO_LARGE, "precompiled_charsmap too large");
+        if ((st = lw__ugm_init(v, cd, (size_t)cn)) != LW_OK) return st;
+    }
 
     if (v->type == LW_VOCAB_SPM) {
         v->pair_bits = lw__calloc(&v->alloc, 65536 / 8, 1);
@@ -763,6 +779,9 @@ void lw_vocab_free(lw_vocab *v) {
     lw__free(&a, v->special_cache);
     lw__free(&a, v->eog);
     lw__free(&a, v->pair_bits);
+    lw__free(&a, v->ugm_all);
+    lw__free(&a, v->ugm_user);
+    lw__free(&a, v->ugm_charsmap);
     lw__free(&a, v);
 }
 

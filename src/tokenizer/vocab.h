@@ -74,6 +74,13 @@ typedef struct lw__token {
     uint32_t piece_off, piece_len; /* token_to_piece(special=1) text in lw_vocab.pieces */
 } lw__token;
 
+/* UGM: one node of a token trie, as a hash-set entry keyed by the prefix it spells. */
+typedef struct lw__ugm_prefix {
+    uint32_t tok;  /* id + 1 of a token starting with the prefix (0 = empty slot) */
+    uint32_t len;  /* prefix length                                              */
+    int32_t value; /* id of the token equal to the prefix, or -1                  */
+} lw__ugm_prefix;
+
 typedef struct lw__merge {
     uint32_t a_off, a_len; /* left part in lw_vocab.merge_text  */
     uint32_t b_off, b_len; /* right part                        */
@@ -118,10 +125,26 @@ struct lw_vocab {
                                  * token's text; where a pair is absent no merge can cross, so the
                                  * text is merged in independent chunks (small heaps, same result)  */
 
+    lw__ugm_prefix *ugm_all;    /* UGM: prefixes of normal, user-defined and unused tokens     */
+    uint32_t ugm_all_mask;      /* table size - 1                                             */
+    lw__ugm_prefix *ugm_user;   /* UGM: prefixes of user-defined tokens                       */
+    uint32_t ugm_user_mask;     /* table size - 1                                             */
+    float ugm_unk_score;        /* UGM: lowest normal score - 10                              */
+    uint8_t *ugm_charsmap;      /* UGM: precompiled_charsmap copy (NULL = none)               */
+    const uint8_t *ugm_xcda;    /* its XCDA entries (u32 little-endian)                       */
+    size_t ugm_xcda_n;          /* entry count                                                */
+    const uint8_t *ugm_repl;    /* NUL-terminated replacement strings                         */
+    size_t ugm_repl_n;          /* their bytes                                                */
+
     /* Behaviour flags, with llama.cpp's defaults per family and overrides from the file. */
     uint8_t add_space_prefix, add_bos, add_eos, add_sep, ignore_merges, clean_spaces;
     uint8_t remove_extra_ws, escape_ws, treat_ws_suffix, byte_encode, lowercase, strip_accents;
 };
+
+/* UGM: builds the prefix sets and takes a copy of the character map (ugm.c). */
+lw_status lw__ugm_init(lw_vocab *v, const void *charsmap, size_t charsmap_len);
+/* UGM: tokenizes one text fragment, calling emit for each id in order. */
+lw_status lw__ugm_tokenize(const lw_vocab *v, const char *text, size_t len, void (*emit)(void *, int32_t), void *ctx);
 
 /* Id of the token whose text is s[0..n), or -1. */
 int32_t lw__vocab_find(const lw_vocab *v, const char *s, size_t n);

@@ -272,7 +272,7 @@ static int run_vocab(const char *path, const char *label, int n_texts, int full)
 }
 
 /* Copies a vocab file with tokenizer.ggml.pre (and, when model is given, tokenizer.ggml.model) replaced;
- * flags >= 0 set add_space_prefix (bit 0) and remove_extra_whitespaces (bit 1). */
+ * flags >= 0 set add_space_prefix (bit 0) and remove_extra_whitespaces (bit 1); bit 2 adds a character map. */
 static int write_variant_ex(const char *from, const char *pre, const char *model, int flags, const char *to);
 static int write_variant(const char *from, const char *pre, const char *to) {
     return write_variant_ex(from, pre, NULL, -1, to);
@@ -295,6 +295,20 @@ static int write_variant_ex(const char *from, const char *pre, const char *model
     if (flags >= 0) {
         ok = ok && lw_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", flags & 1) == LW_OK;
         ok = ok && lw_gguf_writer_set_bool(w, "tokenizer.ggml.remove_extra_whitespaces", (flags >> 1) & 1) == LW_OK;
+    }
+    if (flags >= 4) { /* a tiny SentencePiece character map: "A" -> "a", "B" -> "bb" (XCDA built by hand) */
+        static uint8_t cmap[4 + 324 * 4 + 5];
+        uint32_t xcda[324] = {0};
+        xcda[0] = 1u << 10;                                /* root: BASE 1                          */
+        xcda[1 ^ 'A'] = (0x80u << 10) | (1u << 8) | 'A';   /* child 'A': leaf, BASE 0x80            */
+        xcda[(1 ^ 'A') ^ 0x80] = (1u << 31) | 0;           /* its value: replacement at offset 0    */
+        xcda[1 ^ 'B'] = (0x100u << 10) | (1u << 8) | 'B';  /* child 'B': leaf, BASE 0x100           */
+        xcda[(1 ^ 'B') ^ 0x100] = (1u << 31) | 2;          /* replacement at offset 2               */
+        uint32_t blob = sizeof(xcda);
+        memcpy(cmap, &blob, 4); /* little-endian hosts only, like the GGUF files themselves */
+        memcpy(cmap + 4, xcda, sizeof(xcda));
+        memcpy(cmap + 4 + sizeof(xcda), "a\0bb\0", 5);
+        ok = ok && lw_gguf_writer_set_arr(w, "tokenizer.ggml.precompiled_charsmap", LW_GGUF_UINT8, sizeof(cmap), cmap) == LW_OK;
     }
     ok = ok && lw_gguf_writer_write_file(w, to, 0) == LW_OK;
     lw_gguf_writer_free(w);
@@ -413,7 +427,7 @@ int main(void) {
         all_ok &= run_vocab(tmp, "llama-spm as gemma4 BPE", 300, 2);
         remove(tmp);
         /* UGM (T5-style unigram) over the same tokens and scores, without a character map */
-        for (int flags = 0; flags < 4; flags++) {
+        for (int flags = 0; flags < 8; flags++) {
             char label[64];
             snprintf(tmp, sizeof(tmp), "%s/tok-t5-%d.gguf", test_tmp_dir(), flags);
             snprintf(label, sizeof(label), "llama-spm as t5 (flags %d)", flags);

@@ -15,13 +15,14 @@ extern int lw_js_gpu_ready(void);
 extern double lw_js_gpu_limit(const char *name);
 extern int lw_js_gpu_has_feature(const char *name);
 extern double lw_js_gpu_adapter_info(const char *field, char *dst, int cap);
-extern uint32_t lw_js_buffer_create(double size, uint32_t usage, const char *label);
+extern uint32_t lw_js_context_new(void);
+extern uint32_t lw_js_buffer_create(uint32_t ctx, double size, uint32_t usage, const char *label);
 extern void lw_js_buffer_destroy(uint32_t buf);
 extern int lw_js_buffer_write(uint32_t buf, double offset, const void *src, double size);
 extern int lw_js_buffer_write_host(uint32_t buf, double offset, uint32_t src, double src_offset, double size);
-extern uint32_t lw_js_pipeline_create(const char *wgsl, const char *entry, const uint32_t *kinds, uint32_t n,
-                                      const char *label);
-extern uint32_t lw_js_bind_group_create(uint32_t pipeline, const double *entries, uint32_t n);
+extern uint32_t lw_js_pipeline_create(uint32_t ctx, const char *wgsl, const char *entry,
+                                      const uint32_t *kinds, uint32_t n, const char *label);
+extern uint32_t lw_js_bind_group_create(uint32_t ctx, uint32_t pipeline, const double *entries, uint32_t n);
 extern void lw_js_dispatch(uint32_t pipeline, uint32_t group, uint32_t dyn_offset, uint32_t x, uint32_t y,
                            uint32_t z);
 extern void lw_js_copy(uint32_t src, double src_offset, uint32_t dst, double dst_offset, double size);
@@ -29,7 +30,7 @@ extern int lw_js_submit(void);
 extern int lw_js_read(uint32_t buf, double offset, void *dst, double size);
 extern uint32_t lw_js_pending(void);
 extern int lw_js_error(char *dst, int cap);
-extern void lw_js_destroy_all(void);
+extern void lw_js_context_destroy(uint32_t ctx);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Context
@@ -38,6 +39,7 @@ extern void lw_js_destroy_all(void);
 /* State of the wasm HAL: the JS side holds the objects, C keeps the allocator and the error text. */
 typedef struct wasm_gpu {
     lw_allocator alloc;       /* where this struct came from             */
+    uint32_t id;              /* the JS side's context: owns our objects */
     char err[LW_ERRMSG_SIZE]; /* copy of the JS side's sticky error      */
 } wasm_gpu;
 
@@ -92,7 +94,7 @@ static lw_status w_buffer_create(void *ctx, uint64_t size, uint32_t usage, const
     uint64_t sz;
     *out = 0;
     if (size == 0 || !lw__align_up_u64(size, 4, &sz) || (double)sz >= MAX_EXACT) return LW_ERR_INVALID_ARG;
-    *out = lw_js_buffer_create((double)sz, usage, label);
+    *out = lw_js_buffer_create(((wasm_gpu *)ctx)->id, (double)sz, usage, label);
     return *out ? LW_OK : js_failed(ctx, LW_ERR_NOMEM);
 }
 
@@ -127,7 +129,7 @@ static lw_status w_pipeline_create(void *ctx, const char *wgsl, const char *entr
     if (!wgsl || !entry || n > LW_GPU_MAX_BINDINGS || (n && !kinds)) return LW_ERR_INVALID_ARG;
     uint32_t k[LW_GPU_MAX_BINDINGS];
     for (uint32_t i = 0; i < n; i++) k[i] = (uint32_t)kinds[i];
-    *out = lw_js_pipeline_create(wgsl, entry, k, n, label);
+    *out = lw_js_pipeline_create(((wasm_gpu *)ctx)->id, wgsl, entry, k, n, label);
     return *out ? LW_OK : js_failed(ctx, LW_ERR_INVALID_ARG);
 }
 
@@ -143,7 +145,7 @@ static lw_status w_bind_group_create(void *ctx, lw_gpu_pipeline pipeline, const 
         e[3 * i + 1] = (double)binds[i].offset;
         e[3 * i + 2] = (double)binds[i].size;
     }
-    *out = lw_js_bind_group_create(pipeline, e, n);
+    *out = lw_js_bind_group_create(((wasm_gpu *)ctx)->id, pipeline, e, n);
     return *out ? LW_OK : js_failed(ctx, LW_ERR_INVALID_ARG);
 }
 
@@ -177,7 +179,7 @@ static uint32_t w_pending(void *ctx) {
 
 static void w_destroy(void *ctx) {
     wasm_gpu *g = ctx;
-    lw_js_destroy_all();
+    lw_js_context_destroy(g->id);
     lw_allocator a = g->alloc;
     lw__free(&a, g);
 }
@@ -209,6 +211,7 @@ lw_status lw_wasm_gpu_open(const lw_allocator *alloc, lw_gpu *out) {
     wasm_gpu *g = lw__calloc(&a, 1, sizeof *g);
     if (!g) return LW_ERR_NOMEM;
     g->alloc = a;
+    g->id = lw_js_context_new();
     out->ops = &wasm_ops;
     out->ctx = g;
     return LW_OK;

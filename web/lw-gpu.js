@@ -19,7 +19,8 @@ var LibraryLwGpu = {
   $LwGpu: {
     device: null,        // the GPUDevice
     adapterInfo: null,   // GPUAdapterInfo (or a plain object) for info()
-    objects: [null],     // handle -> {kind, obj, ...}; index 0 is never used
+    objects: [null],     // handle -> {kind, obj, ctx, ...}; index 0 is never used
+    contexts: 0,         // HAL contexts opened so far (each owns the objects it created)
     free: [],            // reusable handles
     sources: [null],     // host byte sources: {size, read(offset, length) -> Promise<Uint8Array>}
     encoder: null,       // GPUCommandEncoder being recorded, or null
@@ -169,14 +170,16 @@ var LibraryLwGpu = {
       return { size: s, buf: LwGpu.device.createBuffer({ size: s, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'lw staging' }) };
     },
 
-    destroyAll: function () {
+    // Releases the objects of one HAL context (others keep theirs).
+    destroyContext: function (ctx) {
+      LwGpu.submit(); // recorded work may still use them
       for (let h = 1; h < LwGpu.objects.length; h++) {
         const r = LwGpu.objects[h];
-        if (r && r.kind === 'buffer') r.obj.destroy();
+        if (!r || r.ctx !== ctx) continue;
+        if (r.kind === 'buffer') r.obj.destroy();
+        LwGpu.objects[h] = null;
+        LwGpu.free.push(h);
       }
-      for (const s of LwGpu.staging) s.buf.destroy();
-      LwGpu.objects = [null]; LwGpu.free = []; LwGpu.staging = [];
-      LwGpu.encoder = null; LwGpu.pass = null;
     },
   },
 
@@ -205,8 +208,12 @@ var LibraryLwGpu = {
   },
 
   // ---- buffers -----------------------------------------------------------------------------------------
+  lw_js_context_new__deps: ['$LwGpu'],
+  lw_js_context_new: function () {
+    return ++LwGpu.contexts;
+  },
   lw_js_buffer_create__deps: ['$LwGpu'],
-  lw_js_buffer_create: function (size, usage, label) {
+  lw_js_buffer_create: function (ctx, size, usage, label) {
     let u = 0;
     if (usage & 1) u |= GPUBufferUsage.STORAGE;
     if (usage & 2) u |= GPUBufferUsage.UNIFORM;
@@ -217,7 +224,7 @@ var LibraryLwGpu = {
     try {
       const buf = LwGpu.scoped('createBuffer ' + l, () => LwGpu.device.createBuffer({ size: size, usage: u, label: l }));
       LwGpu.counters.buffers++;
-      return LwGpu.add({ kind: 'buffer', obj: buf, size: size });
+      return LwGpu.add({ kind: 'buffer', obj: buf, size: size, ctx: ctx });
     } catch (e) {
       LwGpu.fail('createBuffer ' + l + ': ' + e.message);
       return 0;
@@ -261,7 +268,7 @@ var LibraryLwGpu = {
 
   // ---- pipelines and bind groups -------------------------------------------------------------------------
   lw_js_pipeline_create__deps: ['$LwGpu'],
-  lw_js_pipeline_create: function (wgsl, entry, kindsPtr, n, label) {
+  lw_js_pipeline_create: function (ctx, wgsl, entry, kindsPtr, n, label) {
     const d = LwGpu.device;
     const l = label ? UTF8ToString(label) : 'lw pipeline';
     try {
@@ -289,7 +296,7 @@ var LibraryLwGpu = {
         const bgl = d.createBindGroupLayout({ entries: entries, label: l });
         const layout = d.createPipelineLayout({ bindGroupLayouts: [bgl], label: l });
         const pipeline = d.createComputePipeline({ layout: layout, compute: { module: module, entryPoint: UTF8ToString(entry) }, label: l });
-        return { kind: 'pipeline', obj: pipeline, bgl: bgl, dynamic: dynamic };
+        return { kind: 'pipeline', obj: pipeline, bgl: bgl, dynamic: dynamic, ctx: ctx };
       });
       LwGpu.counters.pipelines++;
       return LwGpu.add(rec);
@@ -299,7 +306,7 @@ var LibraryLwGpu = {
     }
   },
   lw_js_bind_group_create__deps: ['$LwGpu'],
-  lw_js_bind_group_create: function (ph, entriesPtr, n) {
+  lw_js_bind_group_create: function (ctx, ph, entriesPtr, n) {
     try {
       const p = LwGpu.get(ph, 'pipeline');
       const entries = [];
@@ -312,7 +319,7 @@ var LibraryLwGpu = {
       }
       const g = LwGpu.scoped('bind group', () => LwGpu.device.createBindGroup({ layout: p.bgl, entries: entries }));
       LwGpu.counters.bindGroups++;
-      return LwGpu.add({ kind: 'group', obj: g, pipeline: ph });
+      return LwGpu.add({ kind: 'group', obj: g, pipeline: ph, ctx: ctx });
     } catch (e) {
       LwGpu.fail('bind group: ' + e.message);
       return 0;
@@ -386,9 +393,13 @@ var LibraryLwGpu = {
     stringToUTF8(LwGpu.error, dst, cap);
     return 1;
   },
-  lw_js_destroy_all__deps: ['$LwGpu'],
-  lw_js_destroy_all: function () {
-    LwGpu.destroyAll();
+  lw_js_context_destroy__deps: ['$LwGpu'],
+  lw_js_context_destroy: function (ctx) {
+    try {
+      LwGpu.destroyContext(ctx);
+    } catch (e) {
+      LwGpu.fail('destroy: ' + e.message);
+    }
   },
 };
 

@@ -94,6 +94,22 @@ test('workgroup sizes and a grid over 65535 rows', { skip }, async () => {
   assert.ok(big < BOUND.f32, `70000 rows: nmse ${big}`);
 });
 
+test('closing one HAL context leaves the objects of another alone', { skip }, async () => {
+  const h = M._lw_wasm_matvec_new(TYPES.Q8_0, 5, 64, 9);
+  try {
+    assert.equal(M._lw_wasm_matvec_upload(h, 0), 0);
+    await M.lwGpu.settle();
+    gpuInfo = null;
+    info(); // opens and destroys a second context in between
+    assert.equal(M._lw_wasm_matvec_run(h, 0, 0, 64, 1, 0), 0, M.UTF8ToString(M._lw_wasm_matvec_error(h)));
+    assert.equal(await M.lwGpu.settle(), null);
+    const nmse = M._lw_wasm_matvec_nmse(h);
+    assert.ok(nmse >= 0 && nmse < BOUND.f32, `nmse ${nmse}: ${M.UTF8ToString(M._lw_wasm_matvec_error(h))}`);
+  } finally {
+    M._lw_wasm_matvec_free(h);
+  }
+});
+
 test('a broken variant is reported, not crashed on', { skip }, async () => {
   const h = M._lw_wasm_matvec_new(TYPES.Q4_0, 4, 32, 1);
   try {

@@ -18,6 +18,7 @@
 #include "cpu/engine-ops.h"
 
 #include "cpu/quant-dot.h"
+#include "cpu/quant-dot-simd.h"
 #include "quant/quant.h"
 
 #include <math.h>
@@ -201,6 +202,9 @@ static void choose_kernels(void) {
         if (xq[i].dot) e->dot = xq[i].dot;
         e->dot_repack = xq[i].rp;
         e->dot_repack_gemm = xq[i].rpg;
+        e->dot = lw__quant_dot_fast(e->dot); /* SIMD twins where this CPU has them: same bits, quant-dot-simd.h */
+        e->dot_repack = lw__quant_dot_fast(e->dot_repack);
+        e->dot_repack_gemm = lw__quant_dot_fast(e->dot_repack_gemm);
     }
 }
 

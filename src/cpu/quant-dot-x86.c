@@ -4,6 +4,7 @@
  * the integers are split into 8 lanes (element e of a 32-element chunk goes to lane (e mod 32) / 4, as
  * maddubs + madd pair them), where fused multiply-adds happen, and the final horizontal sum. */
 #include "cpu/quant-dot.h"
+#include "cpu/quant-dot-simd.h"
 
 #include "core/core.h"
 #include "quant/iq-grids.h"
@@ -552,7 +553,7 @@ float lw__vec_dot_q4_K_q8_K_x86_repack_gemm(int64_t n, const void *w, const void
  * Which of the above reproduces llama.cpp's x86 CPU build
  * ------------------------------------------------------------------------------------------------------- */
 
-lw__vec_dot_fn lw__quant_dot_x86(uint32_t type, bool avx512, bool rows_mult8, bool gemm_row) {
+static lw__vec_dot_fn quant_dot_x86_ref(uint32_t type, bool avx512, bool rows_mult8, bool gemm_row) {
     switch (type) {
     case LW_TYPE_Q4_0: return rows_mult8 ? lw__vec_dot_q4_0_q8_0_x86_repack : NULL;
     case LW_TYPE_IQ4_NL: return rows_mult8 ? lw__vec_dot_iq4_nl_q8_0_x86_repack : NULL;
@@ -580,6 +581,11 @@ lw__vec_dot_fn lw__quant_dot_x86(uint32_t type, bool avx512, bool rows_mult8, bo
     case LW_TYPE_IQ1_M: return lw__vec_dot_iq1_m_q8_K_x86;
     default: return NULL;
     }
+}
+
+/* The same dot's SIMD twin where this CPU has one (same bits; quant-dot-simd.h), else the reference. */
+lw__vec_dot_fn lw__quant_dot_x86(uint32_t type, bool avx512, bool rows_mult8, bool gemm_row) {
+    return lw__quant_dot_fast(quant_dot_x86_ref(type, avx512, rows_mult8, gemm_row));
 }
 
 lw__from_float_fn lw__quant_act_x86(uint32_t vec_dot_type) {

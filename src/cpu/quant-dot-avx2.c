@@ -1,0 +1,375 @@
+/* AVX2 (+FMA, F16C) versions of the x86-order quantized dots (quant-dot-x86.c), chosen at run time.
+ *
+ * The references already add in ggml's AVX2 order: the integer products of a block go to 8 int32 lanes
+ * (element e of a 32-element chunk to lane (e mod 32) / 4, as maddubs + madd pair them), each lane is
+ * converted to float and fused-multiply-added into 8 float accumulators, and a fixed horizontal sum ends
+ * it. Integer sums are exact in any order, so these kernels only have to keep the float steps: the same
+ * conversions, the same FMAs in the same sequence, the same final tree. Repacked (gemv/gemm) orders keep
+ * one scalar FMA chain per row, as the references do; only the integer block sums are vectorized.
+ *
+ * Built with per-function target attributes (as engine-x86.c), so the rest of the library keeps the
+ * baseline ISA and this file compiles to stubs on other architectures (wasm, arm64). */
+#include "cpu/quant-dot-simd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+/* every float step below is an explicit intrinsic; no contraction may merge the few plain C products */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* fp16 -> fp32 in hardware; equals lw__fp16_to_fp32 for every input (NaNs come out quiet in both). */
+AVX2 static inline float h2f(uint16_t h) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+/* The references' hsum8_x86: upper half + lower half, then (r0 + r2) + (r1 + r3). */
+AVX2 static inline float hsum8(__m256 acc) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(acc, 1), _mm256_castps256_ps128(acc));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
+}
+
+/* Sum of 4 int32 lanes (exact). */
+AVX2 static inline int32_t hsum_i32_4(__m128i v) {
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2)));
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(v);
+}
+
+/* Sum of 8 int32 lanes (exact). */
+AVX2 static inline int32_t hsum_i32_8(__m256i v) {
+    return hsum_i32_4(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
+/* acc + a * b as one rounding (the references' fmaf). */
+AVX2 static inline float fma1(float a, float b, float acc) {
+    return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(acc)));
+}
+
+/* Signed bytes x times signed bytes y, 4 neighbours per int32 lane: |x| * (y with x's sign), as ggml's
+ * mul_sum_i8_pairs (sign_epi8 of -128 stays -128, read as unsigned 128 by maddubs; no pair saturates). */
+AVX2 static inline __m256i dot_i8_lanes(__m256i x, __m256i y) {
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* Exact products v[e] * y[e] for small weights v (|v| < 128, as Q4_0's -8..7, Q5_0's -16..15), 4 per lane:
+ * |y| times v with y's sign, so y = -128 (read as unsigned 128) still gives v * y exactly; at most
+ * 2 * 128 * 16 per pair, no saturation. (dot_i8_lanes would turn y = -128 with v < 0 into v * 128.) */
+AVX2 static inline __m256i dot_small_i8_lanes(__m256i v, __m256i y) {
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(y, y), _mm256_sign_epi8(v, y));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* 16 packed nibbles -> 32 bytes: low nibbles first (elements 0..15), then high nibbles (16..31). */
+AVX2 static inline __m256i nibbles_32(const uint8_t *q) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)q);
+    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
+
+/* Q4_K/Q5_K's 12 packed bytes -> 8 scales (bytes 0..7) and 8 mins (bytes 8..15), each 6 bits. */
+AVX2 static inline __m128i k4_scales_mins(const uint8_t *scales) {
+    uint32_t u[4];
+    memcpy(u, scales, 12);
+    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4); /* mins 4..7  */
+    const uint32_t mins_lo = u[1] & m6;                     /* mins 0..3  */
+    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);         /* scales 4..7 */
+    u[2] = mins_lo;
+    u[0] &= m6; /* scales 0..3 */
+    return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Q8_0 (not repacked): one FMA of 8 lanes per 32-block
+ * ------------------------------------------------------------------------------------------------------- */
+
+AVX2 static float dot_q8_0_avx2(int64_t n, const void *w, const void *a) {
+    const lw__block_q8_0 *x = w;
+    const lw__block_q8_0 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < n / LW_QK8_0; ++ib) {
+        const __m256 d = _mm256_set1_ps(h2f(x[ib].d) * h2f(y[ib].d));
+        const __m256i qx = _mm256_loadu_si256((const __m256i *)x[ib].qs);
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[ib].qs);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8_lanes(qx, qy)), acc);
+    }
+    return hsum8(acc);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Q5_0 (not repacked): values (nibble | bit << 4) - 16, one FMA of 8 lanes per 32-block
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Bit e of the 32-bit word -> 0x10 in byte e, else 0. */
+AVX2 static inline __m256i bits_to_0x10(uint32_t bits) {
+    const __m256i b = _mm256_set1_epi32((int)bits);
+    /* byte e takes byte e / 8 of the word, then keeps bit e % 8 */
+    const __m256i sel = _mm256_shuffle_epi8(
+        b, _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(sel, bit), bit);
+    return _mm256_and_si256(on, _mm256_set1_epi8(0x10));
+}
+
+AVX2 static float dot_q5_0_avx2(int64_t n, const void *w, const void *a) {
+    const lw__block_q5_0 *x = w;
+    const lw__block_q8_0 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        uint32_t qh;
+        memcpy(&qh, x[ib].qh, 4);
+        const __m256i v = _mm256_sub_epi8(_mm256_or_si256(nibbles_32(x[ib].qs), bits_to_0x10(qh)), _mm256_set1_epi8(16));
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[ib].qs);
+        const __m256 d = _mm256_set1_ps(h2f(x[ib].d) * h2f(y[ib].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_small_i8_lanes(v, qy)), acc);
+    }
+    return hsum8(acc);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Q4_K and Q5_K (not repacked): 8 lanes scaled per 32, mins kept apart (Q4_K: 4 float lanes, Q5_K: 1 sum)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* The 8 per-pair activation sums q8s[m] = bsums[2m] + bsums[2m + 1] as int16. */
+AVX2 static inline __m128i q8_pair_sums(const int16_t *bsums) {
+    return _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 8)));
+}
+
+/* Integer lanes of one Q4_K/Q5_K super-block: lane k = sum over elements e with (e mod 32) / 4 == k of
+ * sc[e / 32] * v[e] * q8[e]; qh NULL for Q4_K. */
+AVX2 static inline __m256i k4_lanes(const uint8_t *qs, const uint8_t *qh, const int8_t *q8, const uint8_t *sc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i one = _mm256_set1_epi8(1);
+    const __m256i hb = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    __m256i sum = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (qh) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j + 1), one), 4));
+        }
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)(q8 + 64 * j));
+        const __m256i y1 = _mm256_loadu_si256((const __m256i *)(q8 + 64 * j + 32));
+        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16(sc[2 * j]));
+        const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * j + 1]));
+        sum = _mm256_add_epi32(sum, _mm256_add_epi32(p0, p1));
+    }
+    return sum;
+}
+
+AVX2 static float k4_avx2(int64_t n, const void *w, const lw__block_q8_K *y, bool five) {
+    const lw__block_q4_K *x4 = w;
+    const lw__block_q5_K *x5 = w;
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
+    float summs = 0.0f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const uint8_t *scales = five ? x5[i].scales : x4[i].scales;
+        const uint16_t dh = five ? x5[i].d : x4[i].d, dminh = five ? x5[i].dmin : x4[i].dmin;
+        const float d = y[i].d * h2f(dh);
+        const float dmin = -y[i].d * h2f(dminh);
+        const __m128i sm = k4_scales_mins(scales);
+        uint8_t sc[16];
+        _mm_storeu_si128((__m128i *)sc, sm);
+        /* min terms: mn[2p] * q8s[2p] + mn[2p + 1] * q8s[2p + 1] in int32 lane p */
+        const __m128i mins = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), q8_pair_sums(y[i].bsums));
+        if (five)
+            summs = fma1(dmin, (float)hsum_i32_4(mins), summs);
+        else
+            acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins), acc_m);
+        const __m256i lanes = k4_lanes(five ? x5[i].qs : x4[i].qs, five ? x5[i].qh : NULL, y[i].qs, sc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), acc);
+    }
+    if (five) return hsum8(acc) + summs;
+    /* (m0 + m2) + (m1 + m3) */
+    const __m128 h = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+    return hsum8(acc) + _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+AVX2 static float dot_q4_K_avx2(int64_t n, const void *w, const void *a) { return k4_avx2(n, w, a, false); }
+AVX2 static float dot_q5_K_avx2(int64_t n, const void *w, const void *a) { return k4_avx2(n, w, a, true); }
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Q6_K (not repacked): unsigned 6-bit values scaled per 16, the -32 offset through the activation sums
+ * ------------------------------------------------------------------------------------------------------- */
+
+AVX2 static float dot_q6_K_avx2(int64_t n, const void *w, const void *a) {
+    const lw__block_q6_K *x = w;
+    const lw__block_q8_K *y = a;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = y[i].d * h2f(x[i].d);
+        const int8_t *sc = x[i].scales;
+        __m256i sum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) { /* halves of 128 */
+            const uint8_t *ql = x[i].ql + 64 * h, *qh = x[i].qh + 32 * h;
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+            __m256i u[4];
+            u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+            u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+            u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+            u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+            for (int c = 0; c < 4; ++c) { /* chunk of 32 = two scale groups of 16 */
+                const int g = 8 * h + 2 * c;
+                const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * c));
+                const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], q8), s));
+            }
+        }
+        /* lane k -= 32 * (bsums[2k] * sc[2k] + bsums[2k + 1] * sc[2k + 1]) */
+        const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums),
+                                               _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc)));
+        sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(corr, 5));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), acc);
+    }
+    return hsum8(acc);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Repacked orders (llama.cpp's gemv/gemm for rows % 8 == 0): exact block integers, one scalar FMA chain
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Q4_0: acc = fma(block integer, weight scale * activation scale, acc), block after block. */
+AVX2 static float dot_q4_0_repack_avx2(int64_t n, const void *w, const void *a) {
+    const lw__block_q4_0 *x = w;
+    const lw__block_q8_0 *y = a;
+    const int64_t nb = n / 32;
+    float acc = 0.0f;
+    int64_t b = 0;
+    /* 4 blocks at a time: their integer sums in one vector, their scales in another */
+    for (; b + 4 <= nb; b += 4) {
+        __m256i p[4];
+        for (int k = 0; k < 4; ++k) {
+            const __m256i v = _mm256_sub_epi8(nibbles_32(x[b + k].qs), _mm256_set1_epi8(8));
+            p[k] = dot_small_i8_lanes(v, _mm256_loadu_si256((const __m256i *)y[b + k].qs));
+        }
+        const __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+        const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+        float sf[4];
+        _mm_storeu_ps(sf, _mm_cvtepi32_ps(s));
+        for (int k = 0; k < 4; ++k) acc = fma1(sf[k], h2f(x[b + k].d) * h2f(y[b + k].d), acc);
+    }
+    for (; b < nb; ++b) {
+        const __m256i v = _mm256_sub_epi8(nibbles_32(x[b].qs), _mm256_set1_epi8(8));
+        const int32_t s = hsum_i32_8(dot_small_i8_lanes(v, _mm256_loadu_si256((const __m256i *)y[b].qs)));
+        acc = fma1((float)s, h2f(x[b].d) * h2f(y[b].d), acc);
+    }
+    return acc;
+}
+
+/* Q4_K: per super-block 4 integer sums (one per pair of sub-blocks) and 4 min sums; the gemv kernel
+ * (per_pair false) adds each super-block's totals with one FMA, the 4-row gemm kernel each pair's. */
+AVX2 static float q4_K_repack_avx2(int64_t n, const lw__block_q4_K *x, const lw__block_q8_K *y, bool per_pair) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    float acc = 0.0f, acc_min = 0.0f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float dw = h2f(x[i].d) * y[i].d, dm = h2f(x[i].dmin) * y[i].d;
+        const __m128i sm = k4_scales_mins(x[i].scales);
+        uint8_t sc[16];
+        _mm_storeu_si128((__m128i *)sc, sm);
+        __m256i p[4];
+        for (int j = 0; j < 4; ++j) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j));
+            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * j));
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * j + 32));
+            p[j] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16(sc[2 * j])),
+                                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * j + 1])));
+        }
+        const __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+        const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+        const __m128i mins = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), q8_pair_sums(y[i].bsums));
+        if (per_pair) {
+            float sf[4], mf[4];
+            _mm_storeu_ps(sf, _mm_cvtepi32_ps(sums));
+            _mm_storeu_ps(mf, _mm_cvtepi32_ps(mins));
+            for (int j = 0; j < 4; ++j) {
+                acc = fma1(sf[j], dw, acc);
+                acc_min = fma1(mf[j], dm, acc_min);
+            }
+        } else {
+            acc = fma1((float)hsum_i32_4(sums), dw, acc);
+            acc_min = fma1((float)hsum_i32_4(mins), dm, acc_min);
+        }
+    }
+    return acc - acc_min;
+}
+
+AVX2 static float dot_q4_K_repack_avx2(int64_t n, const void *w, const void *a) {
+    return q4_K_repack_avx2(n, w, a, false);
+}
+AVX2 static float dot_q4_K_repack_gemm_avx2(int64_t n, const void *w, const void *a) {
+    return q4_K_repack_avx2(n, w, a, true);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Selection
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* F16C: CPUID leaf 1, ECX bit 29 (asked directly: not every compiler knows "f16c" as a feature name). */
+static int has_f16c(void) {
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1);
+}
+
+lw__vec_dot_fn lw__quant_dot_avx2(lw__vec_dot_fn ref) {
+    static const struct {
+        lw__vec_dot_fn ref;  /* scalar x86-order reference */
+        lw__vec_dot_fn avx2; /* its AVX2 twin              */
+    } table[] = {
+        {lw__vec_dot_q8_0_q8_0_x86, dot_q8_0_avx2},
+        {lw__vec_dot_q5_0_q8_0_x86, dot_q5_0_avx2},
+        {lw__vec_dot_q4_K_q8_K_x86, dot_q4_K_avx2},
+        {lw__vec_dot_q5_K_q8_K_x86, dot_q5_K_avx2},
+        {lw__vec_dot_q6_K_q8_K_x86, dot_q6_K_avx2},
+        {lw__vec_dot_q4_0_q8_0_x86_repack, dot_q4_0_repack_avx2},
+        {lw__vec_dot_q4_K_q8_K_x86_repack, dot_q4_K_repack_avx2},
+        {lw__vec_dot_q4_K_q8_K_x86_repack_gemm, dot_q4_K_repack_gemm_avx2},
+    };
+    if (!ref) return NULL;
+    __builtin_cpu_init();
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())) return NULL;
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (table[i].ref == ref) return table[i].avx2;
+    return NULL;
+}
+
+#else
+
+lw__vec_dot_fn lw__quant_dot_avx2(lw__vec_dot_fn ref) {
+    (void)ref;
+    return NULL;
+}
+
+#endif
+
+lw__vec_dot_fn lw__quant_dot_fast(lw__vec_dot_fn ref) {
+    const char *force = getenv("LW_CPU_KERNELS"); /* "scalar": keep the references (tests, comparisons) */
+    if (!ref || (force && !strcmp(force, "scalar"))) return ref;
+    lw__vec_dot_fn f = lw__quant_dot_avx2(ref);
+    return f ? f : ref;
+}

@@ -1,0 +1,21 @@
+/* Fast (SIMD) versions of the x86-order quantized dots of quant-dot.h, chosen at run time.
+ *
+ * Each one returns exactly the float bits of the scalar x86-order reference it replaces (the references add
+ * in ggml's AVX2 lane order, so these are the same arithmetic done 8 lanes at a time); tests/
+ * test-quant-dot-simd.c checks that on random rows. The references stay the fallback (other CPUs, other
+ * architectures, LW_CPU_KERNELS=scalar). */
+#ifndef LW_QUANT_DOT_SIMD_H
+#define LW_QUANT_DOT_SIMD_H
+
+#include "cpu/quant-dot.h"
+
+/* The AVX2 (+FMA, F16C) version of the reference dot `ref` (one of the lw__vec_dot_*_x86* functions), or
+ * NULL when this CPU lacks AVX2/FMA/F16C, this build is not x86-64, or there is no such version. Ignores
+ * LW_CPU_KERNELS: tests use it to compare against the reference. */
+lw__vec_dot_fn lw__quant_dot_avx2(lw__vec_dot_fn ref);
+
+/* The fastest dot that gives the same bits as `ref` on this CPU: its SIMD version where one exists and
+ * LW_CPU_KERNELS is not "scalar", else `ref` itself (also NULL for NULL). For the selectors. */
+lw__vec_dot_fn lw__quant_dot_fast(lw__vec_dot_fn ref);
+
+#endif

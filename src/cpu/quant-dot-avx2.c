@@ -253,6 +253,20 @@ AVX2 static float dot_q6_K_avx2(int64_t n, const void *w, const void *a) {
  * Repacked orders (llama.cpp's gemv/gemm for rows % 8 == 0): exact block integers, one scalar FMA chain
  * ------------------------------------------------------------------------------------------------------- */
 
+/* Exact integer dot of one Q4_0 block (q - 8) with one Q8_0 block, in 8 lanes. */
+AVX2 static inline __m256i q4_0_lanes(const lw__block_q4_0 *x, const lw__block_q8_0 *y) {
+    const __m256i v = _mm256_sub_epi8(nibbles_32(x->qs), _mm256_set1_epi8(8));
+    return dot_small_i8_lanes(v, _mm256_loadu_si256((const __m256i *)y->qs));
+}
+
+/* The integer sums of 4 consecutive Q4_0 blocks, as floats (the references' (float)sumi). */
+AVX2 static inline void q4_0_sums4(const lw__block_q4_0 *x, const lw__block_q8_0 *y, float sf[4]) {
+    const __m256i p0 = q4_0_lanes(x, y), p1 = q4_0_lanes(x + 1, y + 1);
+    const __m256i p2 = q4_0_lanes(x + 2, y + 2), p3 = q4_0_lanes(x + 3, y + 3);
+    const __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+    _mm_storeu_ps(sf, _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1))));
+}
+
 /* Q4_0: acc = fma(block integer, weight scale * activation scale, acc), block after block. */
 AVX2 static float dot_q4_0_repack_avx2(int64_t n, const void *w, const void *a) {
     const lw__block_q4_0 *x = w;
@@ -260,25 +274,34 @@ AVX2 static float dot_q4_0_repack_avx2(int64_t n, const void *w, const void *a) 
     const int64_t nb = n / 32;
     float acc = 0.0f;
     int64_t b = 0;
-    /* 4 blocks at a time: their integer sums in one vector, their scales in another */
-    for (; b + 4 <= nb; b += 4) {
-        __m256i p[4];
-        for (int k = 0; k < 4; ++k) {
-            const __m256i v = _mm256_sub_epi8(nibbles_32(x[b + k].qs), _mm256_set1_epi8(8));
-            p[k] = dot_small_i8_lanes(v, _mm256_loadu_si256((const __m256i *)y[b + k].qs));
-        }
-        const __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-        const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+    for (; b + 4 <= nb; b += 4) { /* 4 blocks' integers at a time; the FMA chain stays serial */
         float sf[4];
-        _mm_storeu_ps(sf, _mm_cvtepi32_ps(s));
+        q4_0_sums4(x + b, y + b, sf);
         for (int k = 0; k < 4; ++k) acc = fma1(sf[k], h2f(x[b + k].d) * h2f(y[b + k].d), acc);
     }
-    for (; b < nb; ++b) {
-        const __m256i v = _mm256_sub_epi8(nibbles_32(x[b].qs), _mm256_set1_epi8(8));
-        const int32_t s = hsum_i32_8(dot_small_i8_lanes(v, _mm256_loadu_si256((const __m256i *)y[b].qs)));
-        acc = fma1((float)s, h2f(x[b].d) * h2f(y[b].d), acc);
-    }
+    for (; b < nb; ++b) acc = fma1((float)hsum_i32_8(q4_0_lanes(x + b, y + b)), h2f(x[b].d) * h2f(y[b].d), acc);
     return acc;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Q4_0 not repacked (rows % 8 != 0, a tied output table): the engine keeps ggml's generic order there
+ * (lw__vec_dot_q4_0_q8_0_ref: sumf += sumi * dx * dy, two products and an add, unfused on x86-64's
+ * baseline ISA with gcc and clang alike; contraction is off in this file)
+ * ------------------------------------------------------------------------------------------------------- */
+
+AVX2 static float dot_q4_0_generic_avx2(int64_t n, const void *w, const void *a) {
+    const lw__block_q4_0 *x = w;
+    const lw__block_q8_0 *y = a;
+    const int64_t nb = n / 32;
+    float sumf = 0.0f;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        float sf[4];
+        q4_0_sums4(x + b, y + b, sf);
+        for (int k = 0; k < 4; ++k) sumf += sf[k] * h2f(x[b + k].d) * h2f(y[b + k].d);
+    }
+    for (; b < nb; ++b) sumf += (float)hsum_i32_8(q4_0_lanes(x + b, y + b)) * h2f(x[b].d) * h2f(y[b].d);
+    return sumf;
 }
 
 /* Q4_K: per super-block 4 integer sums (one per pair of sub-blocks) and 4 min sums; the gemv kernel
@@ -347,6 +370,7 @@ lw__vec_dot_fn lw__quant_dot_avx2(lw__vec_dot_fn ref) {
         {lw__vec_dot_q5_K_q8_K_x86, dot_q5_K_avx2},
         {lw__vec_dot_q6_K_q8_K_x86, dot_q6_K_avx2},
         {lw__vec_dot_q4_0_q8_0_x86_repack, dot_q4_0_repack_avx2},
+        {lw__vec_dot_q4_0_q8_0_ref, dot_q4_0_generic_avx2},
         {lw__vec_dot_q4_K_q8_K_x86_repack, dot_q4_K_repack_avx2},
         {lw__vec_dot_q4_K_q8_K_x86_repack_gemm, dot_q4_K_repack_gemm_avx2},
     };

@@ -368,6 +368,55 @@ static int write_gemma4_variant(const char *from, const char *to) {
     return ok;
 }
 
+/* Turns the llama-spm vocabulary into an RWKV-style one: "\u2581" becomes a space and <0xXX> byte tokens
+ * become the escaped form "\xhh" that RWKV vocabularies use. */
+static int write_rwkv_variant(const char *from, const char *to) {
+    lw_source *src = NULL;
+    lw_gguf *g = NULL;
+    lw_gguf_writer *w = NULL;
+    char err[256];
+    int ok = lw_source_open_file(from, NULL, &src, err, sizeof(err)) == LW_OK && lw_gguf_open(src, NULL, &g) == LW_OK &&
+             lw_gguf_writer_new(NULL, &w) == LW_OK;
+    lw_gguf_type t;
+    uint64_t n = 0;
+    const void *data = NULL;
+    ok = ok && lw_gguf_get_arr(g, "tokenizer.ggml.tokens", &t, &n, &data) == LW_OK && t == LW_GGUF_STRING;
+    const lw_gguf_str *in = data;
+    lw_gguf_str *toks = calloc(n + 1, sizeof(lw_gguf_str));
+    char *pool = malloc((size_t)n * 80 + 1), *pp = pool;
+    ok = ok && toks && pool;
+    for (uint64_t i = 0; ok && i < n; i++) {
+        const char *x = in[i].s;
+        size_t len = in[i].len, k = 0;
+        unsigned b;
+        char *start = pp;
+        if (len == 6 && sscanf(x, "<0x%2X>", &b) == 1) {
+            k = (size_t)sprintf(pp, "\\x%02x", b);
+        } else {
+            for (size_t j = 0; j < len && k < 76; j++) {
+                if (j + 3 <= len && !memcmp(x + j, "\xe2\x96\x81", 3)) pp[k++] = ' ', j += 2;
+                else pp[k++] = x[j];
+            }
+        }
+        toks[i] = (lw_gguf_str){k, start};
+        pp += k + 1;
+    }
+    for (int64_t i = 0; ok && i < lw_gguf_n_kv(g); i++) {
+        const char *key = lw_gguf_key(g, i);
+        if (!strcmp(key, "tokenizer.ggml.model") || !strcmp(key, "tokenizer.ggml.tokens")) continue;
+        ok = lw_gguf_writer_set(w, key, lw_gguf_value_at(g, i)) == LW_OK;
+    }
+    ok = ok && lw_gguf_writer_set_str(w, "tokenizer.ggml.model", "rwkv") == LW_OK;
+    ok = ok && lw_gguf_writer_set_arr(w, "tokenizer.ggml.tokens", LW_GGUF_STRING, n, toks) == LW_OK;
+    ok = ok && lw_gguf_writer_write_file(w, to, 0) == LW_OK;
+    free(toks);
+    free(pool);
+    lw_gguf_writer_free(w);
+    lw_gguf_close(g);
+    lw_source_close(src);
+    return ok;
+}
+
 /* AddressSanitizer cannot intercept C++ exceptions thrown inside a dlopen'ed libstdc++ user when the
  * executable itself is C (its __cxa_throw interceptor has nothing to forward to), and libllama throws
  * internally during normal operation. */
@@ -425,6 +474,10 @@ int main(void) {
         snprintf(tmp, sizeof(tmp), "%s/tok-gemma4.gguf", test_tmp_dir());
         CHECK_MSG(write_gemma4_variant(base, tmp), "cannot write %s", tmp);
         all_ok &= run_vocab(tmp, "llama-spm as gemma4 BPE", 300, 2);
+        remove(tmp);
+        snprintf(tmp, sizeof(tmp), "%s/tok-rwkv.gguf", test_tmp_dir());
+        CHECK_MSG(write_rwkv_variant(base, tmp), "cannot write %s", tmp);
+        all_ok &= run_vocab(tmp, "llama-spm as rwkv", 300, 2);
         remove(tmp);
         /* UGM (T5-style unigram) over the same tokens and scores, without a character map */
         for (int flags = 0; flags < 8; flags++) {

@@ -433,7 +433,7 @@ static void test_errors(const char *dir) {
         lw_status want;
     } cases[] = {
         {{NULL, NULL, spm_tokens, 265, spm_scores, spm_types, NULL, 0, 0}, LW_ERR_NOT_FOUND},  /* no model */
-        {{"rwkv", NULL, spm_tokens, 265, spm_scores, spm_types, NULL, 0, 0}, LW_ERR_UNSUPPORTED},
+        {{"plamo2", NULL, spm_tokens, 265, spm_scores, spm_types, NULL, 0, 0}, LW_ERR_UNSUPPORTED},
         {{"gpt2", "gpt-2", spm_tokens, 265, NULL, NULL, NULL, 0, 0}, LW_ERR_NOT_FOUND},        /* no merges */
         {{"gpt2", "no-such-pre", spm_tokens, 265, NULL, NULL, (const char *const[]){"a b"}, 1, 0}, LW_ERR_UNSUPPORTED},
         {{"llama", NULL, spm_tokens, 265, spm_scores, spm_types, NULL, 0, 1}, LW_ERR_TRUNCATED}, /* short scores */

@@ -52,12 +52,42 @@ static void decode_bytes(const char *s, size_t n, char *buf, size_t cap, size_t 
     }
 }
 
+/* RWKV token text to bytes (llama.cpp's llama_unescape_rwkv_token): \t \n \r \xhh (lowercase hex as
+ * llama.cpp reads it), any other escaped byte stands for itself. */
+static void unescape_rwkv(const char *s, size_t n, char *buf, size_t cap, size_t *k) {
+    int escaping = 0, hex_left = 0;
+    uint8_t acc = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (hex_left) {
+            acc = (uint8_t)((acc << 4) + (c >= 'a' ? c - 'a' + 10 : c - '0'));
+            if (--hex_left == 0) {
+                char b = (char)acc;
+                put(buf, cap, k, &b, 1);
+                acc = 0;
+            }
+            continue;
+        }
+        if (escaping) {
+            char b = c == 't' ? '\t' : c == 'n' ? '\n' : c == 'r' ? '\r' : c;
+            escaping = 0;
+            if (c == 'x') hex_left = 2;
+            else put(buf, cap, k, &b, 1);
+            continue;
+        }
+        if (c == '\\') escaping = 1;
+        else put(buf, cap, k, &c, 1);
+    }
+}
+
 lw_status lw__piece_uncached(const lw_vocab *v, int32_t id, char *buf, size_t cap, size_t *n_out);
 lw_status lw__piece_uncached(const lw_vocab *v, int32_t id, char *buf, size_t cap, size_t *n_out) {
     const lw__token *t = &v->tokens[id];
     const char *s = v->text + t->off;
     size_t k = 0;
-    if (t->attr & (LW_TOKEN_ATTR_UNKNOWN | LW_TOKEN_ATTR_CONTROL | LW_TOKEN_ATTR_USER_DEFINED)) {
+    if (v->type == LW_VOCAB_RWKV) {
+        unescape_rwkv(s, t->len, buf, cap, &k);
+    } else if (t->attr & (LW_TOKEN_ATTR_UNKNOWN | LW_TOKEN_ATTR_CONTROL | LW_TOKEN_ATTR_USER_DEFINED)) {
         put(buf, cap, &k, s, t->len);
     } else if (t->attr & LW_TOKEN_ATTR_NORMAL) {
         if (v->type == LW_VOCAB_BPE && !v->escape_ws) decode_bytes(s, t->len, buf, cap, &k);

@@ -522,7 +522,7 @@ static void bpe_fragment(tok_state *t, const char *text, size_t len) {
 }
 
 static void emit_cb(void *ctx, int32_t id) {
-    if (id >= 0) emit((tok_state *)ctx, id); /* UGM without an unknown token: llama.cpp would emit -1 */
+    if (id >= 0) emit((tok_state *)ctx, id); /* without an unknown token llama.cpp would emit -1 */
 }
 
 lw_status lw_tokenize(const lw_vocab *v, const char *text, size_t len, int add_special, int parse_special,
@@ -582,6 +582,13 @@ lw_status lw_tokenize(const lw_vocab *v, const char *text, size_t len, int add_s
             else t.st = lw__ugm_tokenize(v, text + fr->off, fr->len, emit_cb, &t);
         }
         if (add_special && v->add_eos && v->special[LW_TOKEN_EOS] >= 0) emit(&t, v->special[LW_TOKEN_EOS]);
+        break;
+    case LW_VOCAB_RWKV:
+        for (size_t f = 0; f < t.n_frags; f++) {
+            const frag *fr = &t.frags[f];
+            if (fr->token >= 0) emit(&t, fr->token);
+            else lw__rwkv_tokenize(v, text + fr->off, fr->len, emit_cb, &t);
+        }
         break;
     default: t.st = LW_ERR_UNSUPPORTED; break;
     }

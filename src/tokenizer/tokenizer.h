@@ -1,4 +1,4 @@
-/* Tokenizers compatible with llama.cpp (SPM, byte-level BPE with its pre-tokenizers, WPM, UGM): public API.
+/* Tokenizers compatible with llama.cpp (SPM, byte-level BPE with its pre-tokenizers, WPM, UGM, RWKV): public API.
  * (Declared here for now; these declarations are meant to move into include/llamaweb.h.)
  *
  * A vocabulary is read from a GGUF file's tokenizer.* keys and is immutable afterwards, so one lw_vocab
@@ -21,6 +21,7 @@ typedef enum lw_vocab_type {
     LW_VOCAB_BPE = 2,  /* "gpt2" (byte-level), "gemma4"               */
     LW_VOCAB_WPM = 3,  /* "bert": WordPiece                           */
     LW_VOCAB_UGM = 4,  /* "t5": unigram with a precompiled char map   */
+    LW_VOCAB_RWKV = 5, /* "rwkv": greedy trie over escaped byte strings */
 } lw_vocab_type;
 
 /* Token attributes (llama.cpp's llama_token_attr bits). */

@@ -1,7 +1,12 @@
-/* UGM (T5-style unigram) tokenizer, following llama.cpp's llm_tokenizer_ugm: the text is normalized
+/* The byte-trie tokenizer families: UGM and RWKV.
+ *
+ * UGM (T5-style unigram) tokenizer, following llama.cpp's llm_tokenizer_ugm: the text is normalized
  * (user-defined tokens kept, SentencePiece's precompiled character map applied, spaces escaped as U+2581,
  * invalid UTF-8 as U+FFFD), then a Viterbi pass picks the segmentation with the highest summed score;
  * code points no token covers become the unknown token (consecutive ones merged).
+ *
+ * RWKV, following llm_tokenizer_rwkv: greedy longest match of the unescaped token texts ("\\n",
+ * "\\xhh", ...), byte by byte.
  *
  * llama.cpp walks byte tries; we keep the same walks over hash sets of token prefixes (a prefix exists
  * iff the trie has the node), hashed incrementally byte by byte. */
@@ -19,21 +24,40 @@ static int in_matcher(uint32_t attr) {
     return (attr & (LW_TOKEN_ATTR_NORMAL | LW_TOKEN_ATTR_USER_DEFINED | LW_TOKEN_ATTR_UNUSED)) != 0;
 }
 
+/* The bytes a trie spells for token i: its text (UGM) or its unescaped piece (RWKV). */
+static const char *trie_text(const lw_vocab *v, uint32_t i, uint32_t *len) {
+    if (v->type == LW_VOCAB_RWKV) {
+        *len = v->tokens[i].piece_len;
+        return v->pieces + v->tokens[i].piece_off;
+    }
+    *len = v->tokens[i].len;
+    return v->text + v->tokens[i].off;
+}
+
 /* Finds the slot of prefix s[0..n) (hash h) in a prefix table: its entry, or the empty slot to fill. */
 static uint32_t *prefix_slot(const lw_vocab *v, lw__ugm_prefix *tab, uint32_t mask, const char *s, uint32_t n,
                              uint32_t h) {
     for (uint32_t i = h & mask;; i = (i + 1) & mask) {
         uint32_t e = tab[i].tok; /* token id + 1 whose text starts with the prefix */
         if (!e) return &tab[i].tok;
-        if (tab[i].len == n && !memcmp(v->text + v->tokens[e - 1].off, s, n)) return &tab[i].tok;
+        uint32_t tl;
+        const char *t = trie_text(v, e - 1, &tl);
+        if (tab[i].len == n && !memcmp(t, s, n)) return &tab[i].tok;
     }
 }
 
-static lw_status build_prefixes(lw_vocab *v, int user_defined_only, lw__ugm_prefix **out, uint32_t *mask_out) {
+/* which: 0 = UGM matcher tokens, 1 = UGM user-defined tokens, 2 = every token (RWKV). */
+static int selected(const lw_vocab *v, uint32_t i, int which) {
+    uint32_t a = v->tokens[i].attr;
+    return which == 2 ? 1 : which == 1 ? (a & LW_TOKEN_ATTR_USER_DEFINED) != 0 : in_matcher(a);
+}
+
+static lw_status build_prefixes(lw_vocab *v, int which, lw__ugm_prefix **out, uint32_t *mask_out) {
     uint64_t total = 0;
     for (uint32_t i = 0; i < v->n_tokens; i++) {
-        uint32_t a = v->tokens[i].attr;
-        if (user_defined_only ? (a & LW_TOKEN_ATTR_USER_DEFINED) != 0 : in_matcher(a)) total += v->tokens[i].len;
+        uint32_t tl;
+        trie_text(v, i, &tl);
+        if (selected(v, i, which)) total += tl;
     }
     if (total >= (1u << 29)) return lw__errorf(v->err, LW_ERR_TOO_LARGE, "UGM vocabulary too large");
     uint32_t size = 16;
@@ -41,11 +65,11 @@ static lw_status build_prefixes(lw_vocab *v, int user_defined_only, lw__ugm_pref
     lw__ugm_prefix *tab = lw__calloc(&v->alloc, size, sizeof(*tab));
     if (!tab) return lw__errorf(v->err, LW_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < v->n_tokens; i++) {
-        uint32_t a = v->tokens[i].attr;
-        if (!(user_defined_only ? (a & LW_TOKEN_ATTR_USER_DEFINED) != 0 : in_matcher(a))) continue;
-        const char *s = v->text + v->tokens[i].off;
+        if (!selected(v, i, which)) continue;
+        uint32_t tl;
+        const char *s = trie_text(v, i, &tl);
         uint32_t h = LW_HASH_SEED;
-        for (uint32_t n = 1; n <= v->tokens[i].len; n++) {
+        for (uint32_t n = 1; n <= tl; n++) {
             h = (h ^ (uint8_t)s[n - 1]) * 16777619u;
             uint32_t *slot = prefix_slot(v, tab, size - 1, s, n, h);
             lw__ugm_prefix *e = (lw__ugm_prefix *)((char *)slot - offsetof(lw__ugm_prefix, tok));
@@ -54,7 +78,7 @@ static lw_status build_prefixes(lw_vocab *v, int user_defined_only, lw__ugm_pref
                 e->len = n;
                 e->value = -1;
             }
-            if (n == v->tokens[i].len) e->value = (int32_t)i; /* a later insert overwrites, as in the trie */
+            if (n == tl) e->value = (int32_t)i; /* a later insert overwrites, as in the trie */
         }
     }
     *out = tab;
@@ -263,4 +287,37 @@ nomem:
 done:
     lw__free(a, nb.v);
     return st;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * RWKV
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw_status lw__rwkv_init(lw_vocab *v) {
+    return build_prefixes(v, 2, &v->ugm_all, &v->ugm_all_mask);
+}
+
+void lw__rwkv_tokenize(const lw_vocab *v, const char *text, size_t len, void (*emit)(void *, int32_t), void *ctx) {
+    int32_t unk = v->special[LW_TOKEN_UNK];
+    for (size_t pos = 0; pos < len;) {
+        /* longest token spelled from pos (llama.cpp restarts at 0 when no token ends on the walked path,
+         * which loops forever; no real RWKV vocabulary lacks a single byte, and we take the unknown) */
+        uint32_t h = LW_HASH_SEED;
+        int32_t id = -1;
+        size_t end = 0;
+        for (size_t p = pos; p < len; p++) {
+            h = (h ^ (uint8_t)text[p]) * 16777619u;
+            uint32_t *slot = prefix_slot(v, v->ugm_all, v->ugm_all_mask, text + pos, (uint32_t)(p - pos + 1), h);
+            if (!*slot) break;
+            const lw__ugm_prefix *e = (const lw__ugm_prefix *)((const char *)slot - offsetof(lw__ugm_prefix, tok));
+            if (e->value >= 0) id = e->value, end = p + 1;
+        }
+        if (id < 0) {
+            emit(ctx, unk);
+            pos++;
+        } else {
+            emit(ctx, id);
+            pos = end;
+        }
+    }
 }

@@ -577,6 +577,31 @@ static lw_status fix_special(lw_vocab *v, lw_gguf *g) {
     return LW_OK;
 }
 
+/* The token -> piece cache (token_to_piece with special = 1, as llama.cpp caches it). */
+static lw_status build_pieces(lw_vocab *v) {
+    uint64_t total = 0;
+    char tmp[64];
+    for (uint32_t i = 0; i < v->n_tokens; i++) {
+        size_t len = 0;
+        lw__piece_uncached(v, (int32_t)i, tmp, 0, &len);
+        if (!lw__add_u64(total, len + 1, &total)) return lw__errorf(v->err, LW_ERR_OVERFLOW, "pieces size");
+    }
+    if (total >= UINT32_MAX) return lw__errorf(v->err, LW_ERR_TOO_LARGE, "pieces too large");
+    v->pieces = lw__malloc(&v->alloc, total + 1);
+    if (!v->pieces) return lw__errorf(v->err, LW_ERR_NOMEM, "out of memory");
+    uint32_t off = 0;
+    for (uint32_t i = 0; i < v->n_tokens; i++) {
+        size_t len = 0;
+        lw__piece_uncached(v, (int32_t)i, v->pieces + off, total - off, &len);
+        v->tokens[i].piece_off = off;
+        v->tokens[i].piece_len = (uint32_t)len;
+        if (len > v->max_piece_len) v->max_piece_len = (uint32_t)len;
+        v->pieces[off + len] = 0;
+        off += (uint32_t)len + 1;
+    }
+    return LW_OK;
+}
+
 static lw_status load(lw_vocab *v, lw_gguf *g) {
     const char *model = NULL, *pre = "";
     if (lw_gguf_get_str(g, "tokenizer.ggml.model", &model) != LW_OK)
@@ -606,6 +631,8 @@ static lw_status load(lw_vocab *v, lw_gguf *g) {
         v->special[LW_TOKEN_BOS] = 101, v->special[LW_TOKEN_UNK] = 100, v->special[LW_TOKEN_SEP] = 102;
         v->special[LW_TOKEN_PAD] = 0, v->special[LW_TOKEN_MASK] = 103;
         v->add_sep = 1, v->clean_spaces = 1, v->add_bos = 1;
+    } else if (!strcmp(model, "rwkv")) {
+        v->type = LW_VOCAB_RWKV; /* no special tokens, nothing added */
     } else if (!strcmp(model, "t5")) {
         v->type = LW_VOCAB_UGM;
         v->special[LW_TOKEN_EOS] = 1, v->special[LW_TOKEN_UNK] = 2, v->special[LW_TOKEN_PAD] = 0;
@@ -715,6 +742,10 @@ static lw_status load(lw_vocab *v, lw_gguf *g) {
     st = fix_special(v, g);
     if (st != LW_OK) return st;
 
+    /* RWKV's tokenizer walks the unescaped texts, which are its pieces: build the cache first */
+    if (v->type == LW_VOCAB_RWKV && (st = build_pieces(v)) != LW_OK) return st;
+    if (v->type == LW_VOCAB_RWKV && (st = lw__rwkv_init(v)) != LW_OK) return st;
+
     /* newline token */
     if (v->type == LW_VOCAB_SPM) {
         v->special[LW_TOKEN_NL] = v->byte_tokens['\n'] >= 0 ? v->byte_tokens['\n'] : v->special[LW_TOKEN_PAD];
@@ -728,27 +759,7 @@ static lw_status load(lw_vocab *v, lw_gguf *g) {
         v->special[LW_TOKEN_NL] = (ts == LW_OK || ts == LW_ERR_TOO_LARGE) && n > 0 ? ids[0] : v->special[LW_TOKEN_PAD];
     }
 
-    /* token -> piece cache */
-    uint64_t total = 0;
-    char tmp[64];
-    for (uint32_t i = 0; i < v->n_tokens; i++) {
-        size_t len = 0;
-        lw__piece_uncached(v, (int32_t)i, tmp, 0, &len);
-        if (!lw__add_u64(total, len + 1, &total)) return lw__errorf(v->err, LW_ERR_OVERFLOW, "pieces size");
-    }
-    if (total >= UINT32_MAX) return lw__errorf(v->err, LW_ERR_TOO_LARGE, "pieces too large");
-    v->pieces = lw__malloc(&v->alloc, total + 1);
-    if (!v->pieces) return lw__errorf(v->err, LW_ERR_NOMEM, "out of memory");
-    uint32_t off = 0;
-    for (uint32_t i = 0; i < v->n_tokens; i++) {
-        size_t len = 0;
-        lw__piece_uncached(v, (int32_t)i, v->pieces + off, total - off, &len);
-        v->tokens[i].piece_off = off;
-        v->tokens[i].piece_len = (uint32_t)len;
-        if (len > v->max_piece_len) v->max_piece_len = (uint32_t)len;
-        v->pieces[off + len] = 0;
-        off += (uint32_t)len + 1;
-    }
+    if (v->type != LW_VOCAB_RWKV && (st = build_pieces(v)) != LW_OK) return st;
     return LW_OK;
 }
 

@@ -146,6 +146,11 @@ lw_status lw__ugm_init(lw_vocab *v, const void *charsmap, size_t charsmap_len);
 /* UGM: tokenizes one text fragment, calling emit for each id in order. */
 lw_status lw__ugm_tokenize(const lw_vocab *v, const char *text, size_t len, void (*emit)(void *, int32_t), void *ctx);
 
+/* RWKV: builds the trie over unescaped token texts (needs the piece cache). */
+lw_status lw__rwkv_init(lw_vocab *v);
+/* RWKV: greedy longest-match tokenization of one fragment. */
+void lw__rwkv_tokenize(const lw_vocab *v, const char *text, size_t len, void (*emit)(void *, int32_t), void *ctx);
+
 /* Id of the token whose text is s[0..n), or -1. */
 int32_t lw__vocab_find(const lw_vocab *v, const char *s, size_t n);
 /* Rank of the merge (a, b), or -1, for strings a and b of which at least one is not a token. */

@@ -53,7 +53,11 @@ def build(build_dir, jobs):
         log(f"configuring {build_dir} (Release, LW_WERROR=ON)")
         run(["cmake", "-S", REPO, "-B", bd, "-G", "Ninja", "-DLW_WERROR=ON", "-DCMAKE_BUILD_TYPE=Release"])
     log(f"building llamaweb in {build_dir}")
-    run(["ninja", f"-j{jobs}", "-C", bd, "llamaweb"])
+    r = subprocess.run(["ninja", f"-j{jobs}", "-C", bd, "llamaweb"], cwd=REPO, capture_output=True, text=True)
+    if r.returncode != 0:
+        log(r.stdout[-4000:] + r.stderr[-2000:])
+        raise SystemExit(f"building llamaweb in {build_dir} failed (above); --no-build benchmarks the binaries "
+                         f"already there")
     harness = os.path.join(bd, "llama-bench-c")
     srcs = [os.path.join(REPO, "bench", "llama-bench-c.c"), os.path.join(REPO, "tests", "llama-oracle.h")]
     if not os.path.exists(harness) or any(os.path.getmtime(s) > os.path.getmtime(harness) for s in srcs):

@@ -63,6 +63,13 @@ static const dcase cases[] = {
     {"q4_K repack gemm", LW_TYPE_Q4_K, LW_TYPE_Q8_K, lw__vec_dot_q4_K_q8_K_x86_repack_gemm, 0, 2},
     {"q5_K", LW_TYPE_Q5_K, LW_TYPE_Q8_K, lw__vec_dot_q5_K_q8_K_x86, 0, 2},
     {"q6_K", LW_TYPE_Q6_K, LW_TYPE_Q8_K, lw__vec_dot_q6_K_q8_K_x86, 208, -1},
+    {"iq4_nl repack", LW_TYPE_IQ4_NL, LW_TYPE_Q8_0, lw__vec_dot_iq4_nl_q8_0_x86_repack, 0, -1},
+    {"mxfp4 repack", LW_TYPE_MXFP4, LW_TYPE_Q8_0, lw__vec_dot_mxfp4_q8_0_x86_repack, -1, -1},
+    {"q4_1", LW_TYPE_Q4_1, LW_TYPE_Q8_1, lw__vec_dot_q4_1_q8_1_x86, 0, 2},
+    {"q5_1", LW_TYPE_Q5_1, LW_TYPE_Q8_1, lw__vec_dot_q5_1_q8_1_x86, 0, 2},
+    {"q2_K", LW_TYPE_Q2_K, LW_TYPE_Q8_K, lw__vec_dot_q2_K_q8_K_x86, 80, 82},
+    {"q3_K", LW_TYPE_Q3_K, LW_TYPE_Q8_K, lw__vec_dot_q3_K_q8_K_x86, 108, -1},
+    {"iq4_xs", LW_TYPE_IQ4_XS, LW_TYPE_Q8_K, lw__vec_dot_iq4_xs_q8_K_x86, 0, -1},
 };
 
 static size_t block_bytes(uint32_t type) { return lw_type_get(type)->type_size; }
@@ -73,18 +80,27 @@ static void random_weights(const dcase *c, uint8_t *w, int64_t nb) {
     const size_t bs = block_bytes(c->type);
     rng_bytes(w, (size_t)nb * bs);
     for (int64_t b = 0; b < nb; b++) {
-        put_h(w + (size_t)b * bs + c->h0, rng_h());
+        if (c->h0 >= 0) put_h(w + (size_t)b * bs + c->h0, rng_h());
         if (c->h1 >= 0) put_h(w + (size_t)b * bs + c->h1, rng_h());
     }
 }
 
-/* Random activation blocks (Q8_0: any quants, fp16 scale; Q8_K: quants in -127..127 as ggml's quantizer
+/* Random activation blocks (Q8_0/Q8_1: any quants, fp16 scales; Q8_K: quants in -127..127 as ggml's quantizer
  * makes them, a float scale, bsums consistent with the quants). */
 static void random_act(uint32_t act, uint8_t *a, int64_t n) {
     if (act == LW_TYPE_Q8_0) {
         lw__block_q8_0 *y = (lw__block_q8_0 *)a;
         for (int64_t b = 0; b < n / 32; b++) {
             y[b].d = rng_h();
+            rng_bytes((uint8_t *)y[b].qs, 32);
+        }
+        return;
+    }
+    if (act == LW_TYPE_Q8_1) {
+        lw__block_q8_1 *y = (lw__block_q8_1 *)a;
+        for (int64_t b = 0; b < n / 32; b++) {
+            y[b].d = rng_h();
+            y[b].s = rng_h();
             rng_bytes((uint8_t *)y[b].qs, 32);
         }
         return;
@@ -102,7 +118,9 @@ static void random_act(uint32_t act, uint8_t *a, int64_t n) {
 }
 
 static size_t act_bytes(uint32_t act, int64_t n) {
-    return act == LW_TYPE_Q8_0 ? (size_t)(n / 32) * sizeof(lw__block_q8_0) : (size_t)(n / LW_QK_K) * sizeof(lw__block_q8_K);
+    if (act == LW_TYPE_Q8_0) return (size_t)(n / 32) * sizeof(lw__block_q8_0);
+    if (act == LW_TYPE_Q8_1) return (size_t)(n / 32) * sizeof(lw__block_q8_1);
+    return (size_t)(n / LW_QK_K) * sizeof(lw__block_q8_K);
 }
 
 static double now_ns(void) {
@@ -144,7 +162,8 @@ int main(void) {
             uint8_t *w = malloc((size_t)nblk * block_bytes(dc->type));
             uint8_t *a = malloc(act_bytes(dc->act, n));
             float *xf = malloc((size_t)n * sizeof(float));
-            if (seed % 3 == 2) { /* realistic rows: both sides quantized from random floats */
+            const lw__quant_traits_t *tr = lw__quant_traits(dc->type);
+            if (seed % 3 == 2 && tr->quantize && !tr->requires_imatrix) { /* realistic rows: both sides quantized from random floats */
                 for (int64_t i = 0; i < n; i++) xf[i] = rng_f() * (1.0f + 4.0f * (float)(i % 7 == 0));
                 CHECK(lw__quantize(dc->type, xf, w, 1, n, NULL) == LW_OK);
                 for (int64_t i = 0; i < n; i++) xf[i] = rng_f() * 3.0f;
@@ -177,8 +196,8 @@ int main(void) {
 
     /* the selector: LW_CPU_KERNELS=scalar keeps the reference; otherwise the SIMD twin; NULL stays NULL */
     CHECK(lw__quant_dot_fast(NULL) == NULL);
-    CHECK(lw__quant_dot_avx2(lw__vec_dot_q3_K_q8_K_x86) == NULL); /* no AVX2 version (yet) */
-    CHECK(lw__quant_dot_fast(lw__vec_dot_q3_K_q8_K_x86) == lw__vec_dot_q3_K_q8_K_x86);
+    CHECK(lw__quant_dot_avx2(lw__vec_dot_iq2_xxs_q8_K_x86) == NULL); /* no AVX2 version (yet) */
+    CHECK(lw__quant_dot_fast(lw__vec_dot_iq2_xxs_q8_K_x86) == lw__vec_dot_iq2_xxs_q8_K_x86);
     const char *old = getenv("LW_CPU_KERNELS");
     unsetenv("LW_CPU_KERNELS");
     CHECK(lw__quant_dot_fast(lw__vec_dot_q6_K_q8_K_x86) == lw__quant_dot_avx2(lw__vec_dot_q6_K_q8_K_x86));

@@ -11,6 +11,8 @@
  * baseline ISA and this file compiles to stubs on other architectures (wasm, arm64). */
 #include "cpu/quant-dot-simd.h"
 
+#include "quant/iq-grids.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -349,6 +351,157 @@ AVX2 static float dot_q4_K_repack_gemm_avx2(int64_t n, const void *w, const void
     return q4_K_repack_avx2(n, w, a, true);
 }
 
+/* IQ4_NL and MXFP4 (repacked): 4-bit codes through a 16-entry table, then as Q4_0. */
+AVX2 static inline __m256i lut4_lanes(const uint8_t *qs, const int8_t *y, __m256i lut) {
+    return dot_small_i8_lanes(_mm256_shuffle_epi8(lut, nibbles_32(qs)), _mm256_loadu_si256((const __m256i *)y));
+}
+
+AVX2 static float dot_iq4_nl_repack_avx2(int64_t n, const void *w, const void *a) {
+    const lw__block_iq4_nl *x = w;
+    const lw__block_q8_0 *y = a;
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lw__iq4nl_values));
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b)
+        acc = fma1((float)hsum_i32_8(lut4_lanes(x[b].qs, y[b].qs, lut)), h2f(x[b].d) * h2f(y[b].d), acc);
+    return acc;
+}
+
+AVX2 static float dot_mxfp4_repack_avx2(int64_t n, const void *w, const void *a) {
+    const lw__block_mxfp4 *x = w;
+    const lw__block_q8_0 *y = a;
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lw__kvalues_fp4));
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b)
+        acc = fma1((float)hsum_i32_8(lut4_lanes(x[b].qs, y[b].qs, lut)), lw__e8m0_to_fp32_half(x[b].e) * h2f(y[b].d), acc);
+    return acc;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Q4_1 / Q5_1 (not repacked): unsigned values, one FMA of 8 lanes per block; the min term (m * s) in a
+ * scalar FMA chain, added after the horizontal sum
+ * ------------------------------------------------------------------------------------------------------- */
+
+AVX2 static float q_1_avx2(int64_t n, const void *w, const void *a, bool five) {
+    const lw__block_q4_1 *x4 = w;
+    const lw__block_q5_1 *x5 = w;
+    const lw__block_q8_1 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0.0f;
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        const uint16_t dh = five ? x5[ib].d : x4[ib].d, mh = five ? x5[ib].m : x4[ib].m;
+        summs = fma1(h2f(mh), h2f(y[ib].s), summs);
+        __m256i v = nibbles_32(five ? x5[ib].qs : x4[ib].qs);
+        if (five) {
+            uint32_t qh;
+            memcpy(&qh, x5[ib].qh, 4);
+            v = _mm256_or_si256(v, bits_to_0x10(qh));
+        }
+        const __m256i p16 = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)y[ib].qs));
+        const __m256i lanes = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(dh) * h2f(y[ib].d)), _mm256_cvtepi32_ps(lanes), acc);
+    }
+    return hsum8(acc) + summs;
+}
+
+AVX2 static float dot_q4_1_avx2(int64_t n, const void *w, const void *a) { return q_1_avx2(n, w, a, false); }
+AVX2 static float dot_q5_1_avx2(int64_t n, const void *w, const void *a) { return q_1_avx2(n, w, a, true); }
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Q2_K and Q3_K (not repacked): 2-bit planes, scales per 16
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Lanes of 32 values u (unsigned, < 128) times q8 with scales s0 (first 16) and s1 (last 16). */
+AVX2 static inline __m256i scaled16_lanes(__m256i u, const int8_t *q8, int s0, int s1) {
+    const __m256i s = _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)q8)), s);
+}
+
+AVX2 static float dot_q2_K_avx2(int64_t n, const void *w, const void *a) {
+    const lw__block_q2_K *x = w;
+    const lw__block_q8_K *y = a;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = y[i].d * h2f(x[i].d);
+        const float dmin = -y[i].d * h2f(x[i].dmin);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        /* min term first: lane k = (sc[2k] >> 4) * bsums[2k] + (sc[2k + 1] >> 4) * bsums[2k + 1] */
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0x0f)));
+        const __m256i pm = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y[i].bsums));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(pm), acc);
+        __m256i sum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            for (int c = 0; c < 4; ++c) {
+                const int g = 8 * h + 2 * c;
+                const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * c), m3);
+                sum = _mm256_add_epi32(sum, scaled16_lanes(u, y[i].qs + 128 * h + 32 * c, x[i].scales[g] & 0xf,
+                                                           x[i].scales[g + 1] & 0xf));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), acc);
+    }
+    return hsum8(acc);
+}
+
+AVX2 static float dot_q3_K_avx2(int64_t n, const void *w, const void *a) {
+    const lw__block_q3_K *x = w;
+    const lw__block_q8_K *y = a;
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = y[i].d * h2f(x[i].d);
+        int sc[16];
+        for (int j = 0; j < 16; ++j) {
+            const int lo = j < 8 ? x[i].scales[j] & 0xf : x[i].scales[j - 8] >> 4;
+            const int hi = (x[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+            sc[j] = (lo | (hi << 4)) - 32;
+        }
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)x[i].hmask);
+        __m256i sum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            for (int c = 0; c < 4; ++c) {
+                const int g = 8 * h + 2 * c;
+                const int8_t *q8 = y[i].qs + 128 * h + 32 * c;
+                /* value = low 2 bits - 4 where the hmask bit is clear: (u * q8) - (4 * clear * q8) */
+                const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * c), m3);
+                const __m256i clear = _mm256_andnot_si256(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + c), one), one);
+                const __m256i y8 = _mm256_loadu_si256((const __m256i *)q8);
+                const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(u, y8),
+                                                     _mm256_maddubs_epi16(_mm256_slli_epi16(clear, 2), y8));
+                const __m256i s = _mm256_set_m128i(_mm_set1_epi16((short)sc[g + 1]), _mm_set1_epi16((short)sc[g]));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p16, s));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), acc);
+    }
+    return hsum8(acc);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * IQ4_XS (not repacked on x86): IQ4_NL levels, 6-bit scales per 32
+ * ------------------------------------------------------------------------------------------------------- */
+
+AVX2 static float dot_iq4_xs_avx2(int64_t n, const void *w, const void *a) {
+    const lw__block_iq4_xs *x = w;
+    const lw__block_q8_K *y = a;
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lw__iq4nl_values));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        __m256i sum = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ++ib) {
+            const int sc = (((x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((x[i].scales_h >> (2 * ib)) & 3) << 4)) - 32;
+            const __m256i v = _mm256_shuffle_epi8(lut, nibbles_32(x[i].qs + 16 * ib));
+            const __m256i y8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(y8, y8), _mm256_sign_epi8(v, y8));
+            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p16, _mm256_set1_epi16((short)sc)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), acc);
+    }
+    return hsum8(acc);
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * Selection
  * ------------------------------------------------------------------------------------------------------- */
@@ -371,6 +524,13 @@ lw__vec_dot_fn lw__quant_dot_avx2(lw__vec_dot_fn ref) {
         {lw__vec_dot_q6_K_q8_K_x86, dot_q6_K_avx2},
         {lw__vec_dot_q4_0_q8_0_x86_repack, dot_q4_0_repack_avx2},
         {lw__vec_dot_q4_0_q8_0_ref, dot_q4_0_generic_avx2},
+        {lw__vec_dot_iq4_nl_q8_0_x86_repack, dot_iq4_nl_repack_avx2},
+        {lw__vec_dot_mxfp4_q8_0_x86_repack, dot_mxfp4_repack_avx2},
+        {lw__vec_dot_q4_1_q8_1_x86, dot_q4_1_avx2},
+        {lw__vec_dot_q5_1_q8_1_x86, dot_q5_1_avx2},
+        {lw__vec_dot_q2_K_q8_K_x86, dot_q2_K_avx2},
+        {lw__vec_dot_q3_K_q8_K_x86, dot_q3_K_avx2},
+        {lw__vec_dot_iq4_xs_q8_K_x86, dot_iq4_xs_avx2},
         {lw__vec_dot_q4_K_q8_K_x86_repack, dot_q4_K_repack_avx2},
         {lw__vec_dot_q4_K_q8_K_x86_repack_gemm, dot_q4_K_repack_gemm_avx2},
     };

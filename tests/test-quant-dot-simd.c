@@ -68,6 +68,8 @@ static const dcase cases[] = {
     {"q4_1", LW_TYPE_Q4_1, LW_TYPE_Q8_1, lw__vec_dot_q4_1_q8_1_x86, 0, 2},
     {"q5_1", LW_TYPE_Q5_1, LW_TYPE_Q8_1, lw__vec_dot_q5_1_q8_1_x86, 0, 2},
     {"q2_K", LW_TYPE_Q2_K, LW_TYPE_Q8_K, lw__vec_dot_q2_K_q8_K_x86, 80, 82},
+    {"q2_K repack", LW_TYPE_Q2_K, LW_TYPE_Q8_K, lw__vec_dot_q2_K_q8_K_x86_repack, 80, 82},
+    {"q2_K repack gemm", LW_TYPE_Q2_K, LW_TYPE_Q8_K, lw__vec_dot_q2_K_q8_K_x86_repack_gemm, 80, 82},
     {"q3_K", LW_TYPE_Q3_K, LW_TYPE_Q8_K, lw__vec_dot_q3_K_q8_K_x86, 108, -1},
     {"iq4_xs", LW_TYPE_IQ4_XS, LW_TYPE_Q8_K, lw__vec_dot_iq4_xs_q8_K_x86, 0, -1},
 };

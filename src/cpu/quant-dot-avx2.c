@@ -479,6 +479,51 @@ AVX2 static float dot_q3_K_avx2(int64_t n, const void *w, const void *a) {
     return hsum8(acc);
 }
 
+/* Q2_K repacked (AVX-512 builds only): the gemv kernel adds each super-block's integer totals with one FMA,
+ * the 4-row gemm kernel each half's (128 elements); scale and min sums in separate chains. */
+AVX2 static float q2_K_repack_avx2(int64_t n, const lw__block_q2_K *x, const lw__block_q8_K *y, bool per_half) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    float acc = 0.0f, acc_min = 0.0f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float dw = h2f(x[i].d) * y[i].d, dm = h2f(x[i].dmin) * y[i].d;
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0x0f)));
+        /* lanes 0..3: sub-blocks 0..7 (first half), lanes 4..7: the second half */
+        const __m256i pm = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y[i].bsums));
+        int32_t isum[2], imin[2];
+        for (int h = 0; h < 2; ++h) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            __m256i sum = _mm256_setzero_si256();
+            for (int c = 0; c < 4; ++c) {
+                const int g = 8 * h + 2 * c;
+                const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * c), m3);
+                sum = _mm256_add_epi32(sum, scaled16_lanes(u, y[i].qs + 128 * h + 32 * c, x[i].scales[g] & 0xf,
+                                                           x[i].scales[g + 1] & 0xf));
+            }
+            isum[h] = hsum_i32_8(sum);
+        }
+        imin[0] = hsum_i32_4(_mm256_castsi256_si128(pm));
+        imin[1] = hsum_i32_4(_mm256_extracti128_si256(pm, 1));
+        if (per_half) {
+            for (int h = 0; h < 2; ++h) {
+                acc = fma1((float)isum[h], dw, acc);
+                acc_min = fma1((float)imin[h], dm, acc_min);
+            }
+        } else {
+            acc = fma1((float)(isum[0] + isum[1]), dw, acc);
+            acc_min = fma1((float)(imin[0] + imin[1]), dm, acc_min);
+        }
+    }
+    return acc - acc_min;
+}
+
+AVX2 static float dot_q2_K_repack_avx2(int64_t n, const void *w, const void *a) {
+    return q2_K_repack_avx2(n, w, a, false);
+}
+AVX2 static float dot_q2_K_repack_gemm_avx2(int64_t n, const void *w, const void *a) {
+    return q2_K_repack_avx2(n, w, a, true);
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * IQ4_XS (not repacked on x86): IQ4_NL levels, 6-bit scales per 32
  * ------------------------------------------------------------------------------------------------------- */
@@ -529,6 +574,8 @@ lw__vec_dot_fn lw__quant_dot_avx2(lw__vec_dot_fn ref) {
         {lw__vec_dot_q4_1_q8_1_x86, dot_q4_1_avx2},
         {lw__vec_dot_q5_1_q8_1_x86, dot_q5_1_avx2},
         {lw__vec_dot_q2_K_q8_K_x86, dot_q2_K_avx2},
+        {lw__vec_dot_q2_K_q8_K_x86_repack, dot_q2_K_repack_avx2},
+        {lw__vec_dot_q2_K_q8_K_x86_repack_gemm, dot_q2_K_repack_gemm_avx2},
         {lw__vec_dot_q3_K_q8_K_x86, dot_q3_K_avx2},
         {lw__vec_dot_iq4_xs_q8_K_x86, dot_iq4_xs_avx2},
         {lw__vec_dot_q4_K_q8_K_x86_repack, dot_q4_K_repack_avx2},

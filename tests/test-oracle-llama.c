@@ -14,6 +14,7 @@
  * mismatching library before using it. */
 #include "cpu/engine-ops.h"
 #include "model/engine.h"
+#include "synth/synth.h"
 #include "test.h"
 #include "engine-synth.h"
 
@@ -378,6 +379,21 @@ int main(void) {
         CHECK_MSG(synth_write(path, &sp) == 0, "writing %s", path);
         compare_model(path, "synth-gemma3-f16.gguf", once, 5, 32, -1, 1e-3);
         compare_model(path, "synth-gemma3-f16.gguf", longp, 100, 8, -1, 1e-3);
+    }
+    /* llama 3 RoPE frequency factors (rope_freqs.weight, as llama-3.2-1b / llama-3.1-8b files have): made by
+     * src/synth with an original context of 64 so that most of the 32 pairs of a 64-wide head get a factor
+     * (8 for the slow ones, smoothed in between) and the angles of the first 100 positions really change */
+    {
+        lw__synth_preset rp = {.name = "oracle-llama3-rope", .arch = "llama", .n_embd = 256, .n_layer = 2,
+                               .n_head = 4, .n_head_kv = 2, .n_ff = 512, .n_ctx_train = 2048, .rope_base = 10000.f,
+                               .rms_eps = 1e-5f, .llama3_factor = 8.f, .llama3_low = 1.f, .llama3_high = 4.f,
+                               .llama3_orig_ctx = 64};
+        lw__synth_params sp = {.custom = &rp, .type = "f16", .vocab_path = "builtin", .seed = 61, .n_vocab = 512};
+        char err[LW_ERRMSG_SIZE];
+        synth_path(path, sizeof(path), "synth-llama3-rope-f16.gguf");
+        CHECK_MSG(lw__synth_write(&sp, path, NULL, NULL, err) == LW_OK, "writing %s: %s", path, err);
+        compare_model(path, "synth-llama3-rope-f16.gguf", once, 5, 32, -1, 1e-3);
+        compare_model(path, "synth-llama3-rope-f16.gguf", longp, 100, 8, -1, 1e-3);
     }
     /* flash attention off in both (node-llama-cpp's flashAttention: false) */
     flash_attn = 0;

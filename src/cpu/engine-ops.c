@@ -392,6 +392,8 @@ static void op_rope(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const int mode = nd->ip[3];
     const float freq_base = nd->fp[0], freq_scale = nd->fp[1];
     const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
+    /* frequency factors (llama 3): ggml divides the extrapolated angle by them before scaling */
+    const float *ff = nd->src[1] >= 0 ? (const float *)ex->g->t[nd->src[1]].data : NULL;
     float *cache = ex->thread_scratch + (size_t)ith * ex->thread_floats; /* hd floats: cos, sin pairs */
     int64_t r0, r1;
     split(n_rows(ex, dst), ith, nth, &r0, &r1);
@@ -399,7 +401,8 @@ static void op_rope(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
         /* the sin/cos table of this position, as ggml_rope_cache_init (no YaRN: ext_factor 0, mscale 1) */
         float theta = (float)(ex->pos0 + r);
         for (int64_t i0 = 0; i0 < hd; i0 += 2) {
-            const float th = freq_scale * theta;
+            /* pairs past n_rot are copied, not rotated: their table entries are unused (and have no factor) */
+            const float th = freq_scale * (ff && i0 < n_rot ? theta / ff[i0 / 2] : theta);
             cache[i0] = cosf(th);
             cache[i0 + 1] = sinf(th);
             theta *= theta_scale;

@@ -18,7 +18,8 @@ typedef enum lw__op {
     LW_OP_MUL_MAT,     /* dst[t] = src0 (weight, ne1 x ne0) . src1[t]                                  */
     LW_OP_ADD,         /* dst = src0 + src1 (src1 may be a single row: broadcast bias)                 */
     LW_OP_ROPE,        /* rotate src0 per head: ip[0] heads, ip[1] head dim, ip[2] rotated dims,
-                          ip[3] mode (LW_ROPE_*); fp[0] freq base, fp[1] freq scale                     */
+                          ip[3] mode (LW_ROPE_*); fp[0] freq base, fp[1] freq scale; src1 (optional,
+                          f32 weight of ip[2]/2): frequency factors dividing each pair's angle          */
     LW_OP_KV_STORE,    /* copy src0 rows into the KV cache of layer ip[0] (ip[1]: 0 = K, 1 = V)       */
     LW_OP_ATTN,        /* causal attention of src0 (Q) over layer ip[0]'s cache: ip[1] heads,
                           ip[2] KV heads, ip[3] head dim; fp[0] scale                                  */

@@ -35,9 +35,10 @@ int32_t lw__add_bias(lw__graph *g, const char *name, int32_t x, const lw__wt *b,
 }
 
 int32_t lw__rope(lw__graph *g, const lw__hparams *hp, const char *name, int32_t x, int64_t n_head, float freq_base,
-                 float freq_scale) {
+                 float freq_scale, const lw__wt *freq_factors) {
     lw__node *n;
-    int32_t d = lw__op_node(g, LW_OP_ROPE, name, n_head * hp->n_embd_head_k, LW_ROWS_TOKENS, x, -1, &n);
+    const int32_t ff = freq_factors ? lw__W(g, freq_factors) : -1;
+    int32_t d = lw__op_node(g, LW_OP_ROPE, name, n_head * hp->n_embd_head_k, LW_ROWS_TOKENS, x, ff, &n);
     if (n) {
         n->ip[0] = (int32_t)n_head;
         n->ip[1] = (int32_t)hp->n_embd_head_k;

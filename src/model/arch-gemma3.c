@@ -29,8 +29,8 @@ lw_status lw__build_gemma3(const lw_model *m, lw__graph *g, int32_t *logits) {
         k = lw__rms_norm(g, "Kcur_normed", k, lw__W(g, &L->k_norm), KD, HD, hp->rms_eps, LW_ROWS_TOKENS);
         const float base = swa ? hp->rope_freq_base_swa : hp->rope_freq_base;
         const float fscale = swa ? 1.0f : hp->rope_freq_scale;
-        q = lw__rope(g, hp, "Qcur", q, hp->n_head, base, fscale);
-        k = lw__rope(g, hp, "Kcur", k, hp->n_head_kv, base, fscale);
+        q = lw__rope(g, hp, "Qcur", q, hp->n_head, base, fscale, NULL);
+        k = lw__rope(g, hp, "Kcur", k, hp->n_head_kv, base, fscale, NULL);
         q = lw__scale(g, "Qcur_scaled", q, QD, LW_ROWS_TOKENS, q_scale);
 
         if ((n = lw__graph_node(g, LW_OP_KV_STORE, -1, k, -1, -1))) n->ip[0] = (int32_t)il, n->ip[1] = 0;

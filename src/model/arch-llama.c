@@ -26,8 +26,8 @@ lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits) {
         int32_t v = lw__add_bias(g, "Vcur_b", lw__mul_mat(g, "Vcur", &L->wv, cur, LW_ROWS_TOKENS), &L->bv, KD);
         if (L->q_norm.data) q = lw__rms_norm(g, "Qcur_normed", q, lw__W(g, &L->q_norm), QD, HD, hp->rms_eps, LW_ROWS_TOKENS);
         if (L->k_norm.data) k = lw__rms_norm(g, "Kcur_normed", k, lw__W(g, &L->k_norm), KD, HD, hp->rms_eps, LW_ROWS_TOKENS);
-        q = lw__rope(g, hp, "Qcur_rope", q, hp->n_head, hp->rope_freq_base, hp->rope_freq_scale);
-        k = lw__rope(g, hp, "Kcur_rope", k, hp->n_head_kv, hp->rope_freq_base, hp->rope_freq_scale);
+        q = lw__rope(g, hp, "Qcur_rope", q, hp->n_head, hp->rope_freq_base, hp->rope_freq_scale, &m->rope_freqs);
+        k = lw__rope(g, hp, "Kcur_rope", k, hp->n_head_kv, hp->rope_freq_base, hp->rope_freq_scale, &m->rope_freqs);
         if (m->arch->q_prescale) {
             q = lw__op_node(g, LW_OP_SCALE, "Qcur_scaled", QD, LW_ROWS_TOKENS, q, -1, &n);
             if (n) n->fp[0] = 1.0f / sqrtf((float)HD);

@@ -191,7 +191,8 @@ static lw_status bind_all(binder *b) {
     if ((st = bind(b, &m->tok_embd, "token_embd.weight", E, V, 'e', 1)) ||
         (st = bind(b, &m->output_norm, "output_norm.weight", E, 0, 'v', 1)) ||
         (st = bind(b, &m->output, "output.weight", E, V, 'm', 0)) ||
-        (st = bind(b, &m->output_b, "output.bias", V, 0, 'v', 0)))
+        (st = bind(b, &m->output_b, "output.bias", V, 0, 'v', 0)) ||
+        (st = bind(b, &m->rope_freqs, "rope_freqs.weight", hp->n_rot / 2, 0, 'v', 0)))
         return st;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         lw__layer *L = &m->layers[il];

@@ -95,6 +95,8 @@ struct lw_model {
     lw__wt output_norm;          /* [n_embd]                                              */
     lw__wt output;               /* [n_vocab rows of n_embd]; token_embd when tied        */
     lw__wt output_b;             /* optional [n_vocab] bias (qwen2)                       */
+    lw__wt rope_freqs;           /* optional [n_rot/2] RoPE frequency factors (llama 3.1+):
+                                    theta of dim pair i is divided by rope_freqs[i]          */
     lw__layer *layers;           /* n_layer blocks                                        */
     void *weights;               /* the one weight allocation (aligned start)             */
     void *weights_raw;           /* what the allocator returned (freed)                   */

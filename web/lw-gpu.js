@@ -30,7 +30,8 @@ var LibraryLwGpu = {
     error: null,         // first asynchronous error (sticky)
     chunkBytes: 8 << 20, // host-source streaming chunk
     staging: [],         // free MAP_READ staging buffers [{buf, size}]
-    counters: { buffers: 0, pipelines: 0, bindGroups: 0, dispatches: 0, submits: 0, bytesWritten: 0, bytesStreamed: 0, bytesRead: 0 },
+    // what was created and done, so tests can prove a step creates nothing (invariant 2)
+    counters: { buffers: 0, stagingBuffers: 0, pipelines: 0, bindGroups: 0, dispatches: 0, submits: 0, bytesWritten: 0, bytesStreamed: 0, bytesRead: 0 },
 
     // Requests an adapter + device with every feature the kernels can use and the adapter's max limits.
     requestDevice: async function (gpu, adapterOptions) {
@@ -167,6 +168,7 @@ var LibraryLwGpu = {
         if (LwGpu.staging[i].size >= size) return LwGpu.staging.splice(i, 1)[0];
       }
       const s = Math.max(256, Math.ceil(size / 256) * 256);
+      LwGpu.counters.stagingBuffers++;
       return { size: s, buf: LwGpu.device.createBuffer({ size: s, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'lw staging' }) };
     },
 

@@ -58,6 +58,7 @@ typedef struct lw_wasm_matvec {
     lw_gpu_buffer bw, bx, by, bp; /* weights, x, y, params                            */
     lw_gpu_pipeline pipe;         /* pipeline of the last run                           */
     lw_gpu_bind_group group;      /* its bind group                                     */
+    lw__gpu_pipeline_cache cache; /* pipelines by variant: each is compiled once          */
     char err[LW_ERRMSG_SIZE];     /* why the last call failed                           */
 } lw_wasm_matvec;
 
@@ -72,6 +73,7 @@ static float rnd(uint32_t *s) {
 EMSCRIPTEN_KEEPALIVE void lw_wasm_matvec_free(lw_wasm_matvec *m) {
     if (!m) return;
     if (m->gpu.ops) m->gpu.ops->destroy(m->gpu.ctx);
+    lw__gpu_cache_free(&m->cache);
     free(m->wq);
     free(m->x);
     free(m->y_ref);
@@ -84,6 +86,7 @@ EMSCRIPTEN_KEEPALIVE void lw_wasm_matvec_free(lw_wasm_matvec *m) {
 EMSCRIPTEN_KEEPALIVE lw_wasm_matvec *lw_wasm_matvec_new(int type, int rows, int k, uint32_t seed) {
     lw_wasm_matvec *m = calloc(1, sizeof *m);
     if (!m) return NULL;
+    lw__gpu_cache_init(&m->cache, NULL);
     m->type = (uint32_t)type;
     m->rows = rows;
     m->k = k;
@@ -194,7 +197,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
     if ((st = o->buffer_write(c, m->by, 0, m->y, (uint64_t)m->rows * 4)) != LW_OK ||
         (st = o->buffer_write(c, m->bp, 0, &p, sizeof p)) != LW_OK)
         return lw__errorf(m->err, st, "writing y/params failed");
-    if ((st = lw__gpu_matvec_pipeline(&m->gpu, NULL, NULL, &v, &m->info, &m->pipe, m->err)) != LW_OK)
+    if ((st = lw__gpu_matvec_pipeline(&m->gpu, &m->cache, NULL, &v, &m->info, &m->pipe, m->err)) != LW_OK)
         return st;
     lw_gpu_bind b[LW_GPU_MATVEC_BINDINGS] = {{m->bw, 0, 0}, {m->bx, 0, 0}, {m->by, 0, 0}, {m->bp, 0, 0}};
     if ((st = o->bind_group_create(c, m->pipe, b, LW_GPU_MATVEC_BINDINGS, &m->group)) != LW_OK)
@@ -225,7 +228,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int su
                                   m->err)) != LW_OK)
         return st;
     lw_gpu_pipeline pipe;
-    if ((st = lw__gpu_matvec_pipeline(&m->gpu, NULL, NULL, &v, &m->info, &pipe, m->err)) != LW_OK) return st;
+    if ((st = lw__gpu_matvec_pipeline(&m->gpu, &m->cache, NULL, &v, &m->info, &pipe, m->err)) != LW_OK)
+        return st;
     if (pipe != m->pipe || !m->group) {
         m->pipe = pipe;
         if ((st = o->buffer_write(c, m->bp, 0, &p, sizeof p)) != LW_OK)
@@ -235,7 +239,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int su
             return lw__errorf(m->err, st, "bind group");
     }
     for (int i = 0; i < iters; i++) o->dispatch(c, m->pipe, m->group, 0, grid[0], grid[1], grid[2]);
-    if ((st = o->submit(c)) != LW_OK) return lw__errorf(m->err, st, "submit failed");
+    /* read() appends its copy to the recording and submits both: one queue submission per step */
     return o->read(c, m->by, 0, m->y, (uint64_t)m->rows * 4);
 }
 

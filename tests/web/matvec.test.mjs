@@ -110,6 +110,34 @@ test('closing one HAL context leaves the objects of another alone', { skip }, as
   }
 });
 
+test('steps after warm-up create no GPU objects (invariant 2)', { skip }, async () => {
+  const h = M._lw_wasm_matvec_new(TYPES.Q4_0, 64, 256, 4);
+  try {
+    assert.equal(M._lw_wasm_matvec_upload(h, 0), 0);
+    await M.lwGpu.settle();
+    // warm-up: the variant's pipeline + bind group, the read-back staging buffer
+    assert.equal(M._lw_wasm_matvec_bench(h, 0, 0, 64, 1, 0, 1), 0);
+    assert.equal(await M.lwGpu.settle(), null);
+    const before = { ...M.lwGpu.counters };
+    for (let step = 0; step < 5; step++) {
+      assert.equal(M._lw_wasm_matvec_bench(h, 0, 0, 64, 1, 0, 3), 0, M.UTF8ToString(M._lw_wasm_matvec_error(h)));
+      assert.equal(await M.lwGpu.settle(), null);
+    }
+    const c = M.lwGpu.counters;
+    assert.equal(c.buffers, before.buffers);
+    assert.equal(c.stagingBuffers, before.stagingBuffers);
+    assert.equal(c.pipelines, before.pipelines);
+    assert.equal(c.bindGroups, before.bindGroups);
+    assert.equal(c.dispatches - before.dispatches, 15);
+    assert.equal(c.submits - before.submits, 5);
+    assert.equal(c.bytesRead - before.bytesRead, 5 * 64 * 4);
+    const nmse = M._lw_wasm_matvec_nmse(h);
+    assert.ok(nmse >= 0 && nmse < BOUND.f32, `nmse ${nmse}`);
+  } finally {
+    M._lw_wasm_matvec_free(h);
+  }
+});
+
 test('a broken variant is reported, not crashed on', { skip }, async () => {
   const h = M._lw_wasm_matvec_new(TYPES.Q4_0, 4, 32, 1);
   try {

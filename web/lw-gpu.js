@@ -122,6 +122,10 @@ var LibraryLwGpu = {
       const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
       return { size: u8.length, read: async (off, len) => u8.subarray(off, off + len) };
     },
+    // A source over a Blob or File (a user's file, an OPFS getFile()): each chunk is read on demand.
+    blobSource: function (blob) {
+      return { size: blob.size, read: async (off, len) => new Uint8Array(await blob.slice(off, off + len).arrayBuffer()) };
+    },
 
     endPass: function () {
       if (LwGpu.pass) { LwGpu.pass.end(); LwGpu.pass = null; }
@@ -153,8 +157,9 @@ var LibraryLwGpu = {
 
     stream: async function (buf, offset, src, srcOffset, size) {
       let done = 0;
+      const step = Math.max(4, LwGpu.chunkBytes - (LwGpu.chunkBytes % 4)); // keeps every offset 4-aligned
       while (done < size) {
-        const len = Math.min(LwGpu.chunkBytes, size - done);
+        const len = Math.min(step, size - done);
         const bytes = await src.read(srcOffset + done, len);
         if (!bytes || bytes.length !== len) throw new Error('host source returned ' + (bytes ? bytes.length : 0) + ' of ' + len + ' bytes');
         LwGpu.write(buf, offset + done, bytes);

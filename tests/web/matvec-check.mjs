@@ -12,7 +12,7 @@ function fail(M, h, what) {
 }
 
 // Returns the NMSE of one run; throws with C's or the GPU's message on failure.
-export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: perWg = 1, blocks = 0, seed = 1, viaHost = false } = {}) {
+export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: perWg = 1, blocks = 0, seed = 1, viaHost = false, chunk = 0 } = {}) {
   const h = M._lw_wasm_matvec_new(typeId, rows, k, seed);
   if (!h) throw new Error('out of memory');
   let src = 0;
@@ -21,7 +21,9 @@ export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64,
     if (viaHost) {
       // the weight bytes leave the heap once, into a JS-side source; C then streams them into the buffer
       const p = M._lw_wasm_matvec_weights(h), n = M._lw_wasm_matvec_weights_size(h);
-      src = M.lwGpu.addSource(M.lwGpu.bytesSource(M.HEAPU8.slice(p, p + n)));
+      const bytes = M.HEAPU8.slice(p, p + n);
+      src = M.lwGpu.addSource(viaHost === 'blob' ? M.lwGpu.blobSource(new Blob([bytes])) : M.lwGpu.bytesSource(bytes));
+      if (chunk) M.lwGpu.chunkBytes = chunk;
     }
     // load phase: uploads (a streamed one completes asynchronously), then a step boundary
     if (M._lw_wasm_matvec_upload(h, src) !== 0) fail(M, h, 'upload');
@@ -34,6 +36,7 @@ export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64,
     if (!(nmse >= 0)) fail(M, h, 'check');
     return nmse;
   } finally {
+    M.lwGpu.chunkBytes = 8 << 20;
     if (src) M.lwGpu.removeSource(src);
     M._lw_wasm_matvec_free(h);
   }

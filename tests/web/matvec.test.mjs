@@ -79,6 +79,10 @@ test('weights streamed from a host source (not through the wasm heap) give the s
     assert.ok(b < BOUND.f32, `${type}: nmse ${b}`);
     assert.equal(a, b, `${type}: heap upload ${a} vs streamed ${b}`);
   }
+  // from a Blob (a File in the browser), in many small chunks (1001 bytes asked: rounded to 1000)
+  const a = await matvec('Q4_0', 33, 512, { seed: 3 });
+  const b = await matvec('Q4_0', 33, 512, { seed: 3, viaHost: 'blob', chunk: 1001 });
+  assert.equal(a, b, `heap upload ${a} vs Blob in 1000-byte chunks ${b}`);
   // an odd byte count (Q4_0 blocks are 18 bytes: 3 blocks = 54) is padded to a multiple of 4 on upload
   const odd = await matvec('Q4_0', 3, 32, { seed: 5, viaHost: true });
   assert.ok(odd < BOUND.f32, `odd-sized weights: nmse ${odd}`);

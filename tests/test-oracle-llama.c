@@ -395,6 +395,25 @@ int main(void) {
         compare_model(path, "synth-llama3-rope-f16.gguf", once, 5, 32, -1, 1e-3);
         compare_model(path, "synth-llama3-rope-f16.gguf", longp, 100, 8, -1, 1e-3);
     }
+    /* gemma2: the tiny-gemma2 preset of src/synth (sliding window of 16 on block 0, global block 1, post
+     * norms, heads of 32 on a width of 64) with tighter soft-caps than its 50 (scores) and 30 (logits), so
+     * that both really bend the values of random weights; on the exact builds the logits must be identical
+     * (leaving either cap out moves them by 4e-4 .. 7e-3 of the range even with the preset's caps) */
+    const double gtol = ll.exact ? 1e-6 : 1e-3;
+    if (lw__synth_preset_find("tiny-gemma2")) {
+        lw__synth_preset g2 = *lw__synth_preset_find("tiny-gemma2");
+        g2.name = "oracle-gemma2";
+        g2.attn_softcap = 2.0f;
+        g2.final_softcap = 3.0f;
+        lw__synth_params sp = {.custom = &g2, .type = "f16", .vocab_path = "builtin", .seed = 71, .n_vocab = 512};
+        char err[LW_ERRMSG_SIZE];
+        synth_path(path, sizeof(path), "synth-gemma2-f16.gguf");
+        CHECK_MSG(lw__synth_write(&sp, path, NULL, NULL, err) == LW_OK, "writing %s: %s", path, err);
+        compare_model(path, "synth-gemma2-f16.gguf", once, 5, 32, -1, gtol);
+        compare_model(path, "synth-gemma2-f16.gguf", longp, 100, 8, -1, gtol);
+    } else {
+        CHECK_MSG(0, "src/synth has no tiny-gemma2 preset");
+    }
     /* flash attention off in both (node-llama-cpp's flashAttention: false) */
     flash_attn = 0;
     printf("-- flash attention off --\n");
@@ -407,6 +426,9 @@ int main(void) {
     if (!light) compare_model(path, "synth-qwen3-f16.gguf (no FA)", longp, 100, 8, -1, 1e-3);
     synth_path(path, sizeof(path), "synth-gemma3-f16.gguf");
     compare_model(path, "synth-gemma3-f16.gguf (no FA)", longp, 100, 8, -1, 1e-3);
+    synth_path(path, sizeof(path), "synth-gemma2-f16.gguf");
+    compare_model(path, "synth-gemma2-f16.gguf (no FA)", once, 5, 16, -1, gtol);
+    compare_model(path, "synth-gemma2-f16.gguf (no FA)", longp, 100, 8, -1, gtol);
     flash_attn = 1;
 
     /* quantized weights: quant-dot's emulations of ggml's x86 kernels, including the ones llama.cpp uses for

@@ -482,7 +482,7 @@ static size_t fa_tiled_floats(int64_t D) {
 static void op_attn_tiled(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *q = &ex->g->t[nd->src[0]];
     const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3], nt = n_rows(ex, q);
-    const float scale = nd->fp[0];
+    const float softcap = nd->fp[1], scale = softcap != 0.0f ? nd->fp[0] / softcap : nd->fp[0]; /* as one-chunk */
     const int f16 = ex->kv_type == LW_TYPE_F16;
     const size_t rb = row_size(ex->kv_type, ex->kv_row);
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
@@ -518,7 +518,9 @@ static void op_attn_tiled(const lw__exec *ex, const lw__node *nd, int ith, int n
                 K->fa_kq(D, Kt, row_f32(q, t0 + r) + h * D, kq);
                 float tile_max = -INFINITY;
                 for (int64_t j = 0; j < FA_TILE; j++) {
-                    kq[j] = j < m && c0 + j >= lo ? kq[j] * scale : -INFINITY;
+                    /* ggml: scale, tanh and the soft-cap over the tile, then the mask (0 or -inf) */
+                    kq[j] = j < m && c0 + j >= lo ? (softcap != 0.0f ? tanhf(kq[j] * scale) * softcap : kq[j] * scale)
+                                                  : -INFINITY;
                     tile_max = kq[j] > tile_max ? kq[j] : tile_max;
                 }
                 float *acc = vkq + r * D;
@@ -557,7 +559,7 @@ static int64_t classic_pad(int64_t used, int64_t n_ctx) {
 static void op_attn_classic(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *q = &ex->g->t[nd->src[0]];
     const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3];
-    const float scale = nd->fp[0];
+    const float scale = nd->fp[0], softcap = nd->fp[1], inv_cap = softcap != 0.0f ? 1.0f / softcap : 0.0f;
     const int f16 = ex->kv_type == LW_TYPE_F16;
     const size_t rb = row_size(ex->kv_type, ex->kv_row);
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
@@ -586,8 +588,11 @@ static void op_attn_classic(const lw__exec *ex, const lw__node *nd, int ith, int
                 continue;
             }
             const uint8_t *kr = kc + (size_t)c * rb;
-            kq[c] = dk(D, f16 ? (const void *)((const uint16_t *)kr + hk * D) : (const void *)((const float *)kr + hk * D),
-                       f16 ? (const void *)q16 : (const void *)qr) * scale + 0.0f;
+            float s = dk(D, f16 ? (const void *)((const uint16_t *)kr + hk * D) : (const void *)((const float *)kr + hk * D),
+                         f16 ? (const void *)q16 : (const void *)qr);
+            /* llama.cpp soft-caps KQ (scale 1/c, tanh, scale c) before ggml_soft_max_ext scales it */
+            if (softcap != 0.0f) s = tanhf(s * inv_cap) * softcap;
+            kq[c] = s * scale + 0.0f;
             mx = kq[c] > mx ? kq[c] : mx;
         }
         /* ggml_vec_soft_max_f32 (16-lane blocks, then scalar expf), then 1/sum in double */
@@ -625,7 +630,9 @@ static void op_attn_classic(const lw__exec *ex, const lw__node *nd, int ith, int
 static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *q = &ex->g->t[nd->src[0]];
     const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3];
-    const float scale = nd->fp[0];
+    const float softcap = nd->fp[1];
+    /* ggml_flash_attn_ext folds the soft-cap into the scale: s = c * tanh(s * (scale / c)) */
+    const float scale = softcap != 0.0f ? nd->fp[0] / softcap : nd->fp[0];
     const int f16 = ex->kv_type == LW_TYPE_F16;
     const lw__cpu_kernels *K = ex->kern;
     if (!ex->flash_attn) {
@@ -661,6 +668,7 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
             const uint8_t *kr = kc + (size_t)ic * rb, *vr = vc + (size_t)ic * rb;
             float s = f16 ? K->dot_f16(D, (const uint16_t *)kr + hk * D, q16) : K->dot_f32(D, (const float *)kr + hk * D, qr);
             s = s * scale;
+            if (softcap != 0.0f) s = softcap * tanhf(s);
             const float Mold = M;
             float ms = 1.0f, vs = 1.0f;
             if (s > M) {
@@ -707,6 +715,20 @@ static void op_scale(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     }
 }
 
+/* Soft-capping as llama.cpp builds it: ggml_scale by 1/c, ggml_tanh (libm tanhf per element), ggml_scale
+ * by c; each step rounds to f32, as here. */
+static void op_softcap(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *x = &ex->g->t[nd->src[0]];
+    const float inv = nd->fp[0], c = nd->fp[1];
+    int64_t r0, r1;
+    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *a = row_f32(x, r);
+        float *y = row_f32(dst, r);
+        for (int64_t i = 0; i < dst->ne0; i++) y[i] = tanhf(a[i] * inv) * c;
+    }
+}
+
 /* GELU as ggml's table (ggml_table_gelu_f16): the tanh approximation of the f16-rounded input, rounded
  * to f16; the multiply-add inside is fused as ggml's compiled table set-up fuses it. */
 float lw__cpu_gelu_f16(uint16_t h) {
@@ -734,7 +756,7 @@ static const op_fn op_table[LW_OP_COUNT] = {
     [LW_OP_GET_ROWS] = op_get_rows, [LW_OP_RMS_NORM] = op_rms_norm, [LW_OP_MUL_MAT] = op_mul_mat,
     [LW_OP_ADD] = op_add,           [LW_OP_ROPE] = op_rope,         [LW_OP_KV_STORE] = op_kv_store,
     [LW_OP_ATTN] = op_attn,         [LW_OP_SWIGLU] = op_swiglu,     [LW_OP_OUT_ROWS] = op_out_rows,
-    [LW_OP_SCALE] = op_scale,       [LW_OP_GEGLU] = op_geglu,
+    [LW_OP_SCALE] = op_scale,       [LW_OP_GEGLU] = op_geglu,       [LW_OP_SOFTCAP] = op_softcap,
 };
 
 /* ---------------------------------------------------------------------------------------------------------

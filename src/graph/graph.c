@@ -16,7 +16,7 @@ static const char *const op_names[LW_OP_COUNT] = {
     [LW_OP_GET_ROWS] = "get_rows", [LW_OP_RMS_NORM] = "rms_norm", [LW_OP_MUL_MAT] = "mul_mat",
     [LW_OP_ADD] = "add",           [LW_OP_ROPE] = "rope",         [LW_OP_KV_STORE] = "kv_store",
     [LW_OP_ATTN] = "attn",         [LW_OP_SWIGLU] = "swiglu",     [LW_OP_OUT_ROWS] = "out_rows",
-    [LW_OP_SCALE] = "scale",       [LW_OP_GEGLU] = "geglu",
+    [LW_OP_SCALE] = "scale",       [LW_OP_GEGLU] = "geglu",       [LW_OP_SOFTCAP] = "softcap",
 };
 
 const char *lw__op_name(lw__op op) {

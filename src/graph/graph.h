@@ -22,11 +22,13 @@ typedef enum lw__op {
                           f32 weight of ip[2]/2): frequency factors dividing each pair's angle          */
     LW_OP_KV_STORE,    /* copy src0 rows into the KV cache of layer ip[0] (ip[1]: 0 = K, 1 = V)       */
     LW_OP_ATTN,        /* causal attention of src0 (Q) over layer ip[0]'s cache: ip[1] heads,
-                          ip[2] KV heads, ip[3] head dim; fp[0] scale                                  */
+                          ip[2] KV heads, ip[3] head dim; fp[0] scale; fp[1] score soft-cap c (scores
+                          become c * tanh(s / c); 0: none)                                             */
     LW_OP_SWIGLU,      /* dst = silu(src0) * src1                                                       */
     LW_OP_OUT_ROWS,    /* dst = the rows of src0 that produce outputs (all, or the last)                */
     LW_OP_SCALE,       /* dst = src0 * fp[0]                                                            */
     LW_OP_GEGLU,       /* dst = gelu(src0) * src1 (ggml's f16-table GELU)                               */
+    LW_OP_SOFTCAP,     /* dst = tanh(src0 * fp[0]) * fp[1] (ggml's scale, tanh, scale: soft-capping)      */
     LW_OP_COUNT
 } lw__op;
 

@@ -1,16 +1,20 @@
-/* Graph builder for Gemma 3 (llama.cpp's models/gemma3.cpp): embeddings scaled by sqrt(n_embd); blocks of
- * RMSNorm -> attention (per-head Q/K RMSNorm, NeoX RoPE, Q scaled by 1/sqrt(head), sliding window on all
- * but every period-th block, which also has its own RoPE base) -> post-attention RMSNorm -> residual ->
- * RMSNorm -> GELU-gated FFN -> post-FFN RMSNorm -> residual. */
+/* Graph builder for Gemma 2 and Gemma 3 (llama.cpp's models/gemma2.cpp, gemma3.cpp): embeddings scaled by
+ * sqrt(n_embd); blocks of RMSNorm -> attention (gemma3: per-head Q/K RMSNorm; NeoX RoPE, Q scaled by
+ * 1/sqrt(head), sliding window on all but every period-th block, which also has its own RoPE base; gemma2:
+ * scores soft-capped) -> post-attention RMSNorm -> residual -> RMSNorm -> GELU-gated FFN -> post-FFN
+ * RMSNorm -> residual; logits soft-capped when the model says so (always for gemma2). */
 #include "model/arch-common.h"
 
 #include <math.h>
+#include <string.h>
 
-lw_status lw__build_gemma3(const lw_model *m, lw__graph *g, int32_t *logits) {
+lw_status lw__build_gemma(const lw_model *m, lw__graph *g, int32_t *logits) {
     const lw__hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, HD = hp->n_embd_head_k, QD = (int64_t)hp->n_head * HD, KD = (int64_t)hp->n_head_kv * HD;
-    /* llama.cpp: 1/sqrt(head size), except the 62-block (27B) model's 1/sqrt(n_embd / n_head) */
-    const float q_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head)) : 1.0f / sqrtf((float)HD);
+    const int gemma3 = !strcmp(m->arch->name, "gemma3");
+    /* llama.cpp: 1/sqrt(head size), except the 27B models' (gemma2: 46 blocks, gemma3: 62) 1/sqrt(n_embd / n_head) */
+    const float q_scale = hp->n_layer == (gemma3 ? 62u : 46u) ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
+                                                             : 1.0f / sqrtf((float)HD);
     lw__node *n;
 
     g->cur_layer = -1;
@@ -25,10 +29,12 @@ lw_status lw__build_gemma3(const lw_model *m, lw__graph *g, int32_t *logits) {
         int32_t q = lw__add_bias(g, "Qcur_b", lw__mul_mat(g, "Qcur", &L->wq, cur, LW_ROWS_TOKENS), &L->bq, QD);
         int32_t k = lw__add_bias(g, "Kcur_b", lw__mul_mat(g, "Kcur", &L->wk, cur, LW_ROWS_TOKENS), &L->bk, KD);
         int32_t v = lw__add_bias(g, "Vcur_b", lw__mul_mat(g, "Vcur", &L->wv, cur, LW_ROWS_TOKENS), &L->bv, KD);
-        q = lw__rms_norm(g, "Qcur_normed", q, lw__W(g, &L->q_norm), QD, HD, hp->rms_eps, LW_ROWS_TOKENS);
-        k = lw__rms_norm(g, "Kcur_normed", k, lw__W(g, &L->k_norm), KD, HD, hp->rms_eps, LW_ROWS_TOKENS);
+        if (gemma3) {
+            q = lw__rms_norm(g, "Qcur_normed", q, lw__W(g, &L->q_norm), QD, HD, hp->rms_eps, LW_ROWS_TOKENS);
+            k = lw__rms_norm(g, "Kcur_normed", k, lw__W(g, &L->k_norm), KD, HD, hp->rms_eps, LW_ROWS_TOKENS);
+        }
         const float base = swa ? hp->rope_freq_base_swa : hp->rope_freq_base;
-        const float fscale = swa ? 1.0f : hp->rope_freq_scale;
+        const float fscale = swa ? hp->rope_freq_scale_swa : hp->rope_freq_scale;
         q = lw__rope(g, hp, "Qcur", q, hp->n_head, base, fscale, NULL);
         k = lw__rope(g, hp, "Kcur", k, hp->n_head_kv, base, fscale, NULL);
         q = lw__scale(g, "Qcur_scaled", q, QD, LW_ROWS_TOKENS, q_scale);
@@ -42,6 +48,7 @@ lw_status lw__build_gemma3(const lw_model *m, lw__graph *g, int32_t *logits) {
             n->ip[2] = (int32_t)hp->n_head_kv;
             n->ip[3] = (int32_t)HD;
             n->fp[0] = 1.0f; /* Q is already scaled */
+            n->fp[1] = hp->attn_softcap;
             n->swa = swa ? (int32_t)hp->n_swa : 0;
         }
         cur = lw__mul_mat(g, "attn_out", &L->wo, cur, LW_ROWS_TOKENS);
@@ -65,12 +72,17 @@ lw_status lw__build_gemma3(const lw_model *m, lw__graph *g, int32_t *logits) {
     }
     g->cur_layer = -1;
     int32_t cur = lw__rms_norm(g, "result_norm", inpL, lw__W(g, &m->output_norm), E, 0, hp->rms_eps, LW_ROWS_OUTPUTS);
-    int32_t out = lw__mul_mat(g, "result_output", &m->output, cur, LW_ROWS_OUTPUTS);
+    const float cap = hp->final_softcap;
+    int32_t out = lw__mul_mat(g, cap != 0.0f ? "result_output_raw" : "result_output", &m->output, cur, LW_ROWS_OUTPUTS);
     if (out >= 0 && m->output.data == m->tok_embd.data) g->t[g->nodes[g->n_nodes - 1].src[0]].plain = 1;
+    if (cap != 0.0f) {
+        out = lw__op_node(g, LW_OP_SOFTCAP, "result_output", hp->n_vocab, LW_ROWS_OUTPUTS, out, -1, &n);
+        if (n) n->fp[0] = 1.0f / cap, n->fp[1] = cap;
+    }
     if (g->status != LW_OK) return g->status;
     /* every block needs its norms: refuse files without them rather than compute something else */
     for (uint32_t il = 0; il < hp->n_layer; il++)
-        if (!m->layers[il].q_norm.data || !m->layers[il].k_norm.data || !m->layers[il].attn_post_norm.data ||
+        if ((gemma3 && (!m->layers[il].q_norm.data || !m->layers[il].k_norm.data)) || !m->layers[il].attn_post_norm.data ||
             !m->layers[il].ffn_post_norm.data)
             return LW_ERR_NOT_FOUND;
     g->t[out].kind = LW_T_OUTPUT;

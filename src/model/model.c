@@ -5,6 +5,7 @@
 
 #include "cpu/engine-ops.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,7 +18,9 @@ static const lw__arch_def arch_table[] = {
     {"qwen2", LW_ROPE_NEOX, lw__build_llama, 0}, /* + Q/K/V biases, optional output bias        */
     {"qwen3", LW_ROPE_NEOX, lw__build_llama, 0}, /* + per-head Q/K RMSNorm before RoPE          */
     {"phi3", LW_ROPE_NEOX, lw__build_llama, 1},  /* fused QKV and gate|up tensors, Q prescaled  */
-    {"gemma3", LW_ROPE_NEOX, lw__build_gemma3, 1}, /* own builder: GELU, post norms, sliding window */
+    {"gemma2", LW_ROPE_NEOX, lw__build_gemma, 1}, /* own builder: GELU, post norms, sliding window,
+                                                     soft-capped scores and logits               */
+    {"gemma3", LW_ROPE_NEOX, lw__build_gemma, 1}, /* the same with per-head Q/K norms            */
 };
 
 #define WEIGHT_ALIGN 64 /* every tensor starts on a cache line (and a SIMD load boundary) */
@@ -103,17 +106,25 @@ static lw_status load_hparams(lw_model *m) {
     }
     if (factor > 0.0f && (!stype || !strcmp(stype, "linear"))) hp->rope_freq_scale = 1.0f / factor;
     hp->rope_type = m->arch->rope_type;
-    /* sliding-window attention (gemma3): window, period of full-context blocks, their own RoPE base */
-    if ((st = hp_u32(m, "attention.sliding_window", 0, 0, &hp->n_swa))) return st;
-    if ((st = hp_u32(m, "attention.sliding_window_pattern", 0, 6, &hp->swa_period))) return st;
-    hp->rope_freq_base_swa = 10000.0f;
-    if (hp->n_swa && (st = hp_f32(m, "rope.freq_base_swa", 0, 10000.0f, &hp->rope_freq_base_swa))) return st;
-    if (hp->n_swa && strcmp(m->arch->name, "gemma3"))
-        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "sliding-window attention is only wired for gemma3");
-    float softcap = 0.0f;
-    snprintf(key, sizeof(key), "%s.final_logit_softcapping", m->arch->name);
-    if (lw_gguf_get_f32(m->gguf, key, &softcap) == LW_OK && softcap != 0.0f)
-        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "final logit soft-capping is not supported yet");
+    /* sliding-window attention (gemma2, gemma3): window, period of full-context blocks, their own RoPE
+     * base and scale, with each architecture's defaults as llama.cpp's load_arch_hparams */
+    const int gemma2 = !strcmp(m->arch->name, "gemma2"), gemma3 = !strcmp(m->arch->name, "gemma3");
+    if ((st = hp_u32(m, "attention.sliding_window", 0, gemma2 ? 4096 : 0, &hp->n_swa))) return st;
+    if ((st = hp_u32(m, "attention.sliding_window_pattern", 0, gemma2 ? 2 : 6, &hp->swa_period))) return st;
+    hp->rope_freq_base_swa = gemma2 ? hp->rope_freq_base : 10000.0f;
+    hp->rope_freq_scale_swa = gemma2 ? hp->rope_freq_scale : 1.0f;
+    if (hp->n_swa && (st = hp_f32(m, "rope.freq_base_swa", 0, hp->rope_freq_base_swa, &hp->rope_freq_base_swa))) return st;
+    if (hp->n_swa && !gemma2 && !gemma3)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "sliding-window attention is only wired for gemma2 and gemma3");
+    /* soft-capping: gemma2 always caps scores and logits; gemma3 caps logits when the key says so */
+    hp->attn_softcap = 0.0f;
+    if (gemma2 && (st = hp_f32(m, "attn_logit_softcapping", 0, 50.0f, &hp->attn_softcap))) return st;
+    if ((st = hp_f32(m, "final_logit_softcapping", 0, gemma2 ? 30.0f : 0.0f, &hp->final_softcap))) return st;
+    if (hp->final_softcap != 0.0f && !gemma2 && !gemma3)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "final logit soft-capping is only wired for gemma2 and gemma3");
+    if ((gemma2 && hp->attn_softcap == 0.0f) || !isfinite(hp->attn_softcap) || !isfinite(hp->final_softcap))
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "bad soft-capping values %g, %g", (double)hp->attn_softcap,
+                          (double)hp->final_softcap);
     return LW_OK;
 }
 

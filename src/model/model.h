@@ -30,6 +30,11 @@ typedef struct lw__hparams {
     uint32_t swa_period;    /* <arch>.attention.sliding_window_pattern: every period-th
                                block (the last of each period) sees the whole context       */
     float rope_freq_base_swa; /* <arch>.rope.freq_base_swa for sliding-window blocks        */
+    float rope_freq_scale_swa; /* their frequency scale (gemma2: rope_freq_scale; gemma3: 1)   */
+    float attn_softcap;     /* scores become c * tanh(s / c) before the softmax (gemma2's
+                               <arch>.attn_logit_softcapping, default 50); 0: none           */
+    float final_softcap;    /* the same on the logits (<arch>.final_logit_softcapping; gemma2
+                               default 30, gemma3 default 0); 0: none                        */
 } lw__hparams;
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -77,7 +82,7 @@ typedef struct lw__arch_def {
 
 /* Builders (one file each: arch-<name>.c). */
 lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits);
-lw_status lw__build_gemma3(const lw_model *m, lw__graph *g, int32_t *logits);
+lw_status lw__build_gemma(const lw_model *m, lw__graph *g, int32_t *logits); /* gemma2 and gemma3 */
 
 /* Whether block il uses the sliding window (llama.cpp's set_swa_pattern without dense_first). */
 static inline int lw__is_swa(const lw__hparams *hp, uint32_t il) {

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LLAMA_ORACLE_DIR "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
@@ -123,6 +124,7 @@ static struct {
     void (*ggml_free)(void *ctx);
     void *(*ggml_new_tensor)(void *ctx, int32_t type, int n_dims, const int64_t *ne);
     void *(*ggml_set_name)(void *t, const char *name);
+    void *(*backend_load)(const char *path); /* optional: one CPU backend (LW_ORACLE_CPU_VARIANT) */
 } ll;
 
 /* The last messages llama.cpp logged at warning level or above (for failure reports). */
@@ -181,6 +183,7 @@ static inline const char *llama_oracle_open(void) {
         {(void **)&ll.ggml_free, "ggml_free", 0},
         {(void **)&ll.ggml_new_tensor, "ggml_new_tensor", 0},
         {(void **)&ll.ggml_set_name, "ggml_set_name", 0},
+        {(void **)&ll.backend_load, "ggml_backend_load", 0},
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         *syms[i].fn = dlsym(h, syms[i].name);
@@ -191,7 +194,36 @@ static inline const char *llama_oracle_open(void) {
     }
     ll.log_set(llama_oracle_log_cb, NULL);
     ll.backend_init();
-    ll.load_all_from_path(LLAMA_ORACLE_DIR); /* the CPU backend is a separate, per-CPU-feature library */
+    /* the CPU backend is a separate, per-CPU-feature library: the best for this CPU, or the one named by
+     * LW_ORACLE_CPU_VARIANT (e.g. "haswell": what an AVX2-only machine such as a CI runner would use) */
+    const char *variant = getenv("LW_ORACLE_CPU_VARIANT");
+    if (variant && *variant) {
+        snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", LLAMA_ORACLE_DIR, variant);
+        if (!ll.backend_load || !ll.backend_load(path)) {
+            snprintf(why, sizeof why, "LW_ORACLE_CPU_VARIANT: %s does not load here", path);
+            return why;
+        }
+    } else {
+        ll.load_all_from_path(LLAMA_ORACLE_DIR);
+    }
+    return NULL;
+}
+
+/* The per-CPU build of ggml-cpu that llama_oracle_open loaded ("zen4", "haswell", ...; NULL if none is
+ * found); *gelu_table (optional) gets its ggml_table_gelu_f16 (filled when the backend started). */
+static inline const char *llama_oracle_cpu_variant(const uint16_t **gelu_table) {
+    static const char *const variants[] = {"alderlake", "cannonlake", "cascadelake", "cooperlake", "haswell",
+                                           "icelake", "ivybridge", "piledriver", "sandybridge", "sapphirerapids",
+                                           "skylakex", "sse42", "x64", "zen4"};
+    char path[1024];
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", LLAMA_ORACLE_DIR, variants[i]);
+        void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+        if (!h) continue;
+        if (gelu_table) *gelu_table = (const uint16_t *)dlsym(h, "ggml_table_gelu_f16");
+        return variants[i];
+    }
+    if (gelu_table) *gelu_table = NULL;
     return NULL;
 }
 

@@ -9,155 +9,39 @@
  * llama.cpp runs with its defaults where they matter for numerics: F16 KV cache, flash attention AUTO
  * (enabled on CPU), 1 thread. Our engine uses its defaults (F16 KV cache, ggml-like attention).
  *
- * The llama.h structs below are local copies of the v0.4.0 layouts (include/llama.h of that release): they
- * are passed by value, so they must match exactly. The test checks a few default values to detect a
- * mismatching library before using it. */
+ * libllama is loaded through tests/llama-oracle.h (the v0.4.0 struct layouts, checked against documented
+ * defaults before use). LW_ORACLE_CPU_VARIANT=haswell (etc.) makes llama.cpp use that CPU build. */
+#include "llama-oracle.h"
+
 #include "cpu/engine-ops.h"
 #include "model/engine.h"
 #include "synth/synth.h"
 #include "test.h"
 #include "engine-synth.h"
 
-#include <dlfcn.h>
 #include <math.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <string.h>
 
-#define LIB_DIR "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
-
-/* ---------------------------------------------------------------------------------------------------------
- * llama.h v0.4.0 (layouts copied field by field; enums are int-sized)
- * ------------------------------------------------------------------------------------------------------- */
-
-typedef struct ll_model_params {
-    void *devices;
-    const void *tensor_buft_overrides;
-    int32_t n_gpu_layers;
-    int32_t split_mode;
-    int32_t load_mode;
-    int32_t lazy_mode;
-    int32_t main_gpu;
-    const float *tensor_split;
-    void *progress_callback;
-    void *progress_callback_user_data;
-    const void *kv_overrides;
-    bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
-} ll_model_params;
-
-typedef struct ll_context_params {
-    uint32_t n_ctx, n_batch, n_ubatch, n_seq_max, n_rs_seq, n_outputs_max, n_outputs_max_per_seq;
-    int32_t n_threads, n_threads_batch;
-    int32_t ctx_type, rope_scaling_type, pooling_type, attention_type, flash_attn_type;
-    float rope_freq_base, rope_freq_scale, yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
-    uint32_t yarn_orig_ctx;
-    float defrag_thold;
-    void *cb_eval;
-    void *cb_eval_user_data;
-    int32_t type_k, type_v;
-    void *abort_callback;
-    void *abort_callback_data;
-    bool embeddings, offload_kqv, no_perf, op_offload, swa_full, kv_unified;
-    void *samplers;
-    size_t n_samplers;
-    void *ctx_other;
-} ll_context_params;
-
-typedef struct ll_batch {
-    int32_t n_tokens;
-    int32_t *token;
-    float *embd;
-    int32_t *pos;
-    int32_t *n_seq_id;
-    int32_t **seq_id;
-    int8_t *logits;
-} ll_batch;
-
-/* The entry points we use. */
-static struct {
-    void (*backend_init)(void);
-    void (*log_set)(void (*cb)(int level, const char *text, void *user), void *user);
-    void (*load_all_from_path)(const char *dir);
-    void *(*backend_load)(const char *path);
-    ll_model_params (*model_default_params)(void);
-    ll_context_params (*context_default_params)(void);
-    void *(*model_load_from_file)(const char *path, ll_model_params p);
-    void (*model_free)(void *m);
-    void *(*init_from_model)(void *m, ll_context_params p);
-    void (*free)(void *ctx);
-    int32_t (*decode)(void *ctx, ll_batch b);
-    float *(*get_logits_ith)(void *ctx, int32_t i);
-    const uint16_t *gelu_table; /* ggml_table_gelu_f16, filled when the CPU backend starts */
-    const char *variant;        /* the per-CPU build of ggml-cpu in use                    */
-    int exact;                  /* 1: a build whose numerics we reproduce to the bit        */
-} ll;
-
-static void quiet_log(int level, const char *text, void *user) {
-    (void)level, (void)text, (void)user;
-}
+/* What the oracle runs on: the per-CPU build of ggml-cpu in use, its GELU table, and whether it is one whose
+ * numerics we reproduce to the bit. */
+static const char *cpu_variant;
+static const uint16_t *gelu_table;
+static int exact;
 
 static void load_llama(void) {
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/libllama.v0.4.0.so", LIB_DIR);
-    /* libllama's RUNPATH is $ORIGIN, so its libggml*.so dependencies resolve from the same folder */
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        char why[1400];
-        snprintf(why, sizeof(why), "llama.cpp oracle not available (%s); run npm install at the repo root", dlerror());
-        test_skip(why);
-    }
-    struct { void **fn; const char *name; } syms[] = {
-        {(void **)&ll.backend_init, "llama_backend_init"},
-        {(void **)&ll.log_set, "llama_log_set"},
-        {(void **)&ll.load_all_from_path, "ggml_backend_load_all_from_path"},
-        {(void **)&ll.backend_load, "ggml_backend_load"},
-        {(void **)&ll.model_default_params, "llama_model_default_params"},
-        {(void **)&ll.context_default_params, "llama_context_default_params"},
-        {(void **)&ll.model_load_from_file, "llama_model_load_from_file"},
-        {(void **)&ll.model_free, "llama_model_free"},
-        {(void **)&ll.init_from_model, "llama_init_from_model"},
-        {(void **)&ll.free, "llama_free"},
-        {(void **)&ll.decode, "llama_decode"},
-        {(void **)&ll.get_logits_ith, "llama_get_logits_ith"},
-    };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        *syms[i].fn = dlsym(h, syms[i].name);
-        if (!*syms[i].fn) {
-            printf("SKIP: %s missing from %s\n", syms[i].name, path);
-            exit(TEST_SKIP_CODE);
-        }
-    }
-    ll.log_set(quiet_log, NULL);
-    ll.backend_init();
-    /* the CPU backend is a separate, per-CPU-feature library: the best for this CPU, or the one named by
-     * LW_ORACLE_CPU_VARIANT (e.g. "haswell": what an AVX2-only machine such as a CI runner would use) */
-    const char *variant = getenv("LW_ORACLE_CPU_VARIANT");
-    if (variant && *variant) {
-        char vp[1024];
-        snprintf(vp, sizeof(vp), "%s/libggml-cpu-%s.so", LIB_DIR, variant);
-        if (!ll.backend_load(vp)) test_skip("LW_ORACLE_CPU_VARIANT names a CPU backend that does not load here");
-        printf("llama.cpp CPU backend: %s\n", vp);
-    } else {
-        ll.load_all_from_path(LIB_DIR);
-    }
-    /* ggml's GELU table lives in the CPU backend library that was loaded (one of the per-CPU builds) */
-    static const char *const variants[] = {"alderlake", "cannonlake", "cascadelake", "cooperlake", "haswell",
-                                           "icelake", "ivybridge", "piledriver", "sandybridge", "sapphirerapids",
-                                           "skylakex", "sse42", "x64", "zen4"};
-    for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]) && !ll.gelu_table; i++) {
-        snprintf(path, sizeof(path), "%s/libggml-cpu-%s.so", LIB_DIR, variants[i]);
-        void *hc = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-        if (hc) ll.gelu_table = dlsym(hc, "ggml_table_gelu_f16");
-        if (hc) ll.variant = variants[i];
-    }
+    const char *why = llama_oracle_open();
+    if (why) test_skip(why);
+    const char *forced = getenv("LW_ORACLE_CPU_VARIANT");
+    if (forced && *forced) printf("llama.cpp CPU backend forced: %s\n", forced);
+    cpu_variant = llama_oracle_cpu_variant(&gelu_table);
     /* our numerics are those of ggml's AVX-512 builds without AVX512-FP16 (zen4 and Intel's before
      * Sapphire Rapids); against other builds float models stay within 1e-3 but are not bit-exact, and
      * quantized ones (other dot orders, other repacking) are only close */
-    static const char *const exact[] = {"zen4", "skylakex", "icelake", "cascadelake", "cooperlake", "cannonlake"};
-    for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
-        if (ll.variant && !strcmp(ll.variant, exact[i])) ll.exact = 1;
-    printf("llama.cpp CPU build in use: %s (%s)\n", ll.variant ? ll.variant : "?",
-           ll.exact ? "expect identical logits" : "expect close logits");
+    static const char *const exact_builds[] = {"zen4", "skylakex", "icelake", "cascadelake", "cooperlake", "cannonlake"};
+    for (size_t i = 0; i < sizeof(exact_builds) / sizeof(exact_builds[0]); i++)
+        if (cpu_variant && !strcmp(cpu_variant, exact_builds[i])) exact = 1;
+    printf("llama.cpp CPU build in use: %s (%s)\n", cpu_variant ? cpu_variant : "?",
+           exact ? "expect identical logits" : "expect close logits");
 }
 
 /* Decodes tokens at positions pos0.. in llama.cpp, asking logits for every token when all != 0. */
@@ -313,14 +197,7 @@ done:
 int main(void) {
     load_llama();
     /* the struct copies must match the library: check documented defaults first */
-    ll_model_params mp = ll.model_default_params();
-    ll_context_params cp = ll.context_default_params();
-    if (mp.n_gpu_layers != -1 || mp.use_extra_bufts != true || mp.vocab_only || cp.n_ctx != 512 || cp.n_batch != 2048 ||
-        cp.n_ubatch != 512 || cp.flash_attn_type != -1 || cp.type_k != 1 || cp.type_v != 1 || !cp.offload_kqv ||
-        !cp.no_perf || cp.n_samplers != 0 || cp.ctx_other != NULL) {
-        printf("SKIP: libllama's default params do not match the v0.4.0 layouts copied here\n");
-        return TEST_SKIP_CODE;
-    }
+    if (!llama_oracle_layout_ok()) test_skip("libllama's default params do not match the v0.4.0 layouts");
     static const int32_t once[5] = {1, 403, 407, 261, 378}; /* BOS + "Once upon a time" */
     char path[1024];
     /* LW_ORACLE_MODEL=file.gguf: compare that model only (e.g. a real-size synthetic model) */
@@ -399,7 +276,7 @@ int main(void) {
      * norms, heads of 32 on a width of 64) with tighter soft-caps than its 50 (scores) and 30 (logits), so
      * that both really bend the values of random weights; on the exact builds the logits must be identical
      * (leaving either cap out moves them by 4e-4 .. 7e-3 of the range even with the preset's caps) */
-    const double gtol = ll.exact ? 1e-6 : 1e-3;
+    const double gtol = exact ? 1e-6 : 1e-3;
     if (lw__synth_preset_find("tiny-gemma2")) {
         lw__synth_preset g2 = *lw__synth_preset_find("tiny-gemma2");
         g2.name = "oracle-gemma2";
@@ -448,18 +325,18 @@ int main(void) {
         snprintf(name, sizeof(name), "synth-%s%s.gguf", lw_type_get(qtypes[k].type)->name, qtypes[k].tied ? "-tied" : "");
         synth_path(path, sizeof(path), name);
         CHECK_MSG(synth_write(path, &sp) == 0, "writing %s", path);
-        const double qtol = ll.exact ? 1e-3 : 2e-2; /* other builds: other dot orders and repacking */
+        const double qtol = exact ? 1e-3 : 2e-2; /* other builds: other dot orders and repacking */
         compare_model(path, name, once, 5, 16, -1, qtol);
         compare_model(path, name, longp, 100, 4, -1, qtol);
     }
     /* ggml's GELU table (GeGLU in gemma3) against ours, for every f16 input geglu looks up (|x| < 10) */
-    if (ll.gelu_table) {
+    if (gelu_table) {
         int bad = 0, n = 0;
         for (uint32_t i = 0; i < 65536; i++) {
             const float x = lw__fp16_to_fp32((uint16_t)i);
             if (!(x > -10.0f && x < 10.0f)) continue;
             n++;
-            bad += lw__fp32_to_fp16(lw__cpu_gelu_f16((uint16_t)i)) != ll.gelu_table[i];
+            bad += lw__fp32_to_fp16(lw__cpu_gelu_f16((uint16_t)i)) != gelu_table[i];
         }
         printf("GELU f16 table: %d of %d entries differ from ggml's\n", bad, n);
         CHECK(bad == 0);

@@ -31,3 +31,6 @@ if ! cmp -s package-lock.json "$stamp" 2>/dev/null; then
   npm ci --no-audit --no-fund --loglevel=error
   cp package-lock.json "$stamp"
 fi
+
+# ---- WebGPU backend: Emscripten, CPU Vulkan drivers (lavapipe from backports, SwiftShader), Dawn for Node ---
+scripts/setup-webgpu.sh

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: installs dependencies (scripts/setup.sh), builds with gcc -Werror and runs the suite, then
-# builds with clang -Werror under ASAN+UBSAN and runs the suite again. Tests that need ../shared data or npm
+# builds with clang -Werror under ASAN+UBSAN and runs the suite again, then the WebGPU tests (wasm build, Node +
+# Dawn on lavapipe and SwiftShader, headless Chromium). Tests that need ../shared data or npm
 # packages print SKIP and why. Ends with one line: "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,5 +36,17 @@ run_suite release
 # and say so; the release suite above always runs them in full.
 export LW_TEST_SANITIZED=1
 run_suite asan
+unset LW_TEST_SANITIZED
+
+# WebGPU: wasm build + kernel tests on lavapipe, SwiftShader and headless Chromium (its own summary line).
+webgpu_log=build/webgpu-tests.log
+scripts/test-webgpu.sh 2>&1 | tee "$webgpu_log"
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$webgpu_log" | tail -1)
+if [ -n "$line" ]; then
+  passed=$((passed + $(echo "$line" | awk '{print $1}')))
+  failed=$((failed + $(echo "$line" | awk '{print $3}')))
+else
+  failed=$((failed + 1))
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -466,6 +466,9 @@ static const feature_case FEATURES[] = {
      "{{ q.ids }}{{ [3, 4, 3].count(3) }}{{ [3, 4].index(4) }}{% set l = [1] %}{% for x in l %}{% do l.append(x) %}"
      "{% endfor %}{{ l }}",
      "a['b']21[1, 1]"},
+    {"{% if false %}{{ x | nosuchfilter }}{{ y is nosuchtest }}{% endif %}ok", "ok"},
+    {"{{ '{\"a\": [1, -2.5e1, \"x\\\\u00e9\\\\n\", true, null], \"b\": {}}' | from_json }}",
+     "{'a': [1, -25.0, 'x\xc3\xa9\\n', True, None], 'b': {}}"},
     {"{{ {'a': [1, {'b': 2}], 'c': {}} | tojson(indent=2) }}",
      "{\n  \"a\": [\n    1,\n    {\n      \"b\": 2\n    }\n  ],\n  \"c\": {}\n}"},
     {"{{ {'b': 1, 'a': 2} | tojson(sort_keys=true) }} {{ messages[0] | tojson }}",
@@ -577,8 +580,15 @@ static void test_errors(void) {
                         LW_CHAT_ERR_RAISED, "custom 42");
 
     /* syntax errors */
-    expect_parse_error("{{ messages | nosuchfilter }}", LW_ERR_INVALID_ARG, "unknown filter 'nosuchfilter'");
-    expect_parse_error("{% if x is nosuchtest %}{% endif %}", LW_ERR_INVALID_ARG, "unknown test 'nosuchtest'");
+    /* unknown filters and tests fail when they run (a template may keep them in branches a chat never takes) */
+    expect_render_error("{{ messages | nosuchfilter }}", CONV(CONV_SMALL), &p, LW_ERR_INVALID_ARG, LW_CHAT_ERR_RENDER,
+                        "line 1: unknown filter 'nosuchfilter'");
+    expect_render_error("\n{% if x is nosuchtest %}{% endif %}", CONV(CONV_SMALL), &p, LW_ERR_INVALID_ARG,
+                        LW_CHAT_ERR_RENDER, "line 2: unknown test 'nosuchtest'");
+    expect_render_error("{% filter nosuchfilter %}x{% endfilter %}", CONV(CONV_SMALL), &p, LW_ERR_INVALID_ARG,
+                        LW_CHAT_ERR_RENDER, "unknown filter");
+    expect_render_error("{{ '{\"a\": [1,' | from_json }}", CONV(CONV_SMALL), &p, LW_ERR_INVALID_ARG,
+                        LW_CHAT_ERR_RENDER, "from_json: unexpected end");
     expect_parse_error("{% for m in messages %}{{ m.role }}", LW_ERR_INVALID_ARG, "unclosed 'for' block");
     expect_parse_error("{% if true %}\n{% for m in messages %}{% endif %}", LW_ERR_INVALID_ARG, "line 2");
     expect_parse_error("{% if true %}x{% endfor %}", LW_ERR_INVALID_ARG, "unexpected tag 'endfor'");

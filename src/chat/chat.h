@@ -25,12 +25,13 @@
  *   filters   abs attr capitalize center count d/default dictsort e/escape first float indent int items
  *             join last length list lower map max min reject rejectattr replace reverse round safe select
  *             selectattr sort string sum title tojson (indent, sort_keys, ensure_ascii) trim unique upper
- *             wordcount
+ *             wordcount, and llama.cpp's from_json; an unknown filter or test is an error only if it runs
  *   methods   str: strip lstrip rstrip startswith endswith split splitlines upper lower title capitalize
  *             replace find rfind index count join format removeprefix removesuffix isdigit isalpha
  *             isspace isalnum; dict: items keys values get; list: append pop index count
  *   globals   range, namespace, dict, raise_exception(msg), strftime_now(fmt) (UTC, C locale)
- * Differences from Jinja2: attribute access on undefined values gives undefined instead of an error; case
+ * Differences from Jinja2: attribute access on undefined values gives undefined, and iterating none gives
+ * no iterations, instead of errors (templates test `tools` loosely); unknown filters fail at render time; case
  * mapping (upper, lower, title, capitalize) is ASCII-only (whitespace handling follows Python, Unicode
  * spaces included); no include/import/extends, call blocks, recursive loops, loop.cycle, or '%' string
  * formatting. */

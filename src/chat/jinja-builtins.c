@@ -3,6 +3,7 @@
  * title, capitalize) and whitespace stripping handle ASCII only; other bytes pass through unchanged. */
 #include "chat/jinja.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,13 +17,13 @@ enum {
     F_ABS, F_ATTR, F_CAPITALIZE, F_CENTER, F_COUNT, F_D, F_DEFAULT, F_DICTSORT, F_E, F_ESCAPE, F_FIRST, F_FLOAT,
     F_INDENT, F_INT, F_ITEMS, F_JOIN, F_LAST, F_LENGTH, F_LIST, F_LOWER, F_MAP, F_MAX, F_MIN, F_REJECT,
     F_REJECTATTR, F_REPLACE, F_REVERSE, F_ROUND, F_SAFE, F_SELECT, F_SELECTATTR, F_SORT, F_STRING, F_SUM,
-    F_TITLE, F_TOJSON, F_TRIM, F_UNIQUE, F_UPPER, F_WORDCOUNT, F_COUNT_
+    F_TITLE, F_TOJSON, F_TRIM, F_UNIQUE, F_UPPER, F_WORDCOUNT, F_FROM_JSON, F_COUNT_
 };
 static const char *const filter_names[F_COUNT_] = {
     "abs", "attr", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape", "first", "float",
     "indent", "int", "items", "join", "last", "length", "list", "lower", "map", "max", "min", "reject",
     "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "sort", "string", "sum",
-    "title", "tojson", "trim", "unique", "upper", "wordcount"};
+    "title", "tojson", "trim", "unique", "upper", "wordcount", "from_json"};
 
 enum {
     T_BOOLEAN, T_CALLABLE, T_DEFINED, T_DIVISIBLEBY, T_EQ, T_EQUALTO, T_EQ2, T_EVEN, T_FALSE, T_FLOAT, T_GE, T_GT,
@@ -362,6 +363,182 @@ static bool parse_float(jj_str s, double *out) {
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * from_json (llama.cpp's extension, used by DeepSeek V3.2/V4 templates for tool-call arguments)
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct json_in {
+    jj_str s;   /* the text          */
+    size_t i;   /* current offset    */
+} json_in;
+
+static void json_ws(json_in *J) {
+    while (J->i < J->s.n && (J->s.p[J->i] == ' ' || J->s.p[J->i] == '\t' || J->s.p[J->i] == '\n' || J->s.p[J->i] == '\r'))
+        J->i++;
+}
+
+static bool json_bad(jj_ctx *c, json_in *J, const char *what) {
+    return jj_fail(c, LW_ERR_INVALID_ARG, "from_json: %s at offset %zu", what, J->i);
+}
+
+static int json_hex4(json_in *J) {
+    if (J->s.n - J->i < 4) return -1;
+    int v = 0;
+    for (int k = 0; k < 4; k++) {
+        char ch = J->s.p[J->i + k];
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    J->i += 4;
+    return v;
+}
+
+static bool json_string(jj_ctx *c, json_in *J, jj_str *out) {
+    jj_buf b = {0};
+    J->i++; /* opening quote */
+    for (;;) {
+        size_t run = J->i;
+        while (J->i < J->s.n && J->s.p[J->i] != '"' && J->s.p[J->i] != '\\' && (unsigned char)J->s.p[J->i] >= 0x20) J->i++;
+        if (!jj_buf_add(c, &b, J->s.p + run, J->i - run)) return false;
+        if (J->i >= J->s.n) return json_bad(c, J, "unterminated string");
+        char ch = J->s.p[J->i++];
+        if (ch == '"') break;
+        if (ch != '\\') return json_bad(c, J, "control character in string");
+        if (J->i >= J->s.n) return json_bad(c, J, "unterminated string");
+        char e = J->s.p[J->i++];
+        char lit = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b' : e == 'f' ? '\f'
+                 : (e == '"' || e == '\\' || e == '/') ? e : 0;
+        if (lit) {
+            if (!jj_buf_add(c, &b, &lit, 1)) return false;
+            continue;
+        }
+        if (e != 'u') return json_bad(c, J, "bad escape");
+        int cp = json_hex4(J);
+        if (cp < 0) return json_bad(c, J, "bad \\u escape");
+        if (cp >= 0xD800 && cp <= 0xDBFF && J->s.n - J->i >= 6 && J->s.p[J->i] == '\\' && J->s.p[J->i + 1] == 'u') {
+            size_t save = J->i;
+            J->i += 2;
+            int lo = json_hex4(J);
+            if (lo >= 0xDC00 && lo <= 0xDFFF) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            else J->i = save;
+        }
+        if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD; /* lone surrogate */
+        char u[4];
+        size_t n;
+        if (cp < 0x80) { u[0] = (char)cp; n = 1; }
+        else if (cp < 0x800) { u[0] = (char)(0xC0 | (cp >> 6)); u[1] = (char)(0x80 | (cp & 0x3F)); n = 2; }
+        else if (cp < 0x10000) { u[0] = (char)(0xE0 | (cp >> 12)); u[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); u[2] = (char)(0x80 | (cp & 0x3F)); n = 3; }
+        else { u[0] = (char)(0xF0 | (cp >> 18)); u[1] = (char)(0x80 | ((cp >> 12) & 0x3F)); u[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); u[3] = (char)(0x80 | (cp & 0x3F)); n = 4; }
+        if (!jj_buf_add(c, &b, u, n)) return false;
+    }
+    *out = jj_s(b.p ? b.p : "", b.n);
+    return true;
+}
+
+static bool json_value(jj_ctx *c, json_in *J, int depth, jj_val *out) {
+    if (depth > JJ_MAX_VALUE_DEPTH) return jj_fail(c, LW_ERR_TOO_LARGE, "from_json: nested too deeply");
+    if (!jj_step(c, 1)) return false;
+    json_ws(J);
+    if (J->i >= J->s.n) return json_bad(c, J, "unexpected end");
+    char ch = J->s.p[J->i];
+    if (ch == '"') {
+        jj_str s;
+        if (!json_string(c, J, &s)) return false;
+        *out = jj_strv(s);
+        return true;
+    }
+    if (ch == '[' || ch == '{') {
+        bool obj = ch == '{';
+        jj_list *l = obj ? NULL : jj_list_new(c, 0);
+        jj_dict *d = obj ? jj_dict_new(c, 0) : NULL;
+        if (!l && !d) return false;
+        J->i++;
+        json_ws(J);
+        if (J->i < J->s.n && J->s.p[J->i] == (obj ? '}' : ']')) {
+            J->i++;
+        } else {
+            for (;;) {
+                jj_val k, v;
+                if (obj) {
+                    json_ws(J);
+                    if (J->i >= J->s.n || J->s.p[J->i] != '"') return json_bad(c, J, "expected a key");
+                    jj_str ks;
+                    if (!json_string(c, J, &ks)) return false;
+                    k = jj_strv(ks);
+                    json_ws(J);
+                    if (J->i >= J->s.n || J->s.p[J->i] != ':') return json_bad(c, J, "expected ':'");
+                    J->i++;
+                }
+                if (!json_value(c, J, depth + 1, &v)) return false;
+                if (obj ? !jj_dict_set(c, d, k, v) : !jj_list_push(c, l, v)) return false;
+                json_ws(J);
+                if (J->i < J->s.n && J->s.p[J->i] == ',') {
+                    J->i++;
+                    continue;
+                }
+                if (J->i < J->s.n && J->s.p[J->i] == (obj ? '}' : ']')) {
+                    J->i++;
+                    break;
+                }
+                return json_bad(c, J, obj ? "expected ',' or '}'" : "expected ',' or ']'");
+            }
+        }
+        *out = obj ? jj_dictv(d) : jj_listv(l);
+        return true;
+    }
+    static const char *const words[] = {"true", "false", "null"};
+    for (int k = 0; k < 3; k++) {
+        size_t n = strlen(words[k]);
+        if (J->s.n - J->i >= n && !memcmp(J->s.p + J->i, words[k], n)) {
+            J->i += n;
+            *out = k == 0 ? jj_bool(true) : k == 1 ? jj_bool(false) : jj_none();
+            return true;
+        }
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        size_t start = J->i;
+        bool is_float = false;
+        if (J->s.p[J->i] == '-') J->i++;
+        while (J->i < J->s.n) {
+            char d = J->s.p[J->i];
+            if (d == '.' || d == 'e' || d == 'E' || ((d == '+' || d == '-') && (J->s.p[J->i - 1] == 'e' || J->s.p[J->i - 1] == 'E')))
+                is_float = true;
+            else if (d < '0' || d > '9')
+                break;
+            J->i++;
+        }
+        char buf[64];
+        size_t n = J->i - start;
+        if (n == 0 || n >= sizeof buf) return json_bad(c, J, "bad number");
+        memcpy(buf, J->s.p + start, n);
+        buf[n] = 0;
+        char *end;
+        if (!is_float) {
+            errno = 0;
+            long long v = strtoll(buf, &end, 10);
+            if (*end == 0 && errno == 0) {
+                *out = jj_int(v);
+                return true;
+            }
+        }
+        double f = strtod(buf, &end);
+        if (*end) return json_bad(c, J, "bad number");
+        *out = jj_float(f);
+        return true;
+    }
+    return json_bad(c, J, "unexpected character");
+}
+
+static bool from_json(jj_ctx *c, jj_val in, jj_val *out) {
+    if (in.t != JV_STR) return jj_fail(c, LW_ERR_INVALID_ARG, "from_json expects a string, got %s", jj_type_name(in));
+    json_in J = {in.u.s, 0};
+    if (!json_value(c, &J, 0, out)) return false;
+    json_ws(&J);
+    if (J.i != J.s.n) return json_bad(c, &J, "trailing characters");
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * Filters
  * ------------------------------------------------------------------------------------------------------- */
 
@@ -520,6 +697,7 @@ bool jj_apply_filter(jj_ctx *c, jj_scope *sc, int id, jj_val in, const jj_val *a
         return ret_buf(&b, out);
     }
     case F_ITEMS: return items_of(c, in, out);
+    case F_FROM_JSON: return from_json(c, in, out);
     case F_JOIN: {
         const jj_val *sep = ARG(0, "d"), *attr = ARG(1, "attribute");
         jj_str sp = sep && sep->t == JV_STR ? sep->u.s : jj_s("", 0);

@@ -505,6 +505,11 @@ bool jj_eval(jj_ctx *c, jj_scope *sc, const jj_node *e, jj_val *out) {
     case JE_CALL: ok = eval_call(c, sc, e, out); break;
     case JE_FILTER: {
         argv_t A;
+        if (e->op < 0) {
+            ok = jj_fail(c, LW_ERR_INVALID_ARG, "line %u: unknown filter '%.*s'", e->line,
+                         (int)(e->name.n > 40 ? 40 : e->name.n), e->name.p);
+            break;
+        }
         ok = jj_eval(c, sc, e->a, &a) && eval_args(c, sc, e, &A) &&
              jj_apply_filter(c, sc, e->op, a, A.v, e->nargs, e->kwn, A.kv, e->nkw, out);
         break;
@@ -512,6 +517,11 @@ bool jj_eval(jj_ctx *c, jj_scope *sc, const jj_node *e, jj_val *out) {
     case JE_TEST: {
         argv_t A;
         bool r = false;
+        if (e->op < 0) {
+            ok = jj_fail(c, LW_ERR_INVALID_ARG, "line %u: unknown test '%.*s'", e->line,
+                         (int)(e->name.n > 40 ? 40 : e->name.n), e->name.p);
+            break;
+        }
         ok = jj_eval(c, sc, e->a, &a) && eval_args(c, sc, e, &A) && jj_apply_test(c, e->op, a, A.v, e->nargs, &r);
         if (ok) *out = jj_bool(e->flag ? !r : r);
         break;

@@ -2,7 +2,8 @@
  *   cond (x if c else y) < or < and < not < comparisons / in / not in < + - < ~ < * / // % < ** < unary - +
  *   < postfix (.attr [index] [a:b:c] (call)) < filters (| f) and tests (is t), which bind to the operand.
  * Statements: if/elif/else, for/else (with a filter `if`), set (incl. attribute and block forms), macro,
- * break/continue, do, filter blocks, generation blocks. Unknown filters and tests are syntax errors. */
+ * break/continue, do, filter blocks, generation blocks. Unknown filters and tests are errors when they run
+ * (not at parse time), so a template whose tool-call branch uses an exotic filter still renders chats. */
 #include "chat/jinja.h"
 
 #include <stdarg.h>
@@ -324,10 +325,7 @@ static jj_node *parse_filter_expr(parser *P, jj_node *e) {
             jj_node *nd = node(P, JE_FILTER);
             if (!nd) return NULL;
             nd->name = cur(P)->s;
-            nd->op = jj_filter_id(nd->name);
-            if (nd->op < 0)
-                return perr(P, LW_ERR_INVALID_ARG, "unknown filter '%.*s'", (int)(nd->name.n > 40 ? 40 : nd->name.n),
-                            nd->name.p), NULL;
+            nd->op = jj_filter_id(nd->name); /* -1: unknown, an error only if it runs (as llama.cpp, hf.js) */
             next(P);
             nd->a = e;
             if (is_op(P, '(') && !parse_call_args(P, nd)) return NULL;
@@ -342,10 +340,7 @@ static jj_node *parse_filter_expr(parser *P, jj_node *e) {
                 return perr(P, LW_ERR_INVALID_ARG, "expected a test name after 'is'"), NULL;
             }
             nd->name = cur(P)->s;
-            nd->op = jj_test_id(nd->name);
-            if (nd->op < 0)
-                return perr(P, LW_ERR_INVALID_ARG, "unknown test '%.*s'", (int)(nd->name.n > 40 ? 40 : nd->name.n),
-                            nd->name.p), NULL;
+            nd->op = jj_test_id(nd->name); /* -1: unknown, an error only if it runs */
             next(P);
             nd->a = e;
             const jj_tok *t = cur(P);
@@ -687,7 +682,6 @@ static jj_node *parse_stmt(parser *P) {
         if (cur(P)->kind != JT_NAME) return perr(P, LW_ERR_INVALID_ARG, "expected a filter name"), NULL;
         f->name = cur(P)->s;
         f->op = jj_filter_id(f->name);
-        if (f->op < 0) return perr(P, LW_ERR_INVALID_ARG, "unknown filter '%.*s'", (int)(f->name.n > 40 ? 40 : f->name.n), f->name.p), NULL;
         next(P);
         f->a = ph;
         if (is_op(P, '(') && !parse_call_args(P, f)) return NULL;

@@ -258,7 +258,7 @@ struct jj_node {
 /* Parses tokens into a list of statements (the template body). */
 lw_status jj_parse(jj_arena *a, const jj_tok *toks, size_t n, jj_node ***body, uint32_t *nbody, char *err);
 
-/* Filter and test ids, resolved at parse time (an unknown name is a syntax error, as in Jinja2). */
+/* Filter and test ids, resolved at parse time (an unknown name fails when it is evaluated). */
 int jj_filter_id(jj_str name); /* -1 when unknown */
 int jj_test_id(jj_str name);   /* -1 when unknown */
 

@@ -32,6 +32,9 @@ typedef struct synth_spec {
     int fused;          /* 1: fused attn_qkv and gate|up in ffn_up (phi3)    */
 } synth_spec;
 
+/* Optional extra metadata written by the next synth_write calls (NULL: none), e.g. RoPE scaling keys. */
+static void (*synth_extra_keys)(lw_gguf_writer *w, const char *arch);
+
 /* Deterministic values in about [-1, 1) (xorshift64*). */
 static inline float synth_rand(uint64_t *s) {
     *s ^= *s >> 12;
@@ -90,6 +93,7 @@ static inline int synth_write(const char *path, const synth_spec *sp) {
         lw_gguf_writer_set_f32(w, SYNTH_KEY("rope.freq_base_swa"), 10000.0f);
     }
 #undef SYNTH_KEY
+    if (synth_extra_keys) synth_extra_keys(w, arch);
     lw_gguf_writer_set_u32(w, "general.file_type", sp->wtype == LW_TYPE_F16 ? 1 : sp->wtype == LW_TYPE_F32 ? 0 : 7);
 
     /* vocabulary: <unk> <s> </s>, the 256 byte tokens, then fillers */

@@ -390,7 +390,10 @@ static void op_rope(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *x = &ex->g->t[nd->src[0]];
     const int64_t n_head = nd->ip[0], hd = nd->ip[1], n_rot = nd->ip[2];
     const int mode = nd->ip[3];
-    const float freq_base = nd->fp[0], freq_scale = nd->fp[1];
+    const float freq_base = nd->fp[0], freq_scale = nd->fp[1], ext_factor = nd->fp[2], attn_factor = nd->fp[3];
+    const float corr0 = nd->fp[4], corr1 = nd->fp[5];
+    /* YaRN's magnitude correction (rope_yarn: mscale *= 1 + 0.1 log(1/freq_scale), fused by ggml's compiler) */
+    const float mscale = ext_factor != 0.0f ? attn_factor * fmaf(0.1f, logf(1.0f / freq_scale), 1.0f) : attn_factor;
     const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
     /* frequency factors (llama 3): ggml divides the extrapolated angle by them before scaling */
     const float *ff = nd->src[1] >= 0 ? (const float *)ex->g->t[nd->src[1]].data : NULL;
@@ -398,13 +401,19 @@ static void op_rope(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     int64_t r0, r1;
     split(n_rows(ex, dst), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        /* the sin/cos table of this position, as ggml_rope_cache_init (no YaRN: ext_factor 0, mscale 1) */
+        /* the sin/cos table of this position, as ggml_rope_cache_init and rope_yarn */
         float theta = (float)(ex->pos0 + r);
         for (int64_t i0 = 0; i0 < hd; i0 += 2) {
             /* pairs past n_rot are copied, not rotated: their table entries are unused (and have no factor) */
-            const float th = freq_scale * (ff && i0 < n_rot ? theta / ff[i0 / 2] : theta);
-            cache[i0] = cosf(th);
-            cache[i0 + 1] = sinf(th);
+            const float extrap = ff && i0 < n_rot ? theta / ff[i0 / 2] : theta;
+            float th = freq_scale * extrap;
+            if (ext_factor != 0.0f) { /* YaRN: blend interpolation and extrapolation over the ramp */
+                const float y = ((float)(i0 / 2) - corr0) / fmaxf(0.001f, corr1 - corr0);
+                const float ramp = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * ext_factor;
+                th = fmaf(th, 1.0f - ramp, extrap * ramp); /* ggml's compiler fuses the first product */
+            }
+            cache[i0] = cosf(th) * mscale;
+            cache[i0 + 1] = sinf(th) * mscale;
             theta *= theta_scale;
         }
         for (int64_t h = 0; h < n_head; h++) {

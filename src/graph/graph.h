@@ -19,7 +19,9 @@ typedef enum lw__op {
     LW_OP_ADD,         /* dst = src0 + src1 (src1 may be a single row: broadcast bias)                 */
     LW_OP_ROPE,        /* rotate src0 per head: ip[0] heads, ip[1] head dim, ip[2] rotated dims,
                           ip[3] mode (LW_ROPE_*); fp[0] freq base, fp[1] freq scale; src1 (optional,
-                          f32 weight of ip[2]/2): frequency factors dividing each pair's angle          */
+                          f32 weight of ip[2]/2): frequency factors dividing each pair's angle;
+                          YaRN: fp[2] ext_factor (0: off), fp[3] attn_factor (sin/cos scale),
+                          fp[4], fp[5] correction dims (ggml_rope_yarn_corr_dims)                        */
     LW_OP_KV_STORE,    /* copy src0 rows into the KV cache of layer ip[0] (ip[1]: 0 = K, 1 = V)       */
     LW_OP_ATTN,        /* causal attention of src0 (Q) over layer ip[0]'s cache: ip[1] heads,
                           ip[2] KV heads, ip[3] head dim; fp[0] scale; fp[1] score soft-cap c (scores
@@ -76,7 +78,7 @@ typedef struct lw__node {
     int32_t src[3];    /* tensor indices read (-1 when unused)      */
     int32_t ip[4];     /* integer parameters (see lw__op)           */
     int32_t swa;       /* ATTN: sliding window in cells (0: none)   */
-    float fp[2];       /* float parameters (see lw__op)             */
+    float fp[6];       /* float parameters (see lw__op)             */
 } lw__node;
 
 typedef struct lw__graph {

@@ -1,6 +1,8 @@
 /* Graph-building helpers shared by the architecture builders (see arch-common.h). */
 #include "model/arch-common.h"
 
+#include <math.h>
+
 int32_t lw__W(lw__graph *g, const lw__wt *w) {
     if (!w->data) return -1;
     return lw__graph_weight(g, w->name, w->type, w->ne0, w->ne1, w->data);
@@ -46,6 +48,15 @@ int32_t lw__rope(lw__graph *g, const lw__hparams *hp, const char *name, int32_t 
         n->ip[3] = hp->rope_type;
         n->fp[0] = freq_base;
         n->fp[1] = freq_scale;
+        n->fp[2] = hp->yarn_ext_factor;
+        n->fp[3] = hp->yarn_attn_factor;
+        /* ggml_rope_yarn_corr_dims (computed by ggml-base, where nothing is fused) */
+        const float n_dims = (float)hp->n_rot, orig = (float)hp->n_ctx_orig_yarn, two_pi = 2.0f * (float)3.14159265358979323846;
+        const float lb = 2.0f * logf(freq_base);
+        const float start = floorf(n_dims * logf(orig / (hp->yarn_beta_fast * two_pi)) / lb);
+        const float end = ceilf(n_dims * logf(orig / (hp->yarn_beta_slow * two_pi)) / lb);
+        n->fp[4] = start > 0.0f ? start : 0.0f;
+        n->fp[5] = end < n_dims - 1.0f ? end : n_dims - 1.0f;
     }
     return d;
 }

@@ -90,21 +90,42 @@ static lw_status load_hparams(lw_model *m) {
     if ((st = hp_f32(m, "attention.layer_norm_rms_epsilon", 1, 0, &hp->rms_eps)) ||
         (st = hp_f32(m, "rope.freq_base", 0, 10000.0f, &hp->rope_freq_base)))
         return st;
-    /* RoPE scaling: none and linear (freq_scale = 1/factor) are what plain llama models use; YaRN and
-     * friends change the sin/cos table and are refused until implemented. */
+    /* RoPE scaling as llama.cpp's loader and context set it up: none, linear (freq_scale = 1/factor) and
+     * YaRN (the same scale, ext_factor 1, the ramp between correction dims, and an attention factor);
+     * others (longrope) change the table in other ways and are refused. */
     hp->rope_freq_scale = 1.0f;
     char key[128];
     const char *stype = NULL;
     snprintf(key, sizeof(key), "%s.rope.scaling.type", m->arch->name);
-    if (lw_gguf_get_str(m->gguf, key, &stype) == LW_OK && strcmp(stype, "none") && strcmp(stype, "linear"))
+    if (lw_gguf_get_str(m->gguf, key, &stype) == LW_OK && strcmp(stype, "none") && strcmp(stype, "linear") &&
+        strcmp(stype, "yarn"))
         return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "rope scaling '%s' is not supported yet", stype);
+    const int yarn = stype && !strcmp(stype, "yarn");
     float factor = 0.0f;
     snprintf(key, sizeof(key), "%s.rope.scaling.factor", m->arch->name);
     if (lw_gguf_get_f32(m->gguf, key, &factor) != LW_OK) {
         snprintf(key, sizeof(key), "%s.rope.scale_linear", m->arch->name);
         if (lw_gguf_get_f32(m->gguf, key, &factor) != LW_OK) factor = 0.0f;
     }
-    if (factor > 0.0f && (!stype || !strcmp(stype, "linear"))) hp->rope_freq_scale = 1.0f / factor;
+    if (factor != 0.0f && (!stype || strcmp(stype, "none"))) hp->rope_freq_scale = 1.0f / factor;
+    if (!isfinite(hp->rope_freq_scale) || hp->rope_freq_scale <= 0.0f)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "bad rope scaling factor %g", (double)factor);
+    if ((st = hp_u32(m, "rope.scaling.original_context_length", 0, hp->n_ctx_train, &hp->n_ctx_orig_yarn)))
+        return st;
+    float rope_attn_factor;
+    if ((st = hp_f32(m, "rope.scaling.attn_factor", 0, 1.0f, &rope_attn_factor))) return st;
+    hp->yarn_ext_factor = yarn ? 1.0f : 0.0f;
+    hp->yarn_beta_fast = 32.0f;
+    hp->yarn_beta_slow = 1.0f;
+    hp->yarn_attn_factor = 1.0f;
+    if (yarn) { /* llama_context's set-up: get_mscale(factor, 1), then cancel ggml's own mscale factor */
+        const float f = 1.0f / hp->rope_freq_scale;
+        float a = f <= 1.0f ? 1.0f : 0.1f * logf(f) + 1.0f;
+        const float d = 1.0f + 0.1f * logf(f);
+        a *= 1.0f / d;
+        hp->yarn_attn_factor = a;
+    }
+    hp->yarn_attn_factor *= rope_attn_factor;
     hp->rope_type = m->arch->rope_type;
     /* sliding-window attention (gemma2, gemma3): window, period of full-context blocks, their own RoPE
      * base and scale, with each architecture's defaults as llama.cpp's load_arch_hparams */

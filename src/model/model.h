@@ -24,7 +24,12 @@ typedef struct lw__hparams {
     uint32_t n_rot;         /* <arch>.rope.dimension_count (default n_embd_head_k)          */
     float rms_eps;          /* <arch>.attention.layer_norm_rms_epsilon                      */
     float rope_freq_base;   /* <arch>.rope.freq_base (default 10000)                        */
-    float rope_freq_scale;  /* 1 / <arch>.rope.scaling.factor for linear scaling, else 1    */
+    float rope_freq_scale;  /* 1 / <arch>.rope.scaling.factor (linear or YaRN scaling), else 1 */
+    float yarn_ext_factor;  /* 1 with YaRN scaling (llama.cpp's default when the type is yarn), else 0 */
+    float yarn_attn_factor; /* sin/cos scale: YaRN's mscale correction x rope.scaling.attn_factor */
+    float yarn_beta_fast;   /* YaRN ramp ends (llama.cpp's defaults 32 and 1 for these archs)  */
+    float yarn_beta_slow;
+    uint32_t n_ctx_orig_yarn; /* <arch>.rope.scaling.original_context_length (default n_ctx_train) */
     int rope_type;          /* LW_ROPE_NORMAL or LW_ROPE_NEOX (per architecture)            */
     uint32_t n_swa;         /* <arch>.attention.sliding_window (0: none)                    */
     uint32_t swa_period;    /* <arch>.attention.sliding_window_pattern: every period-th

@@ -2,10 +2,10 @@
  * threads), decode batches of token ids, read logits. Every function returns lw_status and keeps a message
  * on its object. (The lead moves these declarations into include/llamaweb.h.)
  *
- * Architectures: llama (incl. Llama 3.1/3.2 RoPE frequency factors; RoPE scaling none/linear/YaRN), qwen2, qwen3, phi3, gemma2 (soft-capped
- * scores and logits), gemma3. Weights: f32, f16 and the quantized formats with CPU dot products
- * (src/cpu/quant-dot.h). Logits equal llama.cpp's (v0.4.0, AVX-512 build) to the bit for
- * the tested models; see tests/test-oracle-llama.c.
+ * Architectures: llama (incl. Llama 3.1/3.2 RoPE frequency factors), qwen2, qwen3, phi3, gemma2 (soft-capped
+ * scores and logits), gemma3; RoPE scaling none, linear or YaRN. Weights: f32, f16 and the quantized formats
+ * with CPU dot products (src/cpu/quant-dot.h). Logits equal llama.cpp's (v0.4.0, AVX-512 build) to the bit
+ * for the tested models; see tests/test-oracle-llama.c.
  *
  *     lw_model *m; lw_context *c;
  *     if (lw_model_load_file("stories260K.gguf", NULL, &m) != LW_OK) { puts(lw_model_error(m)); ... }

@@ -4,6 +4,7 @@
 #define LW_CLI_H
 
 int lw__cmd_info(int argc, char **argv);
+int lw__cmd_bench_kernels(int argc, char **argv);
 int lw__cmd_synth(int argc, char **argv);
 int lw__cmd_run(int argc, char **argv);
 int lw__cmd_bench(int argc, char **argv);

@@ -16,6 +16,7 @@ static const struct command {
     {"bench", lw__cmd_bench, "bench -m MODEL.gguf [-p 512] [-n 128] [-t 1,2]   prompt/generation tokens per second"},
     {"tokenize", lw__cmd_tokenize, "tokenize -m FILE.gguf TEXT  token ids and pieces of a text (--ids, --bench N, -f FILE)"},
     {"template", lw__cmd_template, "template -m FILE.gguf [-s S] [-u U] [-a A]...  render the chat template for a conversation (-t FILE.jinja)"},
+    {"bench-kernels", lw__cmd_bench_kernels, "bench-kernels [--types q4_0,q8_0,..|all] [--n 4096] [--rows 4096]   mat-vec GB/s per format"},
 };
 
 static int usage(FILE *f) {

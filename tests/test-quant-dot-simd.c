@@ -64,6 +64,7 @@ static const dcase cases[] = {
     {"q5_K", LW_TYPE_Q5_K, LW_TYPE_Q8_K, lw__vec_dot_q5_K_q8_K_x86, 0, 2},
     {"q6_K", LW_TYPE_Q6_K, LW_TYPE_Q8_K, lw__vec_dot_q6_K_q8_K_x86, 208, -1},
     {"iq4_nl repack", LW_TYPE_IQ4_NL, LW_TYPE_Q8_0, lw__vec_dot_iq4_nl_q8_0_x86_repack, 0, -1},
+    {"iq4_nl generic", LW_TYPE_IQ4_NL, LW_TYPE_Q8_0, lw__vec_dot_iq4_nl_q8_0_ref, 0, -1},
     {"mxfp4 repack", LW_TYPE_MXFP4, LW_TYPE_Q8_0, lw__vec_dot_mxfp4_q8_0_x86_repack, -1, -1},
     {"q4_1", LW_TYPE_Q4_1, LW_TYPE_Q8_1, lw__vec_dot_q4_1_q8_1_x86, 0, 2},
     {"q5_1", LW_TYPE_Q5_1, LW_TYPE_Q8_1, lw__vec_dot_q5_1_q8_1_x86, 0, 2},

@@ -376,6 +376,19 @@ AVX2 static float dot_mxfp4_repack_avx2(int64_t n, const void *w, const void *a)
     return acc;
 }
 
+/* IQ4_NL not repacked: ggml's generic order (lw__vec_dot_iq4_nl_q8_0_ref: sumf += d * sumi, unfused). */
+AVX2 static float dot_iq4_nl_generic_avx2(int64_t n, const void *w, const void *a) {
+    const lw__block_iq4_nl *x = w;
+    const lw__block_q8_0 *y = a;
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lw__iq4nl_values));
+    float sumf = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float d = h2f(y[b].d) * h2f(x[b].d);
+        sumf += d * (float)hsum_i32_8(lut4_lanes(x[b].qs, y[b].qs, lut));
+    }
+    return sumf;
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * Q4_1 / Q5_1 (not repacked): unsigned values, one FMA of 8 lanes per block; the min term (m * s) in a
  * scalar FMA chain, added after the horizontal sum
@@ -571,6 +584,7 @@ lw__vec_dot_fn lw__quant_dot_avx2(lw__vec_dot_fn ref) {
         {lw__vec_dot_q4_0_q8_0_ref, dot_q4_0_generic_avx2},
         {lw__vec_dot_iq4_nl_q8_0_x86_repack, dot_iq4_nl_repack_avx2},
         {lw__vec_dot_mxfp4_q8_0_x86_repack, dot_mxfp4_repack_avx2},
+        {lw__vec_dot_iq4_nl_q8_0_ref, dot_iq4_nl_generic_avx2},
         {lw__vec_dot_q4_1_q8_1_x86, dot_q4_1_avx2},
         {lw__vec_dot_q5_1_q8_1_x86, dot_q5_1_avx2},
         {lw__vec_dot_q2_K_q8_K_x86, dot_q2_K_avx2},

@@ -6,8 +6,8 @@
  * architectures, LW_CPU_KERNELS=scalar).
  *
  * AVX2 versions (quant-dot-avx2.c) exist for: Q8_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS
- * (x86 order); the repacked gemv/gemm orders of Q4_0, IQ4_NL, MXFP4, Q4_K, Q2_K; and the generic Q4_0 dot
- * (lw__vec_dot_q4_0_q8_0_ref, which the engine keeps for plain/tied Q4_0 tables). Not yet: IQ1/IQ2/IQ3,
+ * (x86 order); the repacked gemv/gemm orders of Q4_0, IQ4_NL, MXFP4, Q4_K, Q2_K; and the generic Q4_0
+ * and IQ4_NL dots (lw__vec_dot_*_ref, which the engine keeps for plain/tied tables). Not yet: IQ1/IQ2/IQ3,
  * other generic dots, AVX-512 versions (the AVX2 ones give the same bits there). */
 #ifndef LW_QUANT_DOT_SIMD_H
 #define LW_QUANT_DOT_SIMD_H

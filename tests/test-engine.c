@@ -195,6 +195,20 @@ static void test_eval_callback(const char *path) {
     lw_model_free(m);
 }
 
+/* Metadata for the RoPE-scaling refusals (written through synth_extra_keys). */
+static void longrope_keys(lw_gguf_writer *w, const char *arch) {
+    char k[128];
+    snprintf(k, sizeof(k), "%s.rope.scaling.type", arch);
+    lw_gguf_writer_set_str(w, k, "longrope");
+}
+static void bad_yarn_keys(lw_gguf_writer *w, const char *arch) {
+    char k[128];
+    snprintf(k, sizeof(k), "%s.rope.scaling.type", arch);
+    lw_gguf_writer_set_str(w, k, "yarn");
+    snprintf(k, sizeof(k), "%s.rope.scaling.factor", arch);
+    lw_gguf_writer_set_f32(w, k, -4.0f);
+}
+
 static void test_load_errors(void) {
     lw_model *m = NULL;
     CHECK(lw_model_load_file("/nonexistent/model.gguf", NULL, &m) == LW_ERR_IO);
@@ -239,12 +253,28 @@ static void test_load_errors(void) {
     CHECK(strstr(lw_model_error(m), "llama.embedding_length") != NULL);
     lw_model_free(m);
 
+    synth_spec sp_rope = {320, 64, 1, 4, 4, 96, LW_TYPE_F32, 0, 5, NULL, 0, 0, 0};
     /* KV heads that do not divide the query heads */
     synth_spec bad = {320, 64, 1, 4, 3, 96, LW_TYPE_F32, 0, 5, NULL, 0, 0, 0};
     synth_path(path, sizeof(path), "engine-badheads.gguf");
     CHECK(synth_write(path, &bad) == 0);
     CHECK(lw_model_load_file(path, NULL, &m) == LW_ERR_UNSUPPORTED);
     CHECK(strstr(lw_model_error(m), "n_head_kv 3") != NULL);
+    lw_model_free(m);
+
+    /* RoPE scaling the engine does not do (longrope), and a YaRN factor that makes no sense */
+    synth_path(path, sizeof(path), "engine-longrope.gguf");
+    synth_extra_keys = longrope_keys;
+    CHECK(synth_write(path, &sp_rope) == 0);
+    CHECK(lw_model_load_file(path, NULL, &m) == LW_ERR_UNSUPPORTED);
+    CHECK(strstr(lw_model_error(m), "longrope") != NULL);
+    lw_model_free(m);
+    synth_path(path, sizeof(path), "engine-badyarn.gguf");
+    synth_extra_keys = bad_yarn_keys;
+    CHECK(synth_write(path, &sp_rope) == 0);
+    synth_extra_keys = NULL;
+    CHECK(lw_model_load_file(path, NULL, &m) == LW_ERR_UNSUPPORTED);
+    CHECK(strstr(lw_model_error(m), "rope scaling factor") != NULL);
     lw_model_free(m);
 
     /* a good model, loaded from a byte source */

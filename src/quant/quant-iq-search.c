@@ -693,77 +693,6 @@ size_t lw__quantize_iq2_xs(const float *src, void *dst, int64_t nrows, int64_t n
  * make_qp_quants, 13 trial scales, then every group re-rounded against the best scale.
  * ------------------------------------------------------------------------------------------------------- */
 
-/* ggml's make_qp_quants: non-negative x quantized to 0..nmax by a weighted least-squares scale (9 candidate
- * scales, then up to 5 passes moving single levels while the fit improves). The same function serves the
- * K-quants' scales in quant-k.c, where it is static; this copy is kept identical. */
-static float qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights) {
-    float max = 0;
-    for (int i = 0; i < n; ++i) max = max > x[i] ? max : x[i];
-    if (max < IQ2_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
-    float iscale = nmax / max;
-    for (int i = 0; i < n; ++i) L[i] = (uint8_t)lw__iq_nearest_int(iscale * x[i]);
-    const float scale = 1 / iscale;
-    float best_mse = 0;
-    for (int i = 0; i < n; ++i) {
-        const float diff = x[i] - scale * L[i];
-        const float w = quant_weights[i];
-        best_mse += w * diff * diff;
-    }
-    for (int is = -4; is <= 4; ++is) {
-        if (is == 0) continue;
-        const float iscale_is = (0.1f * (float)is + (float)nmax) / max;
-        const float scale_is = 1 / iscale_is;
-        float mse = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = lw__iq_nearest_int(iscale_is * x[i]);
-            l = l < nmax ? l : nmax;
-            const float diff = x[i] - scale_is * (float)l;
-            const float w = quant_weights[i];
-            mse += w * diff * diff;
-        }
-        if (mse < best_mse) {
-            best_mse = mse;
-            iscale = iscale_is;
-        }
-    }
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = lw__iq_nearest_int(iscale * x[i]);
-        l = l < nmax ? l : nmax;
-        L[i] = (uint8_t)l;
-        const float w = quant_weights[i];
-        sumlx += w * x[i] * (float)l;
-        suml2 += w * (float)l * (float)l;
-    }
-    for (int itry = 0; itry < 5; ++itry) {
-        int n_changed = 0;
-        for (int i = 0; i < n; ++i) {
-            const float w = quant_weights[i];
-            float slx = sumlx - w * x[i] * L[i];
-            float sl2 = suml2 - w * L[i] * L[i];
-            if (slx > 0 && sl2 > 0) {
-                int new_l = lw__iq_nearest_int(x[i] * sl2 / slx);
-                new_l = new_l < nmax ? new_l : nmax;
-                if (new_l != L[i]) {
-                    slx += w * x[i] * (float)new_l;
-                    sl2 += w * (float)new_l * (float)new_l;
-                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-                        L[i] = (uint8_t)new_l;
-                        sumlx = slx;
-                        suml2 = sl2;
-                        ++n_changed;
-                    }
-                }
-            }
-        }
-        if (!n_changed) break;
-    }
-    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-}
-
 /* One sub-block of 32 of IQ2_XXS: fills L and block_signs; returns the scale (skipped: scale 0). */
 static float iq2_xxs_subblock(iq_tables *t, const float *xb, const float *weight, int8_t *L,
                               uint8_t *block_signs, bool *skipped) {
@@ -776,7 +705,7 @@ static float iq2_xxs_subblock(iq_tables *t, const float *xb, const float *weight
     *skipped = true;
     memset(L, 0, 32);
     if (max < IQ2_EPS) return 0;
-    float scale = qp_quants(32, IQ2_KMAX_Q + 1, xval, (uint8_t *)L, weight);
+    float scale = lw__make_qp_quants(32, IQ2_KMAX_Q + 1, xval, (uint8_t *)L, weight);
     const float eff_max = scale * IQ2_KMAX_Q;
     if (eff_max <= 0) {
         memset(L, 0, 32);

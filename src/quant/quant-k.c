@@ -237,7 +237,7 @@ static float make_qkx_quants(int n, int nmax, const float *x, const float *weigh
 
 /* Quantizes n non-negative values (sub-block scales or mins) to 0..nmax with importance weights: best of 9
  * scales by weighted squared error, then up to 5 passes of single-value moves. Returns the scale. */
-static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights) {
+float lw__make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights) {
     float max = 0;
     for (int i = 0; i < n; ++i) max = max > x[i] ? max : x[i];
     if (max < GROUP_MAX_EPS) {
@@ -412,8 +412,8 @@ static void quantize_row_q2_K_imat(const float *x, lw__block_q2_K *y, int64_t n_
             scales[j] = make_qkx_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36,
                                         false, true);
         }
-        const float dm = make_qp_quants(LW_QK_K / 16, 15, scales, Ls, sw);
-        const float mm = make_qp_quants(LW_QK_K / 16, 15, mins, Lm, sw);
+        const float dm = lw__make_qp_quants(LW_QK_K / 16, 15, scales, Ls, sw);
+        const float mm = lw__make_qp_quants(LW_QK_K / 16, 15, mins, Lm, sw);
         y[i].d = lw__fp32_to_fp16(dm);
         y[i].dmin = lw__fp32_to_fp16(mm);
         for (int j = 0; j < LW_QK_K / 16; ++j) y[i].scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
@@ -644,8 +644,8 @@ static void k4_subblocks_imat(const float *x, const float *qw_blk, uint8_t *L, i
         scales[j] = make_qkx_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36,
                                     false, true);
     }
-    const float d_block = make_qp_quants(LW_QK_K / 32, 63, scales, Ls, sw);
-    const float m_block = make_qp_quants(LW_QK_K / 32, 63, mins, Lm, sw);
+    const float d_block = lw__make_qp_quants(LW_QK_K / 32, 63, scales, Ls, sw);
+    const float m_block = lw__make_qp_quants(LW_QK_K / 32, 63, mins, Lm, sw);
     /* ggml clamps here for Q5_K only (a no-op unless a scale came out negative and wrapped). */
     for (int j = 0; clamp63 && j < LW_QK_K / 32; ++j) {
         if (Ls[j] > 63) Ls[j] = 63;

@@ -310,6 +310,11 @@ lw_status lw__dequantize(uint32_t type, const void *src, float *dst, int64_t n);
 /* Bytes of one row of n elements of type (0 with LW_ERR_* on error via *st when st != NULL). */
 size_t lw__row_size(uint32_t type, int64_t n, lw_status *st);
 
+/* ggml's make_qp_quants: non-negative x (n values) quantized to 0..nmax with a weighted least-squares scale
+ * (9 candidate scales, then passes moving single levels while the fit improves); returns the scale. Shared by
+ * the K-quants' scale quantization (quant-k.c) and IQ3_XXS/IQ2 searches (quant-iq-search.c). */
+float lw__make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights);
+
 /* ---------------------------------------------------------------------------------------------------------
  * Scalar references (quant.c, quant-k.c, quant-misc.c)
  * ------------------------------------------------------------------------------------------------------- */

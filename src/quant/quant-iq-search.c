@@ -216,6 +216,33 @@ static inline int clampi(int v, int lo, int hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* Rounds one group of n values to the odd levels 2l+1 at inverse scale id (l clamped to 0..kmax-1) into L,
+ * then snaps the group to the grid (iq_lookup, at scale); returns the grid index. Every IQ2/IQ3 search does
+ * this. */
+static int iq_round_group(iq_tables *t, float id, float scale, int n, int kmax, const float *xval,
+                          const float *waux, int8_t *L, bool *on_grid) {
+    for (int i = 0; i < n; ++i) {
+        const int l = lw__iq_nearest_int(0.5f * (id * xval[i] - 1));
+        L[i] = (int8_t)clampi(l, 0, kmax - 1);
+    }
+    return iq_lookup(t, L, xval, waux, scale, on_grid);
+}
+
+/* Weighted least-squares sums of x against the levels 2L+1, in ggml's order (one pass, i ascending), so the
+ * fitted scale sumqx / sumq2 keeps ggml's bits. */
+static void iq_lsq(int n, const float *weight, const float *xval, const int8_t *L, float *sumqx,
+                   float *sumq2) {
+    float qx = 0, q2 = 0;
+    for (int i = 0; i < n; ++i) {
+        const float w = weight[i];
+        const float q = (float)(2 * L[i] + 1);
+        qx += w * xval[i] * q;
+        q2 += w * q * q;
+    }
+    *sumqx = qx;
+    *sumq2 = q2;
+}
+
 /* Magnitudes xval = |xb| and one sign byte per group of 8 (bit i: element i negative) for ngroups groups.
  * With parity (IQ2_XXS, IQ2_XS, IQ3_XXS store 7 sign bits and imply the 8th), a group with an odd number of
  * negatives gets its least important element (smallest weight * x^2) flipped: its xval turns negative, and
@@ -287,19 +314,11 @@ static float iq3_subblock(iq_tables *t, bool xxs, const float *xb, const float *
         const float id = (2 * IQ3_KMAX_Q - 1 + (float)is * 0.2f) / max;
         const float this_scale = 1 / id;
         for (int k = 0; k < 8; ++k) {
-            for (int i = 0; i < 4; ++i) {
-                const int l = lw__iq_nearest_int(0.5f * (id * xval[4 * k + i] - 1));
-                Laux[4 * k + i] = (int8_t)clampi(l, 0, IQ3_KMAX_Q - 1);
-            }
-            iq_lookup(t, Laux + 4 * k, xval + 4 * k, waux + 4 * k, this_scale, &is_on_grid_aux[k]);
+            iq_round_group(t, id, this_scale, 4, IQ3_KMAX_Q, xval + 4 * k, waux + 4 * k, Laux + 4 * k,
+                           &is_on_grid_aux[k]);
         }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 32; ++i) {
-            const float w = weight[i];
-            const float q = (float)(2 * Laux[i] + 1);
-            sumqx += w * xval[i] * q;
-            sumq2 += w * q * q;
-        }
+        float sumqx, sumq2;
+        iq_lsq(32, weight, xval, Laux, &sumqx, &sumq2);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
             scale = sumqx / sumq2;
             best = scale * sumqx;
@@ -314,21 +333,12 @@ static float iq3_subblock(iq_tables *t, bool xxs, const float *xb, const float *
         for (int k = 0; k < 8; ++k) {
             if (xxs && is_on_grid[k]) continue;
             int8_t Lk[4];
-            for (int i = 0; i < 4; ++i) {
-                const int l = lw__iq_nearest_int(0.5f * (id * xval[4 * k + i] - 1));
-                Lk[i] = (int8_t)clampi(l, 0, IQ3_KMAX_Q - 1);
-            }
             bool on;
-            const int gi = iq_lookup(t, Lk, xval + 4 * k, waux + 4 * k, scale, &on);
+            const int gi = iq_round_group(t, id, scale, 4, IQ3_KMAX_Q, xval + 4 * k, waux + 4 * k, Lk, &on);
             for (int i = 0; i < 4; ++i) L[4 * k + i] = (int8_t)((t->pos[gi][i] - 1) / 2);
         }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 32; ++i) {
-            const float w = weight[i];
-            const float q = (float)(2 * L[i] + 1);
-            sumqx += w * xval[i] * q;
-            sumq2 += w * q * q;
-        }
+        float sumqx, sumq2;
+        iq_lsq(32, weight, xval, L, &sumqx, &sumq2);
         if (sumq2 > 0) scale = sumqx / sumq2;
     }
     if (scale < 0) {
@@ -510,19 +520,11 @@ static float iq2_subblock16(iq_tables *t, bool parity, float eps, const float *x
         const float id = (2 * IQ2_KMAX_Q - 1 + (float)is * 0.1f) / max;
         const float this_scale = 1 / id;
         for (int k = 0; k < 2; ++k) {
-            for (int i = 0; i < 8; ++i) {
-                const int l = lw__iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
-                Laux[8 * k + i] = (int8_t)clampi(l, 0, IQ2_KMAX_Q - 1);
-            }
-            iq_lookup(t, Laux + 8 * k, xval + 8 * k, waux + 8 * k, this_scale, &is_on_grid_aux[k]);
+            iq_round_group(t, id, this_scale, 8, IQ2_KMAX_Q, xval + 8 * k, waux + 8 * k, Laux + 8 * k,
+                           &is_on_grid_aux[k]);
         }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 16; ++i) {
-            const float w = weight[i];
-            const float q = (float)(2 * Laux[i] + 1);
-            sumqx += w * xval[i] * q;
-            sumq2 += w * q * q;
-        }
+        float sumqx, sumq2;
+        iq_lsq(16, weight, xval, Laux, &sumqx, &sumq2);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
             scale = sumqx / sumq2;
             best = scale * sumqx;
@@ -535,20 +537,11 @@ static float iq2_subblock16(iq_tables *t, bool parity, float eps, const float *x
         const float id = 1 / scale;
         for (int k = 0; k < 2; ++k) {
             if (is_on_grid[k]) continue;
-            for (int i = 0; i < 8; ++i) {
-                const int l = lw__iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
-                L[8 * k + i] = (int8_t)clampi(l, 0, IQ2_KMAX_Q - 1);
-            }
             bool on;
-            iq_lookup(t, L + 8 * k, xval + 8 * k, waux + 8 * k, scale, &on);
+            iq_round_group(t, id, scale, 8, IQ2_KMAX_Q, xval + 8 * k, waux + 8 * k, L + 8 * k, &on);
         }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 16; ++i) {
-            const float w = weight[i];
-            const float q = (float)(2 * L[i] + 1);
-            sumqx += w * xval[i] * q;
-            sumq2 += w * q * q;
-        }
+        float sumqx, sumq2;
+        iq_lsq(16, weight, xval, L, &sumqx, &sumq2);
         if (sumq2 > 0) scale = sumqx / sumq2;
     }
     if (scale < 0) {
@@ -717,20 +710,11 @@ static float iq2_xxs_subblock(iq_tables *t, const float *xb, const float *weight
         const float id = (2 * IQ2_KMAX_Q - 1 + (float)is * 0.1f) / eff_max;
         const float this_scale = 1 / id;
         for (int k = 0; k < 4; ++k) {
-            for (int i = 0; i < 8; ++i) {
-                const int l = lw__iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
-                Laux[8 * k + i] = (int8_t)clampi(l, 0, IQ2_KMAX_Q - 1);
-            }
             bool on;
-            iq_lookup(t, Laux + 8 * k, xval + 8 * k, waux + 8 * k, this_scale, &on);
+            iq_round_group(t, id, this_scale, 8, IQ2_KMAX_Q, xval + 8 * k, waux + 8 * k, Laux + 8 * k, &on);
         }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 32; ++i) {
-            const float w = weight[i];
-            const float q = (float)(2 * Laux[i] + 1);
-            sumqx += w * xval[i] * q;
-            sumq2 += w * q * q;
-        }
+        float sumqx, sumq2;
+        iq_lsq(32, weight, xval, Laux, &sumqx, &sumq2);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
             scale = sumqx / sumq2;
             best = scale * sumqx;
@@ -740,20 +724,11 @@ static float iq2_xxs_subblock(iq_tables *t, const float *xb, const float *weight
     if (scale > 0) {
         const float id = 1 / scale;
         for (int k = 0; k < 4; ++k) {
-            for (int i = 0; i < 8; ++i) {
-                const int l = lw__iq_nearest_int(0.5f * (id * xval[8 * k + i] - 1));
-                L[8 * k + i] = (int8_t)clampi(l, 0, IQ2_KMAX_Q - 1);
-            }
             bool on;
-            iq_lookup(t, L + 8 * k, xval + 8 * k, waux + 8 * k, scale, &on);
+            iq_round_group(t, id, scale, 8, IQ2_KMAX_Q, xval + 8 * k, waux + 8 * k, L + 8 * k, &on);
         }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 32; ++i) {
-            const float w = weight[i];
-            const float q = (float)(2 * L[i] + 1);
-            sumqx += w * xval[i] * q;
-            sumq2 += w * q * q;
-        }
+        float sumqx, sumq2;
+        iq_lsq(32, weight, xval, L, &sumqx, &sumq2);
         if (sumq2 > 0) scale = sumqx / sumq2;
     }
     if (scale < 0) {

@@ -222,7 +222,7 @@ static inline int clampi(int v, int lo, int hi) {
 static int iq_round_group(iq_tables *t, float id, float scale, int n, int kmax, const float *xval,
                           const float *waux, int8_t *L, bool *on_grid) {
     for (int i = 0; i < n; ++i) {
-        const int l = lw__iq_nearest_int(0.5f * (id * xval[i] - 1));
+        const int l = lw__nearest_int(0.5f * (id * xval[i] - 1));
         L[i] = (int8_t)clampi(l, 0, kmax - 1);
     }
     return iq_lookup(t, L, xval, waux, scale, on_grid);
@@ -395,7 +395,7 @@ static void iq3_xxs_row(iq_tables *t, const float *x, lw__block_iq3_xxs *y, int6
         const uint16_t dh = lw__fp32_to_fp16(d * 1.0125f); /* ggml's fudge factor */
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 32; ++ib) {
-            int l = lw__iq_nearest_int(0.5f * (id * scales[ib] - 1));
+            int l = lw__nearest_int(0.5f * (id * scales[ib] - 1));
             l = clampi(l, 0, 15);
             scales_and_signs[ib] |= (uint32_t)l << 28;
         }
@@ -469,8 +469,8 @@ static void iq3_s_row(iq_tables *t, const float *x, lw__block_iq3_s *y, int64_t 
         b->d = lw__fp32_to_fp16(d * 1.033f); /* ggml's fudge factor */
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 32; ib += 2) {
-            const int l1 = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib + 0] - 1)), 0, 15);
-            const int l2 = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib + 1] - 1)), 0, 15);
+            const int l1 = clampi(lw__nearest_int(0.5f * (id * scales[ib + 0] - 1)), 0, 15);
+            const int l2 = clampi(lw__nearest_int(0.5f * (id * scales[ib + 1] - 1)), 0, 15);
             b->scales[ib / 2] = (uint8_t)(l1 | (l2 << 4));
         }
     }
@@ -593,7 +593,7 @@ static void iq2_s_row(iq_tables *t, const float *x, lw__block_iq2_s *y, int64_t 
         b->d = lw__fp32_to_fp16(d * 0.9875f); /* ggml's fudge factor */
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 16; ++ib) {
-            const int l = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            const int l = clampi(lw__nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
             if (ib % 2 == 0)
                 b->scales[ib / 2] = (uint8_t)l;
             else
@@ -659,7 +659,7 @@ static void iq2_xs_row(iq_tables *t, const float *x, lw__block_iq2_xs *y, int64_
         b->d = lw__fp32_to_fp16(d);
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 16; ++ib) {
-            const int l = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            const int l = clampi(lw__nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
             if (ib % 2 == 0)
                 b->scales[ib / 2] = (uint8_t)l;
             else
@@ -775,7 +775,7 @@ static void iq2_xxs_row(iq_tables *t, const float *x, lw__block_iq2_xxs *y, int6
         b->d = lw__fp32_to_fp16(d);
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 32; ++ib) {
-            const int l = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            const int l = clampi(lw__nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
             q2[2 * ib + 1] |= (uint32_t)l << 28;
         }
         memcpy(b->qs, q2, sizeof q2);
@@ -955,7 +955,7 @@ static void iq1_s_row(iq_tables *t, const float *x, lw__block_iq1_s *y, int64_t 
         b->d = lw__fp32_to_fp16(d * 1.125f); /* ggml's fudge factor */
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / BS; ++ib) {
-            int l = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
+            int l = clampi(lw__nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
             if (shifts[ib] == -1) l |= 8;
             b->qh[ib] = (uint16_t)(b->qh[ib] | (l << 12));
         }
@@ -1086,7 +1086,7 @@ static void iq1_m_row(iq_tables *t, const float *x, lw__block_iq1_m *y, int64_t 
         const float id = 1 / d;
         float sumqx_f = 0, sumq2_f = 0;
         for (int ib = 0; ib < QK_K / BS; ++ib) {
-            const int l = clampi(lw__iq_nearest_int(0.5f * (id * scales[ib + 0] - 1)), 0, 7);
+            const int l = clampi(lw__nearest_int(0.5f * (id * scales[ib + 0] - 1)), 0, 7);
             sc[ib / 4] = (uint16_t)(sc[ib / 4] | (l << (3 * (ib % 4))));
             b->qh[ib] |= masks[shifts[ib]];
             const float *xb = xbl + BS * ib;

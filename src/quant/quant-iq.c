@@ -409,7 +409,7 @@ static void iq4_quantize_superblock(int sb, const float *x, uint16_t *dh, uint8_
         *dh = lw__fp32_to_fp16(d);
         const float id = d ? 1 / d : 0.f;
         for (int ib = 0; ib < sb / 32; ++ib) {
-            int l = lw__iq_nearest_int(id * scales[ib]);
+            int l = lw__nearest_int(id * scales[ib]);
             l = l < -32 ? -32 : l > 31 ? 31 : l;
             const float dl = d * (float)l;
             const float idl = dl ? 1 / dl : 0.f;

@@ -81,14 +81,4 @@ void lw__quantize_row_iq4_xs_ref(const float *x, void *y, int64_t k);
 lw_status lw__iq_random_block(uint32_t type, uint64_t *rng, float amax, void *block);
 void lw__iq_random_blocks(uint32_t type, void *dst, int64_t n_blocks, uint64_t seed);
 
-/* Rounds to the nearest integer, ties to even, for |f| < 2^22: adding 1.5 * 2^23 leaves the rounded value in
- * the low mantissa bits. The same trick as ggml's nearest_int, hence the same results (shared by quant-iq.c
- * and quant-iq-search.c). */
-static inline int lw__iq_nearest_int(float f) {
-    const float v = f + 12582912.f;
-    int32_t i;
-    memcpy(&i, &v, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
 #endif

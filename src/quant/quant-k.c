@@ -20,15 +20,6 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
  * Scale searches
  * ------------------------------------------------------------------------------------------------------- */
 
-/* Round to nearest (ties to even) for |fval| <= 2^22 by adding 1.5 * 2^23 and reading the mantissa bits;
- * ggml uses this instead of lrintf everywhere in the K-quants, so we must too. */
-static inline int nearest_int(float fval) {
-    float val = fval + 12582912.f;
-    int32_t i;
-    memcpy(&i, &val, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
 /* Weight of element i in make_qx_quants when no importance weights are given. */
 static inline float qx_weight(int rmse_type, float x) {
     return rmse_type == 1 ? x * x : rmse_type == 2 ? 1 : rmse_type == 3 ? fabsf(x) : sqrtf(fabsf(x));
@@ -53,7 +44,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse
     float iscale = -nmax / max;
     if (rmse_type == 0) {
         for (int i = 0; i < n; ++i) {
-            const int l = nearest_int(iscale * x[i]);
+            const int l = lw__nearest_int(iscale * x[i]);
             L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, l)));
         }
         return 1 / iscale;
@@ -65,7 +56,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse
     }
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; ++i) {
-        int l = nearest_int(iscale * x[i]);
+        int l = lw__nearest_int(iscale * x[i]);
         l = imax(-nmax, imin(nmax - 1, l));
         L[i] = (int8_t)(l + nmax);
         const float w = qw ? qw[i] : qx_weight(rmse_type, x[i]);
@@ -80,7 +71,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse
         iscale = -(nmax + 0.1f * is) / max;
         sumlx = suml2 = 0;
         for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * x[i]);
+            int l = lw__nearest_int(iscale * x[i]);
             l = imax(-nmax, imin(nmax - 1, l));
             const float w = qw ? qw[i] : qx_weight(rmse_type, x[i]);
             sumlx += w * x[i] * l;
@@ -88,7 +79,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse
         }
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; ++i) {
-                const int l = nearest_int(iscale * x[i]);
+                const int l = lw__nearest_int(iscale * x[i]);
                 L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, l)));
             }
             scale = sumlx / suml2;
@@ -117,7 +108,7 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_
     if (do_rmse) {
         float sumlx = 0, suml2 = 0;
         for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * x[i]);
+            int l = lw__nearest_int(iscale * x[i]);
             l = imax(-nmax, imin(nmax - 1, l));
             L[i] = (int8_t)l;
             const float w = x[i] * x[i];
@@ -131,7 +122,7 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_
                 float slx = sumlx - w * x[i] * L[i];
                 if (slx > 0) {
                     float sl2 = suml2 - w * L[i] * L[i];
-                    int new_l = nearest_int(x[i] * sl2 / slx);
+                    int new_l = lw__nearest_int(x[i] * sl2 / slx);
                     new_l = imax(-nmax, imin(nmax - 1, new_l));
                     if (new_l != L[i]) {
                         slx += w * x[i] * new_l;
@@ -151,7 +142,7 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_
         return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
     }
     for (int i = 0; i < n; ++i) {
-        int l = nearest_int(iscale * x[i]);
+        int l = lw__nearest_int(iscale * x[i]);
         l = imax(-nmax, imin(nmax - 1, l));
         L[i] = (int8_t)(l + nmax);
     }
@@ -186,7 +177,7 @@ static float make_qkx_quants(int n, int nmax, const float *x, const float *weigh
     float scale = 1 / iscale;
     float best_error = 0;
     for (int i = 0; i < n; ++i) {
-        const int l = nearest_int(iscale * (x[i] - min));
+        const int l = lw__nearest_int(iscale * (x[i] - min));
         L[i] = (uint8_t)imax(0, imin(nmax, l));
         float diff = scale * L[i] + min - x[i];
         diff = use_mad ? fabsf(diff) : diff * diff;
@@ -200,7 +191,7 @@ static float make_qkx_quants(int n, int nmax, const float *x, const float *weigh
         iscale = (rmin + rdelta * is + nmax) / (max - min);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * (x[i] - min));
+            int l = lw__nearest_int(iscale * (x[i] - min));
             l = imax(0, imin(nmax, l));
             Laux[i] = (uint8_t)l;
             const float w = QKX_W(i);
@@ -245,7 +236,7 @@ float lw__make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const floa
         return 0.f;
     }
     float iscale = nmax / max;
-    for (int i = 0; i < n; ++i) L[i] = (uint8_t)nearest_int(iscale * x[i]);
+    for (int i = 0; i < n; ++i) L[i] = (uint8_t)lw__nearest_int(iscale * x[i]);
     const float scale = 1 / iscale;
     float best_mse = 0;
     for (int i = 0; i < n; ++i) {
@@ -259,7 +250,7 @@ float lw__make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const floa
         const float scale_is = 1 / iscale_is;
         float mse = 0;
         for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale_is * x[i]);
+            int l = lw__nearest_int(iscale_is * x[i]);
             l = imin(nmax, l);
             const float diff = x[i] - scale_is * l;
             const float w = quant_weights[i];
@@ -272,7 +263,7 @@ float lw__make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const floa
     }
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; ++i) {
-        int l = nearest_int(iscale * x[i]);
+        int l = lw__nearest_int(iscale * x[i]);
         l = imin(nmax, l);
         L[i] = (uint8_t)l;
         const float w = quant_weights[i];
@@ -286,7 +277,7 @@ float lw__make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const floa
             float slx = sumlx - w * x[i] * L[i];
             float sl2 = suml2 - w * L[i] * L[i];
             if (slx > 0 && sl2 > 0) {
-                int new_l = nearest_int(x[i] * sl2 / slx);
+                int new_l = lw__nearest_int(x[i] * sl2 / slx);
                 new_l = imin(nmax, new_l);
                 if (new_l != L[i]) {
                     slx += w * x[i] * new_l;
@@ -350,7 +341,7 @@ static void q2_K_requantize(const lw__block_q2_K *y, const float *x, uint8_t *L)
         if (!d) continue;
         const float dm = lw__fp16_to_fp32(y->dmin) * (y->scales[j] >> 4);
         for (int ii = 0; ii < 16; ++ii) {
-            int l = nearest_int((x[16 * j + ii] + dm) / d);
+            int l = lw__nearest_int((x[16 * j + ii] + dm) / d);
             L[16 * j + ii] = (uint8_t)imax(0, imin(3, l));
         }
     }
@@ -373,7 +364,7 @@ void lw__quantize_row_q2_K_ref(const float *x, void *vy, int64_t k) {
         }
         if (max_scale > 0) {
             const float iscale = q4scale / max_scale;
-            for (int j = 0; j < LW_QK_K / 16; ++j) y[i].scales[j] = (uint8_t)nearest_int(iscale * scales[j]);
+            for (int j = 0; j < LW_QK_K / 16; ++j) y[i].scales[j] = (uint8_t)lw__nearest_int(iscale * scales[j]);
             y[i].d = lw__fp32_to_fp16(max_scale / q4scale);
         } else {
             for (int j = 0; j < LW_QK_K / 16; ++j) y[i].scales[j] = 0;
@@ -382,7 +373,7 @@ void lw__quantize_row_q2_K_ref(const float *x, void *vy, int64_t k) {
         if (max_min > 0) {
             const float iscale = q4scale / max_min;
             for (int j = 0; j < LW_QK_K / 16; ++j) {
-                const int l = nearest_int(iscale * mins[j]);
+                const int l = lw__nearest_int(iscale * mins[j]);
                 /* l is negative only for NaN input; shift as unsigned (same low byte, no UB) */
                 y[i].scales[j] |= (uint8_t)((uint32_t)l << 4);
             }
@@ -462,7 +453,7 @@ static void q3_K_finish(lw__block_q3_K *y, const float *x, int8_t *L) {
         const float d = lw__fp16_to_fp32(y->d) * sc;
         if (!d) continue;
         for (int ii = 0; ii < 16; ++ii) {
-            int l = nearest_int(x[16 * j + ii] / d);
+            int l = lw__nearest_int(x[16 * j + ii] / d);
             l = imax(-4, imin(3, l));
             L[16 * j + ii] = (int8_t)(l + 4);
         }
@@ -503,7 +494,7 @@ void lw__quantize_row_q3_K_ref(const float *x, void *vy, int64_t k) {
         if (max_scale) {
             const float iscale = -32.f / max_scale;
             for (int j = 0; j < LW_QK_K / 16; ++j) {
-                int8_t l = (int8_t)nearest_int(iscale * scales[j]);
+                int8_t l = (int8_t)lw__nearest_int(iscale * scales[j]);
                 l = (int8_t)(imax(-32, imin(31, l)) + 32);
                 q3_K_put_scale(y[i].scales, j, l);
             }
@@ -582,8 +573,8 @@ static void k4_scales_ref(uint8_t *packed, uint16_t *d, uint16_t *dmin, const fl
     uint8_t ls[LW_QK_K / 32], lm[LW_QK_K / 32];
     for (int j = 0; j < LW_QK_K / 32; ++j) {
         /* ggml assigns the int to uint8_t before clamping (wraps, then MIN 63). */
-        ls[j] = (uint8_t)nearest_int(inv_scale * scales[j]);
-        lm[j] = (uint8_t)nearest_int(inv_min * mins[j]);
+        ls[j] = (uint8_t)lw__nearest_int(inv_scale * scales[j]);
+        lm[j] = (uint8_t)lw__nearest_int(inv_min * mins[j]);
         if (ls[j] > 63) ls[j] = 63;
         if (lm[j] > 63) lm[j] = 63;
     }
@@ -602,7 +593,7 @@ static void k4_requantize(const uint8_t *packed, uint16_t dh, uint16_t dminh, co
         if (!d) continue;
         const float dm = lw__fp16_to_fp32(dminh) * m;
         for (int ii = 0; ii < 32; ++ii) {
-            const int l = nearest_int((x[32 * j + ii] + dm) / d);
+            const int l = lw__nearest_int((x[32 * j + ii] + dm) / d);
             L[32 * j + ii] = (uint8_t)imax(0, imin(nmax, l));
         }
     }
@@ -795,12 +786,12 @@ static void q6_K_block(const float *x, lw__block_q6_K *y, const float *qw) {
     }
     const float iscale = -128.f / max_scale;
     y->d = lw__fp32_to_fp16(1 / iscale);
-    for (int ib = 0; ib < LW_QK_K / 16; ++ib) y->scales[ib] = (int8_t)imin(127, nearest_int(iscale * scales[ib]));
+    for (int ib = 0; ib < LW_QK_K / 16; ++ib) y->scales[ib] = (int8_t)imin(127, lw__nearest_int(iscale * scales[ib]));
     for (int j = 0; j < LW_QK_K / 16; ++j) {
         const float d = lw__fp16_to_fp32(y->d) * y->scales[j];
         if (!d) continue;
         for (int ii = 0; ii < 16; ++ii) {
-            int l = nearest_int(x[16 * j + ii] / d);
+            int l = lw__nearest_int(x[16 * j + ii] / d);
             l = imax(-32, imin(31, l));
             L[16 * j + ii] = (int8_t)(l + 32);
         }
@@ -872,7 +863,7 @@ void lw__quantize_row_q8_K_ref(const float *x, void *vy, int64_t k) {
         }
         /* -127 (not -128) so that IQ2_XXS SIMD dot products never see -128. */
         const float iscale = -127.f / max;
-        for (int j = 0; j < LW_QK_K; ++j) y[i].qs[j] = (int8_t)imin(127, nearest_int(iscale * x[j]));
+        for (int j = 0; j < LW_QK_K; ++j) y[i].qs[j] = (int8_t)imin(127, lw__nearest_int(iscale * x[j]));
         for (int j = 0; j < LW_QK_K / 16; ++j) {
             int sum = 0;
             for (int ii = 0; ii < 16; ++ii) sum += y[i].qs[j * 16 + ii];

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------------------------------------------------
  * Block sizes (elements per block)
@@ -309,6 +310,15 @@ lw_status lw__quantize(uint32_t type, const float *src, void *dst, int64_t nrows
 lw_status lw__dequantize(uint32_t type, const void *src, float *dst, int64_t n);
 /* Bytes of one row of n elements of type (0 with LW_ERR_* on error via *st when st != NULL). */
 size_t lw__row_size(uint32_t type, int64_t n, lw_status *st);
+
+/* Rounds to the nearest integer, ties to even, for |f| <= 2^22: adding 1.5 * 2^23 leaves the rounded value in
+ * the low mantissa bits. ggml uses this trick (not lrintf) throughout its quantizers, so we must too. */
+static inline int lw__nearest_int(float f) {
+    const float v = f + 12582912.f;
+    int32_t i;
+    memcpy(&i, &v, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
 
 /* ggml's make_qp_quants: non-negative x (n values) quantized to 0..nmax with a weighted least-squares scale
  * (9 candidate scales, then passes moving single levels while the fit improves); returns the scale. Shared by

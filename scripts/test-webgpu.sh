@@ -13,7 +13,8 @@ if ! scripts/build-wasm.sh; then
   echo "0 passed, 1 failed"
   exit 1
 fi
-mkdir -p build/wasm
+wasm_dir=${LW_WASM_DIR:-build/wasm}
+mkdir -p "$wasm_dir"
 
 lavapipe=$(ls /usr/share/vulkan/icd.d/lvp_icd*.json 2>/dev/null | head -1)
 swiftshader=/usr/lib/chromium/vk_swiftshader_icd.json
@@ -21,7 +22,7 @@ swiftshader=/usr/lib/chromium/vk_swiftshader_icd.json
 node_tests=$(ls tests/web/*.test.mjs | grep -v '/browser\.test\.mjs$')
 
 run_on() { # name icd-file [test files...]
-  local name=$1 icd=$2 log=build/wasm/test-web-$1.log
+  local name=$1 icd=$2 log=$wasm_dir/test-web-$1.log
   shift 2
   if [ -z "$icd" ] || [ ! -f "$icd" ]; then
     echo "test-webgpu: SKIP $name (not installed; run scripts/setup-webgpu.sh)"

@@ -15,8 +15,9 @@ export function repoRoot() {
   return path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 }
 
-// The wasm module (an Emscripten MODULARIZE factory). Returns null when it is not built.
-export async function loadModule(dir = path.join(repoRoot(), 'build/wasm')) {
+// The wasm module (an Emscripten MODULARIZE factory) from build/wasm, or from $LW_WASM_DIR (relative to the
+// repository root) when set, as scripts/build-wasm.sh. Returns null when it is not built.
+export async function loadModule(dir = path.resolve(repoRoot(), process.env.LW_WASM_DIR || 'build/wasm')) {
   const js = path.join(dir, 'llamaweb-wasm.js'), wasm = path.join(dir, 'llamaweb-wasm.wasm');
   if (!existsSync(js) || !existsSync(wasm)) return null;
   const require = createRequire(import.meta.url);

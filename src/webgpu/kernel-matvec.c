@@ -5,37 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------------------------------------------------
- * Formats
- * ------------------------------------------------------------------------------------------------------- */
-
-/* A weight format the template supports: its WEIGHT_TYPE name and the loop's block (elements, bytes). */
-typedef struct matvec_format {
-    uint32_t type;        /* lw_type id                                       */
-    const char *define;   /* value of WEIGHT_TYPE (types.wgsl)                */
-    uint32_t block;       /* elements per block of the loop (DQ_BLOCK)        */
-    uint32_t block_bytes; /* bytes per such block (DQ_BYTES)                  */
-} matvec_format;
-
-static const matvec_format formats[] = {
-    {LW_TYPE_F32, "TYPE_F32", 8, 32},
-    {LW_TYPE_F16, "TYPE_F16", 8, 16},
-    {LW_TYPE_Q8_0, "TYPE_Q8_0", 32, 34},
-    {LW_TYPE_Q4_0, "TYPE_Q4_0", 32, 18},
-};
-
-static const matvec_format *format_of(uint32_t type) {
-    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
-        if (formats[i].type == type) return &formats[i];
-    return NULL;
-}
-
 bool lw__gpu_matvec_supported(uint32_t type) {
-    return format_of(type) != NULL;
+    return lw__gpu_format_of(type) != NULL;
 }
 
 uint32_t lw__gpu_matvec_block(uint32_t type) {
-    const matvec_format *f = format_of(type);
+    const lw__gpu_format *f = lw__gpu_format_of(type);
     return f ? f->block : 0;
 }
 
@@ -52,7 +27,7 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
                                   const lw__gpu_matvec_variant *v, const lw_gpu_info *info,
                                   lw_gpu_pipeline *out, char *err) {
     *out = 0;
-    const matvec_format *f = format_of(v->type);
+    const lw__gpu_format *f = lw__gpu_format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
     if (!f)
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: no GPU kernel for type %s", ti ? ti->name : "?");
@@ -73,8 +48,6 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
     char label[LW_GPU_CACHE_KEY];
     snprintf(label, sizeof label, "matvec %s%s%s wg%u r%u%s", ti ? ti->name : "?", v->f16 ? " f16" : "",
              v->subgroups ? " sg" : "", v->wg_size, v->rows, v->blocks ? " b" : "");
-    if (cache && (*out = lw__gpu_cache_find(cache, label)) != 0) return LW_OK;
-
     char wg[16], rows[16];
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     snprintf(rows, sizeof rows, "%u", v->rows);
@@ -84,24 +57,10 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
                               {"WG_SIZE", wg},
                               {"ROWS", rows},
                               {"BLOCKS", v->blocks ? "1" : "0"}};
-    size_t n_files = 0;
-    const lw__wgsl_file *files = lw__wgsl_builtin(&n_files);
-    lw__wgsl_pp_params pp = {files, n_files, defs, sizeof defs / sizeof defs[0], 0, 0};
-    char *wgsl = NULL;
-    lw_allocator a = lw__allocator_or_default(alloc);
-    lw_status st = lw__wgsl_pp(&a, "matvec.wgsl", &pp, &wgsl, NULL, err);
-    if (st != LW_OK) return st;
     static const lw_gpu_binding_kind kinds[LW_GPU_MATVEC_BINDINGS] = {
         LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
-    st = gpu->ops->pipeline_create(gpu->ctx, wgsl, "main", kinds, LW_GPU_MATVEC_BINDINGS, label, out);
-    if (st != LW_OK) {
-        const char *e = gpu->ops->error(gpu->ctx);
-        lw__errorf(err, st, "%s: pipeline creation failed%s%.180s", label, e ? ": " : "", e ? e : "");
-    } else if (cache && (st = lw__gpu_cache_add(cache, label, *out)) != LW_OK) {
-        lw__errorf(err, st, "%s: cannot cache the pipeline", label);
-    }
-    lw__free(&a, wgsl);
-    return st;
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec.wgsl", defs, sizeof defs / sizeof defs[0],
+                                  kinds, LW_GPU_MATVEC_BINDINGS, out, err);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -111,7 +70,7 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
 lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_variant *v, uint64_t rows,
                               uint64_t k, uint64_t w_offset, uint64_t x_offset, uint64_t y_offset,
                               lw__gpu_matvec_params *p, uint32_t grid[3], char *err) {
-    const matvec_format *f = format_of(v->type);
+    const lw__gpu_format *f = lw__gpu_format_of(v->type);
     if (!f) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: unsupported weight type %u", v->type);
     if (v->rows < 1 || v->rows > 16)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: %u rows per workgroup", v->rows);

@@ -5,6 +5,7 @@
 
 #include "core/core.h"
 #include "webgpu/gpu.h"
+#include "webgpu/wgsl-pp.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -32,6 +33,29 @@ void lw__gpu_cache_free(lw__gpu_pipeline_cache *c);
 lw_gpu_pipeline lw__gpu_cache_find(lw__gpu_pipeline_cache *c, const char *key);
 /* Adds key -> p (LW_ERR_INVALID_ARG for a key of LW_GPU_CACHE_KEY bytes or more, LW_ERR_NOMEM). */
 lw_status lw__gpu_cache_add(lw__gpu_pipeline_cache *c, const char *key, lw_gpu_pipeline p);
+
+/* Expands template (a file of shaders/) with defs, creates the pipeline with bindings kinds[0..n_kinds) and
+ * caches it under label (also its debug label; cache may be NULL: always compile). Every kernel family's
+ * *_pipeline() ends here. err: LW_ERRMSG_SIZE bytes. */
+lw_status lw__gpu_build_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                 const char *label, const char *template_name, const lw__wgsl_define *defs,
+                                 size_t n_defs, const lw_gpu_binding_kind *kinds, uint32_t n_kinds,
+                                 lw_gpu_pipeline *out, char *err);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Weight formats (gpu-formats.c): which formats have a WGSL dequantization routine (shaders/dequant.wgsl)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* A weight format the kernels can read: its WEIGHT_TYPE name and the routine's block (elements, bytes). */
+typedef struct lw__gpu_format {
+    uint32_t type;        /* lw_type id                                             */
+    const char *define;   /* value of WEIGHT_TYPE (types.wgsl)                      */
+    uint32_t block;       /* elements per block of the routine (DQ_BLOCK)           */
+    uint32_t block_bytes; /* bytes per such block (DQ_BYTES)                        */
+} lw__gpu_format;
+
+/* The format entry of type, or NULL when no WGSL routine reads it. */
+const lw__gpu_format *lw__gpu_format_of(uint32_t type);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Mat-vec: y = W x (shaders/matvec.wgsl)

@@ -47,3 +47,31 @@ lw_status lw__gpu_cache_add(lw__gpu_pipeline_cache *c, const char *key, lw_gpu_p
     c->n++;
     return LW_OK;
 }
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Template -> pipeline, through the cache
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw_status lw__gpu_build_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                 const char *label, const char *template_name, const lw__wgsl_define *defs,
+                                 size_t n_defs, const lw_gpu_binding_kind *kinds, uint32_t n_kinds,
+                                 lw_gpu_pipeline *out, char *err) {
+    if (cache && (*out = lw__gpu_cache_find(cache, label)) != 0) return LW_OK;
+    *out = 0;
+    size_t n_files = 0;
+    const lw__wgsl_file *files = lw__wgsl_builtin(&n_files);
+    lw__wgsl_pp_params pp = {files, n_files, defs, n_defs, 0, 0};
+    char *wgsl = NULL;
+    lw_allocator a = lw__allocator_or_default(alloc);
+    lw_status st = lw__wgsl_pp(&a, template_name, &pp, &wgsl, NULL, err);
+    if (st != LW_OK) return st;
+    st = gpu->ops->pipeline_create(gpu->ctx, wgsl, "main", kinds, n_kinds, label, out);
+    if (st != LW_OK) {
+        const char *e = gpu->ops->error(gpu->ctx);
+        lw__errorf(err, st, "%s: pipeline creation failed%s%.180s", label, e ? ": " : "", e ? e : "");
+    } else if (cache && (st = lw__gpu_cache_add(cache, label, *out)) != LW_OK) {
+        lw__errorf(err, st, "%s: cannot cache the pipeline", label);
+    }
+    lw__free(&a, wgsl);
+    return st;
+}

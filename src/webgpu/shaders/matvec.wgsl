@@ -47,17 +47,7 @@ struct MatvecParams {
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> params: MatvecParams;
 
-#if WEIGHT_TYPE == TYPE_F32
-#include "dequant-f32.wgsl"
-#elif WEIGHT_TYPE == TYPE_F16
-#include "dequant-f16.wgsl"
-#elif WEIGHT_TYPE == TYPE_Q8_0
-#include "dequant-q8_0.wgsl"
-#elif WEIGHT_TYPE == TYPE_Q4_0
-#include "dequant-q4_0.wgsl"
-#else
-#error matvec.wgsl: no dequantization routine for this WEIGHT_TYPE
-#endif
+#include "dequant.wgsl"
 
 #if SUBGROUPS
 var<workgroup> sg_sums: array<f32, WG_SIZE * ROWS>; // ROWS slots per subgroup (at most one per invocation)

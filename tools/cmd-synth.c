@@ -1,5 +1,5 @@
 /* `llamaweb synth --preset P --type T [--vocab V.gguf|builtin] [--seed S] [--pure] [--layers N]
- *  [--vocab-size N] -o out.gguf`:
+ *  [--vocab-size N] [--chat-template FILE] -o out.gguf`:
  * writes a model with random weights in a real architecture's shape (see src/synth/synth.h). `--list` shows
  * the presets and types. */
 #include "cli.h"
@@ -14,13 +14,14 @@
 static int synth_usage(FILE *f) {
     fprintf(
         f, "usage: llamaweb synth --preset P --type T [--vocab V.gguf|builtin] [--seed S] [--pure]\n"
-           "                      [--layers N] [--vocab-size N] -o OUT.gguf\n"
+           "                      [--layers N] [--vocab-size N] [--chat-template FILE] -o OUT.gguf\n"
            "       llamaweb synth --list          presets and types\n"
            "  --vocab       tokenizer copied from a vocab GGUF (default: ../shared llama-spm, else builtin)\n"
            "  --vocab-size  built-in byte vocab padded to N tokens (e.g. 128256 as Llama 3)\n"
            "  --seed        random seed (default 1; same seed, same file)\n"
            "  --pure        one type for every 2-D weight (llama-quantize --pure)\n"
-           "  --layers      this many blocks instead of the preset's\n");
+           "  --layers      this many blocks instead of the preset's\n"
+           "  --chat-template  tokenizer.chat_template from a Jinja file (replaces the vocab's)\n");
     return f == stderr ? 2 : 0;
 }
 
@@ -39,13 +40,16 @@ static void list(void) {
 
 int lw__cmd_synth(int argc, char **argv) {
     lw__synth_params p = {.seed = 1};
+    char *tmpl = NULL; /* --chat-template file contents */
     const char *out = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--list")) {
+            free(tmpl);
             list();
             return 0;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            free(tmpl);
             return synth_usage(stdout);
         } else if (!strcmp(a, "--pure")) {
             p.pure = 1;
@@ -55,6 +59,13 @@ int lw__cmd_synth(int argc, char **argv) {
             p.type = v, i++;
         } else if (v && !strcmp(a, "--vocab")) {
             p.vocab_path = v, i++;
+        } else if (v && !strcmp(a, "--chat-template")) {
+            free(tmpl);
+            if (!(tmpl = lw__cli_read_file(v, NULL))) {
+                fprintf(stderr, "llamaweb synth: cannot read %s\n", v);
+                return 1;
+            }
+            p.chat_template = tmpl, i++;
         } else if (v && (!strcmp(a, "-o") || !strcmp(a, "--output"))) {
             out = v, i++;
         } else if (v && (!strcmp(a, "--seed") || !strcmp(a, "--layers") || !strcmp(a, "--vocab-size"))) {
@@ -63,6 +74,7 @@ int lw__cmd_synth(int argc, char **argv) {
             if (!*v || *end || (a[2] == 'l' && (n == 0 || n > 512)) ||
                 (a[2] == 'v' && (n < 259 || n > LW_SYNTH_MAX_VOCAB))) {
                 fprintf(stderr, "llamaweb synth: bad value for %s: '%s'\n", a, v);
+                free(tmpl);
                 return 2;
             }
             if (a[2] == 's')
@@ -74,10 +86,14 @@ int lw__cmd_synth(int argc, char **argv) {
             i++;
         } else {
             fprintf(stderr, "llamaweb synth: unknown or incomplete option '%s'\n", a);
+            free(tmpl);
             return synth_usage(stderr);
         }
     }
-    if (!p.preset || !p.type || !out) return synth_usage(stderr);
+    if (!p.preset || !p.type || !out) {
+        free(tmpl);
+        return synth_usage(stderr);
+    }
     p.shared_dir = getenv("LW_SHARED");
 
     struct timespec t0, t1;
@@ -85,6 +101,7 @@ int lw__cmd_synth(int argc, char **argv) {
     lw__synth_result r;
     char err[LW_ERRMSG_SIZE];
     lw_status rc = lw__synth_write(&p, out, NULL, &r, err);
+    free(tmpl);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (rc != LW_OK) {
         fprintf(stderr, "llamaweb synth: %s\n", err);

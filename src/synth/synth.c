@@ -227,9 +227,10 @@ done:
     return rc;
 }
 
-/* Copies every tokenizer.* key of the vocab GGUF at path; the token count is the vocabulary size. */
+/* Copies every tokenizer.* key of the vocab GGUF at path (but its chat template when skip_template); the
+ * token count is the vocabulary size. */
 static lw_status copy_vocab(lw_gguf_writer *w, const char *path, const lw_allocator *alloc, int64_t *n_vocab,
-                            char *err) {
+                            int skip_template, char *err) {
     lw_source *src = NULL;
     lw_gguf *g = NULL;
     char why[LW_ERRMSG_SIZE];
@@ -252,6 +253,7 @@ static lw_status copy_vocab(lw_gguf_writer *w, const char *path, const lw_alloca
     for (int64_t i = 0; i < lw_gguf_n_kv(g); i++) {
         const char *key = lw_gguf_key(g, i);
         if (strncmp(key, "tokenizer.", 10)) continue;
+        if (skip_template && !strcmp(key, "tokenizer.chat_template")) continue;
         if ((rc = lw_gguf_writer_set(w, key, lw_gguf_value_at(g, i))) != LW_OK) {
             lw__errorf(err, rc, "vocab key %s: %s", key, lw_gguf_writer_error(w));
             goto done;
@@ -407,8 +409,11 @@ lw_status lw__synth_write(const lw__synth_params *params, const char *path, cons
     } else if (params->n_vocab) {
         rc = lw__errorf(err, LW_ERR_INVALID_ARG, "a vocab size is only for the built-in vocab");
     } else {
-        rc = copy_vocab(w, vocab, alloc, &n_vocab, err);
+        rc = copy_vocab(w, vocab, alloc, &n_vocab, params->chat_template != NULL, err);
     }
+    if (rc == LW_OK && params->chat_template &&
+        (rc = lw_gguf_writer_set_str(w, "tokenizer.chat_template", params->chat_template)) != LW_OK)
+        lw__errorf(err, rc, "chat template: %s", lw_gguf_writer_error(w));
     if (rc != LW_OK) {
         if (!err[0]) lw__errorf(err, rc, "vocab: %s", lw_gguf_writer_error(w));
         goto done;

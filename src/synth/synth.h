@@ -124,6 +124,8 @@ typedef struct lw__synth_params {
     int pure;               /* 1: one type for every 2-D weight (llama-quantize --pure)                */
     uint32_t n_layer;       /* 0: the preset's; else this many blocks (small test models)              */
     int64_t n_vocab;        /* built-in vocab only: 0 for 259 tokens (bytes), else this many (padded)   */
+    const char *chat_template; /* NULL: the vocab file's own (if any); else this text as
+                                  tokenizer.chat_template (replacing the vocab file's)               */
 } lw__synth_params;
 
 /* What was made. */

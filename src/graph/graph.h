@@ -65,7 +65,9 @@ typedef struct lw__tensor {
     int64_t ne1;       /* rows: a weight's rows; an activation's maximum rows (set by planning)  */
     size_t row_bytes;  /* bytes per row                                                          */
     void *data;        /* weights: model memory; activations: arena + offset once bound         */
-    uint64_t offset;   /* activations: offset in the arena (planned)                             */
+    uint64_t offset;   /* activations: offset in the arena (planned); weights: absolute offset of
+                          their bytes in the model file (lw__wt.file_off), for backends that
+                          stream weights from the file                                            */
     uint64_t size;     /* activations: bytes reserved (planned, for the largest step)            */
     int32_t layer;     /* block index for activations made inside a block, else -1               */
     int32_t first;     /* index of the producing node (-1 if none)                               */

@@ -5,7 +5,9 @@
 
 int32_t lw__W(lw__graph *g, const lw__wt *w) {
     if (!w->data) return -1;
-    return lw__graph_weight(g, w->name, w->type, w->ne0, w->ne1, w->data);
+    int32_t i = lw__graph_weight(g, w->name, w->type, w->ne0, w->ne1, w->data);
+    if (i >= 0) g->t[i].offset = w->file_off; /* where a backend that streams weights finds them */
+    return i;
 }
 
 int32_t lw__op_node(lw__graph *g, lw__op op, const char *name, int64_t ne0, lw__rows rows, int32_t s0, int32_t s1,

@@ -27,7 +27,10 @@
 typedef struct lw_model lw_model;
 
 typedef struct lw_model_params {
-    const lw_allocator *alloc; /* NULL: the C library's malloc family */
+    const lw_allocator *alloc; /* NULL: the C library's malloc family                                       */
+    int no_weights;            /* 1: parse the header and bind every tensor (names, shapes, types, file
+                                  offsets) without reading weight bytes; such a model cannot make a CPU
+                                  context, it feeds a backend that streams the bytes itself (WebGPU) */
 } lw_model_params;
 
 lw_model_params lw_model_default_params(void);

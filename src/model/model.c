@@ -159,6 +159,7 @@ typedef struct binder {
     lw_model *m;      /* model being loaded                                          */
     int pass;         /* 0: check and size; 1: read                                  */
     uint64_t offset;  /* running offset in the weight allocation                     */
+    uintptr_t token;  /* no_weights: the last presence token handed out              */
 } binder;
 
 /* Binds tensor `name` into *w: ne0 elements per row, ne1 rows (ne1 == 0: a 1-D tensor of ne0). Optional
@@ -191,12 +192,17 @@ static lw_status bind(binder *b, lw__wt *w, const char *name, int64_t ne0, int64
         w->ne0 = ne0;
         w->ne1 = want1;
         w->data = (void *)(uintptr_t)b->offset; /* an offset until the allocation exists */
+        w->file_off = t->file_offset;
         uint64_t end;
         if (!lw__add_u64(b->offset, t->n_bytes, &end) || !lw__align_up_u64(end, WEIGHT_ALIGN, &b->offset))
             return lw__errorf(m->err, LW_ERR_OVERFLOW, "weights too large");
         return LW_OK;
     }
     /* pass 1: read into place */
+    if (m->no_weights) { /* header only: a distinct non-NULL token says "present" (never dereferenced) */
+        w->data = (void *)++b->token;
+        return LW_OK;
+    }
     uint64_t off = (uint64_t)(uintptr_t)w->data;
     w->data = (uint8_t *)m->weights + off;
     if (t->n_bytes > SIZE_MAX) return lw__errorf(m->err, LW_ERR_TOO_LARGE, "tensor %s too large", name);
@@ -205,12 +211,14 @@ static lw_status bind(binder *b, lw__wt *w, const char *name, int64_t ne0, int64
     return LW_OK;
 }
 
-/* dst = rows [row0, row0 + rows) of a bound 2-D weight. */
-static void slice(lw__wt *dst, const lw__wt *src, int64_t row0, int64_t rows) {
+/* dst = rows [row0, row0 + rows) of a bound 2-D weight (no_weights: the model holds no bytes). */
+static void slice(lw__wt *dst, const lw__wt *src, int64_t row0, int64_t rows, int no_weights) {
     const lw_type_info *ti = lw_type_get(src->type);
+    const size_t skip = (size_t)row0 * (size_t)(src->ne0 / ti->block_size) * ti->type_size;
     *dst = *src;
     dst->ne1 = rows;
-    dst->data = (uint8_t *)src->data + (size_t)row0 * (size_t)(src->ne0 / ti->block_size) * ti->type_size;
+    dst->file_off = src->file_off + skip;
+    if (!no_weights) dst->data = (uint8_t *)src->data + skip; /* else: the fused tensor's token */
 }
 
 /* The tensors of a llama-family model (names as llama.cpp's llama-arch.cpp). */
@@ -267,13 +275,13 @@ static lw_status bind_all(binder *b) {
         }
         if (b->pass == 1) { /* fused tensors: the parts are row ranges (each output row is its own dot) */
             if (fused_qkv) {
-                slice(&L->wq, &L->wqkv, 0, QD);
-                slice(&L->wk, &L->wqkv, QD, KD);
-                slice(&L->wv, &L->wqkv, QD + KD, KD);
+                slice(&L->wq, &L->wqkv, 0, QD, m->no_weights);
+                slice(&L->wk, &L->wqkv, QD, KD, m->no_weights);
+                slice(&L->wv, &L->wqkv, QD + KD, KD, m->no_weights);
             }
             if (fused_ffn) {
-                slice(&L->ffn_gate, &L->ffn_gate_up, 0, F);
-                slice(&L->ffn_up, &L->ffn_gate_up, F, F);
+                slice(&L->ffn_gate, &L->ffn_gate_up, 0, F, m->no_weights);
+                slice(&L->ffn_up, &L->ffn_gate_up, F, F, m->no_weights);
             }
         }
     }
@@ -305,10 +313,16 @@ static lw_status load(lw_model *m, lw_source *src) {
 
     m->layers = lw__calloc(&m->alloc, m->hp.n_layer, sizeof(lw__layer));
     if (!m->layers) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
-    binder b = {m, 0, 0};
+    binder b = {m, 0, 0, 0};
     if ((st = bind_all(&b)) != LW_OK) return st;
     if (b.offset > SIZE_MAX) return lw__errorf(m->err, LW_ERR_TOO_LARGE, "weights do not fit in memory");
     m->weight_bytes = b.offset;
+    if (m->no_weights) { /* header only: bind (tokens, file offsets) and stop */
+        b.pass = 1;
+        if ((st = bind_all(&b)) != LW_OK) return st;
+        if (!m->output.data) m->output = m->tok_embd;
+        return LW_OK;
+    }
     /* over-allocate by the alignment and align the base by hand (the allocator hook promises no alignment) */
     m->weights = lw__malloc(&m->alloc, (size_t)b.offset + WEIGHT_ALIGN);
     if (!m->weights) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory for %llu bytes of weights", (unsigned long long)b.offset);
@@ -333,6 +347,7 @@ static lw_status new_model(const lw_model_params *params, lw_model **out) {
     *out = m;
     if (!m) return LW_ERR_NOMEM;
     m->alloc = a;
+    m->no_weights = params && params->no_weights;
     return LW_OK;
 }
 

@@ -52,7 +52,10 @@ typedef struct lw__wt {
     uint32_t type;    /* lw_type                                         */
     int64_t ne0;      /* elements per row                                */
     int64_t ne1;      /* rows                                            */
-    void *data;       /* in the model's weight allocation                */
+    void *data;       /* in the model's weight allocation; with no_weights a non-NULL token
+                         that marks the tensor present and is never dereferenced            */
+    uint64_t file_off; /* absolute offset of its bytes in the model file (slices: of their
+                          first row): where a GPU backend streams them from                   */
 } lw__wt;
 
 /* A transformer block's weights; optional ones stay NULL for architectures without them. */
@@ -110,6 +113,7 @@ struct lw_model {
     lw__layer *layers;           /* n_layer blocks                                        */
     void *weights;               /* the one weight allocation (aligned start)             */
     void *weights_raw;           /* what the allocator returned (freed)                   */
+    int no_weights;              /* header only: weights were bound but not read (GPU path) */
     uint64_t weight_bytes;       /* its size                                              */
 };
 

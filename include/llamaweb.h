@@ -274,6 +274,447 @@ lw_status lw_gguf_writer_add_tensor(lw_gguf_writer *w, const char *name, uint32_
 /* Writes the file. sparse != 0 leaves runs of zero bytes in the data as holes where the OS allows it. */
 lw_status lw_gguf_writer_write_file(lw_gguf_writer *w, const char *path, int sparse);
 
+/* ------------------------------------------------------------------------------------------------------
+ * Handles
+ * Opaque objects of the engine; each is created by one function and freed by its paired one.
+ * ---------------------------------------------------------------------------------------------------- */
+
+typedef struct lw_model lw_model;     /* weights + hyper-parameters + vocabulary (lw_model_load_*) */
+typedef struct lw_context lw_context; /* KV cache + activations + threads (lw_context_create)     */
+typedef struct lw_sampler lw_sampler; /* a sampler chain (lw_sampler_create)                      */
+typedef struct lw_vocab lw_vocab;     /* a tokenizer (lw_model_vocab, lw_vocab_load)              */
+
+/* ------------------------------------------------------------------------------------------------------
+ * Models
+ * The CPU inference engine API: load a GGUF model, create a context (KV cache + planned activations +
+ * threads), decode batches of token ids, read logits. Every function returns lw_status and keeps a message
+ * on its object.
+ *
+ * Architectures: llama (incl. Llama 3.1/3.2 RoPE frequency factors), qwen2, qwen3, phi3, gemma2 (soft-capped
+ * scores and logits), gemma3; RoPE scaling none, linear or YaRN. Weights: f32, f16 and the quantized formats
+ * with CPU dot products (src/cpu/quant-dot.h). Logits equal llama.cpp's (v0.4.0, AVX-512 build) to the bit
+ * for the tested models; see tests/test-oracle-llama.c.
+ *
+ *     lw_model *m; lw_context *c;
+ *     if (lw_model_load_file("stories260K.gguf", NULL, &m) != LW_OK) { puts(lw_model_error(m)); ... }
+ *     lw_context_params cp = lw_context_default_params(); cp.n_ctx = 512;
+ *     lw_context_create(m, &cp, &c);
+ *     int32_t ids[] = {1, 403, 407, 261, 378};
+ *     lw_decode(c, ids, 5, 0);                    // appends at position lw_context_n_past(c)
+ *     const float *logits = lw_get_logits(c, -1); // n_vocab floats for the last token
+ * ---------------------------------------------------------------------------------------------------- */
+
+typedef struct lw_model_params {
+    const lw_allocator *alloc; /* NULL: the C library's malloc family                                       */
+    int no_weights;            /* 1: parse the header and bind every tensor (names, shapes, types, file
+                                  offsets) without reading weight bytes; such a model cannot make a CPU
+                                  context, it feeds a backend that streams the bytes itself (WebGPU) */
+} lw_model_params;
+
+lw_model_params lw_model_default_params(void);
+
+/* Loads weights from a GGUF file (read into one allocation; no mmap). As lw_gguf_open, *out is set even
+ * when loading fails (unless memory ran out) so lw_model_error(*out) can be read: free it either way. */
+lw_status lw_model_load_file(const char *path, const lw_model_params *params, lw_model **out);
+/* Same from a byte source; the source must outlive the model. */
+lw_status lw_model_load_source(lw_source *src, const lw_model_params *params, lw_model **out);
+void lw_model_free(lw_model *m);
+const char *lw_model_error(const lw_model *m);
+
+const char *lw_model_arch(const lw_model *m); /* e.g. "llama" */
+int32_t lw_model_n_vocab(const lw_model *m);
+int32_t lw_model_n_embd(const lw_model *m);
+int32_t lw_model_n_layer(const lw_model *m);
+int32_t lw_model_n_ctx_train(const lw_model *m);
+uint64_t lw_model_weight_bytes(const lw_model *m); /* bytes of the weight allocation */
+/* The parsed GGUF header (metadata: tokenizer, chat template, ...), owned by the model. */
+lw_gguf *lw_model_gguf(const lw_model *m);
+
+/* ------------------------------------------------------------------------------------------------------
+ * Contexts and decoding
+ * ---------------------------------------------------------------------------------------------------- */
+
+typedef struct lw_context_params {
+    uint32_t n_ctx;     /* KV cache cells; 0: the model's training context, at most 4096 (default 0)      */
+    uint32_t n_batch;   /* most tokens one step computes; longer decodes are split (default 512)          */
+    int32_t n_threads;  /* threads for a step; 0: the online processors, at most 8 (default 0)            */
+    uint32_t type_k;    /* LW_TYPE_F16 (default, as llama.cpp) or LW_TYPE_F32                            */
+    uint32_t type_v;    /* must equal type_k for now                                                      */
+    int32_t flash_attn; /* 1 (default): attention as llama.cpp's CPU default (flash attention); 0: as
+                           llama.cpp with flash attention off (KQ, softmax, KQV; reference speed)          */
+} lw_context_params;
+
+lw_context_params lw_context_default_params(void);
+
+/* Plans and allocates everything a decode needs (KV cache, activation arena, scratch, threads). As
+ * lw_model_load_file, *out is set on failure when possible. The model must outlive the context. */
+lw_status lw_context_create(lw_model *m, const lw_context_params *params, lw_context **out);
+void lw_context_free(lw_context *c);
+const char *lw_context_error(const lw_context *c);
+/* The model the context was created for. */
+lw_model *lw_context_model(const lw_context *c);
+
+uint32_t lw_context_n_ctx(const lw_context *c);
+uint32_t lw_context_n_batch(const lw_context *c);
+int32_t lw_context_n_threads(const lw_context *c);
+/* Bytes allocated by the context (arena: KV cache + activations + scratch + logits). */
+uint64_t lw_context_bytes(const lw_context *c);
+
+/* Cells of the KV cache in use = position of the next token. */
+uint32_t lw_context_n_past(const lw_context *c);
+/* Forgets cells from n_past on (n_past <= lw_context_n_past), e.g. 0 to start over. */
+lw_status lw_context_set_n_past(lw_context *c, uint32_t n_past);
+
+/* Appends n tokens at position lw_context_n_past and computes them. logits_all != 0 keeps the logits of
+ * every token (then n <= n_batch); otherwise only the last token's. Allocates nothing. */
+lw_status lw_decode(lw_context *c, const int32_t *tokens, int32_t n, int logits_all);
+/* Logits of output row i of the last decode (n_vocab floats), or NULL; i = -1 is the last row. */
+const float *lw_get_logits(const lw_context *c, int32_t i);
+/* Output rows of the last decode. */
+int32_t lw_get_n_outputs(const lw_context *c);
+
+/* Observer of every intermediate result while decoding (for comparing backends or debugging): called on
+ * one thread after each graph node with the tensor's name (llama.cpp's names where it has them:
+ * "attn_norm", "Qcur", "kqv_out", "ffn_out", "l_out", "result_output", ...), its block (-1 outside
+ * blocks), and rows of ne0 floats valid only during the call. NULL removes it. */
+typedef void (*lw_eval_fn)(void *user, const char *name, int32_t layer, const float *data, int64_t ne0, int64_t rows);
+void lw_context_set_eval_callback(lw_context *c, lw_eval_fn fn, void *user);
+
+/* Samples a token from output row i (-1: the last) with a sampler (see Samplers) and records it for the
+ * sampler's penalties; -1 when there is no such row. Allocates nothing. */
+int32_t lw_sample(const lw_context *c, lw_sampler *s, int32_t i);
+
+/* ------------------------------------------------------------------------------------------------------
+ * Samplers
+ * Token samplers: a fixed chain configured by one params struct, in llama.cpp's default order:
+ *     penalties (repetition, frequency, presence over the last N accepted tokens)
+ *     -> top-k -> top-p -> min-p -> temperature -> draw from the softmax with a seeded RNG.
+ * A temperature <= 0 means greedy (argmax after penalties). Buffers are allocated at creation: sampling
+ * allocates nothing.
+ *
+ *     lw_sampler_params sp = lw_sampler_default_params(); sp.seed = 42;
+ *     lw_sampler *s; lw_sampler_create(n_vocab, &sp, NULL, &s);
+ *     int32_t id = lw_sampler_sample(s, logits); lw_sampler_accept(s, id);
+ * ---------------------------------------------------------------------------------------------------- */
+
+typedef struct lw_sampler_params {
+    float temp;             /* softmax temperature; <= 0: greedy (default 0.8)                           */
+    int32_t top_k;          /* keep the k most likely; <= 0: off (default 40)                            */
+    float top_p;            /* keep the smallest set with probability >= top_p; >= 1: off (default 0.95)*/
+    float min_p;            /* keep tokens with p >= min_p * p_max; <= 0: off (default 0.05)             */
+    int32_t penalty_last_n; /* accepted tokens the penalties look at; 0: off (default 64)                */
+    float penalty_repeat;   /* logit / r if > 0 else logit * r, for seen tokens; 1: off (default 1)      */
+    float penalty_freq;     /* minus count * f (default 0)                                               */
+    float penalty_present;  /* minus p once a token was seen (default 0)                                 */
+    uint64_t seed;          /* RNG seed (default 0x5eed)                                                 */
+} lw_sampler_params;
+
+lw_sampler_params lw_sampler_default_params(void);
+
+lw_status lw_sampler_create(int32_t n_vocab, const lw_sampler_params *params, const lw_allocator *alloc,
+                            lw_sampler **out);
+void lw_sampler_free(lw_sampler *s);
+/* Picks a token from n_vocab logits (not modified). Does not record it: call lw_sampler_accept. */
+int32_t lw_sampler_sample(lw_sampler *s, const float *logits);
+/* Records a token (generated or from the prompt) for the penalties. */
+void lw_sampler_accept(lw_sampler *s, int32_t token);
+/* Forgets accepted tokens and reseeds the RNG with seed. */
+void lw_sampler_reset(lw_sampler *s, uint64_t seed);
+
+/* ------------------------------------------------------------------------------------------------------
+ * Tokenizers
+ * Tokenizers compatible with llama.cpp (SPM, byte-level BPE with its pre-tokenizers, WPM, UGM, RWKV).
+ *
+ * A vocabulary is read from a GGUF file's tokenizer.* keys and is immutable afterwards, so one lw_vocab
+ * can serve several threads. Token ids are int32_t as in llama.cpp; -1 means "no token".
+ * ---------------------------------------------------------------------------------------------------- */
+
+/* The tokenizer family (tokenizer.ggml.model). */
+typedef enum lw_vocab_type {
+    LW_VOCAB_NONE = 0, /* "no_vocab": ids only                        */
+    LW_VOCAB_SPM = 1,  /* "llama": SentencePiece BPE with byte fallback */
+    LW_VOCAB_BPE = 2,  /* "gpt2" (byte-level), "gemma4"               */
+    LW_VOCAB_WPM = 3,  /* "bert": WordPiece                           */
+    LW_VOCAB_UGM = 4,  /* "t5": unigram with a precompiled char map   */
+    LW_VOCAB_RWKV = 5, /* "rwkv": greedy trie over escaped byte strings */
+} lw_vocab_type;
+
+/* Token attributes (llama.cpp's llama_token_attr bits). */
+enum {
+    LW_TOKEN_ATTR_UNKNOWN = 1 << 0,
+    LW_TOKEN_ATTR_UNUSED = 1 << 1,
+    LW_TOKEN_ATTR_NORMAL = 1 << 2,
+    LW_TOKEN_ATTR_CONTROL = 1 << 3,
+    LW_TOKEN_ATTR_USER_DEFINED = 1 << 4,
+    LW_TOKEN_ATTR_BYTE = 1 << 5,
+    LW_TOKEN_ATTR_LSTRIP = 1 << 7,
+    LW_TOKEN_ATTR_RSTRIP = 1 << 8,
+};
+
+/* Special tokens a vocabulary may name. */
+typedef enum lw_special_token {
+    LW_TOKEN_BOS, LW_TOKEN_EOS, LW_TOKEN_EOT, LW_TOKEN_EOM, LW_TOKEN_UNK, LW_TOKEN_SEP, LW_TOKEN_PAD,
+    LW_TOKEN_MASK, LW_TOKEN_NL, LW_TOKEN_FIM_PRE, LW_TOKEN_FIM_SUF, LW_TOKEN_FIM_MID, LW_TOKEN_FIM_PAD,
+    LW_TOKEN_FIM_REP, LW_TOKEN_FIM_SEP, LW_TOKEN_SPECIAL_COUNT
+} lw_special_token;
+
+/* Reads the vocabulary from g (which may be closed afterwards: everything is copied). Like lw_gguf_open,
+ * *out is set even on failure (unless memory ran out) so lw_vocab_error can say why; free it either way.
+ * LW_ERR_UNSUPPORTED for tokenizer models or pre-tokenizers this build does not implement. */
+lw_status lw_vocab_load(lw_gguf *g, const lw_allocator *alloc, lw_vocab **out);
+void lw_vocab_free(lw_vocab *v);
+const char *lw_vocab_error(const lw_vocab *v);
+
+lw_vocab_type lw_vocab_get_type(const lw_vocab *v);
+uint32_t lw_vocab_n_tokens(const lw_vocab *v);
+/* The pre-tokenizer name from the file ("" when absent). */
+const char *lw_vocab_pre(const lw_vocab *v);
+/* Token text as stored (NUL-terminated; *len may be NULL); NULL for ids out of range. */
+const char *lw_vocab_token_text(const lw_vocab *v, int32_t id, size_t *len);
+float lw_vocab_token_score(const lw_vocab *v, int32_t id);
+/* Id of the token whose text is exactly text[0..len) (as stored, e.g. "<|im_end|>" or "\u2581the"), or -1. */
+int32_t lw_vocab_find(const lw_vocab *v, const char *text, size_t len);
+uint32_t lw_vocab_token_attr(const lw_vocab *v, int32_t id);
+/* Id of a special token, -1 when the vocabulary has none. */
+int32_t lw_vocab_special(const lw_vocab *v, lw_special_token which);
+/* End-of-generation tokens (EOS, EOT, <|im_end|>, ... as llama.cpp decides). */
+int lw_vocab_is_eog(const lw_vocab *v, int32_t id);
+/* Whether tokenizing with add_special prepends BOS / appends EOS. */
+int lw_vocab_adds_bos(const lw_vocab *v);
+int lw_vocab_adds_eos(const lw_vocab *v);
+/* Longest piece lw_token_to_piece can produce (for sizing buffers). */
+size_t lw_vocab_max_piece_len(const lw_vocab *v);
+
+/* Tokenizes text[0..len) exactly as llama_tokenize(vocab, text, len, ..., add_special, parse_special).
+ * add_special adds BOS/EOS (or CLS/SEP) as the vocabulary asks; parse_special lets control tokens written
+ * in the text become their ids (user-defined tokens always do). Writes at most cap ids to out and the full
+ * count to *n_out; LW_ERR_TOO_LARGE when cap was too small (call again with *n_out). Arbitrary bytes are
+ * accepted, including invalid UTF-8. There are never more than 4 * len + 2 ids (an invalid byte becomes
+ * U+FFFD, three byte tokens). Working memory comes from the vocabulary's allocator. */
+lw_status lw_tokenize(const lw_vocab *v, const char *text, size_t len, int add_special, int parse_special,
+                      int32_t *out, size_t cap, size_t *n_out);
+
+/* The text of one token as llama_token_to_piece: control/unknown tokens give "" unless special; lstrip
+ * removes up to that many leading spaces. Writes at most cap bytes (no NUL) and the full length to *n_out;
+ * LW_ERR_TOO_LARGE when cap was too small; LW_ERR_INVALID_ARG for an id out of range. */
+lw_status lw_token_to_piece(const lw_vocab *v, int32_t id, int special, size_t lstrip, char *buf, size_t cap,
+                            size_t *n_out);
+
+/* Text of a token sequence as llama_detokenize (leading-space removal for SPM, optional removal of BOS/EOS,
+ * clean-up of spaces before punctuation for vocabularies that ask for it). Same output contract as
+ * lw_token_to_piece, except that on LW_ERR_TOO_LARGE *n_out is the length before the space clean-up (an
+ * upper bound: enough room for the next call). */
+lw_status lw_detokenize(const lw_vocab *v, const int32_t *tokens, size_t n_tokens, int remove_special,
+                        int unparse_special, char *buf, size_t cap, size_t *n_out);
+
+/* Streaming detokenizer for generation: feed tokens one at a time; the output is always valid UTF-8 and a
+ * character split across tokens (byte tokens, byte-level BPE) is held back until it is complete. Invalid
+ * sequences become U+FFFD. The struct is plain data: declare it anywhere, no allocation. */
+typedef struct lw_detok_stream {
+    const lw_vocab *vocab; /* the vocabulary                                        */
+    int special;           /* render control tokens' text                           */
+    int strip_space;       /* drop the leading space of the first piece (SPM prompt) */
+    uint8_t pending[4];    /* bytes of an incomplete UTF-8 character                */
+    uint32_t n_pending;    /* how many                                              */
+} lw_detok_stream;
+
+void lw_detok_stream_init(lw_detok_stream *s, const lw_vocab *v, int special, int strip_leading_space);
+/* Bytes to reserve for one push: every push fits in this many bytes. */
+size_t lw_detok_stream_max_out(const lw_detok_stream *s);
+/* Appends the text that token completes; writes *n_out bytes to out. LW_ERR_TOO_LARGE (nothing consumed)
+ * when cap < lw_detok_stream_max_out. */
+lw_status lw_detok_stream_push(lw_detok_stream *s, int32_t token, char *out, size_t cap, size_t *n_out);
+/* Emits what is still held back (as U+FFFD: it never completed). cap >= 3 suffices. */
+lw_status lw_detok_stream_flush(lw_detok_stream *s, char *out, size_t cap, size_t *n_out);
+
+/* ------------------------------------------------------------------------------------------------------
+ * Text through the model
+ * The vocabulary is read from the GGUF file with the weights (lw_model_load_*). A file without a usable
+ * tokenizer still loads (token ids only): then lw_model_vocab is NULL and these functions return
+ * LW_ERR_UNSUPPORTED with the reason in lw_model_error. Messages go to the model, so call these on one thread
+ * at a time per model (the vocabulary itself is immutable and may be shared).
+ *
+ *     size_t n;
+ *     int32_t ids[64];
+ *     lw_model_tokenize(m, "Once upon a time", 16, 1, 0, ids, 64, &n); // BOS 403 407 261 378 (stories260K)
+ * ---------------------------------------------------------------------------------------------------- */
+
+/* The model's vocabulary (owned by the model), or NULL when the file has none this build reads. */
+const lw_vocab *lw_model_vocab(const lw_model *m);
+/* lw_tokenize with the model's vocabulary. */
+lw_status lw_model_tokenize(lw_model *m, const char *text, size_t len, int add_special, int parse_special,
+                            int32_t *out, size_t cap, size_t *n_out);
+/* lw_detokenize with the model's vocabulary. */
+lw_status lw_model_detokenize(lw_model *m, const int32_t *tokens, size_t n, int remove_special,
+                              int unparse_special, char *buf, size_t cap, size_t *n_out);
+/* lw_token_to_piece with the model's vocabulary (no lstrip). */
+lw_status lw_model_token_to_piece(lw_model *m, int32_t id, int special, char *buf, size_t cap, size_t *n_out);
+
+/* ------------------------------------------------------------------------------------------------------
+ * Generation
+ * A prompt is appended to the context at lw_context_n_past (so a conversation can continue in the same KV
+ * cache), recorded for the sampler's penalties and decoded; then tokens are sampled one by one, each token's
+ * text is handed to a callback as it comes, and each token is decoded in turn. Generation stops at an
+ * end-of-generation token, after n_predict tokens, when the callback asks, or when the context is full.
+ * After setup (tokenizing a text prompt) nothing is allocated: the loop runs in the context's memory.
+ *
+ *     lw_generate_params gp = lw_generate_default_params();
+ *     gp.n_predict = 64; gp.on_token = print_text; gp.user = stdout;
+ *     lw_generate_text(ctx, sampler, "Once upon a time", 16, 1, 0, &gp, NULL);
+ *
+ * The last token sampled is not decoded (nothing would read its logits): the KV cache ends with the
+ * prompt and every generated token but the last (lw_generate_result.last). To continue the same text, pass
+ * that token as the first token of the next prompt; a chat whose reply ended with an end-of-generation
+ * token continues with the template's own end-of-turn text instead.
+ * ---------------------------------------------------------------------------------------------------- */
+
+/* Why generation stopped. */
+typedef enum lw_stop_reason {
+    LW_STOP_NONE = 0, /* it did not run (an error, or n_predict 0 before a prompt)            */
+    LW_STOP_EOG,      /* an end-of-generation token was sampled (EOS, EOT, <|im_end|>, ...)  */
+    LW_STOP_LENGTH,   /* n_predict tokens were generated                                     */
+    LW_STOP_CALLBACK, /* the token callback returned non-zero                                */
+    LW_STOP_CONTEXT   /* the KV cache is full                                                */
+} lw_stop_reason;
+
+/* Receives each generated token and the text it completes: valid UTF-8, possibly empty (a character
+ * continued in the next token, or a control token's text when params.special is 0). After the last token,
+ * bytes of a character that never completed come once more with token -1 (as U+FFFD). Return 0 to go on,
+ * non-zero to stop after this token. The text is valid only during the call. */
+typedef int (*lw_token_fn)(void *user, int32_t token, const char *text, size_t len);
+
+typedef struct lw_generate_params {
+    int32_t n_predict;   /* most tokens to generate; < 0: until EOG or a full context (default 128)        */
+    int ignore_eog;      /* 1: an end-of-generation token does not stop generation (default 0)            */
+    int special;         /* 1: control tokens' text is streamed too (default 0)                           */
+    lw_token_fn on_token; /* called for every generated token; NULL: none                                 */
+    void *user;          /* passed to on_token                                                            */
+    int32_t *tokens;     /* optional: generated ids are stored here, at most tokens_cap of them           */
+    size_t tokens_cap;   /* room in tokens                                                                */
+} lw_generate_params;
+
+lw_generate_params lw_generate_default_params(void);
+
+/* What a generation did. */
+typedef struct lw_generate_result {
+    int32_t n_prompt;    /* prompt tokens decoded                                                  */
+    int32_t n_generated; /* tokens sampled, the one that stopped generation included               */
+    int32_t last;        /* the last sampled token, not in the KV cache; -1 when none is pending   */
+    lw_stop_reason stop; /* why it stopped                                                         */
+} lw_generate_result;
+
+/* Decodes prompt[0..n_prompt) after the context's current cells and generates with sampler s. n_prompt may
+ * be 0 to continue from the logits of the context's last decode. res may be NULL. Errors (a prompt that
+ * does not fit the context, an id outside the vocabulary) return their status with the message on the
+ * context; res then tells how far generation got. The model needs no vocabulary (no text is streamed then:
+ * the callback gets empty texts). */
+lw_status lw_generate(lw_context *c, lw_sampler *s, const int32_t *prompt, size_t n_prompt,
+                      const lw_generate_params *params, lw_generate_result *res);
+/* The same from text, tokenized with the model's vocabulary (lw_model_tokenize's add_special and
+ * parse_special). */
+lw_status lw_generate_text(lw_context *c, lw_sampler *s, const char *text, size_t len, int add_special,
+                           int parse_special, const lw_generate_params *params, lw_generate_result *res);
+
+/* ------------------------------------------------------------------------------------------------------
+ * Chat templates
+ * Chat templates: render the Jinja chat template stored in a GGUF file (`tokenizer.chat_template`) for a
+ * conversation, the way Hugging Face transformers' apply_chat_template does (Jinja2 with trim_blocks and
+ * lstrip_blocks, transformers' tojson, raise_exception and strftime_now; tools and documents are none).
+ *
+ *   - once:   lw_chat_apply(tmpl, msgs, n, 1, "<s>", "</s>", NULL, &out, &len, err, sizeof err);
+ *   - reused: lw_chat_template_parse() once at model load, lw_chat_template_render() per request.
+ * Output strings are allocated with the given allocator (libc when NULL) and NUL-terminated; free them with
+ * lw_chat_string_free(). Hostile templates cannot hang or exhaust memory: a render is bounded in evaluation
+ * steps, output bytes, memory and nesting, and fails with LW_ERR_TOO_LARGE past a limit.
+ *
+ * The Jinja subset (what chat templates use; src/chat/jinja-*.c):
+ *   tags      {{ }} {% %} {# #}, whitespace control {%- -%} {{- -}} {#- -#} {%+ +%}, trim_blocks and
+ *             lstrip_blocks on, keep_trailing_newline off, {% raw %}
+ *   blocks    if/elif/else, for (else, `if` filter, unpacking `for k, v in d.items()`, loop.index/index0/
+ *             revindex/revindex0/first/last/length/previtem/nextitem, break/continue), set (name, ns.attr,
+ *             a, b = ..., block set with filters), macro (defaults, keyword arguments), filter blocks, do,
+ *             generation blocks (rendered in place)
+ *   values    none, bool, int (64-bit, overflow is an error), float, str (UTF-8; indexing, slicing and
+ *             length count code points), list, dict (insertion-ordered), namespace()
+ *   operators and or not, in / not in, == != < > <= >=, + - * / // % **, ~, a if c else b, [i], [a:b:c],
+ *             .attr, calls; Python semantics (1 == 1.0, 'ab' * 2, floor division and modulo signs)
+ *   tests     defined undefined none string number integer float boolean mapping iterable sequence
+ *             true false odd even divisibleby eq/equalto/== ne lt gt le ge in sameas lower upper callable
+ *   filters   abs attr capitalize center count d/default dictsort e/escape first float indent int items
+ *             join last length list lower map max min reject rejectattr replace reverse round safe select
+ *             selectattr sort string sum title tojson (indent, sort_keys, ensure_ascii) trim unique upper
+ *             wordcount, and llama.cpp's from_json; an unknown filter or test is an error only if it runs
+ *   methods   str: strip lstrip rstrip startswith endswith split splitlines upper lower title capitalize
+ *             replace find rfind index count join format removeprefix removesuffix isdigit isalpha
+ *             isspace isalnum; dict: items keys values get; list: append pop index count
+ *   globals   range, namespace, dict, raise_exception(msg), strftime_now(fmt) (UTC, C locale)
+ * Differences from Jinja2: attribute access on undefined values gives undefined, and iterating none gives
+ * no iterations, instead of errors (templates test `tools` loosely); unknown filters fail at render time; case
+ * mapping (upper, lower, title, capitalize) is ASCII-only (whitespace handling follows Python, Unicode
+ * spaces included); no include/import/extends, call blocks, recursive loops, loop.cycle, or '%' string
+ * formatting.
+ * ---------------------------------------------------------------------------------------------------- */
+
+/* One message of a conversation. content may be NULL (seen by the template as none). */
+typedef struct lw_chat_message {
+    const char *role;    /* "system", "user", "assistant", "tool", ... */
+    const char *content; /* UTF-8 text                               */
+} lw_chat_message;
+
+/* What went wrong in the last failed parse or render of a template. */
+typedef enum lw_chat_error_kind {
+    LW_CHAT_OK = 0,      /* no error                                                    */
+    LW_CHAT_ERR_SYNTAX,  /* the template does not parse (LW_ERR_INVALID_ARG)            */
+    LW_CHAT_ERR_RENDER,  /* a type error, undefined function, ... (LW_ERR_INVALID_ARG)  */
+    LW_CHAT_ERR_RAISED,  /* the template called raise_exception(msg) (LW_ERR_INVALID_ARG) */
+    LW_CHAT_ERR_LIMIT,   /* a step/output/memory/nesting limit (LW_ERR_TOO_LARGE)        */
+    LW_CHAT_ERR_MEMORY   /* the allocator failed (LW_ERR_NOMEM)                          */
+} lw_chat_error_kind;
+
+#define LW_CHAT_NOW_CURRENT INT64_MIN /* lw_chat_params.now: use the current time */
+
+/* Render options; start from lw_chat_params_default(). */
+typedef struct lw_chat_params {
+    int add_generation_prompt; /* end with the assistant header                              */
+    const char *bos_token;     /* bos_token variable (NULL: "")                              */
+    const char *eos_token;     /* eos_token variable (NULL: "")                              */
+    int enable_thinking;       /* -1: leave undefined (template default), 0: false, 1: true  */
+    int64_t now;               /* strftime_now() time, seconds since the epoch, UTC           */
+    uint64_t max_steps;        /* evaluation steps (0: default, 5M)                          */
+    size_t max_output;         /* output bytes (0: default, 4 MiB)                           */
+    size_t max_memory;         /* render memory (0: default, 64 MiB)                         */
+} lw_chat_params;
+
+void lw_chat_params_default(lw_chat_params *p);
+
+typedef struct lw_chat_template lw_chat_template;
+
+/* Parses a template (len bytes; NUL not required). On failure *out is NULL and err (if given) says why,
+ * e.g. "syntax error, line 3: unclosed 'for' block opened on line 1". */
+lw_status lw_chat_template_parse(const char *src, size_t len, const lw_allocator *alloc, lw_chat_template **out,
+                                 char *err, size_t err_size);
+/* Renders the template for n messages (one render at a time per object: the error and step count of the
+ * last render are kept on it; parse once per thread, or serialise renders); *out (NUL-terminated, *out_len bytes without the NUL) is the prompt.
+ * On failure *out is NULL and lw_chat_template_error() has the message (for raise_exception: its text). */
+lw_status lw_chat_template_render(lw_chat_template *t, const lw_chat_message *msgs, size_t n,
+                                  const lw_chat_params *params, char **out, size_t *out_len);
+const char *lw_chat_template_error(const lw_chat_template *t);          /* "" when none */
+lw_chat_error_kind lw_chat_template_error_kind(const lw_chat_template *t);
+uint64_t lw_chat_template_last_steps(const lw_chat_template *t);        /* steps of the last render */
+void lw_chat_string_free(lw_chat_template *t, char *s);                 /* frees a rendered string  */
+void lw_chat_template_free(lw_chat_template *t);
+
+/* From a GGUF file's metadata: the chat template (tokenizer.chat_template) and the texts of its BOS and
+ * EOS tokens (tokenizer.ggml.tokens[tokenizer.ggml.{bos,eos}_token_id]). Pointers are owned by g; a
+ * missing item is NULL. Returns LW_ERR_NOT_FOUND when the file has no chat template. */
+lw_status lw_chat_from_gguf(lw_gguf *g, const char **tmpl, const char **bos, const char **eos);
+
+/* One-shot: parse + render + free. err (if given) receives the message on failure. Free *out with
+ * alloc->free (or libc free() when alloc is NULL). */
+lw_status lw_chat_apply(const char *tmpl, const lw_chat_message *msgs, size_t n, int add_generation_prompt,
+                        const char *bos, const char *eos, const lw_allocator *alloc, char **out, size_t *out_len,
+                        char *err, size_t err_size);
+
 #ifdef __cplusplus
 }
 #endif

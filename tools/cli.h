@@ -3,7 +3,10 @@
 #ifndef LW_CLI_H
 #define LW_CLI_H
 
+#include "llamaweb.h"
+
 #include <stddef.h>
+#include <stdio.h>
 
 int lw__cmd_info(int argc, char **argv);
 int lw__cmd_bench_kernels(int argc, char **argv);
@@ -12,8 +15,33 @@ int lw__cmd_run(int argc, char **argv);
 int lw__cmd_bench(int argc, char **argv);
 int lw__cmd_tokenize(int argc, char **argv);
 int lw__cmd_template(int argc, char **argv);
+int lw__cmd_chat(int argc, char **argv);
 
 /* A whole file, NUL-terminated, malloc'd (free() it); NULL when it cannot be read. len may be NULL. */
 char *lw__cli_read_file(const char *path, size_t *len);
+
+/* Options shared by the generating commands, run and chat (tools/cli-gen.c). */
+typedef struct lw__cli_gen {
+    lw_sampler_params sampler; /* --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --seed */
+    int32_t n_threads;         /* --threads / -t (0: the context's default)                            */
+    uint32_t kv;               /* --kv f16|f32                                                         */
+    int flash_attn;            /* 0 with --no-flash-attn                                               */
+} lw__cli_gen;
+
+void lw__cli_gen_defaults(lw__cli_gen *o);
+/* Help lines of those options. */
+void lw__cli_gen_usage(FILE *f);
+/* Parses option a (with its value v, NULL when a is the last argument): the argv entries used (1 or 2), 0
+ * when a is not one of these options, -1 for a missing or bad value. */
+int lw__cli_gen_option(const char *a, const char *v, lw__cli_gen *o);
+/* Loads a model; on failure prints "llamaweb CMD: why" and returns 1 (*m NULL). */
+int lw__cli_load_model(const char *cmd, const char *path, lw_model **m);
+/* Creates the context (n_ctx cells, 0: the model's default) and the sampler; prints why and returns 1 on
+ * failure (free what was made with lw__cli_gen_close). */
+int lw__cli_gen_context(const char *cmd, lw_model *m, const lw__cli_gen *o, uint32_t n_ctx, lw_context **c,
+                        lw_sampler **s);
+void lw__cli_gen_close(lw_model *m, lw_context *c, lw_sampler *s);
+/* Monotonic time in seconds. */
+double lw__cli_now(void);
 
 #endif

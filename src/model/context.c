@@ -216,6 +216,14 @@ const float *lw_get_logits(const lw_context *c, int32_t i) {
     return (const float *)((const uint8_t *)t->data + (size_t)i * t->row_bytes);
 }
 
+lw_model *lw_context_model(const lw_context *c) {
+    return c ? c->model : NULL;
+}
+
+char *lw__context_err(lw_context *c) {
+    return c->err;
+}
+
 int32_t lw_get_n_outputs(const lw_context *c) {
     return c ? c->n_outputs : 0;
 }

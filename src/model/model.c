@@ -292,6 +292,21 @@ static lw_status bind_all(binder *b) {
  * Loading
  * ------------------------------------------------------------------------------------------------------- */
 
+/* The tokenizer, when the file has one this build reads. A model without one still loads (token ids only)
+ * and keeps the reason for the message of lw_model_tokenize; only running out of memory fails the load. */
+static lw_status load_vocab(lw_model *m) {
+    lw_vocab *v = NULL;
+    lw_status st = lw_vocab_load(m->gguf, &m->alloc, &v);
+    if (st == LW_OK && lw_vocab_get_type(v) != LW_VOCAB_NONE) {
+        m->vocab = v;
+        return LW_OK;
+    }
+    snprintf(m->vocab_why, sizeof m->vocab_why, "%s",
+             st == LW_OK ? "the file's tokenizer model is no_vocab" : v ? lw_vocab_error(v) : lw_status_str(st));
+    lw_vocab_free(v);
+    return st == LW_ERR_NOMEM ? lw__errorf(m->err, st, "out of memory for the vocabulary") : LW_OK;
+}
+
 static lw_status load(lw_model *m, lw_source *src) {
     lw_status st = lw_gguf_open(src, &m->alloc, &m->gguf);
     if (st != LW_OK) return lw__errorf(m->err, st, "%s", m->gguf ? lw_gguf_error(m->gguf) : lw_status_str(st));
@@ -310,6 +325,7 @@ static lw_status load(lw_model *m, lw_source *src) {
     const lw_gguf_tensor *tt = lw_gguf_tensor_at(m->gguf, te);
     if (tt->ne[1] <= 0 || tt->ne[1] > INT32_MAX) return lw__errorf(m->err, LW_ERR_BAD_DIMS, "bad token_embd shape");
     m->hp.n_vocab = (uint32_t)tt->ne[1];
+    if ((st = load_vocab(m)) != LW_OK) return st;
 
     m->layers = lw__calloc(&m->alloc, m->hp.n_layer, sizeof(lw__layer));
     if (!m->layers) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
@@ -374,6 +390,7 @@ void lw_model_free(lw_model *m) {
     lw_allocator a = m->alloc;
     lw__free(&a, m->weights_raw);
     lw__free(&a, m->layers);
+    lw_vocab_free(m->vocab);
     lw_gguf_close(m->gguf);
     lw_source_close(m->own_src);
     lw__free(&a, m);

@@ -115,6 +115,11 @@ struct lw_model {
     void *weights_raw;           /* what the allocator returned (freed)                   */
     int no_weights;              /* header only: weights were bound but not read (GPU path) */
     uint64_t weight_bytes;       /* its size                                              */
+    lw_vocab *vocab;             /* the tokenizer; NULL when the file has none we read     */
+    char vocab_why[LW_ERRMSG_SIZE]; /* why vocab is NULL (for lw_model_tokenize's message) */
 };
+
+/* The context's message buffer (LW_ERRMSG_SIZE bytes), for API functions outside context.c (generate.c). */
+char *lw__context_err(lw_context *c);
 
 #endif

@@ -1,0 +1,121 @@
+/* Options shared by the generating commands (`run`, `chat`): sampling, threads, context, KV cache type; and
+ * the model + context + sampler set-up they share. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void lw__cli_gen_defaults(lw__cli_gen *o) {
+    memset(o, 0, sizeof *o);
+    o->sampler = lw_sampler_default_params();
+    o->kv = LW_TYPE_F16;
+    o->flash_attn = 1;
+}
+
+void lw__cli_gen_usage(FILE *f) {
+    fprintf(f, "  --temp T           temperature, 0 = greedy (default 0.8)\n"
+               "  --top-k K          (default 40, 0 = off)     --top-p P   (default 0.95)\n"
+               "  --min-p P          (default 0.05)            --repeat-penalty R (default 1.0)\n"
+               "  --repeat-last-n N  (default 64)              --seed S    (default 0x5eed)\n"
+               "  --threads N, -t N  (default: online CPUs, at most 8)\n"
+               "  --kv f16|f32       KV cache type (default f16, as llama.cpp)\n"
+               "  --no-flash-attn    attention as llama.cpp with flash attention off\n");
+}
+
+/* Parses a number; 0 when v is not entirely one. */
+static int num(const char *v, double lo, double hi, double *out) {
+    char *end;
+    double d = strtod(v, &end);
+    if (!*v || *end || !(d >= lo && d <= hi)) return 0;
+    *out = d;
+    return 1;
+}
+
+int lw__cli_gen_option(const char *a, const char *v, lw__cli_gen *o) {
+    lw_sampler_params *sp = &o->sampler;
+    double d;
+    if (!strcmp(a, "--no-flash-attn")) {
+        o->flash_attn = 0;
+        return 1;
+    }
+    if (!strcmp(a, "--kv")) {
+        if (!v || (strcmp(v, "f16") && strcmp(v, "f32"))) return -1;
+        o->kv = !strcmp(v, "f16") ? LW_TYPE_F16 : LW_TYPE_F32;
+        return 2;
+    }
+    if (!strcmp(a, "--seed")) {
+        char *end;
+        if (!v || !*v) return -1;
+        sp->seed = strtoull(v, &end, 0);
+        return *end ? -1 : 2;
+    }
+    /* numeric options: name, bounds, destination */
+    static const struct {
+        const char *name, *alias; /* option names                      */
+        double lo, hi;            /* accepted range                    */
+        int is_int;               /* 1: an integer option              */
+    } opts[] = {
+        {"--temp", NULL, 0, 1e6, 0},        {"--top-k", NULL, -1, 1e9, 1},
+        {"--top-p", NULL, 0, 1, 0},         {"--min-p", NULL, 0, 1, 0},
+        {"--repeat-penalty", NULL, 0, 1e6, 0}, {"--repeat-last-n", NULL, 0, 1e9, 1},
+        {"--threads", "-t", 0, 1024, 1},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        if (strcmp(a, opts[i].name) && (!opts[i].alias || strcmp(a, opts[i].alias))) continue;
+        if (!v || !num(v, opts[i].lo, opts[i].hi, &d) || (opts[i].is_int && d != (double)(long)d)) return -1;
+        switch (i) {
+        case 0: sp->temp = (float)d; break;
+        case 1: sp->top_k = (int32_t)d; break;
+        case 2: sp->top_p = (float)d; break;
+        case 3: sp->min_p = (float)d; break;
+        case 4: sp->penalty_repeat = (float)d; break;
+        case 5: sp->penalty_last_n = (int32_t)d; break;
+        default: o->n_threads = (int32_t)d; break;
+        }
+        return 2;
+    }
+    return 0;
+}
+
+double lw__cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int lw__cli_load_model(const char *cmd, const char *path, lw_model **m) {
+    if (lw_model_load_file(path, NULL, m) != LW_OK) {
+        fprintf(stderr, "llamaweb %s: %s\n", cmd, lw_model_error(*m));
+        lw_model_free(*m);
+        *m = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+int lw__cli_gen_context(const char *cmd, lw_model *m, const lw__cli_gen *o, uint32_t n_ctx, lw_context **c,
+                        lw_sampler **s) {
+    *c = NULL, *s = NULL;
+    lw_context_params cp = lw_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_threads = o->n_threads;
+    cp.type_k = cp.type_v = o->kv;
+    cp.flash_attn = o->flash_attn;
+    if (lw_context_create(m, &cp, c) != LW_OK) {
+        fprintf(stderr, "llamaweb %s: %s\n", cmd, lw_context_error(*c));
+        return 1;
+    }
+    if (lw_sampler_create(lw_model_n_vocab(m), &o->sampler, NULL, s) != LW_OK) {
+        fprintf(stderr, "llamaweb %s: out of memory for the sampler\n", cmd);
+        return 1;
+    }
+    return 0;
+}
+
+void lw__cli_gen_close(lw_model *m, lw_context *c, lw_sampler *s) {
+    lw_sampler_free(s);
+    lw_context_free(c);
+    lw_model_free(m);
+}

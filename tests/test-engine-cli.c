@@ -37,6 +37,12 @@ int main(void) {
     CHECK_MSG(strstr(out, want) != NULL, "output: %s", out);
     CHECK_MSG(strstr(out, "ids: 1 403 407 261 378 | 432") != NULL, "output: %s", out);
 
+    /* stdout and stderr in one pipe: the figures come after the streamed text and the ids, on a line of their own */
+    snprintf(cmd, sizeof(cmd), "%s run -m %s --tokens 1,403,407,261,378 -n 8 --temp 0 -t 1 2>&1", cli, model);
+    CHECK(run(cmd, out, sizeof(out)) == 0);
+    const char *ids_line = strstr(out, "\nids: 1 403"), *figures = strstr(out, "\nllamaweb run: prompt 5 tokens");
+    CHECK_MSG(ids_line && figures && figures > ids_line, "output: %s", out);
+
     /* sampling with a seed is reproducible */
     static char out2[65536];
     snprintf(cmd, sizeof(cmd), "%s run -m %s --tokens 1 -n 24 --temp 0.9 --seed 7 2>/dev/null", cli, model);

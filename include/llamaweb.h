@@ -604,7 +604,8 @@ typedef struct lw_generate_result {
 } lw_generate_result;
 
 /* Decodes prompt[0..n_prompt) after the context's current cells and generates with sampler s. n_prompt may
- * be 0 to continue from the logits of the context's last decode. res may be NULL. Errors (a prompt that
+ * be 0 to continue from the logits of the context's last decode. res (may be NULL) is written on return, so
+ * the prompt may be &res->last of the previous call. Errors (a prompt that
  * does not fit the context, an id outside the vocabulary) return their status with the message on the
  * context; res then tells how far generation got. The model needs no vocabulary (no text is streamed then:
  * the callback gets empty texts). */

@@ -1,10 +1,10 @@
 /* Allocation discipline of the engine, through the lw_allocator hook:
- *  - decoding (prompt, then single tokens) and sampling make no allocator call at all;
+ *  - decoding (prompt, then single tokens) and sampling make no allocator call at all; nor does lw_generate
+ *    (sampling, streaming the text, decoding), and lw_generate_text allocates only to tokenize its prompt;
  *  - every allocation made at load / context creation is freed;
  *  - failing the N-th allocation of load + context creation, for every N, returns LW_ERR_NOMEM (or another
  *    error) cleanly, without crashing or leaking (ASAN builds check the leaks). */
-#include "model/engine.h"
-#include "sample/sample.h"
+#include "llamaweb.h"
 #include "test.h"
 #include "engine-synth.h"
 
@@ -93,6 +93,75 @@ done:
     CHECK_MSG(cnt.live == 0, "%ld blocks leaked", cnt.live);
 }
 
+/* Counts the tokens lw_generate streams (the callback itself must not allocate either). */
+static int count_token(void *user, int32_t token, const char *text, size_t len) {
+    (void)token, (void)text, (void)len;
+    ++*(int *)user;
+    return 0;
+}
+
+/* lw_generate allocates nothing: not for a token prompt, not when continuing; lw_generate_text allocates
+ * only to tokenize its prompt (id buffer, tokenizer working memory): as much for 5 tokens as for 60. */
+static void check_no_alloc_during_generate(const char *path) {
+    counter cnt = {0};
+    lw_allocator a = {c_malloc, c_realloc, c_free, &cnt};
+    lw_model_params mp = lw_model_default_params();
+    mp.alloc = &a;
+    lw_model *m = NULL;
+    lw_context *c = NULL;
+    lw_sampler *s = NULL;
+    CHECK_MSG(lw_model_load_file(path, &mp, &m) == LW_OK, "%s", lw_model_error(m));
+    lw_context_params cp = lw_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_threads = 2;
+    CHECK_MSG(lw_context_create(m, &cp, &c) == LW_OK, "%s", lw_context_error(c));
+    lw_sampler_params sp = lw_sampler_default_params();
+    sp.penalty_repeat = 1.1f;
+    CHECK(lw_sampler_create(lw_model_n_vocab(m), &sp, &a, &s) == LW_OK);
+    CHECK(lw_model_vocab(m) != NULL); /* the synth vocabulary: text is streamed through the detokenizer */
+    if (!m || !c || !s) goto done;
+
+    int n_tokens = 0;
+    int32_t out[64];
+    lw_generate_params gp = lw_generate_default_params();
+    gp.n_predict = 40;
+    gp.ignore_eog = 1;
+    gp.on_token = count_token;
+    gp.user = &n_tokens;
+    gp.tokens = out;
+    gp.tokens_cap = 64;
+    lw_generate_result r;
+    int32_t prompt[30];
+    for (int i = 0; i < 30; i++) prompt[i] = (i * 11 + 5) % lw_model_n_vocab(m);
+    long before = calls(&cnt);
+    CHECK(lw_generate(c, s, prompt, 30, &gp, &r) == LW_OK);
+    CHECK(r.n_generated == 40 && r.stop == LW_STOP_LENGTH && r.last == out[39] && n_tokens == 40);
+    gp.n_predict = 20; /* continue: the pending token first */
+    CHECK(lw_generate(c, s, &r.last, 1, &gp, &r) == LW_OK);
+    long during = calls(&cnt) - before;
+    printf("%s: %ld allocator calls while generating 40 + 20 tokens (streamed text)\n", path, during);
+    CHECK_MSG(during == 0, "%ld allocator calls in lw_generate", during);
+
+    long per_text[2];
+    const char *text = "Once upon a time there was a tokenizer";
+    for (int k = 0; k < 2; k++) {
+        CHECK(lw_context_set_n_past(c, 0) == LW_OK);
+        gp.n_predict = k ? 60 : 5;
+        before = calls(&cnt);
+        CHECK_MSG(lw_generate_text(c, s, text, strlen(text), 1, 0, &gp, &r) == LW_OK, "%s", lw_context_error(c));
+        per_text[k] = calls(&cnt) - before;
+        CHECK(r.n_generated == gp.n_predict);
+    }
+    printf("%s: lw_generate_text: %ld allocator calls for 5 tokens, %ld for 60 (tokenizing the prompt)\n", path,
+           per_text[0], per_text[1]);
+    CHECK(per_text[0] == per_text[1]);
+done:
+    lw_sampler_free(s);
+    lw_context_free(c);
+    lw_model_free(m);
+    CHECK_MSG(cnt.live == 0, "%ld blocks leaked", cnt.live);
+}
+
 static void check_failing_allocations(const char *path) {
     int failures_seen = 0, n;
     for (n = 1; n < 400; n++) {
@@ -137,6 +206,7 @@ int main(void) {
     check_no_alloc_during_decode(path, 1, LW_TYPE_F16);
     check_no_alloc_during_decode(path, 2, LW_TYPE_F16);
     check_no_alloc_during_decode(path, 3, LW_TYPE_F32);
+    check_no_alloc_during_generate(path);
     check_failing_allocations(path);
 
     char shared[1024];
@@ -145,6 +215,7 @@ int main(void) {
     if (f) {
         fclose(f);
         check_no_alloc_during_decode(shared, 2, LW_TYPE_F16);
+        check_no_alloc_during_generate(shared);
     }
     return test_summary("test-engine-alloc");
 }

@@ -82,13 +82,18 @@ static int emit(const lw_generate_params *p, int32_t token, const char *text, si
 
 lw_status lw_generate(lw_context *c, lw_sampler *s, const int32_t *prompt, size_t n_prompt,
                       const lw_generate_params *params, lw_generate_result *res) {
+    /* res is written only at the end: the prompt may be res->last (continuing a generation) */
     lw_generate_result r = {0, 0, -1, LW_STOP_NONE};
-    if (res) *res = r;
     if (!c) return LW_ERR_INVALID_ARG;
     char *err = lw__context_err(c);
-    if (!s || !params || (!prompt && n_prompt))
+    if (!s || !params || (!prompt && n_prompt)) {
+        if (res) *res = r;
         return lw__errorf(err, LW_ERR_INVALID_ARG, "lw_generate: NULL sampler, params or prompt");
-    if (n_prompt > INT32_MAX) return lw__errorf(err, LW_ERR_TOO_LARGE, "lw_generate: %zu prompt tokens", n_prompt);
+    }
+    if (n_prompt > INT32_MAX) {
+        if (res) *res = r;
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "lw_generate: %zu prompt tokens", n_prompt);
+    }
     lw_model *m = lw_context_model(c);
     const lw_vocab *v = m->vocab;
 
@@ -101,7 +106,10 @@ lw_status lw_generate(lw_context *c, lw_sampler *s, const int32_t *prompt, size_
         size_t need = lw_detok_stream_max_out(&ds);
         if (need > buf_cap) {
             buf = lw__malloc(&m->alloc, need);
-            if (!buf) return lw__errorf(err, LW_ERR_NOMEM, "lw_generate: out of memory for a %zu-byte piece", need);
+            if (!buf) {
+                if (res) *res = r;
+                return lw__errorf(err, LW_ERR_NOMEM, "lw_generate: out of memory for a %zu-byte piece", need);
+            }
             buf_cap = need;
         }
     }

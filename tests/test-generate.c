@@ -1,0 +1,268 @@
+/* lw_generate / lw_generate_text and text through the model (public API only):
+ *  - the tokens equal a hand-written loop of lw_decode + lw_sample (greedy and seeded sampling);
+ *  - continuing with the pending token (res.last) equals one longer generation;
+ *  - every stop reason: length, callback, full context, end of generation (and ignore_eog going past it);
+ *  - errors come back as statuses with a message on the context or the model;
+ *  - a model whose tokenizer this build does not read still loads and generates ids;
+ *  - stories260K (when the shared folder has it): "Once upon a time" continues as llama.cpp does
+ *    (", there was a little girl named Lily. She loved to play outside", first id 432), tokenize/detokenize. */
+#include "llamaweb.h"
+#include "test.h"
+#include "engine-synth.h"
+
+/* What the callback saw. */
+typedef struct seen {
+    int n;          /* calls with a token (>= 0)            */
+    int stop_at;    /* return 1 on this call (1-based); 0: never */
+    int32_t ids[4096]; /* tokens in order                   */
+    char text[8192];  /* text, NUL-terminated               */
+    size_t len;       /* bytes of text                      */
+} seen;
+
+static int on_token(void *user, int32_t token, const char *text, size_t len) {
+    seen *s = user;
+    if (token >= 0 && s->n < 4096) s->ids[s->n++] = token;
+    if (s->len + len < sizeof s->text) memcpy(s->text + s->len, text, len), s->len += len, s->text[s->len] = 0;
+    return s->stop_at && s->n == s->stop_at;
+}
+
+static lw_context *new_context(lw_model *m, uint32_t n_ctx) {
+    lw_context_params cp = lw_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_threads = 2;
+    lw_context *c = NULL;
+    CHECK_MSG(lw_context_create(m, &cp, &c) == LW_OK, "%s", lw_context_error(c));
+    return c;
+}
+
+static lw_sampler *new_sampler(lw_model *m, float temp, uint64_t seed) {
+    lw_sampler_params sp = lw_sampler_default_params();
+    sp.temp = temp;
+    sp.seed = seed;
+    if (temp > 10) sp.top_k = 0, sp.top_p = 1, sp.min_p = 0; /* nearly uniform */
+    lw_sampler *s = NULL;
+    CHECK(lw_sampler_create(lw_model_n_vocab(m), &sp, NULL, &s) == LW_OK);
+    return s;
+}
+
+/* n tokens after prompt by hand: decode, sample, decode, ... (the reference for lw_generate's loop). */
+static void manual(lw_model *m, const int32_t *prompt, int n_prompt, int n, float temp, uint64_t seed, int32_t *out) {
+    lw_context *c = new_context(m, 256);
+    lw_sampler *s = new_sampler(m, temp, seed);
+    for (int i = 0; i < n_prompt; i++) lw_sampler_accept(s, prompt[i]);
+    CHECK(lw_decode(c, prompt, n_prompt, 0) == LW_OK);
+    for (int i = 0; i < n; i++) {
+        out[i] = lw_sample(c, s, -1);
+        if (i + 1 < n) CHECK(lw_decode(c, &out[i], 1, 0) == LW_OK);
+    }
+    lw_sampler_free(s);
+    lw_context_free(c);
+}
+
+static void check_synth(const char *path) {
+    lw_model *m = NULL;
+    CHECK_MSG(lw_model_load_file(path, NULL, &m) == LW_OK, "%s", lw_model_error(m));
+    if (!m) return;
+    CHECK(lw_model_vocab(m) != NULL);
+    int32_t prompt[24], want[40];
+    for (int i = 0; i < 24; i++) prompt[i] = (i * 37 + 11) % lw_model_n_vocab(m);
+    lw_generate_params gp = lw_generate_default_params();
+    gp.on_token = on_token;
+    gp.ignore_eog = 1;
+    lw_generate_result r;
+    static seen sn;
+
+    /* greedy and seeded sampling: the same tokens as the hand-written loop */
+    for (int k = 0; k < 2; k++) {
+        float temp = k ? 0.9f : 0.f;
+        manual(m, prompt, 24, 40, temp, 77, want);
+        lw_context *c = new_context(m, 256);
+        lw_sampler *s = new_sampler(m, temp, 77);
+        memset(&sn, 0, sizeof sn);
+        gp.user = &sn;
+        gp.n_predict = 40;
+        CHECK(lw_generate(c, s, prompt, 24, &gp, &r) == LW_OK);
+        CHECK(r.n_prompt == 24 && r.n_generated == 40 && r.stop == LW_STOP_LENGTH && r.last == want[39]);
+        CHECK_MSG(sn.n == 40 && !memcmp(sn.ids, want, sizeof want), "temp %.1f: tokens differ from the loop", temp);
+        CHECK(lw_context_n_past(c) == 24 + 39); /* the last token is pending, not decoded */
+        lw_sampler_free(s);
+        lw_context_free(c);
+    }
+
+    /* continuing with the pending token: 15 + 25 tokens == 40 (greedy) */
+    manual(m, prompt, 24, 40, 0.f, 1, want);
+    lw_context *c = new_context(m, 256);
+    lw_sampler *s = new_sampler(m, 0.f, 1);
+    memset(&sn, 0, sizeof sn);
+    gp.n_predict = 15;
+    CHECK(lw_generate(c, s, prompt, 24, &gp, &r) == LW_OK);
+    gp.n_predict = 25;
+    CHECK(lw_generate(c, s, &r.last, 1, &gp, &r) == LW_OK);
+    CHECK(r.n_prompt == 1 && r.n_generated == 25);
+    CHECK_MSG(sn.n == 40 && !memcmp(sn.ids, want, sizeof want), "continued generation differs");
+
+    /* n_predict 0: the prompt only */
+    CHECK(lw_context_set_n_past(c, 0) == LW_OK);
+    gp.n_predict = 0;
+    CHECK(lw_generate(c, s, prompt, 24, &gp, &r) == LW_OK);
+    CHECK(r.n_generated == 0 && r.stop == LW_STOP_LENGTH && r.last == -1 && lw_context_n_past(c) == 24);
+
+    /* the callback stops it at its 5th token */
+    CHECK(lw_context_set_n_past(c, 0) == LW_OK);
+    memset(&sn, 0, sizeof sn);
+    sn.stop_at = 5;
+    gp.n_predict = 40;
+    CHECK(lw_generate(c, s, prompt, 24, &gp, &r) == LW_OK);
+    CHECK(r.n_generated == 5 && r.stop == LW_STOP_CALLBACK && r.last == sn.ids[4] && lw_context_n_past(c) == 24 + 4);
+    lw_sampler_free(s);
+    lw_context_free(c);
+
+    /* a full context: 30 prompt cells + 10 decoded tokens fill 40 cells; the 11th is sampled and pending */
+    c = new_context(m, 40);
+    s = new_sampler(m, 0.f, 1);
+    int32_t long_prompt[50];
+    for (int i = 0; i < 50; i++) long_prompt[i] = (i * 13 + 7) % lw_model_n_vocab(m);
+    gp.n_predict = -1;
+    sn.stop_at = 0;
+    CHECK(lw_generate(c, s, long_prompt, 30, &gp, &r) == LW_OK);
+    CHECK_MSG(r.stop == LW_STOP_CONTEXT && r.n_generated == 11 && lw_context_n_past(c) == 40, "stop %d, %d tokens",
+              (int)r.stop, r.n_generated);
+
+    /* errors: the message is on the context */
+    CHECK(lw_context_set_n_past(c, 0) == LW_OK);
+    CHECK(lw_generate(c, s, long_prompt, 50, &gp, &r) == LW_ERR_TOO_LARGE);
+    CHECK(strlen(lw_context_error(c)) > 0 && r.n_generated == 0);
+    printf("50 tokens in 40 cells: %s\n", lw_context_error(c));
+    int32_t bad = lw_model_n_vocab(m);
+    CHECK(lw_generate(c, s, &bad, 1, &gp, &r) == LW_ERR_INVALID_ARG);
+    CHECK(lw_generate(c, NULL, prompt, 1, &gp, &r) == LW_ERR_INVALID_ARG);
+    CHECK(lw_generate(c, s, NULL, 3, &gp, &r) == LW_ERR_INVALID_ARG);
+    lw_context_free(c);
+    c = new_context(m, 40);
+    CHECK(lw_generate(c, s, NULL, 0, &gp, &r) == LW_ERR_INVALID_ARG); /* nothing decoded yet: no logits */
+    CHECK(strstr(lw_context_error(c), "no logits") != NULL);
+    lw_sampler_free(s);
+    lw_context_free(c);
+
+    /* end of generation: nearly uniform sampling over 320 tokens meets </s> (id 2) early; with ignore_eog the
+     * same draws go on past it */
+    c = new_context(m, 2048);
+    s = new_sampler(m, 100.f, 5);
+    memset(&sn, 0, sizeof sn);
+    gp.ignore_eog = 0;
+    gp.n_predict = 2000;
+    CHECK(lw_generate(c, s, prompt, 1, &gp, &r) == LW_OK);
+    printf("nearly uniform sampling: end of generation after %d tokens\n", r.n_generated);
+    CHECK(r.stop == LW_STOP_EOG && r.last == 2 && sn.ids[sn.n - 1] == 2 && lw_vocab_is_eog(lw_model_vocab(m), 2));
+    const int n_eog = r.n_generated;
+    CHECK(lw_context_set_n_past(c, 0) == LW_OK);
+    lw_sampler_reset(s, 5);
+    gp.ignore_eog = 1;
+    gp.n_predict = n_eog + 5;
+    CHECK(lw_generate(c, s, prompt, 1, &gp, &r) == LW_OK);
+    CHECK(r.stop == LW_STOP_LENGTH && r.n_generated == n_eog + 5);
+    lw_sampler_free(s);
+    lw_context_free(c);
+    lw_model_free(m);
+}
+
+/* A tokenizer this build does not read: the model loads without a vocabulary and still generates ids. */
+static void unknown_tokenizer(lw_gguf_writer *w, const char *arch) {
+    (void)arch;
+    lw_gguf_writer_set_str(w, "tokenizer.ggml.model", "no-such-tokenizer"); /* the later "llama" is refused */
+}
+
+static void check_no_vocab(void) {
+    char path[1024];
+    synth_spec sp = {320, 64, 1, 4, 2, 96, LW_TYPE_F32, 0, 9, NULL, 0, 0, 0};
+    synth_path(path, sizeof path, "generate-novocab.gguf");
+    synth_extra_keys = unknown_tokenizer;
+    CHECK(synth_write(path, &sp) == 0);
+    synth_extra_keys = NULL;
+    lw_model *m = NULL;
+    CHECK_MSG(lw_model_load_file(path, NULL, &m) == LW_OK, "%s", lw_model_error(m));
+    if (!m) return;
+    CHECK(lw_model_vocab(m) == NULL);
+    size_t n = 0;
+    int32_t ids[8];
+    CHECK(lw_model_tokenize(m, "abc", 3, 1, 0, ids, 8, &n) == LW_ERR_UNSUPPORTED);
+    printf("no tokenizer: %s\n", lw_model_error(m));
+    CHECK(strstr(lw_model_error(m), "no-such-tokenizer") != NULL);
+    lw_context *c = new_context(m, 64);
+    lw_sampler *s = new_sampler(m, 0.f, 1);
+    static seen sn;
+    memset(&sn, 0, sizeof sn);
+    lw_generate_params gp = lw_generate_default_params();
+    gp.n_predict = 6;
+    gp.on_token = on_token;
+    gp.user = &sn;
+    lw_generate_result r;
+    int32_t prompt[3] = {1, 100, 200};
+    CHECK(lw_generate(c, s, prompt, 3, &gp, &r) == LW_OK);
+    CHECK(r.n_generated == 6 && sn.n == 6 && sn.len == 0);
+    CHECK(lw_generate_text(c, s, "abc", 3, 1, 0, &gp, &r) == LW_ERR_UNSUPPORTED);
+    CHECK(strstr(lw_context_error(c), "no-such-tokenizer") != NULL);
+    lw_sampler_free(s);
+    lw_context_free(c);
+    lw_model_free(m);
+}
+
+static void check_stories(const char *path) {
+    lw_model *m = NULL;
+    CHECK_MSG(lw_model_load_file(path, NULL, &m) == LW_OK, "%s", lw_model_error(m));
+    if (!m) return;
+    /* tokenize / detokenize through the model */
+    int32_t ids[16];
+    size_t n = 0;
+    CHECK(lw_model_tokenize(m, "Once upon a time", 16, 1, 0, ids, 16, &n) == LW_OK);
+    const int32_t want_ids[5] = {1, 403, 407, 261, 378}; /* llama.cpp's */
+    CHECK(n == 5 && !memcmp(ids, want_ids, sizeof want_ids));
+    CHECK(lw_model_tokenize(m, "Once upon a time", 16, 1, 0, ids, 3, &n) == LW_ERR_TOO_LARGE && n == 5);
+    CHECK(strlen(lw_model_error(m)) > 0);
+    char text[64];
+    /* as llama_detokenize: SPM's prefix space goes, unless a BOS was removed before it */
+    CHECK(lw_model_detokenize(m, want_ids + 1, 4, 0, 0, text, sizeof text, &n) == LW_OK);
+    CHECK_MSG(n == 16 && !memcmp(text, "Once upon a time", 16), "%.*s", (int)n, text);
+    CHECK(lw_model_detokenize(m, want_ids, 5, 1, 0, text, sizeof text, &n) == LW_OK);
+    CHECK_MSG(n == 17 && !memcmp(text, " Once upon a time", 17), "%.*s", (int)n, text);
+    CHECK(lw_model_token_to_piece(m, 432, 0, text, sizeof text, &n) == LW_OK && n == 1 && text[0] == ',');
+    CHECK(lw_model_token_to_piece(m, 100000, 0, text, sizeof text, &n) == LW_ERR_INVALID_ARG);
+
+    /* greedy text generation as llama.cpp */
+    lw_context *c = new_context(m, 128);
+    lw_sampler *s = new_sampler(m, 0.f, 1);
+    static seen sn;
+    memset(&sn, 0, sizeof sn);
+    lw_generate_params gp = lw_generate_default_params();
+    gp.n_predict = 24;
+    gp.on_token = on_token;
+    gp.user = &sn;
+    lw_generate_result r;
+    CHECK_MSG(lw_generate_text(c, s, "Once upon a time", 16, 1, 0, &gp, &r) == LW_OK, "%s", lw_context_error(c));
+    const char *want = ", there was a little girl named Lily. She loved to play outside";
+    CHECK(r.n_prompt == 5 && sn.ids[0] == 432);
+    CHECK_MSG(!strncmp(sn.text, want, strlen(want)), "got: %s", sn.text);
+    printf("stories260K: Once upon a time%s\n", sn.text);
+    lw_sampler_free(s);
+    lw_context_free(c);
+    lw_model_free(m);
+}
+
+int main(void) {
+    char path[1024];
+    synth_spec sp = {320, 64, 2, 4, 2, 96, LW_TYPE_F32, 0, 21, NULL, 0, 0, 0};
+    synth_path(path, sizeof path, "generate-synth.gguf");
+    CHECK(synth_write(path, &sp) == 0);
+    check_synth(path);
+    check_no_vocab();
+    char shared[1024];
+    snprintf(shared, sizeof shared, "%s/models/stories260K.gguf", test_shared_dir());
+    FILE *f = fopen(shared, "rb");
+    if (f) {
+        fclose(f);
+        check_stories(shared);
+    } else {
+        printf("note: %s absent: stories260K part not run\n", shared);
+    }
+    return test_summary("test-generate");
+}

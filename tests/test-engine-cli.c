@@ -1,7 +1,8 @@
 /* The `llamaweb run` and `llamaweb bench` commands end to end on stories260K (skipped without the shared
  * model): greedy generation from BOS + "Once upon a time" must print llama.cpp's continuation (known from
  * llama.cpp: ids 432 383 ... = ", there was a little girl named Lily. She loved to play outside"), from
- * token ids and from the text prompt through the tokenizer; bench must print its table. */
+ * token ids and from the text prompt through the tokenizer, and so must examples/generate.c (public API only);
+ * bench must print its table. */
 #include "test.h"
 
 #include <stdio.h>
@@ -19,7 +20,7 @@ static int run(const char *cmd, char *out, size_t cap) {
 int main(void) {
     const char *cli = getenv("LW_CLI");
     if (!cli || !*cli) test_skip("LW_CLI is not set (run through ctest)");
-    char model[1024], cmd[2048];
+    char model[1024], cmd[4096];
     static char out[65536];
     snprintf(model, sizeof(model), "%s/models/stories260K.gguf", test_shared_dir());
     FILE *f = fopen(model, "rb");
@@ -53,6 +54,15 @@ int main(void) {
     snprintf(cmd, sizeof(cmd), "%s bench -m %s -p 32 -n 8 -t 1 -r 1 2>/dev/null", cli, model);
     CHECK(run(cmd, out, sizeof(out)) == 0);
     CHECK_MSG(strstr(out, "| threads |") && strstr(out, "|       1 |"), "bench output: %s", out);
+
+    /* examples/generate.c (built next to the CLI), which sees only include/llamaweb.h */
+    char example[1024];
+    snprintf(example, sizeof(example), "%s", cli);
+    char *slash = strrchr(example, '/');
+    snprintf(slash ? slash + 1 : example, sizeof(example) - (size_t)(slash ? slash + 1 - example : 0), "example-generate");
+    snprintf(cmd, sizeof(cmd), "'%s' %s 'Once upon a time' 24 2>/dev/null", example, model);
+    CHECK(run(cmd, out, sizeof(out)) == 0);
+    CHECK_MSG(!strncmp(out, "Once upon a time", 16) && strstr(out, want) != NULL, "example output: %s", out);
 
     /* misuse: exit status 2 with usage, or 1 with a message */
     snprintf(cmd, sizeof(cmd), "%s run -m %s 2>/dev/null", cli, model);

@@ -162,8 +162,8 @@ static void choose_kernels(void) {
     if (force && !strcmp(force, "avx2")) x86 = lw__cpu_kernels_x86_avx2();
     if (x86 && !(force && !strcmp(force, "scalar"))) best_kernels = x86;
     const lw__cpu_kernels *k = best_kernels;
-    mm_table[LW_TYPE_F32] = (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL};
-    mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16, NULL, NULL};
+    mm_table[LW_TYPE_F32] = (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL, NULL, NULL};
+    mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16, NULL, NULL, NULL, NULL};
     /* quantized weights: ggml's pairing with a quantized activation row (quant-dot.h). On x86 llama.cpp
      * quantizes Q8_0/Q8_1 activations with its SIMD rounding, so we do too there. Its SIMD dot products add
      * block results in other orders than these references: close to llama.cpp, not bit-identical yet. */
@@ -173,7 +173,7 @@ static void choose_kernels(void) {
         lw__from_float_fn act = qd->act_from_float;
         if (qd->vec_dot_type == LW_TYPE_Q8_0) act = lw__quantize_row_q8_0_x86;
         if (qd->vec_dot_type == LW_TYPE_Q8_1) act = lw__quantize_row_q8_1_x86;
-        mm_table[t] = (lw__cpu_mm){qd->vec_dot_type, act, qd->dot, NULL, NULL, NULL, NULL};
+        mm_table[t] = (lw__cpu_mm){qd->vec_dot_type, act, qd->dot, NULL, NULL, NULL, NULL, NULL, NULL};
     }
     /* ggml's x86 dot orders (quant-dot.h), as its AVX-512 build runs them, on every target so results are
      * the same everywhere; llama.cpp's repacked types get their gemv/gemm orders too */
@@ -202,6 +202,8 @@ static void choose_kernels(void) {
         if (xq[i].dot) e->dot = xq[i].dot;
         e->dot_repack = xq[i].rp;
         e->dot_repack_gemm = xq[i].rpg;
+        e->qgemm = lw__quant_gemm_fast(e->dot);
+        e->qgemm_repack = xq[i].rp ? lw__quant_gemm_fast(xq[i].rpg ? xq[i].rpg : xq[i].rp) : NULL;
         e->dot = lw__quant_dot_fast(e->dot); /* SIMD twins where this CPU has them: same bits, quant-dot-simd.h */
         e->dot_repack = lw__quant_dot_fast(e->dot_repack);
         e->dot_repack_gemm = lw__quant_dot_fast(e->dot_repack_gemm);
@@ -295,6 +297,9 @@ static void op_rms_norm(const lw__exec *ex, const lw__node *nd, int ith, int nth
     }
 }
 
+/* Fewest tokens for which the tiled kernels beat row-by-row dots (they rebuild each weight panel per call). */
+#define QGEMM_MIN_TOKENS 2
+
 static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *w = &ex->g->t[nd->src[0]], *x = &ex->g->t[nd->src[1]];
     const lw__cpu_mm *mm = lw__cpu_mm_get(w->type);
@@ -312,8 +317,30 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
         act = ex->scratch;
     }
 
-    /* 2. output columns (weight rows) split over threads; tokens in blocks so a block of activations stays
-     *    in cache while the weight rows stream by */
+    /* 2a. many tokens and a tiled kernel (quant-gemm.h): panels of weight rows split over threads; each
+     *     thread's panels meet every token in registers. Tokens past the last group of 4 take the gemv
+     *     order where llama.cpp's repacked gemm and gemv orders differ. */
+    const int repacked = mm->dot_repack && m % 8 == 0 && !w->plain;
+    lw__quant_gemm_fn qg = repacked ? mm->qgemm_repack : mm->qgemm;
+    if (qg && nt >= QGEMM_MIN_TOKENS) {
+        const int64_t n_tiled = repacked && mm->dot_repack_gemm ? nt / 4 * 4 : nt;
+        const int64_t P = LW_QUANT_GEMM_ROWS, np = (m + P - 1) / P;
+        int64_t p0, p1;
+        split(np, ith, nth, &p0, &p1);
+        r0 = p0 * P;
+        r1 = p1 * P < m ? p1 * P : m;
+        if (r1 > r0)
+            qg(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0, act, act_stride, n_tiled,
+               row_f32(dst, 0) + r0, (size_t)dst->ne0, ex->thread_scratch + (size_t)ith * ex->thread_floats);
+        for (int64_t r = r0; r < r1; r++) {
+            const void *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+            for (int64_t t = n_tiled; t < nt; t++) row_f32(dst, t)[r] = mm->dot_repack(k, wr, act + (size_t)t * act_stride);
+        }
+        return;
+    }
+
+    /* 2b. output columns (weight rows) split over threads; tokens in blocks so a block of activations stays
+     *     in cache while the weight rows stream by */
     split(m, ith, nth, &r0, &r1);
     /* ggml hands steps of 2+ tokens with k a multiple of 16 to tinyBLAS, whose summation order differs */
     const int gemm = nt >= 2 && k % 16 == 0 && mm->dot_gemm;
@@ -785,6 +812,12 @@ lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, int64_t 
                 uint64_t b;
                 if (!lw__mul_u64((uint64_t)max_tokens, row_size(mm->vec_dot_type, w->ne0), &b)) return LW_ERR_OVERFLOW;
                 if (b > shared) shared = b;
+            }
+            if ((mm->qgemm || mm->qgemm_repack) && max_tokens >= QGEMM_MIN_TOKENS) {
+                /* the tiled kernels' panel and per-block activation data (quant-gemm.h) */
+                if (w->ne0 > INT32_MAX || max_tokens > INT32_MAX) return LW_ERR_OVERFLOW;
+                const uint64_t f = (lw__quant_gemm_scratch(w->ne0, max_tokens) + sizeof(float) - 1) / sizeof(float);
+                if (f > per_thread) per_thread = f;
             }
         } else if (nd->op == LW_OP_ATTN) {
             uint64_t f = 2 * (uint64_t)nd->ip[3]; /* one-chunk: D floats + 2 D halves */

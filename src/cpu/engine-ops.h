@@ -4,6 +4,7 @@
 #define LW_ENGINE_OPS_H
 
 #include "cpu/engine-threads.h"
+#include "cpu/quant-gemm.h"
 #include "graph/graph.h"
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -28,6 +29,10 @@ typedef struct lw__cpu_mm {
      * groups of 4 tokens (gemm; NULL: the same as gemv). NULL when the type is not repacked. */
     float (*dot_repack)(int64_t n, const void *w, const void *a);
     float (*dot_repack_gemm)(int64_t n, const void *w, const void *a);
+    /* tiled kernels (cpu/quant-gemm.h) giving the bits of dot (plain weights) and of the repacked gemm order
+     * (dot_repack_gemm, or dot_repack when that is NULL) for many tokens at once; NULL where none */
+    lw__quant_gemm_fn qgemm;
+    lw__quant_gemm_fn qgemm_repack;
 } lw__cpu_mm;
 
 /* The entry for a weight type (with the fastest kernels), or NULL when this build cannot multiply by it. */

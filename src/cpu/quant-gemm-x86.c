@@ -1,0 +1,178 @@
+/* x86 tiled quantized matrix products (quant-gemm.h), chosen at run time.
+ *
+ * Layout: for each call and each panel of 16 weight rows, the panel is rebuilt in thread scratch, block by
+ * block: the 16 rows' float scales, then for each group of 4 elements (8 per 32-element block) the 16 rows'
+ * 4 quant bytes side by side (64 bytes = one zmm register). One vpdpbusd of that register with one
+ * token's 4 activation bytes broadcast then adds 4 products into each of the 16 rows' int32 lanes, so a
+ * block's exact integer sums for 16 rows and one token come from 8 instructions with no horizontal adds.
+ * The float steps stay per (row, token) lane, in the reference's order.
+ *
+ * Built with per-function target attributes (as quant-dot-avx2.c); stubs on other architectures. */
+#include "cpu/quant-gemm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Per block of one token: its activation scale and the integer correction the kernel starts from. */
+typedef struct act_aux {
+    float d;      /* activation block scale (fp16 widened)                      */
+    int32_t corr; /* added to the block's integer sum (Q4_0: -8 * sum of quants) */
+} act_aux;
+
+#define PANEL 16 /* weight rows per panel (one zmm of int32 / float lanes) */
+
+/* Panel bytes per 32-element block: 16 float scales + 8 groups x 16 rows x 4 bytes. */
+#define PANEL_BLOCK (PANEL * 4 + 8 * PANEL * 4)
+
+size_t lw__quant_gemm_scratch(int64_t k, int64_t nt) {
+    const size_t nb = (size_t)(k / 32);
+    return nb * PANEL_BLOCK + (size_t)nt * nb * sizeof(act_aux) + 64;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+/* every float step below is an explicit intrinsic */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#define VNNI512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define INLINE inline __attribute__((always_inline))
+
+VNNI512 static INLINE float h2f(uint16_t h) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Q4_0 (llama.cpp's repacked order, gemv = gemm): acc = fma(float(sumi), dw * da, acc) per block, where
+ * sumi = sum (q - 8) * y = sum q * y - 8 * sum y. Quants go in as unsigned 0..15 (vpdpbusd's unsigned
+ * side), activations signed; the -8 * sum y part is the lane's starting value.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Panel of rows [0, nr) (nr <= 16; missing rows are zeros) of Q4_0 weights into p. */
+VNNI512 static void q4_0_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, uint8_t *p) {
+    const __m128i lo4 = _mm_set1_epi8(0x0f);
+    const __m512i idx = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
+    uint32_t tmp[PANEL * 8] __attribute__((aligned(64)));
+    if (nr < PANEL) memset(tmp, 0, sizeof tmp);
+    for (int64_t b = 0; b < nb; b++) {
+        float *dw = (float *)(p + (size_t)b * PANEL_BLOCK);
+        uint8_t *q = p + (size_t)b * PANEL_BLOCK + PANEL * 4;
+        for (int r = 0; r < PANEL; r++) {
+            if (r >= nr) {
+                dw[r] = 0.0f;
+                continue;
+            }
+            const uint8_t *blk = w + (size_t)r * ws + (size_t)b * sizeof(lw__block_q4_0);
+            uint16_t dh;
+            memcpy(&dh, blk, 2);
+            dw[r] = h2f(dh);
+            const __m128i qs = _mm_loadu_si128((const __m128i *)(blk + 2));
+            const __m128i lo = _mm_and_si128(qs, lo4), hi = _mm_and_si128(_mm_srli_epi16(qs, 4), lo4);
+            _mm256_store_si256((__m256i *)(tmp + 8 * r), _mm256_set_m128i(hi, lo)); /* element order */
+        }
+        for (int j = 0; j < 8; j++)
+            _mm512_storeu_si512(q + 64 * j, _mm512_i32gather_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32(j)), tmp, 4));
+    }
+}
+
+/* Per token and block: scale and -8 * sum of the quants. */
+VNNI512 static void q8_0_aux(int64_t nb, const uint8_t *a, size_t as, int64_t nt, act_aux *aux, int32_t mul) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    for (int64_t t = 0; t < nt; t++) {
+        const lw__block_q8_0 *y = (const lw__block_q8_0 *)(a + (size_t)t * as);
+        for (int64_t b = 0; b < nb; b++) {
+            const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[b].qs), bias);
+            const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256()); /* sums of (q + 128), 4 x 8 bytes */
+            const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            const int32_t sum = (int32_t)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128;
+            aux[t * nb + b].d = h2f(y[b].d);
+            aux[t * nb + b].corr = mul * sum;
+        }
+    }
+}
+
+/* T tokens (rows of a) against one panel: c[u * cs + r] for r < nr. */
+VNNI512 static INLINE void q4_0_tile(int T, int64_t nb, const uint8_t *p, const uint8_t *a, size_t as,
+                                     const act_aux *aux, float *c, size_t cs, int nr) {
+    __m512 acc[8];
+    for (int u = 0; u < T; u++) acc[u] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pb = p + (size_t)b * PANEL_BLOCK;
+        const __m512 dw = _mm512_load_ps((const float *)pb);
+        __m512i wq[8];
+        for (int j = 0; j < 8; j++) wq[j] = _mm512_load_si512(pb + PANEL * 4 + 64 * j);
+        for (int u = 0; u < T; u++) {
+            const lw__block_q8_0 *y = (const lw__block_q8_0 *)(a + (size_t)u * as) + b;
+            const act_aux *x = aux + (size_t)u * nb + b;
+            __m512i s = _mm512_set1_epi32(x->corr);
+            for (int j = 0; j < 8; j++) {
+                int32_t y4;
+                memcpy(&y4, y->qs + 4 * j, 4);
+                s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32(y4));
+            }
+            acc[u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(x->d)), acc[u]);
+        }
+    }
+    const __mmask16 mask = (__mmask16)((1u << nr) - 1);
+    for (int u = 0; u < T; u++) _mm512_mask_storeu_ps(c + (size_t)u * cs, mask, acc[u]);
+}
+
+VNNI512 static void gemm_q4_0_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
+                                     int64_t nt, float *c, size_t cs, void *scratch) {
+    const int64_t nb = k / 32;
+    uint8_t *panel = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    act_aux *aux = (act_aux *)(panel + (size_t)nb * PANEL_BLOCK);
+    const uint8_t *act = a;
+    q8_0_aux(nb, act, as, nt, aux, -8);
+    for (int64_t r0 = 0; r0 < m; r0 += PANEL) {
+        const int nr = m - r0 < PANEL ? (int)(m - r0) : PANEL;
+        q4_0_panel(nb, (const uint8_t *)w + (size_t)r0 * ws, ws, nr, panel);
+        int64_t t = 0;
+        for (; t + 8 <= nt; t += 8)
+            q4_0_tile(8, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0, cs, nr);
+        for (; t < nt; t++)
+            q4_0_tile(1, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0, cs, nr);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Selection
+ * ------------------------------------------------------------------------------------------------------- */
+
+static int has_vnni512(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    if (!(c & bit_FMA) || !(c & bit_F16C) || !(c & bit_OSXSAVE)) return 0;
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 0xe6) != 0xe6) return 0; /* XMM, YMM, opmask, ZMM state enabled by the OS */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return (b & bit_AVX2) && (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) && (c & bit_AVX512VNNI);
+}
+
+lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref) {
+    if (!has_vnni512()) return NULL;
+    if (ref == lw__vec_dot_q4_0_q8_0_x86_repack) return gemm_q4_0_vnni512;
+    return NULL;
+}
+
+#else
+
+lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref) {
+    (void)ref;
+    return NULL;
+}
+
+#endif
+
+lw__quant_gemm_fn lw__quant_gemm_fast(lw__vec_dot_fn ref) {
+    const char *force = getenv("LW_CPU_KERNELS");
+    if (force && !strcmp(force, "scalar")) return NULL;
+    return lw__quant_gemm_x86(ref);
+}

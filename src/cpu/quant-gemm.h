@@ -1,0 +1,32 @@
+/* Tiled quantized matrix products for steps of many tokens (prompts): many weight rows times many activation
+ * rows at once, each output bit-identical to one of the x86-order dots of quant-dot.h.
+ *
+ * Why they can be fast and exact at once: every dot they replace is a chain, per (weight row, token), of
+ * exact integer block sums each turned into float and fused-multiply-added with a float scale. Integer sums
+ * may be formed in any order, so a kernel is free to lay weights out as it likes (here: a panel of 16 rows
+ * interleaved 4 bytes at a time, rebuilt per call in thread scratch, so one VNNI instruction forms 16 rows'
+ * partial sums for one token) as long as each (row, token) keeps its float steps in the reference's order. */
+#ifndef LW_QUANT_GEMM_H
+#define LW_QUANT_GEMM_H
+
+#include "cpu/quant-dot.h"
+
+/* c[t * cs + r] = ref(k, w row r, a row t) for r < m, t < nt, with rows of w ws bytes apart and rows of a
+ * (already in the activation type) as bytes apart; scratch: lw__quant_gemm_scratch(k, nt) bytes, 64-byte
+ * aligned, private to the calling thread. */
+typedef void (*lw__quant_gemm_fn)(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
+                                  int64_t nt, float *c, size_t cs, void *scratch);
+
+/* The tiled kernel that gives ref's bits on this CPU, or NULL (no such kernel, CPU lacks the instructions,
+ * LW_CPU_KERNELS=scalar). ref is one of the lw__vec_dot_*_x86* functions of quant-dot.h. */
+lw__quant_gemm_fn lw__quant_gemm_fast(lw__vec_dot_fn ref);
+/* The same without looking at LW_CPU_KERNELS (tests). */
+lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref);
+
+/* Bytes of per-thread scratch a kernel needs for rows of k elements and up to nt tokens. */
+size_t lw__quant_gemm_scratch(int64_t k, int64_t nt);
+
+/* Weight rows a kernel takes at a time: give each thread a multiple of it. */
+#define LW_QUANT_GEMM_ROWS 16
+
+#endif

@@ -1,0 +1,139 @@
+/* Tiled quantized matrix products (cpu/quant-gemm.h) against the scalar x86-order dots they replace
+ * (quant-dot-x86.c): every output c[t][r] must carry exactly the bits of ref(w row r, a row t), on random
+ * blocks (any quant bytes, finite fp16 scales from subnormals to 65504) and on rows quantized from random
+ * floats, for row counts that leave partial panels, token counts that leave partial tiles, and outputs
+ * outside the product must stay untouched. Skips when this CPU has no such kernel. */
+#include "cpu/quant-gemm.h"
+#include "test.h"
+
+#include "core/core.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 1;
+static uint64_t rng_u64(void) { /* splitmix64 */
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float rng_f(void) { return (float)((double)(rng_u64() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
+
+/* A finite fp16: mostly ordinary magnitudes, sometimes subnormal, zero or near the fp16 maximum. */
+static uint16_t rng_h(void) {
+    const uint64_t r = rng_u64();
+    switch (r % 16) {
+    case 0: return (uint16_t)((r >> 8) & 0x83ff);
+    case 1: return (uint16_t)(0x7800 | ((r >> 8) & 0x83ff));
+    default: return lw__fp32_to_fp16(rng_f() * ldexpf(1.0f, (int)((r >> 8) % 14) - 10));
+    }
+}
+
+static void rng_bytes(uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)rng_u64();
+}
+
+typedef struct {
+    const char *name;   /* for messages                        */
+    uint32_t type;      /* weight type                         */
+    uint32_t act;       /* activation type                     */
+    lw__vec_dot_fn ref; /* scalar x86-order reference           */
+    int h0;             /* byte offset of the fp16 block scale  */
+} gcase;
+
+static const gcase cases[] = {
+    {"q4_0 repack", LW_TYPE_Q4_0, LW_TYPE_Q8_0, lw__vec_dot_q4_0_q8_0_x86_repack, 0},
+};
+
+static size_t row_bytes(uint32_t type, int64_t k) {
+    return (size_t)(k / lw_type_get(type)->block_size) * lw_type_get(type)->type_size;
+}
+
+/* Random rows: any bytes with finite fp16 scales, or (quantized != 0) quantized from random floats. */
+static void random_rows(const gcase *gc, uint8_t *w, int64_t rows, int64_t k, int quantized) {
+    const size_t rb = row_bytes(gc->type, k), bs = lw_type_get(gc->type)->type_size;
+    float *x = malloc((size_t)k * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *row = w + (size_t)r * rb;
+        if (quantized) {
+            for (int64_t i = 0; i < k; i++) x[i] = rng_f() * (1.0f + 4.0f * (float)(i % 7 == 0));
+            CHECK(lw__quantize(gc->type, x, row, 1, k, NULL) == LW_OK);
+        } else {
+            rng_bytes(row, rb);
+            for (int64_t b = 0; b < k / lw_type_get(gc->type)->block_size; b++) {
+                const uint16_t h = rng_h();
+                memcpy(row + (size_t)b * bs + gc->h0, &h, 2);
+            }
+        }
+    }
+    free(x);
+}
+
+static void random_acts(const gcase *gc, uint8_t *a, int64_t nt, int64_t k, int quantized) {
+    const size_t rb = row_bytes(gc->act, k);
+    float *x = malloc((size_t)k * sizeof(float));
+    for (int64_t t = 0; t < nt; t++) {
+        uint8_t *row = a + (size_t)t * rb;
+        if (quantized || gc->act != LW_TYPE_Q8_0) {
+            for (int64_t i = 0; i < k; i++) x[i] = rng_f() * 3.0f;
+            lw__quant_act_x86(gc->act)(x, row, k);
+        } else {
+            lw__block_q8_0 *y = (lw__block_q8_0 *)row;
+            for (int64_t b = 0; b < k / 32; b++) {
+                y[b].d = rng_h();
+                rng_bytes((uint8_t *)y[b].qs, 32);
+            }
+        }
+    }
+    free(x);
+}
+
+int main(void) {
+    if (!lw__quant_gemm_x86(cases[0].ref)) test_skip("no tiled quantized kernel for this CPU (needs AVX-512 VNNI)");
+
+    static const int64_t ms[] = {16, 37, 64, 8};
+    static const int64_t ks[] = {32, 160, 256, 4096};
+    static const int64_t nts[] = {1, 3, 8, 13, 21};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const gcase *gc = &cases[c];
+        const lw__quant_gemm_fn gemm = lw__quant_gemm_x86(gc->ref);
+        CHECK_MSG(gemm != NULL, "%s: no tiled kernel", gc->name);
+        if (!gemm) continue;
+        int outs = 0, same = 0;
+        for (int seed = 0; seed < 40; seed++) {
+            rng_state = 7000u * c + (uint64_t)seed;
+            const int64_t m = ms[seed % 4], k = ks[(seed / 4) % 4], nt = nts[seed % 5];
+            const int quantized = seed % 3 == 2;
+            const size_t wrb = row_bytes(gc->type, k), arb = row_bytes(gc->act, k), cs = (size_t)m + 3;
+            uint8_t *w = malloc((size_t)m * wrb), *a = malloc((size_t)nt * arb);
+            float *out = malloc((size_t)nt * cs * sizeof(float));
+            const size_t sb = (lw__quant_gemm_scratch(k, nt) + 63) / 64 * 64;
+            void *scratch = aligned_alloc(64, sb);
+            random_rows(gc, w, m, k, quantized);
+            random_acts(gc, a, nt, k, quantized);
+            for (size_t i = 0; i < (size_t)nt * cs; i++) out[i] = -12345.0f;
+            gemm(k, w, wrb, m, a, arb, nt, out, cs, scratch);
+            for (int64_t t = 0; t < nt; t++) {
+                for (int64_t r = 0; r < m; r++) {
+                    const float ref = gc->ref(k, w + (size_t)r * wrb, a + (size_t)t * arb), got = out[t * cs + r];
+                    const int eq = memcmp(&ref, &got, sizeof ref) == 0;
+                    CHECK_MSG(eq, "%s: seed %d m %lld k %lld nt %lld: c[%lld][%lld] %.9g != reference %.9g", gc->name,
+                              seed, (long long)m, (long long)k, (long long)nt, (long long)t, (long long)r, got, ref);
+                    same += eq;
+                    outs++;
+                }
+                for (size_t r = (size_t)m; r < cs; r++)
+                    CHECK_MSG(out[t * cs + r] == -12345.0f, "%s: seed %d wrote past row %lld", gc->name, seed, (long long)m);
+            }
+            free(w);
+            free(a);
+            free(out);
+            free(scratch);
+        }
+        printf("%-14s %d/%d outputs bit-identical\n", gc->name, same, outs);
+    }
+    return test_summary("quant-gemm");
+}

@@ -203,6 +203,65 @@ static void check_chat(const char *cli, const char *model, const char *system) {
     lw_model_free(m);
 }
 
+/* A context too small for two turns: turn 2 starts over from the system prompt and its own message, so its
+ * reply is the one computed for that short conversation; a message that cannot fit at all is refused. */
+static void check_overflow(const char *cli, const char *model, const char *system) {
+    static text r, p, out;
+    static int32_t ids[4096], gen[N_PREDICT];
+    lw_model *m = NULL;
+    CHECK_MSG(lw_model_load_file(model, NULL, &m) == LW_OK, "%s", lw_model_error(m));
+    if (!m) return;
+    const char *tsrc = NULL;
+    lw_chat_params tp;
+    lw_chat_params_default(&tp);
+    tp.add_generation_prompt = 1;
+    lw_chat_template *t = NULL;
+    char why[256];
+    CHECK(lw_chat_from_gguf(lw_model_gguf(m), &tsrc, &tp.bos_token, &tp.eos_token) == LW_OK);
+    CHECK_MSG(lw_chat_template_parse(tsrc, strlen(tsrc), NULL, &t, why, sizeof why) == LW_OK, "%s", why);
+    lw_chat_message msgs[2] = {{"system", system}, {"user", "What is 2+2?"}};
+    render(t, &tp, msgs, 2, &p);
+    size_t n = 0;
+    if (lw_vocab_adds_bos(lw_model_vocab(m))) ids[n++] = lw_vocab_special(lw_model_vocab(m), LW_TOKEN_BOS);
+    add_tokens(m, p.s, p.n, ids, &n, 4096);
+    int ng = 0;
+    lw_stop_reason stop;
+    reference_reply(m, ids, n, &r, gen, &ng, &stop);
+    /* room for this conversation and its reply, not for turn 1 + turn 2 */
+    const size_t n_ctx = n + N_PREDICT + 8;
+    printf("overflow: context %zu cells, restarted conversation %zu tokens\n", n_ctx, n);
+
+    char in_path[1024], err_path[1024], cmd[4096];
+    snprintf(in_path, sizeof in_path, "%s/chat-run-overflow.txt", test_tmp_dir());
+    snprintf(err_path, sizeof err_path, "%s/chat-run-overflow-stderr.txt", test_tmp_dir());
+    FILE *f = fopen(in_path, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        /* turn 1, turn 2 (starts over), then a message far longer than the context (refused) */
+        fprintf(f, "Hello there\nWhat is 2+2?\n");
+        for (size_t i = 0; i < 2 * n_ctx; i++) fputc('a' + (int)(i % 26), f);
+        fputc('\n', f);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "'%s' chat -m '%s' --system '%s' -n %d --temp 0 --ctx %zu < '%s' 2> '%s'", cli, model,
+             system, N_PREDICT, n_ctx, in_path, err_path);
+    CHECK(run(cmd, out.s, sizeof out.s) == 0);
+    /* stdout: turn 1's reply line, then this one (the refused message prints nothing) */
+    out.n = strlen(out.s);
+    CHECK_MSG(out.n >= r.n + 2 && out.s[out.n - r.n - 2] == '\n' && !memcmp(out.s + out.n - r.n - 1, r.s, r.n) &&
+                  out.s[out.n - 1] == '\n',
+              "stdout:\n%s\nwanted at the end:\n%s", out.s, r.s);
+    f = fopen(err_path, "rb");
+    if (f) {
+        out.n = fread(out.s, 1, CAP - 1, f);
+        out.s[out.n] = 0;
+        fclose(f);
+    }
+    CHECK_MSG(strstr(out.s, "is full: starting over") && strstr(out.s, "does not fit the context"), "stderr: %s", out.s);
+    lw_chat_template_free(t);
+    lw_model_free(m);
+}
+
 int main(void) {
     const char *cli = getenv("LW_CLI");
     if (!cli || !*cli) test_skip("LW_CLI is not set (run through ctest)");
@@ -224,6 +283,7 @@ int main(void) {
              cli, tmpl, model);
     CHECK(run(cmd, out, sizeof out) == 0);
     check_chat(cli, model, "Be brief.");
+    check_overflow(cli, model, "Be brief.");
 
     /* synth model with the Phi-3 tokenizer and its template (no system role; starts with bos_token) */
     char vocab[1024];

@@ -23,33 +23,6 @@ static int tmpl_usage(void) {
     return 2;
 }
 
-/* Reads a whole file into a malloc'd, NUL-terminated buffer. */
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 14, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        if (n == cap) {
-            char *nb = cap < (64u << 20) ? realloc(buf, cap * 2 + 1) : NULL;
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        if (r == 0) break;
-        n += r;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 int lw__cmd_template(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *bos = NULL, *eos = NULL;
     int add_gen = 1, think = -1, stats = 0;
@@ -113,7 +86,7 @@ int lw__cmd_template(int argc, char **argv) {
         if (!bos) bos = gbos;
         if (!eos) eos = geos;
     } else {
-        owned = read_all(file, &tlen);
+        owned = lw__cli_read_file(file, &tlen);
         if (!owned) {
             fprintf(stderr, "llamaweb template: cannot read %s\n", file);
             goto done;

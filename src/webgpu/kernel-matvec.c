@@ -74,7 +74,9 @@ lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_vari
     if (!f) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: unsupported weight type %u", v->type);
     if (v->rows < 1 || v->rows > 16)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: %u rows per workgroup", v->rows);
-    if (rows == 0 || k == 0 || k % f->block)
+    /* f32/f16 (bytes per element are whole): any k that is a multiple of 4 (x is read as vec4) */
+    const bool plain = f->block_bytes % f->block == 0;
+    if (rows == 0 || k == 0 || (plain ? k % 4 : k % f->block))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "matvec: k=%llu must be a positive multiple of %u (rows=%llu)",
                           (unsigned long long)k, f->block, (unsigned long long)rows);
@@ -85,7 +87,7 @@ lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_vari
                           (unsigned long long)w_offset, (unsigned long long)x_offset);
     uint64_t stride, w_end, last;
     /* the shader indexes bytes with u32: the whole matrix must lie below 4 GiB of its binding */
-    if (!lw__mul_u64(k / f->block, f->block_bytes, &stride) || !lw__mul_u64(stride, rows - 1, &last) ||
+    if (!lw__mul_u64(plain ? k : k / f->block, plain ? f->block_bytes / f->block : f->block_bytes, &stride) || !lw__mul_u64(stride, rows - 1, &last) ||
         !lw__add_u64(last, stride, &w_end) || !lw__add_u64(w_end, w_offset, &w_end) || w_end > UINT32_MAX ||
         w_end > info->max_storage_buffer_binding_size)
         return lw__errorf(err, LW_ERR_TOO_LARGE,

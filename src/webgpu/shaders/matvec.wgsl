@@ -32,7 +32,7 @@
 #endif
 
 struct MatvecParams {
-    k: u32,          // elements per row, a multiple of DQ_BLOCK
+    k: u32,          // elements per row, a multiple of DQ_BLOCK (f32, f16: of 4)
     rows: u32,       // rows of W (= elements of y)
     row_stride: u32, // bytes from one row of W to the next
     w_offset: u32,   // byte offset of row 0 in w (even)
@@ -59,8 +59,15 @@ var<workgroup> partial: array<f32, WG_SIZE * ROWS>; // row r of invocation i at 
 // Adds chunk c of block blk, times the matching x, to the sums of rows row0 .. row0 + ROWS - 1.
 fn add_chunk(blk: u32, c: u32, row0: u32, acc: ptr<function, array<f32, ROWS>>) {
     let xb = params.x_offset + (blk * DQ_BLOCK) / 4u;
-    let xlo = fvec4(x[xb + dq_lo_at(c) / 4u]);
-    let xhi = fvec4(x[xb + dq_hi_at(c) / 4u]);
+    var xlo = fvec4(x[xb + dq_lo_at(c) / 4u]);
+    var xhi = fvec4(x[xb + dq_hi_at(c) / 4u]);
+    // f32/f16 rows may end half-way through a block of 8 (k a multiple of 4): past k, x counts as zero
+    if (blk * DQ_BLOCK + dq_lo_at(c) >= params.k) {
+        xlo = fvec4(0.0);
+    }
+    if (blk * DQ_BLOCK + dq_hi_at(c) >= params.k) {
+        xhi = fvec4(0.0);
+    }
     for (var r = 0u; r < ROWS; r++) {
         // rows past the end repeat the last row (never stored) so the loop stays uniform
         let row = min(row0 + r, params.rows - 1u);
@@ -79,7 +86,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (row0 >= params.rows) {
         return; // uniform across the workgroup: every invocation of it has the same rows
     }
-    let n_blocks = params.k / DQ_BLOCK;
+    let n_blocks = (params.k + DQ_BLOCK - 1u) / DQ_BLOCK; // a partial last block: f32/f16 rows only
     var acc: array<f32, ROWS>;
 #if BLOCKS
     for (var blk = lid; blk < n_blocks; blk += WG_SIZE) {

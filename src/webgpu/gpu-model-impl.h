@@ -1,0 +1,147 @@
+/* Internals of the WebGPU model runner shared by gpu-model.c (plan, buffers, submission) and gpu-model-ops.c
+ * (what each graph op dispatches). Not a public header. */
+#ifndef LW_GPU_MODEL_IMPL_H
+#define LW_GPU_MODEL_IMPL_H
+
+#include "webgpu/gpu-model.h"
+#include "webgpu/kernels-attn.h"
+#include "webgpu/kernels-matmat.h"
+#include "webgpu/kernels-ops.h"
+
+#define GM_SLOT 256u      /* bytes per parameter slot: WebGPU's largest minUniformBufferOffsetAlignment */
+#define GM_MAX_ACT 4      /* activation buffers at most (a node reads at most 3 activations)            */
+#define GM_MAX_BINDS 8u   /* bindings per prepared call                                                 */
+
+/* A part of a weight held by one binding: the whole tensor, or a range of rows when the tensor is larger
+ * than maxStorageBufferBindingSize. */
+typedef struct gm_piece {
+    lw_gpu_buffer buf; /* weight buffer                                   */
+    uint64_t off;      /* byte offset of the piece in it (binding offset) */
+    uint64_t bytes;    /* bytes of its rows                               */
+    int64_t row0;      /* first row of the tensor it holds                */
+    int64_t rows;      /* rows it holds                                   */
+} gm_piece;
+
+/* Where a graph tensor lives on the GPU. */
+typedef struct gm_loc {
+    lw_gpu_buffer buf; /* activations: their buffer (weights: see pieces)               */
+    uint64_t off;      /* activations: offset in it (a multiple of the storage alignment) */
+    uint64_t size;     /* activations: bytes reserved                                    */
+    int32_t piece0;    /* weights: index of the first piece                              */
+    int32_t n_pieces;  /* weights: pieces (1 unless split by rows)                       */
+    int8_t colour;     /* activations: which activation buffer (-1: none)                */
+} gm_loc;
+
+/* One prepared dispatch target: a pipeline and the bind group of its buffers (made at plan time), with the
+ * kernel variant its per-step plan needs. */
+typedef struct gm_call {
+    lw_gpu_pipeline pipe;     /* compiled variant                              */
+    lw_gpu_bind_group group;  /* its bindings                                  */
+    int32_t aux;              /* op-specific: a weight piece, an attention kernel */
+    union {                   /* the variant (by op)                           */
+        lw__gpu_matvec_variant mv;
+        lw__gpu_matmat_variant mm;
+        lw__gpu_get_rows_variant gr;
+        lw__gpu_norm_variant norm;
+        lw__gpu_eltwise_variant elt;
+        lw__gpu_rope_variant rope;
+        lw__gpu_kv_store_variant kv;
+        lw__gpu_attn_variant attn;
+        lw__gpu_topk_variant topk;
+    } v;
+} gm_call;
+
+/* The calls prepared for one graph node. */
+typedef struct gm_node {
+    int32_t call0;   /* first entry in calls[]     */
+    int32_t n_calls; /* entries                    */
+} gm_node;
+
+struct lw__gpu_model {
+    lw_allocator alloc;          /* from the model                                             */
+    char err[LW_ERRMSG_SIZE];    /* last error                                                 */
+    lw_gpu inner;                /* the HAL handed over (owned)                                */
+    lw_gpu gpu;                  /* the same HAL seen by the kernel families: every pipeline's
+                                    uniform binding gets a dynamic offset (gpu-model.c)         */
+    lw_gpu_info info;            /* device description                                         */
+    lw_model *m;                 /* not owned                                                  */
+    lw__gpu_model_params p;      /* resolved parameters                                        */
+    bool f16, subgroups;         /* variant switches in use                                    */
+    uint32_t n_ctx, n_batch;     /* KV cells, most tokens per step                             */
+    uint32_t n_past;             /* cells in use                                               */
+    lw__graph graph;             /* built and planned once                                     */
+    int32_t logits;              /* its output tensor                                          */
+    gm_loc *loc;                 /* per graph tensor                                           */
+    gm_piece *pieces;            /* weight pieces                                              */
+    int32_t n_pieces;            /* used                                                       */
+    lw_gpu_buffer *bufs;         /* every buffer created (destroyed with the model)            */
+    uint32_t n_bufs, cap_bufs;   /* used / allocated                                           */
+    lw_gpu_buffer act[GM_MAX_ACT]; /* activation buffers                                       */
+    uint64_t act_bytes[GM_MAX_ACT]; /* their sizes                                              */
+    int n_act;                   /* how many                                                   */
+    lw_gpu_buffer *kv;           /* 2 * n_layer: K caches then V caches                        */
+    uint64_t kv_layer_bytes;     /* bytes of one of them                                       */
+    uint32_t kv_type;            /* element type of the cache (LW_TYPE_F32 or F16)             */
+    uint64_t weight_bytes;       /* bytes of the weight buffers                                */
+    lw_gpu_buffer params;        /* the uniform parameter arena                                */
+    lw_gpu_buffer tokens;        /* n_batch token ids of the step (storage)                    */
+    lw_gpu_buffer result;        /* the sampled id (storage, read back)                        */
+    uint8_t *shadow;             /* host copy of the parameter slots being filled              */
+    uint32_t slots;              /* slots in the arena                                         */
+    uint32_t slot;               /* next free slot (since the last submission)                 */
+    uint32_t since_submit;       /* dispatches recorded since the last submission              */
+    gm_call *calls;              /* prepared dispatch targets                                  */
+    int32_t n_calls, cap_calls;  /* used / allocated                                           */
+    gm_node *nodes;              /* per graph node                                             */
+    gm_call argmax[2];           /* GPU argmax over the logits: the two top-k passes           */
+    lw__gpu_topk_plan_out topk;  /* their plan (fixed: the logits never move)                  */
+    lw_gpu_buffer topk_scratch;  /* top-k candidates between the passes                        */
+    lw_gpu_buffer attn_scratch;  /* split-KV partials of the decode attention                  */
+    uint64_t attn_scratch_bytes; /* its size                                                   */
+    lw_gpu_buffer gelu;          /* ggml's GELU table (GEGLU), when the graph has GEGLU        */
+    lw_gpu_buffer dummy;         /* bound where a kernel's optional input is absent            */
+    lw__gpu_pipeline_cache cache; /* pipelines by variant                                      */
+    int32_t token_out;           /* read-back target of LW_GPU_OUT_ARGMAX                      */
+    float *logits_out;           /* read-back target of LW_GPU_OUT_LOGITS (n_vocab floats)     */
+    lw__gpu_model_counters cnt;  /* what was created and recorded                              */
+    uint64_t step_dispatches;    /* dispatches of the last one-token step                      */
+};
+
+/* ---------------------------------------------------------------------------------------------------------
+ * gpu-model.c services for the op wiring
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Creates the bind group of binds[0..n) for pipeline c->pipe into c->group and, unless out_only, appends
+ * *c to the calls of the node being prepared. The parameter binding is lw__gm_params(g). */
+lw_status lw__gm_add_call(lw__gpu_model *g, gm_call *c, const lw_gpu_bind *binds, uint32_t n, bool out_only);
+/* The binding of the parameter arena (one slot; dispatches pick theirs by dynamic offset). */
+lw_gpu_bind lw__gm_params(const lw__gpu_model *g);
+/* A whole buffer as a binding. */
+lw_gpu_bind lw__gm_whole(lw_gpu_buffer b);
+/* Creates a buffer owned by the model (destroyed with it). */
+lw_status lw__gm_new_buffer(lw__gpu_model *g, uint64_t size, uint32_t usage, const char *label, lw_gpu_buffer *out);
+/* Records one dispatch of call c with parameter block params (bytes <= GM_SLOT) over grid. */
+void lw__gm_emit(lw__gpu_model *g, const gm_call *c, const void *params, size_t bytes, const uint32_t grid[3]);
+/* The binding of activation tensor t (its whole planned range). */
+lw_gpu_bind lw__gm_act(const lw__gpu_model *g, int32_t t);
+/* The binding of weight piece i. */
+lw_gpu_bind lw__gm_piece(const lw__gpu_model *g, int32_t i);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * gpu-model-ops.c: the op wiring
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Creates the buffers the ops share: attention and top-k scratch, the GELU table, a dummy binding. */
+lw_status lw__gm_prepare_shared(lw__gpu_model *g);
+/* Whether every node of the graph has GPU kernels (LW_ERR_UNSUPPORTED naming the first that has none). */
+lw_status lw__gm_check_ops(lw__gpu_model *g);
+/* Compiles the pipelines and creates the bind groups of node i (g->nodes[i]). */
+lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i);
+/* Prepares the GPU argmax over the logits (g->argmax). */
+lw_status lw__gm_prepare_argmax(lw__gpu_model *g);
+/* Records node i for a step of n_tokens tokens at positions pos0.. */
+lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int32_t pos0);
+/* Records the argmax of the last logits row into g->result. */
+void lw__gm_record_argmax(lw__gpu_model *g);
+
+#endif

@@ -1,0 +1,369 @@
+/* WebGPU model runner: what each graph op dispatches. At plan time (prepare) a node gets its pipelines and
+ * bind groups; per step (record) only the parameter blocks and grids are computed by the kernel families'
+ * *_plan() functions and the dispatches recorded. Kernels: mat-vec (kernels.h), ops (kernels-ops.h),
+ * attention (kernels-attn.h). */
+#include "webgpu/gpu-model-impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Rows tensor t has in a step of n_tokens tokens (the runner's output rows are the last token's only). */
+static uint64_t rows_of(const lw__gpu_model *g, int32_t t, int32_t n_tokens) {
+    return g->graph.t[t].rows == LW_ROWS_OUTPUTS ? 1u : (uint64_t)n_tokens;
+}
+
+static bool is_weight(const lw__gpu_model *g, int32_t t) {
+    return t >= 0 && g->graph.t[t].kind == LW_T_WEIGHT;
+}
+
+/* The binding of tensor t: an activation's range, or a weight's only piece (small vectors: norms, biases,
+ * frequency factors are never split); absent inputs get the dummy buffer. */
+static lw_gpu_bind bind_of(const lw__gpu_model *g, int32_t t) {
+    if (t < 0) return lw__gm_whole(g->dummy);
+    if (is_weight(g, t)) return lw__gm_piece(g, g->loc[t].piece0);
+    return lw__gm_act(g, t);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Which ops run here
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw_status lw__gm_check_ops(lw__gpu_model *g) {
+    const lw__graph *gr = &g->graph;
+    for (int32_t i = 0; i < gr->n_nodes; i++) {
+        const lw__node *nd = &gr->nodes[i];
+        switch (nd->op) {
+        case LW_OP_MUL_MAT:
+        case LW_OP_GET_ROWS: {
+            const lw__tensor *w = &gr->t[nd->src[0]];
+            if (!lw__gpu_format_of(w->type))
+                return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "%s: weight type %s has no WGSL kernel yet", w->name,
+                                  lw_type_get(w->type)->name);
+            break;
+        }
+        case LW_OP_ATTN:
+            if (!lw__gpu_attn_supported(LW_TYPE_F16, (uint32_t)nd->ip[3], (uint32_t)(nd->ip[1] / nd->ip[2])))
+                return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "attention with head dim %d, group %d is not supported",
+                                  nd->ip[3], nd->ip[1] / nd->ip[2]);
+            break;
+        case LW_OP_RMS_NORM:
+        case LW_OP_ADD:
+        case LW_OP_ROPE:
+        case LW_OP_KV_STORE:
+        case LW_OP_SWIGLU:
+        case LW_OP_OUT_ROWS:
+        case LW_OP_SCALE:
+        case LW_OP_GEGLU:
+        case LW_OP_SOFTCAP:
+            break;
+        default:
+            return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "op %s has no GPU kernel", lw__op_name((lw__op)nd->op));
+        }
+    }
+    return LW_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Preparing (plan time)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* The element-wise family's op for a graph op. */
+static uint32_t elt_op(uint8_t op) {
+    switch (op) {
+    case LW_OP_ADD: return LW_GPU_ELT_ADD;
+    case LW_OP_SCALE: return LW_GPU_ELT_SCALE;
+    case LW_OP_SOFTCAP: return LW_GPU_ELT_SOFTCAP;
+    case LW_OP_SWIGLU: return LW_GPU_ELT_SWIGLU;
+    case LW_OP_GEGLU: return LW_GPU_ELT_GEGLU;
+    default: return LW_GPU_ELT_COPY; /* OUT_ROWS */
+    }
+}
+
+/* One ATTN node's variant (shared by its three kernels). */
+static lw__gpu_attn_variant attn_variant(const lw__gpu_model *g, const lw__node *nd) {
+    return lw__gpu_attn_default(&g->info, g->kv_type, (uint32_t)nd->ip[3], (uint32_t)(nd->ip[1] / nd->ip[2]));
+}
+
+lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
+    const lw__node *nd = &g->graph.nodes[i];
+    const lw_gpu *gpu = &g->gpu;
+    const lw_gpu_info *info = &g->info;
+    gm_call c;
+    memset(&c, 0, sizeof c);
+    lw_status st = LW_OK;
+    switch (nd->op) {
+    case LW_OP_MUL_MAT: { /* per piece of the weight (a row range each): a mat-vec call, and a mat-mat call
+                             for steps of several tokens when the graph is planned for them */
+        const lw__tensor *w = &g->graph.t[nd->src[0]];
+        gm_call mm = c;
+        c.v.mv = lw__gpu_matvec_default(info, w->type);
+        c.v.mv.f16 = c.v.mv.f16 && g->f16;
+        c.v.mv.subgroups = c.v.mv.subgroups && g->subgroups;
+        if ((st = lw__gpu_matvec_pipeline(gpu, &g->cache, &g->alloc, &c.v.mv, info, &c.pipe, g->err)) != LW_OK) return st;
+        const bool batched = g->n_batch > 1 && rows_of(g, nd->dst, 2) > 1;
+        if (batched) {
+            mm.v.mm = lw__gpu_matmat_default(info, w->type);
+            mm.v.mm.f16 = mm.v.mm.f16 && g->f16;
+            if ((st = lw__gpu_matmat_pipeline(gpu, &g->cache, &g->alloc, &mm.v.mm, info, &mm.pipe, g->err)) != LW_OK)
+                return st;
+        }
+        for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces && st == LW_OK; k++) {
+            c.aux = mm.aux = g->loc[nd->src[0]].piece0 + k;
+            lw_gpu_bind b[4] = {lw__gm_piece(g, c.aux), lw__gm_act(g, nd->src[1]), lw__gm_act(g, nd->dst), lw__gm_params(g)};
+            st = lw__gm_add_call(g, &c, b, 4, false);
+            if (st == LW_OK && batched) st = lw__gm_add_call(g, &mm, b, 4, false);
+        }
+        return st;
+    }
+    case LW_OP_GET_ROWS: { /* one call per part of the table; each writes the tokens whose id it holds */
+        const lw__tensor *w = &g->graph.t[nd->src[0]];
+        c.v.gr = lw__gpu_get_rows_default(info, w->type);
+        if ((st = lw__gpu_get_rows_pipeline(gpu, &g->cache, &g->alloc, &c.v.gr, info, &c.pipe, g->err)) != LW_OK) return st;
+        for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces && st == LW_OK; k++) {
+            c.aux = g->loc[nd->src[0]].piece0 + k;
+            lw_gpu_bind b[4] = {lw__gm_piece(g, c.aux), lw__gm_whole(g->tokens), lw__gm_act(g, nd->dst), lw__gm_params(g)};
+            st = lw__gm_add_call(g, &c, b, 4, false);
+        }
+        return st;
+    }
+    case LW_OP_RMS_NORM: {
+        c.v.norm = lw__gpu_norm_default(info);
+        c.v.norm.subgroups = c.v.norm.subgroups && g->subgroups;
+        if ((st = lw__gpu_norm_pipeline(gpu, &g->cache, &g->alloc, &c.v.norm, info, &c.pipe, g->err)) != LW_OK) return st;
+        lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), bind_of(g, nd->src[1]), lw__gm_act(g, nd->dst), lw__gm_params(g)};
+        return lw__gm_add_call(g, &c, b, 4, false);
+    }
+    case LW_OP_ROPE: {
+        c.v.rope = lw__gpu_rope_default(info);
+        if ((st = lw__gpu_rope_pipeline(gpu, &g->cache, &g->alloc, &c.v.rope, info, &c.pipe, g->err)) != LW_OK) return st;
+        lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), bind_of(g, nd->src[1]), lw__gm_act(g, nd->dst), lw__gm_params(g)};
+        return lw__gm_add_call(g, &c, b, 4, false);
+    }
+    case LW_OP_KV_STORE: {
+        const uint32_t n_layer = g->m->hp.n_layer;
+        c.v.kv = lw__gpu_kv_store_default(info, g->kv_type);
+        if ((st = lw__gpu_kv_store_pipeline(gpu, &g->cache, &g->alloc, &c.v.kv, info, &c.pipe, g->err)) != LW_OK) return st;
+        lw_gpu_buffer cache = g->kv[(uint32_t)nd->ip[1] * n_layer + (uint32_t)nd->ip[0]];
+        lw_gpu_bind b[3] = {lw__gm_act(g, nd->src[0]), lw__gm_whole(cache), lw__gm_params(g)};
+        return lw__gm_add_call(g, &c, b, 3, false);
+    }
+    case LW_OP_ATTN: { /* the three kernels of the family, same bindings */
+        const uint32_t n_layer = g->m->hp.n_layer, il = (uint32_t)nd->ip[0];
+        c.v.attn = attn_variant(g, nd);
+        lw_gpu_bind b[6] = {lw__gm_act(g, nd->src[0]), lw__gm_whole(g->kv[il]), lw__gm_whole(g->kv[n_layer + il]),
+                            lw__gm_act(g, nd->dst), lw__gm_whole(g->attn_scratch), lw__gm_params(g)};
+        for (int k = 0; k < LW_GPU_ATTN_KERNELS && st == LW_OK; k++) {
+            c.aux = k;
+            if ((st = lw__gpu_attn_pipeline(gpu, &g->cache, &g->alloc, &c.v.attn, (lw__gpu_attn_kernel)k, info, &c.pipe,
+                                            g->err)) != LW_OK)
+                return st;
+            st = lw__gm_add_call(g, &c, b, 6, false);
+        }
+        return st;
+    }
+    default: { /* element-wise: ADD, SCALE, SOFTCAP, SWIGLU, GEGLU, OUT_ROWS (a row copy) */
+        c.v.elt = lw__gpu_eltwise_default(info, elt_op(nd->op));
+        if ((st = lw__gpu_eltwise_pipeline(gpu, &g->cache, &g->alloc, &c.v.elt, info, &c.pipe, g->err)) != LW_OK) return st;
+        lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS];
+        const uint32_t n = lw__gpu_eltwise_layout(&c.v.elt, kinds);
+        lw_gpu_bind b[5];
+        if (n == 3) { /* unary: a, d, params */
+            b[0] = lw__gm_act(g, nd->src[0]);
+            b[1] = lw__gm_act(g, nd->dst);
+            b[2] = lw__gm_params(g);
+        } else { /* binary: a, b, d, params (, GELU table) */
+            b[0] = lw__gm_act(g, nd->src[0]);
+            b[1] = bind_of(g, nd->src[1]);
+            b[2] = lw__gm_act(g, nd->dst);
+            b[3] = lw__gm_params(g);
+            b[4] = lw__gm_whole(g->gelu);
+        }
+        if (n < 3 || n > 5) return lw__errorf(g->err, LW_ERR_INVALID_ARG, "eltwise layout of %u bindings", n);
+        return lw__gm_add_call(g, &c, b, n, false);
+    }
+    }
+}
+
+lw_status lw__gm_prepare_shared(lw__gpu_model *g) {
+    const lw__graph *gr = &g->graph;
+    lw_status st;
+    const uint32_t rw = LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST;
+    /* attention scratch: the largest any ATTN node needs */
+    g->attn_scratch_bytes = 16;
+    bool geglu = false;
+    for (int32_t i = 0; i < gr->n_nodes; i++) {
+        const lw__node *nd = &gr->nodes[i];
+        geglu |= nd->op == LW_OP_GEGLU;
+        if (nd->op != LW_OP_ATTN) continue;
+        lw__gpu_attn_variant v = attn_variant(g, nd);
+        uint64_t bytes;
+        if ((st = lw__gpu_attn_scratch_bytes(&v, (uint32_t)nd->ip[1], g->n_batch, g->n_ctx, &bytes, g->err)) != LW_OK)
+            return st;
+        if (bytes > g->attn_scratch_bytes) g->attn_scratch_bytes = bytes;
+    }
+    if ((st = lw__gm_new_buffer(g, g->attn_scratch_bytes, rw, "attention scratch", &g->attn_scratch)) != LW_OK ||
+        (st = lw__gm_new_buffer(g, 256, rw, "dummy", &g->dummy)) != LW_OK)
+        return st;
+    /* sampling: the top-k plan is fixed (the logits never move), so its scratch is sized now */
+    g->argmax[0].v.topk = lw__gpu_topk_default(&g->info);
+    if ((st = lw__gpu_topk_plan(&g->info, &g->argmax[0].v.topk, g->m->hp.n_vocab, 1, 0, 0, 0, &g->topk, g->err)) != LW_OK)
+        return st;
+    if ((st = lw__gm_new_buffer(g, (uint64_t)g->topk.scratch_pairs * 8 + 16, rw, "top-k scratch", &g->topk_scratch)) != LW_OK)
+        return st;
+    /* ggml's GELU table for GEGLU (128 KiB, written once) */
+    if (geglu) {
+        uint32_t *words = lw__malloc(&g->alloc, LW_GPU_GELU_TABLE_WORDS * sizeof(uint32_t));
+        if (!words) return lw__errorf(g->err, LW_ERR_NOMEM, "out of memory");
+        lw__gpu_gelu_table(words);
+        st = lw__gm_new_buffer(g, LW_GPU_GELU_TABLE_WORDS * 4, rw, "GELU table", &g->gelu);
+        if (st == LW_OK) st = g->inner.ops->buffer_write(g->inner.ctx, g->gelu, 0, words, LW_GPU_GELU_TABLE_WORDS * 4);
+        lw__free(&g->alloc, words);
+        if (st != LW_OK) return lw__errorf(g->err, st, "GELU table upload failed");
+    } else {
+        g->gelu = g->dummy;
+    }
+    return LW_OK;
+}
+
+lw_status lw__gm_prepare_argmax(lw__gpu_model *g) {
+    const lw_gpu *gpu = &g->gpu;
+    lw_status st;
+    gm_call c = g->argmax[0];
+    g->argmax[0] = g->argmax[1] = c;
+    if ((st = lw__gpu_topk_pipeline(gpu, &g->cache, &g->alloc, &c.v.topk, false, &g->info, &g->argmax[0].pipe, g->err)) ||
+        (st = lw__gpu_topk_pipeline(gpu, &g->cache, &g->alloc, &c.v.topk, true, &g->info, &g->argmax[1].pipe, g->err)))
+        return st;
+    lw_gpu_bind b1[3] = {lw__gm_act(g, g->logits), lw__gm_whole(g->topk_scratch), lw__gm_params(g)};
+    lw_gpu_bind b2[3] = {lw__gm_whole(g->topk_scratch), lw__gm_whole(g->result), lw__gm_params(g)};
+    if ((st = lw__gm_add_call(g, &g->argmax[0], b1, 3, true)) != LW_OK) return st;
+    return lw__gm_add_call(g, &g->argmax[1], b2, 3, true);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Recording (per step)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* A kernel family's plan refused a shape that planning accepted: a bug, reported with its message. */
+#define PLAN(call)                                                                                               \
+    do {                                                                                                         \
+        lw_status st_ = (call);                                                                                  \
+        if (st_ != LW_OK) return st_;                                                                            \
+    } while (0)
+
+lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int32_t pos0) {
+    const lw__node *nd = &g->graph.nodes[i];
+    const gm_node *gn = &g->nodes[i];
+    const gm_call *calls = g->calls + gn->call0;
+    const lw_gpu_info *info = &g->info;
+    uint32_t grid[3];
+    switch (nd->op) {
+    case LW_OP_MUL_MAT: {
+        const lw__tensor *w = &g->graph.t[nd->src[0]];
+        const uint64_t rows_t = rows_of(g, nd->dst, n_tokens);
+        const int32_t per_piece = g->n_batch > 1 && rows_of(g, nd->dst, 2) > 1 ? 2 : 1; /* mat-vec (, mat-mat) */
+        if (rows_t > 1 && per_piece == 2) { /* several tokens: one mat-mat call per piece */
+            for (int32_t k = 1; k < gn->n_calls; k += 2) {
+                const gm_piece *pc = &g->pieces[calls[k].aux];
+                lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, rows_t, 0, 0, 0, (uint64_t)pc->row0,
+                                           (uint64_t)w->ne1};
+                lw__gpu_matmat_params p;
+                PLAN(lw__gpu_matmat_plan(info, &calls[k].v.mm, &sh, &p, grid, g->err));
+                lw__gm_emit(g, &calls[k], &p, sizeof p, grid);
+            }
+            return LW_OK;
+        }
+        for (uint64_t t = 0; t < rows_t; t++)
+            for (int32_t k = 0; k < gn->n_calls; k += per_piece) {
+                const gm_piece *pc = &g->pieces[calls[k].aux];
+                lw__gpu_matvec_params p;
+                PLAN(lw__gpu_matvec_plan(info, &calls[k].v.mv, (uint64_t)pc->rows, (uint64_t)w->ne0, 0,
+                                         t * (uint64_t)w->ne0, t * (uint64_t)w->ne1 + (uint64_t)pc->row0, &p, grid,
+                                         g->err));
+                lw__gm_emit(g, &calls[k], &p, sizeof p, grid);
+            }
+        return LW_OK;
+    }
+    case LW_OP_GET_ROWS: {
+        const lw__tensor *w = &g->graph.t[nd->src[0]];
+        for (int32_t k = 0; k < gn->n_calls; k++) {
+            const gm_piece *pc = &g->pieces[calls[k].aux];
+            lw__gpu_get_rows_params p;
+            PLAN(lw__gpu_get_rows_plan(info, &calls[k].v.gr, (uint64_t)w->ne0, (uint64_t)n_tokens, (uint64_t)pc->row0,
+                                       (uint64_t)pc->rows, 0, 0, 0, 0, &p, grid, g->err));
+            lw__gm_emit(g, &calls[k], &p, sizeof p, grid);
+        }
+        return LW_OK;
+    }
+    case LW_OP_RMS_NORM: {
+        const lw__tensor *x = &g->graph.t[nd->src[0]];
+        const uint64_t w_len = nd->src[1] >= 0 ? (uint64_t)g->graph.t[nd->src[1]].ne0 : 0;
+        lw__gpu_norm_params p;
+        PLAN(lw__gpu_norm_plan(info, &calls[0].v.norm, (uint64_t)x->ne0, (uint64_t)nd->ip[0], rows_of(g, nd->dst, n_tokens),
+                               0, 0, w_len, 0, nd->fp[0], &p, grid, g->err));
+        lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
+        return LW_OK;
+    }
+    case LW_OP_ROPE: {
+        lw__gpu_rope_args a;
+        memset(&a, 0, sizeof a);
+        lw__gpu_rope_args_from_node(nd, &a);
+        a.rows = (uint64_t)n_tokens;
+        a.pos0 = (uint64_t)pos0;
+        lw__gpu_rope_params p;
+        PLAN(lw__gpu_rope_plan(info, &calls[0].v.rope, &a, &p, grid, g->err));
+        lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
+        return LW_OK;
+    }
+    case LW_OP_KV_STORE: {
+        const lw__tensor *x = &g->graph.t[nd->src[0]];
+        lw__gpu_kv_store_params p;
+        PLAN(lw__gpu_kv_store_plan(info, &calls[0].v.kv, (uint64_t)x->ne0, (uint64_t)n_tokens, 0, 0, 0, (uint64_t)pos0,
+                                   g->n_ctx, &p, grid, g->err));
+        lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
+        return LW_OK;
+    }
+    case LW_OP_ATTN: {
+        lw__gpu_attn_shape s;
+        memset(&s, 0, sizeof s);
+        s.n_head = (uint32_t)nd->ip[1];
+        s.n_head_kv = (uint32_t)nd->ip[2];
+        s.n_tokens = (uint32_t)n_tokens;
+        s.pos0 = (uint32_t)pos0;
+        s.swa = (uint32_t)nd->swa;
+        s.n_ctx = g->n_ctx;
+        s.scale = nd->fp[0];
+        s.softcap = nd->fp[1];
+        lw__gpu_attn_params p;
+        lw__gpu_attn_dispatch d;
+        PLAN(lw__gpu_attn_plan(info, &calls[0].v.attn, &s, g->attn_scratch_bytes, &p, &d, g->err));
+        for (uint32_t k = 0; k < d.n; k++) lw__gm_emit(g, &calls[d.kernel[k]], &p, sizeof p, d.grid[k]);
+        return LW_OK;
+    }
+    default: {
+        const lw__tensor *a = &g->graph.t[nd->src[0]];
+        const uint64_t rows = rows_of(g, nd->dst, n_tokens);
+        lw__gpu_eltwise_params p;
+        if (nd->op == LW_OP_OUT_ROWS) {
+            const uint64_t src_rows = rows_of(g, nd->src[0], n_tokens);
+            PLAN(lw__gpu_out_rows_plan(info, &calls[0].v.elt, (uint64_t)a->ne0, src_rows - 1, 1, 0, 0, &p, grid, g->err));
+        } else {
+            uint64_t b_rows = 1;
+            if (nd->src[1] >= 0 && !is_weight(g, nd->src[1])) b_rows = rows_of(g, nd->src[1], n_tokens);
+            if (nd->src[1] >= 0 && is_weight(g, nd->src[1])) b_rows = (uint64_t)g->graph.t[nd->src[1]].ne1;
+            PLAN(lw__gpu_eltwise_plan(info, &calls[0].v.elt, (uint64_t)a->ne0, rows, 0, 0, b_rows, 0, nd->fp[0], nd->fp[1],
+                                      &p, grid, g->err));
+        }
+        lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
+        return LW_OK;
+    }
+    }
+}
+
+void lw__gm_record_argmax(lw__gpu_model *g) {
+    lw__gm_emit(g, &g->argmax[0], &g->topk.pass1, sizeof g->topk.pass1, g->topk.grid1);
+    lw__gm_emit(g, &g->argmax[1], &g->topk.pass2, sizeof g->topk.pass2, g->topk.grid2);
+}

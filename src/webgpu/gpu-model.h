@@ -1,0 +1,109 @@
+/* Whole models on WebGPU: the CPU engine's graph (src/model builds it, src/graph plans it) run node for node
+ * on the GPU through the HAL (gpu.h) and the kernel families (kernels*.h), from one static plan made when
+ * the GPU model is created (invariant 2):
+ *   - weights: the header-only model (lw_model_params.no_weights) gives every weight's file offset; each is
+ *     placed in a weight buffer no larger than maxStorageBufferBindingSize (a tensor never straddles two
+ *     bindings; one larger than a binding, e.g. a 128k-token embedding table, is split by rows) and its
+ *     bytes are streamed from the host byte source straight into it (buffer_write_host: invariant 1);
+ *   - the KV cache: two buffers per block;
+ *   - activations: the graph's own planner (lw__graph_plan, the device's storage offset alignment), once per
+ *     activation buffer: a dispatch may not bind one buffer both read-only and writable, so activations are
+ *     coloured so that no node's output shares a buffer with its inputs (at most 4 buffers, usually 2-3);
+ *   - one uniform parameter arena of 256-byte slots: every dispatch takes the next slot (dynamic offset);
+ *     the used slots are written once before each submission;
+ *   - every pipeline and bind group, created here; a step only records dispatches, writes the token ids
+ *     and the parameter slots, submits every `submit_every` dispatches, and reads back the sampled id.
+ *
+ *     lw__gpu_model *g;
+ *     lw__gpu_model_params p = lw__gpu_model_default_params();
+ *     p.host_source = id;                          // JS: lwGpu.addSource(...) of the GGUF file
+ *     lw__gpu_model_create(gpu, model, &p, &g);    // plans, creates, starts streaming; await settle()
+ *     lw__gpu_model_decode(g, ids, n, LW_GPU_OUT_ARGMAX);   // then await settle()
+ *     int32_t next = lw__gpu_model_token(g);
+ */
+#ifndef LW_GPU_MODEL_H
+#define LW_GPU_MODEL_H
+
+#include "graph/graph.h"
+#include "model/model.h"
+#include "webgpu/gpu.h"
+#include "webgpu/kernels.h"
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Parameters and counters
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct lw__gpu_model_params {
+    uint32_t n_ctx;        /* KV cells; 0: the model's training context, at most 4096                    */
+    uint32_t n_batch;      /* most tokens one step computes (the arena is planned for it); 0: default    */
+    uint32_t submit_every; /* dispatches per command buffer (one compute pass each); 0: 256              */
+    uint32_t host_source;  /* host byte source holding the GGUF file (0: read through the model's
+                              source and buffer_write: native tests only, passes through memory)        */
+    int f16;               /* f16 kernel variants: -1 when the device has shader-f16, 0 no, 1 yes        */
+    int subgroups;         /* subgroup reductions: -1 when the device has them, 0 no, 1 yes             */
+    uint32_t kv_type;      /* KV cache elements: LW_TYPE_F16 (default, as the CPU context) or F32        */
+} lw__gpu_model_params;
+
+lw__gpu_model_params lw__gpu_model_default_params(void);
+
+/* What one decode returns to the host. */
+typedef enum lw__gpu_out {
+    LW_GPU_OUT_NONE = 0,   /* nothing (prompt chunks whose output is not wanted)                      */
+    LW_GPU_OUT_ARGMAX = 1, /* the greedy token id (4 bytes read back)                                 */
+    LW_GPU_OUT_LOGITS = 2, /* the last row's logits (n_vocab floats: tests, samplers on the host)     */
+} lw__gpu_out;
+
+/* GPU objects created, and work recorded: tests check that decoding creates nothing. */
+typedef struct lw__gpu_model_counters {
+    uint64_t buffers;     /* buffers created by the plan               */
+    uint64_t pipelines;   /* pipelines compiled (cache misses)         */
+    uint64_t bind_groups; /* bind groups created                       */
+    uint64_t dispatches;  /* dispatches recorded since creation        */
+    uint64_t submits;     /* command buffers submitted since creation  */
+    uint64_t steps;       /* graph executions since creation           */
+} lw__gpu_model_counters;
+
+/* ---------------------------------------------------------------------------------------------------------
+ * API
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct lw__gpu_model lw__gpu_model;
+
+/* Builds the model's graph, plans and creates every GPU object, and starts streaming the weights (host
+ * source) or writes them (no host source). Takes ownership of gpu (destroyed with the GPU model, also on
+ * failure). m must be a header-only or a full model and outlive the GPU model. *out is set even on failure
+ * (unless memory ran out) so lw__gpu_model_error can say why; free it either way. Asynchronous errors
+ * (streaming, compilation) surface through the HAL's error() after the host awaited the writes. */
+lw_status lw__gpu_model_create(lw_gpu gpu, lw_model *m, const lw__gpu_model_params *p, lw__gpu_model **out);
+void lw__gpu_model_free(lw__gpu_model *g);
+const char *lw__gpu_model_error(const lw__gpu_model *g);
+
+/* Appends n tokens at position n_past and computes them (steps of at most n_batch tokens; each step's
+ * output rows are only its last token's); schedules the read of `out` for the last token. Creates no GPU
+ * object. The result is valid once the HAL has no pending work (wasm: after the host awaited settle()). */
+lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t n, lw__gpu_out out);
+/* Debugging and tests: computes a step of n tokens at position n_past up to graph node `node` (inclusive),
+ * without advancing n_past, and schedules the read of that node's output (its step rows) into dst (cap
+ * floats). The node's name and block come from lw__gpu_model_node. */
+lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n, int32_t node, float *dst,
+                              uint64_t cap);
+/* Graph node i: its output's name and block (-1 outside blocks) and elements per row; the node count. */
+int32_t lw__gpu_model_node(const lw__gpu_model *g, int32_t i, const char **name, int32_t *layer, int64_t *ne0);
+/* The token id read by the last LW_GPU_OUT_ARGMAX decode. */
+int32_t lw__gpu_model_token(const lw__gpu_model *g);
+/* The logits read by the last LW_GPU_OUT_LOGITS decode (n_vocab floats). */
+const float *lw__gpu_model_logits(const lw__gpu_model *g);
+/* Forgets cells from n_past on (n_past <= the cells in use). */
+lw_status lw__gpu_model_set_n_past(lw__gpu_model *g, uint32_t n_past);
+uint32_t lw__gpu_model_n_past(const lw__gpu_model *g);
+uint32_t lw__gpu_model_n_ctx(const lw__gpu_model *g);
+lw__gpu_model_counters lw__gpu_model_get_counters(const lw__gpu_model *g);
+/* The HAL the model runs on (for error() and pending()). */
+const lw_gpu *lw__gpu_model_gpu(const lw__gpu_model *g);
+/* Bytes of GPU memory the plan created: weights, KV cache, activations, parameters. */
+void lw__gpu_model_bytes(const lw__gpu_model *g, uint64_t *weights, uint64_t *kv, uint64_t *acts);
+/* Dispatches one decode step (1 token) records, and blocks of the model (for dispatches per token per
+ * layer). */
+uint64_t lw__gpu_model_step_dispatches(const lw__gpu_model *g);
+
+#endif

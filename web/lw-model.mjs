@@ -1,0 +1,194 @@
+// Whole models on WebGPU from JS, over the wasm module's entry points (web/lw-wasm-model.c): a GGUF file is
+// registered as a host byte source (lwGpu.addSource), C parses only its header through readSync, and the
+// weights are streamed by the glue from the source straight into GPU buffers (never through the wasm heap).
+//
+//     const { Module } = await setup();                         // web/lw-node.mjs (Node + Dawn)
+//     const m = await GpuModel.open(Module, fileSource('m.gguf'), { nCtx: 512 });
+//     const ids = m.tokenize('Once upon a time', true);
+//     let next = await m.decode(ids);                           // greedy id of the next token
+//     while (...) next = await m.decode([next]);
+//     m.free();
+import { openSync, readSync, fstatSync, closeSync } from 'node:fs';
+
+// A Node file as a host source: async reads for streaming, synchronous ones for the header.
+export function fileSource(path) {
+  const fd = openSync(path, 'r');
+  const size = fstatSync(fd).size;
+  const readAt = (off, len) => {
+    const b = new Uint8Array(len);
+    let done = 0;
+    while (done < len) {
+      const n = readSync(fd, b, done, len - done, off + done);
+      if (n <= 0) throw new Error(`${path}: short read at ${off + done}`);
+      done += n;
+    }
+    return b;
+  };
+  return { size, readSync: readAt, read: async (off, len) => readAt(off, len), close: () => closeSync(fd) };
+}
+
+// Bytes already in JS memory as a host source.
+export function bytesSource(bytes) {
+  const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+  const sub = (off, len) => u8.subarray(off, off + len);
+  return { size: u8.length, readSync: sub, read: async (off, len) => sub(off, len) };
+}
+
+function cstr(M, s) {
+  const n = M.lengthBytesUTF8(s) + 1;
+  const p = M._malloc(n);
+  M.stringToUTF8(s, p, n);
+  return [p, n - 1];
+}
+
+export class GpuModel {
+  // Opens and plans the model and awaits the weight upload. opts: nCtx, nBatch, submitEvery, f16, subgroups
+  // (-1 or undefined: as the device offers), kvF32 (an f32 KV cache instead of f16).
+  static async open(M, source, opts = {}) {
+    const id = M.lwGpu.addSource(source);
+    const t0 = performance.now();
+    const h = M._lw_wasm_model_open(id, source.size, opts.nCtx ?? 0, opts.nBatch ?? 0, opts.submitEvery ?? 0,
+      opts.f16 ?? -1, opts.subgroups ?? -1, opts.kvF32 ? 1 : 0);
+    if (!h) throw new Error('out of memory');
+    const m = new GpuModel(M, h, id, source);
+    const err = M.UTF8ToString(M._lw_wasm_model_error(h));
+    if (err) {
+      await M.lwGpu.settle();
+      m.free();
+      throw new Error(err);
+    }
+    await M.lwGpu.settle();
+    m.check();
+    m.loadMs = performance.now() - t0;
+    return m;
+  }
+
+  constructor(M, h, sourceId, source) {
+    this.M = M;
+    this.h = h;
+    this.sourceId = sourceId;
+    this.source = source;
+    this.nVocab = M._lw_wasm_model_n_vocab(h);
+    this.ids = M._malloc(4 * 65536); // token ids passed to C
+    this.idsCap = 65536;
+  }
+
+  check() {
+    if (this.M._lw_wasm_model_check(this.h)) throw new Error(this.M.UTF8ToString(this.M._lw_wasm_model_error(this.h)));
+  }
+
+  // Token ids of text (addSpecial: BOS as the vocabulary asks).
+  tokenize(text, addSpecial = true) {
+    const M = this.M;
+    const [p, n] = cstr(M, text);
+    const cap = 4 * n + 8;
+    const out = M._malloc(4 * cap);
+    try {
+      const k = M._lw_wasm_model_tokenize(this.h, p, n, addSpecial ? 1 : 0, out, cap);
+      if (k < 0) throw new Error(M.UTF8ToString(M._lw_wasm_model_error(this.h)));
+      return Array.from(M.HEAP32.subarray(out >> 2, (out >> 2) + k));
+    } finally {
+      M._free(p);
+      M._free(out);
+    }
+  }
+
+  // Bytes of token id's text (a piece may be part of a UTF-8 character).
+  pieceBytes(id) {
+    const M = this.M;
+    const p = M._malloc(256);
+    try {
+      const n = M._lw_wasm_model_piece(this.h, id, p, 256);
+      return n < 0 ? new Uint8Array(0) : M.HEAPU8.slice(p, p + n);
+    } finally {
+      M._free(p);
+    }
+  }
+
+  isEog(id) {
+    return this.M._lw_wasm_model_is_eog(this.h, id) !== 0;
+  }
+
+  // Decodes ids (appended at nPast); out: 'argmax' (default) resolves to the greedy next id, 'logits' to a
+  // Float32Array copy of the last row's logits, 'none' to null.
+  async decode(ids, out = 'argmax') {
+    const M = this.M;
+    if (ids.length > this.idsCap) throw new Error('too many tokens in one call');
+    M.HEAP32.set(ids, this.ids >> 2);
+    const kind = out === 'logits' ? 2 : out === 'none' ? 0 : 1;
+    const st = M._lw_wasm_model_decode(this.h, this.ids, ids.length, kind);
+    if (st !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_model_error(this.h)));
+    await M.lwGpu.settle();
+    this.check();
+    if (kind === 1) return M._lw_wasm_model_token(this.h);
+    if (kind === 2) {
+      const p = M._lw_wasm_model_logits(this.h) >> 2;
+      return M.HEAPF32.slice(p, p + this.nVocab);
+    }
+    return null;
+  }
+
+  get nPast() {
+    return this.M._lw_wasm_model_n_past(this.h);
+  }
+  set nPast(n) {
+    if (this.M._lw_wasm_model_set_n_past(this.h, n) !== 0) throw new Error('bad n_past ' + n);
+  }
+
+  // Plan facts and counters (see lw_wasm_model_info_json).
+  info() {
+    const M = this.M;
+    const p = M._malloc(2048);
+    try {
+      if (M._lw_wasm_model_info_json(this.h, p, 2048) < 0) throw new Error('info failed');
+      return JSON.parse(M.UTF8ToString(p));
+    } finally {
+      M._free(p);
+    }
+  }
+
+  free() {
+    if (!this.h) return;
+    this.M._lw_wasm_model_free(this.h);
+    this.M._free(this.ids);
+    this.M.lwGpu.removeSource(this.sourceId);
+    this.h = 0;
+  }
+}
+
+// The CPU engine inside the same wasm module (the reference in tests): the whole file in the heap.
+export class CpuModel {
+  static open(M, bytes, nCtx = 0) {
+    const p = M._malloc(bytes.length);
+    M.HEAPU8.set(bytes, p);
+    const h = M._lw_wasm_cpu_open(p, bytes.length, nCtx); // owns p from here
+    if (!h) throw new Error('out of memory');
+    const err = M.UTF8ToString(M._lw_wasm_cpu_error(h));
+    if (err) {
+      M._lw_wasm_cpu_free(h);
+      throw new Error(err);
+    }
+    return new CpuModel(M, h);
+  }
+  constructor(M, h) {
+    this.M = M;
+    this.h = h;
+    this.ids = M._malloc(4 * 65536);
+  }
+  // Greedy next id after decoding ids.
+  decode(ids) {
+    const M = this.M;
+    M.HEAP32.set(ids, this.ids >> 2);
+    const id = M._lw_wasm_cpu_decode(this.h, this.ids, ids.length);
+    if (id < 0) throw new Error(M.UTF8ToString(M._lw_wasm_cpu_error(this.h)));
+    return id;
+  }
+  logits(nVocab) {
+    const p = this.M._lw_wasm_cpu_logits(this.h) >> 2;
+    return this.M.HEAPF32.slice(p, p + nVocab);
+  }
+  free() {
+    this.M._lw_wasm_cpu_free(this.h);
+    this.M._free(this.ids);
+  }
+}

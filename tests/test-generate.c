@@ -15,7 +15,7 @@ typedef struct seen {
     int n;          /* calls with a token (>= 0)            */
     int stop_at;    /* return 1 on this call (1-based); 0: never */
     int32_t ids[4096]; /* tokens in order                   */
-    char text[8192];  /* text, NUL-terminated               */
+    char text[65536]; /* text, NUL-terminated               */
     size_t len;       /* bytes of text                      */
 } seen;
 
@@ -207,6 +207,111 @@ static void check_no_vocab(void) {
     lw_model_free(m);
 }
 
+/* Counting allocator (for the long-piece case: lw_generate's one setup allocation). */
+static long n_alloc_calls;
+static void *count_malloc(void *u, size_t n) {
+    (void)u;
+    n_alloc_calls++;
+    return malloc(n);
+}
+static void *count_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    n_alloc_calls++;
+    return realloc(p, n);
+}
+static void count_free(void *u, void *p) {
+    (void)u;
+    if (p) n_alloc_calls++;
+    free(p);
+}
+
+/* A vocabulary with a 600-byte token: streamed pieces no longer fit lw_generate's stack buffer, so it
+ * allocates one buffer at setup (2 allocator calls, whatever the length) and the text is still exact: the
+ * concatenation of every generated token's piece (all tokens are whole ASCII words here). */
+static void check_long_pieces(void) {
+    enum { N_WORDS = 120 };
+    char vocab_path[1024], model_path[1024];
+    synth_path(vocab_path, sizeof vocab_path, "generate-long-vocab.gguf");
+    synth_path(model_path, sizeof model_path, "generate-long.gguf");
+    static char text[N_WORDS + 4][640];
+    lw_gguf_str toks[N_WORDS + 4];
+    float scores[N_WORDS + 4];
+    int32_t types[N_WORDS + 4];
+    const int n = N_WORDS + 4, long_id = N_WORDS + 3;
+    for (int i = 0; i < n; i++) {
+        if (i < 3) snprintf(text[i], sizeof text[i], "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
+        else if (i < long_id) snprintf(text[i], sizeof text[i], "\xe2\x96\x81w%d", i);
+        else {
+            memcpy(text[i], "\xe2\x96\x81", 3);
+            memset(text[i] + 3, 'L', 600);
+            text[i][603] = 0;
+        }
+        toks[i].s = text[i], toks[i].len = strlen(text[i]);
+        scores[i] = -(float)i;
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
+    }
+    lw_gguf_writer *w = NULL;
+    CHECK(lw_gguf_writer_new(NULL, &w) == LW_OK);
+    CHECK(lw_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama") == LW_OK);
+    CHECK(lw_gguf_writer_set_arr(w, "tokenizer.ggml.tokens", LW_GGUF_STRING, (uint64_t)n, toks) == LW_OK);
+    CHECK(lw_gguf_writer_set_arr(w, "tokenizer.ggml.scores", LW_GGUF_FLOAT32, (uint64_t)n, scores) == LW_OK);
+    CHECK(lw_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LW_GGUF_INT32, (uint64_t)n, types) == LW_OK);
+    CHECK(lw_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1) == LW_OK);
+    CHECK(lw_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2) == LW_OK);
+    CHECK(lw_gguf_writer_write_file(w, vocab_path, 0) == LW_OK);
+    lw_gguf_writer_free(w);
+    char cmd[4096], out[1024];
+    const char *cli = getenv("LW_CLI");
+    if (!cli || !*cli) {
+        printf("note: LW_CLI not set: long-piece part not run\n");
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "'%s' synth --preset tiny --type f32 --vocab '%s' -o '%s' 2>&1", cli, vocab_path,
+             model_path);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    if (!p) return;
+    size_t got = fread(out, 1, sizeof out - 1, p);
+    out[got] = 0;
+    CHECK_MSG(pclose(p) == 0, "%s", out);
+
+    lw_allocator a = {count_malloc, count_realloc, count_free, NULL};
+    lw_model_params mp = lw_model_default_params();
+    mp.alloc = &a;
+    lw_model *m = NULL;
+    CHECK_MSG(lw_model_load_file(model_path, &mp, &m) == LW_OK, "%s", lw_model_error(m));
+    if (!m) return;
+    CHECK(lw_vocab_max_piece_len(lw_model_vocab(m)) == 601);
+    lw_context *c = new_context(m, 1024);
+    lw_sampler *s = new_sampler(m, 100.f, 3); /* nearly uniform: the long token comes up */
+    static seen sn;
+    memset(&sn, 0, sizeof sn);
+    lw_generate_params gp = lw_generate_default_params();
+    gp.n_predict = 1000;
+    gp.ignore_eog = 1;
+    gp.on_token = on_token;
+    gp.user = &sn;
+    lw_generate_result r;
+    int32_t prompt = 1;
+    n_alloc_calls = 0;
+    CHECK(lw_generate(c, s, &prompt, 1, &gp, &r) == LW_OK);
+    CHECK_MSG(n_alloc_calls == 2, "%ld allocator calls", n_alloc_calls);
+    CHECK(r.n_generated == 1000);
+    static char want[1000 * 610];
+    size_t len = 0, k, n_long = 0;
+    for (int i = 0; i < sn.n; i++) {
+        CHECK(lw_model_token_to_piece(m, sn.ids[i], 0, want + len, sizeof want - len, &k) == LW_OK);
+        len += k;
+        n_long += sn.ids[i] == long_id;
+    }
+    printf("long pieces: %zu of 1000 tokens are the 601-byte one, %zu bytes streamed\n", n_long, sn.len);
+    CHECK(n_long > 0);
+    CHECK(sn.len == len && !memcmp(sn.text, want, len));
+    lw_sampler_free(s);
+    lw_context_free(c);
+    lw_model_free(m);
+}
+
 static void check_stories(const char *path) {
     lw_model *m = NULL;
     CHECK_MSG(lw_model_load_file(path, NULL, &m) == LW_OK, "%s", lw_model_error(m));
@@ -255,6 +360,7 @@ int main(void) {
     CHECK(synth_write(path, &sp) == 0);
     check_synth(path);
     check_no_vocab();
+    check_long_pieces();
     char shared[1024];
     snprintf(shared, sizeof shared, "%s/models/stories260K.gguf", test_shared_dir());
     FILE *f = fopen(shared, "rb");

@@ -46,6 +46,7 @@ typedef struct {
 
 static const gcase cases[] = {
     {"q4_0 repack", LW_TYPE_Q4_0, LW_TYPE_Q8_0, lw__vec_dot_q4_0_q8_0_x86_repack, 0},
+    {"q8_0", LW_TYPE_Q8_0, LW_TYPE_Q8_0, lw__vec_dot_q8_0_q8_0_x86, 0},
 };
 
 static size_t row_bytes(uint32_t type, int64_t k) {
@@ -94,7 +95,7 @@ static void random_acts(const gcase *gc, uint8_t *a, int64_t nt, int64_t k, int 
 int main(void) {
     if (!lw__quant_gemm_x86(cases[0].ref)) test_skip("no tiled quantized kernel for this CPU (needs AVX-512 VNNI)");
 
-    static const int64_t ms[] = {16, 37, 64, 8};
+    static const int64_t ms[] = {16, 37, 64, 8, 3};
     static const int64_t ks[] = {32, 160, 256, 4096};
     static const int64_t nts[] = {1, 3, 8, 13, 21};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -105,7 +106,7 @@ int main(void) {
         int outs = 0, same = 0;
         for (int seed = 0; seed < 40; seed++) {
             rng_state = 7000u * c + (uint64_t)seed;
-            const int64_t m = ms[seed % 4], k = ks[(seed / 4) % 4], nt = nts[seed % 5];
+            const int64_t m = ms[seed % 5], k = ks[(seed / 4) % 4], nt = nts[seed % 5];
             const int quantized = seed % 3 == 2;
             const size_t wrb = row_bytes(gc->type, k), arb = row_bytes(gc->act, k), cs = (size_t)m + 3;
             uint8_t *w = malloc((size_t)m * wrb), *a = malloc((size_t)nt * arb);

@@ -142,6 +142,88 @@ VNNI512 static void gemm_q4_0_vnni512(int64_t k, const void *w, size_t ws, int64
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * Q8_0 (plain weights; ggml's x86 order): per (row, token) 8 float lanes, lane k fused-multiply-adding each
+ * block's exact sum of the 4 products of elements 4k..4k+3 (|x| times y with x's sign, the reference's
+ * int8 quirks included) times dw * da; the 8 lanes meet at the end in hsum8's tree. A zmm holds two rows'
+ * 8 lanes, so weight blocks are used as they are (no panel): two rows' 32 quants side by side against one
+ * token's 32 quants broadcast to both halves.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* The references' hsum8_x86: upper half + lower half, then (r0 + r2) + (r1 + r3). */
+static float hsum8(const float *acc) {
+    float r[4];
+    for (int k = 0; k < 4; k++) r[k] = acc[4 + k] + acc[k];
+    return (r[0] + r[2]) + (r[1] + r[3]);
+}
+
+/* Rows r0, r0 + 1 of weights times tokens [0, T): c[u * cs + 0..1]. */
+VNNI512 static INLINE void q8_0_tile(int T, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, size_t as,
+                                     const float *da, float *c, size_t cs, int two) {
+    __m512 acc[2][4];
+    for (int i = 0; i < 2; i++)
+        for (int u = 0; u < T; u++) acc[i][u] = _mm512_setzero_ps();
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i ax[2];
+        __mmask64 neg[2];
+        __m512 dw[2];
+        for (int i = 0; i < 2; i++) {
+            const lw__block_q8_0 *x0 = (const lw__block_q8_0 *)(w + (size_t)(2 * i) * ws) + b;
+            const lw__block_q8_0 *x1 = (const lw__block_q8_0 *)(w + (size_t)(2 * i + two) * ws) + b;
+            const __m512i xv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x0->qs)),
+                                                  _mm256_loadu_si256((const __m256i *)x1->qs), 1);
+            ax[i] = _mm512_abs_epi8(xv); /* -128 stays 0x80: unsigned 128 for vpdpbusd */
+            neg[i] = _mm512_movepi8_mask(xv);
+            dw[i] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(h2f(x0->d))),
+                                                             _mm256_castps_pd(_mm256_set1_ps(h2f(x1->d))), 1));
+        }
+        for (int u = 0; u < T; u++) {
+            const lw__block_q8_0 *y = (const lw__block_q8_0 *)(a + (size_t)u * as) + b;
+            const __m512i yv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y->qs));
+            const __m512 d = _mm512_set1_ps(da[(size_t)u * nb + b]);
+            for (int i = 0; i < 2; i++) {
+                const __m512i sy = _mm512_mask_sub_epi8(yv, neg[i], zero, yv); /* -y where x < 0, wrapping */
+                const __m512i l = _mm512_dpbusd_epi32(zero, ax[i], sy);
+                acc[i][u] = _mm512_fmadd_ps(_mm512_mul_ps(dw[i], d), _mm512_cvtepi32_ps(l), acc[i][u]);
+            }
+        }
+    }
+    for (int u = 0; u < T; u++) {
+        for (int i = 0; i < 2; i++) {
+            float v[16];
+            _mm512_storeu_ps(v, acc[i][u]);
+            c[(size_t)u * cs + 2 * i] = hsum8(v);
+            if (two) c[(size_t)u * cs + 2 * i + 1] = hsum8(v + 8);
+        }
+    }
+}
+
+VNNI512 static void gemm_q8_0_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
+                                     int64_t nt, float *c, size_t cs, void *scratch) {
+    const int64_t nb = k / 32;
+    float *da = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    for (int64_t t = 0; t < nt; t++) {
+        const lw__block_q8_0 *y = (const lw__block_q8_0 *)((const uint8_t *)a + (size_t)t * as);
+        for (int64_t b = 0; b < nb; b++) da[t * nb + b] = h2f(y[b].d);
+    }
+    const uint8_t *wb = w, *ab = a;
+    int64_t r = 0;
+    for (; r + 4 <= m; r += 4) {
+        int64_t t = 0;
+        for (; t + 4 <= nt; t += 4)
+            q8_0_tile(4, nb, wb + (size_t)r * ws, ws, ab + (size_t)t * as, as, da + t * nb, c + (size_t)t * cs + r, cs, 1);
+        for (; t < nt; t++)
+            q8_0_tile(1, nb, wb + (size_t)r * ws, ws, ab + (size_t)t * as, as, da + t * nb, c + (size_t)t * cs + r, cs, 1);
+    }
+    for (; r < m; r++) /* the last 1..3 rows one at a time (the second row of each pair repeats the first) */
+        for (int64_t t = 0; t < nt; t++) {
+            float tmp[4];
+            q8_0_tile(1, nb, wb + (size_t)r * ws, 0, ab + (size_t)t * as, as, da + t * nb, tmp, 4, 0);
+            c[(size_t)t * cs + r] = tmp[0];
+        }
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * Selection
  * ------------------------------------------------------------------------------------------------------- */
 
@@ -159,6 +241,7 @@ static int has_vnni512(void) {
 lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref) {
     if (!has_vnni512()) return NULL;
     if (ref == lw__vec_dot_q4_0_q8_0_x86_repack) return gemm_q4_0_vnni512;
+    if (ref == lw__vec_dot_q8_0_q8_0_x86) return gemm_q8_0_vnni512;
     return NULL;
 }
 

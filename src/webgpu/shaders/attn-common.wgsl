@@ -1,0 +1,101 @@
+// Shared by the attention kernels (attn-decode.wgsl, attn-reduce.wgsl, attn-prefill.wgsl): the variant's
+// constants, the parameter block (lw__gpu_attn_params in src/webgpu/kernels-attn.h), the common bindings
+// and the KV cache readers.
+//
+// Defines: HEAD_DIM (D, a multiple of 4), GROUP (query heads per KV head), KV_F16 (1: the cache holds f16,
+// read with unpack2x16float, no shader-f16 needed; 0: f32), WG_SIZE (invocations per workgroup).
+// Bindings (one layout for the three kernels): 0 Q (vec4<f32> rows), 1 K cache, 2 V cache, 3 output
+// (vec4<f32> rows), 4 scratch for the split partials (vec4<f32>), 5 AttnParams (uniform).
+// Cache layout (as the CPU engine's): cell p of a layer at k_offset + p * kv_stride quads (4 elements),
+// KV head hk at + hk * D/4 in it.
+#pragma once
+#include "common.wgsl"
+#ifndef HEAD_DIM
+#error attn: HEAD_DIM needed
+#endif
+#if HEAD_DIM <= 0 || HEAD_DIM % 4 != 0 || HEAD_DIM > 256
+#error attn: HEAD_DIM must be a multiple of 4 up to 256
+#endif
+#ifndef GROUP
+#error attn: GROUP needed
+#endif
+#ifndef KV_F16
+#define KV_F16 1
+#endif
+#ifndef WG_SIZE
+#define WG_SIZE 64
+#endif
+#if WG_SIZE <= 0 || (WG_SIZE & (WG_SIZE - 1)) != 0
+#error attn: WG_SIZE must be a power of two
+#endif
+
+const D4: u32 = HEAD_DIM / 4;  // vec4s per head
+const G: u32 = GROUP;          // query heads per KV head
+const WG: u32 = WG_SIZE;       // invocations per workgroup
+const NEG: f32 = -3.0e38;      // score of a masked cell / max of no cell
+const SEEN: f32 = -1.0e38;     // scores above this are real
+
+struct AttnParams {
+    n_tokens: u32,  // query tokens of the call
+    pos0: u32,      // cache position of the first (token t sees cells lo(t) .. pos0 + t)
+    n_head: u32,    // query heads
+    swa: u32,       // sliding window in cells (0: none)
+    q_offset: u32,  // Q's first row in its binding, vec4 units
+    q_stride: u32,  // from one token's Q row to the next, vec4 units
+    o_offset: u32,  // output's first row, vec4 units
+    o_stride: u32,  // from one token's output row to the next, vec4 units
+    k_offset: u32,  // K cache of the layer, quads
+    v_offset: u32,  // V cache of the layer, quads
+    kv_stride: u32, // quads per cell
+    n_splits: u32,  // decode: splits per (token, head); 1: output written directly
+    base: u32,      // decode: first cell of split 0
+    chunk: u32,     // decode: cells per split
+    scale: f32,     // score scale
+    softcap: f32,   // soft-cap c (0: none)
+}
+
+#if KV_F16
+alias KvQuad = vec2<u32>; // 4 halves
+fn quad(w: vec2<u32>) -> vec4<f32> {
+    return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+}
+#else
+alias KvQuad = vec4<f32>;
+fn quad(w: vec4<f32>) -> vec4<f32> {
+    return w;
+}
+#endif
+
+@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> kc: array<KvQuad>;
+@group(0) @binding(2) var<storage, read> vc: array<KvQuad>;
+@group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> part: array<vec4<f32>>;
+@group(0) @binding(5) var<uniform> params: AttnParams;
+
+// exp that never sees an argument below -80 (masked scores and the first max are near -3e38; some
+// implementations are not exact that far out). exp(-80) = 1.8e-35 adds nothing to a real sum.
+fn ex(x: f32) -> f32 {
+    return exp(max(x, -80.0));
+}
+
+// The soft-capped score of a scaled dot product (tanh's argument clamped: tanh(15) is 1 in f32, and some
+// implementations overflow on exp(2x) further out).
+fn capped(s: f32) -> f32 {
+    if (params.softcap != 0.0) {
+        return params.softcap * tanh(clamp(s / params.softcap, -15.0, 15.0));
+    }
+    return s;
+}
+
+// n, read at run time: loops bounded by it are not unrolled in full. CPU drivers (llvmpipe) take seconds to
+// compile a fully unrolled head-dim or tile loop; GPU compilers still unroll such loops partly.
+fn opaque(n: u32) -> u32 {
+    return select(n, 0u, params.n_tokens == 0u); // n_tokens is never 0
+}
+
+// First cell token t sees (the sliding window), and one past its last.
+fn first_cell(t: u32) -> u32 {
+    let nv = params.pos0 + t + 1u;
+    return select(0u, nv - params.swa, params.swa > 0u && nv > params.swa);
+}

@@ -1,0 +1,152 @@
+// Attention for a few query tokens (decode), split over the KV sequence (flash-decoding). One workgroup per
+// (split, KV head, token): it takes cells [base + split * chunk, + chunk) of the token's visible range for
+// the GROUP query heads sharing that KV head.
+//   1. Q of the group's heads (times scale) into workgroup memory.
+//   2. Scores: invocation i takes head i % GROUP and cells i / GROUP, + WG / GROUP, ... so the GROUP
+//      invocations next to each other read the same K quads at the same time (one load for the group on a
+//      GPU); each keeps a running max and sum, and the soft-capped scores go to workgroup memory.
+//   3. A tree merges the (max, sum) pairs per head; scores become exp(s - max).
+//   4. V: outputs (lane, head) are numbered lane * GROUP + head (again the group's invocations read the
+//      same V quad); with fewer outputs than invocations the cells are split into groups whose sums are
+//      added in workgroup memory.
+//   5. With one split the normalised output is written; else the partial (max, sum, V sum) per head goes
+//      to the scratch (attn-reduce.wgsl merges them): partial ((t * n_head + h) * n_splits + split) at
+//      vec4 index * (D/4 + 1): (max, sum, 0, 0) then D/4 vec4s of V sum.
+// No per-invocation arrays: compiles fast on CPU drivers and keeps registers low on GPUs.
+// Defines: attn-common.wgsl's, and CHUNK (the most cells of a split: sizes the score memory).
+// Dispatch: (n_splits, KV heads, tokens).
+#include "attn-common.wgsl"
+#ifndef CHUNK
+#define CHUNK 256
+#endif
+#if GROUP > WG_SIZE
+#error attn-decode: GROUP must not exceed WG_SIZE
+#endif
+
+const CH: u32 = CHUNK;
+const S: u32 = WG / G;       // invocations (cell slots) per head in the score phase
+const GD: u32 = G * D4;      // outputs (head, lane) of the workgroup
+#if GROUP * HEAD_DIM / 4 < WG_SIZE
+const CG: u32 = WG / GD;     // cell groups of the V sum
+#endif
+
+var<workgroup> qs: array<vec4<f32>, GROUP * (HEAD_DIM / 4)>; // Q of head g at g * D4
+var<workgroup> ps: array<f32, GROUP * CHUNK>;               // head g, cell j at g * CH + j
+var<workgroup> red_m: array<f32, WG_SIZE>;                  // head g, slot i at g * S + i
+var<workgroup> red_l: array<f32, WG_SIZE>;
+#if GROUP * HEAD_DIM / 4 < WG_SIZE
+var<workgroup> red_v: array<vec4<f32>, WG_SIZE>;            // output o of cell group c at c * GD + o
+#endif
+
+// Adds the weighted V quads of output oi's lane over cells j0, j0 + step, ... < n for head oi % G.
+fn v_sum(oi: u32, j0: u32, step: u32, n: u32, c0: u32, hk: u32) -> vec4<f32> {
+    let g = oi % G;
+    let vb = params.v_offset + hk * D4 + oi / G;
+    var acc = vec4<f32>(0.0);
+    for (var j = j0; j < n; j += step) {
+        acc += ps[g * CH + j] * quad(vc[vb + (c0 + j) * params.kv_stride]);
+    }
+    return acc;
+}
+
+// Writes output oi (head oi % G, lane oi / G) of the workgroup's split.
+fn store(oi: u32, acc: vec4<f32>, t: u32, hk: u32, split: u32) {
+    let g = oi % G;
+    let lane = oi / G;
+    let h = hk * G + g;
+    let mx = red_m[g * S];
+    let sum = red_l[g * S];
+    if (params.n_splits == 1u) {
+        let inv = select(0.0, 1.0 / sum, sum > 0.0);
+        o[params.o_offset + t * params.o_stride + h * D4 + lane] = acc * inv;
+    } else {
+        let pb = ((t * params.n_head + h) * params.n_splits + split) * (D4 + 1u);
+        if (lane == 0u) {
+            part[pb] = vec4<f32>(mx, sum, 0.0, 0.0);
+        }
+        part[pb + 1u + lane] = acc;
+    }
+}
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let split = wg.x;
+    let hk = wg.y;
+    let t = wg.z;
+    let nv = params.pos0 + t + 1u;
+    let c0 = max(params.base + split * params.chunk, first_cell(t));
+    let c1 = min(params.base + (split + 1u) * params.chunk, nv);
+    let n = select(0u, c1 - c0, c1 > c0); // empty for a split outside this token's range
+
+    let qb = params.q_offset + t * params.q_stride + hk * GD;
+    for (var i = lid; i < GD; i += WG) {
+        qs[i] = q[qb + i] * params.scale;
+    }
+    workgroupBarrier();
+
+    // scores, and this invocation's running max and sum
+    let g = lid % G;
+    let slot = lid / G;
+    let d4 = opaque(D4);
+    var m = NEG;
+    var l = 0.0;
+    if (slot < S) {
+        for (var j = slot; j < n; j += S) {
+            let kb = params.k_offset + (c0 + j) * params.kv_stride + hk * D4;
+            var s = 0.0;
+            for (var d = 0u; d < d4; d++) {
+                s += dot(qs[g * D4 + d], quad(kc[kb + d]));
+            }
+            let x = capped(s);
+            ps[g * CH + j] = x;
+            let mn = max(m, x);
+            l = l * ex(m - mn) + ex(x - mn);
+            m = mn;
+        }
+        red_m[g * S + slot] = m;
+        red_l[g * S + slot] = l;
+    }
+    // merge the slots of each head (S need not be a power of two)
+    var half = 1u;
+    while (half < S) {
+        half <<= 1u;
+    }
+    for (var st = opaque(half) / 2u; st > 0u; st >>= 1u) {
+        workgroupBarrier();
+        if (slot < st && slot + st < S) {
+            let ma = red_m[g * S + slot];
+            let mb = red_m[g * S + slot + st];
+            let mn = max(ma, mb);
+            red_l[g * S + slot] = red_l[g * S + slot] * ex(ma - mn) + red_l[g * S + slot + st] * ex(mb - mn);
+            red_m[g * S + slot] = mn;
+        }
+    }
+    workgroupBarrier();
+    if (slot < S) {
+        let mx = red_m[g * S];
+        for (var j = slot; j < n; j += S) {
+            ps[g * CH + j] = ex(ps[g * CH + j] - mx);
+        }
+    }
+    workgroupBarrier();
+
+#if GROUP * HEAD_DIM / 4 >= WG_SIZE
+    for (var oi = lid; oi < GD; oi += WG) {
+        store(oi, v_sum(oi, 0u, 1u, n, c0, hk), t, hk, split);
+    }
+#else
+    let cg = lid / GD;
+    var acc = vec4<f32>(0.0);
+    if (cg < CG) {
+        acc = v_sum(lid % GD, cg, CG, n, c0, hk);
+    }
+    red_v[lid] = acc;
+    workgroupBarrier();
+    if (lid < GD) {
+        for (var c = 1u; c < CG; c++) {
+            acc += red_v[c * GD + lid];
+        }
+        store(lid, acc, t, hk, split);
+    }
+#endif
+}

@@ -9,6 +9,19 @@ static const lw__gpu_format formats[] = {
     {LW_TYPE_F16, "TYPE_F16", 8, 16},
     {LW_TYPE_Q8_0, "TYPE_Q8_0", 32, 34},
     {LW_TYPE_Q4_0, "TYPE_Q4_0", 32, 18},
+    {LW_TYPE_BF16, "TYPE_BF16", 8, 16},
+    {LW_TYPE_Q4_1, "TYPE_Q4_1", 32, 20},
+    {LW_TYPE_Q5_0, "TYPE_Q5_0", 32, 22},
+    {LW_TYPE_Q5_1, "TYPE_Q5_1", 32, 24},
+    {LW_TYPE_Q2_K, "TYPE_Q2_K", 256, 84},
+    {LW_TYPE_Q3_K, "TYPE_Q3_K", 256, 110},
+    {LW_TYPE_Q4_K, "TYPE_Q4_K", 256, 144},
+    {LW_TYPE_Q5_K, "TYPE_Q5_K", 256, 176},
+    {LW_TYPE_Q6_K, "TYPE_Q6_K", 256, 210},
+    {LW_TYPE_TQ1_0, "TYPE_TQ1_0", 256, 54},
+    {LW_TYPE_TQ2_0, "TYPE_TQ2_0", 256, 66},
+    {LW_TYPE_Q1_0, "TYPE_Q1_0", 128, 18},
+    {LW_TYPE_Q2_0, "TYPE_Q2_0", 64, 18},
 };
 
 const lw__gpu_format *lw__gpu_format_of(uint32_t type) {

@@ -6,7 +6,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { setup } from '../../web/lw-node.mjs';
-import { TYPES, BOUND, matvecNmse } from './matvec-check.mjs';
+import { TYPES, BOUND, kFor, matvecNmse } from './matvec-check.mjs';
 
 const ctx = await setup();
 const skip = ctx.skip || false;
@@ -51,7 +51,7 @@ for (const type of Object.keys(TYPES)) {
         if (f16 && !i.f16) return t.skip('no shader-f16 on this adapter');
         if (sg && !i.subgroups) return t.skip('no subgroups on this adapter');
         // odd row counts and k not a multiple of the workgroup's stride exercise the loop tails
-        const nmse = await matvec(type, 67, 1024 + 96, { f16, sg, seed: 7 + f16 * 2 + sg });
+        const nmse = await matvec(type, 67, kFor(type, 1024 + 96), { f16, sg, seed: 7 + f16 * 2 + sg });
         console.log(`# ${name}: nmse ${nmse.toExponential(3)}`);
         assert.ok(nmse < BOUND[f16 ? 'f16' : 'f32'], `nmse ${nmse}`);
       });
@@ -65,7 +65,7 @@ test('several rows per workgroup (x chunks shared; a partial last group), whole 
     for (const rows of [2, 4, 8]) {
       const sg = rows === 4 && i.subgroups ? 1 : 0, f16 = rows === 8 && i.f16 ? 1 : 0;
       for (const blocks of [0, 1]) {
-        const nmse = await matvec(type, 67, 512 + 32 * blocks, { rows, sg, f16, blocks, wg: 128, seed: rows });
+        const nmse = await matvec(type, 67, kFor(type, 512 + 32 * blocks), { rows, sg, f16, blocks, wg: 128, seed: rows });
         assert.ok(nmse < BOUND[f16 ? 'f16' : 'f32'], `${type} rows=${rows} sg=${sg} f16=${f16} blocks=${blocks}: ${nmse}`);
       }
     }

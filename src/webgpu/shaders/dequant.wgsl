@@ -17,6 +17,32 @@
 #include "dequant-q8_0.wgsl"
 #elif WEIGHT_TYPE == TYPE_Q4_0
 #include "dequant-q4_0.wgsl"
+#elif WEIGHT_TYPE == TYPE_BF16
+#include "dequant-bf16.wgsl"
+#elif WEIGHT_TYPE == TYPE_Q4_1
+#include "dequant-q4_1.wgsl"
+#elif WEIGHT_TYPE == TYPE_Q5_0
+#include "dequant-q5_0.wgsl"
+#elif WEIGHT_TYPE == TYPE_Q5_1
+#include "dequant-q5_1.wgsl"
+#elif WEIGHT_TYPE == TYPE_Q2_K
+#include "dequant-q2_k.wgsl"
+#elif WEIGHT_TYPE == TYPE_Q3_K
+#include "dequant-q3_k.wgsl"
+#elif WEIGHT_TYPE == TYPE_Q4_K
+#include "dequant-q4_k.wgsl"
+#elif WEIGHT_TYPE == TYPE_Q5_K
+#include "dequant-q5_k.wgsl"
+#elif WEIGHT_TYPE == TYPE_Q6_K
+#include "dequant-q6_k.wgsl"
+#elif WEIGHT_TYPE == TYPE_TQ1_0
+#include "dequant-tq1_0.wgsl"
+#elif WEIGHT_TYPE == TYPE_TQ2_0
+#include "dequant-tq2_0.wgsl"
+#elif WEIGHT_TYPE == TYPE_Q1_0
+#include "dequant-q1_0.wgsl"
+#elif WEIGHT_TYPE == TYPE_Q2_0
+#include "dequant-q2_0.wgsl"
 #else
 #error dequant.wgsl: no dequantization routine for this WEIGHT_TYPE
 #endif

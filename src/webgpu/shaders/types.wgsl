@@ -14,3 +14,7 @@
 #define TYPE_Q5_K 13
 #define TYPE_Q6_K 14
 #define TYPE_BF16 30
+#define TYPE_TQ1_0 34
+#define TYPE_TQ2_0 35
+#define TYPE_Q1_0 41
+#define TYPE_Q2_0 42

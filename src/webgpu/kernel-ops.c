@@ -1,0 +1,433 @@
+/* Kernels of the graph ops other than MUL_MAT and ATTN (kernels-ops.h): element-wise ops, RMS_NORM, ROPE,
+ * KV_STORE, GET_ROWS. Each family: default variant, pipeline (template expansion through
+ * lw__gpu_build_pipeline), per-call planning. GPU sampling (top-k) is in kernel-ops-sample.c. */
+#include "webgpu/kernels-ops.h"
+
+#include "cpu/engine-ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Shared checks
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Splits `groups` work items into a grid under maxComputeWorkgroupsPerDimension. */
+lw_status lw__gpu_ops_grid(const lw_gpu_info *info, uint64_t groups, uint32_t grid[3], uint32_t *groups_x,
+                           const char *what, char *err) {
+    uint64_t gmax = info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
+    uint64_t gx = groups < gmax ? groups : gmax;
+    if (gx == 0) gx = 1;
+    uint64_t gy = (groups + gx - 1) / gx;
+    if (gy > gmax) return lw__errorf(err, LW_ERR_TOO_LARGE, "%s: %llu workgroups exceed the dispatch grid", what,
+                                     (unsigned long long)groups);
+    grid[0] = (uint32_t)gx;
+    grid[1] = gy ? (uint32_t)gy : 1;
+    grid[2] = 1;
+    *groups_x = (uint32_t)gx;
+    return LW_OK;
+}
+
+/* A workgroup size the device runs; pow2: must also be a power of two (tree reductions). */
+lw_status lw__gpu_ops_check_wg(const lw_gpu_info *info, uint32_t wg, bool pow2, const char *what, char *err) {
+    if (wg == 0 || (pow2 && (wg & (wg - 1))) || wg > info->max_compute_invocations_per_workgroup ||
+        (info->max_compute_workgroup_size_x && wg > info->max_compute_workgroup_size_x))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "%s: workgroup size %u does not suit this device", what, wg);
+    return LW_OK;
+}
+
+/* Largest power of two <= want that the device runs (at least 1). */
+static uint32_t fit_wg(const lw_gpu_info *info, uint32_t want) {
+    uint32_t lim = info->max_compute_invocations_per_workgroup;
+    if (info->max_compute_workgroup_size_x && info->max_compute_workgroup_size_x < lim)
+        lim = info->max_compute_workgroup_size_x;
+    while (want > 1 && want > lim) want /= 2;
+    return want ? want : 1;
+}
+
+/* Every index a kernel forms from these offsets and counts stays below 2^32. */
+static bool fits_u32(uint64_t offset, uint64_t count) {
+    return offset <= UINT32_MAX && count <= UINT32_MAX - offset;
+}
+
+/* count = a * b checked, below 2^32. */
+static bool mul_u32(uint64_t a, uint64_t b, uint64_t *out) {
+    return lw__mul_u64(a, b, out) && *out <= UINT32_MAX;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Element-wise ops
+ * ------------------------------------------------------------------------------------------------------- */
+
+static const char *const elt_names[] = {"", "add", "scale", "softcap", "swiglu", "geglu", "copy"};
+
+static bool elt_binary(uint32_t op) {
+    return op == LW_GPU_ELT_ADD || op == LW_GPU_ELT_SWIGLU || op == LW_GPU_ELT_GEGLU;
+}
+
+lw__gpu_eltwise_variant lw__gpu_eltwise_default(const lw_gpu_info *info, uint32_t op) {
+    lw__gpu_eltwise_variant v = {op, op == LW_GPU_ELT_GEGLU, fit_wg(info, 256)};
+    return v;
+}
+
+uint32_t lw__gpu_eltwise_layout(const lw__gpu_eltwise_variant *v, lw_gpu_binding_kind *kinds) {
+    if (v->op < LW_GPU_ELT_ADD || v->op > LW_GPU_ELT_COPY) return 0;
+    uint32_t n = 0;
+    kinds[n++] = LW_GPU_BIND_STORAGE;
+    if (elt_binary(v->op)) kinds[n++] = LW_GPU_BIND_STORAGE;
+    kinds[n++] = LW_GPU_BIND_STORAGE;
+    kinds[n++] = LW_GPU_BIND_UNIFORM_DYNAMIC;
+    if (v->op == LW_GPU_ELT_GEGLU && v->gelu_table) kinds[n++] = LW_GPU_BIND_STORAGE_READ;
+    return n;
+}
+
+lw_status lw__gpu_eltwise_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                   const lw__gpu_eltwise_variant *v, const lw_gpu_info *info,
+                                   lw_gpu_pipeline *out, char *err) {
+    *out = 0;
+    lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS];
+    uint32_t nk = lw__gpu_eltwise_layout(v, kinds);
+    if (!nk) return lw__errorf(err, LW_ERR_INVALID_ARG, "eltwise: unknown op %u", v->op);
+    lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, false, "eltwise", err);
+    if (st != LW_OK) return st;
+    const bool table = v->op == LW_GPU_ELT_GEGLU && v->gelu_table;
+    char label[LW_GPU_CACHE_KEY], op[8], wg[16];
+    snprintf(label, sizeof label, "eltwise %s%s wg%u", elt_names[v->op], table ? " table" : "", v->wg_size);
+    snprintf(op, sizeof op, "%u", v->op);
+    snprintf(wg, sizeof wg, "%u", v->wg_size);
+    lw__wgsl_define defs[] = {{"OP", op}, {"WG_SIZE", wg}, {"GELU_TABLE", table ? "1" : "0"}};
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "eltwise.wgsl", defs, sizeof defs / sizeof defs[0],
+                                  kinds, nk, out, err);
+}
+
+lw_status lw__gpu_eltwise_plan(const lw_gpu_info *info, const lw__gpu_eltwise_variant *v, uint64_t n,
+                               uint64_t rows, uint64_t a_offset, uint64_t b_offset, uint64_t b_rows,
+                               uint64_t d_offset, float f0, float f1, lw__gpu_eltwise_params *p, uint32_t grid[3],
+                               char *err) {
+    if (v->op < LW_GPU_ELT_ADD || v->op > LW_GPU_ELT_COPY)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "eltwise: unknown op %u", v->op);
+    if (v->wg_size == 0) return lw__errorf(err, LW_ERR_INVALID_ARG, "eltwise: workgroup size 0");
+    const bool bin = elt_binary(v->op);
+    if (!bin) b_rows = rows, b_offset = 0;
+    uint64_t total;
+    if (n == 0 || rows == 0 || (b_rows != 1 && b_rows != rows))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "eltwise %s: bad shape %llu x %llu (b rows %llu)",
+                          elt_names[v->op], (unsigned long long)rows, (unsigned long long)n,
+                          (unsigned long long)b_rows);
+    if (!mul_u32(n, rows, &total) || !fits_u32(a_offset, total) || !fits_u32(d_offset, total) ||
+        (bin && !fits_u32(b_offset, b_rows == 1 ? n : total)))
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "eltwise %s: %llu x %llu at these offsets exceeds 32-bit indices",
+                          elt_names[v->op], (unsigned long long)rows, (unsigned long long)n);
+    memset(p, 0, sizeof *p);
+    lw_status st = lw__gpu_ops_grid(info, (total + v->wg_size - 1) / v->wg_size, grid, &p->groups_x, "eltwise", err);
+    if (st != LW_OK) return st;
+    p->n = (uint32_t)n;
+    p->rows = (uint32_t)rows;
+    p->a_offset = (uint32_t)a_offset;
+    p->b_offset = (uint32_t)b_offset;
+    p->d_offset = (uint32_t)d_offset;
+    p->b_rows = (uint32_t)b_rows;
+    p->f0 = f0;
+    p->f1 = f1;
+    return LW_OK;
+}
+
+lw_status lw__gpu_out_rows_plan(const lw_gpu_info *info, const lw__gpu_eltwise_variant *v, uint64_t n,
+                                uint64_t first, uint64_t count, uint64_t src_offset, uint64_t d_offset,
+                                lw__gpu_eltwise_params *p, uint32_t grid[3], char *err) {
+    if (v->op != LW_GPU_ELT_COPY) return lw__errorf(err, LW_ERR_INVALID_ARG, "out_rows: needs the copy variant");
+    uint64_t skip;
+    if (!lw__mul_u64(first, n, &skip) || !lw__add_u64(skip, src_offset, &skip))
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "out_rows: row %llu too far", (unsigned long long)first);
+    return lw__gpu_eltwise_plan(info, v, n, count, skip, 0, count, d_offset, 0.0f, 0.0f, p, grid, err);
+}
+
+void lw__gpu_gelu_table(uint32_t *words) {
+    for (uint32_t i = 0; i < LW_GPU_GELU_TABLE_WORDS; i++) {
+        uint32_t lo = lw__fp32_to_fp16(lw__cpu_gelu_f16((uint16_t)(2 * i)));
+        uint32_t hi = lw__fp32_to_fp16(lw__cpu_gelu_f16((uint16_t)(2 * i + 1)));
+        words[i] = lo | hi << 16;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * RMS_NORM
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw__gpu_norm_variant lw__gpu_norm_default(const lw_gpu_info *info) {
+    lw__gpu_norm_variant v = {info->has_subgroups, fit_wg(info, 128)};
+    return v;
+}
+
+lw_status lw__gpu_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                const lw__gpu_norm_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
+                                char *err) {
+    *out = 0;
+    if (v->subgroups && !info->has_subgroups)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "rms_norm: subgroup variant needs the subgroups feature");
+    lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, true, "rms_norm", err);
+    if (st != LW_OK) return st;
+    char label[LW_GPU_CACHE_KEY], wg[16];
+    snprintf(label, sizeof label, "rms_norm%s wg%u", v->subgroups ? " sg" : "", v->wg_size);
+    snprintf(wg, sizeof wg, "%u", v->wg_size);
+    lw__wgsl_define defs[] = {{"WG_SIZE", wg}, {"SUBGROUPS", v->subgroups ? "1" : "0"}};
+    static const lw_gpu_binding_kind kinds[LW_GPU_NORM_BINDINGS] = {
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "rms-norm.wgsl", defs, sizeof defs / sizeof defs[0],
+                                  kinds, LW_GPU_NORM_BINDINGS, out, err);
+}
+
+lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant *v, uint64_t n, uint64_t group,
+                            uint64_t rows, uint64_t x_offset, uint64_t w_offset, uint64_t w_len,
+                            uint64_t d_offset, float eps, lw__gpu_norm_params *p, uint32_t grid[3], char *err) {
+    (void)v;
+    if (group == 0) group = n;
+    uint64_t total, items;
+    if (n == 0 || rows == 0 || n % group || (w_len && w_len != group && w_len != n))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "rms_norm: bad shape %llu x %llu, group %llu, weight %llu",
+                          (unsigned long long)rows, (unsigned long long)n, (unsigned long long)group,
+                          (unsigned long long)w_len);
+    if (!mul_u32(n, rows, &total) || !fits_u32(x_offset, total) || !fits_u32(d_offset, total) ||
+        !fits_u32(w_offset, w_len))
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "rms_norm: %llu x %llu exceeds 32-bit indices",
+                          (unsigned long long)rows, (unsigned long long)n);
+    items = rows * (n / group);
+    memset(p, 0, sizeof *p);
+    lw_status st = lw__gpu_ops_grid(info, items, grid, &p->groups_x, "rms_norm", err);
+    if (st != LW_OK) return st;
+    p->n = (uint32_t)n;
+    p->group = (uint32_t)group;
+    p->groups_per_row = (uint32_t)(n / group);
+    p->rows = (uint32_t)rows;
+    p->x_offset = (uint32_t)x_offset;
+    p->d_offset = (uint32_t)d_offset;
+    p->w_offset = (uint32_t)w_offset;
+    p->w_step = w_len == n && n != group ? (uint32_t)group : 0;
+    p->has_w = w_len != 0;
+    p->eps = eps;
+    return LW_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * ROPE
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw__gpu_rope_variant lw__gpu_rope_default(const lw_gpu_info *info) {
+    lw__gpu_rope_variant v = {fit_wg(info, 64)};
+    return v;
+}
+
+lw_status lw__gpu_rope_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                const lw__gpu_rope_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
+                                char *err) {
+    *out = 0;
+    lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, false, "rope", err);
+    if (st != LW_OK) return st;
+    char label[LW_GPU_CACHE_KEY], wg[16];
+    snprintf(label, sizeof label, "rope wg%u", v->wg_size);
+    snprintf(wg, sizeof wg, "%u", v->wg_size);
+    lw__wgsl_define defs[] = {{"WG_SIZE", wg}};
+    static const lw_gpu_binding_kind kinds[LW_GPU_ROPE_BINDINGS] = {
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "rope.wgsl", defs, sizeof defs / sizeof defs[0], kinds,
+                                  LW_GPU_ROPE_BINDINGS, out, err);
+}
+
+void lw__gpu_rope_args_from_node(const lw__node *nd, lw__gpu_rope_args *a) {
+    a->n_head = (uint32_t)nd->ip[0];
+    a->head_dim = (uint32_t)nd->ip[1];
+    a->n_rot = (uint32_t)nd->ip[2];
+    a->mode = (uint32_t)nd->ip[3];
+    a->freq_base = nd->fp[0];
+    a->freq_scale = nd->fp[1];
+    a->ext_factor = nd->fp[2];
+    a->attn_factor = nd->fp[3];
+    a->corr0 = nd->fp[4];
+    a->corr1 = nd->fp[5];
+    a->has_ff = nd->src[1] >= 0;
+}
+
+lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant *v, const lw__gpu_rope_args *a,
+                            lw__gpu_rope_params *p, uint32_t grid[3], char *err) {
+    if (a->n_head == 0 || a->head_dim == 0 || a->head_dim % 2 || a->n_rot == 0 || a->n_rot % 2 ||
+        a->n_rot > a->head_dim || (a->mode != LW_ROPE_NORMAL && a->mode != LW_ROPE_NEOX) || a->rows == 0 ||
+        v->wg_size == 0)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "rope: bad shape (heads %u, head dim %u, rotated %u, mode %u)",
+                          a->n_head, a->head_dim, a->n_rot, a->mode);
+    uint64_t row = (uint64_t)a->n_head * a->head_dim, xs = a->x_stride ? a->x_stride : row,
+             ds = a->d_stride ? a->d_stride : row, span_x, span_d, pairs;
+    if (xs < row || ds < row || !mul_u32(xs, a->rows, &span_x) || !mul_u32(ds, a->rows, &span_d) ||
+        !fits_u32(a->x_offset, span_x) || !fits_u32(a->d_offset, span_d) || !fits_u32(a->ff_offset, a->n_rot / 2) ||
+        !mul_u32(row / 2, a->rows, &pairs) || !fits_u32(a->pos0, a->rows) || a->pos0 + a->rows > (1u << 24))
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "rope: %llu rows at these offsets/positions exceed the kernel's range",
+                          (unsigned long long)a->rows);
+    memset(p, 0, sizeof *p);
+    lw_status st = lw__gpu_ops_grid(info, (pairs + v->wg_size - 1) / v->wg_size, grid, &p->groups_x, "rope", err);
+    if (st != LW_OK) return st;
+    p->n_head = a->n_head;
+    p->head_dim = a->head_dim;
+    p->n_rot = a->n_rot;
+    p->neox = a->mode == LW_ROPE_NEOX;
+    p->rows = (uint32_t)a->rows;
+    p->pos0 = (uint32_t)a->pos0;
+    p->x_offset = (uint32_t)a->x_offset;
+    p->x_stride = (uint32_t)xs;
+    p->d_offset = (uint32_t)a->d_offset;
+    p->d_stride = (uint32_t)ds;
+    p->ff_offset = (uint32_t)a->ff_offset;
+    p->has_ff = a->has_ff;
+    /* the host computes what the CPU computes once per node, with the same expressions (engine-ops.c) */
+    p->theta_scale = powf(a->freq_base, -2.0f / (float)a->n_rot);
+    p->freq_scale = a->freq_scale;
+    p->ext_factor = a->ext_factor;
+    p->mscale = a->ext_factor != 0.0f ? a->attn_factor * fmaf(0.1f, logf(1.0f / a->freq_scale), 1.0f)
+                                      : a->attn_factor;
+    p->corr0 = a->corr0;
+    p->corr1 = a->corr1;
+    return LW_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * KV_STORE
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw__gpu_kv_store_variant lw__gpu_kv_store_default(const lw_gpu_info *info, uint32_t kv_type) {
+    lw__gpu_kv_store_variant v = {kv_type == LW_TYPE_F16, fit_wg(info, 256)};
+    return v;
+}
+
+lw_status lw__gpu_kv_store_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                    const lw__gpu_kv_store_variant *v, const lw_gpu_info *info,
+                                    lw_gpu_pipeline *out, char *err) {
+    *out = 0;
+    lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, false, "kv_store", err);
+    if (st != LW_OK) return st;
+    char label[LW_GPU_CACHE_KEY], wg[16];
+    snprintf(label, sizeof label, "kv_store %s wg%u", v->f16_cache ? "f16" : "f32", v->wg_size);
+    snprintf(wg, sizeof wg, "%u", v->wg_size);
+    lw__wgsl_define defs[] = {{"WG_SIZE", wg}, {"F16_CACHE", v->f16_cache ? "1" : "0"}};
+    static const lw_gpu_binding_kind kinds[LW_GPU_KV_STORE_BINDINGS] = {LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
+                                                                        LW_GPU_BIND_UNIFORM_DYNAMIC};
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "kv-store.wgsl", defs, sizeof defs / sizeof defs[0],
+                                  kinds, LW_GPU_KV_STORE_BINDINGS, out, err);
+}
+
+lw_status lw__gpu_kv_store_plan(const lw_gpu_info *info, const lw__gpu_kv_store_variant *v, uint64_t row_len,
+                                uint64_t rows, uint64_t x_offset, uint64_t x_stride, uint64_t cache_offset,
+                                uint64_t cell0, uint64_t n_cells, lw__gpu_kv_store_params *p, uint32_t grid[3],
+                                char *err) {
+    if (!x_stride) x_stride = row_len;
+    if (row_len == 0 || rows == 0 || x_stride < row_len || v->wg_size == 0 ||
+        (v->f16_cache && (row_len % 2 || cache_offset % 2)))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "kv_store: bad shape (row %llu, rows %llu, cache offset %llu)",
+                          (unsigned long long)row_len, (unsigned long long)rows, (unsigned long long)cache_offset);
+    if (cell0 > n_cells || rows > n_cells - cell0)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "kv_store: cells %llu..%llu outside a cache of %llu",
+                          (unsigned long long)cell0, (unsigned long long)(cell0 + rows), (unsigned long long)n_cells);
+    uint64_t span_x, span_c, words;
+    if (!mul_u32(x_stride, rows, &span_x) || !fits_u32(x_offset, span_x) ||
+        !mul_u32(row_len, cell0 + rows, &span_c) || !fits_u32(cache_offset, span_c))
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "kv_store: cache range exceeds 32-bit indices");
+    words = (v->f16_cache ? row_len / 2 : row_len) * rows;
+    memset(p, 0, sizeof *p);
+    lw_status st = lw__gpu_ops_grid(info, (words + v->wg_size - 1) / v->wg_size, grid, &p->groups_x, "kv_store", err);
+    if (st != LW_OK) return st;
+    p->row_len = (uint32_t)row_len;
+    p->rows = (uint32_t)rows;
+    p->x_offset = (uint32_t)x_offset;
+    p->x_stride = (uint32_t)x_stride;
+    p->cache_offset = (uint32_t)cache_offset;
+    p->cell0 = (uint32_t)cell0;
+    return LW_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * GET_ROWS
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw__gpu_get_rows_variant lw__gpu_get_rows_default(const lw_gpu_info *info, uint32_t type) {
+    lw__gpu_get_rows_variant v = {type, fit_wg(info, 64)};
+    return v;
+}
+
+lw_status lw__gpu_get_rows_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                    const lw__gpu_get_rows_variant *v, const lw_gpu_info *info,
+                                    lw_gpu_pipeline *out, char *err) {
+    *out = 0;
+    const lw__gpu_format *f = lw__gpu_format_of(v->type);
+    const lw_type_info *ti = lw_type_get(v->type);
+    if (!f) return lw__errorf(err, LW_ERR_UNSUPPORTED, "get_rows: no GPU kernel for type %s", ti ? ti->name : "?");
+    lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, false, "get_rows", err);
+    if (st != LW_OK) return st;
+    char label[LW_GPU_CACHE_KEY], wg[16];
+    snprintf(label, sizeof label, "get_rows %s wg%u", ti ? ti->name : "?", v->wg_size);
+    snprintf(wg, sizeof wg, "%u", v->wg_size);
+    lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define}, {"WG_SIZE", wg}, {"F16", "0"}, {"SUBGROUPS", "0"}};
+    static const lw_gpu_binding_kind kinds[LW_GPU_GET_ROWS_BINDINGS] = {
+        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "get-rows.wgsl", defs, sizeof defs / sizeof defs[0],
+                                  kinds, LW_GPU_GET_ROWS_BINDINGS, out, err);
+}
+
+static uint64_t gcd_u64(uint64_t a, uint64_t b) {
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+lw_status lw__gpu_get_rows_split(const lw_gpu_info *info, uint64_t n_rows, uint64_t row_bytes,
+                                 uint64_t *rows_per_part, uint64_t *n_parts, char *err) {
+    uint64_t align = info->min_storage_buffer_offset_alignment ? info->min_storage_buffer_offset_alignment : 256;
+    uint64_t max = info->max_storage_buffer_binding_size;
+    if (max > UINT32_MAX) max = UINT32_MAX; /* byte offsets are u32 in the kernel */
+    if (n_rows == 0 || row_bytes == 0)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "get_rows: empty table");
+    uint64_t step = align / gcd_u64(row_bytes, align), fit = max / row_bytes / step * step;
+    if (fit == 0)
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "get_rows: a row of %llu bytes does not fit one binding",
+                          (unsigned long long)row_bytes);
+    *rows_per_part = fit < n_rows ? fit : n_rows;
+    *n_parts = (n_rows + *rows_per_part - 1) / *rows_per_part;
+    return LW_OK;
+}
+
+lw_status lw__gpu_get_rows_plan(const lw_gpu_info *info, const lw__gpu_get_rows_variant *v, uint64_t n,
+                                uint64_t n_tokens, uint64_t row_base, uint64_t row_count, uint64_t w_offset,
+                                uint64_t ids_offset, uint64_t d_offset, uint64_t d_stride,
+                                lw__gpu_get_rows_params *p, uint32_t grid[3], char *err) {
+    const lw__gpu_format *f = lw__gpu_format_of(v->type);
+    if (!f) return lw__errorf(err, LW_ERR_UNSUPPORTED, "get_rows: unsupported weight type %u", v->type);
+    if (!d_stride) d_stride = n;
+    if (n == 0 || n % f->block || n_tokens == 0 || row_count == 0 || d_stride < n || w_offset % 2)
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "get_rows: bad shape (row %llu elements, a multiple of %u; %llu tokens; %llu rows; "
+                          "w offset %llu even)",
+                          (unsigned long long)n, f->block, (unsigned long long)n_tokens,
+                          (unsigned long long)row_count, (unsigned long long)w_offset);
+    uint64_t stride, bytes, end, span_d;
+    if (!lw__mul_u64(n / f->block, f->block_bytes, &stride) || !lw__mul_u64(stride, row_count, &bytes) ||
+        !lw__add_u64(bytes, w_offset, &end) || end > UINT32_MAX || end > info->max_storage_buffer_binding_size)
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "get_rows: %llu rows of %llu elements exceed one binding (%llu bytes)",
+                          (unsigned long long)row_count, (unsigned long long)n,
+                          (unsigned long long)info->max_storage_buffer_binding_size);
+    if (!fits_u32(row_base, row_count) || !fits_u32(ids_offset, n_tokens) || !mul_u32(d_stride, n_tokens, &span_d) ||
+        !fits_u32(d_offset, span_d))
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "get_rows: offsets exceed 32-bit indices");
+    memset(p, 0, sizeof *p);
+    lw_status st = lw__gpu_ops_grid(info, n_tokens, grid, &p->groups_x, "get_rows", err);
+    if (st != LW_OK) return st;
+    p->n = (uint32_t)n;
+    p->n_tokens = (uint32_t)n_tokens;
+    p->row_stride = (uint32_t)stride;
+    p->w_offset = (uint32_t)w_offset;
+    p->row_base = (uint32_t)row_base;
+    p->row_count = (uint32_t)row_count;
+    p->ids_offset = (uint32_t)ids_offset;
+    p->d_offset = (uint32_t)d_offset;
+    p->d_stride = (uint32_t)d_stride;
+    return LW_OK;
+}

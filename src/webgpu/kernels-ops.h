@@ -1,0 +1,348 @@
+/* WebGPU kernels of the engine graph's ops (src/graph/graph.h lw__op) other than MUL_MAT and ATTN, and GPU
+ * sampling: what a GPU runner needs to execute the CPU engine's node list. Same pattern as kernels.h: per
+ * family a variant struct, a *_pipeline() that expands the family's WGSL template (src/webgpu/shaders)
+ * through lw__gpu_build_pipeline (cached by variant), and a *_plan() that checks shapes and fills a small
+ * uniform parameter block + dispatch grid. Planning allocates nothing, so a runner plans every node at load
+ * and only rewrites the blocks whose contents change per step (rows, positions).
+ *
+ * Conventions shared by every family here (the runner can rely on them):
+ *  - Parameters: every *_params struct is a multiple of 16 bytes and at most LW_GPU_OPS_PARAMS_MAX bytes;
+ *    its binding is LW_GPU_BIND_UNIFORM_DYNAMIC, so all blocks can live in one uniform arena of
+ *    LW_GPU_OPS_PARAM_SLOT-byte slots: bind the arena with size = the slot (or sizeof the block) and pass
+ *    the slot's offset as dispatch()'s dyn_offset. The params binding is always the LAST binding.
+ *  - Activations (f32 rows), token ids, KV cache and sampling buffers are bound read_write, weights and
+ *    tables read-only. WebGPU forbids one buffer bound read-only and writable in the same dispatch, and
+ *    Dawn refuses overlapping writable bindings: so one activation arena can back every activation
+ *    binding of a node as long as each binding covers its own tensor's range (disjoint ranges, offsets a
+ *    multiple of minStorageBufferOffsetAlignment: plan the graph with that alignment). No kernel here
+ *    works in place. Offsets in the parameter blocks (elements, from the start of the binding) allow
+ *    binding whole buffers instead.
+ *  - Grids: (grid[0], grid[1], grid[2]) workgroups; work items are numbered wg.x + wg.y * groups_x (the
+ *    block's groups_x), so any count fits under maxComputeWorkgroupsPerDimension.
+ *  - Indices are u32 inside the kernels: plans refuse shapes whose element indices reach 2^32.
+ *  - Every kernel has an f32 path and none needs subgroups or shader-f16 (variants that use them are
+ *    refused on devices without them).
+ * Tests: tests/web/ops.test.mjs (end to end against src/cpu/engine-ops.c through web/lw-wasm-ops.c) and
+ * tests/test-wgsl-ops.c (expansion + planning, no GPU). */
+#ifndef LW_GPU_KERNELS_OPS_H
+#define LW_GPU_KERNELS_OPS_H
+
+#include "graph/graph.h"
+#include "webgpu/kernels.h"
+
+#define LW_GPU_OPS_PARAMS_MAX 96u  /* bytes of the largest parameter block below          */
+#define LW_GPU_OPS_PARAM_SLOT 256u /* uniform arena slot (WebGPU's usual dynamic-offset alignment) */
+
+/* Helpers of the families below: splits `groups` work items into a grid (sets *groups_x); checks a
+ * workgroup size against the device (pow2: must be a power of two). what names the family in messages. */
+lw_status lw__gpu_ops_grid(const lw_gpu_info *info, uint64_t groups, uint32_t grid[3], uint32_t *groups_x,
+                           const char *what, char *err);
+lw_status lw__gpu_ops_check_wg(const lw_gpu_info *info, uint32_t wg, bool pow2, const char *what, char *err);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Element-wise ops: ADD, SCALE, SOFTCAP, SWIGLU, GEGLU, and OUT_ROWS as a row-range COPY
+ * (shaders/eltwise.wgsl). One invocation per element.
+ *   Bindings, unary ops (SCALE, SOFTCAP, COPY):  0 a (rw f32), 1 d (rw f32), 2 params
+ *   Bindings, binary ops (ADD, SWIGLU, GEGLU):   0 a (rw f32), 1 b (rw f32), 2 d (rw f32), 3 params,
+ *                                                4 GELU table (read; GEGLU with gelu_table only)
+ * Node mapping: ADD a = src0, b = src1 (b_rows = 1 when src1 has one row: broadcast); SCALE f0 = fp[0];
+ * SOFTCAP f0 = fp[0] (1/c), f1 = fp[1] (c); SWIGLU/GEGLU a = src0 (gate input), b = src1.
+ * Numerics against the CPU reference (engine-ops.c): ADD/SCALE/COPY exact; SWIGLU uses ggml_v_expf's
+ * polynomial on each row's first ne0 & ~15 elements as the CPU does (a few ulp: WGSL's fma may round
+ * twice, its division is 2.5 ulp); SOFTCAP uses WGSL's tanh (within a few ulp). GEGLU: with gelu_table
+ * the CPU's table (lw__gpu_gelu_table) is looked up with an exact round-to-nearest-even f16 index: bit
+ * for bit the CPU's result; without it GELU is computed in f32 and rounded to f16, so an element differs
+ * from the CPU by at most one f16 ulp of GELU(x) (relative 2^-10), on the few inputs where WGSL's tanh
+ * falls on the other side of an f16 rounding boundary (tests/web/ops.test.mjs measures how many).
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef enum lw__gpu_eltwise_op {
+    LW_GPU_ELT_ADD = 1,     /* d = a + b (b one row: broadcast)            */
+    LW_GPU_ELT_SCALE = 2,   /* d = a * f0                                  */
+    LW_GPU_ELT_SOFTCAP = 3, /* d = tanh(a * f0) * f1                       */
+    LW_GPU_ELT_SWIGLU = 4,  /* d = silu(a) * b                             */
+    LW_GPU_ELT_GEGLU = 5,   /* d = gelu(a) * b (ggml's f16-table GELU)     */
+    LW_GPU_ELT_COPY = 6,    /* d = a (OUT_ROWS)                            */
+} lw__gpu_eltwise_op;
+
+typedef struct lw__gpu_eltwise_variant {
+    uint32_t op;      /* lw__gpu_eltwise_op                                         */
+    bool gelu_table;  /* GEGLU: read ggml's table from binding 4 (exact) vs compute */
+    uint32_t wg_size; /* invocations per workgroup                                  */
+} lw__gpu_eltwise_variant;
+
+/* EltwiseParams in eltwise.wgsl (48 bytes). */
+typedef struct lw__gpu_eltwise_params {
+    uint32_t n;        /* elements per row                                  */
+    uint32_t rows;     /* rows                                              */
+    uint32_t a_offset; /* first element of a in its binding                 */
+    uint32_t b_offset; /* first element of b (binary ops)                   */
+    uint32_t d_offset; /* first element of d                                */
+    uint32_t b_rows;   /* 1: b's single row is broadcast; else rows         */
+    uint32_t groups_x; /* workgroups along x of the grid                    */
+    uint32_t pad0;     /* (alignment)                                       */
+    float f0;          /* SCALE factor; SOFTCAP 1/c                         */
+    float f1;          /* SOFTCAP c                                         */
+    uint32_t pad1[2];  /* keeps the block 16-byte sized                     */
+} lw__gpu_eltwise_params;
+_Static_assert(sizeof(lw__gpu_eltwise_params) == 48, "eltwise params block");
+
+/* Default variant: 256 invocations (capped by the device), the exact GELU table for GEGLU. */
+lw__gpu_eltwise_variant lw__gpu_eltwise_default(const lw_gpu_info *info, uint32_t op);
+/* Binding kinds of variant v into kinds (LW_GPU_MAX_BINDINGS entries); returns how many (0: bad op). */
+uint32_t lw__gpu_eltwise_layout(const lw__gpu_eltwise_variant *v, lw_gpu_binding_kind *kinds);
+lw_status lw__gpu_eltwise_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                   const lw__gpu_eltwise_variant *v, const lw_gpu_info *info,
+                                   lw_gpu_pipeline *out, char *err);
+/* rows x n elements; b_rows must be 1 or rows (binary ops; ignored by unary ones). */
+lw_status lw__gpu_eltwise_plan(const lw_gpu_info *info, const lw__gpu_eltwise_variant *v, uint64_t n,
+                               uint64_t rows, uint64_t a_offset, uint64_t b_offset, uint64_t b_rows,
+                               uint64_t d_offset, float f0, float f1, lw__gpu_eltwise_params *p, uint32_t grid[3],
+                               char *err);
+/* OUT_ROWS: rows [first, first + count) of src (rows of n elements at src_offset) to d at d_offset; the graph
+ * uses first = n_tokens - 1, count = 1 (last row) or first = 0, count = n_tokens (all). Variant op COPY. */
+lw_status lw__gpu_out_rows_plan(const lw_gpu_info *info, const lw__gpu_eltwise_variant *v, uint64_t n,
+                                uint64_t first, uint64_t count, uint64_t src_offset, uint64_t d_offset,
+                                lw__gpu_eltwise_params *p, uint32_t grid[3], char *err);
+
+#define LW_GPU_GELU_TABLE_WORDS 32768u /* the GELU table: 65536 halves, two per u32 (128 KiB) */
+/* Fills words[LW_GPU_GELU_TABLE_WORDS] with ggml's GELU table (lw__cpu_gelu_f16 of every half, low half
+ * = even index): upload once at load into a read-only storage buffer for GEGLU's binding 4. */
+void lw__gpu_gelu_table(uint32_t *words);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * RMS_NORM fused with its weight multiply (shaders/rms-norm.wgsl): d = (x / sqrt(mean(x^2) + eps)) * w
+ * per group of `group` elements (node: group = ip[0] or ne0 when 0, eps = fp[0], w = src1 or none; the
+ * weight has `group` elements (shared by the groups: q/k norms) or n (one slice per group)).
+ * One workgroup per (row, group). Bindings: 0 x (rw f32), 1 w (read f32; when there is no weight bind any
+ * small buffer not bound writable in the same dispatch), 2 d (rw f32), 3 params.
+ * Numerics: the sum of squares is f32 (tree or subgroup order) where the CPU sums in double: results
+ * within a few ulp.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct lw__gpu_norm_variant {
+    bool subgroups;   /* subgroup reduction (needs subgroups) */
+    uint32_t wg_size; /* invocations per workgroup (power of two) */
+} lw__gpu_norm_variant;
+
+/* NormParams in rms-norm.wgsl (48 bytes). */
+typedef struct lw__gpu_norm_params {
+    uint32_t n;              /* elements per row                                   */
+    uint32_t group;          /* elements per normalised group                      */
+    uint32_t groups_per_row; /* n / group                                          */
+    uint32_t rows;           /* rows                                               */
+    uint32_t x_offset;       /* first element of x                                 */
+    uint32_t d_offset;       /* first element of d                                 */
+    uint32_t w_offset;       /* first element of w                                 */
+    uint32_t w_step;         /* 0: one weight of `group` for all groups; group     */
+    uint32_t has_w;          /* multiply by w                                      */
+    float eps;               /* added to the mean square                           */
+    uint32_t groups_x;       /* workgroups along x                                 */
+    uint32_t pad;            /* (size)                                             */
+} lw__gpu_norm_params;
+_Static_assert(sizeof(lw__gpu_norm_params) == 48, "norm params block");
+
+lw__gpu_norm_variant lw__gpu_norm_default(const lw_gpu_info *info);
+#define LW_GPU_NORM_BINDINGS 4u
+lw_status lw__gpu_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                const lw__gpu_norm_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
+                                char *err);
+/* group: 0 = the whole row; w_len: elements of the weight (0: none; group or n). */
+lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant *v, uint64_t n, uint64_t group,
+                            uint64_t rows, uint64_t x_offset, uint64_t w_offset, uint64_t w_len,
+                            uint64_t d_offset, float eps, lw__gpu_norm_params *p, uint32_t grid[3], char *err);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * ROPE (shaders/rope.wgsl), NORMAL and NEOX, rotated dims < head dim, frequency factors and YaRN as the
+ * CPU reference op_rope. Row r is at position pos0 + r. One invocation per (row, head, pair).
+ * Bindings: 0 x (rw f32), 1 ff (read f32 frequency factors, n_rot/2 of them; when absent bind any small
+ * buffer not bound writable in the dispatch), 2 d (rw f32), 3 params.
+ * Numerics: the angle is built with the CPU's successive products (same bits); sin/cos are computed in
+ * the kernel to ~1 ulp (not WGSL's built-ins, which are only bounded on [-pi, pi]); the rotation may round
+ * its fma twice. Results within a few ulp of the CPU.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct lw__gpu_rope_variant {
+    uint32_t wg_size; /* invocations per workgroup */
+} lw__gpu_rope_variant;
+
+/* One ROPE call: the node's parameters plus where the rows are. */
+typedef struct lw__gpu_rope_args {
+    uint32_t n_head;   /* ip[0]                                     */
+    uint32_t head_dim; /* ip[1]                                     */
+    uint32_t n_rot;    /* ip[2]                                     */
+    uint32_t mode;     /* ip[3]: LW_ROPE_NORMAL or LW_ROPE_NEOX     */
+    float freq_base;   /* fp[0]                                     */
+    float freq_scale;  /* fp[1]                                     */
+    float ext_factor;  /* fp[2] (0: no YaRN)                        */
+    float attn_factor; /* fp[3]                                     */
+    float corr0;       /* fp[4]                                     */
+    float corr1;       /* fp[5]                                     */
+    bool has_ff;       /* src1 present: frequency factors           */
+    uint64_t rows;     /* tokens of this step                       */
+    uint64_t pos0;     /* position of the first                     */
+    uint64_t x_offset; /* first element of x; rows x_stride apart   */
+    uint64_t x_stride; /* 0: n_head * head_dim                      */
+    uint64_t d_offset; /* first element of d                        */
+    uint64_t d_stride; /* 0: n_head * head_dim                      */
+    uint64_t ff_offset;/* first frequency factor                    */
+} lw__gpu_rope_args;
+
+/* RopeParams in rope.wgsl (80 bytes). */
+typedef struct lw__gpu_rope_params {
+    uint32_t n_head, head_dim, n_rot, neox; /* shape and mode                                      */
+    uint32_t rows, pos0;                    /* tokens, first position                              */
+    uint32_t x_offset, x_stride;            /* x: first element, elements between rows             */
+    uint32_t d_offset, d_stride;            /* d: the same                                         */
+    uint32_t ff_offset, has_ff;             /* frequency factors                                   */
+    float theta_scale;                      /* freq_base^(-2/n_rot) by powf, as the CPU            */
+    float freq_scale, ext_factor;           /* as the node                                         */
+    float mscale;                           /* attn_factor (x YaRN's magnitude correction)         */
+    float corr0, corr1;                     /* YaRN correction dims                                */
+    uint32_t groups_x, pad;                 /* workgroups along x; (size)                          */
+} lw__gpu_rope_params;
+_Static_assert(sizeof(lw__gpu_rope_params) == 80, "rope params block");
+
+lw__gpu_rope_variant lw__gpu_rope_default(const lw_gpu_info *info);
+#define LW_GPU_ROPE_BINDINGS 4u
+lw_status lw__gpu_rope_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                const lw__gpu_rope_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
+                                char *err);
+/* Fills a's node fields from a ROPE node (the rest are left as they are). */
+void lw__gpu_rope_args_from_node(const lw__node *nd, lw__gpu_rope_args *a);
+lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant *v, const lw__gpu_rope_args *a,
+                            lw__gpu_rope_params *p, uint32_t grid[3], char *err);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * KV_STORE (shaders/kv-store.wgsl): rows of x into cache cells cell0, cell0 + 1, ... (the CPU stores row r
+ * at cell pos0 + r), f16 (rounded to nearest even: the CPU's bits) or f32. One invocation per cache word.
+ * Bindings: 0 x (rw f32), 1 cache (rw; f16: packed halves as u32, f32), 2 params.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct lw__gpu_kv_store_variant {
+    bool f16_cache;   /* LW_TYPE_F16 cache (else F32)  */
+    uint32_t wg_size; /* invocations per workgroup     */
+} lw__gpu_kv_store_variant;
+
+/* KvStoreParams in kv-store.wgsl (32 bytes). */
+typedef struct lw__gpu_kv_store_params {
+    uint32_t row_len;      /* elements per cache row (KV heads x head dim)   */
+    uint32_t rows;         /* rows to store                                  */
+    uint32_t x_offset;     /* first element of x                             */
+    uint32_t x_stride;     /* elements between rows of x                     */
+    uint32_t cache_offset; /* element of cell 0 in the cache binding         */
+    uint32_t cell0;        /* cell of the first row                          */
+    uint32_t groups_x;     /* workgroups along x                             */
+    uint32_t pad;          /* (size)                                         */
+} lw__gpu_kv_store_params;
+_Static_assert(sizeof(lw__gpu_kv_store_params) == 32, "kv store params block");
+
+lw__gpu_kv_store_variant lw__gpu_kv_store_default(const lw_gpu_info *info, uint32_t kv_type);
+#define LW_GPU_KV_STORE_BINDINGS 3u
+lw_status lw__gpu_kv_store_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                    const lw__gpu_kv_store_variant *v, const lw_gpu_info *info,
+                                    lw_gpu_pipeline *out, char *err);
+/* n_cells: cells of the cache binding from cache_offset (cell0 + rows must fit). x_stride 0: row_len.
+ * f16: row_len and cache_offset even. */
+lw_status lw__gpu_kv_store_plan(const lw_gpu_info *info, const lw__gpu_kv_store_variant *v, uint64_t row_len,
+                                uint64_t rows, uint64_t x_offset, uint64_t x_stride, uint64_t cache_offset,
+                                uint64_t cell0, uint64_t n_cells, lw__gpu_kv_store_params *p, uint32_t grid[3],
+                                char *err);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * GET_ROWS (shaders/get-rows.wgsl): d[t] = dequantized row ids[t] of a weight table in any format of the
+ * WGSL table (gpu-formats.c). A table is split into parts of whole rows so that no binding exceeds
+ * maxStorageBufferBindingSize (lw__gpu_get_rows_split); one dispatch per part handles the tokens whose id
+ * lies in the part and leaves the others: dispatch every part of the table for a complete lookup (ids
+ * outside the table are written by no part). One workgroup per token.
+ * Bindings: 0 w (read, the part), 1 ids (rw u32), 2 d (rw f32), 3 params. Exact (the dequantization in
+ * f32 is the CPU's to_float for every format with a WGSL routine).
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct lw__gpu_get_rows_variant {
+    uint32_t type;    /* weight format (lw__gpu_format_of must know it) */
+    uint32_t wg_size; /* invocations per workgroup                      */
+} lw__gpu_get_rows_variant;
+
+/* GetRowsParams in get-rows.wgsl (48 bytes). */
+typedef struct lw__gpu_get_rows_params {
+    uint32_t n;          /* elements per row                                    */
+    uint32_t n_tokens;   /* ids to look up                                      */
+    uint32_t row_stride; /* bytes between rows                                  */
+    uint32_t w_offset;   /* byte offset of row row_base in the w binding        */
+    uint32_t row_base;   /* first row held by the part                          */
+    uint32_t row_count;  /* rows held by the part                               */
+    uint32_t ids_offset; /* first id in the ids binding                         */
+    uint32_t d_offset;   /* first element of d                                  */
+    uint32_t d_stride;   /* elements between rows of d                          */
+    uint32_t groups_x;   /* workgroups along x                                  */
+    uint32_t pad[2];     /* (size)                                              */
+} lw__gpu_get_rows_params;
+_Static_assert(sizeof(lw__gpu_get_rows_params) == 48, "get_rows params block");
+
+lw__gpu_get_rows_variant lw__gpu_get_rows_default(const lw_gpu_info *info, uint32_t type);
+#define LW_GPU_GET_ROWS_BINDINGS 4u
+lw_status lw__gpu_get_rows_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                    const lw__gpu_get_rows_variant *v, const lw_gpu_info *info,
+                                    lw_gpu_pipeline *out, char *err);
+/* Rows per part for a table of n_rows rows of row_bytes: as many as fit one binding, rounded down so
+ * that a part's byte size is a multiple of minStorageBufferOffsetAlignment (parts may then be ranges of one
+ * buffer); *n_parts parts. */
+lw_status lw__gpu_get_rows_split(const lw_gpu_info *info, uint64_t n_rows, uint64_t row_bytes,
+                                 uint64_t *rows_per_part, uint64_t *n_parts, char *err);
+/* One part's dispatch: rows [row_base, row_base + row_count) of n elements, row row_base at byte w_offset
+ * of the part's binding; n_tokens ids at ids_offset; d rows at d_offset, d_stride elements apart (0: n). */
+lw_status lw__gpu_get_rows_plan(const lw_gpu_info *info, const lw__gpu_get_rows_variant *v, uint64_t n,
+                                uint64_t n_tokens, uint64_t row_base, uint64_t row_count, uint64_t w_offset,
+                                uint64_t ids_offset, uint64_t d_offset, uint64_t d_stride,
+                                lw__gpu_get_rows_params *p, uint32_t grid[3], char *err);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Sampling on the GPU (shaders/topk.wgsl): the k best logits (k = 1: greedy argmax) as (id, value) pairs,
+ * best first, ties to the lower id (the CPU sampler's order), NaN never chosen. Two dispatches:
+ *   pass 1 (pipeline pairs=false): bindings 0 logits (rw f32), 1 scratch (rw u32 pairs), 2 params1;
+ *   pass 2 (pipeline pairs=true):  bindings 0 scratch, 1 result (rw u32 pairs), 2 params2.
+ * The scratch holds scratch_pairs pairs (8 bytes each) from scratch_offset; the result k pairs from
+ * out_offset: read back 4 bytes (the id) for greedy decoding, 8k for a CPU-side sampler over the
+ * candidates (logits of the others are below the k-th: top-k keeps exactly these).
+ * ------------------------------------------------------------------------------------------------------- */
+
+#define LW_GPU_TOPK_MAX 256u /* largest k a plan accepts */
+
+typedef struct lw__gpu_topk_variant {
+    uint32_t wg_size; /* invocations per workgroup (power of two)           */
+    uint32_t per;     /* inputs each invocation holds in registers (1..32)  */
+} lw__gpu_topk_variant;
+
+/* TopkParams in topk.wgsl (32 bytes). */
+typedef struct lw__gpu_topk_params {
+    uint32_t n;          /* inputs of the pass                          */
+    uint32_t k;          /* candidates kept                             */
+    uint32_t in_offset;  /* first input (element or pair)               */
+    uint32_t out_offset; /* first output pair                           */
+    uint32_t chunk;      /* inputs per workgroup                        */
+    uint32_t groups;     /* workgroups of the pass                      */
+    uint32_t groups_x;   /* workgroups along x                          */
+    uint32_t pad;        /* (size)                                      */
+} lw__gpu_topk_params;
+_Static_assert(sizeof(lw__gpu_topk_params) == 32, "topk params block");
+
+/* A whole top-k: both passes. */
+typedef struct lw__gpu_topk_plan_out {
+    lw__gpu_topk_params pass1, pass2; /* parameter blocks       */
+    uint32_t grid1[3], grid2[3];      /* their grids            */
+    uint32_t scratch_pairs;           /* pairs of scratch used  */
+} lw__gpu_topk_plan_out;
+
+lw__gpu_topk_variant lw__gpu_topk_default(const lw_gpu_info *info);
+#define LW_GPU_TOPK_BINDINGS 3u
+lw_status lw__gpu_topk_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                const lw__gpu_topk_variant *v, bool pairs, const lw_gpu_info *info,
+                                lw_gpu_pipeline *out, char *err);
+/* n logits at logits_offset (elements), k <= min(n, LW_GPU_TOPK_MAX); LW_ERR_TOO_LARGE when n needs more
+ * workgroups than pass 2 can merge (n > (wg*per)^2 / k: 262144 logits with k = 64 and the default). */
+lw_status lw__gpu_topk_plan(const lw_gpu_info *info, const lw__gpu_topk_variant *v, uint64_t n, uint64_t k,
+                            uint64_t logits_offset, uint64_t scratch_offset, uint64_t out_offset,
+                            lw__gpu_topk_plan_out *out, char *err);
+
+#endif

@@ -1,0 +1,94 @@
+// RMS normalisation fused with the following weight multiply (graph op RMS_NORM), per group of `group`
+// elements of each row (the whole row, or each head for q/k norms):
+//     d = (x * (1 / sqrt(mean(x^2) + eps))) * w        (two f32 roundings, as ggml's rms_norm then mul)
+// One workgroup per (row, group): its invocations stride over the group's elements, reduce the sum of
+// squares with subgroup operations (SUBGROUPS=1) or a tree in workgroup memory, then scale.
+// Defines: WG_SIZE (power of two, default 64), SUBGROUPS (common.wgsl).
+// Bindings: 0 x (read_write), 1 w (read, f32 weight; unused when has_w = 0), 2 d (read_write), 3 params.
+// Dispatch: (groups_x, ceil(rows * groups_per_row / groups_x), 1).
+#include "common.wgsl"
+#ifndef WG_SIZE
+#define WG_SIZE 64
+#endif
+#if WG_SIZE <= 0 || (WG_SIZE & (WG_SIZE - 1)) != 0
+#error rms-norm.wgsl: WG_SIZE must be a power of two
+#endif
+
+struct NormParams {
+    n: u32,              // elements per row
+    group: u32,          // elements per normalised group (n for the whole row)
+    groups_per_row: u32, // n / group
+    rows: u32,           // rows
+    x_offset: u32,       // first element of x in its binding
+    d_offset: u32,       // first element of d in its binding
+    w_offset: u32,       // first element of w in its binding
+    w_step: u32,         // elements of w between groups: 0 (one weight of `group` shared) or group
+    has_w: u32,          // 1: multiply by w
+    eps: f32,            // added to the mean square
+    groups_x: u32,       // workgroups along x of the grid
+    pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read> w: array<f32>;
+@group(0) @binding(2) var<storage, read_write> d: array<f32>;
+@group(0) @binding(3) var<uniform> params: NormParams;
+
+#if SUBGROUPS
+var<workgroup> sg_sums: array<f32, WG_SIZE>; // one slot per subgroup
+var<workgroup> sg_count: atomic<u32>;        // subgroups that stored their sum
+#else
+var<workgroup> partial: array<f32, WG_SIZE>;
+#endif
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32
+#if SUBGROUPS
+        , @builtin(subgroup_invocation_id) sg_lid: u32
+#endif
+) {
+    let item = wg.x + wg.y * params.groups_x;
+    if (item >= params.rows * params.groups_per_row) {
+        return; // uniform across the workgroup
+    }
+    let row = item / params.groups_per_row;
+    let g = item % params.groups_per_row;
+    let xb = params.x_offset + row * params.n + g * params.group;
+    var acc = 0.0f;
+    for (var i = lid; i < params.group; i += WG_SIZE) {
+        let v = x[xb + i];
+        acc += v * v;
+    }
+#if SUBGROUPS
+    let s = subgroupAdd(acc);
+    if (sg_lid == 0u) {
+        sg_sums[atomicAdd(&sg_count, 1u)] = s;
+    }
+    workgroupBarrier();
+    let n_sg = atomicLoad(&sg_count);
+    var total = 0.0f;
+    for (var i = 0u; i < n_sg; i++) {
+        total += sg_sums[i];
+    }
+#else
+    partial[lid] = acc;
+    for (var s = WG_SIZE / 2u; s > 0u; s >>= 1u) {
+        workgroupBarrier();
+        if (lid < s) {
+            partial[lid] += partial[lid + s];
+        }
+    }
+    workgroupBarrier();
+    let total = partial[0];
+#endif
+    let scale = 1.0f / sqrt(total / f32(params.group) + params.eps);
+    let db = params.d_offset + row * params.n + g * params.group;
+    let wb = params.w_offset + g * params.w_step;
+    for (var i = lid; i < params.group; i += WG_SIZE) {
+        var v = x[xb + i] * scale;
+        if (params.has_w != 0u) {
+            v = v * w[wb + i];
+        }
+        d[db + i] = v;
+    }
+}

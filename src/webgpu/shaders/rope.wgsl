@@ -1,0 +1,116 @@
+// Rotary position embedding (graph op ROPE) as the CPU reference (src/cpu/engine-ops.c op_rope, ggml's
+// rope with its sin/cos cache): for row r at position pos0 + r, head h and pair p < n_rot / 2,
+//     theta = (pos0 + r) * theta_scale^p           (p successive f32 products, as the cache is built)
+//     extrap = theta / ff[p]                        (frequency factors, when has_ff)
+//     th = freq_scale * extrap, blended with extrap over YaRN's ramp when ext_factor != 0
+//     (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos) * mscale
+// NORMAL mode rotates (2p, 2p+1), NEOX (p, p + n_rot/2); dims n_rot .. head_dim are copied.
+// sin and cos are computed here (Cody-Waite reduction by pi/2 in three parts + cephes' minimax
+// polynomials, ~1 ulp), because WGSL only bounds its built-ins on [-pi, pi] (absolute error 2^-11) and
+// angles reach the context length in radians.
+// One invocation per (row, head, pair of head_dim / 2); pairs past n_rot / 2 copy their two elements.
+// Defines: WG_SIZE (default 64).
+// Bindings: 0 x (read_write), 1 ff (read, f32 frequency factors; unused when has_ff = 0), 2 d (read_write),
+// 3 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups = ceil(rows * n_head * head_dim / 2 /
+// WG_SIZE).
+#ifndef WG_SIZE
+#define WG_SIZE 64
+#endif
+
+struct RopeParams {
+    n_head: u32,       // heads per row
+    head_dim: u32,     // elements per head (even)
+    n_rot: u32,        // rotated elements per head (even, <= head_dim)
+    neox: u32,         // 1: NEOX pairs (p, p + n_rot/2); 0: NORMAL pairs (2p, 2p + 1)
+    rows: u32,         // rows (tokens)
+    pos0: u32,         // position of row 0
+    x_offset: u32,     // first element of x in its binding
+    x_stride: u32,     // elements between rows of x
+    d_offset: u32,     // first element of d in its binding
+    d_stride: u32,     // elements between rows of d
+    ff_offset: u32,    // first element of the frequency factors in their binding
+    has_ff: u32,       // 1: divide each pair's angle by ff[p]
+    theta_scale: f32,  // freq_base^(-2 / n_rot), computed on the host with powf as the CPU does
+    freq_scale: f32,   // ggml's freq_scale
+    ext_factor: f32,   // YaRN extrapolation mix (0: off)
+    mscale: f32,       // sin/cos magnitude: attn_factor (times YaRN's 1 + 0.1 ln(1/freq_scale))
+    corr0: f32,        // YaRN correction dims (ggml_rope_yarn_corr_dims)
+    corr1: f32,
+    groups_x: u32,     // workgroups along x of the grid
+    pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read> ff: array<f32>;
+@group(0) @binding(2) var<storage, read_write> d: array<f32>;
+@group(0) @binding(3) var<uniform> params: RopeParams;
+
+// (sin v, cos v) for |v| up to ~1e6.
+fn sincos(v: f32) -> vec2<f32> {
+    let k = round(v * 0.636619772367581343f); // nearest multiple of pi/2
+    // pi/2 = A + B + C + D with A, B, C of at most 8 significant bits, so that k * A, k * B, k * C are
+    // exact for |k| < 2^16 (|v| up to ~1e5 reduced exactly, larger angles within a few ulp)
+    var r = v - k * 1.5703125f;
+    r = r - k * 0.000484466552734375f;
+    r = r - k * -6.4074993133544921875e-07f;
+    r = r - k * 9.920935796805404e-10f;
+    let z = r * r;
+    let s = fma(fma(fma(-1.9515295891e-4f, z, 8.3321608736e-3f), z, -1.6666654611e-1f) * z, r, r);
+    let c = fma(fma(fma(2.443315711809948e-5f, z, -1.388731625493765e-3f), z, 4.166664568298827e-2f) * z, z,
+                fma(-0.5f, z, 1.0f));
+    let q = u32(i32(k) & 3);
+    if (q == 0u) {
+        return vec2<f32>(s, c);
+    } else if (q == 1u) {
+        return vec2<f32>(c, -s);
+    } else if (q == 2u) {
+        return vec2<f32>(-s, -c);
+    }
+    return vec2<f32>(-c, s);
+}
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let half_dim = params.head_dim / 2u;
+    let i = (wg.x + wg.y * params.groups_x) * WG_SIZE + lid;
+    if (i >= params.rows * params.n_head * half_dim) {
+        return;
+    }
+    let p = i % half_dim;
+    let h = (i / half_dim) % params.n_head;
+    let row = i / (half_dim * params.n_head);
+    let xb = params.x_offset + row * params.x_stride + h * params.head_dim;
+    let db = params.d_offset + row * params.d_stride + h * params.head_dim;
+    if (2u * p >= params.n_rot) {
+        d[db + 2u * p] = x[xb + 2u * p];
+        d[db + 2u * p + 1u] = x[xb + 2u * p + 1u];
+        return;
+    }
+    var theta = f32(params.pos0 + row);
+    for (var j = 0u; j < p; j++) {
+        theta = theta * params.theta_scale;
+    }
+    var extrap = theta;
+    if (params.has_ff != 0u) {
+        extrap = theta / ff[params.ff_offset + p];
+    }
+    var th = params.freq_scale * extrap;
+    if (params.ext_factor != 0.0f) {
+        let y = (f32(p) - params.corr0) / max(0.001f, params.corr1 - params.corr0);
+        let ramp = (1.0f - min(1.0f, max(0.0f, y))) * params.ext_factor;
+        th = fma(th, 1.0f - ramp, extrap * ramp);
+    }
+    let sc = sincos(th);
+    let c = sc.y * params.mscale;
+    let sn = sc.x * params.mscale;
+    var ia = 2u * p;
+    var ib = ia + 1u;
+    if (params.neox != 0u) {
+        ia = p;
+        ib = p + params.n_rot / 2u;
+    }
+    let x0 = x[xb + ia];
+    let x1 = x[xb + ib];
+    d[db + ia] = fma(x0, c, -(x1 * sn));
+    d[db + ib] = fma(x0, sn, x1 * c);
+}

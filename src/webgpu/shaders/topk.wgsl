@@ -1,0 +1,120 @@
+// Top-k selection on the GPU for sampling (k = 1: greedy argmax), so decode reads back a token id (or k
+// candidates) instead of n_vocab logits. Order: larger value first, ties to the lower id (as the CPU
+// sampler's sort); NaN values are never chosen. Two passes of this template:
+//   pass 1 (PAIRS=0): workgroup g takes `chunk` logits starting at g * chunk and writes its k best as
+//                     (id, value) pairs at out_offset + g * k;
+//   pass 2 (PAIRS=1): one workgroup takes the n = groups * k pairs of pass 1 and writes the final k pairs,
+//                     best first, at out_offset (for k = 1 the first word is the token id).
+// Each invocation holds PER inputs in registers; k rounds each pick the best input not taken yet with a
+// tree reduction in workgroup memory. A workgroup with fewer than k inputs pads with (0xffffffff, -inf).
+// Defines: PAIRS (0/1), WG_SIZE (power of two, default 256), PER (inputs per invocation, 1..32, default
+// 16); chunk <= WG_SIZE * PER.
+// Bindings: 0 input (read_write: f32 logits as u32 bits, or pairs), 1 output pairs (read_write, u32),
+// 2 params. Dispatch: (groups_x, ceil(groups / groups_x), 1).
+#include "ops-common.wgsl"
+#ifndef PAIRS
+#define PAIRS 0
+#endif
+#ifndef WG_SIZE
+#define WG_SIZE 256
+#endif
+#ifndef PER
+#define PER 16
+#endif
+#if WG_SIZE <= 0 || (WG_SIZE & (WG_SIZE - 1)) != 0
+#error topk.wgsl: WG_SIZE must be a power of two
+#endif
+#if PER < 1 || PER > 32
+#error topk.wgsl: PER must be 1..32
+#endif
+
+struct TopkParams {
+    n: u32,          // inputs (logits, or pairs for pass 2)
+    k: u32,          // candidates to keep (1..)
+    in_offset: u32,  // first input (element or pair) in the input binding
+    out_offset: u32, // first output pair in the output binding
+    chunk: u32,      // inputs per workgroup
+    groups: u32,     // workgroups of this pass
+    groups_x: u32,   // workgroups along x of the grid
+    pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(2) var<uniform> params: TopkParams;
+
+var<workgroup> red_v: array<f32, WG_SIZE>;
+var<workgroup> red_i: array<u32, WG_SIZE>;
+
+const NONE: u32 = 0xffffffffu;
+
+// Whether (va, ia) comes before (vb, ib): larger value, then lower id.
+fn better(va: f32, ia: u32, vb: f32, ib: u32) -> bool {
+    return va > vb || (va == vb && ia < ib);
+}
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let g = wg.x + wg.y * params.groups_x;
+    if (g >= params.groups) {
+        return; // uniform across the workgroup
+    }
+    let neg_inf = f32_from_bits(0xff800000u);
+    let base = g * params.chunk;
+    let end = min(params.n, base + params.chunk);
+    var vals: array<f32, PER>;
+    var ids: array<u32, PER>;
+    var taken = 0u; // bit j: input j taken (or absent)
+    for (var j = 0u; j < PER; j++) {
+        let idx = base + j * WG_SIZE + lid;
+        vals[j] = neg_inf;
+        ids[j] = NONE;
+        if (idx < end && j * WG_SIZE + lid < params.chunk) {
+#if PAIRS
+            let p = 2u * (params.in_offset + idx);
+            ids[j] = src[p];
+            vals[j] = bitcast<f32>(src[p + 1u]);
+#else
+            ids[j] = idx;
+            vals[j] = bitcast<f32>(src[params.in_offset + idx]);
+#endif
+        } else {
+            taken |= 1u << j;
+        }
+    }
+    for (var r = 0u; r < params.k; r++) {
+        var bv = neg_inf;
+        var bi = NONE;
+        for (var j = 0u; j < PER; j++) {
+            if ((taken & (1u << j)) == 0u && better(vals[j], ids[j], bv, bi)) {
+                bv = vals[j];
+                bi = ids[j];
+            }
+        }
+        red_v[lid] = bv;
+        red_i[lid] = bi;
+        for (var s = WG_SIZE / 2u; s > 0u; s >>= 1u) {
+            workgroupBarrier();
+            if (lid < s && better(red_v[lid + s], red_i[lid + s], red_v[lid], red_i[lid])) {
+                red_v[lid] = red_v[lid + s];
+                red_i[lid] = red_i[lid + s];
+            }
+        }
+        workgroupBarrier();
+        let wv = red_v[0];
+        let wi = red_i[0];
+        workgroupBarrier(); // everyone has the winner before the next round overwrites slot 0
+        if (lid == 0u) {
+            let o = 2u * (params.out_offset + g * params.k + r);
+            dst[o] = wi;
+            dst[o + 1u] = bitcast<u32>(wv);
+        }
+        if (wi != NONE) {
+            for (var j = 0u; j < PER; j++) {
+                if (ids[j] == wi) {
+                    taken |= 1u << j;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,245 @@
+// Graph-op kernels (src/webgpu/kernels-ops.h: element-wise ops, RMS_NORM, ROPE, KV_STORE, OUT_ROWS,
+// GET_ROWS, GPU top-k/argmax) end to end through the wasm build: random inputs with odd sizes, the CPU
+// reference is the engine's own op (src/cpu/engine-ops.c through lw__cpu_exec, inside the wasm module:
+// web/lw-wasm-ops.c), the GPU kernel runs through the C HAL + JS glue on whatever adapter Dawn finds.
+// Compared by normalised MSE (NMSE) with a bound per op, or bit for bit where the kernel is exact.
+// Run: LW_WASM_DIR=... VK_ICD_FILENAMES=... node --test tests/web/ops.test.mjs
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { setup } from '../../web/lw-node.mjs';
+
+const ctx = await setup();
+const skip = ctx.skip || false;
+if (skip) console.log('SKIP: ' + skip);
+const M = ctx.Module;
+
+// NMSE bounds. f32 kernels that differ from the CPU only by a few roundings per element land near 1e-14;
+// the bounds leave room for that and still fail on any real mistake (a wrong element is ~1e-3 or worse).
+const BOUND = { exact: 0, ulp: 1e-11 };
+
+let h = 0;
+function handle() {
+  if (!h) {
+    h = M._lw_wasm_ops_new();
+    assert.ok(h, 'out of memory');
+    assert.equal(err(), '', 'GPU open');
+  }
+  return h;
+}
+const err = () => M.UTF8ToString(M._lw_wasm_ops_error(h));
+let devInfo = null;
+function info() {
+  if (!devInfo) {
+    const p = M._malloc(2048);
+    assert.ok(M._lw_wasm_gpu_info_json(p, 2048) > 0);
+    devInfo = JSON.parse(M.UTF8ToString(p));
+    M._free(p);
+  }
+  return devInfo;
+}
+
+// Runs one case (fn returns an lw_status), awaits the GPU, returns {nmse, equal, count, maxRel}.
+async function run(what, fn) {
+  const c = handle();
+  const st = fn(c);
+  assert.equal(st, 0, `${what}: ${err()}`);
+  const e = await M.lwGpu.settle();
+  assert.equal(e, null, `${what}: GPU error ${e}`);
+  return { c };
+}
+function stats(what, c) {
+  const nmse = M._lw_wasm_ops_nmse(c);
+  assert.ok(nmse >= 0, `${what}: ${err()}`);
+  return { nmse, equal: M._lw_wasm_ops_equal(c), count: M._lw_wasm_ops_count(c), maxRel: M._lw_wasm_ops_max_rel(c) };
+}
+const fmt = (s) => `nmse ${s.nmse.toExponential(2)}, ${s.equal}/${s.count} identical, max rel ${s.maxRel.toExponential(2)}`;
+
+// ---- element-wise ---------------------------------------------------------------------------------------
+const ELT = { ADD: 1, SCALE: 2, SOFTCAP: 3, SWIGLU: 4, GEGLU: 5 };
+
+async function eltwise(op, n, rows, { bRows = rows, table = 0, wg = 0, seed = 1, f0 = 0, f1 = 0, range = 4, bOnes = 0 } = {}) {
+  const name = `${Object.keys(ELT).find((k) => ELT[k] === op)} ${rows}x${n}`;
+  const { c } = await run(name, (c) => M._lw_wasm_ops_eltwise(c, op, n, rows, bRows, table, wg, seed, f0, f1, range, bOnes));
+  return stats(name, c);
+}
+
+test('ADD: exact, also with a broadcast row', { skip }, async () => {
+  for (const [n, rows, bRows] of [[1000 + 37, 7, 7], [333, 5, 1], [5, 1, 1]]) {
+    const s = await eltwise(ELT.ADD, n, rows, { bRows, seed: n });
+    console.log(`# add ${rows}x${n} (b rows ${bRows}): ${fmt(s)}`);
+    assert.equal(s.equal, s.count, fmt(s));
+  }
+});
+
+test('SCALE: exact', { skip }, async () => {
+  const s = await eltwise(ELT.SCALE, 4099, 3, { f0: 0.1234567, seed: 3 });
+  console.log(`# scale: ${fmt(s)}`);
+  assert.equal(s.equal, s.count, fmt(s));
+});
+
+test('SOFTCAP: within a few ulp (WGSL tanh)', { skip }, async () => {
+  // gemma 2: final logit soft-capping 30 (fp[0] = 1/30, fp[1] = 30), inputs up to +-100
+  const s = await eltwise(ELT.SOFTCAP, 32000 + 13, 1, { f0: 1 / 30, f1: 30, range: 100, seed: 5 });
+  console.log(`# softcap: ${fmt(s)}`);
+  assert.ok(s.nmse < BOUND.ulp, fmt(s));
+});
+
+test('SWIGLU: ggml_v_expf on blocks of 16, expf on the tail, as the CPU', { skip }, async () => {
+  for (const [n, rows] of [[1000 + 7, 5], [8192 + 9, 1], [13, 2]]) {
+    const s = await eltwise(ELT.SWIGLU, n, rows, { range: 8, seed: n });
+    console.log(`# swiglu ${rows}x${n}: ${fmt(s)}`);
+    assert.ok(s.nmse < BOUND.ulp, fmt(s));
+  }
+});
+
+test('GEGLU: ggml table exact; computed GELU within one f16 step', { skip }, async () => {
+  // range 12: inputs on both sides of the +-10 cut-offs
+  for (const table of [1, 0]) {
+    const s = await eltwise(ELT.GEGLU, 6000 + 11, 5, { table, range: 12, seed: 9 });
+    console.log(`# geglu (${table ? 'table' : 'computed'}): ${fmt(s)}`);
+    // b = 1: the outputs are GELU's halves themselves, compared in f16 steps
+    const g = await eltwise(ELT.GEGLU, 65536 + 7, 1, { table, range: 9.99, seed: 10, bOnes: 1 });
+    const ulps = M._lw_wasm_ops_max_f16_ulps(h);
+    console.log(`# gelu alone (${table ? 'table' : 'computed'}): ${fmt(g)}; max ${ulps} f16 steps apart`);
+    if (table) {
+      assert.equal(s.equal, s.count, fmt(s));
+      assert.equal(g.equal, g.count, fmt(g));
+    } else {
+      assert.ok(ulps >= 0 && ulps <= 1, `${ulps} f16 steps`);
+      assert.ok(s.nmse < 1e-9, fmt(s));
+    }
+  }
+});
+
+test('OUT_ROWS: last row and all rows', { skip }, async () => {
+  for (const last of [1, 0]) {
+    const { c } = await run('out_rows', (c) => M._lw_wasm_ops_out_rows(c, 1000 + 3, 9, last, 4));
+    const s = stats('out_rows', c);
+    console.log(`# out_rows last=${last}: ${fmt(s)}`);
+    assert.equal(s.equal, s.count, fmt(s));
+  }
+});
+
+// ---- RMS_NORM ---------------------------------------------------------------------------------------------
+test('RMS_NORM with its weight: whole rows, per-head groups (q/k norm), no weight', { skip }, async () => {
+  const i = info();
+  const cases = [
+    // n, group, rows, weight (0 none, 1 group-sized, 2 row-sized), eps
+    [2048 + 72, 0, 5, 2, 1e-5],
+    [8 * 128, 128, 3, 1, 1e-6],
+    [6 * 64, 64, 2, 2, 1e-6],
+    [777, 0, 1, 0, 1e-5],
+  ];
+  for (const sg of [0, 1]) {
+    if (sg && !i.subgroups) continue;
+    for (const [n, group, rows, weight, eps] of cases) {
+      for (const wg of [0, 32]) {
+        const name = `rms_norm ${rows}x${n} group ${group} weight ${weight} ${sg ? 'subgroups' : 'workgroup'} wg ${wg || 'default'}`;
+        const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm(c, n, group, rows, weight, sg, wg, n + wg, eps));
+        const s = stats(name, c);
+        console.log(`# ${name}: ${fmt(s)}`);
+        assert.ok(s.nmse < BOUND.ulp, fmt(s));
+      }
+    }
+  }
+});
+
+// ---- ROPE ---------------------------------------------------------------------------------------------------
+// An angle of position P is only defined to an ulp, P * 2^-24 rad, and the CPU and the GPU may round the
+// angle's YaRN blend or frequency-factor division differently (WGSL's fma need not be fused, its division
+// is 2.5 ulp): a rotation off by that much gives an NMSE of about (P 2^-24)^2 / 10 at worst. The bound
+// allows a thousandth of that on top of the near-position bound, far below any real mistake (>= 1e-4).
+const ropeBound = (pos) => BOUND.ulp + 1e-3 * (pos * 2 ** -24) ** 2;
+
+test('ROPE: normal and NeoX, partial rotation, frequency factors, YaRN, far positions', { skip }, async () => {
+  const cases = [
+    // heads, head dim, rotated, mode, rows, pos0, ff, yarn, base
+    [4, 64, 64, 0, 3, 0, 0, 0, 10000],
+    [3, 128, 128, 2, 5, 17, 0, 0, 1000000],
+    [2, 80, 48, 0, 2, 100, 0, 0, 10000],    // partial rotation (phi-style)
+    [2, 96, 32, 2, 3, 9, 0, 0, 10000],      // NeoX partial
+    [4, 64, 64, 0, 2, 4000, 1, 0, 500000],  // llama 3 frequency factors
+    [2, 64, 64, 2, 3, 30000, 0, 1, 10000],  // YaRN
+    [2, 128, 128, 0, 2, 131000, 0, 0, 10000], // angles near 1.3e5 rad
+  ];
+  for (const [nh, hd, nr, mode, rows, pos0, ff, yarn, base] of cases) {
+    const name = `rope ${mode ? 'neox' : 'normal'} ${nh}x${hd} rot ${nr} pos ${pos0}${ff ? ' ff' : ''}${yarn ? ' yarn' : ''}`;
+    const { c } = await run(name, (c) => M._lw_wasm_ops_rope(c, nh, hd, nr, mode, rows, pos0, ff, yarn, hd + pos0, base));
+    const s = stats(name, c);
+    const bound = ropeBound(pos0 + rows);
+    console.log(`# ${name}: ${fmt(s)} (bound ${bound.toExponential(1)})`);
+    assert.ok(s.nmse < bound, fmt(s));
+  }
+});
+
+// ---- KV_STORE ---------------------------------------------------------------------------------------------
+test('KV_STORE: f16 cache bit for bit (round to nearest even, subnormals, overflow), f32 exact', { skip }, async () => {
+  for (const f16 of [1, 0]) {
+    for (const [rowLen, rows, cell0, cells] of [[8 * 64, 5, 3, 11], [2 * 80 + 2, 1, 20, 21], [6, 7, 0, 7]]) {
+      const name = `kv_store ${f16 ? 'f16' : 'f32'} row ${rowLen} rows ${rows} at ${cell0}/${cells}`;
+      const { c } = await run(name, (c) => M._lw_wasm_ops_kv_store(c, f16, rowLen, rows, cell0, cells, rowLen + cell0));
+      if (f16) M._lw_wasm_ops_kv_widen(c);
+      const eq = M._lw_wasm_ops_equal(c), n = M._lw_wasm_ops_count(c);
+      console.log(`# ${name}: ${eq}/${n} identical`);
+      assert.equal(eq, n, `${name}: ${err()}`);
+    }
+  }
+});
+
+// ---- GET_ROWS ---------------------------------------------------------------------------------------------
+function gpuFormats() {
+  const p = M._malloc(4 * 64);
+  const n = M._lw_wasm_ops_gpu_formats(p, 64);
+  const out = Array.from(M.HEAP32.subarray(p >> 2, (p >> 2) + n));
+  M._free(p);
+  return out;
+}
+
+test('GET_ROWS: every format of the GPU table, tables split into parts', { skip }, async () => {
+  const types = gpuFormats();
+  assert.ok(types.length >= 4, `GPU format table: ${types}`);
+  for (const type of types) {
+    const block = M._lw_wasm_ops_block(type);
+    const n = block * (block >= 256 ? 3 : 7); // odd multiples of the block
+    for (const parts of [1, 3]) {
+      const name = `get_rows type ${type} n ${n} parts ${parts}`;
+      const { c } = await run(name, (c) => M._lw_wasm_ops_get_rows(c, type, n, 53, 11, parts, type + 1));
+      const s = stats(name, c);
+      console.log(`# ${name}: ${fmt(s)}`);
+      assert.equal(s.equal, s.count, fmt(s));
+    }
+  }
+});
+
+// ---- sampling ---------------------------------------------------------------------------------------------
+test('GPU argmax and top-k agree with the CPU sampler (ties, -inf, odd vocab sizes)', { skip }, async () => {
+  const cases = [
+    // n, k, ties, wg, per
+    [32000, 1, 0, 0, 0],
+    [151936 + 7, 1, 5, 0, 0],
+    [128256, 40, 6, 0, 0],
+    [262144, 64, 3, 0, 0],
+    [50257, 64, 8, 128, 32],
+    [37, 37, 2, 0, 0],
+    [1000, 5, 40, 32, 4],
+  ];
+  for (const [n, k, dup, wg, per] of cases) {
+    const name = `topk n ${n} k ${k} ties ${dup} wg ${wg || 'default'} per ${per || 'default'}`;
+    const { c } = await run(name, (c) => M._lw_wasm_ops_topk(c, n, k, dup, wg, per, n + k));
+    const bad = M._lw_wasm_ops_topk_check(c);
+    console.log(`# ${name}: ${bad} failures; first id ${M._lw_wasm_ops_topk_id(c, 0)}`);
+    assert.equal(bad, 0, `${name}: ${err()}`);
+  }
+});
+
+test('top-k plans refuse what one merge cannot hold', { skip }, async () => {
+  const c = handle();
+  const st = M._lw_wasm_ops_topk(c, 4 * 1024 * 1024, 64, 0, 0, 0, 1);
+  assert.notEqual(st, 0);
+  assert.match(err(), /exceed one merge/);
+});
+
+after(() => {
+  if (h) M._lw_wasm_ops_free(h);
+  setTimeout(() => process.exit(process.exitCode ?? 0), 100);
+});

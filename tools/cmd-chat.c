@@ -118,7 +118,7 @@ static void forget_cache(chat *ch) {
 
 /* Token ids of text (a chunk of the rendered conversation; special tokens written in it become their ids).
  * The first chunk starts with BOS when the vocabulary adds one and the template did not write it. */
-static lw_status chunk_tokens(chat *ch, const char *text, size_t len, size_t *n) {
+static lw_status chunk_tokens(chat *ch, const char *text, size_t len, int first, size_t *n) {
     size_t need = 4 * len + 3, k = 0;
     if (need > ch->cap_ids) {
         int32_t *p = realloc(ch->ids, need * sizeof *p);
@@ -127,7 +127,7 @@ static lw_status chunk_tokens(chat *ch, const char *text, size_t len, size_t *n)
     }
     const char *bos = ch->tp.bos_token;
     int32_t bos_id = lw_vocab_special(ch->v, LW_TOKEN_BOS);
-    if (lw_context_n_past(ch->c) == 0 && lw_vocab_adds_bos(ch->v) && bos_id >= 0 &&
+    if (first && lw_vocab_adds_bos(ch->v) && bos_id >= 0 &&
         !(bos && *bos && !strncmp(text, bos, strlen(bos))))
         ch->ids[k++] = bos_id;
     lw_status st = lw_model_tokenize(ch->m, text, len, 0, 1, ch->ids + k, ch->cap_ids - k, n);
@@ -172,7 +172,7 @@ static int turn(chat *ch, const char *message) {
             ch->n_cps = k + 1;
         }
         size_t off = ch->kv_text.len;
-        lw_status st = chunk_tokens(ch, prompt + off, prompt_len - off, &n_ids);
+        lw_status st = chunk_tokens(ch, prompt + off, prompt_len - off, lw_context_n_past(ch->c) == 0, &n_ids);
         if (st != LW_OK) {
             fprintf(stderr, "llamaweb chat: %s\n", lw_model_error(ch->m));
             lw_chat_string_free(ch->tmpl, prompt);
@@ -182,7 +182,24 @@ static int turn(chat *ch, const char *message) {
         if ((uint64_t)lw_context_n_past(ch->c) + n_ids < lw_context_n_ctx(ch->c)) break;
         lw_chat_string_free(ch->tmpl, prompt);
         prompt = NULL;
-        if (restarted) {
+        /* Full: start over from the system prompt and this message, if those fit (else refuse the message and
+         * keep the conversation as it was). */
+        int fits = 0;
+        if (!restarted) {
+            lw_chat_message *short_conv = malloc((ch->n_keep + 1) * sizeof *short_conv);
+            if (!short_conv) return 1;
+            memcpy(short_conv, ch->msgs, ch->n_keep * sizeof *short_conv);
+            short_conv[ch->n_keep] = ch->msgs[ch->n_msgs - 1];
+            if (lw_chat_template_render(ch->tmpl, short_conv, ch->n_keep + 1, &ch->tp, &prompt, &prompt_len) ==
+                LW_OK) {
+                st = chunk_tokens(ch, prompt, prompt_len, 1, &n_ids);
+                fits = st == LW_OK && (uint64_t)n_ids < lw_context_n_ctx(ch->c);
+                lw_chat_string_free(ch->tmpl, prompt);
+                prompt = NULL;
+            }
+            free(short_conv);
+        }
+        if (!fits) {
             fprintf(stderr, "llamaweb chat: the message does not fit the context (%zu tokens, %u cells)\n", n_ids,
                     lw_context_n_ctx(ch->c));
             drop_messages(ch, ch->n_msgs - 1);

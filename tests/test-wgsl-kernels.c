@@ -92,6 +92,9 @@ static void test_variants(void) {
     const uint32_t types[] = {LW_TYPE_F32, LW_TYPE_F16, LW_TYPE_Q8_0, LW_TYPE_Q4_0,
                               LW_TYPE_BF16, LW_TYPE_Q4_1, LW_TYPE_Q5_0, LW_TYPE_Q5_1, LW_TYPE_Q2_K, LW_TYPE_Q3_K,
                               LW_TYPE_Q4_K, LW_TYPE_Q5_K, LW_TYPE_Q6_K, LW_TYPE_TQ1_0, LW_TYPE_TQ2_0, LW_TYPE_Q1_0,
+                              LW_TYPE_Q2_0,
+                              LW_TYPE_BF16, LW_TYPE_Q4_1, LW_TYPE_Q5_0, LW_TYPE_Q5_1, LW_TYPE_Q2_K, LW_TYPE_Q3_K,
+                              LW_TYPE_Q4_K, LW_TYPE_Q5_K, LW_TYPE_Q6_K, LW_TYPE_TQ1_0, LW_TYPE_TQ2_0, LW_TYPE_Q1_0,
                               LW_TYPE_Q2_0};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         CHECK(lw__gpu_matvec_supported(types[t]));
@@ -231,7 +234,9 @@ static void test_plan(void) {
     /* shapes */
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 4, 48, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
     CHECK(strstr(err, "multiple of 32") != NULL);
-    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 4, 12, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
+    /* f32/f16 rows need only a multiple of 4 (the kernel zeroes x past k in a partial block of 8) */
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 4, 12, 0, 0, 0, &p, g, err) == LW_OK && p.row_stride == 48);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 4, 10, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 0, 8, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 4, 0, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 4, 32, 3, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);

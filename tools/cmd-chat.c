@@ -322,9 +322,13 @@ int lw__cmd_chat(int argc, char **argv) {
     lw_chat_params_default(&ch.tp);
     int own = lw_chat_from_gguf(lw_model_gguf(ch.m), &tmpl, &ch.tp.bos_token, &ch.tp.eos_token) == LW_OK;
     char err[256];
-    if (!own) tmpl = fallback_template;
-    if (lw_chat_template_parse(tmpl, strlen(tmpl), NULL, &ch.tmpl, err, sizeof err) != LW_OK) {
-        fprintf(stderr, "llamaweb chat: the model's chat template does not parse: %s\n", err);
+    if (own && lw_chat_template_parse(tmpl, strlen(tmpl), NULL, &ch.tmpl, err, sizeof err) != LW_OK) {
+        fprintf(stderr, "llamaweb chat: the model's chat template does not parse (%s): using the plain format\n", err);
+        own = 0;
+    }
+    if (!own && lw_chat_template_parse(fallback_template, strlen(fallback_template), NULL, &ch.tmpl, err,
+                                       sizeof err) != LW_OK) {
+        fprintf(stderr, "llamaweb chat: %s\n", err); /* only when memory runs out */
         goto done;
     }
     fprintf(stderr, "llamaweb chat: %s, %d layers, context %u cells, %d threads, %s, load %.0f ms\n",

@@ -101,6 +101,15 @@ static void check_synth(const char *path) {
     CHECK(r.n_prompt == 1 && r.n_generated == 25);
     CHECK_MSG(sn.n == 40 && !memcmp(sn.ids, want, sizeof want), "continued generation differs");
 
+    /* no prompt: continue from the logits of the caller's own decode (same tokens as with the prompt) */
+    manual(m, prompt, 24, 10, 0.f, 1, want);
+    CHECK(lw_context_set_n_past(c, 0) == LW_OK);
+    CHECK(lw_decode(c, prompt, 24, 0) == LW_OK);
+    memset(&sn, 0, sizeof sn);
+    gp.n_predict = 10;
+    CHECK(lw_generate(c, s, NULL, 0, &gp, &r) == LW_OK);
+    CHECK(r.n_prompt == 0 && r.n_generated == 10 && sn.n == 10 && !memcmp(sn.ids, want, 10 * sizeof(int32_t)));
+
     /* n_predict 0: the prompt only */
     CHECK(lw_context_set_n_past(c, 0) == LW_OK);
     gp.n_predict = 0;

@@ -41,12 +41,13 @@ typedef struct {
     uint32_t type;      /* weight type                         */
     uint32_t act;       /* activation type                     */
     lw__vec_dot_fn ref; /* scalar x86-order reference           */
-    int h0;             /* byte offset of the fp16 block scale  */
+    int h0, h1;         /* byte offsets of fp16 scales (-1: no) */
 } gcase;
 
 static const gcase cases[] = {
-    {"q4_0 repack", LW_TYPE_Q4_0, LW_TYPE_Q8_0, lw__vec_dot_q4_0_q8_0_x86_repack, 0},
-    {"q8_0", LW_TYPE_Q8_0, LW_TYPE_Q8_0, lw__vec_dot_q8_0_q8_0_x86, 0},
+    {"q4_0 repack", LW_TYPE_Q4_0, LW_TYPE_Q8_0, lw__vec_dot_q4_0_q8_0_x86_repack, 0, -1},
+    {"q8_0", LW_TYPE_Q8_0, LW_TYPE_Q8_0, lw__vec_dot_q8_0_q8_0_x86, 0, -1},
+    {"q4_K repack gemm", LW_TYPE_Q4_K, LW_TYPE_Q8_K, lw__vec_dot_q4_K_q8_K_x86_repack_gemm, 0, 2},
 };
 
 static size_t row_bytes(uint32_t type, int64_t k) {
@@ -65,8 +66,9 @@ static void random_rows(const gcase *gc, uint8_t *w, int64_t rows, int64_t k, in
         } else {
             rng_bytes(row, rb);
             for (int64_t b = 0; b < k / lw_type_get(gc->type)->block_size; b++) {
-                const uint16_t h = rng_h();
+                const uint16_t h = rng_h(), h1 = rng_h();
                 memcpy(row + (size_t)b * bs + gc->h0, &h, 2);
+                if (gc->h1 >= 0) memcpy(row + (size_t)b * bs + gc->h1, &h1, 2);
             }
         }
     }
@@ -96,7 +98,7 @@ int main(void) {
     if (!lw__quant_gemm_x86(cases[0].ref)) test_skip("no tiled quantized kernel for this CPU (needs AVX-512 VNNI)");
 
     static const int64_t ms[] = {16, 37, 64, 8, 3};
-    static const int64_t ks[] = {32, 160, 256, 4096};
+    static const int64_t kblocks[] = {1, 5, 8, 128}; /* row lengths in blocks */
     static const int64_t nts[] = {1, 3, 8, 13, 21};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const gcase *gc = &cases[c];
@@ -106,7 +108,7 @@ int main(void) {
         int outs = 0, same = 0;
         for (int seed = 0; seed < 40; seed++) {
             rng_state = 7000u * c + (uint64_t)seed;
-            const int64_t m = ms[seed % 5], k = ks[(seed / 4) % 4], nt = nts[seed % 5];
+            const int64_t m = ms[seed % 5], k = kblocks[(seed / 4) % 4] * lw_type_get(gc->type)->block_size, nt = nts[seed % 5];
             const int quantized = seed % 3 == 2;
             const size_t wrb = row_bytes(gc->type, k), arb = row_bytes(gc->act, k), cs = (size_t)m + 3;
             uint8_t *w = malloc((size_t)m * wrb), *a = malloc((size_t)nt * arb);

@@ -26,7 +26,8 @@ typedef struct act_aux {
 
 size_t lw__quant_gemm_scratch(int64_t k, int64_t nt) {
     const size_t nb = (size_t)(k / 32);
-    return nb * PANEL_BLOCK + (size_t)nt * nb * sizeof(act_aux) + 64;
+    /* the largest panel (Q4_K: 4992 bytes per 256 elements) and per-block data (8 bytes per 32) */
+    return nb * 640 + (size_t)nt * nb * sizeof(act_aux) + 64;
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -54,10 +55,16 @@ VNNI512 static INLINE float h2f(uint16_t h) {
  * side), activations signed; the -8 * sum y part is the lane's starting value.
  * ------------------------------------------------------------------------------------------------------- */
 
+/* 16 rows of 8 dwords (tmp, row-major) -> 8 x 64 bytes: group j holds dword j of rows 0..15. */
+VNNI512 static INLINE void transpose16x8(const uint32_t *tmp, uint8_t *out) {
+    const __m512i idx = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
+    for (int j = 0; j < 8; j++)
+        _mm512_store_si512(out + 64 * j, _mm512_i32gather_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32(j)), tmp, 4));
+}
+
 /* Panel of rows [0, nr) (nr <= 16; missing rows are zeros) of Q4_0 weights into p. */
 VNNI512 static void q4_0_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, uint8_t *p) {
     const __m128i lo4 = _mm_set1_epi8(0x0f);
-    const __m512i idx = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
     uint32_t tmp[PANEL * 8] __attribute__((aligned(64)));
     if (nr < PANEL) memset(tmp, 0, sizeof tmp);
     for (int64_t b = 0; b < nb; b++) {
@@ -76,8 +83,7 @@ VNNI512 static void q4_0_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, 
             const __m128i lo = _mm_and_si128(qs, lo4), hi = _mm_and_si128(_mm_srli_epi16(qs, 4), lo4);
             _mm256_store_si256((__m256i *)(tmp + 8 * r), _mm256_set_m128i(hi, lo)); /* element order */
         }
-        for (int j = 0; j < 8; j++)
-            _mm512_storeu_si512(q + 64 * j, _mm512_i32gather_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32(j)), tmp, 4));
+        transpose16x8(tmp, q);
     }
 }
 
@@ -224,6 +230,134 @@ VNNI512 static void gemm_q8_0_vnni512(int64_t k, const void *w, size_t ws, int64
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * Q4_K (llama.cpp's repacked 4-row gemm order): per super-block and pair of 32-element sub-blocks,
+ * acc = fma(float(sc[2p] s[2p] + sc[2p+1] s[2p+1]), dw * da, acc) and acc_min = fma(float(mn[2p] B[2p] +
+ * mn[2p+1] B[2p+1]), dmin * da, acc_min), result acc - acc_min (s: a sub-block's integer dot, B: the
+ * sum of its activation quants). The panel keeps per super-block the 16 rows' d, dmin, 8 scales, the mins
+ * as int16 pairs (one vpdpwssd against the token's B pair forms a pair's min term), and the quants
+ * interleaved as for Q4_0.
+ * ------------------------------------------------------------------------------------------------------- */
+
+#define Q4K_D 0                           /* float d[16]                           */
+#define Q4K_DMIN 64                       /* float dmin[16]                        */
+#define Q4K_SC 128                        /* int32 sc[8][16]                       */
+#define Q4K_MN 640                        /* int32 (mn[2p] | mn[2p+1] << 16)[4][16] */
+#define Q4K_Q 896                         /* u8 q[8 sub-blocks][8 groups][16][4]   */
+#define Q4K_BLOCK (Q4K_Q + 8 * 8 * 64)    /* 4992 bytes per super-block            */
+
+/* Per token and super-block: scale and the 4 pairs of sub-block sums (int16 pairs). */
+typedef struct q8_K_aux {
+    float d;        /* activation scale                                  */
+    int32_t bp[4];  /* (B[2p] & 0xffff) | B[2p+1] << 16, B[j] = sum of sub-block j's quants */
+    int32_t pad[3]; /* 32 bytes                                          */
+} q8_K_aux;
+
+VNNI512 static void q4_K_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, uint8_t *p) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0f);
+    uint32_t tmp[8][PANEL * 8] __attribute__((aligned(64)));
+    if (nr < PANEL) memset(tmp, 0, sizeof tmp);
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t *pb = p + (size_t)i * Q4K_BLOCK;
+        float *d = (float *)(pb + Q4K_D), *dmin = (float *)(pb + Q4K_DMIN);
+        int32_t *sc = (int32_t *)(pb + Q4K_SC), *mn = (int32_t *)(pb + Q4K_MN);
+        for (int r = 0; r < PANEL; r++) {
+            if (r >= nr) {
+                d[r] = dmin[r] = 0.0f;
+                for (int j = 0; j < 8; j++) sc[16 * j + r] = 0;
+                for (int q = 0; q < 4; q++) mn[16 * q + r] = 0;
+                continue;
+            }
+            const lw__block_q4_K *x = (const lw__block_q4_K *)(w + (size_t)r * ws) + i;
+            d[r] = h2f(x->d);
+            dmin[r] = h2f(x->dmin);
+            int s[8], m[8];
+            for (int j = 0; j < 8; j++) lw__k4_scale_min(j, x->scales, &s[j], &m[j]);
+            for (int j = 0; j < 8; j++) sc[16 * j + r] = s[j];
+            for (int q = 0; q < 4; q++) mn[16 * q + r] = (int32_t)((uint32_t)m[2 * q] | ((uint32_t)m[2 * q + 1] << 16));
+            for (int q = 0; q < 4; q++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * q));
+                _mm256_store_si256((__m256i *)(tmp[2 * q] + 8 * r), _mm256_and_si256(v, lo4));
+                _mm256_store_si256((__m256i *)(tmp[2 * q + 1] + 8 * r), _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4));
+            }
+        }
+        for (int j = 0; j < 8; j++) transpose16x8(tmp[j], pb + Q4K_Q + 512 * j);
+    }
+}
+
+VNNI512 static void q8_K_aux_fill(int64_t nb, const uint8_t *a, size_t as, int64_t nt, q8_K_aux *aux) {
+    for (int64_t t = 0; t < nt; t++) {
+        const lw__block_q8_K *y = (const lw__block_q8_K *)(a + (size_t)t * as);
+        for (int64_t i = 0; i < nb; i++) {
+            q8_K_aux *x = &aux[t * nb + i];
+            x->d = y[i].d;
+            for (int q = 0; q < 4; q++) {
+                const int b0 = y[i].bsums[4 * q] + y[i].bsums[4 * q + 1], b1 = y[i].bsums[4 * q + 2] + y[i].bsums[4 * q + 3];
+                x->bp[q] = (int32_t)(((uint32_t)b0 & 0xffff) | ((uint32_t)b1 << 16));
+            }
+            x->pad[0] = x->pad[1] = x->pad[2] = 0;
+        }
+    }
+}
+
+VNNI512 static INLINE void q4_K_tile(int T, int64_t nb, const uint8_t *p, const uint8_t *a, size_t as,
+                                     const q8_K_aux *aux, float *c, size_t cs, int nr) {
+    __m512 acc[4], accm[4];
+    for (int u = 0; u < T; u++) acc[u] = accm[u] = _mm512_setzero_ps();
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *pb = p + (size_t)i * Q4K_BLOCK;
+        const __m512 dwv = _mm512_load_ps((const float *)(pb + Q4K_D)), dmv = _mm512_load_ps((const float *)(pb + Q4K_DMIN));
+        for (int q = 0; q < 4; q++) {
+            __m512i isum[4];
+            for (int u = 0; u < T; u++) isum[u] = zero;
+            for (int j = 2 * q; j < 2 * q + 2; j++) {
+                __m512i wq[8];
+                for (int g = 0; g < 8; g++) wq[g] = _mm512_load_si512(pb + Q4K_Q + 512 * j + 64 * g);
+                const __m512i scj = _mm512_load_si512(pb + Q4K_SC + 64 * j);
+                for (int u = 0; u < T; u++) {
+                    const int8_t *yq = ((const lw__block_q8_K *)(a + (size_t)u * as))[i].qs + 32 * j;
+                    __m512i s = zero;
+                    for (int g = 0; g < 8; g++) {
+                        int32_t y4;
+                        memcpy(&y4, yq + 4 * g, 4);
+                        s = _mm512_dpbusd_epi32(s, wq[g], _mm512_set1_epi32(y4));
+                    }
+                    isum[u] = _mm512_add_epi32(isum[u], _mm512_mullo_epi32(s, scj));
+                }
+            }
+            const __m512i mnp = _mm512_load_si512(pb + Q4K_MN + 64 * q);
+            for (int u = 0; u < T; u++) {
+                const q8_K_aux *x = aux + (size_t)u * nb + i;
+                const __m512 da = _mm512_set1_ps(x->d);
+                acc[u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[u]), _mm512_mul_ps(dwv, da), acc[u]);
+                const __m512i imin = _mm512_dpwssd_epi32(zero, mnp, _mm512_set1_epi32(x->bp[q]));
+                accm[u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmv, da), accm[u]);
+            }
+        }
+    }
+    const __mmask16 mask = (__mmask16)((1u << nr) - 1);
+    for (int u = 0; u < T; u++) _mm512_mask_storeu_ps(c + (size_t)u * cs, mask, _mm512_sub_ps(acc[u], accm[u]));
+}
+
+VNNI512 static void gemm_q4_K_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
+                                     int64_t nt, float *c, size_t cs, void *scratch) {
+    const int64_t nb = k / LW_QK_K;
+    uint8_t *panel = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    q8_K_aux *aux = (q8_K_aux *)(panel + (size_t)nb * Q4K_BLOCK);
+    const uint8_t *act = a;
+    q8_K_aux_fill(nb, act, as, nt, aux);
+    for (int64_t r0 = 0; r0 < m; r0 += PANEL) {
+        const int nr = m - r0 < PANEL ? (int)(m - r0) : PANEL;
+        q4_K_panel(nb, (const uint8_t *)w + (size_t)r0 * ws, ws, nr, panel);
+        int64_t t = 0;
+        for (; t + 4 <= nt; t += 4)
+            q4_K_tile(4, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0, cs, nr);
+        for (; t < nt; t++)
+            q4_K_tile(1, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0, cs, nr);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * Selection
  * ------------------------------------------------------------------------------------------------------- */
 
@@ -242,6 +376,7 @@ lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref) {
     if (!has_vnni512()) return NULL;
     if (ref == lw__vec_dot_q4_0_q8_0_x86_repack) return gemm_q4_0_vnni512;
     if (ref == lw__vec_dot_q8_0_q8_0_x86) return gemm_q8_0_vnni512;
+    if (ref == lw__vec_dot_q4_K_q8_K_x86_repack_gemm) return gemm_q4_K_vnni512;
     return NULL;
 }
 

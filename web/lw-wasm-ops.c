@@ -469,29 +469,39 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_out_rows(lw_wasm_ops *c, int n, int n_token
  * RMS_NORM
  * ------------------------------------------------------------------------------------------------------- */
 
-/* rows x n, groups of `group` (0: whole row); weight: 0 none, 1 `group` elements, 2 n elements. */
+/* rows x n, groups of `group` (0: whole row); weight: 0 none, 1 `group` elements, 2 n elements. add: the
+ * fused residual ADD (x = a + b): the compared result is the normalised rows followed by the sum rows. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm(lw_wasm_ops *c, int n, int group, int rows, int weight, int sg,
-                                              int wg, uint32_t seed, float eps) {
+                                              int wg, uint32_t seed, float eps, int add) {
     size_t total = (size_t)n * (size_t)rows;
     const int gs = group > 0 ? group : n, wlen = weight == 0 ? 0 : weight == 1 ? gs : n;
-    lw_status st = begin_case(c, total);
+    lw_status st = begin_case(c, add ? 2 * total : total);
     if (st != LW_OK) return st;
-    float *x = malloc(total * sizeof(float)), *w = malloc(((size_t)wlen + 1) * sizeof(float));
-    if (!x || !w) {
+    float *x = malloc(total * sizeof(float)), *b = malloc(total * sizeof(float)),
+          *w = malloc(((size_t)wlen + 1) * sizeof(float));
+    if (!x || !w || !b) {
         free(x);
+        free(b);
         free(w);
         return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
     }
     uint32_t s = seed ? seed : 1;
     for (int r = 0; r < rows; r++) /* rows of different magnitudes */
         for (int i = 0; i < n; i++) x[(size_t)r * n + i] = rnd(&s) * (0.05f + (float)(r % 5));
+    for (size_t i = 0; i < total; i++) b[i] = rnd(&s);
     for (int i = 0; i < wlen; i++) w[i] = 1.0f + 0.5f * rnd(&s);
     ref_graph r;
     memset(&r, 0, sizeof r);
-    lw__graph_init(&r.g, NULL, 3, 1);
+    lw__graph_init(&r.g, NULL, 5, 2);
     int32_t tx = lw__graph_weight(&r.g, "x", LW_TYPE_F32, n, rows, x);
     int32_t tw = wlen ? lw__graph_weight(&r.g, "w", LW_TYPE_F32, wlen, 1, w) : -1;
     int32_t td = ref_dst(&r, c->ref, n, rows, LW_ROWS_TOKENS);
+    if (add) { /* ADD then RMS_NORM, as the engine's graph has them */
+        int32_t tb = lw__graph_weight(&r.g, "b", LW_TYPE_F32, n, rows, b);
+        int32_t tsum = ref_dst(&r, c->ref + total, n, rows, LW_ROWS_TOKENS);
+        lw__graph_node(&r.g, LW_OP_ADD, tsum, tx, tb, -1);
+        tx = tsum;
+    }
     lw__node *nd = lw__graph_node(&r.g, LW_OP_RMS_NORM, td, tx, tw, -1);
     if (nd) {
         nd->ip[0] = group;
@@ -503,32 +513,38 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm(lw_wasm_ops *c, int n, int group, 
 
     lw__gpu_norm_variant v = lw__gpu_norm_default(&c->info);
     v.subgroups = sg != 0;
+    v.add_input = add != 0;
     if (wg > 0) v.wg_size = (uint32_t)wg;
     lw__gpu_norm_params p;
     uint32_t grid[3];
     lw_gpu_pipeline pipe;
     arena ar = {0};
-    int ix = arena_add(&ar, total * 4), id = arena_add(&ar, total * 4);
+    int ix = arena_add(&ar, total * 4), id = arena_add(&ar, total * 4), ib = arena_add(&ar, total * 4),
+        isum = arena_add(&ar, total * 4);
     lw_gpu_buffer buf = 0, wbuf = 0;
     /* the weight at an odd element offset inside its buffer, as a slice of a larger weight buffer */
     float *wpad = calloc((size_t)wlen + 8, sizeof(float));
     if (!wpad) st = LW_ERR_NOMEM;
     else memcpy(wpad + 3, w, (size_t)wlen * sizeof(float));
     if (st == LW_OK)
-        st = lw__gpu_norm_plan(&c->info, &v, n, group, rows, 0, 3, wlen, 0, eps, &p, grid, c->err);
+        st = add ? lw__gpu_norm_add_plan(&c->info, &v, n, group, rows, 0, 0, 0, 3, wlen, 0, eps, &p, grid, c->err)
+                 : lw__gpu_norm_plan(&c->info, &v, n, group, rows, 0, 3, wlen, 0, eps, &p, grid, c->err);
     if (st == LW_OK) st = lw__gpu_norm_pipeline(&c->gpu, &c->cache, NULL, &v, &c->info, &pipe, c->err);
     if (st == LW_OK) {
-        const void *data[2] = {x, c->out};
-        const uint64_t bytes[2] = {total * 4, total * 4};
+        const void *data[4] = {x, c->out, b, c->out};
+        const uint64_t bytes[4] = {total * 4, total * 4, total * 4, total * 4};
         st = arena_upload(c, &ar, data, bytes, &buf);
     }
     if (st == LW_OK) st = upload(c, wpad, ((size_t)wlen + 8) * 4, "norm weight", &wbuf);
     if (st == LW_OK) {
-        lw_gpu_bind binds[3] = {bind_range(buf, &ar, ix), {wbuf, 0, 0}, bind_range(buf, &ar, id)};
-        st = dispatch(c, pipe, binds, 3, 3, &p, sizeof p, grid);
+        lw_gpu_bind binds[5] = {bind_range(buf, &ar, ix), {wbuf, 0, 0}, bind_range(buf, &ar, id),
+                                bind_range(buf, &ar, ib), bind_range(buf, &ar, isum)};
+        st = dispatch(c, pipe, binds, add ? 5 : 3, add ? 5 : 3, &p, sizeof p, grid);
     }
     if (st == LW_OK) st = finish(c, buf, ar.off[id], c->out, total * 4);
+    if (st == LW_OK && add) st = c->gpu.ops->read(c->gpu.ctx, buf, ar.off[isum], c->out + total, total * 4);
     free(x);
+    free(b);
     free(w);
     free(wpad);
     if (st != LW_OK && !c->err[0]) lw__errorf(c->err, st, "rms_norm failed");
@@ -542,10 +558,15 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm(lw_wasm_ops *c, int n, int group, 
 /* rows tokens at positions pos0.. of n_head heads of hd; n_rot rotated; mode 0 / 2; ff: frequency factors;
  * yarn: ext_factor 1 with correction dims (2, n_rot/2 - 3) and freq_scale 0.25. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope(lw_wasm_ops *c, int n_head, int hd, int n_rot, int mode, int rows,
-                                          int pos0, int ff, int yarn, uint32_t seed, float freq_base) {
+                                          int pos0, int ff, int yarn, uint32_t seed, float freq_base, int kv16) {
     const int n = n_head * hd;
     size_t total = (size_t)n * (size_t)rows;
-    lw_status st = begin_case(c, total);
+    /* kv16: RoPE fused with KV_STORE into an f16 cache of pos0 + rows + 1 cells (compared whole, widened
+     * with lw_wasm_ops_kv_widen; CPU: ROPE then KV_STORE) */
+    const size_t cells = (size_t)n * (size_t)(pos0 + rows + 1), cache_bytes = cells * 2;
+    uint16_t *cache = NULL, *gcache = NULL;
+    float *rot = NULL;
+    lw_status st = begin_case(c, kv16 ? cells : total);
     if (st != LW_OK) return st;
     float *x = malloc(total * sizeof(float)), *fr = malloc(((size_t)n_rot / 2 + 1) * sizeof(float));
     if (!x || !fr) {
@@ -556,13 +577,37 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope(lw_wasm_ops *c, int n_head, int hd, in
     uint32_t s = seed ? seed : 1;
     for (size_t i = 0; i < total; i++) x[i] = rnd(&s) * 2.0f;
     for (int i = 0; i < n_rot / 2; i++) fr[i] = 1.0f + 3.0f * (rnd(&s) + 1.0f); /* 1..7, like llama 3's */
+    if (kv16) {
+        cache = malloc(cache_bytes);
+        gcache = malloc(cache_bytes);
+        rot = malloc(total * sizeof(float));
+        if (!cache || !gcache || !rot) {
+            free(x);
+            free(fr);
+            free(cache);
+            free(gcache);
+            free(rot);
+            return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < cells; i++) cache[i] = (uint16_t)(i * 7919u + 3u); /* shared start pattern */
+        memcpy(gcache, cache, cache_bytes);
+    }
     ref_graph r;
     memset(&r, 0, sizeof r);
-    lw__graph_init(&r.g, NULL, 3, 1);
+    lw__graph_init(&r.g, NULL, 3, 2);
     int32_t tx = lw__graph_weight(&r.g, "x", LW_TYPE_F32, n, rows, x);
     int32_t tf = ff ? lw__graph_weight(&r.g, "ff", LW_TYPE_F32, n_rot / 2, 1, fr) : -1;
-    int32_t td = ref_dst(&r, c->ref, n, rows, LW_ROWS_TOKENS);
+    int32_t td = ref_dst(&r, kv16 ? rot : c->ref, n, rows, LW_ROWS_TOKENS);
     lw__node *nd = lw__graph_node(&r.g, LW_OP_ROPE, td, tx, tf, -1);
+    void *kv[1] = {cache};
+    if (kv16) {
+        lw__node *ks = lw__graph_node(&r.g, LW_OP_KV_STORE, -1, td, -1, -1);
+        if (ks) ks->ip[0] = ks->ip[1] = 0;
+        r.ex.kv_type = LW_TYPE_F16;
+        r.ex.kv_row = n;
+        r.ex.k = r.ex.v = kv;
+        r.ex.n_ctx = pos0 + rows + 1;
+    }
     if (nd) {
         nd->ip[0] = n_head;
         nd->ip[1] = hd;
@@ -580,26 +625,30 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope(lw_wasm_ops *c, int n_head, int hd, in
     r.ex.pos0 = pos0;
     lw__gpu_rope_args args = {0};
     if (nd) lw__gpu_rope_args_from_node(nd, &args);
-    st = ref_run(c, &r, 1);
+    st = ref_run(c, &r, kv16 ? pos0 + rows + 1 : 1);
+    if (st == LW_OK && kv16)
+        for (size_t i = 0; i < cells; i++) c->ref[i] = lw__fp16_to_fp32(cache[i]);
 
     lw__gpu_rope_variant v = lw__gpu_rope_default(&c->info);
+    v.out_f16 = kv16 != 0;
     lw__gpu_rope_params p;
     uint32_t grid[3];
     lw_gpu_pipeline pipe;
     arena ar = {0};
-    int ix = arena_add(&ar, total * 4), id = arena_add(&ar, total * 4);
+    int ix = arena_add(&ar, total * 4), id = arena_add(&ar, kv16 ? cache_bytes : total * 4);
     lw_gpu_buffer buf = 0, fbuf = 0;
     args.rows = (uint64_t)rows;
     args.pos0 = (uint64_t)pos0;
     args.ff_offset = 1;
+    if (kv16) args.d_offset = (uint64_t)pos0 * (uint64_t)n; /* cell pos0 of the cache */
     float *fpad = calloc((size_t)n_rot / 2 + 2, sizeof(float));
     if (!fpad) st = LW_ERR_NOMEM;
     else memcpy(fpad + 1, fr, (size_t)n_rot / 2 * sizeof(float));
     if (st == LW_OK) st = lw__gpu_rope_plan(&c->info, &v, &args, &p, grid, c->err);
     if (st == LW_OK) st = lw__gpu_rope_pipeline(&c->gpu, &c->cache, NULL, &v, &c->info, &pipe, c->err);
     if (st == LW_OK) {
-        const void *data[2] = {x, c->out};
-        const uint64_t bytes[2] = {total * 4, total * 4};
+        const void *data[2] = {x, kv16 ? (const void *)gcache : (const void *)c->out};
+        const uint64_t bytes[2] = {total * 4, kv16 ? (cache_bytes + 3) & ~(uint64_t)3 : total * 4};
         st = arena_upload(c, &ar, data, bytes, &buf);
     }
     if (st == LW_OK) st = upload(c, fpad, ((size_t)n_rot / 2 + 2) * 4, "freq factors", &fbuf);
@@ -607,10 +656,14 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope(lw_wasm_ops *c, int n_head, int hd, in
         lw_gpu_bind binds[3] = {bind_range(buf, &ar, ix), {fbuf, 0, 0}, bind_range(buf, &ar, id)};
         st = dispatch(c, pipe, binds, 3, 3, &p, sizeof p, grid);
     }
-    if (st == LW_OK) st = finish(c, buf, ar.off[id], c->out, total * 4);
+    if (st == LW_OK)
+        st = finish(c, buf, ar.off[id], c->out, kv16 ? (cache_bytes + 3) & ~(uint64_t)3 : total * 4);
     free(x);
     free(fr);
     free(fpad);
+    free(cache);
+    free(gcache);
+    free(rot);
     if (st != LW_OK && !c->err[0]) lw__errorf(c->err, st, "rope failed");
     return st;
 }

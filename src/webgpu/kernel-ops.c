@@ -156,7 +156,7 @@ void lw__gpu_gelu_table(uint32_t *words) {
  * ------------------------------------------------------------------------------------------------------- */
 
 lw__gpu_norm_variant lw__gpu_norm_default(const lw_gpu_info *info) {
-    lw__gpu_norm_variant v = {info->has_subgroups, fit_wg(info, 128)};
+    lw__gpu_norm_variant v = {info->has_subgroups, fit_wg(info, 128), false};
     return v;
 }
 
@@ -169,13 +169,19 @@ lw_status lw__gpu_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, true, "rms_norm", err);
     if (st != LW_OK) return st;
     char label[LW_GPU_CACHE_KEY], wg[16];
-    snprintf(label, sizeof label, "rms_norm%s wg%u", v->subgroups ? " sg" : "", v->wg_size);
+    snprintf(label, sizeof label, "rms_norm%s%s wg%u", v->add_input ? " add" : "", v->subgroups ? " sg" : "",
+             v->wg_size);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
-    lw__wgsl_define defs[] = {{"WG_SIZE", wg}, {"SUBGROUPS", v->subgroups ? "1" : "0"}};
-    static const lw_gpu_binding_kind kinds[LW_GPU_NORM_BINDINGS] = {
+    lw__wgsl_define defs[] = {
+        {"WG_SIZE", wg}, {"SUBGROUPS", v->subgroups ? "1" : "0"}, {"ADD_INPUT", v->add_input ? "1" : "0"}};
+    static const lw_gpu_binding_kind kinds[LW_GPU_NORM_ADD_BINDINGS] = {
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE,
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,      LW_GPU_BIND_UNIFORM_DYNAMIC};
+    static const lw_gpu_binding_kind plain[LW_GPU_NORM_BINDINGS] = {
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "rms-norm.wgsl", defs, sizeof defs / sizeof defs[0],
-                                  kinds, LW_GPU_NORM_BINDINGS, out, err);
+                                  v->add_input ? kinds : plain,
+                                  v->add_input ? LW_GPU_NORM_ADD_BINDINGS : LW_GPU_NORM_BINDINGS, out, err);
 }
 
 lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant *v, uint64_t n, uint64_t group,
@@ -209,12 +215,27 @@ lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant 
     return LW_OK;
 }
 
+lw_status lw__gpu_norm_add_plan(const lw_gpu_info *info, const lw__gpu_norm_variant *v, uint64_t n,
+                                uint64_t group, uint64_t rows, uint64_t a_offset, uint64_t b_offset,
+                                uint64_t sum_offset, uint64_t w_offset, uint64_t w_len, uint64_t d_offset,
+                                float eps, lw__gpu_norm_params *p, uint32_t grid[3], char *err) {
+    if (!v->add_input) return lw__errorf(err, LW_ERR_INVALID_ARG, "rms_norm: add plan for a variant without add");
+    lw_status st = lw__gpu_norm_plan(info, v, n, group, rows, a_offset, w_offset, w_len, d_offset, eps, p, grid, err);
+    if (st != LW_OK) return st;
+    uint64_t total = (uint64_t)p->n * p->rows;
+    if (!fits_u32(b_offset, total) || !fits_u32(sum_offset, total))
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "rms_norm: b/sum offsets exceed 32-bit indices");
+    p->b_offset = (uint32_t)b_offset;
+    p->sum_offset = (uint32_t)sum_offset;
+    return LW_OK;
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * ROPE
  * ------------------------------------------------------------------------------------------------------- */
 
 lw__gpu_rope_variant lw__gpu_rope_default(const lw_gpu_info *info) {
-    lw__gpu_rope_variant v = {fit_wg(info, 64)};
+    lw__gpu_rope_variant v = {fit_wg(info, 64), false};
     return v;
 }
 
@@ -225,9 +246,9 @@ lw_status lw__gpu_rope_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, false, "rope", err);
     if (st != LW_OK) return st;
     char label[LW_GPU_CACHE_KEY], wg[16];
-    snprintf(label, sizeof label, "rope wg%u", v->wg_size);
+    snprintf(label, sizeof label, "rope%s wg%u", v->out_f16 ? " f16out" : "", v->wg_size);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
-    lw__wgsl_define defs[] = {{"WG_SIZE", wg}};
+    lw__wgsl_define defs[] = {{"WG_SIZE", wg}, {"OUT_F16", v->out_f16 ? "1" : "0"}};
     static const lw_gpu_binding_kind kinds[LW_GPU_ROPE_BINDINGS] = {
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "rope.wgsl", defs, sizeof defs / sizeof defs[0], kinds,
@@ -257,6 +278,9 @@ lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant 
                           a->n_head, a->head_dim, a->n_rot, a->mode);
     uint64_t row = (uint64_t)a->n_head * a->head_dim, xs = a->x_stride ? a->x_stride : row,
              ds = a->d_stride ? a->d_stride : row, span_x, span_d, pairs;
+    if (v->out_f16 && (a->d_offset % 2 || ds % 2))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "rope: an f16 destination needs even offsets (%llu, stride %llu)",
+                          (unsigned long long)a->d_offset, (unsigned long long)ds);
     if (xs < row || ds < row || !mul_u32(xs, a->rows, &span_x) || !mul_u32(ds, a->rows, &span_d) ||
         !fits_u32(a->x_offset, span_x) || !fits_u32(a->d_offset, span_d) || !fits_u32(a->ff_offset, a->n_rot / 2) ||
         !mul_u32(row / 2, a->rows, &pairs) || !fits_u32(a->pos0, a->rows) || a->pos0 + a->rows > (1u << 24))

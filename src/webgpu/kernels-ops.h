@@ -114,36 +114,44 @@ void lw__gpu_gelu_table(uint32_t *words);
  * RMS_NORM fused with its weight multiply (shaders/rms-norm.wgsl): d = (x / sqrt(mean(x^2) + eps)) * w
  * per group of `group` elements (node: group = ip[0] or ne0 when 0, eps = fp[0], w = src1 or none; the
  * weight has `group` elements (shared by the groups: q/k norms) or n (one slice per group)).
- * One workgroup per (row, group). Bindings: 0 x (rw f32), 1 w (read f32; when there is no weight bind any
- * small buffer not bound writable in the same dispatch), 2 d (rw f32), 3 params.
+ * Variant add_input also fuses the residual ADD that feeds the norm (an ADD node whose dst is the
+ * RMS_NORM's src0): x = a + b is computed, stored to `sum` (the residual stream the next ADD reads) and
+ * normalised: one dispatch instead of two, the same bits as ADD then RMS_NORM.
+ * One workgroup per (row, group). Bindings: 0 x (rw f32; a with add_input), 1 w (read f32; when there is
+ * no weight bind any small buffer not bound writable in the same dispatch), 2 d (rw f32), 3 params; with
+ * add_input: 3 b (rw f32), 4 sum (rw f32), 5 params.
  * Numerics: the sum of squares is f32 (tree or subgroup order) where the CPU sums in double: results
  * within a few ulp.
  * ------------------------------------------------------------------------------------------------------- */
 
 typedef struct lw__gpu_norm_variant {
-    bool subgroups;   /* subgroup reduction (needs subgroups) */
-    uint32_t wg_size; /* invocations per workgroup (power of two) */
+    bool subgroups;   /* subgroup reduction (needs subgroups)           */
+    uint32_t wg_size; /* invocations per workgroup (power of two)       */
+    bool add_input;   /* fused residual ADD (x = a + b, stored to sum)  */
 } lw__gpu_norm_variant;
 
-/* NormParams in rms-norm.wgsl (48 bytes). */
+/* NormParams in rms-norm.wgsl (64 bytes). */
 typedef struct lw__gpu_norm_params {
     uint32_t n;              /* elements per row                                   */
     uint32_t group;          /* elements per normalised group                      */
     uint32_t groups_per_row; /* n / group                                          */
     uint32_t rows;           /* rows                                               */
-    uint32_t x_offset;       /* first element of x                                 */
+    uint32_t x_offset;       /* first element of x (a)                             */
     uint32_t d_offset;       /* first element of d                                 */
     uint32_t w_offset;       /* first element of w                                 */
     uint32_t w_step;         /* 0: one weight of `group` for all groups; group     */
     uint32_t has_w;          /* multiply by w                                      */
     float eps;               /* added to the mean square                           */
     uint32_t groups_x;       /* workgroups along x                                 */
-    uint32_t pad;            /* (size)                                             */
+    uint32_t b_offset;       /* add_input: first element of b                      */
+    uint32_t sum_offset;     /* add_input: first element of sum                    */
+    uint32_t pad[3];         /* (size)                                             */
 } lw__gpu_norm_params;
-_Static_assert(sizeof(lw__gpu_norm_params) == 48, "norm params block");
+_Static_assert(sizeof(lw__gpu_norm_params) == 64, "norm params block");
 
 lw__gpu_norm_variant lw__gpu_norm_default(const lw_gpu_info *info);
-#define LW_GPU_NORM_BINDINGS 4u
+#define LW_GPU_NORM_BINDINGS 4u     /* x, w, d, params              */
+#define LW_GPU_NORM_ADD_BINDINGS 6u /* a, w, d, b, sum, params      */
 lw_status lw__gpu_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
                                 const lw__gpu_norm_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
                                 char *err);
@@ -151,19 +159,31 @@ lw_status lw__gpu_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
 lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant *v, uint64_t n, uint64_t group,
                             uint64_t rows, uint64_t x_offset, uint64_t w_offset, uint64_t w_len,
                             uint64_t d_offset, float eps, lw__gpu_norm_params *p, uint32_t grid[3], char *err);
+/* The add_input variant: as lw__gpu_norm_plan with a at x_offset, plus b and sum (rows x n each). */
+lw_status lw__gpu_norm_add_plan(const lw_gpu_info *info, const lw__gpu_norm_variant *v, uint64_t n,
+                                uint64_t group, uint64_t rows, uint64_t a_offset, uint64_t b_offset,
+                                uint64_t sum_offset, uint64_t w_offset, uint64_t w_len, uint64_t d_offset,
+                                float eps, lw__gpu_norm_params *p, uint32_t grid[3], char *err);
 
 /* ---------------------------------------------------------------------------------------------------------
  * ROPE (shaders/rope.wgsl), NORMAL and NEOX, rotated dims < head dim, frequency factors and YaRN as the
  * CPU reference op_rope. Row r is at position pos0 + r. One invocation per (row, head, pair).
  * Bindings: 0 x (rw f32), 1 ff (read f32 frequency factors, n_rot/2 of them; when absent bind any small
  * buffer not bound writable in the dispatch), 2 d (rw f32), 3 params.
+ * Variant out_f16 fuses the KV_STORE of K into an f16 cache: point d at the cache binding, d_offset =
+ * cache_offset + pos0 * row_len (the CPU stores row r at cell pos0 + r), d_stride = row_len (KV heads x
+ * head dim); values are rounded to nearest even as the CPU's cache write. d_offset, d_stride even. (An f32
+ * cache needs no variant: the plain kernel writes f32 rows wherever d points.)
  * Numerics: the angle is built with the CPU's successive products (same bits); sin/cos are computed in
  * the kernel to ~1 ulp (not WGSL's built-ins, which are only bounded on [-pi, pi]); the rotation may round
- * its fma twice. Results within a few ulp of the CPU.
+ * its fma twice. Results within a few ulp of the CPU, except that at position P an angle is only defined
+ * to an ulp (P 2^-24 rad) and the YaRN blend / frequency-factor division may round it differently
+ * (tests/web/ops.test.mjs bounds the NMSE accordingly).
  * ------------------------------------------------------------------------------------------------------- */
 
 typedef struct lw__gpu_rope_variant {
-    uint32_t wg_size; /* invocations per workgroup */
+    uint32_t wg_size; /* invocations per workgroup                                      */
+    bool out_f16;     /* d is an f16 cache (packed halves): RoPE fused with KV_STORE     */
 } lw__gpu_rope_variant;
 
 /* One ROPE call: the node's parameters plus where the rows are. */

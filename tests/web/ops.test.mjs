@@ -135,11 +135,28 @@ test('RMS_NORM with its weight: whole rows, per-head groups (q/k norm), no weigh
     for (const [n, group, rows, weight, eps] of cases) {
       for (const wg of [0, 32]) {
         const name = `rms_norm ${rows}x${n} group ${group} weight ${weight} ${sg ? 'subgroups' : 'workgroup'} wg ${wg || 'default'}`;
-        const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm(c, n, group, rows, weight, sg, wg, n + wg, eps));
+        const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm(c, n, group, rows, weight, sg, wg, n + wg, eps, 0));
         const s = stats(name, c);
         console.log(`# ${name}: ${fmt(s)}`);
         assert.ok(s.nmse < BOUND.ulp, fmt(s));
       }
+    }
+  }
+});
+
+test('residual ADD fused into RMS_NORM: the same bits as ADD then RMS_NORM up to the norm\'s sum order', { skip }, async () => {
+  const i = info();
+  for (const sg of [0, 1]) {
+    if (sg && !i.subgroups) continue;
+    for (const [n, group, rows, weight] of [[2048 + 72, 0, 5, 2], [1000, 0, 1, 2], [4 * 96, 96, 3, 1]]) {
+      const name = `add+rms_norm ${rows}x${n} group ${group} ${sg ? 'subgroups' : 'workgroup'}`;
+      const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm(c, n, group, rows, weight, sg, 0, n + 1, 1e-5, 1));
+      const s = stats(name, c);
+      console.log(`# ${name}: ${fmt(s)} (norm rows then sum rows)`);
+      assert.ok(s.nmse < BOUND.ulp, fmt(s));
+      // the sum half is the ADD op's result: exact
+      const half = s.count / 2;
+      assert.ok(s.equal >= half, `sum rows must be identical: ${fmt(s)}`);
     }
   }
 });
@@ -164,11 +181,29 @@ test('ROPE: normal and NeoX, partial rotation, frequency factors, YaRN, far posi
   ];
   for (const [nh, hd, nr, mode, rows, pos0, ff, yarn, base] of cases) {
     const name = `rope ${mode ? 'neox' : 'normal'} ${nh}x${hd} rot ${nr} pos ${pos0}${ff ? ' ff' : ''}${yarn ? ' yarn' : ''}`;
-    const { c } = await run(name, (c) => M._lw_wasm_ops_rope(c, nh, hd, nr, mode, rows, pos0, ff, yarn, hd + pos0, base));
+    const { c } = await run(name, (c) => M._lw_wasm_ops_rope(c, nh, hd, nr, mode, rows, pos0, ff, yarn, hd + pos0, base, 0));
     const s = stats(name, c);
     const bound = ropeBound(pos0 + rows);
     console.log(`# ${name}: ${fmt(s)} (bound ${bound.toExponential(1)})`);
     assert.ok(s.nmse < bound, fmt(s));
+  }
+});
+
+test('ROPE fused with KV_STORE into an f16 cache: as ROPE then KV_STORE', { skip }, async () => {
+  const cases = [
+    [4, 64, 64, 0, 3, 5, 0, 0, 10000],
+    [2, 128, 128, 2, 2, 30, 1, 0, 500000],
+    [3, 96, 32, 2, 3, 9, 0, 1, 10000],   // NeoX partial (odd n_rot / 2 words straddle), YaRN
+    [2, 80, 48, 0, 1, 100, 0, 0, 10000],
+  ];
+  for (const [nh, hd, nr, mode, rows, pos0, ff, yarn, base] of cases) {
+    const name = `rope->f16 cache ${mode ? 'neox' : 'normal'} ${nh}x${hd} rot ${nr} pos ${pos0}${ff ? ' ff' : ''}${yarn ? ' yarn' : ''}`;
+    const { c } = await run(name, (c) => M._lw_wasm_ops_rope(c, nh, hd, nr, mode, rows, pos0, ff, yarn, hd + pos0, base, 1));
+    M._lw_wasm_ops_kv_widen(c);
+    const s = stats(name, c);
+    console.log(`# ${name}: ${fmt(s)} (whole cache)`);
+    // f16 rounding of values within a few f32 ulp: identical but for rare rounding-boundary cases
+    assert.ok(s.nmse < 1e-9 && s.equal >= s.count - 4, fmt(s));
   }
 });
 

@@ -3,12 +3,18 @@
 //     d = (x * (1 / sqrt(mean(x^2) + eps))) * w        (two f32 roundings, as ggml's rms_norm then mul)
 // One workgroup per (row, group): its invocations stride over the group's elements, reduce the sum of
 // squares with subgroup operations (SUBGROUPS=1) or a tree in workgroup memory, then scale.
-// Defines: WG_SIZE (power of two, default 64), SUBGROUPS (common.wgsl).
-// Bindings: 0 x (read_write), 1 w (read, f32 weight; unused when has_w = 0), 2 d (read_write), 3 params.
+// ADD_INPUT=1 fuses the residual ADD before the norm: x = a + b is computed here (the same f32 sum as the
+// ADD op), written to `sum` (the residual stream) and normalised.
+// Defines: WG_SIZE (power of two, default 64), SUBGROUPS (common.wgsl), ADD_INPUT (0/1).
+// Bindings: 0 x (read_write; a when ADD_INPUT), 1 w (read, f32 weight; unused when has_w = 0), 2 d
+// (read_write), 3 params; with ADD_INPUT: 3 b (read_write), 4 sum (read_write), 5 params.
 // Dispatch: (groups_x, ceil(rows * groups_per_row / groups_x), 1).
 #include "common.wgsl"
 #ifndef WG_SIZE
 #define WG_SIZE 64
+#endif
+#ifndef ADD_INPUT
+#define ADD_INPUT 0
 #endif
 #if WG_SIZE <= 0 || (WG_SIZE & (WG_SIZE - 1)) != 0
 #error rms-norm.wgsl: WG_SIZE must be a power of two
@@ -26,13 +32,37 @@ struct NormParams {
     has_w: u32,          // 1: multiply by w
     eps: f32,            // added to the mean square
     groups_x: u32,       // workgroups along x of the grid
-    pad: u32,
+    b_offset: u32,       // ADD_INPUT: first element of b in its binding
+    sum_offset: u32,     // ADD_INPUT: first element of sum in its binding
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<storage, read> w: array<f32>;
 @group(0) @binding(2) var<storage, read_write> d: array<f32>;
+#if ADD_INPUT
+@group(0) @binding(3) var<storage, read_write> b: array<f32>;
+@group(0) @binding(4) var<storage, read_write> sum: array<f32>;
+@group(0) @binding(5) var<uniform> params: NormParams;
+#else
 @group(0) @binding(3) var<uniform> params: NormParams;
+#endif
+
+// Element i of the row group starting at element offset o of x (and of b, sum when ADD_INPUT), written
+// through to sum on the first pass.
+fn load_x(o: u32, i: u32, store: bool) -> f32 {
+#if ADD_INPUT
+    let v = x[params.x_offset + o + i] + b[params.b_offset + o + i];
+    if (store) {
+        sum[params.sum_offset + o + i] = v;
+    }
+    return v;
+#else
+    return x[params.x_offset + o + i];
+#endif
+}
 
 #if SUBGROUPS
 var<workgroup> sg_sums: array<f32, WG_SIZE>; // one slot per subgroup
@@ -53,10 +83,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let row = item / params.groups_per_row;
     let g = item % params.groups_per_row;
-    let xb = params.x_offset + row * params.n + g * params.group;
+    let ob = row * params.n + g * params.group;
     var acc = 0.0f;
     for (var i = lid; i < params.group; i += WG_SIZE) {
-        let v = x[xb + i];
+        let v = load_x(ob, i, true);
         acc += v * v;
     }
 #if SUBGROUPS
@@ -85,7 +115,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let db = params.d_offset + row * params.n + g * params.group;
     let wb = params.w_offset + g * params.w_step;
     for (var i = lid; i < params.group; i += WG_SIZE) {
-        var v = x[xb + i] * scale;
+        var v = load_x(ob, i, false) * scale;
         if (params.has_w != 0u) {
             v = v * w[wb + i];
         }

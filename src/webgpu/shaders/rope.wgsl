@@ -9,12 +9,19 @@
 // polynomials, ~1 ulp), because WGSL only bounds its built-ins on [-pi, pi] (absolute error 2^-11) and
 // angles reach the context length in radians.
 // One invocation per (row, head, pair of head_dim / 2); pairs past n_rot / 2 copy their two elements.
-// Defines: WG_SIZE (default 64).
+// OUT_F16=1 (RoPE fused with KV_STORE into an f16 cache): d is packed halves (array<u32>), each invocation
+// writes one word, elements (2q, 2q + 1) of its head, rounded to nearest even as the CPU's cache write;
+// d_offset, d_stride and head_dim are then in elements and even.
+// Defines: WG_SIZE (default 64), OUT_F16 (0/1).
 // Bindings: 0 x (read_write), 1 ff (read, f32 frequency factors; unused when has_ff = 0), 2 d (read_write),
 // 3 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups = ceil(rows * n_head * head_dim / 2 /
 // WG_SIZE).
+#include "ops-common.wgsl"
 #ifndef WG_SIZE
 #define WG_SIZE 64
+#endif
+#ifndef OUT_F16
+#define OUT_F16 0
 #endif
 
 struct RopeParams {
@@ -42,7 +49,11 @@ struct RopeParams {
 
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<storage, read> ff: array<f32>;
+#if OUT_F16
+@group(0) @binding(2) var<storage, read_write> d: array<u32>;
+#else
 @group(0) @binding(2) var<storage, read_write> d: array<f32>;
+#endif
 @group(0) @binding(3) var<uniform> params: RopeParams;
 
 // (sin v, cos v) for |v| up to ~1e6.
@@ -69,24 +80,9 @@ fn sincos(v: f32) -> vec2<f32> {
     return vec2<f32>(-c, s);
 }
 
-@compute @workgroup_size(WG_SIZE)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let half_dim = params.head_dim / 2u;
-    let i = (wg.x + wg.y * params.groups_x) * WG_SIZE + lid;
-    if (i >= params.rows * params.n_head * half_dim) {
-        return;
-    }
-    let p = i % half_dim;
-    let h = (i / half_dim) % params.n_head;
-    let row = i / (half_dim * params.n_head);
-    let xb = params.x_offset + row * params.x_stride + h * params.head_dim;
-    let db = params.d_offset + row * params.d_stride + h * params.head_dim;
-    if (2u * p >= params.n_rot) {
-        d[db + 2u * p] = x[xb + 2u * p];
-        d[db + 2u * p + 1u] = x[xb + 2u * p + 1u];
-        return;
-    }
-    var theta = f32(params.pos0 + row);
+// (cos, sin) * mscale of pair p at position pos: the CPU's sin/cos cache entry.
+fn rope_cs(pos: u32, p: u32) -> vec2<f32> {
+    var theta = f32(pos);
     for (var j = 0u; j < p; j++) {
         theta = theta * params.theta_scale;
     }
@@ -101,8 +97,68 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         th = fma(th, 1.0f - ramp, extrap * ramp);
     }
     let sc = sincos(th);
-    let c = sc.y * params.mscale;
-    let sn = sc.x * params.mscale;
+    return vec2<f32>(sc.y * params.mscale, sc.x * params.mscale);
+}
+
+#if OUT_F16
+// Element e of a head starting at xb, rotated (or copied past n_rot).
+fn rope_elem(xb: u32, pos: u32, e: u32) -> f32 {
+    if (e >= params.n_rot) {
+        return x[xb + e];
+    }
+    var p = e / 2u;
+    var ia = e & ~1u;
+    var ib = ia + 1u;
+    let half_rot = params.n_rot / 2u;
+    if (params.neox != 0u) {
+        p = select(e - half_rot, e, e < half_rot);
+        ia = p;
+        ib = p + half_rot;
+    }
+    let cs = rope_cs(pos, p);
+    let x0 = x[xb + ia];
+    let x1 = x[xb + ib];
+    if (e == ia) {
+        return fma(x0, cs.x, -(x1 * cs.y));
+    }
+    return fma(x0, cs.y, x1 * cs.x);
+}
+#endif
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let half_dim = params.head_dim / 2u;
+    let i = (wg.x + wg.y * params.groups_x) * WG_SIZE + lid;
+    if (i >= params.rows * params.n_head * half_dim) {
+        return;
+    }
+    let p = i % half_dim;
+    let h = (i / half_dim) % params.n_head;
+    let row = i / (half_dim * params.n_head);
+    let xb = params.x_offset + row * params.x_stride + h * params.head_dim;
+    let db = params.d_offset + row * params.d_stride + h * params.head_dim;
+#if OUT_F16
+    let pos = params.pos0 + row;
+    var v0: f32;
+    var v1: f32;
+    if (params.neox == 0u && 2u * p < params.n_rot) { // one pair: one angle for both elements
+        let cs = rope_cs(pos, p);
+        let x0 = x[xb + 2u * p];
+        let x1 = x[xb + 2u * p + 1u];
+        v0 = fma(x0, cs.x, -(x1 * cs.y));
+        v1 = fma(x0, cs.y, x1 * cs.x);
+    } else {
+        v0 = rope_elem(xb, pos, 2u * p);
+        v1 = rope_elem(xb, pos, 2u * p + 1u);
+    }
+    d[db / 2u + p] = f16_bits_rne(v0) | (f16_bits_rne(v1) << 16u);
+#else
+    if (2u * p >= params.n_rot) {
+        d[db + 2u * p] = x[xb + 2u * p];
+        d[db + 2u * p + 1u] = x[xb + 2u * p + 1u];
+        return;
+    }
+    let cs = rope_cs(params.pos0 + row, p);
     var ia = 2u * p;
     var ib = ia + 1u;
     if (params.neox != 0u) {
@@ -111,6 +167,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let x0 = x[xb + ia];
     let x1 = x[xb + ib];
-    d[db + ia] = fma(x0, c, -(x1 * sn));
-    d[db + ib] = fma(x0, sn, x1 * c);
+    d[db + ia] = fma(x0, cs.x, -(x1 * cs.y));
+    d[db + ib] = fma(x0, cs.y, x1 * cs.x);
+#endif
 }

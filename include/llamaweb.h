@@ -570,7 +570,7 @@ lw_status lw_model_token_to_piece(lw_model *m, int32_t id, int special, char *bu
 
 /* Why generation stopped. */
 typedef enum lw_stop_reason {
-    LW_STOP_NONE = 0, /* it did not run (an error, or n_predict 0 before a prompt)            */
+    LW_STOP_NONE = 0, /* it did not finish: an error (the returned status says which)        */
     LW_STOP_EOG,      /* an end-of-generation token was sampled (EOS, EOT, <|im_end|>, ...)  */
     LW_STOP_LENGTH,   /* n_predict tokens were generated                                     */
     LW_STOP_CALLBACK, /* the token callback returned non-zero                                */
@@ -607,8 +607,8 @@ typedef struct lw_generate_result {
  * be 0 to continue from the logits of the context's last decode. res (may be NULL) is written on return, so
  * the prompt may be &res->last of the previous call. Errors (a prompt that
  * does not fit the context, an id outside the vocabulary) return their status with the message on the
- * context; res then tells how far generation got. The model needs no vocabulary (no text is streamed then:
- * the callback gets empty texts). */
+ * context; res then tells how far generation got. The model needs no vocabulary (then the callback gets
+ * empty texts and no token counts as end of generation). */
 lw_status lw_generate(lw_context *c, lw_sampler *s, const int32_t *prompt, size_t n_prompt,
                       const lw_generate_params *params, lw_generate_result *res);
 /* The same from text, tokenized with the model's vocabulary (lw_model_tokenize's add_special and

@@ -4,12 +4,14 @@
  * terminal on stdin a "> " prompt is shown; from a pipe the output is the replies only (tests use that).
  *
  * The conversation is rendered with the model's chat template (tokenizer.chat_template, run by src/chat's
- * Jinja interpreter), or with a plain format when the file has none:
+ * Jinja interpreter), or with a plain format when the file has none (or one that does not parse):
  *     SYSTEM\n\nUser: MESSAGE\nAssistant:REPLY\nUser: MESSAGE\nAssistant:
  * The KV cache is kept across turns: the cache holds the conversation's text up to the end of the last reply,
  * so each turn decodes only the part of the new rendering after it (the reply's end marker, the new user
  * message, the assistant header). Where a template re-renders earlier text differently (one that trims the
- * replies, say), decoding resumes from the last chunk boundary that still matches. */
+ * replies, say), decoding resumes from the last chunk boundary that still matches. When the context is full
+ * the conversation starts over from the system prompt and the new message; a message too long even for that
+ * is refused (the conversation stays). -v prints per turn how many new tokens were decoded from which cell. */
 #include "cli.h"
 
 #include <stdio.h>

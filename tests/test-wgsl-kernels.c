@@ -18,7 +18,7 @@
 typedef struct fake_gpu {
     int creates;                                    /* pipeline_create calls                       */
     int fail_create;                                /* make pipeline_create fail                   */
-    char wgsl[32768];                               /* WGSL of the last creation                   */
+    char wgsl[131072];                              /* WGSL of the last creation (grids included)  */
     char entry[32];                                 /* its entry point                             */
     char label[80];                                 /* its label                                   */
     lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS]; /* its layout                      */
@@ -93,9 +93,10 @@ static void test_variants(void) {
                               LW_TYPE_BF16, LW_TYPE_Q4_1, LW_TYPE_Q5_0, LW_TYPE_Q5_1, LW_TYPE_Q2_K, LW_TYPE_Q3_K,
                               LW_TYPE_Q4_K, LW_TYPE_Q5_K, LW_TYPE_Q6_K, LW_TYPE_TQ1_0, LW_TYPE_TQ2_0, LW_TYPE_Q1_0,
                               LW_TYPE_Q2_0,
-                              LW_TYPE_BF16, LW_TYPE_Q4_1, LW_TYPE_Q5_0, LW_TYPE_Q5_1, LW_TYPE_Q2_K, LW_TYPE_Q3_K,
-                              LW_TYPE_Q4_K, LW_TYPE_Q5_K, LW_TYPE_Q6_K, LW_TYPE_TQ1_0, LW_TYPE_TQ2_0, LW_TYPE_Q1_0,
-                              LW_TYPE_Q2_0};
+                              /* IQ and FP4 formats (grids generated from src/quant: test-wgsl-dequant.c) */
+                              LW_TYPE_IQ4_NL, LW_TYPE_IQ4_XS, LW_TYPE_MXFP4, LW_TYPE_NVFP4, LW_TYPE_IQ2_XXS,
+                              LW_TYPE_IQ2_XS, LW_TYPE_IQ2_S, LW_TYPE_IQ3_XXS, LW_TYPE_IQ3_S, LW_TYPE_IQ1_S,
+                              LW_TYPE_IQ1_M};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         CHECK(lw__gpu_matvec_supported(types[t]));
         const lw_type_info *ti = lw_type_get(types[t]);

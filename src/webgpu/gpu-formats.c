@@ -22,6 +22,17 @@ static const lw__gpu_format formats[] = {
     {LW_TYPE_TQ2_0, "TYPE_TQ2_0", 256, 66},
     {LW_TYPE_Q1_0, "TYPE_Q1_0", 128, 18},
     {LW_TYPE_Q2_0, "TYPE_Q2_0", 64, 18},
+    {LW_TYPE_IQ4_NL, "TYPE_IQ4_NL", 32, 18},
+    {LW_TYPE_IQ4_XS, "TYPE_IQ4_XS", 256, 136},
+    {LW_TYPE_MXFP4, "TYPE_MXFP4", 32, 17},
+    {LW_TYPE_NVFP4, "TYPE_NVFP4", 64, 36},
+    {LW_TYPE_IQ2_XXS, "TYPE_IQ2_XXS", 256, 66},
+    {LW_TYPE_IQ2_XS, "TYPE_IQ2_XS", 256, 74},
+    {LW_TYPE_IQ2_S, "TYPE_IQ2_S", 256, 82},
+    {LW_TYPE_IQ3_XXS, "TYPE_IQ3_XXS", 256, 98},
+    {LW_TYPE_IQ3_S, "TYPE_IQ3_S", 256, 110},
+    {LW_TYPE_IQ1_S, "TYPE_IQ1_S", 256, 50},
+    {LW_TYPE_IQ1_M, "TYPE_IQ1_M", 256, 56},
 };
 
 const lw__gpu_format *lw__gpu_format_of(uint32_t type) {

@@ -2,6 +2,7 @@
  * and compiled once, at load, and generation only looks handles up. Pipelines belong to the HAL; the cache
  * holds their handles. */
 #include "webgpu/kernels.h"
+#include "webgpu/kernels-dequant.h"
 
 #include <string.h>
 
@@ -58,12 +59,14 @@ lw_status lw__gpu_build_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
                                  lw_gpu_pipeline *out, char *err) {
     if (cache && (*out = lw__gpu_cache_find(cache, label)) != 0) return LW_OK;
     *out = 0;
-    size_t n_files = 0;
-    const lw__wgsl_file *files = lw__wgsl_builtin(&n_files);
-    lw__wgsl_pp_params pp = {files, n_files, defs, n_defs, 0, 0};
-    char *wgsl = NULL;
     lw_allocator a = lw__allocator_or_default(alloc);
+    lw__gpu_shader_files files; /* the embedded shaders + the format tables generated from src/quant */
+    if (lw__gpu_shader_files_make(&a, &files) != LW_OK)
+        return lw__errorf(err, LW_ERR_NOMEM, "%s: out of memory for the shader tables", label);
+    lw__wgsl_pp_params pp = {files.files, files.n, defs, n_defs, 0, 0};
+    char *wgsl = NULL;
     lw_status st = lw__wgsl_pp(&a, template_name, &pp, &wgsl, NULL, err);
+    lw__gpu_shader_files_free(&a, &files);
     if (st != LW_OK) return st;
     st = gpu->ops->pipeline_create(gpu->ctx, wgsl, "main", kinds, n_kinds, label, out);
     if (st != LW_OK) {

@@ -43,6 +43,28 @@
 #include "dequant-q1_0.wgsl"
 #elif WEIGHT_TYPE == TYPE_Q2_0
 #include "dequant-q2_0.wgsl"
+#elif WEIGHT_TYPE == TYPE_IQ4_NL
+#include "dequant-iq4_nl.wgsl"
+#elif WEIGHT_TYPE == TYPE_IQ4_XS
+#include "dequant-iq4_xs.wgsl"
+#elif WEIGHT_TYPE == TYPE_MXFP4
+#include "dequant-mxfp4.wgsl"
+#elif WEIGHT_TYPE == TYPE_NVFP4
+#include "dequant-nvfp4.wgsl"
+#elif WEIGHT_TYPE == TYPE_IQ2_XXS
+#include "dequant-iq2_xxs.wgsl"
+#elif WEIGHT_TYPE == TYPE_IQ2_XS
+#include "dequant-iq2_xs.wgsl"
+#elif WEIGHT_TYPE == TYPE_IQ2_S
+#include "dequant-iq2_s.wgsl"
+#elif WEIGHT_TYPE == TYPE_IQ3_XXS
+#include "dequant-iq3_xxs.wgsl"
+#elif WEIGHT_TYPE == TYPE_IQ3_S
+#include "dequant-iq3_s.wgsl"
+#elif WEIGHT_TYPE == TYPE_IQ1_S
+#include "dequant-iq1_s.wgsl"
+#elif WEIGHT_TYPE == TYPE_IQ1_M
+#include "dequant-iq1_m.wgsl"
 #else
 #error dequant.wgsl: no dequantization routine for this WEIGHT_TYPE
 #endif

@@ -18,3 +18,14 @@
 #define TYPE_TQ2_0 35
 #define TYPE_Q1_0 41
 #define TYPE_Q2_0 42
+#define TYPE_IQ2_XXS 16
+#define TYPE_IQ2_XS 17
+#define TYPE_IQ3_XXS 18
+#define TYPE_IQ1_S 19
+#define TYPE_IQ4_NL 20
+#define TYPE_IQ3_S 21
+#define TYPE_IQ2_S 22
+#define TYPE_IQ4_XS 23
+#define TYPE_IQ1_M 29
+#define TYPE_MXFP4 39
+#define TYPE_NVFP4 40

@@ -1,0 +1,24 @@
+// IQ3_S (ggml block_iq3_s, 110 bytes, 256 elements): d (f16), qs[64] (low 8 bits of the 9-bit IQ3S_GRID
+// indices, two per group of 8 elements), qh[8] (sub-block ib: bit m is the 9th bit of its index m),
+// signs[32] (a full sign byte per group), scales[4] (a 4-bit s per sub-block, low nibble first).
+// x = d * (1 + 2s) * grid * sign. Chunk c (0..31) is group c: elements 8c..8c+7.
+#pragma once
+#include "dequant-iq.wgsl"
+#include "iq-grid-iq3s.wgsl"
+const DQ_BLOCK: u32 = 256u;
+const DQ_BYTES: u32 = 110u;
+const DQ_CHUNKS: u32 = 32u;
+
+fn dq_lo_at(c: u32) -> u32 { return 8u * c; }
+fn dq_hi_at(c: u32) -> u32 { return 8u * c + 4u; }
+
+fn dq_chunk(b: u32, c: u32) -> Dq8 {
+    let ib = c >> 2u;
+    let s = (dq_u8(b + 106u + (ib >> 1u)) >> (4u * (ib & 1u))) & 0xfu;
+    let db = ftype(w_f16(b) * f32(1u + 2u * s));
+    let q = w_u16(b + 2u + 2u * c);
+    let h = dq_u8(b + 66u + ib) >> (2u * (c & 3u)); // 9th bits of this group's two indices at bits 0, 1
+    let signs = dq_u8(b + 74u + c);
+    return Dq8(db * fvec4(dq_u8x4(IQ3S_GRID[(q & 0xffu) | ((h & 1u) << 8u)])) * dq_signs4(signs),
+               db * fvec4(dq_u8x4(IQ3S_GRID[(q >> 8u) | ((h & 2u) << 7u)])) * dq_signs4(signs >> 4u));
+}

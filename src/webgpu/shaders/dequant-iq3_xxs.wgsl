@@ -1,0 +1,22 @@
+// IQ3_XXS (ggml block_iq3_xxs, 98 bytes, 256 elements): d (f16), 64 bytes of IQ3XXS_GRID indices (two per
+// group of 8 elements, 4 magnitudes each), then per sub-block of 32 a word of four 7-bit sign indices and a
+// 4-bit scale s (bits 28..31), as IQ2_XXS. x = d * (0.5 + s) / 2 * grid * sign. Chunk c (0..31) is group c:
+// elements 8c..8c+3 from its first index, 8c+4..8c+7 from its second.
+#pragma once
+#include "dequant-iq.wgsl"
+#include "iq-grid-iq3xxs.wgsl"
+const DQ_BLOCK: u32 = 256u;
+const DQ_BYTES: u32 = 98u;
+const DQ_CHUNKS: u32 = 32u;
+
+fn dq_lo_at(c: u32) -> u32 { return 8u * c; }
+fn dq_hi_at(c: u32) -> u32 { return 8u * c + 4u; }
+
+fn dq_chunk(b: u32, c: u32) -> Dq8 {
+    let aux = w_u32(b + 66u + 4u * (c >> 2u));
+    let db = ftype(w_f16(b) * (0.5 + f32(aux >> 28u)) * 0.5);
+    let idx = w_u16(b + 2u + 2u * c);
+    let s = dq_ksigns((aux >> (7u * (c & 3u))) & 127u);
+    return Dq8(db * fvec4(dq_u8x4(IQ3XXS_GRID[idx & 0xffu])) * dq_signs4(s),
+               db * fvec4(dq_u8x4(IQ3XXS_GRID[idx >> 8u])) * dq_signs4(s >> 4u));
+}

@@ -109,8 +109,8 @@ export class GpuModel {
     return this.M._lw_wasm_model_is_eog(this.h, id) !== 0;
   }
 
-  // Decodes ids (appended at nPast); out: 'argmax' (default) resolves to the greedy next id, 'logits' to a
-  // Float32Array copy of the last row's logits, 'none' to null.
+  // Decodes ids (appended at nPast); out: 'argmax' (default) resolves to the greedy next id (GPU argmax),
+  // 'logits' to {id, logits} (the GPU argmax and a Float32Array copy of the last row's logits), 'none' to null.
   async decode(ids, out = 'argmax') {
     const M = this.M;
     if (ids.length > this.idsCap) throw new Error('too many tokens in one call');
@@ -123,7 +123,7 @@ export class GpuModel {
     if (kind === 1) return M._lw_wasm_model_token(this.h);
     if (kind === 2) {
       const p = M._lw_wasm_model_logits(this.h) >> 2;
-      return M.HEAPF32.slice(p, p + this.nVocab);
+      return { id: M._lw_wasm_model_token(this.h), logits: M.HEAPF32.slice(p, p + this.nVocab) };
     }
     return null;
   }

@@ -517,17 +517,17 @@ lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t 
         g->cnt.steps++;
         g->n_past += (uint32_t)step;
         done += step;
-        if (done == n && out == LW_GPU_OUT_ARGMAX) lw__gm_record_argmax(g);
+        if (done == n && out != LW_GPU_OUT_NONE) lw__gm_record_argmax(g);
         if ((st = flush(g)) != LW_OK) return lw__errorf(g->err, st, "submit failed");
     }
-    if (out == LW_GPU_OUT_ARGMAX) {
+    st = LW_OK;
+    if (out != LW_GPU_OUT_NONE) {
         g->token_out = -1;
         st = o->read(g->inner.ctx, g->result, 0, &g->token_out, 4);
-    } else if (out == LW_GPU_OUT_LOGITS) {
+    }
+    if (st == LW_OK && out == LW_GPU_OUT_LOGITS) {
         const gm_loc *l = &g->loc[g->logits];
         st = o->read(g->inner.ctx, l->buf, l->off, g->logits_out, (uint64_t)n_vocab * 4);
-    } else {
-        st = LW_OK;
     }
     return st == LW_OK ? LW_OK : lw__errorf(g->err, st, "read-back failed");
 }

@@ -50,7 +50,8 @@ lw__gpu_model_params lw__gpu_model_default_params(void);
 typedef enum lw__gpu_out {
     LW_GPU_OUT_NONE = 0,   /* nothing (prompt chunks whose output is not wanted)                      */
     LW_GPU_OUT_ARGMAX = 1, /* the greedy token id (4 bytes read back)                                 */
-    LW_GPU_OUT_LOGITS = 2, /* the last row's logits (n_vocab floats: tests, samplers on the host)     */
+    LW_GPU_OUT_LOGITS = 2, /* the greedy id and the last row's logits (n_vocab floats: tests, samplers
+                              on the host)                                                           */
 } lw__gpu_out;
 
 /* GPU objects created, and work recorded: tests check that decoding creates nothing. */
@@ -89,7 +90,7 @@ lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n
                               uint64_t cap);
 /* Graph node i: its output's name and block (-1 outside blocks) and elements per row; the node count. */
 int32_t lw__gpu_model_node(const lw__gpu_model *g, int32_t i, const char **name, int32_t *layer, int64_t *ne0);
-/* The token id read by the last LW_GPU_OUT_ARGMAX decode. */
+/* The token id read by the last LW_GPU_OUT_ARGMAX or LW_GPU_OUT_LOGITS decode. */
 int32_t lw__gpu_model_token(const lw__gpu_model *g);
 /* The logits read by the last LW_GPU_OUT_LOGITS decode (n_vocab floats). */
 const float *lw__gpu_model_logits(const lw__gpu_model *g);

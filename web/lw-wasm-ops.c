@@ -848,6 +848,86 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_get_rows(lw_wasm_ops *c, int type, int n, i
     return st;
 }
 
+/* A real-size Q4_0 embedding table (n_rows x n, e.g. 128256 x 2048 = 148 MB: above lavapipe's 128 MiB
+ * binding limit) in ONE buffer, split by lw__gpu_get_rows_split into parts bound as ranges of it (one
+ * dispatch each). Random blocks are written directly (no quantizer: only looked-up rows are dequantized by
+ * the CPU reference). The ids hit the first, last and boundary rows of every part. Returns an lw_status;
+ * lw_wasm_ops_parts() tells how many parts were used. */
+static int g_parts;
+EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_parts(void) {
+    return g_parts;
+}
+EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_get_rows_big(lw_wasm_ops *c, int n, int n_rows, uint32_t seed) {
+    const uint32_t type = LW_TYPE_Q4_0;
+    lw_status st = LW_OK;
+    const size_t rb = lw__row_size(type, n, &st);
+    uint64_t per = 0, parts = 0;
+    if (st != LW_OK || n_rows <= 0) return lw__errorf(c->err, LW_ERR_INVALID_ARG, "bad shape");
+    if ((st = lw__gpu_get_rows_split(&c->info, (uint64_t)n_rows, rb, &per, &parts, c->err)) != LW_OK) return st;
+    g_parts = (int)parts;
+    int32_t ids[32];
+    int n_tokens = 0;
+    for (uint64_t p = 0; p < parts && n_tokens + 4 <= 30; p++) {
+        uint64_t b = p * per, e = b + per < (uint64_t)n_rows ? b + per : (uint64_t)n_rows;
+        ids[n_tokens++] = (int32_t)b;
+        ids[n_tokens++] = (int32_t)(e - 1);
+        ids[n_tokens++] = (int32_t)(b + (e - b) / 2);
+        if (e < (uint64_t)n_rows) ids[n_tokens++] = (int32_t)e;
+    }
+    ids[n_tokens++] = 7;
+    const size_t total = (size_t)n * (size_t)n_tokens, bytes = rb * (size_t)n_rows;
+    if ((st = begin_case(c, total)) != LW_OK) return st;
+    uint8_t *q = malloc(bytes + 4);
+    if (!q) return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory for %zu bytes", bytes);
+    uint32_t s = seed ? seed : 1;
+    for (size_t i = 0; i + 4 <= bytes; i += 4) {
+        uint32_t v = rndu(&s);
+        memcpy(q + i, &v, 4);
+    }
+    for (size_t blk = 0; blk < bytes / 18; blk++) { /* finite scales */
+        uint16_t d = lw__fp32_to_fp16(0.01f + 0.001f * (float)(blk % 97));
+        memcpy(q + blk * 18, &d, 2);
+    }
+    ref_graph r;
+    memset(&r, 0, sizeof r);
+    lw__graph_init(&r.g, NULL, 2, 1);
+    int32_t tw = lw__graph_weight(&r.g, "table", type, n, n_rows, q);
+    int32_t td = ref_dst(&r, c->ref, n, n_tokens, LW_ROWS_TOKENS);
+    lw__graph_node(&r.g, LW_OP_GET_ROWS, td, tw, -1, -1);
+    r.ex.n_tokens = n_tokens;
+    r.ex.n_outputs = n_tokens;
+    r.ex.tokens = ids;
+    st = ref_run(c, &r, 1);
+
+    lw__gpu_get_rows_variant v = lw__gpu_get_rows_default(&c->info, type);
+    lw_gpu_pipeline pipe = 0;
+    arena ar = {0};
+    int ii = arena_add(&ar, (size_t)n_tokens * 4), id = arena_add(&ar, total * 4);
+    lw_gpu_buffer buf = 0, tbuf = 0;
+    if (st == LW_OK) st = lw__gpu_get_rows_pipeline(&c->gpu, &c->cache, NULL, &v, &c->info, &pipe, c->err);
+    if (st == LW_OK) {
+        const void *data[2] = {ids, c->out};
+        const uint64_t sz[2] = {(uint64_t)n_tokens * 4, total * 4};
+        st = arena_upload(c, &ar, data, sz, &buf);
+    }
+    if (st == LW_OK) st = upload(c, q, bytes, "embedding table", &tbuf);
+    for (uint64_t p = 0; st == LW_OK && p < parts; p++) {
+        uint64_t b = p * per, cnt = b + per < (uint64_t)n_rows ? per : (uint64_t)n_rows - b;
+        lw__gpu_get_rows_params gp;
+        uint32_t grid[3];
+        st = lw__gpu_get_rows_plan(&c->info, &v, n, n_tokens, b, cnt, 0, 0, 0, 0, &gp, grid, c->err);
+        if (st == LW_OK) {
+            lw_gpu_bind binds[3] = {{tbuf, b * rb, (cnt * rb + 3) & ~(uint64_t)3}, bind_range(buf, &ar, ii),
+                                    bind_range(buf, &ar, id)};
+            st = dispatch(c, pipe, binds, 3, 3, &gp, sizeof gp, grid);
+        }
+    }
+    if (st == LW_OK) st = finish(c, buf, ar.off[id], c->out, total * 4);
+    free(q);
+    if (st != LW_OK && !c->err[0]) lw__errorf(c->err, st, "get_rows (big) failed");
+    return st;
+}
+
 /* Weight formats the GPU can gather (the whole WGSL format table), as type ids into dst (cap entries);
  * returns how many. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_gpu_formats(int *dst, int cap) {

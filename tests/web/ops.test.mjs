@@ -246,6 +246,15 @@ test('GET_ROWS: every format of the GPU table, tables split into parts', { skip 
   }
 });
 
+test('GET_ROWS: a 1B-shape Q4_0 embedding (128256 x 2048, 148 MB) split under the binding limit', { skip }, async () => {
+  const { c } = await run('get_rows big', (c) => M._lw_wasm_ops_get_rows_big(c, 2048, 128256, 5));
+  const s = stats('get_rows big', c);
+  const parts = M._lw_wasm_ops_parts();
+  console.log(`# get_rows 128256 x 2048 Q4_0 in ${parts} part(s) (maxStorageBufferBindingSize ${info().maxStorageBufferBindingSize}): ${fmt(s)}`);
+  if (info().maxStorageBufferBindingSize < 147763200) assert.ok(parts >= 2, `${parts} parts`);
+  assert.equal(s.equal, s.count, fmt(s));
+});
+
 // ---- sampling ---------------------------------------------------------------------------------------------
 test('GPU argmax and top-k agree with the CPU sampler (ties, -inf, odd vocab sizes)', { skip }, async () => {
   const cases = [

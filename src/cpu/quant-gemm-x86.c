@@ -358,6 +358,98 @@ VNNI512 static void gemm_q4_K_vnni512(int64_t k, const void *w, size_t ws, int64
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * Q6_K (plain; ggml's x86 order): per (row, token) 8 int32 lanes per super-block, lane k summing
+ * scale(e) * u[e] * y[e] over the elements e with (e mod 32) / 4 == k (u the unsigned 6-bit values), minus
+ * 32 * (bsums[2k] sc[2k] + bsums[2k+1] sc[2k+1]); each super-block's lanes fused-multiply-added with
+ * y.d * x.d into 8 float lanes, hsum8 at the end. As for Q8_0 a zmm holds two rows' 8 lanes; a panel of 4
+ * rows holds per super-block and row pair the unpacked values per 32-element chunk (as bytes), the chunk's
+ * scales as int16 (vpmaddubsw then vpdpwssd apply them), the 16 scales for the correction and x.d.
+ * ------------------------------------------------------------------------------------------------------- */
+
+#define Q6K_PAIR 1152          /* bytes per super-block and row pair: u[8][64], sc[8][64], scp[64], dx[64] */
+#define Q6K_BLOCK (2 * Q6K_PAIR) /* per super-block of a 4-row panel                                         */
+
+VNNI512 static void q6_K_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, uint8_t *p) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < nb; i++) {
+        for (int r = 0; r < 4; r++) {
+            uint8_t *pp = p + (size_t)i * Q6K_BLOCK + (size_t)(r / 2) * Q6K_PAIR + 32 * (r % 2);
+            const lw__block_q6_K *x = (const lw__block_q6_K *)(w + (size_t)(r < nr ? r : nr - 1) * ws) + i;
+            for (int c = 0; c < 8; c++) {
+                const int half = c / 4, part = c % 4;
+                const __m256i ql = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * half + 32 * (part & 1)));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * half));
+                const __m256i lo = part < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+                __m256i hb;
+                switch (part) { /* shifts need immediates */
+                case 0: hb = qh; break;
+                case 1: hb = _mm256_srli_epi16(qh, 2); break;
+                case 2: hb = _mm256_srli_epi16(qh, 4); break;
+                default: hb = _mm256_srli_epi16(qh, 6); break;
+                }
+                hb = _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4);
+                _mm256_store_si256((__m256i *)(pp + 64 * c), _mm256_or_si256(lo, hb));
+                const __m128i s0 = _mm_set1_epi16(x->scales[2 * c]), s1 = _mm_set1_epi16(x->scales[2 * c + 1]);
+                _mm256_store_si256((__m256i *)(pp + 512 + 64 * c), _mm256_set_m128i(s1, s0));
+            }
+            _mm256_store_si256((__m256i *)(pp + 1024),
+                               _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales)));
+            _mm256_store_ps((float *)(pp + 1088), _mm256_set1_ps(h2f(x->d)));
+        }
+    }
+}
+
+VNNI512 static INLINE void q6_K_tile(int T, int64_t nb, const uint8_t *p, const uint8_t *a, size_t as, float *c,
+                                     size_t cs, int nr) {
+    __m512 acc[2][4];
+    for (int h = 0; h < 2; h++)
+        for (int u = 0; u < T; u++) acc[h][u] = _mm512_setzero_ps();
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *pb = p + (size_t)i * Q6K_BLOCK;
+        for (int u = 0; u < T; u++) {
+            const lw__block_q8_K *y = (const lw__block_q8_K *)(a + (size_t)u * as) + i;
+            __m512i l0 = zero, l1 = zero;
+            for (int ch = 0; ch < 8; ch++) {
+                const __m512i yv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(y->qs + 32 * ch)));
+                l0 = _mm512_dpwssd_epi32(l0, _mm512_maddubs_epi16(_mm512_load_si512(pb + 64 * ch), yv),
+                                         _mm512_load_si512(pb + 512 + 64 * ch));
+                l1 = _mm512_dpwssd_epi32(l1, _mm512_maddubs_epi16(_mm512_load_si512(pb + Q6K_PAIR + 64 * ch), yv),
+                                         _mm512_load_si512(pb + Q6K_PAIR + 512 + 64 * ch));
+            }
+            const __m512i bs = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y->bsums));
+            l0 = _mm512_sub_epi32(l0, _mm512_slli_epi32(_mm512_dpwssd_epi32(zero, _mm512_load_si512(pb + 1024), bs), 5));
+            l1 = _mm512_sub_epi32(l1, _mm512_slli_epi32(_mm512_dpwssd_epi32(zero, _mm512_load_si512(pb + Q6K_PAIR + 1024), bs), 5));
+            const __m512 dy = _mm512_set1_ps(y->d);
+            acc[0][u] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_load_ps((const float *)(pb + 1088)), dy), _mm512_cvtepi32_ps(l0), acc[0][u]);
+            acc[1][u] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_load_ps((const float *)(pb + Q6K_PAIR + 1088)), dy),
+                                        _mm512_cvtepi32_ps(l1), acc[1][u]);
+        }
+    }
+    for (int u = 0; u < T; u++)
+        for (int h = 0; h < 2; h++) {
+            float v[16];
+            _mm512_storeu_ps(v, acc[h][u]);
+            if (2 * h < nr) c[(size_t)u * cs + 2 * h] = hsum8(v);
+            if (2 * h + 1 < nr) c[(size_t)u * cs + 2 * h + 1] = hsum8(v + 8);
+        }
+}
+
+VNNI512 static void gemm_q6_K_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
+                                     int64_t nt, float *c, size_t cs, void *scratch) {
+    const int64_t nb = k / LW_QK_K;
+    uint8_t *panel = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    const uint8_t *act = a;
+    for (int64_t r0 = 0; r0 < m; r0 += 4) {
+        const int nr = m - r0 < 4 ? (int)(m - r0) : 4;
+        q6_K_panel(nb, (const uint8_t *)w + (size_t)r0 * ws, ws, nr, panel);
+        int64_t t = 0;
+        for (; t + 4 <= nt; t += 4) q6_K_tile(4, nb, panel, act + (size_t)t * as, as, c + (size_t)t * cs + r0, cs, nr);
+        for (; t < nt; t++) q6_K_tile(1, nb, panel, act + (size_t)t * as, as, c + (size_t)t * cs + r0, cs, nr);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * Selection
  * ------------------------------------------------------------------------------------------------------- */
 
@@ -377,6 +469,7 @@ lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref) {
     if (ref == lw__vec_dot_q4_0_q8_0_x86_repack) return gemm_q4_0_vnni512;
     if (ref == lw__vec_dot_q8_0_q8_0_x86) return gemm_q8_0_vnni512;
     if (ref == lw__vec_dot_q4_K_q8_K_x86_repack_gemm) return gemm_q4_K_vnni512;
+    if (ref == lw__vec_dot_q6_K_q8_K_x86) return gemm_q6_K_vnni512;
     return NULL;
 }
 

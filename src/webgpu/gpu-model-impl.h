@@ -55,6 +55,7 @@ typedef struct gm_call {
 typedef struct gm_node {
     int32_t call0;   /* first entry in calls[]     */
     int32_t n_calls; /* entries                    */
+    bool batched;    /* MUL_MAT: a mat-mat call follows each mat-vec call (steps of several tokens) */
 } gm_node;
 
 struct lw__gpu_model {

@@ -104,13 +104,22 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         c.v.mv.f16 = c.v.mv.f16 && g->f16;
         c.v.mv.subgroups = c.v.mv.subgroups && g->subgroups;
         if ((st = lw__gpu_matvec_pipeline(gpu, &g->cache, &g->alloc, &c.v.mv, info, &c.pipe, g->err)) != LW_OK) return st;
-        const bool batched = g->n_batch > 1 && rows_of(g, nd->dst, 2) > 1;
-        if (batched) {
+        bool batched = g->n_batch > 1 && rows_of(g, nd->dst, 2) > 1;
+        if (batched) { /* only where the mat-mat kernel takes the shape (e.g. k a multiple of its block) */
             mm.v.mm = lw__gpu_matmat_default(info, w->type);
             mm.v.mm.f16 = mm.v.mm.f16 && g->f16;
-            if ((st = lw__gpu_matmat_pipeline(gpu, &g->cache, &g->alloc, &mm.v.mm, info, &mm.pipe, g->err)) != LW_OK)
-                return st;
+            const gm_piece *pc = &g->pieces[g->loc[nd->src[0]].piece0];
+            lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, g->n_batch, 0, 0, 0, 0, (uint64_t)w->ne1};
+            lw__gpu_matmat_params p;
+            uint32_t grid[3];
+            char why[LW_ERRMSG_SIZE];
+            batched = lw__gpu_matmat_check(info, &mm.v.mm, why) == LW_OK &&
+                      lw__gpu_matmat_plan(info, &mm.v.mm, &sh, &p, grid, why) == LW_OK;
         }
+        if (batched &&
+            (st = lw__gpu_matmat_pipeline(gpu, &g->cache, &g->alloc, &mm.v.mm, info, &mm.pipe, g->err)) != LW_OK)
+            return st;
+        g->nodes[i].batched = batched;
         for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces && st == LW_OK; k++) {
             c.aux = mm.aux = g->loc[nd->src[0]].piece0 + k;
             lw_gpu_bind b[4] = {lw__gm_piece(g, c.aux), lw__gm_act(g, nd->src[1]), lw__gm_act(g, nd->dst), lw__gm_params(g)};
@@ -264,7 +273,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     case LW_OP_MUL_MAT: {
         const lw__tensor *w = &g->graph.t[nd->src[0]];
         const uint64_t rows_t = rows_of(g, nd->dst, n_tokens);
-        const int32_t per_piece = g->n_batch > 1 && rows_of(g, nd->dst, 2) > 1 ? 2 : 1; /* mat-vec (, mat-mat) */
+        const int32_t per_piece = gn->batched ? 2 : 1; /* mat-vec (, mat-mat) */
         if (rows_t > 1 && per_piece == 2) { /* several tokens: one mat-mat call per piece */
             for (int32_t k = 1; k < gn->n_calls; k += 2) {
                 const gm_piece *pc = &g->pieces[calls[k].aux];

@@ -77,8 +77,14 @@ async function agreement(file, prompt, n, opts = {}) {
 }
 
 test('stories260K: the same greedy text as the CPU engine (and llama.cpp)', { skip: skip || (!existsSync(stories) && 'no ../shared') }, async () => {
+  const c0 = { ...M.lwGpu.counters };
   const g = await GpuModel.open(M, fileSource(stories), { nCtx: 256 });
   try {
+    // invariant 1: the weights were streamed from the host source, not written from the wasm heap
+    const streamed = M.lwGpu.counters.bytesStreamed - c0.bytesStreamed, fromHeap = M.lwGpu.counters.bytesWritten - c0.bytesWritten;
+    const wb = g.info().weightBytes;
+    assert.ok(streamed > 0.9 * wb && streamed <= wb, `streamed ${streamed} of ${wb} weight bytes`);
+    assert.ok(fromHeap < 4096, `${fromHeap} bytes written from the heap at load`);
     const ids = g.tokenize('Once upon a time', true);
     assert.deepEqual(ids, [1, 403, 407, 261, 378]);
     let next = await g.decode(ids);
@@ -164,8 +170,8 @@ test('a token embedding larger than one 128 MiB binding (split by rows)', { skip
   // the Llama 3.2 1B shape cut to one block: 128256 x 2048 Q8_0 = 266 MiB of embedding, tied to the output,
   // so on lavapipe both the row gather and the output mat-vec run over three pieces
   const file = synth('llama-3.2-1b', 'q8_0', ['--layers', '1', '--vocab-size', '128256']);
-  const r = await agreement(file, [1, 5, 9, 70000, 128000], 32, { nCtx: 64 });
-  console.log(`# big vocab: ${(100 * r.rate).toFixed(1)} % of 32 agree`);
+  const r = await agreement(file, [1, 5, 9, 70000, 128000], 12, { nCtx: 64 });
+  console.log(`# big vocab: ${(100 * r.rate).toFixed(1)} % of 12 agree, logits within ${(100 * r.worst).toFixed(3)} % of their range, ${r.info.weightBytes} bytes of weights`);
   assert.ok(r.rate >= 0.95, `agreement ${r.rate}`);
 });
 

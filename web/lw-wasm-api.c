@@ -5,6 +5,7 @@
 #include "quant/quant.h"
 #include "webgpu/gpu.h"
 #include "webgpu/kernels.h"
+#include "lw-wasm-ref.h"
 
 #include <emscripten/emscripten.h>
 #include <math.h>
@@ -62,14 +63,6 @@ typedef struct lw_wasm_matvec {
     char err[LW_ERRMSG_SIZE];     /* why the last call failed                           */
 } lw_wasm_matvec;
 
-/* Deterministic uniform numbers in [-1, 1) (xorshift32). */
-static float rnd(uint32_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 17;
-    *s ^= *s << 5;
-    return (float)((*s >> 8) * (2.0 / 16777216.0) - 1.0);
-}
-
 EMSCRIPTEN_KEEPALIVE void lw_wasm_matvec_free(lw_wasm_matvec *m) {
     if (!m) return;
     if (m->gpu.ops) m->gpu.ops->destroy(m->gpu.ctx);
@@ -90,44 +83,24 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_matvec *lw_wasm_matvec_new(int type, int rows, int 
     m->type = (uint32_t)type;
     m->rows = rows;
     m->k = k;
-    lw_status st = LW_OK;
-    size_t row_bytes = rows > 0 && k > 0 ? lw__row_size((uint32_t)type, k, &st) : 0;
-    size_t n;
-    if (rows <= 0 || k <= 0 || st != LW_OK || !lw__mul_size((size_t)rows, (size_t)k, &n) ||
-        !lw__mul_size(row_bytes, (size_t)rows, &m->wq_bytes)) {
-        lw__errorf(m->err, LW_ERR_INVALID_ARG, "bad shape %d x %d for type %d", rows, k, type);
-        return m;
+    uint32_t s = seed ? seed : 1;
+    float *deq = NULL;
+    lw_status st = lw_wasm_ref_weights((uint32_t)type, rows, k, &s, &m->wq, &m->wq_bytes, &deq, m->err);
+    if (st == LW_ERR_NOMEM) {
+        lw_wasm_matvec_free(m);
+        return NULL;
     }
-    float *w = malloc(n * sizeof(float)), *deq = malloc(n * sizeof(float));
-    m->wq = malloc(m->wq_bytes);
+    if (st != LW_OK) return m;
     m->x = malloc((size_t)k * sizeof(float));
     m->y_ref = malloc((size_t)rows * sizeof(double));
     m->y = malloc((size_t)rows * sizeof(float));
-    if (!w || !deq || !m->wq || !m->x || !m->y_ref || !m->y) {
-        free(w);
+    if (!m->x || !m->y_ref || !m->y) {
         free(deq);
         lw_wasm_matvec_free(m);
         return NULL;
     }
-    uint32_t s = seed ? seed : 1;
-    for (int r = 0; r < rows; r++) {
-        float scale = 0.25f + (float)(r % 7) * 0.25f;
-        for (int i = 0; i < k; i++) w[(size_t)r * (size_t)k + (size_t)i] = scale * rnd(&s);
-    }
-    for (int i = 0; i < k; i++) m->x[i] = rnd(&s);
-    st = lw__quantize((uint32_t)type, w, m->wq, rows, k, NULL);
-    if (st == LW_OK) st = lw__dequantize((uint32_t)type, m->wq, deq, (int64_t)n);
-    if (st != LW_OK) {
-        lw__errorf(m->err, st, "quantize/dequantize type %d: %s", type, lw_status_str(st));
-    } else {
-        for (int r = 0; r < rows; r++) {
-            double acc = 0;
-            for (int i = 0; i < k; i++)
-                acc += (double)deq[(size_t)r * (size_t)k + (size_t)i] * (double)m->x[i];
-            m->y_ref[r] = acc;
-        }
-    }
-    free(w);
+    for (int i = 0; i < k; i++) m->x[i] = lw_wasm_rnd(&s);
+    lw_wasm_ref_matvec(deq, rows, k, m->x, m->y_ref);
     free(deq);
     return m;
 }
@@ -256,15 +229,5 @@ EMSCRIPTEN_KEEPALIVE double lw_wasm_matvec_nmse(lw_wasm_matvec *m) {
         lw__errorf(m->err, LW_ERR_INVALID_ARG, "read-back still pending (await lwGpu.settle())");
         return -1;
     }
-    double num = 0, den = 0;
-    for (int r = 0; r < m->rows; r++) {
-        if (!isfinite(m->y[r])) {
-            lw__errorf(m->err, LW_ERR_INVALID_ARG, "row %d: GPU result %g is not finite", r, (double)m->y[r]);
-            return -1;
-        }
-        double d = (double)m->y[r] - m->y_ref[r];
-        num += d * d;
-        den += m->y_ref[r] * m->y_ref[r];
-    }
-    return den > 0 ? num / den : num;
+    return lw_wasm_nmse(m->y, m->y_ref, (size_t)m->rows, m->err);
 }

@@ -1,4 +1,5 @@
 /* Mat-vec kernel family: variant choice, template expansion into a pipeline, and per-call planning. */
+#include "webgpu/gpu-tune.h"
 #include "webgpu/kernels.h"
 #include "webgpu/wgsl-pp.h"
 
@@ -14,9 +15,9 @@ uint32_t lw__gpu_matvec_block(uint32_t type) {
     return f ? f->block : 0;
 }
 
+/* The measured defaults live with the run-time overrides in gpu-tune.c. */
 lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t type) {
-    lw__gpu_matvec_variant v = {type, info->has_f16, info->has_subgroups, 64, 1, false};
-    return v;
+    return lw__gpu_matvec_tuned(NULL, info, type);
 }
 
 /* ---------------------------------------------------------------------------------------------------------

@@ -92,8 +92,8 @@ bool lw__gpu_matvec_supported(uint32_t type);
 /* Elements per block of the template's loop for type (k must be a multiple); 0 when unsupported. */
 uint32_t lw__gpu_matvec_block(uint32_t type);
 
-/* The default variant for a device: f16 when available, subgroups when available, 64 invocations, 1 row,
- * chunks. */
+/* The default variant for a device: the measured defaults of gpu-tune.c (lw__gpu_matvec_tuned with no
+ * overrides), f16 and subgroups where the device has them. */
 lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t type);
 
 /* The pipeline of variant v: from cache when it holds it, else the template is expanded, compiled and

@@ -1,0 +1,372 @@
+/* Kernel tunables: the measured defaults of mat-vec and mat-mat, run-time overrides (per-key setters and a
+ * JSON form), and the assembly of a variant for a device from the two. See gpu-tune.h. */
+#include "webgpu/gpu-tune.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Measured defaults
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Mat-vec, every format: measured with tests/web/bench-matvec.mjs on lavapipe (llvmpipe, 2 cores). */
+static const int32_t matvec_defaults[LW_GPU_TUNE_MV_KEYS] = {
+    [LW_GPU_TUNE_MV_WG] = 64, [LW_GPU_TUNE_MV_ROWS] = 1, [LW_GPU_TUNE_MV_BLOCKS] = 0,
+    [LW_GPU_TUNE_MV_F16] = 1, [LW_GPU_TUNE_MV_SG] = 1,
+};
+
+/* Mat-mat, every format: measured with `node web/tune.mjs` on lavapipe (2048 x 2048, 64 tokens). */
+static const int32_t matmat_defaults[LW_GPU_TUNE_MM_KEYS] = {
+    [LW_GPU_TUNE_MM_TM] = 64, [LW_GPU_TUNE_MM_TN] = 64, [LW_GPU_TUNE_MM_TK] = 32,
+    [LW_GPU_TUNE_MM_RM] = 4,  [LW_GPU_TUNE_MM_RN] = 4,  [LW_GPU_TUNE_MM_F16] = 1,
+};
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Keys
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* One tunable key: its name and the values it accepts. */
+typedef struct tune_key {
+    const char *name; /* as in "matvec.q4_0.<name>"                 */
+    int32_t min, max; /* accepted range                             */
+    int32_t multiple; /* value must be a multiple of this (1: any)  */
+    bool pow2;        /* value must be a power of two               */
+} tune_key;
+
+static const tune_key matvec_keys[LW_GPU_TUNE_MV_KEYS] = {
+    [LW_GPU_TUNE_MV_WG] = {"wg", 1, 1024, 1, true},       [LW_GPU_TUNE_MV_ROWS] = {"rows", 1, 16, 1, false},
+    [LW_GPU_TUNE_MV_BLOCKS] = {"blocks", 0, 1, 1, false}, [LW_GPU_TUNE_MV_F16] = {"f16", 0, 1, 1, false},
+    [LW_GPU_TUNE_MV_SG] = {"sg", 0, 1, 1, false},
+};
+static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
+    [LW_GPU_TUNE_MM_TM] = {"tm", 1, 256, 1, false}, [LW_GPU_TUNE_MM_TN] = {"tn", 1, 256, 1, false},
+    [LW_GPU_TUNE_MM_TK] = {"tk", 8, 256, 8, false}, [LW_GPU_TUNE_MM_RM] = {"rm", 1, 16, 1, false},
+    [LW_GPU_TUNE_MM_RN] = {"rn", 1, 16, 1, false},  [LW_GPU_TUNE_MM_F16] = {"f16", 0, 1, 1, false},
+};
+
+/* A family: its name, keys and where its overrides live in lw__gpu_tune. */
+typedef struct tune_family {
+    const char *name;     /* "matvec" / "matmat" */
+    const tune_key *keys; /* its keys            */
+    int n_keys;           /* how many            */
+} tune_family;
+
+static const tune_family families[2] = {{"matvec", matvec_keys, LW_GPU_TUNE_MV_KEYS},
+                                        {"matmat", matmat_keys, LW_GPU_TUNE_MM_KEYS}};
+
+/* Slot of family fam, format index ti, key k. */
+static int32_t *slot(lw__gpu_tune *t, int fam, uint32_t ti, int k) {
+    return fam == 0 ? &t->matvec[ti][k] : &t->matmat[ti][k];
+}
+static int32_t get_slot(const lw__gpu_tune *t, int fam, uint32_t ti, int k) {
+    return fam == 0 ? t->matvec[ti][k] : t->matmat[ti][k];
+}
+
+/* Case-insensitive equality of a (n bytes) and NUL-terminated b. */
+static bool name_eq(const char *a, size_t n, const char *b) {
+    for (size_t i = 0; i < n; i++) {
+        char x = a[i], y = b[i];
+        if (!y) return false;
+        if (x >= 'A' && x <= 'Z') x = (char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z') y = (char)(y - 'A' + 'a');
+        if (x != y) return false;
+    }
+    return b[n] == 0;
+}
+
+static int find_family(const char *s, size_t n) {
+    for (int i = 0; i < 2; i++)
+        if (name_eq(s, n, families[i].name)) return i;
+    return -1;
+}
+/* Format index of a type name ("q4_0", any case) or "*"; -1 when unknown. */
+static int find_format(const char *s, size_t n) {
+    if (n == 1 && s[0] == '*') return LW_GPU_TUNE_ANY;
+    for (uint32_t id = 0; id < LW_TYPE_COUNT; id++) {
+        const lw_type_info *ti = lw_type_get(id);
+        if (ti && name_eq(s, n, ti->name)) return (int)id;
+    }
+    return -1;
+}
+static int find_key(int fam, const char *s, size_t n) {
+    for (int k = 0; k < families[fam].n_keys; k++)
+        if (name_eq(s, n, families[fam].keys[k].name)) return k;
+    return -1;
+}
+
+/* Checks value against key k of family fam and stores it. */
+static lw_status set_checked(lw__gpu_tune *t, int fam, int ti, int k, int64_t value, char *err) {
+    const tune_key *key = &families[fam].keys[k];
+    if (value < key->min || value > key->max || value % key->multiple || (key->pow2 && (value & (value - 1))))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "tune: %s.%s = %lld out of range (%d..%d%s%s)",
+                          families[fam].name, key->name, (long long)value, key->min, key->max,
+                          key->multiple > 1 ? ", a multiple of 8" : "", key->pow2 ? ", a power of two" : "");
+    *slot(t, fam, (uint32_t)ti, k) = (int32_t)value;
+    return LW_OK;
+}
+
+void lw__gpu_tune_init(lw__gpu_tune *t) {
+    for (uint32_t i = 0; i <= LW_TYPE_COUNT; i++) {
+        for (int k = 0; k < LW_GPU_TUNE_MV_KEYS; k++) t->matvec[i][k] = LW_GPU_TUNE_UNSET;
+        for (int k = 0; k < LW_GPU_TUNE_MM_KEYS; k++) t->matmat[i][k] = LW_GPU_TUNE_UNSET;
+    }
+}
+
+/* Splits "family.format.key" into its three indices; false when a part is unknown. */
+static bool parse_key(const char *key, int *fam, int *ti, int *k) {
+    const char *d1 = strchr(key, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+    if (!d1 || !d2) return false;
+    *fam = find_family(key, (size_t)(d1 - key));
+    if (*fam < 0) return false;
+    *ti = find_format(d1 + 1, (size_t)(d2 - d1 - 1));
+    *k = find_key(*fam, d2 + 1, strlen(d2 + 1));
+    return *ti >= 0 && *k >= 0;
+}
+
+lw_status lw__gpu_tune_set(lw__gpu_tune *t, const char *key, int64_t value, char *err) {
+    int fam, ti, k;
+    if (!key || !parse_key(key, &fam, &ti, &k))
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "tune: unknown key '%.64s' (family.format.key, e.g. matvec.q4_0.wg)",
+                          key ? key : "");
+    return set_checked(t, fam, ti, k, value, err);
+}
+
+int32_t lw__gpu_tune_get(const lw__gpu_tune *t, const char *key) {
+    int fam, ti, k;
+    if (!key || !parse_key(key, &fam, &ti, &k)) return LW_GPU_TUNE_UNSET;
+    return get_slot(t, fam, (uint32_t)ti, k);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * JSON: {"family": {"format": {"key": int|true|false, ...}, ...}, ...}
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Reading position in the JSON text. */
+typedef struct json_in {
+    const char *s; /* text          */
+    size_t n, i;   /* length, cursor */
+    char *err;     /* message buffer */
+} json_in;
+
+static void ws(json_in *j) {
+    while (j->i < j->n &&
+           (j->s[j->i] == ' ' || j->s[j->i] == '\t' || j->s[j->i] == '\n' || j->s[j->i] == '\r'))
+        j->i++;
+}
+static bool eat(json_in *j, char c) {
+    ws(j);
+    if (j->i < j->n && j->s[j->i] == c) {
+        j->i++;
+        return true;
+    }
+    return false;
+}
+static lw_status syntax(json_in *j, const char *what) {
+    return lw__errorf(j->err, LW_ERR_INVALID_ARG, "tune JSON: %s at byte %zu", what, j->i);
+}
+/* A string without escapes (names only): *p, *len point into the text. */
+static lw_status str(json_in *j, const char **p, size_t *len) {
+    if (!eat(j, '"')) return syntax(j, "expected a string");
+    size_t b = j->i;
+    while (j->i < j->n && j->s[j->i] != '"') {
+        if (j->s[j->i] == '\\' || (unsigned char)j->s[j->i] < 0x20)
+            return syntax(j, "unexpected character in a name");
+        j->i++;
+    }
+    if (j->i >= j->n) return syntax(j, "unterminated string");
+    *p = j->s + b;
+    *len = j->i - b;
+    j->i++;
+    return LW_OK;
+}
+/* An integer (optional minus, digits), true (1) or false (0). */
+static lw_status integer(json_in *j, int64_t *v) {
+    ws(j);
+    if (j->n - j->i >= 4 && memcmp(j->s + j->i, "true", 4) == 0) {
+        j->i += 4;
+        *v = 1;
+        return LW_OK;
+    }
+    if (j->n - j->i >= 5 && memcmp(j->s + j->i, "false", 5) == 0) {
+        j->i += 5;
+        *v = 0;
+        return LW_OK;
+    }
+    bool neg = j->i < j->n && j->s[j->i] == '-';
+    if (neg) j->i++;
+    size_t b = j->i;
+    int64_t x = 0;
+    while (j->i < j->n && j->s[j->i] >= '0' && j->s[j->i] <= '9') {
+        if (x > 100000000) return syntax(j, "number too large");
+        x = x * 10 + (j->s[j->i++] - '0');
+    }
+    if (j->i == b) return syntax(j, "expected an integer");
+    if (j->i < j->n && (j->s[j->i] == '.' || j->s[j->i] == 'e' || j->s[j->i] == 'E'))
+        return syntax(j, "expected an integer");
+    *v = neg ? -x : x;
+    return LW_OK;
+}
+
+/* One object of the JSON: depth 0 the families, 1 a family's formats (fam), 2 a format's keys (fam, ti). */
+static lw_status object(json_in *j, lw__gpu_tune *t, int depth, int fam, int ti) {
+    if (!eat(j, '{')) return syntax(j, "expected '{'");
+    if (eat(j, '}')) return LW_OK;
+    for (;;) {
+        const char *name = NULL;
+        size_t len = 0;
+        lw_status st = str(j, &name, &len);
+        if (st != LW_OK) return st;
+        if (!eat(j, ':')) return syntax(j, "expected ':'");
+        if (depth == 0) {
+            int f = find_family(name, len);
+            if (f < 0)
+                return lw__errorf(j->err, LW_ERR_INVALID_ARG,
+                                  "tune JSON: unknown family '%.*s' (matvec, matmat)",
+                                  (int)(len > 32 ? 32 : len), name);
+            st = object(j, t, 1, f, 0);
+        } else if (depth == 1) {
+            int x = find_format(name, len);
+            if (x < 0)
+                return lw__errorf(j->err, LW_ERR_INVALID_ARG, "tune JSON: unknown format '%.*s'",
+                                  (int)(len > 32 ? 32 : len), name);
+            st = object(j, t, 2, fam, x);
+        } else {
+            int k = find_key(fam, name, len);
+            if (k < 0)
+                return lw__errorf(j->err, LW_ERR_INVALID_ARG, "tune JSON: unknown %s key '%.*s'",
+                                  families[fam].name, (int)(len > 32 ? 32 : len), name);
+            int64_t v = 0;
+            if ((st = integer(j, &v)) == LW_OK) st = set_checked(t, fam, ti, k, v, j->err);
+        }
+        if (st != LW_OK) return st;
+        if (eat(j, '}')) return LW_OK;
+        if (!eat(j, ',')) return syntax(j, "expected ',' or '}'");
+    }
+}
+
+lw_status lw__gpu_tune_json(lw__gpu_tune *t, const char *json, size_t len, char *err) {
+    if (!json) return lw__errorf(err, LW_ERR_INVALID_ARG, "tune JSON: no text");
+    lw__gpu_tune copy = *t; /* all or nothing */
+    json_in j = {json, len, 0, err};
+    lw_status st = object(&j, &copy, 0, 0, 0);
+    if (st != LW_OK) return st;
+    ws(&j);
+    if (j.i != j.n) return syntax(&j, "trailing text");
+    *t = copy;
+    return LW_OK;
+}
+
+/* Appends to dst[*n..cap); false once it does not fit. */
+static bool put(char *dst, size_t cap, size_t *n, const char *s) {
+    size_t l = strlen(s);
+    if (*n + l + 1 > cap) return false;
+    memcpy(dst + *n, s, l + 1);
+    *n += l;
+    return true;
+}
+
+/* Whether any key of family fam is set for format index ti. */
+static bool any_set(const lw__gpu_tune *t, int fam, uint32_t ti) {
+    for (int k = 0; k < families[fam].n_keys; k++)
+        if (get_slot(t, fam, ti, k) != LW_GPU_TUNE_UNSET) return true;
+    return false;
+}
+
+int lw__gpu_tune_to_json(const lw__gpu_tune *t, char *dst, size_t cap) {
+    size_t n = 0;
+    bool ok = put(dst, cap, &n, "{");
+    const char *fam_sep = "";
+    for (int fam = 0; fam < 2; fam++) {
+        const char *fmt_sep = "";
+        for (uint32_t ti = 0; ti <= LW_TYPE_COUNT; ti++) {
+            if (!any_set(t, fam, ti)) continue;
+            char buf[96];
+            if (!*fmt_sep) { /* the family's first format opens the family */
+                snprintf(buf, sizeof buf, "%s\"%s\":{", fam_sep, families[fam].name);
+                ok = ok && put(dst, cap, &n, buf);
+                fam_sep = ",";
+            }
+            const lw_type_info *info = ti < LW_TYPE_COUNT ? lw_type_get(ti) : NULL;
+            snprintf(buf, sizeof buf, "%s\"%s\":{", fmt_sep, info ? info->name : "*");
+            ok = ok && put(dst, cap, &n, buf);
+            fmt_sep = ",";
+            const char *key_sep = "";
+            for (int k = 0; k < families[fam].n_keys; k++) {
+                int32_t v = get_slot(t, fam, ti, k);
+                if (v == LW_GPU_TUNE_UNSET) continue;
+                snprintf(buf, sizeof buf, "%s\"%s\":%d", key_sep, families[fam].keys[k].name, (int)v);
+                ok = ok && put(dst, cap, &n, buf);
+                key_sep = ",";
+            }
+            ok = ok && put(dst, cap, &n, "}");
+        }
+        if (*fmt_sep) ok = ok && put(dst, cap, &n, "}");
+    }
+    ok = ok && put(dst, cap, &n, "}");
+    return ok && n <= INT32_MAX ? (int)n : -1;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Variants for a device
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Value of key k of family fam for type: the format's override, else "*", else the default. */
+static int32_t pick(const lw__gpu_tune *t, int fam, uint32_t type, int k, int32_t def) {
+    if (!t) return def;
+    if (type < LW_TYPE_COUNT && get_slot(t, fam, type, k) != LW_GPU_TUNE_UNSET)
+        return get_slot(t, fam, type, k);
+    if (get_slot(t, fam, LW_GPU_TUNE_ANY, k) != LW_GPU_TUNE_UNSET)
+        return get_slot(t, fam, LW_GPU_TUNE_ANY, k);
+    return def;
+}
+
+lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type) {
+    int32_t v[LW_GPU_TUNE_MV_KEYS];
+    for (int k = 0; k < LW_GPU_TUNE_MV_KEYS; k++) v[k] = pick(t, 0, type, k, matvec_defaults[k]);
+    lw__gpu_matvec_variant r = {type,
+                                v[LW_GPU_TUNE_MV_F16] && info->has_f16,
+                                v[LW_GPU_TUNE_MV_SG] && info->has_subgroups,
+                                (uint32_t)v[LW_GPU_TUNE_MV_WG],
+                                (uint32_t)v[LW_GPU_TUNE_MV_ROWS],
+                                v[LW_GPU_TUNE_MV_BLOCKS] != 0};
+    /* fit the device: fewer invocations, then fewer rows, until the limits hold */
+    while (r.wg_size > 1 && (r.wg_size > info->max_compute_invocations_per_workgroup ||
+                             r.wg_size > info->max_compute_workgroup_size_x))
+        r.wg_size /= 2;
+    while (r.rows > 1 && (uint64_t)r.wg_size * r.rows * 4 > info->max_compute_workgroup_storage_size)
+        r.rows /= 2;
+    return r;
+}
+
+lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type) {
+    int32_t v[LW_GPU_TUNE_MM_KEYS];
+    for (int k = 0; k < LW_GPU_TUNE_MM_KEYS; k++) v[k] = pick(t, 1, type, k, matmat_defaults[k]);
+    lw__gpu_matmat_variant r = {type,
+                                v[LW_GPU_TUNE_MM_F16] && info->has_f16,
+                                (uint32_t)v[LW_GPU_TUNE_MM_TM],
+                                (uint32_t)v[LW_GPU_TUNE_MM_TN],
+                                (uint32_t)v[LW_GPU_TUNE_MM_TK],
+                                (uint32_t)v[LW_GPU_TUNE_MM_RM],
+                                (uint32_t)v[LW_GPU_TUNE_MM_RN]};
+    /* fit the device: halve the larger tile (keeping it a multiple of its register block), then K, until the
+     * invocations and workgroup memory fit; a combination that breaks the template's own rules is left for
+     * lw__gpu_matmat_check to report */
+    for (int guard = 0; guard < 32; guard++) {
+        uint32_t wg = lw__gpu_matmat_wg_size(&r);
+        bool fits = wg <= info->max_compute_invocations_per_workgroup &&
+                    wg <= info->max_compute_workgroup_size_x &&
+                    lw__gpu_matmat_wg_bytes(&r) <= info->max_compute_workgroup_storage_size;
+        if (fits || !r.rm || !r.rn) break;
+        bool n_ok = r.tn % 2 == 0 && (r.tn / 2) % r.rn == 0, m_ok = r.tm % 2 == 0 && (r.tm / 2) % r.rm == 0;
+        if (n_ok && (r.tn >= r.tm || !m_ok))
+            r.tn /= 2;
+        else if (m_ok)
+            r.tm /= 2;
+        else if (r.tk >= 16 && r.tk % 16 == 0 && wg <= info->max_compute_invocations_per_workgroup)
+            r.tk /= 2;
+        else
+            break;
+    }
+    return r;
+}

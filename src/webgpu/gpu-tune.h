@@ -1,0 +1,77 @@
+/* Tunables of the weight kernels (mat-vec: workgroup size, rows per workgroup, whole blocks; mat-mat: tile
+ * sizes and register blocks; both: f16 arithmetic, subgroups): measured defaults, and run-time overrides
+ * held in a plain struct (no global state: the engine keeps one per device and passes it down).
+ *
+ * Overrides come from per-key setters ("matvec.q4_0.wg" = 128, "matmat.*.tn" = 32) or from a JSON string of
+ * the same keys, which is what `node web/tune.mjs` prints for the device it ran on:
+ *     {"matvec": {"q4_0": {"wg": 128, "rows": 4, "blocks": 1}, "*": {"sg": 0}},
+ *      "matmat": {"q8_0": {"tm": 64, "tn": 32, "tk": 32, "rm": 4, "rn": 4, "f16": 1}}}
+ * Format names are ggml's (lw_type_get(type)->name, any case); "*" applies to every format, and a format's
+ * own entry wins over "*". A variant is assembled as: measured default -> "*" -> the format's entry, then
+ * fitted to the device (f16 / subgroups only where offered; workgroups within the device's limits). */
+#ifndef LW_GPU_TUNE_H
+#define LW_GPU_TUNE_H
+
+#include "webgpu/kernels-matmat.h"
+#include "webgpu/kernels.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Mat-vec keys, in the order of lw__gpu_tune.matvec's second index. */
+enum {
+    LW_GPU_TUNE_MV_WG,     /* "wg": invocations per workgroup (a power of two, 1..1024) */
+    LW_GPU_TUNE_MV_ROWS,   /* "rows": rows per workgroup (1..16)                        */
+    LW_GPU_TUNE_MV_BLOCKS, /* "blocks": 1 = an invocation takes whole blocks            */
+    LW_GPU_TUNE_MV_F16,    /* "f16": 0 = f32 arithmetic even where shader-f16 exists    */
+    LW_GPU_TUNE_MV_SG,     /* "sg": 0 = workgroup-memory reduction even with subgroups  */
+    LW_GPU_TUNE_MV_KEYS
+};
+/* Mat-mat keys, in the order of lw__gpu_tune.matmat's second index. */
+enum {
+    LW_GPU_TUNE_MM_TM,  /* "tm": rows per tile (1..256)                     */
+    LW_GPU_TUNE_MM_TN,  /* "tn": tokens per tile (1..256)                   */
+    LW_GPU_TUNE_MM_TK,  /* "tk": K per step, a multiple of 8 (8..256)       */
+    LW_GPU_TUNE_MM_RM,  /* "rm": rows per invocation (1..16)                */
+    LW_GPU_TUNE_MM_RN,  /* "rn": tokens per invocation (1..16)              */
+    LW_GPU_TUNE_MM_F16, /* "f16": 0 = f32 arithmetic even with shader-f16   */
+    LW_GPU_TUNE_MM_KEYS
+};
+
+#define LW_GPU_TUNE_ANY   LW_TYPE_COUNT /* index of the "*" entry (every format)       */
+#define LW_GPU_TUNE_UNSET (-1)          /* a key not overridden                        */
+
+/* Overrides per family, format (lw_type id, or LW_GPU_TUNE_ANY) and key; LW_GPU_TUNE_UNSET = not set. */
+typedef struct lw__gpu_tune {
+    int32_t matvec[LW_TYPE_COUNT + 1][LW_GPU_TUNE_MV_KEYS]; /* mat-vec overrides */
+    int32_t matmat[LW_TYPE_COUNT + 1][LW_GPU_TUNE_MM_KEYS]; /* mat-mat overrides */
+} lw__gpu_tune;
+
+/* No overrides. */
+void lw__gpu_tune_init(lw__gpu_tune *t);
+
+/* Sets one key "family.format.key" (family matvec or matmat, format a ggml type name or "*") to value.
+ * LW_ERR_INVALID_ARG with a message for an unknown family/format/key or a value out of the key's range
+ * (the device's own limits are applied later, when a variant is assembled). */
+lw_status lw__gpu_tune_set(lw__gpu_tune *t, const char *key, int64_t value, char *err);
+
+/* The override of key, or LW_GPU_TUNE_UNSET (also for an unknown key). */
+int32_t lw__gpu_tune_get(const lw__gpu_tune *t, const char *key);
+
+/* Applies every key of a JSON object {"matvec": {"<format>": {"<key>": int, ...}, ...}, "matmat": ...}
+ * (len bytes of json). All or nothing: on an error (syntax, unknown key, range) t is unchanged and err
+ * says where. */
+lw_status lw__gpu_tune_json(lw__gpu_tune *t, const char *json, size_t len, char *err);
+
+/* Writes the overrides that are set as JSON (the form lw__gpu_tune_json reads) into dst (cap bytes, NUL
+ * included). Returns the length, or -1 when cap is too small. */
+int lw__gpu_tune_to_json(const lw__gpu_tune *t, char *dst, size_t cap);
+
+/* The mat-vec variant for type on this device: measured default, overridden by t (may be NULL), fitted to
+ * the device. lw__gpu_matvec_default(info, type) is this with t = NULL. */
+lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type);
+
+/* The mat-mat variant for type on this device, likewise (lw__gpu_matmat_default = t NULL). */
+lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type);
+
+#endif

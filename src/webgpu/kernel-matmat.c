@@ -1,0 +1,145 @@
+/* Mat-mat kernel family: variant checks, template expansion into a pipeline, and per-call planning. */
+#include "webgpu/gpu-tune.h"
+#include "webgpu/kernels-matmat.h"
+#include "webgpu/wgsl-pp.h"
+
+#include <stdio.h>
+#include <string.h>
+
+uint32_t lw__gpu_matmat_wg_size(const lw__gpu_matmat_variant *v) {
+    if (!v->rm || !v->rn) return 0;
+    return (v->tm / v->rm) * (v->tn / v->rn);
+}
+
+uint64_t lw__gpu_matmat_wg_bytes(const lw__gpu_matmat_variant *v) {
+    /* both tiles: (tm + tn) rows of tk / 4 + 1 vec4s (one of padding), vec4 of f16 or f32 */
+    return ((uint64_t)v->tm + v->tn) * ((uint64_t)v->tk / 4 + 1) * (v->f16 ? 8u : 16u);
+}
+
+lw__gpu_matmat_variant lw__gpu_matmat_default(const lw_gpu_info *info, uint32_t type) {
+    return lw__gpu_matmat_tuned(NULL, info, type);
+}
+
+lw_status lw__gpu_matmat_check(const lw_gpu_info *info, const lw__gpu_matmat_variant *v, char *err) {
+    const lw_type_info *ti = lw_type_get(v->type);
+    if (!lw__gpu_format_of(v->type))
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "matmat: no GPU kernel for type %s", ti ? ti->name : "?");
+    if (v->f16 && !info->has_f16)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "matmat: f16 variant needs shader-f16");
+    if (v->tm < 1 || v->tm > 256 || v->tn < 1 || v->tn > 256 || v->tk < 8 || v->tk > 256 || v->tk % 8 ||
+        v->rm < 1 || v->rm > 16 || v->rn < 1 || v->rn > 16 || v->tm % v->rm || v->tn % v->rn)
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matmat: tiles %ux%ux%u with %ux%u per invocation break the template's rules",
+                          v->tm, v->tn, v->tk, v->rm, v->rn);
+    uint32_t wg = lw__gpu_matmat_wg_size(v);
+    if (wg > info->max_compute_invocations_per_workgroup || wg > info->max_compute_workgroup_size_x)
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matmat: %u invocations per workgroup do not suit this device", wg);
+    if (lw__gpu_matmat_wg_bytes(v) > info->max_compute_workgroup_storage_size)
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matmat: tiles %ux%ux%u need %llu bytes of workgroup memory (device: %u)", v->tm,
+                          v->tn, v->tk, (unsigned long long)lw__gpu_matmat_wg_bytes(v),
+                          info->max_compute_workgroup_storage_size);
+    return LW_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Pipeline
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw_status lw__gpu_matmat_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                  const lw__gpu_matmat_variant *v, const lw_gpu_info *info,
+                                  lw_gpu_pipeline *out, char *err) {
+    *out = 0;
+    lw_status st = lw__gpu_matmat_check(info, v, err);
+    if (st != LW_OK) return st;
+    const lw__gpu_format *f = lw__gpu_format_of(v->type);
+    const lw_type_info *ti = lw_type_get(v->type);
+    char label[LW_GPU_CACHE_KEY];
+    snprintf(label, sizeof label, "matmat %s%s t%ux%ux%u r%ux%u", ti ? ti->name : "?", v->f16 ? " f16" : "",
+             v->tm, v->tn, v->tk, v->rm, v->rn);
+    char tm[12], tn[12], tk[12], rm[12], rn[12], wg[12];
+    snprintf(tm, sizeof tm, "%u", v->tm);
+    snprintf(tn, sizeof tn, "%u", v->tn);
+    snprintf(tk, sizeof tk, "%u", v->tk);
+    snprintf(rm, sizeof rm, "%u", v->rm);
+    snprintf(rn, sizeof rn, "%u", v->rn);
+    snprintf(wg, sizeof wg, "%u", lw__gpu_matmat_wg_size(v));
+    lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define},
+                              {"F16", v->f16 ? "1" : "0"},
+                              {"TM", tm},
+                              {"TN", tn},
+                              {"TK", tk},
+                              {"RM", rm},
+                              {"RN", rn},
+                              {"WG_SIZE", wg}};
+    static const lw_gpu_binding_kind kinds[LW_GPU_MATMAT_BINDINGS] = {
+        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matmat.wgsl", defs, sizeof defs / sizeof defs[0],
+                                  kinds, LW_GPU_MATMAT_BINDINGS, out, err);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Planning one call
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* *end = offset + (n - 1) * stride + len, the first element past a strided range; false on overflow. */
+static bool strided_end(uint64_t offset, uint64_t n, uint64_t stride, uint64_t len, uint64_t *end) {
+    uint64_t span;
+    return lw__mul_u64(n - 1, stride, &span) && lw__add_u64(offset, span, end) && lw__add_u64(*end, len, end);
+}
+
+lw_status lw__gpu_matmat_plan(const lw_gpu_info *info, const lw__gpu_matmat_variant *v,
+                              const lw__gpu_matmat_shape *s, lw__gpu_matmat_params *p, uint32_t grid[3],
+                              char *err) {
+    const lw__gpu_format *f = lw__gpu_format_of(v->type);
+    if (!f) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matmat: unsupported weight type %u", v->type);
+    if (v->tm < 1 || v->tn < 1) return lw__errorf(err, LW_ERR_INVALID_ARG, "matmat: empty tile");
+    uint64_t xs = s->x_stride ? s->x_stride : s->k, ys = s->y_stride ? s->y_stride : s->rows;
+    if (s->rows == 0 || s->tokens == 0 || s->k == 0 || s->k % f->block)
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matmat: k=%llu must be a positive multiple of %u (rows=%llu, tokens=%llu)",
+                          (unsigned long long)s->k, f->block, (unsigned long long)s->rows,
+                          (unsigned long long)s->tokens);
+    if (s->w_offset % 2 || s->x_offset % 4 || xs % 4 || xs < s->k || ys < s->rows)
+        return lw__errorf(
+            err, LW_ERR_INVALID_ARG,
+            "matmat: misaligned offsets or short strides (w offset %llu even; x offset %llu and "
+            "stride %llu multiples of 4, stride >= k; y stride %llu >= rows)",
+            (unsigned long long)s->w_offset, (unsigned long long)s->x_offset, (unsigned long long)xs,
+            (unsigned long long)ys);
+    uint64_t bind = info->max_storage_buffer_binding_size, stride, w_end, x_end, y_end;
+    /* the shader indexes bytes of W, vec4s of X and elements of Y with u32, within one binding each */
+    if (!lw__mul_u64(s->k / f->block, f->block_bytes, &stride) ||
+        !strided_end(s->w_offset, s->rows, stride, stride, &w_end) || w_end > UINT32_MAX || w_end > bind)
+        return lw__errorf(err, LW_ERR_TOO_LARGE,
+                          "matmat: %llu x %llu weights exceed one binding (%llu bytes)",
+                          (unsigned long long)s->rows, (unsigned long long)s->k, (unsigned long long)bind);
+    if (!strided_end(s->x_offset, s->tokens, xs, s->k, &x_end) || x_end > bind / 4 ||
+        x_end / 4 > UINT32_MAX || !strided_end(s->y_offset, s->tokens, ys, s->rows, &y_end) ||
+        y_end > bind / 4 || y_end > UINT32_MAX)
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "matmat: %llu tokens of X or Y exceed one binding",
+                          (unsigned long long)s->tokens);
+    uint32_t gmax =
+        info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
+    uint64_t groups = (s->rows + v->tm - 1) / v->tm, gx = groups < gmax ? groups : gmax,
+             gy = (groups + gx - 1) / gx, gz = (s->tokens + v->tn - 1) / v->tn;
+    if (gy > gmax || gz > gmax)
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "matmat: %llu rows x %llu tokens exceed the dispatch grid",
+                          (unsigned long long)s->rows, (unsigned long long)s->tokens);
+    *p = (lw__gpu_matmat_params){(uint32_t)s->k,
+                                 (uint32_t)s->rows,
+                                 (uint32_t)s->tokens,
+                                 (uint32_t)stride,
+                                 (uint32_t)s->w_offset,
+                                 (uint32_t)(s->x_offset / 4),
+                                 (uint32_t)(xs / 4),
+                                 (uint32_t)s->y_offset,
+                                 (uint32_t)ys,
+                                 (uint32_t)gx,
+                                 {0, 0}};
+    grid[0] = (uint32_t)gx;
+    grid[1] = (uint32_t)gy;
+    grid[2] = (uint32_t)gz;
+    return LW_OK;
+}

@@ -1,0 +1,157 @@
+// Matrix-matrix product for prefill, Y[t] = W X[t] for a batch of tokens t: W has `rows` rows of `k`
+// elements stored as the raw GGUF bytes in a flat array<u32>, X and Y are f32, token-major (X[t] is k
+// elements, Y[t] is `rows` elements). One workgroup computes a TM x TN tile of Y (TM rows of W times TN
+// tokens); each invocation owns RM x RN of it in registers. The K dimension is walked TK elements at a time:
+// the workgroup dequantizes a TM x TK tile of W into workgroup memory with the format's shared routine
+// (dequant.wgsl dq_chunk, one chunk of 8 weights per call) and loads the matching TN x TK tile of X, then
+// every invocation accumulates its RM x RN dot products from the two tiles.
+//
+// Format independence: a tile's K range is TK/8 consecutive chunks in the (block, chunk) order of the
+// format, not TK consecutive elements. Chunk c of a block holds elements [dq_lo_at(c), +4) and
+// [dq_hi_at(c), +4); the X tile takes the same elements for the same chunk, and a dot product does not care
+// about the order of its terms. So TK needs no relation to the format's block size, and every format with a
+// dq_chunk routine works unchanged.
+//
+// Defines: WEIGHT_TYPE (types.wgsl), TM, TN (tile rows / tokens), TK (elements of K per step, a multiple of
+// 8), RM, RN (rows / tokens per invocation; TM % RM == TN % RN == 0), WG_SIZE (must equal
+// (TM / RM) * (TN / RN); given by C so @workgroup_size is a literal), F16 (common.wgsl: tiles and products in
+// f16, accumulation in f32).
+// Bindings: 0 weights (read), 1 X as vec4<f32> (read), 2 Y (read_write), 3 MatmatParams (uniform).
+// Dispatch: (groups_x, ceil(ceil(rows / TM) / groups_x), ceil(tokens / TN)) workgroups.
+#include "common.wgsl"
+#include "types.wgsl"
+#ifndef WEIGHT_TYPE
+#error matmat.wgsl needs WEIGHT_TYPE
+#endif
+#ifndef TM
+#define TM 64
+#endif
+#ifndef TN
+#define TN 64
+#endif
+#ifndef TK
+#define TK 32
+#endif
+#ifndef RM
+#define RM 4
+#endif
+#ifndef RN
+#define RN 4
+#endif
+#ifndef WG_SIZE
+#define WG_SIZE ((TM / RM) * (TN / RN))
+#endif
+#if TK < 8 || TK % 8 != 0
+#error matmat.wgsl: TK must be a positive multiple of 8
+#endif
+#if RM < 1 || RN < 1 || TM % RM != 0 || TN % RN != 0
+#error matmat.wgsl: RM and RN must divide TM and TN
+#endif
+#if WG_SIZE != (TM / RM) * (TN / RN)
+#error matmat.wgsl: WG_SIZE must be (TM / RM) * (TN / RN)
+#endif
+
+struct MatmatParams {
+    k: u32,          // elements per row of W and per token of X, a multiple of DQ_BLOCK
+    rows: u32,       // rows of W (= elements of each Y[t])
+    tokens: u32,     // tokens in X and Y
+    row_stride: u32, // bytes from one row of W to the next
+    w_offset: u32,   // byte offset of row 0 in w (even)
+    x_offset: u32,   // offset of X[0] in the x binding, in vec4 units
+    x_stride: u32,   // vec4s from X[t] to X[t + 1]
+    y_offset: u32,   // offset of Y[0] in the y binding, in elements
+    y_stride: u32,   // elements from Y[t] to Y[t + 1]
+    groups_x: u32,   // workgroups along x of the grid (row tiles fold over x and y)
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> params: MatmatParams;
+
+#include "dequant.wgsl"
+
+const CK: u32 = TK / 8u;      // chunks (of 8 elements) per tile row in one K step
+const WS: u32 = TK / 4u + 1u; // vec4s per tile row: TK / 4, plus one of padding against bank conflicts
+const TMT: u32 = TM / RM;     // invocations along rows
+const TNT: u32 = TN / RN;     // invocations along tokens
+
+var<workgroup> wt: array<fvec4, TM * WS>; // W tile: row m, chunk s at [m * WS + 2s] (lo) and [+1] (hi)
+var<workgroup> xt: array<fvec4, TN * WS>; // X tile, same layout per token
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let row0 = (wg.x + wg.y * params.groups_x) * TM;
+    let tok0 = wg.z * TN;
+    if (row0 >= params.rows) {
+        return; // uniform across the workgroup: the folded grid may have a few groups past the last tile
+    }
+    let n_chunks = (params.k / DQ_BLOCK) * DQ_CHUNKS;
+    // invocation (tm, tn) owns rows row0 + tm + i * TMT and tokens tok0 + tn + j * TNT: consecutive
+    // invocations take consecutive rows, so the stores of Y are contiguous
+    let tm = lid % TMT;
+    let tn = lid / TMT;
+    var acc: array<f32, RM * RN>;
+    for (var t0 = 0u; t0 < n_chunks; t0 += CK) {
+        // W tile: consecutive invocations take consecutive chunks of a row (contiguous bytes). Chunks past
+        // the end of K are zero in both tiles; rows past the end repeat the last row (never stored).
+        for (var i = lid; i < TM * CK; i += WG_SIZE) {
+            let m = i / CK;
+            let s = i % CK;
+            let t = t0 + s;
+            // explicit zeros: a bare `var q: Dq8;` in a loop body kept the last iteration's value on lavapipe
+            var q = Dq8(fvec4(0.0), fvec4(0.0));
+            if (t < n_chunks) {
+                let row = min(row0 + m, params.rows - 1u);
+                q = dq_chunk(params.w_offset + row * params.row_stride + (t / DQ_CHUNKS) * DQ_BYTES,
+                             t % DQ_CHUNKS);
+            }
+            wt[m * WS + 2u * s] = q.lo;
+            wt[m * WS + 2u * s + 1u] = q.hi;
+        }
+        // X tile: the elements of the same chunks, for tokens past the end zero
+        for (var i = lid; i < TN * CK; i += WG_SIZE) {
+            let n = i / CK;
+            let s = i % CK;
+            let t = t0 + s;
+            var lo = fvec4(0.0);
+            var hi = fvec4(0.0);
+            if (t < n_chunks && tok0 + n < params.tokens) {
+                let c = t % DQ_CHUNKS;
+                let xb = params.x_offset + (tok0 + n) * params.x_stride + ((t / DQ_CHUNKS) * DQ_BLOCK) / 4u;
+                lo = fvec4(x[xb + dq_lo_at(c) / 4u]);
+                hi = fvec4(x[xb + dq_hi_at(c) / 4u]);
+            }
+            xt[n * WS + 2u * s] = lo;
+            xt[n * WS + 2u * s + 1u] = hi;
+        }
+        workgroupBarrier();
+        for (var kq = 0u; kq < 2u * CK; kq++) {
+            var a: array<fvec4, RM>;
+            var b: array<fvec4, RN>;
+            for (var i = 0u; i < RM; i++) {
+                a[i] = wt[(tm + i * TMT) * WS + kq];
+            }
+            for (var j = 0u; j < RN; j++) {
+                b[j] = xt[(tn + j * TNT) * WS + kq];
+            }
+            for (var i = 0u; i < RM; i++) {
+                for (var j = 0u; j < RN; j++) {
+                    acc[i * RN + j] += f32(dot(a[i], b[j]));
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var i = 0u; i < RM; i++) {
+        let row = row0 + tm + i * TMT;
+        for (var j = 0u; j < RN; j++) {
+            let tok = tok0 + tn + j * TNT;
+            if (row < params.rows && tok < params.tokens) {
+                y[params.y_offset + tok * params.y_stride + row] = acc[i * RN + j];
+            }
+        }
+    }
+}

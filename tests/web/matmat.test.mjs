@@ -1,0 +1,220 @@
+// Mat-mat kernel (src/webgpu/shaders/matmat.wgsl, kernel-matmat.c) and kernel tunables (gpu-tune.c) end to
+// end through the wasm build (web/lw-wasm-matmat.c): random weights quantized by our C quantizers, X random,
+// Y[t] = W X[t] on the Dawn adapter against the CPU reference (dequantize + dot in double; web/lw-wasm-ref.c),
+// as normalised MSE over every token. Every format of the GPU format table (src/webgpu/gpu-formats.c, read
+// through lw_wasm_gpu_formats_json) is tested, so a format added there is covered without editing this file.
+// Run: LW_WASM_DIR=... VK_ICD_FILENAMES=... node --test tests/web/matmat.test.mjs (scripts/test-webgpu.sh)
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { setup } from '../../web/lw-node.mjs';
+import { BOUND } from './matvec-check.mjs';
+
+const ctx = await setup();
+const skip = ctx.skip || false;
+if (skip) console.log('SKIP: ' + skip);
+const M = ctx.Module;
+
+// Calls a C function writing JSON into a buffer and parses it.
+function cJson(fn, ...args) {
+  const cap = 1 << 16, p = M._malloc(cap);
+  try {
+    const n = fn(...args, p, cap);
+    assert.ok(n > 0, 'JSON entry point failed');
+    return JSON.parse(M.UTF8ToString(p));
+  } finally {
+    M._free(p);
+  }
+}
+const formats = skip ? [] : cJson(M._lw_wasm_gpu_formats_json);
+const features = skip ? {} : { f16: ctx.device.features.has('shader-f16'), sg: ctx.device.features.has('subgroups') };
+
+// k for a format: the smallest multiple of its block from 256 up whose chunk count (k / 8) is not a multiple
+// of 6, so K steps of 48 (6 chunks) leave a partial last step whatever the block size.
+const kOf = (f) => {
+  let k = Math.ceil(256 / f.block) * f.block;
+  while ((k / 8) % 6 === 0) k += f.block;
+  return k;
+};
+// The variant of the per-format runs: partial tiles in all three directions for 67 rows, 37 tokens, kOf(f).
+const ODD = { tm: 32, tn: 32, tk: 48, rm: 4, rn: 4 };
+// Formats the slower, variant-heavy tests use (pipelines compile per format and variant: CPU drivers pay).
+const FEW = ['f16', 'q4_0', 'q8_0', 'q4_K'];
+
+function err(h) {
+  return M.UTF8ToString(M._lw_wasm_matmat_error(h));
+}
+
+// One problem: rows x k weights of format f, `tokens` tokens, placed with layout {w, x, xPad, y, yPad}; runs
+// each of `runs` ({f16, tm, tn, tk, rm, rn} or {matvec: {...}}) and returns their NMSEs (throws on a failure).
+async function check(f, rows, k, tokens, runs, { seed = 1, layout = {} } = {}) {
+  const h = M._lw_wasm_matmat_new(f.type, rows, k, tokens, seed);
+  if (!h) throw new Error('out of memory');
+  try {
+    if (err(h)) throw new Error('setup: ' + err(h));
+    const { w = 0, x = 0, xPad = 0, y = 0, yPad = 0 } = layout;
+    if (M._lw_wasm_matmat_upload(h, w, x, xPad, y, yPad) !== 0) throw new Error('upload: ' + err(h));
+    let e = await M.lwGpu.settle();
+    if (e) throw new Error('GPU error after upload: ' + e);
+    const out = [];
+    for (const r of runs) {
+      const st = r.matvec
+        ? M._lw_wasm_matmat_matvec(h, r.matvec.f16 ?? 0, r.matvec.sg ?? 0, r.matvec.wg ?? 0, r.matvec.rows ?? 1, r.matvec.blocks ?? 0, 0)
+        : M._lw_wasm_matmat_run(h, r.f16 ?? 0, r.tm ?? 0, r.tn ?? 0, r.tk ?? 0, r.rm ?? 0, r.rn ?? 0);
+      if (st !== 0) throw new Error(`run ${JSON.stringify(r)}: ${err(h)}`);
+      e = await M.lwGpu.settle();
+      if (e) throw new Error(`GPU error, ${JSON.stringify(r)}: ${e}`);
+      const nmse = M._lw_wasm_matmat_nmse(h);
+      if (!(nmse >= 0)) throw new Error(`check ${JSON.stringify(r)}: ${err(h)}`);
+      out.push(nmse);
+    }
+    return out;
+  } finally {
+    M._lw_wasm_matmat_free(h);
+  }
+}
+
+test('the format table is visible and every entry has a block layout', { skip }, () => {
+  console.log(`# formats: ${formats.map((f) => f.name).join(' ')}`);
+  assert.ok(formats.length >= 4, 'F32, F16, Q8_0 and Q4_0 at least');
+  for (const f of formats) assert.ok(f.block % 8 === 0 && f.bytes > 0, JSON.stringify(f));
+});
+
+// Every format x arithmetic, one variant with partial row, token and K tiles.
+for (const f of formats) {
+  for (const f16 of [0, 1]) {
+    const name = `matmat ${f.name} ${f16 ? 'f16' : 'f32'}: odd rows and tokens, partial K step`;
+    test(name, { skip }, async (t) => {
+      if (f16 && !features.f16) return t.skip('no shader-f16 on this adapter');
+      const k = kOf(f);
+      const [nmse] = await check(f, 67, k, 37, [{ f16, ...ODD }], { seed: 3 + f.type + f16 });
+      console.log(`# ${name} (k=${k}): nmse ${nmse.toExponential(2)}`);
+      assert.ok(nmse < BOUND[f16 ? 'f16' : 'f32'], `nmse ${nmse}`);
+    });
+  }
+}
+
+test('the default variant (lw__gpu_matmat_default) and one mat-vec per token agree with the reference', { skip }, async () => {
+  for (const name of FEW) {
+    const f = formats.find((x) => x.name === name);
+    if (!f) continue;
+    const [mm, mv] = await check(f, 80, kOf(f), 70, [{}, { matvec: {} }], { seed: 21 });
+    const bound = BOUND[features.f16 ? 'f16' : 'f32'];
+    console.log(`# ${name} default variant: matmat nmse ${mm.toExponential(2)}, matvec per token ${mv.toExponential(2)}`);
+    assert.ok(mm < bound && mv < bound, `${f.name}: matmat ${mm}, matvec ${mv}`);
+  }
+});
+
+test('register blocks and tiles of many shapes (rm, rn not powers of two; one row or one token per tile)', { skip }, async () => {
+  const shapes = [
+    [48, 20, 32, 3, 5], // 16 x 4 invocations
+    [8, 64, 48, 1, 8], // 8 x 8
+    [64, 8, 16, 8, 1], // 8 x 8
+    [1, 32, 8, 1, 1], // a tile of one row
+    [32, 1, 24, 1, 1], // a tile of one token
+    [128, 64, 32, 8, 8], // 16 x 8, 27 KiB of workgroup memory
+  ];
+  const f = formats.find((x) => x.name === 'q4_0');
+  const runs = shapes.map(([tm, tn, tk, rm, rn]) => ({ tm, tn, tk, rm, rn }));
+  const nmse = await check(f, 131, kOf(f), 70, runs, { seed: 5 });
+  for (const [i, v] of nmse.entries()) assert.ok(v < BOUND.f32, `${JSON.stringify(runs[i])}: nmse ${v}`);
+});
+
+test('W at an odd-half-word byte offset, X and Y at offsets with strides; nothing outside Y[t] is written', { skip }, async () => {
+  const layout = { w: 65538, x: 4, xPad: 12, y: 3, yPad: 5 };
+  for (const f of formats) {
+    // the per-format variant again (its pipeline is cached by then); mat-vec per token on a few formats
+    const runs = [{ ...ODD }, ...(FEW.includes(f.name) ? [{ matvec: { wg: 64, rows: 2 } }] : [])];
+    const nmse = await check(f, 33, kOf(f), 9, runs, { seed: 8, layout });
+    for (const [i, v] of nmse.entries()) assert.ok(v < BOUND.f32, `${f.name} ${JSON.stringify(runs[i])}: nmse ${v}`);
+  }
+});
+
+test('bad variants and shapes are refused with a message, before the GPU', { skip }, async () => {
+  const f = formats.find((x) => x.name === 'q8_0');
+  const h = M._lw_wasm_matmat_new(f.type, 16, 64, 4, 1);
+  try {
+    assert.equal(M._lw_wasm_matmat_upload(h, 0, 0, 0, 0, 0), 0, err(h));
+    await M.lwGpu.settle();
+    const cases = [
+      [[0, 64, 64, 12, 4, 4], /template's rules/], // tk not a multiple of 8
+      [[0, 64, 60, 32, 4, 8], /template's rules/], // rn does not divide tn
+      [[0, 256, 256, 32, 4, 4], /invocations per workgroup/], // 4096 invocations
+      [[0, 256, 256, 256, 16, 16], /workgroup memory/], // 264 KiB of tiles
+    ];
+    if (!features.f16) cases.push([[1, 64, 64, 32, 4, 4], /shader-f16/]);
+    for (const [args, re] of cases) {
+      assert.notEqual(M._lw_wasm_matmat_run(h, ...args), 0, JSON.stringify(args));
+      assert.match(err(h), re);
+    }
+  } finally {
+    M._lw_wasm_matmat_free(h);
+  }
+  // k not a multiple of the block
+  const g = M._lw_wasm_matmat_new(f.type, 16, 48, 4, 1);
+  try {
+    assert.match(err(g), /bad shape/);
+  } finally {
+    M._lw_wasm_matmat_free(g);
+  }
+});
+
+test('tune JSON overrides assemble the variants; refused JSON says why', { skip }, async () => {
+  const q4 = formats.find((x) => x.name === 'q4_0');
+  const variants = (json, type) => {
+    const n = M.lengthBytesUTF8(json) + 1, q = M._malloc(n);
+    M.stringToUTF8(json, q, n);
+    try {
+      return cJson(M._lw_wasm_tune_variants, q, type);
+    } finally {
+      M._free(q);
+    }
+  };
+  const d = variants('', q4.type);
+  assert.deepEqual(d.overrides, {});
+  assert.equal(d.matmat.f16, features.f16 ? 1 : 0);
+  const j = '{"matmat": {"*": {"tn": 32, "tk": 64}, "q4_0": {"tm": 32, "rm": 2}}, "matvec": {"Q4_0": {"wg": 128, "rows": 4, "sg": false}}}';
+  const v = variants(j, q4.type);
+  assert.deepEqual(
+    { tm: v.matmat.tm, tn: v.matmat.tn, tk: v.matmat.tk, rm: v.matmat.rm },
+    { tm: 32, tn: 32, tk: 64, rm: 2 });
+  assert.deepEqual({ wg: v.matvec.wg, rows: v.matvec.rows, sg: v.matvec.sg }, { wg: 128, rows: 4, sg: 0 });
+  // "*" applies to the other formats, the q4_0 entry does not
+  const f16 = formats.find((x) => x.name === 'f16');
+  const o = variants(j, f16.type);
+  assert.equal(o.matmat.tn, 32);
+  assert.equal(o.matmat.tm, d.matmat.tm);
+  assert.equal(o.matvec.wg, d.matvec.wg);
+  // the overrides come back as the same JSON form
+  assert.deepEqual(v.overrides, { matvec: { q4_0: { wg: 128, rows: 4, sg: 0 } }, matmat: { q4_0: { tm: 32, rm: 2 }, '*': { tn: 32, tk: 64 } } });
+  for (const [bad, re] of [['{"matmat": {"q4_0": {"tk": 12}}}', /out of range/], ['{"matvec": {"q4_0": {"warp": 1}}}', /unknown matvec key/],
+    ['{"matvec": {"q9_9": {}}}', /unknown format/], ['{"matvec": {"q4_0": {"wg": 64}}', /expected/]]) {
+    assert.match(variants(bad, q4.type).error, re, bad);
+  }
+  // the tuned variant runs and is right
+  const [nmse] = await check(q4, 40, 256, 12, [{ f16: 0, tm: v.matmat.tm, tn: v.matmat.tn, tk: v.matmat.tk, rm: v.matmat.rm, rn: v.matmat.rn }]);
+  assert.ok(nmse < BOUND.f32, `tuned variant: nmse ${nmse}`);
+});
+
+test('bench steps after warm-up create no GPU objects (invariant 2)', { skip }, async () => {
+  const f = formats.find((x) => x.name === 'q4_0');
+  const h = M._lw_wasm_matmat_new(f.type, 64, 256, 16, 4);
+  try {
+    assert.equal(M._lw_wasm_matmat_upload(h, 0, 0, 0, 0, 0), 0, err(h));
+    assert.equal(M._lw_wasm_matmat_bench(h, 0, 32, 16, 32, 4, 2, 1), 0, err(h));
+    assert.equal(await M.lwGpu.settle(), null);
+    const before = { ...M.lwGpu.counters };
+    for (let step = 0; step < 3; step++) {
+      assert.equal(M._lw_wasm_matmat_bench(h, 0, 32, 16, 32, 4, 2, 2), 0, err(h));
+      assert.equal(await M.lwGpu.settle(), null);
+    }
+    const c = M.lwGpu.counters;
+    for (const key of ['buffers', 'stagingBuffers', 'pipelines', 'bindGroups']) assert.equal(c[key], before[key], key);
+    assert.equal(c.dispatches - before.dispatches, 6);
+    const nmse = M._lw_wasm_matmat_nmse(h);
+    assert.ok(nmse >= 0 && nmse < BOUND.f32, `nmse ${nmse}: ${err(h)}`);
+  } finally {
+    M._lw_wasm_matmat_free(h);
+  }
+});
+
+after(() => setTimeout(() => process.exit(process.exitCode ?? 0), 100));

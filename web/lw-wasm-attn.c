@@ -16,11 +16,17 @@
 
 lw_status lw_wasm_gpu_open(const lw_allocator *alloc, lw_gpu *out); /* lw-gpu-wasm.c */
 
+/* The GPU side shared by the problems of a test run: one HAL context and one pipeline cache, so each
+ * variant is compiled once per run (CPU drivers take a second or more per attention pipeline). */
+typedef struct lw_wasm_attn_gpu {
+    lw_gpu gpu;                   /* the HAL                  */
+    lw_gpu_info info;             /* its device description   */
+    lw__gpu_pipeline_cache cache; /* pipelines by variant     */
+} lw_wasm_attn_gpu;
+
 /* One attention problem: host data, the two CPU results, and the GPU objects that run it. */
 typedef struct lw_wasm_attn {
-    lw_gpu gpu;                        /* the HAL (opened on first run)                         */
-    lw_gpu_info info;                  /* its device description                                */
-    lw__gpu_pipeline_cache cache;      /* pipelines by variant                                   */
+    lw_wasm_attn_gpu *g;               /* the GPU it runs on (set by its first run)             */
     uint32_t kv_type;                  /* LW_TYPE_F16 or LW_TYPE_F32                            */
     int n_head, n_head_kv, hd;         /* heads, KV heads, head dim                             */
     int n_tokens, pos0, n_ctx, swa;    /* query tokens, first position, cache cells, window     */
@@ -37,6 +43,27 @@ typedef struct lw_wasm_attn {
     lw__gpu_attn_params params;        /* its parameter block                                   */
     char err[LW_ERRMSG_SIZE];          /* why the last call failed                              */
 } lw_wasm_attn;
+
+/* Opens the GPU for a test run; NULL when there is no device or memory. */
+EMSCRIPTEN_KEEPALIVE lw_wasm_attn_gpu *lw_wasm_attn_gpu_open(void) {
+    lw_wasm_attn_gpu *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    if (lw_wasm_gpu_open(NULL, &g->gpu) != LW_OK) {
+        free(g);
+        return NULL;
+    }
+    g->gpu.ops->info(g->gpu.ctx, &g->info);
+    lw__gpu_cache_init(&g->cache, NULL);
+    return g;
+}
+
+/* Releases the GPU and everything created on it (free the problems that used it first). */
+EMSCRIPTEN_KEEPALIVE void lw_wasm_attn_gpu_close(lw_wasm_attn_gpu *g) {
+    if (!g) return;
+    g->gpu.ops->destroy(g->gpu.ctx);
+    lw__gpu_cache_free(&g->cache);
+    free(g);
+}
 
 /* Deterministic uniform numbers in [-1, 1) (xorshift32). */
 static float rnd(uint32_t *s) {
@@ -109,8 +136,11 @@ done:
 
 EMSCRIPTEN_KEEPALIVE void lw_wasm_attn_free(lw_wasm_attn *a) {
     if (!a) return;
-    if (a->gpu.ops) a->gpu.ops->destroy(a->gpu.ctx);
-    lw__gpu_cache_free(&a->cache);
+    if (a->g) {
+        const lw_gpu_buffer bufs[] = {a->bq, a->bk, a->bv, a->bo, a->bs, a->bp};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            if (bufs[i]) a->g->gpu.ops->buffer_destroy(a->g->gpu.ctx, bufs[i]);
+    }
     free(a->q);
     free(a->kc);
     free(a->vc);
@@ -128,7 +158,6 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_attn *lw_wasm_attn_new(int kv_f16, int n_head, int 
                                                     float qmag, uint32_t seed) {
     lw_wasm_attn *a = calloc(1, sizeof *a);
     if (!a) return NULL;
-    lw__gpu_cache_init(&a->cache, NULL);
     a->kv_type = kv_f16 ? LW_TYPE_F16 : LW_TYPE_F32;
     a->n_head = n_head;
     a->n_head_kv = n_head_kv;
@@ -183,16 +212,14 @@ EMSCRIPTEN_KEEPALIVE const char *lw_wasm_attn_error(const lw_wasm_attn *a) {
     return a ? a->err : "out of memory";
 }
 
-/* Opens the GPU, creates the buffers and uploads Q and the caches on first use. Returns an lw_status. */
-static lw_status attn_upload(lw_wasm_attn *a) {
+/* Creates the buffers on g and uploads Q and the caches on first use. Returns an lw_status. */
+static lw_status attn_upload(lw_wasm_attn *a, lw_wasm_attn_gpu *g) {
     lw_status st;
-    if (!a->gpu.ops) {
-        if ((st = lw_wasm_gpu_open(NULL, &a->gpu)) != LW_OK) return lw__errorf(a->err, st, "no GPU device");
-        a->gpu.ops->info(a->gpu.ctx, &a->info);
-    }
+    if (a->g && a->g != g) return lw__errorf(a->err, LW_ERR_INVALID_ARG, "a problem runs on one GPU");
+    a->g = g;
     if (a->bq) return LW_OK;
-    const lw_gpu_ops *o = a->gpu.ops;
-    void *c = a->gpu.ctx;
+    const lw_gpu_ops *o = g->gpu.ops;
+    void *c = g->gpu.ctx;
     const uint32_t rw = LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST;
     if ((st = o->buffer_create(c, a->q_n * 4, rw, "Q", &a->bq)) ||
         (st = o->buffer_create(c, a->cache_bytes, rw, "K cache", &a->bk)) ||
@@ -211,15 +238,16 @@ static lw_status attn_upload(lw_wasm_attn *a) {
 /* Runs the kernels on the problem: the device's default variant with the given tunables overriding it
  * (0: keep the default), as the plan says (decode + reduce, or prefill). Poisons the output first; the JS
  * caller awaits lwGpu.settle() before lw_wasm_attn_nmse(). Returns an lw_status. */
-EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run(lw_wasm_attn *a, int wg_size, int chunk, int splits, int min_chunk,
-                                          int decode_max, int bq, int bk) {
+EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run(lw_wasm_attn *a, lw_wasm_attn_gpu *g, int wg_size, int chunk, int splits,
+                                          int min_chunk, int decode_max, int bq, int bk) {
     lw_status st;
     if (a->err[0]) return LW_ERR_INVALID_ARG;
-    if ((st = attn_upload(a)) != LW_OK) return st;
-    const lw_gpu_ops *o = a->gpu.ops;
-    void *c = a->gpu.ctx;
+    if (!g) return lw__errorf(a->err, LW_ERR_INVALID_ARG, "no GPU");
+    if ((st = attn_upload(a, g)) != LW_OK) return st;
+    const lw_gpu_ops *o = g->gpu.ops;
+    void *c = g->gpu.ctx;
     lw__gpu_attn_variant v =
-        lw__gpu_attn_default(&a->info, a->kv_type, (uint32_t)a->hd, (uint32_t)(a->n_head / a->n_head_kv));
+        lw__gpu_attn_default(&g->info, a->kv_type, (uint32_t)a->hd, (uint32_t)(a->n_head / a->n_head_kv));
     if (wg_size > 0) v.wg_size = (uint32_t)wg_size;
     if (chunk > 0) v.chunk = (uint32_t)chunk;
     if (splits >= 0) v.splits = (uint32_t)splits;
@@ -247,7 +275,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run(lw_wasm_attn *a, int wg_size, int chun
                              .n_ctx = (uint64_t)a->n_ctx,
                              .scale = a->scale,
                              .softcap = a->softcap};
-    if ((st = lw__gpu_attn_plan(&a->info, &v, &sh, a->scratch_bytes, &a->params, &a->disp, a->err)) != LW_OK)
+    if ((st = lw__gpu_attn_plan(&g->info, &v, &sh, a->scratch_bytes, &a->params, &a->disp, a->err)) != LW_OK)
         return st;
     memset(a->out, 0xff, a->q_n * 4); /* NaN: an element the kernels do not write fails the check */
     if ((st = o->buffer_write(c, a->bo, 0, a->out, a->q_n * 4)) ||
@@ -258,8 +286,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run(lw_wasm_attn *a, int wg_size, int chun
     for (uint32_t i = 0; i < a->disp.n; i++) {
         lw_gpu_pipeline pipe;
         lw_gpu_bind_group group;
-        if ((st = lw__gpu_attn_pipeline(&a->gpu, &a->cache, NULL, &v, (lw__gpu_attn_kernel)a->disp.kernel[i],
-                                        &a->info, &pipe, a->err)) != LW_OK)
+        if ((st = lw__gpu_attn_pipeline(&g->gpu, &g->cache, NULL, &v, (lw__gpu_attn_kernel)a->disp.kernel[i],
+                                        &g->info, &pipe, a->err)) != LW_OK)
             return st;
         if ((st = o->bind_group_create(c, pipe, b, LW_GPU_ATTN_BINDINGS, &group)) != LW_OK)
             return lw__errorf(a->err, st, "bind group: %s", o->error(c) ? o->error(c) : "");
@@ -288,13 +316,13 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_plan_json(const lw_wasm_attn *a, char *dst
  * classic path), or -1 with the reason in lw_wasm_attn_error() (GPU error, pending read, non-finite
  * output). */
 EMSCRIPTEN_KEEPALIVE double lw_wasm_attn_nmse(lw_wasm_attn *a, int which) {
-    if (a->err[0] || !a->gpu.ops || which < 0 || which > 1) return -1;
-    const char *e = a->gpu.ops->error(a->gpu.ctx);
+    if (a->err[0] || !a->g || which < 0 || which > 1) return -1;
+    const char *e = a->g->gpu.ops->error(a->g->gpu.ctx);
     if (e) {
         lw__errorf(a->err, LW_ERR_IO, "GPU: %.220s", e);
         return -1;
     }
-    if (a->gpu.ops->pending(a->gpu.ctx)) {
+    if (a->g->gpu.ops->pending(a->g->gpu.ctx)) {
         lw__errorf(a->err, LW_ERR_INVALID_ARG, "read-back still pending (await lwGpu.settle())");
         return -1;
     }

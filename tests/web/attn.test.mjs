@@ -12,6 +12,9 @@ const ctx = await setup();
 const skip = ctx.skip || false;
 if (skip) console.log('SKIP: ' + skip);
 const M = ctx.Module;
+// one GPU context and pipeline cache for the whole run: each variant compiles once
+const G = skip ? 0 : M._lw_wasm_attn_gpu_open();
+if (!skip) assert.ok(G, 'lw_wasm_attn_gpu_open failed');
 
 // NMSE bounds. The GPU computes in f32 throughout. An f32 cache: both references are f32 too and differ
 // from the GPU only by summation order (~1e-13 seen). An f16 cache: the CPU's flash attention rounds Q to
@@ -31,7 +34,7 @@ async function attn(p, o) {
   const err = () => M.UTF8ToString(M._lw_wasm_attn_error(h));
   try {
     if (err()) throw new Error('setup: ' + err());
-    const st = M._lw_wasm_attn_run(h, o.wg ?? 0, o.chunk ?? 0, o.splits ?? -1, o.minChunk ?? 0, o.decodeMax ?? -1,
+    const st = M._lw_wasm_attn_run(h, G, o.wg ?? 0, o.chunk ?? 0, o.splits ?? -1, o.minChunk ?? 0, o.decodeMax ?? -1,
       o.bq ?? 0, o.bk ?? 0);
     if (st !== 0) throw new Error('run: ' + err());
     const gpuErr = await M.lwGpu.settle();
@@ -52,11 +55,13 @@ async function attn(p, o) {
 async function check(name, cases) {
   const out = [];
   for (const [p, o, expect] of cases) {
+    const t0 = performance.now();
     const r = await attn(p, o);
+    const ms = performance.now() - t0;
     const b = BOUND[(p.f16 ?? 1) ? 'f16' : 'f32'];
     const what = `${name} ${JSON.stringify(p)} ${o ? JSON.stringify(o) : ''}`;
     console.log(`# ${what}: nmse flash ${r.flash.toExponential(2)} classic ${r.classic.toExponential(2)}; ` +
-      `${r.plan.dispatches} dispatch(es), kernel ${r.plan.kernel[0]}, splits ${r.plan.splits}`);
+      `${r.plan.dispatches} dispatch(es), kernel ${r.plan.kernel[0]}, splits ${r.plan.splits}; ${ms.toFixed(0)} ms`);
     assert.ok(r.flash < b.flash, `${what}: nmse vs flash attention ${r.flash}`);
     assert.ok(r.classic < b.classic, `${what}: nmse vs the classic path ${r.classic}`);
     if (expect) expect(r.plan, what);
@@ -73,67 +78,73 @@ const decode = (splits) => (plan, what) => {
 };
 const prefill = (plan, what) => assert.equal(plan.kernel[0], PREFILL, `${what}: prefill kernel`);
 
+// Three model shapes (each compiles its own pipelines; CPU drivers take seconds per pipeline):
+//   A: f16 cache, head dim 64, 8 heads over 2 KV heads (GQA 4)
+//   B: f32 cache, head dim 128, 7 heads (odd), no GQA
+//   C: f16 cache, head dim 80 (20 vec4s: not a power of two), 6 heads over 3 KV heads (GQA 2, odd KV count)
+const A = { nh: 8, nkv: 2, d: 64 }, B = { f16: 0, nh: 7, nkv: 7, d: 128 }, C = { nh: 6, nkv: 3, d: 80 };
+
 test('decode: split-KV + reduce, GQA 1/2/4, head dims 64/80/128, f16 and f32 caches', { skip }, async () => {
   await check('decode', [
     // one split (written directly), then many (aiming at 16 splits of >= 64 cells), then chunk-sized splits
-    [{ nh: 8, nkv: 2, d: 64, nt: 1, pos0: 10 }, null, decode(1)],
-    [{ nh: 8, nkv: 2, d: 64, nt: 1, pos0: 1000 }, null, decode(16)],
-    [{ nh: 8, nkv: 2, d: 64, nt: 1, pos0: 2500 }, { splits: 0 }, decode(10)],
-    // odd head count, no GQA, f32 cache, 3 tokens of one call (each its own causal end)
-    [{ f16: 0, nh: 7, nkv: 7, d: 128, nt: 3, pos0: 700 }, null, decode(8)],
-    // GQA 2 over an odd KV head count; an odd head dim (80 = 20 vec4s)
-    [{ nh: 6, nkv: 3, d: 128, nt: 2, pos0: 1300 }, null, decode(16)],
-    [{ nh: 4, nkv: 1, d: 80, nt: 1, pos0: 300 }, null, decode(4)],
+    [{ ...A, nt: 1, pos0: 10 }, null, decode(1)],
+    [{ ...A, nt: 1, pos0: 1000 }, null, decode(16)],
+    [{ ...A, nt: 1, pos0: 2500 }, { splits: 0 }, decode(10)],
+    // 3 tokens of one call (each its own causal end)
+    [{ ...B, nt: 3, pos0: 700 }, null, decode(8)],
+    [{ ...C, nt: 2, pos0: 1300 }, null, decode(16)],
+    [{ ...C, nt: 1, pos0: 300 }, null, decode(4)],
   ]);
 });
 
 test('decode: sliding window and soft-cap', { skip }, async () => {
   await check('decode', [
     // the window starts mid-split and only the splits covering it run
-    [{ nh: 8, nkv: 2, d: 64, nt: 1, pos0: 1000, swa: 100 }, null, decode(2)],
-    [{ nh: 8, nkv: 2, d: 64, nt: 3, pos0: 1000, swa: 37 }, null, decode(1)],
-    // Gemma-style: Q pre-scaled (scale 1), scores capped at 5 (|scores| reach ~20 here)
-    [{ nh: 8, nkv: 2, d: 64, nt: 1, pos0: 900, scale: 1, cap: 5, qmag: 1 }, null, decode(10)],
-    [{ f16: 0, nh: 7, nkv: 7, d: 128, nt: 2, pos0: 600, swa: 300, scale: 1, cap: 8, qmag: 1 }, null, decode(4)],
+    [{ ...A, nt: 1, pos0: 1000, swa: 100 }, null, decode(2)],
+    [{ ...A, nt: 3, pos0: 1000, swa: 37 }, null, decode(1)],
+    // Gemma-style: Q pre-scaled (scale 1), scores capped (|scores| reach ~20 here)
+    [{ ...A, nt: 1, pos0: 900, scale: 1, cap: 5, qmag: 1 }, null, decode(10)],
+    [{ ...B, nt: 2, pos0: 600, swa: 300, scale: 1, cap: 8, qmag: 1 }, null, decode(4)],
+    [{ ...C, nt: 1, pos0: 800, swa: 500, scale: 1, cap: 5, qmag: 1 }, null, decode(8)],
   ]);
 });
 
 test('prefill: tiled flash attention, causal, GQA 1/2/4, head dims 64/80/128, f16 and f32 caches', { skip }, async () => {
   await check('prefill', [
     // 64+ tokens with D % 16 == 0 make the CPU take ggml's tiled kernel; fewer its one-chunk kernel
-    [{ nh: 8, nkv: 2, d: 64, nt: 70, pos0: 100 }, null, prefill],
-    [{ nh: 8, nkv: 2, d: 64, nt: 23, pos0: 0 }, null, prefill],
-    [{ f16: 0, nh: 7, nkv: 7, d: 128, nt: 20, pos0: 37 }, null, prefill],
-    [{ nh: 6, nkv: 3, d: 128, nt: 67, pos0: 300 }, null, prefill],
-    [{ nh: 4, nkv: 1, d: 80, nt: 9, pos0: 50 }, null, prefill],
+    [{ ...A, nt: 70, pos0: 100 }, null, prefill],
+    [{ ...A, nt: 23, pos0: 0 }, null, prefill],
+    [{ ...B, nt: 67, pos0: 37 }, null, prefill],
+    [{ ...C, nt: 9, pos0: 50 }, null, prefill],
+    [{ ...C, nt: 33, pos0: 300 }, null, prefill],
   ]);
 });
 
 test('prefill: sliding window and soft-cap', { skip }, async () => {
   await check('prefill', [
-    [{ nh: 8, nkv: 2, d: 64, nt: 70, pos0: 100, swa: 32 }, null, prefill],
-    [{ nh: 8, nkv: 2, d: 64, nt: 30, pos0: 5, scale: 1, cap: 5, qmag: 1 }, null, prefill],
-    [{ nh: 6, nkv: 3, d: 128, nt: 67, pos0: 300, swa: 50, scale: 1, cap: 10, qmag: 1 }, null, prefill],
-    [{ f16: 0, nh: 7, nkv: 7, d: 128, nt: 20, pos0: 0, swa: 7 }, null, prefill],
-    [{ nh: 4, nkv: 1, d: 80, nt: 9, pos0: 50, swa: 20, scale: 1, cap: 5, qmag: 1 }, null, prefill],
+    [{ ...A, nt: 70, pos0: 100, swa: 32 }, null, prefill],
+    [{ ...A, nt: 30, pos0: 5, scale: 1, cap: 5, qmag: 1 }, null, prefill],
+    [{ ...B, nt: 20, pos0: 0, swa: 7 }, null, prefill],
+    [{ ...B, nt: 67, pos0: 300, swa: 50, scale: 1, cap: 10, qmag: 1 }, null, prefill],
+    [{ ...C, nt: 9, pos0: 50, swa: 20, scale: 1, cap: 5, qmag: 1 }, null, prefill],
   ]);
 });
 
 test('either kernel for any token count: decode of 8 tokens, prefill of 1, a smaller tile', { skip }, async () => {
-  const p = { nh: 8, nkv: 2, d: 64, nt: 8, pos0: 500, swa: 200 };
+  const p = { ...A, nt: 8, pos0: 500, swa: 200 };
   const [a] = await check('decode of 8', [[p, { decodeMax: 8 }, decode(4)]]);
   const [b] = await check('prefill of 8', [[p, { decodeMax: 0 }, prefill]]);
-  const [c] = await check('prefill of 1', [[{ nh: 8, nkv: 2, d: 64, nt: 1, pos0: 999 }, { decodeMax: 0 }, prefill]]);
+  const [c] = await check('prefill of 1', [[{ ...A, nt: 1, pos0: 999 }, { decodeMax: 0 }, prefill]]);
   // tiles of 8 rows x 16 cells: a tile holds 2 tokens of the 4-head group
-  await check('prefill, 8 x 16 tiles', [[{ nh: 8, nkv: 2, d: 64, nt: 70, pos0: 100, swa: 32 }, { bq: 8, bk: 16 }, prefill]]);
+  await check('prefill, 8 x 16 tiles', [[{ ...A, nt: 70, pos0: 100, swa: 32 }, { bq: 8, bk: 16 }, prefill]]);
   assert.ok(a.flash > 0 && b.flash > 0 && c.flash > 0);
 });
 
 test('variants that do not suit the device are refused with a reason', { skip }, async () => {
-  await assert.rejects(attn({ nh: 8, nkv: 2, d: 64, nt: 1, pos0: 10 }, { wg: 48 }), /workgroup size 48/);
-  await assert.rejects(attn({ nh: 8, nkv: 2, d: 64, nt: 70, pos0: 10 }, { bq: 48 }), /rows per tile/);
+  await assert.rejects(attn({ ...A, nt: 1, pos0: 10 }, { wg: 48 }), /workgroup size 48/);
+  await assert.rejects(attn({ ...A, nt: 70, pos0: 10 }, { bq: 48 }), /rows per tile/);
   // a chunk whose score memory exceeds the device's workgroup memory
-  await assert.rejects(attn({ nh: 8, nkv: 2, d: 64, nt: 1, pos0: 10 }, { chunk: 65536 }), /workgroup memory/);
+  await assert.rejects(attn({ ...A, nt: 1, pos0: 10 }, { chunk: 65536 }), /workgroup memory/);
 });
 
 // Dawn for Node may keep the process alive (and must not be torn down by GC first): exit explicitly once

@@ -325,6 +325,17 @@ static void check_stories(const char *path) {
     lw_model *m = NULL;
     CHECK_MSG(lw_model_load_file(path, NULL, &m) == LW_OK, "%s", lw_model_error(m));
     if (!m) return;
+    /* without the tokenizer when asked (lw_model_params.no_vocab) */
+    lw_model_params mp = lw_model_default_params();
+    mp.no_vocab = 1;
+    lw_model *bare = NULL;
+    CHECK(lw_model_load_file(path, &mp, &bare) == LW_OK);
+    CHECK(bare && lw_model_vocab(bare) == NULL);
+    size_t nb = 0;
+    CHECK(lw_model_tokenize(bare, "Once", 4, 1, 0, NULL, 0, &nb) == LW_ERR_UNSUPPORTED);
+    CHECK(strstr(lw_model_error(bare), "no_vocab") != NULL);
+    lw_model_free(bare);
+
     /* tokenize / detokenize through the model */
     int32_t ids[16];
     size_t n = 0;

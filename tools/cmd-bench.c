@@ -46,7 +46,9 @@ int lw__cmd_bench(int argc, char **argv) {
         return usage();
 
     lw_model *m = NULL;
-    if (lw_model_load_file(model_path, NULL, &m) != LW_OK) {
+    lw_model_params mp = lw_model_default_params();
+    mp.no_vocab = 1; /* token ids only */
+    if (lw_model_load_file(model_path, &mp, &m) != LW_OK) {
         fprintf(stderr, "llamaweb bench: %s\n", lw_model_error(m));
         lw_model_free(m);
         return 1;

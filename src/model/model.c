@@ -295,6 +295,10 @@ static lw_status bind_all(binder *b) {
 /* The tokenizer, when the file has one this build reads. A model without one still loads (token ids only)
  * and keeps the reason for the message of lw_model_tokenize; only running out of memory fails the load. */
 static lw_status load_vocab(lw_model *m) {
+    if (m->no_vocab) {
+        snprintf(m->vocab_why, sizeof m->vocab_why, "not loaded: lw_model_params.no_vocab");
+        return LW_OK;
+    }
     lw_vocab *v = NULL;
     lw_status st = lw_vocab_load(m->gguf, &m->alloc, &v);
     if (st == LW_OK && lw_vocab_get_type(v) != LW_VOCAB_NONE) {
@@ -364,6 +368,7 @@ static lw_status new_model(const lw_model_params *params, lw_model **out) {
     if (!m) return LW_ERR_NOMEM;
     m->alloc = a;
     m->no_weights = params && params->no_weights;
+    m->no_vocab = params && params->no_vocab;
     return LW_OK;
 }
 

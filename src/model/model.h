@@ -115,7 +115,9 @@ struct lw_model {
     void *weights_raw;           /* what the allocator returned (freed)                   */
     int no_weights;              /* header only: weights were bound but not read (GPU path) */
     uint64_t weight_bytes;       /* its size                                              */
-    lw_vocab *vocab;             /* the tokenizer; NULL when the file has none we read     */
+    lw_vocab *vocab;             /* the tokenizer; NULL when the file has none we read (or
+                                    lw_model_params.no_vocab)                              */
+    int no_vocab;                /* the tokenizer was not asked for                        */
     char vocab_why[LW_ERRMSG_SIZE]; /* why vocab is NULL (for lw_model_tokenize's message) */
 };
 

@@ -22,34 +22,65 @@ static const char *file_text(const lw__gpu_shader_files *f, const char *name) {
 }
 
 /* Parses the values of `const NAME = array<T, N>(v, v, ...);` in text into out (cap entries; integers, hex
- * with a u suffix or decimals ending in .0). Returns the count found, or -1 when the declaration is missing,
- * malformed or its N differs from the values' count. */
+ * with a u suffix or decimals ending in .0; elements `vec4<u32>(a, b, c, d)` give their four words in order).
+ * Returns the count of values, or -1 when the declaration is missing, malformed or its N differs from the
+ * element count. */
 static long parse_array(const char *text, const char *name, long long *out, long cap) {
     char pat[64];
     snprintf(pat, sizeof pat, "const %s = array<", name);
     const char *p = text ? strstr(text, pat) : NULL;
     if (!p) return -1;
+    p += strlen(pat);
+    const int vec4 = strncmp(p, "vec4<u32>", 9) == 0;
     p = strchr(p, ',');
     if (!p) return -1;
-    long declared = strtol(p + 1, (char **)&p, 10);
+    long declared = strtol(p + 1, (char **)&p, 10), n = 0, elems = 0;
     if (strncmp(p, ">(", 2) != 0) return -1;
     p += 2;
-    long n = 0;
     for (;;) {
         while (*p == ' ' || *p == '\n') p++;
         if (*p == ')') break;
-        char *end;
-        long long v = strtoll(p, &end, 0);
-        if (end == p || n >= cap) return -1;
-        p = end;
-        if (*p == 'u') p++;
-        else if (strncmp(p, ".0", 2) == 0) p += 2;
-        out[n++] = v;
-        while (*p == ' ' || *p == '\n') p++;
+        if (vec4 && strncmp(p, "vec4<u32>(", 10) != 0) return -1;
+        p += vec4 ? 10 : 0;
+        for (int w = 0; w < (vec4 ? 4 : 1); w++) {
+            while (*p == ' ') p++;
+            char *end;
+            long long v = strtoll(p, &end, 0);
+            if (end == p || n >= cap) return -1;
+            p = end;
+            if (*p == 'u') p++;
+            else if (strncmp(p, ".0", 2) == 0) p += 2;
+            out[n++] = v;
+            if (w < (vec4 ? 3 : 0) && *p++ != ',') return -1;
+        }
+        if (vec4 && *p++ != ')') return -1;
+        elems++;
         if (*p == ',') p++;
         else if (*p != ')') return -1;
     }
-    return n == declared ? n : -1;
+    return elems == declared ? n : -1;
+}
+
+/* The 16-bit entry i of a packed grid parsed into words (kernels-dequant.h). */
+static unsigned entry16(const long long *words, int i) {
+    return (unsigned)(words[4 * (i / 8) + (i / 2) % 4] >> (16 * (i % 2))) & 0xffff;
+}
+
+/* Value j of entry e of each grid family, decoded as the shaders do (dequant-iq.wgsl, dequant-iq3_*.wgsl,
+ * dequant-iq1.wgsl). */
+static int iq2_value(unsigned e, int j) {
+    unsigned c = (e >> (2 * j)) & 3;
+    return (int)(8 + 17 * c + (c >> 1));
+}
+static int iq3xxs_value(unsigned e, int j) {
+    unsigned c = (e >> (3 * j)) & 7;
+    return (int)(4 + 8 * c + 2 * (c / 7));
+}
+static int iq3s_value(unsigned e, int j) {
+    return (int)(1 + 2 * ((e >> (3 * j)) & 7));
+}
+static int iq1_value(unsigned e, int j) {
+    return (int)((e >> (2 * j)) & 3) - 1;
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -69,43 +100,30 @@ static void test_tables(void) {
     for (int i = 0; i < 16; i++) CHECK(v[i] == lw__iq4nl_values[i]);
     CHECK(parse_array(file_text(&f, "fp4-values.wgsl"), "FP4_VALUES", v, 4096) == 16);
     for (int i = 0; i < 16; i++) CHECK(v[i] == lw__kvalues_fp4[i]);
-    /* 8-byte grids: two words per entry, low word first */
+    /* packed grids: every value of every entry, decoded as the shaders do */
     struct {
         const char *file, *name;
-        const uint64_t *grid;
-        long n;
-    } g8[] = {{"iq-grid-iq2xxs.wgsl", "IQ2XXS_GRID", lw__iq2xxs_grid, LW_IQ2XXS_GRID_N},
-              {"iq-grid-iq2xs.wgsl", "IQ2XS_GRID", lw__iq2xs_grid, LW_IQ2XS_GRID_N},
-              {"iq-grid-iq2s.wgsl", "IQ2S_GRID", lw__iq2s_grid, LW_IQ2S_GRID_N}};
-    for (int t = 0; t < 3; t++) {
-        CHECK_MSG(parse_array(file_text(&f, g8[t].file), g8[t].name, v, 4096) == 2 * g8[t].n, "%s", g8[t].name);
+        const void *grid; /* uint64_t entries (8 values) or uint32_t (4 values) */
+        int n, width;     /* entries, values per entry                         */
+        int (*value)(unsigned e, int j);
+    } g[] = {{"iq-grid-iq2xxs.wgsl", "IQ2XXS_GRID", lw__iq2xxs_grid, LW_IQ2XXS_GRID_N, 8, iq2_value},
+             {"iq-grid-iq2xs.wgsl", "IQ2XS_GRID", lw__iq2xs_grid, LW_IQ2XS_GRID_N, 8, iq2_value},
+             {"iq-grid-iq2s.wgsl", "IQ2S_GRID", lw__iq2s_grid, LW_IQ2S_GRID_N, 8, iq2_value},
+             {"iq-grid-iq3xxs.wgsl", "IQ3XXS_GRID", lw__iq3xxs_grid, LW_IQ3XXS_GRID_N, 4, iq3xxs_value},
+             {"iq-grid-iq3s.wgsl", "IQ3S_GRID", lw__iq3s_grid, LW_IQ3S_GRID_N, 4, iq3s_value},
+             {"iq-grid-iq1s.wgsl", "IQ1S_GRID", lw__iq1s_grid, LW_IQ1S_GRID_N, 8, iq1_value}};
+    for (size_t t = 0; t < sizeof g / sizeof g[0]; t++) {
+        long words = parse_array(file_text(&f, g[t].file), g[t].name, v, 4096);
+        CHECK_MSG(words == g[t].n / 2, "%s: %ld words", g[t].name, words); /* 8 entries per vec4 */
+        if (words != g[t].n / 2) continue;
         int bad = 0;
-        for (long i = 0; i < g8[t].n; i++)
-            bad += ((uint64_t)v[2 * i] | (uint64_t)v[2 * i + 1] << 32) != g8[t].grid[i];
-        CHECK_MSG(bad == 0, "%s: %d entries differ", g8[t].name, bad);
-    }
-    /* 4-byte grids: one word per entry */
-    struct {
-        const char *file, *name;
-        const uint32_t *grid;
-        long n;
-    } g4[] = {{"iq-grid-iq3xxs.wgsl", "IQ3XXS_GRID", lw__iq3xxs_grid, LW_IQ3XXS_GRID_N},
-              {"iq-grid-iq3s.wgsl", "IQ3S_GRID", lw__iq3s_grid, LW_IQ3S_GRID_N}};
-    for (int t = 0; t < 2; t++) {
-        CHECK(parse_array(file_text(&f, g4[t].file), g4[t].name, v, 4096) == g4[t].n);
-        int bad = 0;
-        for (long i = 0; i < g4[t].n; i++) bad += (uint32_t)v[i] != g4[t].grid[i];
-        CHECK_MSG(bad == 0, "%s: %d entries differ", g4[t].name, bad);
-    }
-    /* the IQ1 grid: 2 bits per value (value + 1), 16 bits per entry, two entries per word */
-    CHECK(parse_array(file_text(&f, "iq-grid-iq1s.wgsl"), "IQ1S_GRID", v, 4096) == LW_IQ1S_GRID_N / 2);
-    int bad = 0;
-    for (int i = 0; i < LW_IQ1S_GRID_N; i++)
-        for (int j = 0; j < 8; j++) {
-            int code = (int)(((uint64_t)v[i / 2] >> (16 * (i % 2) + 2 * j)) & 3);
-            bad += code - 1 != (int8_t)(uint8_t)(lw__iq1s_grid[i] >> (8 * j));
+        for (int i = 0; i < g[t].n; i++) {
+            uint64_t e = g[t].width == 8 ? ((const uint64_t *)g[t].grid)[i] : ((const uint32_t *)g[t].grid)[i];
+            for (int j = 0; j < g[t].width; j++)
+                bad += g[t].value(entry16(v, i), j) != (int8_t)(uint8_t)(e >> (8 * j));
         }
-    CHECK_MSG(bad == 0, "IQ1S_GRID: %d values differ", bad);
+        CHECK_MSG(bad == 0, "%s: %d values differ", g[t].name, bad);
+    }
     lw__gpu_shader_files_free(NULL, &f);
     CHECK(f.files == NULL && f.text == NULL && f.n == 0);
 }

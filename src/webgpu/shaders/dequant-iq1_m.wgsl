@@ -27,5 +27,5 @@ fn dq_chunk(b: u32, c: u32) -> Dq8 {
     let hn = dq_u8(b + 32u + (c >> 1u)) >> (4u * (c & 1u)); // this group's nibble of qh
     let delta = ftype(select(IQ1M_DELTA, -IQ1M_DELTA, (hn & 8u) != 0u));
     let g = iq1_grid(dq_u8(b + c) | ((hn & 7u) << 8u));
-    return Dq8(dl * (fvec4(g[0]) + delta), dl * (fvec4(g[1]) + delta));
+    return Dq8(dl * (g.lo + delta), dl * (g.hi + delta));
 }

@@ -18,5 +18,5 @@ fn dq_chunk(b: u32, c: u32) -> Dq8 {
     let dl = ftype(w_f16(b) * f32(2u * ((qh >> 12u) & 7u) + 1u));
     let delta = ftype(select(IQ1S_DELTA, -IQ1S_DELTA, (qh & 0x8000u) != 0u));
     let g = iq1_grid(dq_u8(b + 2u + c) | (((qh >> (3u * (c & 3u))) & 7u) << 8u));
-    return Dq8(dl * (fvec4(g[0]) + delta), dl * (fvec4(g[1]) + delta));
+    return Dq8(dl * (g.lo + delta), dl * (g.hi + delta));
 }

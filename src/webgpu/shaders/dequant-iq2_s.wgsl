@@ -18,7 +18,7 @@ fn dq_chunk(b: u32, c: u32) -> Dq8 {
     let s = (dq_u8(b + 74u + ib) >> (2u * (c & 2u))) & 0xfu;
     let db = ftype(w_f16(b) * (0.5 + f32(s)) * 0.25);
     let idx = dq_u8(b + 2u + c) | (((dq_u8(b + 66u + ib) >> (2u * l)) & 3u) << 8u);
+    let g = dq_iq2_grid(dq_grid16(IQ2S_GRID[idx >> 3u], idx));
     let signs = dq_u8(b + 34u + c);
-    return Dq8(db * fvec4(dq_u8x4(IQ2S_GRID[2u * idx])) * dq_signs4(signs),
-               db * fvec4(dq_u8x4(IQ2S_GRID[2u * idx + 1u])) * dq_signs4(signs >> 4u));
+    return Dq8(db * g.lo * dq_signs4(signs), db * g.hi * dq_signs4(signs >> 4u));
 }

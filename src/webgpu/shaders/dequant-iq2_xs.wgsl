@@ -16,8 +16,8 @@ fn dq_chunk(b: u32, c: u32) -> Dq8 {
     let v = w_u16(b + 2u + 2u * c);
     let s = (dq_u8(b + 66u + (c >> 2u)) >> (2u * (c & 2u))) & 0xfu; // nibble (c % 4) / 2
     let db = ftype(w_f16(b) * (0.5 + f32(s)) * 0.25);
-    let g = 2u * (v & 511u);
+    let idx = v & 511u;
+    let g = dq_iq2_grid(dq_grid16(IQ2XS_GRID[idx >> 3u], idx));
     let signs = dq_ksigns(v >> 9u);
-    return Dq8(db * fvec4(dq_u8x4(IQ2XS_GRID[g])) * dq_signs4(signs),
-               db * fvec4(dq_u8x4(IQ2XS_GRID[g + 1u])) * dq_signs4(signs >> 4u));
+    return Dq8(db * g.lo * dq_signs4(signs), db * g.hi * dq_signs4(signs >> 4u));
 }

@@ -17,8 +17,8 @@ fn dq_chunk(b: u32, c: u32) -> Dq8 {
     let l = c & 3u;
     let aux = w_u32(q + 4u);
     let db = ftype(w_f16(b) * (0.5 + f32(aux >> 28u)) * 0.25);
-    let g = 2u * ((w_u32(q) >> (8u * l)) & 0xffu);
+    let idx = (w_u32(q) >> (8u * l)) & 0xffu;
+    let g = dq_iq2_grid(dq_grid16(IQ2XXS_GRID[idx >> 3u], idx));
     let s = dq_ksigns((aux >> (7u * l)) & 127u);
-    return Dq8(db * fvec4(dq_u8x4(IQ2XXS_GRID[g])) * dq_signs4(s),
-               db * fvec4(dq_u8x4(IQ2XXS_GRID[g + 1u])) * dq_signs4(s >> 4u));
+    return Dq8(db * g.lo * dq_signs4(s), db * g.hi * dq_signs4(s >> 4u));
 }

@@ -394,7 +394,7 @@ static lw_status create(lw__gpu_model *g) {
     if (!g->p.submit_every) g->p.submit_every = 256;
     g->n_ctx = g->p.n_ctx ? g->p.n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
     if (g->n_ctx == 0 || g->n_ctx > (1u << 24)) return lw__errorf(g->err, LW_ERR_INVALID_ARG, "bad n_ctx %u", g->n_ctx);
-    g->n_batch = g->p.n_batch ? g->p.n_batch : 1;
+    g->n_batch = g->p.n_batch ? g->p.n_batch : 128;
     if (g->n_batch > g->n_ctx) g->n_batch = g->n_ctx;
     lw__gpu_cache_init(&g->cache, &g->alloc);
 

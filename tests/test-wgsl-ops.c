@@ -131,6 +131,18 @@ static void test_pipelines(void) {
         CHECK(layout_is(&f, k, 4));
         CHECK((strstr(f.wgsl, "read_write> d: array<u32>") != NULL) == f16);
     }
+    /* the attention epilogue: 8 bindings, 7 of them storage */
+    for (int f16 = 0; f16 < 2; f16++) {
+        lw__gpu_rope_qkv_variant v = lw__gpu_rope_qkv_default(&ss, f16 ? LW_TYPE_F16 : LW_TYPE_F32);
+        CHECK(v.kv_f16 == f16);
+        CHECK(lw__gpu_rope_qkv_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_OK);
+        const lw_gpu_binding_kind k[] = {S, R, S, S, S, S, S, U};
+        CHECK(layout_is(&f, k, 8));
+        CHECK((strstr(f.wgsl, "kc: array<u32>") != NULL) == f16);
+        lw_gpu_info few = ss;
+        few.max_storage_buffers_per_shader_stage = 6;
+        CHECK(lw__gpu_rope_qkv_pipeline(&gpu, NULL, NULL, &v, &few, &p, err) == LW_ERR_UNSUPPORTED);
+    }
     /* KV store */
     for (int f16 = 0; f16 < 2; f16++) {
         lw__gpu_kv_store_variant v = lw__gpu_kv_store_default(&ss, f16 ? LW_TYPE_F16 : LW_TYPE_F32);
@@ -256,6 +268,20 @@ static void test_plans(void) {
     CHECK(lw__gpu_rope_plan(&ss, &rv, &ra, &rp, grid, err) == LW_ERR_INVALID_ARG);
     ra.d_offset = 4;
     CHECK(lw__gpu_rope_plan(&ss, &rv, &ra, &rp, grid, err) == LW_OK);
+
+    /* the epilogue: Q's block plus K/V's, grid over Q pairs and K, V items */
+    lw__gpu_rope_qkv_variant qv = lw__gpu_rope_qkv_default(&ss, LW_TYPE_F16);
+    lw__gpu_rope_qkv_params qp;
+    lw__gpu_rope_args qa = {0};
+    lw__gpu_rope_args_from_node(&nd, &qa);
+    qa.n_head = 32;
+    qa.rows = 1;
+    qa.pos0 = 77;
+    lw__gpu_kv_dest kd = {8, 0, 0, 77 * 1024, 0, 0, 0, 77 * 1024, 0};
+    CHECK(lw__gpu_rope_qkv_plan(&ss, &qv, &qa, &kd, &qp, grid, err) == LW_OK);
+    CHECK(qp.rope.pad == 8 && qp.kc_stride == 1024 && qp.vc_offset == 77 * 1024 && grid[0] == (48 * 64 + 63) / 64);
+    kd.kc_offset = 3;
+    CHECK(lw__gpu_rope_qkv_plan(&ss, &qv, &qa, &kd, &qp, grid, err) == LW_ERR_INVALID_ARG);
 
     /* KV store: cells inside the cache, even f16 rows */
     lw__gpu_kv_store_variant kv = lw__gpu_kv_store_default(&ss, LW_TYPE_F16);

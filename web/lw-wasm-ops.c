@@ -42,6 +42,10 @@ typedef struct lw_wasm_ops {
     uint32_t *pairs;               /* top-k: GPU result pairs (id, value bits)                       */
     float *logits;                 /* top-k: the logits                                              */
     uint32_t topk_n, topk_k;       /* top-k: logits, candidates                                      */
+    uint8_t *raw;                  /* rope_qkv: the two caches as read back (f16 or f32)             */
+    size_t raw_elems;              /* elements of both caches                                        */
+    size_t raw_at;                 /* where in out they go once widened                              */
+    int raw_f16;                   /* the caches are f16                                             */
     char err[LW_ERRMSG_SIZE];      /* why the last call failed                                       */
 } lw_wasm_ops;
 
@@ -66,6 +70,8 @@ static void release_case(lw_wasm_ops *c) {
     free(c->out);
     free(c->pairs);
     free(c->logits);
+    free(c->raw);
+    c->raw = NULL;
     c->ref = c->out = c->logits = NULL;
     c->pairs = NULL;
     c->count = 0;
@@ -589,7 +595,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope(lw_wasm_ops *c, int n_head, int hd, in
             free(rot);
             return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
         }
-        for (size_t i = 0; i < cells; i++) cache[i] = (uint16_t)(i * 7919u + 3u); /* shared start pattern */
+        for (size_t i = 0; i < cells; i++) /* shared start pattern: small finite halves */
+            cache[i] = lw__fp32_to_fp16(0.25f * (float)(i % 9) - 1.0f);
         memcpy(gcache, cache, cache_bytes);
     }
     ref_graph r;
@@ -666,6 +673,138 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope(lw_wasm_ops *c, int n_head, int hd, in
     free(rot);
     if (st != LW_OK && !c->err[0]) lw__errorf(c->err, st, "rope failed");
     return st;
+}
+
+/* The attention epilogue (rope_qkv) against the engine's four nodes ROPE(Q), ROPE(K), KV_STORE(K),
+ * KV_STORE(V): the compared result is q_out, then the whole K cache, then the whole V cache (caches of
+ * pos0 + rows + 1 cells, start pattern shared); call lw_wasm_ops_qkv_widen() after settle. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_head_kv, int hd, int n_rot, int mode,
+                                              int rows, int pos0, int ff, int kv16, uint32_t seed, float freq_base) {
+    const size_t nq = (size_t)n_head * hd, nkv = (size_t)n_head_kv * hd, ncell = (size_t)(pos0 + rows + 1);
+    const size_t tq = nq * rows, tkv = nkv * rows, cells = nkv * ncell, esz = kv16 ? 2 : 4;
+    const size_t cbytes = (cells * esz + 3) & ~(size_t)3;
+    lw_status st = begin_case(c, tq + 2 * cells);
+    if (st != LW_OK) return st;
+    float *q = malloc(tq * 4), *k = malloc(tkv * 4), *v = malloc(tkv * 4), *krot = malloc(tkv * 4),
+          *fr = malloc(((size_t)n_rot / 2 + 2) * 4);
+    uint8_t *kc = malloc(cbytes), *vc = malloc(cbytes);
+    c->raw = malloc(2 * cbytes);
+    if (!q || !k || !v || !krot || !fr || !kc || !vc || !c->raw) {
+        free(q), free(k), free(v), free(krot), free(fr), free(kc), free(vc);
+        return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
+    }
+    c->raw_elems = cells;
+    c->raw_at = tq;
+    c->raw_f16 = kv16;
+    uint32_t s = seed ? seed : 1;
+    for (size_t i = 0; i < tq; i++) q[i] = 2.0f * rnd(&s);
+    for (size_t i = 0; i < tkv; i++) k[i] = 2.0f * rnd(&s), v[i] = 3.0f * rnd(&s);
+    fr[0] = 0.0f;
+    for (int i = 0; i < n_rot / 2; i++) fr[i + 1] = 1.0f + 3.0f * (rnd(&s) + 1.0f);
+    for (size_t i = 0; i < cells; i++) { /* small finite start values, so the NMSE is not swamped */
+        float a = 0.25f * (float)(i % 7) - 1.0f, b = 0.5f - 0.125f * (float)(i % 5);
+        if (kv16) {
+            ((uint16_t *)kc)[i] = lw__fp32_to_fp16(a);
+            ((uint16_t *)vc)[i] = lw__fp32_to_fp16(b);
+        } else {
+            ((float *)kc)[i] = a;
+            ((float *)vc)[i] = b;
+        }
+    }
+    if (cbytes > cells * esz) memset(kc + cells * esz, 0, cbytes - cells * esz), memset(vc + cells * esz, 0, cbytes - cells * esz);
+    memcpy(c->raw, kc, cbytes);          /* the GPU's caches start as the CPU's */
+    memcpy(c->raw + cbytes, vc, cbytes);
+
+    ref_graph r;
+    memset(&r, 0, sizeof r);
+    lw__graph_init(&r.g, NULL, 8, 4);
+    int32_t tq_ = lw__graph_weight(&r.g, "q", LW_TYPE_F32, (int64_t)nq, rows, q);
+    int32_t tk = lw__graph_weight(&r.g, "k", LW_TYPE_F32, (int64_t)nkv, rows, k);
+    int32_t tv = lw__graph_weight(&r.g, "v", LW_TYPE_F32, (int64_t)nkv, rows, v);
+    int32_t tf = ff ? lw__graph_weight(&r.g, "ff", LW_TYPE_F32, n_rot / 2, 1, fr + 1) : -1;
+    int32_t tqo = ref_dst(&r, c->ref, (int64_t)nq, rows, LW_ROWS_TOKENS);
+    int32_t tkr = ref_dst(&r, krot, (int64_t)nkv, rows, LW_ROWS_TOKENS);
+    lw__node *n1 = lw__graph_node(&r.g, LW_OP_ROPE, tqo, tq_, tf, -1);
+    lw__node *n2 = lw__graph_node(&r.g, LW_OP_ROPE, tkr, tk, tf, -1);
+    lw__node *n3 = lw__graph_node(&r.g, LW_OP_KV_STORE, -1, tkr, -1, -1);
+    lw__node *n4 = lw__graph_node(&r.g, LW_OP_KV_STORE, -1, tv, -1, -1);
+    if (n1 && n2 && n3 && n4) {
+        n1->ip[0] = n_head;
+        n2->ip[0] = n_head_kv;
+        for (lw__node *nd = n1; nd <= n2; nd++) {
+            nd->ip[1] = hd;
+            nd->ip[2] = n_rot;
+            nd->ip[3] = mode;
+            nd->fp[0] = freq_base;
+            nd->fp[1] = 1.0f;
+            nd->fp[3] = 1.0f;
+        }
+        n3->ip[0] = n4->ip[0] = 0;
+        n3->ip[1] = 0;
+        n4->ip[1] = 1;
+    }
+    void *kk[1] = {kc}, *vv[1] = {vc};
+    r.ex.n_tokens = rows;
+    r.ex.n_outputs = rows;
+    r.ex.pos0 = pos0;
+    r.ex.kv_type = kv16 ? LW_TYPE_F16 : LW_TYPE_F32;
+    r.ex.kv_row = (int64_t)nkv;
+    r.ex.k = kk;
+    r.ex.v = vv;
+    r.ex.n_ctx = (int64_t)ncell;
+    lw__gpu_rope_args args = {0};
+    if (n1) lw__gpu_rope_args_from_node(n1, &args);
+    st = ref_run(c, &r, (int64_t)ncell);
+    for (size_t i = 0; st == LW_OK && i < cells; i++) {
+        c->ref[tq + i] = kv16 ? lw__fp16_to_fp32(((uint16_t *)kc)[i]) : ((float *)kc)[i];
+        c->ref[tq + cells + i] = kv16 ? lw__fp16_to_fp32(((uint16_t *)vc)[i]) : ((float *)vc)[i];
+    }
+
+    lw__gpu_rope_qkv_variant var = lw__gpu_rope_qkv_default(&c->info, kv16 ? LW_TYPE_F16 : LW_TYPE_F32);
+    lw__gpu_rope_qkv_params p;
+    uint32_t grid[3];
+    lw_gpu_pipeline pipe;
+    arena ar = {0};
+    int iq = arena_add(&ar, tq * 4), iqo = arena_add(&ar, tq * 4), ik = arena_add(&ar, tkv * 4),
+        ikc = arena_add(&ar, cbytes), iv = arena_add(&ar, tkv * 4), ivc = arena_add(&ar, cbytes);
+    lw_gpu_buffer buf = 0, fbuf = 0;
+    args.rows = (uint64_t)rows;
+    args.pos0 = (uint64_t)pos0;
+    args.ff_offset = 1;
+    lw__gpu_kv_dest kv = {(uint32_t)n_head_kv, 0, 0, (uint64_t)pos0 * nkv, 0, 0, 0, (uint64_t)pos0 * nkv, 0};
+    if (st == LW_OK) st = lw__gpu_rope_qkv_plan(&c->info, &var, &args, &kv, &p, grid, c->err);
+    if (st == LW_OK) st = lw__gpu_rope_qkv_pipeline(&c->gpu, &c->cache, NULL, &var, &c->info, &pipe, c->err);
+    if (st == LW_OK) {
+        const void *data[6] = {q, c->out, k, c->raw, v, c->raw + cbytes};
+        const uint64_t bytes[6] = {tq * 4, tq * 4, tkv * 4, cbytes, tkv * 4, cbytes};
+        st = arena_upload(c, &ar, data, bytes, &buf);
+    }
+    if (st == LW_OK) st = upload(c, fr, ((size_t)n_rot / 2 + 2) * 4, "freq factors", &fbuf);
+    if (st == LW_OK) {
+        lw_gpu_bind b[7] = {bind_range(buf, &ar, iq),  {fbuf, 0, 0},
+                            bind_range(buf, &ar, iqo), bind_range(buf, &ar, ik),
+                            bind_range(buf, &ar, ikc), bind_range(buf, &ar, iv),
+                            bind_range(buf, &ar, ivc)};
+        st = dispatch(c, pipe, b, 7, 7, &p, sizeof p, grid);
+    }
+    if (st == LW_OK) st = finish(c, buf, ar.off[iqo], c->out, tq * 4);
+    if (st == LW_OK) st = c->gpu.ops->read(c->gpu.ctx, buf, ar.off[ikc], c->raw, cbytes);
+    if (st == LW_OK) st = c->gpu.ops->read(c->gpu.ctx, buf, ar.off[ivc], c->raw + cbytes, cbytes);
+    free(q), free(k), free(v), free(krot), free(fr), free(kc), free(vc);
+    if (st != LW_OK && !c->err[0]) lw__errorf(c->err, st, "rope_qkv failed");
+    return st;
+}
+
+/* After settle: the read-back caches of rope_qkv into out, widened to f32. */
+EMSCRIPTEN_KEEPALIVE void lw_wasm_ops_qkv_widen(lw_wasm_ops *c) {
+    if (!c->raw) return;
+    const size_t cbytes = (c->raw_elems * (c->raw_f16 ? 2 : 4) + 3) & ~(size_t)3;
+    for (int which = 0; which < 2; which++) {
+        const uint8_t *src = c->raw + which * cbytes;
+        float *dst = c->out + c->raw_at + which * c->raw_elems;
+        for (size_t i = 0; i < c->raw_elems; i++)
+            dst[i] = c->raw_f16 ? lw__fp16_to_fp32(((const uint16_t *)src)[i]) : ((const float *)src)[i];
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------------------

@@ -313,6 +313,70 @@ lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant 
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * ROPE(Q) + ROPE(K) -> K cache + V -> V cache
+ * ------------------------------------------------------------------------------------------------------- */
+
+lw__gpu_rope_qkv_variant lw__gpu_rope_qkv_default(const lw_gpu_info *info, uint32_t kv_type) {
+    lw__gpu_rope_qkv_variant v = {fit_wg(info, 64), kv_type == LW_TYPE_F16};
+    return v;
+}
+
+lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                    const lw__gpu_rope_qkv_variant *v, const lw_gpu_info *info,
+                                    lw_gpu_pipeline *out, char *err) {
+    *out = 0;
+    lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, false, "rope_qkv", err);
+    if (st != LW_OK) return st;
+    if (info->max_storage_buffers_per_shader_stage && info->max_storage_buffers_per_shader_stage < 7)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "rope_qkv: needs 7 storage buffers per stage (device: %u)",
+                          info->max_storage_buffers_per_shader_stage);
+    char label[LW_GPU_CACHE_KEY], wg[16];
+    snprintf(label, sizeof label, "rope_qkv %s wg%u", v->kv_f16 ? "f16" : "f32", v->wg_size);
+    snprintf(wg, sizeof wg, "%u", v->wg_size);
+    lw__wgsl_define defs[] = {{"WG_SIZE", wg}, {"KV_F16", v->kv_f16 ? "1" : "0"}};
+    static const lw_gpu_binding_kind kinds[LW_GPU_ROPE_QKV_BINDINGS] = {
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,      LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "rope-qkv.wgsl", defs, sizeof defs / sizeof defs[0],
+                                  kinds, LW_GPU_ROPE_QKV_BINDINGS, out, err);
+}
+
+lw_status lw__gpu_rope_qkv_plan(const lw_gpu_info *info, const lw__gpu_rope_qkv_variant *v,
+                                const lw__gpu_rope_args *q, const lw__gpu_kv_dest *kv,
+                                lw__gpu_rope_qkv_params *p, uint32_t grid[3], char *err) {
+    lw__gpu_rope_variant rv = {v->wg_size, false};
+    memset(p, 0, sizeof *p);
+    lw_status st = lw__gpu_rope_plan(info, &rv, q, &p->rope, grid, err);
+    if (st != LW_OK) return st;
+    const uint64_t row = (uint64_t)kv->n_head_kv * q->head_dim;
+    const uint64_t ks = kv->k_stride ? kv->k_stride : row, kcs = kv->kc_stride ? kv->kc_stride : row,
+                   vs = kv->v_stride ? kv->v_stride : row, vcs = kv->vc_stride ? kv->vc_stride : row;
+    uint64_t span[4], items;
+    if (kv->n_head_kv == 0 || ks < row || kcs < row || vs < row || vcs < row ||
+        (v->kv_f16 && (kv->kc_offset % 2 || kv->vc_offset % 2 || kcs % 2 || vcs % 2)))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "rope_qkv: bad K/V layout (%u heads; f16 caches need even offsets)",
+                          kv->n_head_kv);
+    if (!mul_u32(ks, q->rows, &span[0]) || !fits_u32(kv->k_offset, span[0]) || !mul_u32(kcs, q->rows, &span[1]) ||
+        !fits_u32(kv->kc_offset, span[1]) || !mul_u32(vs, q->rows, &span[2]) || !fits_u32(kv->v_offset, span[2]) ||
+        !mul_u32(vcs, q->rows, &span[3]) || !fits_u32(kv->vc_offset, span[3]) ||
+        !mul_u32((uint64_t)(q->n_head + 2 * (uint64_t)kv->n_head_kv) * (q->head_dim / 2), q->rows, &items))
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "rope_qkv: K/V ranges exceed 32-bit indices");
+    if ((st = lw__gpu_ops_grid(info, (items + v->wg_size - 1) / v->wg_size, grid, &p->rope.groups_x, "rope_qkv",
+                               err)) != LW_OK)
+        return st;
+    p->rope.pad = kv->n_head_kv;
+    p->k_offset = (uint32_t)kv->k_offset;
+    p->k_stride = (uint32_t)ks;
+    p->kc_offset = (uint32_t)kv->kc_offset;
+    p->kc_stride = (uint32_t)kcs;
+    p->v_offset = (uint32_t)kv->v_offset;
+    p->v_stride = (uint32_t)vs;
+    p->vc_offset = (uint32_t)kv->vc_offset;
+    p->vc_stride = (uint32_t)vcs;
+    return LW_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * KV_STORE
  * ------------------------------------------------------------------------------------------------------- */
 

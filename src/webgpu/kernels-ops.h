@@ -30,7 +30,7 @@
 #include "graph/graph.h"
 #include "webgpu/kernels.h"
 
-#define LW_GPU_OPS_PARAMS_MAX 96u  /* bytes of the largest parameter block below          */
+#define LW_GPU_OPS_PARAMS_MAX 128u /* bytes of the largest parameter block below          */
 #define LW_GPU_OPS_PARAM_SLOT 256u /* uniform arena slot (WebGPU's usual dynamic-offset alignment) */
 
 /* Helpers of the families below: splits `groups` work items into a grid (sets *groups_x); checks a
@@ -232,6 +232,56 @@ lw_status lw__gpu_rope_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
 void lw__gpu_rope_args_from_node(const lw__node *nd, lw__gpu_rope_args *a);
 lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant *v, const lw__gpu_rope_args *a,
                             lw__gpu_rope_params *p, uint32_t grid[3], char *err);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * The attention block's epilogue in one dispatch (shaders/rope-qkv.wgsl): ROPE(Q) -> q_out, ROPE(K) ->
+ * K cache, V -> V cache, replacing four nodes (two ROPE, two KV_STORE) of the same step: Q and K share the
+ * ROPE node parameters (the graph's two ROPE nodes differ only in ip[0], the head count) and head_dim.
+ * Cache destinations as KV_STORE: row r goes to cell pos0 + r, i.e. kc_offset/vc_offset = cache offset +
+ * pos0 * (n_head_kv * head_dim), strides n_head_kv * head_dim. Same bits as the separate kernels.
+ * Bindings: 0 q (rw f32), 1 ff (read f32; a dummy when absent), 2 q_out (rw f32), 3 k (rw f32), 4 K cache
+ * (rw), 5 v (rw f32), 6 V cache (rw), 7 params (8 bindings, 7 storage: within WebGPU's default limit of 8
+ * storage buffers per stage).
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct lw__gpu_rope_qkv_variant {
+    uint32_t wg_size; /* invocations per workgroup     */
+    bool kv_f16;      /* f16 caches (else f32)         */
+} lw__gpu_rope_qkv_variant;
+
+/* Where K and V come from and go (elements; strides 0: n_head_kv * head_dim). */
+typedef struct lw__gpu_kv_dest {
+    uint32_t n_head_kv;   /* K/V heads                                   */
+    uint64_t k_offset;    /* first element of k                          */
+    uint64_t k_stride;    /* elements between rows of k                  */
+    uint64_t kc_offset;   /* element of cell pos0 in the K cache binding  */
+    uint64_t kc_stride;   /* elements between cache cells                */
+    uint64_t v_offset;    /* first element of v                          */
+    uint64_t v_stride;    /* elements between rows of v                  */
+    uint64_t vc_offset;   /* element of cell pos0 in the V cache binding  */
+    uint64_t vc_stride;   /* elements between cache cells                */
+} lw__gpu_kv_dest;
+
+/* QkvParams in rope-qkv.wgsl (128 bytes): RopeParams' fields, then K/V's. */
+typedef struct lw__gpu_rope_qkv_params {
+    lw__gpu_rope_params rope;         /* Q's RoPE block (x = q, d = q_out); rope.pad = n_head_kv */
+    uint32_t k_offset, k_stride;      /* k                                                       */
+    uint32_t kc_offset, kc_stride;    /* K cache                                                 */
+    uint32_t v_offset, v_stride;      /* v                                                       */
+    uint32_t vc_offset, vc_stride;    /* V cache                                                 */
+    uint32_t pad[4];                  /* (size)                                                  */
+} lw__gpu_rope_qkv_params;
+_Static_assert(sizeof(lw__gpu_rope_qkv_params) == 128, "rope qkv params block");
+
+lw__gpu_rope_qkv_variant lw__gpu_rope_qkv_default(const lw_gpu_info *info, uint32_t kv_type);
+#define LW_GPU_ROPE_QKV_BINDINGS 8u
+lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                    const lw__gpu_rope_qkv_variant *v, const lw_gpu_info *info,
+                                    lw_gpu_pipeline *out, char *err);
+/* q: Q's ROPE call (node fields, rows, pos0, q at x_offset/x_stride, q_out at d_offset/d_stride). */
+lw_status lw__gpu_rope_qkv_plan(const lw_gpu_info *info, const lw__gpu_rope_qkv_variant *v,
+                                const lw__gpu_rope_args *q, const lw__gpu_kv_dest *kv,
+                                lw__gpu_rope_qkv_params *p, uint32_t grid[3], char *err);
 
 /* ---------------------------------------------------------------------------------------------------------
  * KV_STORE (shaders/kv-store.wgsl): rows of x into cache cells cell0, cell0 + 1, ... (the CPU stores row r

@@ -56,74 +56,12 @@ struct RopeParams {
 #endif
 @group(0) @binding(3) var<uniform> params: RopeParams;
 
-// (sin v, cos v) for |v| up to ~1e6.
-fn sincos(v: f32) -> vec2<f32> {
-    let k = round(v * 0.636619772367581343f); // nearest multiple of pi/2
-    // pi/2 = A + B + C + D with A, B, C of at most 8 significant bits, so that k * A, k * B, k * C are
-    // exact for |k| < 2^16 (|v| up to ~1e5 reduced exactly, larger angles within a few ulp)
-    var r = v - k * 1.5703125f;
-    r = r - k * 0.000484466552734375f;
-    r = r - k * -6.4074993133544921875e-07f;
-    r = r - k * 9.920935796805404e-10f;
-    let z = r * r;
-    let s = fma(fma(fma(-1.9515295891e-4f, z, 8.3321608736e-3f), z, -1.6666654611e-1f) * z, r, r);
-    let c = fma(fma(fma(2.443315711809948e-5f, z, -1.388731625493765e-3f), z, 4.166664568298827e-2f) * z, z,
-                fma(-0.5f, z, 1.0f));
-    let q = u32(i32(k) & 3);
-    if (q == 0u) {
-        return vec2<f32>(s, c);
-    } else if (q == 1u) {
-        return vec2<f32>(c, -s);
-    } else if (q == 2u) {
-        return vec2<f32>(-s, -c);
-    }
-    return vec2<f32>(-c, s);
+// Element i of the input (one input here).
+fn rope_src(which: u32, i: u32) -> f32 {
+    return x[i];
 }
 
-// (cos, sin) * mscale of pair p at position pos: the CPU's sin/cos cache entry.
-fn rope_cs(pos: u32, p: u32) -> vec2<f32> {
-    var theta = f32(pos);
-    for (var j = 0u; j < p; j++) {
-        theta = theta * params.theta_scale;
-    }
-    var extrap = theta;
-    if (params.has_ff != 0u) {
-        extrap = theta / ff[params.ff_offset + p];
-    }
-    var th = params.freq_scale * extrap;
-    if (params.ext_factor != 0.0f) {
-        let y = (f32(p) - params.corr0) / max(0.001f, params.corr1 - params.corr0);
-        let ramp = (1.0f - min(1.0f, max(0.0f, y))) * params.ext_factor;
-        th = fma(th, 1.0f - ramp, extrap * ramp);
-    }
-    let sc = sincos(th);
-    return vec2<f32>(sc.y * params.mscale, sc.x * params.mscale);
-}
-
-#if OUT_F16
-// Element e of a head starting at xb, rotated (or copied past n_rot).
-fn rope_elem(xb: u32, pos: u32, e: u32) -> f32 {
-    if (e >= params.n_rot) {
-        return x[xb + e];
-    }
-    var p = e / 2u;
-    var ia = e & ~1u;
-    var ib = ia + 1u;
-    let half_rot = params.n_rot / 2u;
-    if (params.neox != 0u) {
-        p = select(e - half_rot, e, e < half_rot);
-        ia = p;
-        ib = p + half_rot;
-    }
-    let cs = rope_cs(pos, p);
-    let x0 = x[xb + ia];
-    let x1 = x[xb + ib];
-    if (e == ia) {
-        return fma(x0, cs.x, -(x1 * cs.y));
-    }
-    return fma(x0, cs.y, x1 * cs.x);
-}
-#endif
+#include "rope-common.wgsl"
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -148,8 +86,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         v0 = fma(x0, cs.x, -(x1 * cs.y));
         v1 = fma(x0, cs.y, x1 * cs.x);
     } else {
-        v0 = rope_elem(xb, pos, 2u * p);
-        v1 = rope_elem(xb, pos, 2u * p + 1u);
+        v0 = rope_elem(0u, xb, pos, 2u * p);
+        v1 = rope_elem(0u, xb, pos, 2u * p + 1u);
     }
     d[db / 2u + p] = f16_bits_rne(v0) | (f16_bits_rne(v1) << 16u);
 #else

@@ -1,0 +1,169 @@
+// The attention block's epilogue after the Q/K/V projections in ONE dispatch (instead of ROPE(Q), ROPE(K),
+// KV_STORE(K), KV_STORE(V)): Q rotated into q_out (f32), K rotated straight into the K cache and V copied
+// into the V cache, both caches f16 (KV_F16=1: rounded to nearest even, packed two per word) or f32. Row
+// r is at position pos0 + r and goes to cache row r of kc/vc (kc_offset, vc_offset: the element of cell
+// pos0, as the CPU stores row r at cell pos0 + r). Q and K share the RoPE parameters (rope-common.wgsl)
+// and head_dim; K and V have n_head_kv heads.
+// Work items: per row, n_head * head_dim / 2 Q pairs, then n_head_kv * head_dim / 2 K items, then as many
+// V items (two adjacent elements each).
+// Defines: WG_SIZE (default 64), KV_F16 (0/1).
+// Bindings: 0 q (rw f32), 1 ff (read f32), 2 q_out (rw f32), 3 k (rw f32), 4 kc (rw: u32 halves or f32),
+// 5 v (rw f32), 6 vc (rw, as kc), 7 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups =
+// ceil(rows * (n_head + 2 n_head_kv) * head_dim / 2 / WG_SIZE).
+#include "ops-common.wgsl"
+#ifndef WG_SIZE
+#define WG_SIZE 64
+#endif
+#ifndef KV_F16
+#define KV_F16 0
+#endif
+
+struct QkvParams {
+    n_head: u32,       // Q heads per row
+    head_dim: u32,     // elements per head (even)
+    n_rot: u32,        // rotated elements per head (even, <= head_dim)
+    neox: u32,         // 1: NEOX pairs; 0: NORMAL pairs
+    rows: u32,         // rows (tokens)
+    pos0: u32,         // position of row 0
+    x_offset: u32,     // Q: first element of q
+    x_stride: u32,     // Q: elements between rows of q
+    d_offset: u32,     // Q: first element of q_out
+    d_stride: u32,     // Q: elements between rows of q_out
+    ff_offset: u32,    // first frequency factor
+    has_ff: u32,       // 1: divide each pair's angle by ff[p]
+    theta_scale: f32,  // freq_base^(-2 / n_rot) (host powf, as the CPU)
+    freq_scale: f32,   // ggml's freq_scale
+    ext_factor: f32,   // YaRN mix (0: off)
+    mscale: f32,       // sin/cos magnitude
+    corr0: f32,        // YaRN correction dims
+    corr1: f32,
+    groups_x: u32,     // workgroups along x of the grid
+    n_head_kv: u32,    // K and V heads per row
+    k_offset: u32,     // first element of k
+    k_stride: u32,     // elements between rows of k
+    kc_offset: u32,    // element of row 0's cell in kc (even for f16)
+    kc_stride: u32,    // elements between cache rows (n_head_kv * head_dim)
+    v_offset: u32,     // first element of v
+    v_stride: u32,     // elements between rows of v
+    vc_offset: u32,    // element of row 0's cell in vc (even for f16)
+    vc_stride: u32,    // elements between cache rows
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+    pad3: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read> ff: array<f32>;
+@group(0) @binding(2) var<storage, read_write> q_out: array<f32>;
+@group(0) @binding(3) var<storage, read_write> kx: array<f32>;
+#if KV_F16
+@group(0) @binding(4) var<storage, read_write> kc: array<u32>;
+#else
+@group(0) @binding(4) var<storage, read_write> kc: array<f32>;
+#endif
+@group(0) @binding(5) var<storage, read_write> vx: array<f32>;
+#if KV_F16
+@group(0) @binding(6) var<storage, read_write> vc: array<u32>;
+#else
+@group(0) @binding(6) var<storage, read_write> vc: array<f32>;
+#endif
+@group(0) @binding(7) var<uniform> params: QkvParams;
+
+// Element i of input `which`: 0 = q, 1 = k.
+fn rope_src(which: u32, i: u32) -> f32 {
+    if (which == 0u) {
+        return x[i];
+    }
+    return kx[i];
+}
+
+#include "rope-common.wgsl"
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let half_dim = params.head_dim / 2u;
+    let q_items = params.n_head * half_dim;
+    let kv_items = params.n_head_kv * half_dim;
+    let per_row = q_items + 2u * kv_items;
+    let i = (wg.x + wg.y * params.groups_x) * WG_SIZE + lid;
+    if (i >= params.rows * per_row) {
+        return;
+    }
+    let row = i / per_row;
+    var j = i % per_row;
+    let pos = params.pos0 + row;
+    if (j < q_items) { // Q: one pair, f32 out
+        let p = j % half_dim;
+        let h = j / half_dim;
+        let xb = params.x_offset + row * params.x_stride + h * params.head_dim;
+        let db = params.d_offset + row * params.d_stride + h * params.head_dim;
+        if (2u * p >= params.n_rot) {
+            q_out[db + 2u * p] = x[xb + 2u * p];
+            q_out[db + 2u * p + 1u] = x[xb + 2u * p + 1u];
+            return;
+        }
+        let cs = rope_cs(pos, p);
+        var ia = 2u * p;
+        var ib = ia + 1u;
+        if (params.neox != 0u) {
+            ia = p;
+            ib = p + params.n_rot / 2u;
+        }
+        let x0 = x[xb + ia];
+        let x1 = x[xb + ib];
+        q_out[db + ia] = fma(x0, cs.x, -(x1 * cs.y));
+        q_out[db + ib] = fma(x0, cs.y, x1 * cs.x);
+        return;
+    }
+    j -= q_items;
+    if (j < kv_items) { // K: rotated into the cache
+        let p = j % half_dim;
+        let h = j / half_dim;
+        let xb = params.k_offset + row * params.k_stride + h * params.head_dim;
+        let cb = params.kc_offset + row * params.kc_stride + h * params.head_dim;
+#if KV_F16
+        var v0: f32;
+        var v1: f32;
+        if (params.neox == 0u && 2u * p < params.n_rot) { // one pair: one angle for both elements
+            let cs = rope_cs(pos, p);
+            let x0 = kx[xb + 2u * p];
+            let x1 = kx[xb + 2u * p + 1u];
+            v0 = fma(x0, cs.x, -(x1 * cs.y));
+            v1 = fma(x0, cs.y, x1 * cs.x);
+        } else {
+            v0 = rope_elem(1u, xb, pos, 2u * p);
+            v1 = rope_elem(1u, xb, pos, 2u * p + 1u);
+        }
+        kc[cb / 2u + p] = f16_bits_rne(v0) | (f16_bits_rne(v1) << 16u);
+#else
+        if (2u * p >= params.n_rot) {
+            kc[cb + 2u * p] = kx[xb + 2u * p];
+            kc[cb + 2u * p + 1u] = kx[xb + 2u * p + 1u];
+            return;
+        }
+        let cs = rope_cs(pos, p);
+        var ia = 2u * p;
+        var ib = ia + 1u;
+        if (params.neox != 0u) {
+            ia = p;
+            ib = p + params.n_rot / 2u;
+        }
+        let x0 = kx[xb + ia];
+        let x1 = kx[xb + ib];
+        kc[cb + ia] = fma(x0, cs.x, -(x1 * cs.y));
+        kc[cb + ib] = fma(x0, cs.y, x1 * cs.x);
+#endif
+        return;
+    }
+    j -= kv_items; // V: two adjacent elements copied into the cache
+    let e = 2u * j;
+    let src = params.v_offset + row * params.v_stride + e;
+    let dst = params.vc_offset + row * params.vc_stride + e;
+#if KV_F16
+    vc[dst / 2u] = f16_bits_rne(vx[src]) | (f16_bits_rne(vx[src + 1u]) << 16u);
+#else
+    vc[dst] = vx[src];
+    vc[dst + 1u] = vx[src + 1u];
+#endif
+}

@@ -38,7 +38,7 @@ typedef struct lw_wasm_model {
     uint32_t host;            /* host source of the GGUF file        */
     lw_source *src;           /* the same, read synchronously        */
     lw_model *m;              /* header-only model                   */
-    lw_vocab *vocab;          /* its tokenizer (NULL: none)          */
+    const lw_vocab *vocab;    /* its tokenizer (the model's; NULL: none) */
     lw__gpu_model *g;         /* the GPU plan                        */
     char err[LW_ERRMSG_SIZE]; /* why the last call failed            */
 } lw_wasm_model;
@@ -51,7 +51,6 @@ static lw_status host_read(void *user, uint64_t off, void *dst, size_t n) {
 EMSCRIPTEN_KEEPALIVE void lw_wasm_model_free(lw_wasm_model *w) {
     if (!w) return;
     lw__gpu_model_free(w->g);
-    lw_vocab_free(w->vocab);
     lw_model_free(w->m);
     lw_source_close(w->src);
     free(w);
@@ -81,10 +80,7 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_model *lw_wasm_model_open(uint32_t host, double siz
         lw__errorf(w->err, st, "model: %s", lw_model_error(w->m));
         return w;
     }
-    if (lw_vocab_load(lw_model_gguf(w->m), NULL, &w->vocab) != LW_OK) { /* ids only */
-        lw_vocab_free(w->vocab);
-        w->vocab = NULL;
-    }
+    w->vocab = lw_model_vocab(w->m); /* NULL: ids only */
     lw_gpu gpu;
     if ((st = lw_wasm_gpu_open(NULL, &gpu)) != LW_OK) {
         lw__errorf(w->err, st, "no GPU device");
@@ -240,7 +236,9 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_cpu *lw_wasm_cpu_open(void *bytes, double size, int
     if (!r) return NULL;
     r->bytes = bytes;
     lw_status st = lw_source_from_memory(bytes, (size_t)size, NULL, &r->src);
-    if (st == LW_OK && (st = lw_model_load_source(r->src, NULL, &r->m)) != LW_OK) {
+    lw_model_params mp = lw_model_default_params();
+    mp.no_vocab = 1; /* ids only: the reference needs no tokenizer */
+    if (st == LW_OK && (st = lw_model_load_source(r->src, &mp, &r->m)) != LW_OK) {
         lw__errorf(r->err, st, "model: %s", lw_model_error(r->m));
         return r;
     }

@@ -130,6 +130,22 @@ test('prefill: sliding window and soft-cap', { skip }, async () => {
   ]);
 });
 
+test('real model shapes: Gemma 2 (head dim 256, GQA 2, soft-cap 50, window), Qwen 2.5 (GQA 7), GQA 16', { skip }, async () => {
+  const gemma = { nh: 4, nkv: 2, d: 256, scale: 1, cap: 50, qmag: 0.2 }; // Q pre-scaled by 1/16 as Gemma's
+  const qwen = { nh: 14, nkv: 2, d: 128 }, wide = { f16: 0, nh: 16, nkv: 1, d: 64 };
+  await check('shapes', [
+    [{ ...gemma, nt: 1, pos0: 1500, swa: 1024 }, null, decode(16)],
+    [{ ...gemma, nt: 70, pos0: 100, swa: 64 }, null, prefill],
+    [{ ...qwen, nt: 1, pos0: 1200 }, null, decode(16)],
+  ]);
+  if (!process.env.LW_TEST_SLOW) return; // more pipelines: seconds each on CPU drivers
+  await check('shapes (slow)', [
+    [{ ...qwen, nt: 40, pos0: 100 }, null, prefill],
+    [{ ...wide, nt: 2, pos0: 900 }, null, decode(14)],
+    [{ ...wide, nt: 20, pos0: 100, swa: 50 }, null, prefill],
+  ]);
+});
+
 test('either kernel for any token count: decode of 8 tokens, prefill of 1, a smaller tile', { skip }, async () => {
   const p = { ...A, nt: 8, pos0: 500, swa: 200 };
   const [a] = await check('decode of 8', [[p, { decodeMax: 8 }, decode(4)]]);

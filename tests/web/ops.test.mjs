@@ -255,9 +255,11 @@ test('GET_ROWS: every format of the GPU table, tables split into parts', { skip 
   for (const type of types) {
     const block = M._lw_wasm_ops_block(type);
     const n = block * (block >= 256 ? 3 : 7); // odd multiples of the block
-    for (const parts of [1, 3]) {
+    // 3 parts: row bases and byte offsets inside each part's binding (one part: the 1B-shape test below);
+    // few rows, because the IQ quantizers that make the tables are slow in wasm
+    for (const parts of [3]) {
       const name = `get_rows type ${type} n ${n} parts ${parts}`;
-      const { c } = await run(name, (c) => M._lw_wasm_ops_get_rows(c, type, n, 53, 11, parts, type + 1));
+      const { c } = await run(name, (c) => M._lw_wasm_ops_get_rows(c, type, n, 19, 11, parts, type + 1));
       const s = stats(name, c);
       console.log(`# ${name}: ${fmt(s)}`);
       assert.equal(s.equal, s.count, fmt(s));

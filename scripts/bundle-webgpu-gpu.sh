@@ -2,9 +2,13 @@
 # Packs what the WebGPU tests and the mat-vec benchmark need on a GPU machine that has no node, npm or
 # network (TOOLCHAIN.md, "WebGPU on an NVIDIA H200 machine") into build/gpu-bundle/ (~32 MB):
 #   node (xz), the npm `webgpu` package with only its linux-x64 dawn.node (xz), the Vulkan loader + GLVND
-#   debs (apt-get download from this machine's apt sources), the wasm build, and run.sh.
+#   debs (apt-get download from this machine's apt sources), the wasm build, a static `llamaweb` CLI (xz, to
+#   write synthetic models there: models are too big to carry), and run.sh.
 # There, from a copy of the repository with build/gpu-bundle beside it:  bash build/gpu-bundle/run.sh
-# (tests/web/matvec.test.mjs, then tests/web/bench-matvec.mjs; results also under $OUT when set).
+# STEPS picks what runs (default "test bench"): test = every Node WebGPU test of tests/web; bench = the
+# mat-vec GB/s benchmark (tests/web/bench-matvec.mjs); models = `llamaweb synth` of the llama-3.2-1b shape in
+# each of $MODELS (default "q4_0 q4_k_m q8_0"; 32000-token vocab as TOOLCHAIN.md's anchors), then
+# `node web/cli.mjs bench -p 512 -n 128` on each. Logs also under $OUT when set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build/gpu-bundle
@@ -21,6 +25,9 @@ if ! ls $B/debs/*.deb >/dev/null 2>&1; then
   for f in $B/debs/*%3a*; do [ -e "$f" ] && mv "$f" "${f//%3a/_}"; done # epoch colons: plain file names
 fi
 cp build/wasm/llamaweb-wasm.js build/wasm/llamaweb-wasm.wasm $B/wasm/
+cmake -S . -B build/static -G Ninja -DCMAKE_BUILD_TYPE=Release -DLW_BUILD_TESTS=OFF -DCMAKE_EXE_LINKER_FLAGS=-static >/dev/null
+ninja -C build/static -j"${LW_JOBS:-2}" llamaweb-cli >/dev/null
+xz -T2 -6 -c build/static/llamaweb >$B/llamaweb.xz
 cat >$B/run.sh <<'RUN'
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root (see scripts/bundle-webgpu-gpu.sh).
@@ -38,10 +45,26 @@ export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/n
 export __EGL_VENDOR_LIBRARY_FILENAMES=${__EGL_VENDOR_LIBRARY_FILENAMES:-/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json}
 mkdir -p build/wasm && cp $B/wasm/* build/wasm/
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
-timeout 300 $T/node --test --test-reporter=tap tests/web/matvec.test.mjs 2>&1 | grep -v artificially >$OUT/test.log
-grep -E '^# \\# |^not ok|^# (tests|pass|fail|skipped) ' $OUT/test.log
-timeout 240 $T/node tests/web/bench-matvec.mjs ${BENCH_ROWS:-8192} ${BENCH_K:-8192} ${BENCH_ITERS:-100} 2>&1 |
-  grep -v artificially | tee $OUT/bench.log
+for step in ${STEPS:-test bench}; do
+  case $step in
+  test)
+    timeout 420 $T/node --test --test-reporter=tap tests/web/*.test.mjs 2>&1 | grep -v artificially >$OUT/test.log
+    grep -E '^# \\# |^not ok|^# (tests|pass|fail|skipped) ' $OUT/test.log ;;
+  bench)
+    timeout 240 $T/node tests/web/bench-matvec.mjs ${BENCH_ROWS:-8192} ${BENCH_K:-8192} ${BENCH_ITERS:-100} 2>&1 |
+      grep -v artificially | tee $OUT/bench.log ;;
+  models)
+    xz -dc $B/llamaweb.xz >$T/llamaweb && chmod +x $T/llamaweb
+    for t in ${MODELS:-q4_0 q4_k_m q8_0}; do
+      s0=$(date +%s)
+      $T/llamaweb synth --preset llama-3.2-1b --type $t --vocab builtin --vocab-size 32000 -o $T/m-$t.gguf >/dev/null || continue
+      echo "synth $t: $(($(date +%s) - s0)) s, $(stat -c %s $T/m-$t.gguf) bytes"
+      timeout 300 $T/node web/cli.mjs bench -m $T/m-$t.gguf -p ${PP:-512} -n ${TG:-128} -r ${REPS:-3} 2>&1 |
+        grep -v artificially | tee -a $OUT/models.log
+      rm -f $T/m-$t.gguf
+    done ;;
+  esac
+done
 RUN
 chmod +x $B/run.sh
 du -sh $B | awk '{print "bundle: " $2 " " $1}'

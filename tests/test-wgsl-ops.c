@@ -100,7 +100,7 @@ static void test_pipelines(void) {
             CHECK((strstr(f.wgsl, "gelu_table[") != NULL) == (op == LW_GPU_ELT_GEGLU && table));
             CHECK((strstr(f.wgsl, "ggml_v_expf(0.0f - x)") != NULL) == (op == LW_GPU_ELT_SWIGLU));
         }
-    lw__gpu_eltwise_variant bad = {9, false, 64};
+    lw__gpu_eltwise_variant bad = {9, false, 64, false};
     lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS];
     CHECK(lw__gpu_eltwise_layout(&bad, kinds) == 0);
     CHECK(lw__gpu_eltwise_pipeline(&gpu, NULL, NULL, &bad, &lvp, &p, err) == LW_ERR_INVALID_ARG);
@@ -212,6 +212,16 @@ static void test_plans(void) {
     CHECK(lw__gpu_eltwise_plan(&ss, &add, 100, 3, 0, 0, 2, 0, 0, 0, &ep, grid, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_eltwise_plan(&ss, &add, 65536, 65536, 0, 0, 1, 0, 0, 0, &ep, grid, err) == LW_ERR_TOO_LARGE);
     CHECK(lw__gpu_eltwise_plan(&ss, &add, 16, 1, 0xfffffff8u, 0, 1, 0, 0, 0, &ep, grid, err) == LW_ERR_TOO_LARGE);
+    /* strides: a fused gate|up row of 2n, b inside a */
+    lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS];
+    lw__gpu_eltwise_variant sw = lw__gpu_eltwise_default(&ss, LW_GPU_ELT_SWIGLU);
+    sw.b_in_a = true;
+    CHECK(lw__gpu_eltwise_layout(&sw, kinds) == 3 && kinds[2] == LW_GPU_BIND_UNIFORM_DYNAMIC);
+    CHECK(lw__gpu_eltwise_plan(&ss, &sw, 8192, 4, 0, 8192, 4, 0, 0, 0, &ep, grid, err) == LW_OK);
+    CHECK(ep.a_stride == 8192 && ep.b_stride == 8192 && ep.d_stride == 8192);
+    CHECK(lw__gpu_eltwise_strides(&ep, 16384, 16384, 0, err) == LW_OK);
+    CHECK(ep.a_stride == 16384 && ep.b_stride == 16384 && ep.d_stride == 8192);
+    CHECK(lw__gpu_eltwise_strides(&ep, 100, 0, 0, err) == LW_ERR_TOO_LARGE); /* below the row */
     lw__gpu_eltwise_variant cp = lw__gpu_eltwise_default(&ss, LW_GPU_ELT_COPY);
     CHECK(lw__gpu_out_rows_plan(&ss, &cp, 100, 6, 1, 50, 3, &ep, grid, err) == LW_OK);
     CHECK(ep.a_offset == 650 && ep.rows == 1 && ep.d_offset == 3);
@@ -232,7 +242,10 @@ static void test_plans(void) {
           LW_ERR_INVALID_ARG); /* variant without add */
     nv.add_input = true;
     CHECK(lw__gpu_norm_add_plan(&ss, &nv, 4096, 0, 5, 0, 10, 20, 0, 4096, 0, 1e-6f, &np, grid, err) == LW_OK);
-    CHECK(np.b_offset == 10 && np.sum_offset == 20);
+    CHECK(np.b_offset == 10 && np.sum_offset == 20 && np.x_stride == 4096 && np.d_stride == 4096);
+    CHECK(lw__gpu_norm_strides(&np, 6144, 0, err) == LW_OK && np.x_stride == 6144 && np.d_stride == 4096);
+    CHECK(lw__gpu_norm_strides(&np, 4000, 0, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_norm_strides(&np, 1u << 30, 0, err) == LW_ERR_TOO_LARGE);
 
     /* RoPE: host-side constants as the CPU computes them */
     lw__node nd = {0};

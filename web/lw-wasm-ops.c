@@ -336,9 +336,12 @@ EMSCRIPTEN_KEEPALIVE double lw_wasm_ops_max_rel(lw_wasm_ops *c) {
  * ------------------------------------------------------------------------------------------------------- */
 
 /* op: lw__gpu_eltwise_op; rows x n; b_rows 1 or rows (ADD); table: GEGLU's table variant; range: inputs
- * uniform in [-range, range); b_ones: b = 1 (GEGLU's GELU values alone). Returns an lw_status. */
+ * uniform in [-range, range); b_ones: b = 1 (GEGLU's GELU values alone); layout on the GPU: 0 contiguous
+ * rows, 1 rows 7 elements further apart than n (a, b, d), 2 b inside a's binding as a fused gate|up
+ * projection (rows [a | b], stride 2n; binary ops, b_rows = rows). Returns an lw_status. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_eltwise(lw_wasm_ops *c, int op, int n, int rows, int b_rows, int table,
-                                             int wg, uint32_t seed, float f0, float f1, float range, int b_ones) {
+                                             int wg, uint32_t seed, float f0, float f1, float range, int b_ones,
+                                             int layout) {
     size_t total = (size_t)n * (size_t)rows, tb = (size_t)n * (size_t)b_rows;
     lw_status st = begin_case(c, total);
     if (st != LW_OK) return st;
@@ -382,14 +385,31 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_eltwise(lw_wasm_ops *c, int op, int n, int 
     lw__gpu_eltwise_params p;
     uint32_t grid[3];
     lw_gpu_pipeline pipe;
+    /* GPU-side copies of a, b and d in the asked layout */
+    const size_t pad = layout == 1 ? 7 : 0, sa = layout == 2 ? 2 * (size_t)n : (size_t)n + pad,
+                 sb = (size_t)n + pad, sd = (size_t)n + pad;
+    const size_t na = sa * (size_t)rows, nb = sb * (size_t)b_rows, ndl = sd * (size_t)rows;
+    float *ga = malloc(na * 4), *gb = malloc(nb * 4), *gd = malloc(ndl * 4);
+    if (!ga || !gb || !gd) st = LW_ERR_NOMEM;
+    if (layout == 2 && (!bin || b_rows != rows)) st = lw__errorf(c->err, LW_ERR_INVALID_ARG, "layout 2: binary ops");
+    for (int rr = 0; st == LW_OK && rr < rows; rr++) {
+        memcpy(ga + (size_t)rr * sa, a + (size_t)rr * n, (size_t)n * 4);
+        if (layout == 2) memcpy(ga + (size_t)rr * sa + n, b + (size_t)rr * n, (size_t)n * 4);
+        memset(gd + (size_t)rr * sd, 0xff, sd * 4);
+    }
+    for (int rr = 0; st == LW_OK && rr < b_rows; rr++) memcpy(gb + (size_t)rr * sb, b + (size_t)rr * n, (size_t)n * 4);
+    v.b_in_a = layout == 2;
     arena ar = {0};
-    int ia = arena_add(&ar, total * 4), ib = arena_add(&ar, tb * 4), id = arena_add(&ar, total * 4);
+    int ia = arena_add(&ar, na * 4), ib = arena_add(&ar, nb * 4), id = arena_add(&ar, ndl * 4);
     lw_gpu_buffer buf = 0, tbuf = 0;
-    if (st == LW_OK) st = lw__gpu_eltwise_plan(&c->info, &v, n, rows, 0, 0, b_rows, 0, f0, f1, &p, grid, c->err);
+    if (st == LW_OK)
+        st = lw__gpu_eltwise_plan(&c->info, &v, n, rows, 0, layout == 2 ? (uint64_t)n : 0, b_rows, 0, f0, f1, &p,
+                                  grid, c->err);
+    if (st == LW_OK && layout) st = lw__gpu_eltwise_strides(&p, sa, layout == 2 ? sa : sb, sd, c->err);
     if (st == LW_OK) st = lw__gpu_eltwise_pipeline(&c->gpu, &c->cache, NULL, &v, &c->info, &pipe, c->err);
     if (st == LW_OK) {
-        const void *data[3] = {a, b, c->out}; /* d starts as NaN */
-        const uint64_t bytes[3] = {total * 4, tb * 4, total * 4};
+        const void *data[3] = {ga, gb, gd}; /* d starts as NaN */
+        const uint64_t bytes[3] = {na * 4, nb * 4, ndl * 4};
         st = arena_upload(c, &ar, data, bytes, &buf);
     }
     if (st == LW_OK && op == LW_GPU_ELT_GEGLU && v.gelu_table) {
@@ -404,18 +424,36 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_eltwise(lw_wasm_ops *c, int op, int n, int 
         lw_gpu_bind binds[4];
         uint32_t nb = 0, at;
         binds[nb++] = bind_range(buf, &ar, ia);
-        if (bin) binds[nb++] = bind_range(buf, &ar, ib);
+        if (bin && !v.b_in_a) binds[nb++] = bind_range(buf, &ar, ib);
         binds[nb++] = bind_range(buf, &ar, id);
         at = nb;
         if (tbuf) binds[nb++] = (lw_gpu_bind){tbuf, 0, 0};
         st = dispatch(c, pipe, binds, nb, at, &p, sizeof p, grid);
     }
-    if (st == LW_OK) st = finish(c, buf, ar.off[id], c->out, total * 4);
+    /* strided d: read the whole range into a scratch kept on the context, compacted after settle */
+    if (st == LW_OK && sd == (size_t)n) st = finish(c, buf, ar.off[id], c->out, total * 4);
+    if (st == LW_OK && sd != (size_t)n) {
+        c->raw = (uint8_t *)gd;
+        gd = NULL;
+        c->raw_elems = sd; /* row stride for lw_wasm_ops_compact */
+        c->raw_at = (size_t)n;
+        st = finish(c, buf, ar.off[id], c->raw, ndl * 4);
+    }
     free(a);
     free(b);
+    free(ga);
+    free(gb);
+    free(gd);
     free(gt);
     if (st != LW_OK && !c->err[0]) lw__errorf(c->err, st, "eltwise failed");
     return st;
+}
+
+/* After settle, for strided eltwise results: the rows of the read-back range into out. */
+EMSCRIPTEN_KEEPALIVE void lw_wasm_ops_compact(lw_wasm_ops *c) {
+    if (!c->raw || !c->raw_at) return;
+    const size_t n = c->raw_at, stride = c->raw_elems, rows = c->count / n;
+    for (size_t r = 0; r < rows; r++) memcpy(c->out + r * n, (const float *)c->raw + r * stride, n * 4);
 }
 
 /* OUT_ROWS of n_tokens rows of n: the last row (last = 1) or all. */
@@ -476,9 +514,10 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_out_rows(lw_wasm_ops *c, int n, int n_token
  * ------------------------------------------------------------------------------------------------------- */
 
 /* rows x n, groups of `group` (0: whole row); weight: 0 none, 1 `group` elements, 2 n elements. add: the
- * fused residual ADD (x = a + b): the compared result is the normalised rows followed by the sum rows. */
+ * fused residual ADD (x = a + b): the compared result is the normalised rows followed by the sum rows.
+ * pad > 0 (without add): x and d rows on the GPU are n + pad elements apart (lw__gpu_norm_strides). */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm(lw_wasm_ops *c, int n, int group, int rows, int weight, int sg,
-                                              int wg, uint32_t seed, float eps, int add) {
+                                              int wg, uint32_t seed, float eps, int add, int pad) {
     size_t total = (size_t)n * (size_t)rows;
     const int gs = group > 0 ? group : n, wlen = weight == 0 ? 0 : weight == 1 ? gs : n;
     lw_status st = begin_case(c, add ? 2 * total : total);
@@ -535,11 +574,35 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm(lw_wasm_ops *c, int n, int group, 
     if (st == LW_OK)
         st = add ? lw__gpu_norm_add_plan(&c->info, &v, n, group, rows, 0, 0, 0, 3, wlen, 0, eps, &p, grid, c->err)
                  : lw__gpu_norm_plan(&c->info, &v, n, group, rows, 0, 3, wlen, 0, eps, &p, grid, c->err);
+    if (st == LW_OK && pad > 0 && !add) { /* strided rows: x re-laid, d read whole and compacted */
+        const size_t stride = (size_t)n + (size_t)pad, sp = stride * (size_t)rows;
+        float *xs = malloc(sp * 4);
+        c->raw = malloc(sp * 4);
+        if (!xs || !c->raw) {
+            free(xs);
+            st = LW_ERR_NOMEM;
+        } else {
+            for (int rr = 0; rr < rows; rr++) memcpy(xs + (size_t)rr * stride, x + (size_t)rr * n, (size_t)n * 4);
+            memset(c->raw, 0xff, sp * 4);
+            free(x);
+            x = xs;
+            c->raw_elems = stride;
+            c->raw_at = (size_t)n;
+            ar = (arena){0};
+            ix = arena_add(&ar, sp * 4);
+            id = arena_add(&ar, sp * 4);
+            st = lw__gpu_norm_strides(&p, stride, stride, c->err);
+        }
+    }
     if (st == LW_OK) st = lw__gpu_norm_pipeline(&c->gpu, &c->cache, NULL, &v, &c->info, &pipe, c->err);
     if (st == LW_OK) {
-        const void *data[4] = {x, c->out, b, c->out};
-        const uint64_t bytes[4] = {total * 4, total * 4, total * 4, total * 4};
-        st = arena_upload(c, &ar, data, bytes, &buf);
+        const bool strided = c->raw != NULL;
+        const uint64_t xb = strided ? ar.size[ix] : total * 4;
+        const void *data[4] = {x, strided ? (const void *)c->raw : (const void *)c->out, b, c->out};
+        const uint64_t bytes[4] = {xb, xb, total * 4, total * 4};
+        arena up = ar;
+        if (strided) up.n = 2;
+        st = arena_upload(c, &up, data, bytes, &buf);
     }
     if (st == LW_OK) st = upload(c, wpad, ((size_t)wlen + 8) * 4, "norm weight", &wbuf);
     if (st == LW_OK) {
@@ -547,7 +610,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm(lw_wasm_ops *c, int n, int group, 
                                 bind_range(buf, &ar, ib), bind_range(buf, &ar, isum)};
         st = dispatch(c, pipe, binds, add ? 5 : 3, add ? 5 : 3, &p, sizeof p, grid);
     }
-    if (st == LW_OK) st = finish(c, buf, ar.off[id], c->out, total * 4);
+    if (st == LW_OK)
+        st = c->raw ? finish(c, buf, ar.off[id], c->raw, ar.size[id]) : finish(c, buf, ar.off[id], c->out, total * 4);
     if (st == LW_OK && add) st = c->gpu.ops->read(c->gpu.ctx, buf, ar.off[isum], c->out + total, total * 4);
     free(x);
     free(b);

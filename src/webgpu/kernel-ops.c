@@ -67,7 +67,7 @@ static bool elt_binary(uint32_t op) {
 }
 
 lw__gpu_eltwise_variant lw__gpu_eltwise_default(const lw_gpu_info *info, uint32_t op) {
-    lw__gpu_eltwise_variant v = {op, op == LW_GPU_ELT_GEGLU, fit_wg(info, 256)};
+    lw__gpu_eltwise_variant v = {op, op == LW_GPU_ELT_GEGLU, fit_wg(info, 256), false};
     return v;
 }
 
@@ -75,7 +75,7 @@ uint32_t lw__gpu_eltwise_layout(const lw__gpu_eltwise_variant *v, lw_gpu_binding
     if (v->op < LW_GPU_ELT_ADD || v->op > LW_GPU_ELT_COPY) return 0;
     uint32_t n = 0;
     kinds[n++] = LW_GPU_BIND_STORAGE;
-    if (elt_binary(v->op)) kinds[n++] = LW_GPU_BIND_STORAGE;
+    if (elt_binary(v->op) && !v->b_in_a) kinds[n++] = LW_GPU_BIND_STORAGE;
     kinds[n++] = LW_GPU_BIND_STORAGE;
     kinds[n++] = LW_GPU_BIND_UNIFORM_DYNAMIC;
     if (v->op == LW_GPU_ELT_GEGLU && v->gelu_table) kinds[n++] = LW_GPU_BIND_STORAGE_READ;
@@ -93,10 +93,13 @@ lw_status lw__gpu_eltwise_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *ca
     if (st != LW_OK) return st;
     const bool table = v->op == LW_GPU_ELT_GEGLU && v->gelu_table;
     char label[LW_GPU_CACHE_KEY], op[8], wg[16];
-    snprintf(label, sizeof label, "eltwise %s%s wg%u", elt_names[v->op], table ? " table" : "", v->wg_size);
+    const bool b_in_a = elt_binary(v->op) && v->b_in_a;
+    snprintf(label, sizeof label, "eltwise %s%s%s wg%u", elt_names[v->op], table ? " table" : "",
+             b_in_a ? " b_in_a" : "", v->wg_size);
     snprintf(op, sizeof op, "%u", v->op);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
-    lw__wgsl_define defs[] = {{"OP", op}, {"WG_SIZE", wg}, {"GELU_TABLE", table ? "1" : "0"}};
+    lw__wgsl_define defs[] = {
+        {"OP", op}, {"WG_SIZE", wg}, {"GELU_TABLE", table ? "1" : "0"}, {"B_IN_A", b_in_a ? "1" : "0"}};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "eltwise.wgsl", defs, sizeof defs / sizeof defs[0],
                                   kinds, nk, out, err);
 }
@@ -128,8 +131,31 @@ lw_status lw__gpu_eltwise_plan(const lw_gpu_info *info, const lw__gpu_eltwise_va
     p->b_offset = (uint32_t)b_offset;
     p->d_offset = (uint32_t)d_offset;
     p->b_rows = (uint32_t)b_rows;
+    p->a_stride = p->b_stride = p->d_stride = (uint32_t)n;
     p->f0 = f0;
     p->f1 = f1;
+    return LW_OK;
+}
+
+/* The largest index a row stride reaches: offset + (rows - 1) * stride + n. */
+static bool strided_fits(uint64_t offset, uint64_t rows, uint64_t stride, uint64_t n) {
+    uint64_t span;
+    return stride >= n && lw__mul_u64(rows - 1, stride, &span) && lw__add_u64(span, n, &span) &&
+           fits_u32(offset, span);
+}
+
+lw_status lw__gpu_eltwise_strides(lw__gpu_eltwise_params *p, uint64_t a_stride, uint64_t b_stride,
+                                  uint64_t d_stride, char *err) {
+    if (!a_stride) a_stride = p->n;
+    if (!b_stride) b_stride = p->n;
+    if (!d_stride) d_stride = p->n;
+    if (!strided_fits(p->a_offset, p->rows, a_stride, p->n) || !strided_fits(p->d_offset, p->rows, d_stride, p->n) ||
+        (p->b_rows != 1 && !strided_fits(p->b_offset, p->rows, b_stride, p->n)))
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "eltwise: strides %llu/%llu/%llu below the row or past 32 bits",
+                          (unsigned long long)a_stride, (unsigned long long)b_stride, (unsigned long long)d_stride);
+    p->a_stride = (uint32_t)a_stride;
+    p->b_stride = (uint32_t)b_stride;
+    p->d_stride = (uint32_t)d_stride;
     return LW_OK;
 }
 
@@ -212,6 +238,19 @@ lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant 
     p->w_step = w_len == n && n != group ? (uint32_t)group : 0;
     p->has_w = w_len != 0;
     p->eps = eps;
+    p->x_stride = p->d_stride = (uint32_t)n;
+    return LW_OK;
+}
+
+lw_status lw__gpu_norm_strides(lw__gpu_norm_params *p, uint64_t x_stride, uint64_t d_stride, char *err) {
+    if (!x_stride) x_stride = p->n;
+    if (!d_stride) d_stride = p->n;
+    if (!strided_fits(p->x_offset, p->rows, x_stride, p->n) || !strided_fits(p->d_offset, p->rows, d_stride, p->n) ||
+        !strided_fits(p->b_offset, p->rows, x_stride, p->n) || !strided_fits(p->sum_offset, p->rows, x_stride, p->n))
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "rms_norm: strides %llu/%llu below the row or past 32 bits",
+                          (unsigned long long)x_stride, (unsigned long long)d_stride);
+    p->x_stride = (uint32_t)x_stride;
+    p->d_stride = (uint32_t)d_stride;
     return LW_OK;
 }
 

@@ -69,6 +69,10 @@ typedef struct lw__gpu_eltwise_variant {
     uint32_t op;      /* lw__gpu_eltwise_op                                         */
     bool gelu_table;  /* GEGLU: read ggml's table from binding 4 (exact) vs compute */
     uint32_t wg_size; /* invocations per workgroup                                  */
+    bool b_in_a;      /* binary ops: b is read from a's binding (b_offset, b_stride
+                         into it), e.g. the up half of a fused gate|up projection:
+                         bindings a, d, params (+ table). One binding, because two
+                         writable bindings of one range are refused                 */
 } lw__gpu_eltwise_variant;
 
 /* EltwiseParams in eltwise.wgsl (48 bytes). */
@@ -80,10 +84,11 @@ typedef struct lw__gpu_eltwise_params {
     uint32_t d_offset; /* first element of d                                */
     uint32_t b_rows;   /* 1: b's single row is broadcast; else rows         */
     uint32_t groups_x; /* workgroups along x of the grid                    */
-    uint32_t pad0;     /* (alignment)                                       */
+    uint32_t a_stride; /* elements between rows of a (plan: n)              */
     float f0;          /* SCALE factor; SOFTCAP 1/c                         */
     float f1;          /* SOFTCAP c                                         */
-    uint32_t pad1[2];  /* keeps the block 16-byte sized                     */
+    uint32_t b_stride; /* elements between rows of b (plan: n)              */
+    uint32_t d_stride; /* elements between rows of d (plan: n)              */
 } lw__gpu_eltwise_params;
 _Static_assert(sizeof(lw__gpu_eltwise_params) == 48, "eltwise params block");
 
@@ -99,6 +104,10 @@ lw_status lw__gpu_eltwise_plan(const lw_gpu_info *info, const lw__gpu_eltwise_va
                                uint64_t rows, uint64_t a_offset, uint64_t b_offset, uint64_t b_rows,
                                uint64_t d_offset, float f0, float f1, lw__gpu_eltwise_params *p, uint32_t grid[3],
                                char *err);
+/* Rows further apart than n (0: n): e.g. SWIGLU on a fused gate|up projection, a = gate at offset 0 and
+ * b = up at offset n, both with stride 2n. Call after a successful plan; LW_ERR_TOO_LARGE past 32 bits. */
+lw_status lw__gpu_eltwise_strides(lw__gpu_eltwise_params *p, uint64_t a_stride, uint64_t b_stride,
+                                  uint64_t d_stride, char *err);
 /* OUT_ROWS: rows [first, first + count) of src (rows of n elements at src_offset) to d at d_offset; the graph
  * uses first = n_tokens - 1, count = 1 (last row) or first = 0, count = n_tokens (all). Variant op COPY. */
 lw_status lw__gpu_out_rows_plan(const lw_gpu_info *info, const lw__gpu_eltwise_variant *v, uint64_t n,
@@ -145,7 +154,9 @@ typedef struct lw__gpu_norm_params {
     uint32_t groups_x;       /* workgroups along x                                 */
     uint32_t b_offset;       /* add_input: first element of b                      */
     uint32_t sum_offset;     /* add_input: first element of sum                    */
-    uint32_t pad[3];         /* (size)                                             */
+    uint32_t x_stride;       /* elements between rows of x, b, sum (plan: n)       */
+    uint32_t d_stride;       /* elements between rows of d (plan: n)               */
+    uint32_t pad;            /* (size)                                             */
 } lw__gpu_norm_params;
 _Static_assert(sizeof(lw__gpu_norm_params) == 64, "norm params block");
 
@@ -159,6 +170,9 @@ lw_status lw__gpu_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
 lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant *v, uint64_t n, uint64_t group,
                             uint64_t rows, uint64_t x_offset, uint64_t w_offset, uint64_t w_len,
                             uint64_t d_offset, float eps, lw__gpu_norm_params *p, uint32_t grid[3], char *err);
+/* Rows of x (and b, sum) and of d further apart than n (0: n), e.g. per-head q/k norms reading the q or k
+ * part of a fused QKV projection. Call after a successful plan. */
+lw_status lw__gpu_norm_strides(lw__gpu_norm_params *p, uint64_t x_stride, uint64_t d_stride, char *err);
 /* The add_input variant: as lw__gpu_norm_plan with a at x_offset, plus b and sum (rows x n each). */
 lw_status lw__gpu_norm_add_plan(const lw_gpu_info *info, const lw__gpu_norm_variant *v, uint64_t n,
                                 uint64_t group, uint64_t rows, uint64_t a_offset, uint64_t b_offset,

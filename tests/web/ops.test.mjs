@@ -57,9 +57,10 @@ const fmt = (s) => `nmse ${s.nmse.toExponential(2)}, ${s.equal}/${s.count} ident
 // ---- element-wise ---------------------------------------------------------------------------------------
 const ELT = { ADD: 1, SCALE: 2, SOFTCAP: 3, SWIGLU: 4, GEGLU: 5 };
 
-async function eltwise(op, n, rows, { bRows = rows, table = 0, wg = 0, seed = 1, f0 = 0, f1 = 0, range = 4, bOnes = 0 } = {}) {
+async function eltwise(op, n, rows, { bRows = rows, table = 0, wg = 0, seed = 1, f0 = 0, f1 = 0, range = 4, bOnes = 0, layout = 0 } = {}) {
   const name = `${Object.keys(ELT).find((k) => ELT[k] === op)} ${rows}x${n}`;
-  const { c } = await run(name, (c) => M._lw_wasm_ops_eltwise(c, op, n, rows, bRows, table, wg, seed, f0, f1, range, bOnes));
+  const { c } = await run(name, (c) => M._lw_wasm_ops_eltwise(c, op, n, rows, bRows, table, wg, seed, f0, f1, range, bOnes, layout));
+  M._lw_wasm_ops_compact(c);
   return stats(name, c);
 }
 
@@ -111,6 +112,15 @@ test('GEGLU: ggml table exact; computed GELU within one f16 step', { skip }, asy
   }
 });
 
+test('row strides, and b inside a (SWIGLU/GEGLU on a fused gate|up projection)', { skip }, async () => {
+  for (const [op, layout, bRows] of [[ELT.ADD, 1, 5], [ELT.ADD, 1, 1], [ELT.SCALE, 1, 5], [ELT.SWIGLU, 2, 5],
+    [ELT.GEGLU, 2, 5], [ELT.SWIGLU, 1, 5]]) {
+    const s = await eltwise(op, 333, 5, { bRows, layout, f0: 0.5, seed: op * 10 + layout, table: 1 });
+    console.log(`# op ${op} layout ${layout === 1 ? 'strided rows' : 'b in a'} (b rows ${bRows}): ${fmt(s)}`);
+    assert.ok(op === ELT.SWIGLU ? s.nmse < BOUND.ulp : s.equal === s.count, fmt(s));
+  }
+});
+
 test('OUT_ROWS: last row and all rows', { skip }, async () => {
   for (const last of [1, 0]) {
     const { c } = await run('out_rows', (c) => M._lw_wasm_ops_out_rows(c, 1000 + 3, 9, last, 4));
@@ -134,8 +144,10 @@ test('RMS_NORM with its weight: whole rows, per-head groups (q/k norm), no weigh
     if (sg && !i.subgroups) continue;
     for (const [n, group, rows, weight, eps] of cases) {
       for (const wg of [0, 32]) {
-        const name = `rms_norm ${rows}x${n} group ${group} weight ${weight} ${sg ? 'subgroups' : 'workgroup'} wg ${wg || 'default'}`;
-        const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm(c, n, group, rows, weight, sg, wg, n + wg, eps, 0));
+        const name = `rms_norm ${rows}x${n} group ${group} weight ${weight} ${sg ? 'subgroups' : 'workgroup'} wg ${wg || 'default'}${wg ? ' strided rows' : ''}`;
+        const pad = wg ? 5 : 0; // rows further apart than n (a slice of a fused projection)
+        const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm(c, n, group, rows, weight, sg, wg, n + wg, eps, 0, pad));
+        M._lw_wasm_ops_compact(c);
         const s = stats(name, c);
         console.log(`# ${name}: ${fmt(s)}`);
         assert.ok(s.nmse < BOUND.ulp, fmt(s));
@@ -150,7 +162,7 @@ test('residual ADD fused into RMS_NORM: the same bits as ADD then RMS_NORM up to
     if (sg && !i.subgroups) continue;
     for (const [n, group, rows, weight] of [[2048 + 72, 0, 5, 2], [1000, 0, 1, 2], [4 * 96, 96, 3, 1]]) {
       const name = `add+rms_norm ${rows}x${n} group ${group} ${sg ? 'subgroups' : 'workgroup'}`;
-      const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm(c, n, group, rows, weight, sg, 0, n + 1, 1e-5, 1));
+      const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm(c, n, group, rows, weight, sg, 0, n + 1, 1e-5, 1, 0));
       const s = stats(name, c);
       console.log(`# ${name}: ${fmt(s)} (norm rows then sum rows)`);
       assert.ok(s.nmse < BOUND.ulp, fmt(s));

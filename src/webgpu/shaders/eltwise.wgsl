@@ -8,9 +8,10 @@
 //                                      GELU of f16(a), rounded to f16; GELU_TABLE=1 reads ggml's table from
 //                                      binding 4 (exact), GELU_TABLE=0 computes it (see kernels-ops.h))
 //   OP_COPY     d = a                 (OUT_ROWS: a range of rows)
-// Defines: OP (above), WG_SIZE (default 256), GELU_TABLE.
-// Bindings: unary ops (SCALE, SOFTCAP, COPY): 0 a, 1 d, 2 params; binary ops: 0 a, 1 b, 2 d, 3 params,
-// 4 GELU table (GEGLU with GELU_TABLE=1: 32768 words, two halves each). a, b, d are read_write so that
+// Rows are a_stride / b_stride / d_stride elements apart (n: contiguous).
+// Defines: OP (above), WG_SIZE (default 256), GELU_TABLE, B_IN_A (binary ops read b from a's binding).
+// Bindings: unary ops (SCALE, SOFTCAP, COPY) and B_IN_A: 0 a, 1 d, 2 params (+ 3 GELU table); binary ops:
+// 0 a, 1 b, 2 d, 3 params, 4 GELU table (GEGLU with GELU_TABLE=1: 32768 words, two halves each). a, b, d are read_write so that
 // disjoint ranges of one activation buffer can back all of them.
 // Dispatch: (groups_x, ceil(groups / groups_x), 1), groups = ceil(n * rows / WG_SIZE).
 #include "ops-common.wgsl"
@@ -29,7 +30,11 @@
 #ifndef GELU_TABLE
 #define GELU_TABLE 0
 #endif
+#ifndef B_IN_A
+#define B_IN_A 0
+#endif
 #define BINARY (OP == OP_ADD || OP == OP_SWIGLU || OP == OP_GEGLU)
+#define B_BINDING (BINARY && !B_IN_A)
 
 struct EltwiseParams {
     n: u32,        // elements per row
@@ -39,15 +44,16 @@ struct EltwiseParams {
     d_offset: u32, // first element of d in its binding
     b_rows: u32,   // rows of b: 1 broadcasts b's single row (ADD), else rows
     groups_x: u32, // workgroups along x of the grid
-    pad0: u32,
+    a_stride: u32, // elements between rows of a (n: contiguous; e.g. 2n for the gate half of a fused
+                   // gate|up projection)
     f0: f32,       // SCALE: the factor; SOFTCAP: 1 / cap
     f1: f32,       // SOFTCAP: cap
-    pad1: u32,
-    pad2: u32,
+    b_stride: u32, // elements between rows of b
+    d_stride: u32, // elements between rows of d
 }
 
 @group(0) @binding(0) var<storage, read_write> a: array<f32>;
-#if BINARY
+#if B_BINDING
 @group(0) @binding(1) var<storage, read_write> b: array<f32>;
 @group(0) @binding(2) var<storage, read_write> d: array<f32>;
 @group(0) @binding(3) var<uniform> params: EltwiseParams;
@@ -57,6 +63,9 @@ struct EltwiseParams {
 #else
 @group(0) @binding(1) var<storage, read_write> d: array<f32>;
 @group(0) @binding(2) var<uniform> params: EltwiseParams;
+#if OP == OP_GEGLU && GELU_TABLE
+@group(0) @binding(3) var<storage, read> gelu_table: array<u32>;
+#endif
 #endif
 
 #if OP == OP_GEGLU
@@ -82,10 +91,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (i >= params.n * params.rows) {
         return;
     }
-    let x = a[params.a_offset + i];
-#if BINARY
+    let row = i / params.n;
     let col = i % params.n;
-    let g = b[params.b_offset + select(i, col, params.b_rows == 1u)];
+    let x = a[params.a_offset + row * params.a_stride + col];
+#if BINARY
+#if B_IN_A
+    let g = a[params.b_offset + select(row * params.b_stride, 0u, params.b_rows == 1u) + col];
+#else
+    let g = b[params.b_offset + select(row * params.b_stride, 0u, params.b_rows == 1u) + col];
+#endif
 #endif
 #if OP == OP_ADD
     let y = x + g;
@@ -108,5 +122,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #else
 #error eltwise.wgsl: unknown OP
 #endif
-    d[params.d_offset + i] = y;
+    d[params.d_offset + row * params.d_stride + col] = y;
 }

@@ -34,9 +34,9 @@ struct NormParams {
     groups_x: u32,       // workgroups along x of the grid
     b_offset: u32,       // ADD_INPUT: first element of b in its binding
     sum_offset: u32,     // ADD_INPUT: first element of sum in its binding
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
+    x_stride: u32,       // elements between rows of x (and of b, sum)
+    d_stride: u32,       // elements between rows of d
+    pad: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
@@ -83,7 +83,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let row = item / params.groups_per_row;
     let g = item % params.groups_per_row;
-    let ob = row * params.n + g * params.group;
+    let ob = row * params.x_stride + g * params.group;
     var acc = 0.0f;
     for (var i = lid; i < params.group; i += WG_SIZE) {
         let v = load_x(ob, i, true);
@@ -112,7 +112,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let total = partial[0];
 #endif
     let scale = 1.0f / sqrt(total / f32(params.group) + params.eps);
-    let db = params.d_offset + row * params.n + g * params.group;
+    let db = params.d_offset + row * params.d_stride + g * params.group;
     let wb = params.w_offset + g * params.w_step;
     for (var i = lid; i < params.group; i += WG_SIZE) {
         var v = load_x(ob, i, false) * scale;

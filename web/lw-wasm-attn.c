@@ -41,6 +41,8 @@ typedef struct lw_wasm_attn {
     lw__gpu_attn_variant var;          /* variant of the last run                               */
     lw__gpu_attn_dispatch disp;        /* its dispatches                                        */
     lw__gpu_attn_params params;        /* its parameter block                                   */
+    lw_gpu_pipeline pipe[2];           /* its pipelines, per dispatch                           */
+    lw_gpu_bind_group group[2];        /* their bind groups                                     */
     char err[LW_ERRMSG_SIZE];          /* why the last call failed                              */
 } lw_wasm_attn;
 
@@ -284,18 +286,29 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run(lw_wasm_attn *a, lw_wasm_attn_gpu *g, 
     lw_gpu_bind b[LW_GPU_ATTN_BINDINGS] = {{a->bq, 0, 0}, {a->bk, 0, 0}, {a->bv, 0, 0},
                                           {a->bo, 0, 0}, {a->bs, 0, 0}, {a->bp, 0, 0}};
     for (uint32_t i = 0; i < a->disp.n; i++) {
-        lw_gpu_pipeline pipe;
-        lw_gpu_bind_group group;
         if ((st = lw__gpu_attn_pipeline(&g->gpu, &g->cache, NULL, &v, (lw__gpu_attn_kernel)a->disp.kernel[i],
-                                        &g->info, &pipe, a->err)) != LW_OK)
+                                        &g->info, &a->pipe[i], a->err)) != LW_OK)
             return st;
-        if ((st = o->bind_group_create(c, pipe, b, LW_GPU_ATTN_BINDINGS, &group)) != LW_OK)
+        if ((st = o->bind_group_create(c, a->pipe[i], b, LW_GPU_ATTN_BINDINGS, &a->group[i])) != LW_OK)
             return lw__errorf(a->err, st, "bind group: %s", o->error(c) ? o->error(c) : "");
-        o->dispatch(c, pipe, group, 0, a->disp.grid[i][0], a->disp.grid[i][1], a->disp.grid[i][2]);
+        o->dispatch(c, a->pipe[i], a->group[i], 0, a->disp.grid[i][0], a->disp.grid[i][1], a->disp.grid[i][2]);
     }
     if ((st = o->submit(c)) != LW_OK) return lw__errorf(a->err, st, "submit failed");
     if ((st = o->read(c, a->bo, 0, a->out, a->q_n * 4)) != LW_OK) return lw__errorf(a->err, st, "read failed");
     return LW_OK;
+}
+
+/* Benchmark step after a run: records the run's dispatches iters times in one compute pass (creating
+ * nothing), submits, and schedules the read of the output; the JS caller times it up to settle(). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_bench(lw_wasm_attn *a, int iters) {
+    if (a->err[0]) return LW_ERR_INVALID_ARG;
+    if (!a->g || !a->disp.n || iters <= 0) return lw__errorf(a->err, LW_ERR_INVALID_ARG, "run first; iters > 0");
+    const lw_gpu_ops *o = a->g->gpu.ops;
+    void *c = a->g->gpu.ctx;
+    for (int it = 0; it < iters; it++)
+        for (uint32_t i = 0; i < a->disp.n; i++)
+            o->dispatch(c, a->pipe[i], a->group[i], 0, a->disp.grid[i][0], a->disp.grid[i][1], a->disp.grid[i][2]);
+    return o->read(c, a->bo, 0, a->out, a->q_n * 4);
 }
 
 /* What the last run did, as JSON into dst: kernels, grids, splits, chunk, the variant. Returns the length

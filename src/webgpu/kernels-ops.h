@@ -22,6 +22,25 @@
  *  - Indices are u32 inside the kernels: plans refuse shapes whose element indices reach 2^32.
  *  - Every kernel has an f32 path and none needs subgroups or shader-f16 (variants that use them are
  *    refused on devices without them).
+ *
+ * Node -> kernel (a runner walking the graph's node list):
+ *   GET_ROWS        get_rows (one dispatch per table part; lw__gpu_get_rows_split at load)
+ *   RMS_NORM        norm (add_input when src0 is the dst of the ADD just before it: the residual ADD and
+ *                   the next block's norm in one dispatch; a final norm feeding OUT_ROWS can be planned for
+ *                   the output rows only: x_offset = first * n, rows = count, then OUT_ROWS is a no-op)
+ *   ADD             eltwise ADD (unless fused into the next norm)
+ *   ROPE + ROPE + KV_STORE(K) + KV_STORE(V) of one attention block: rope_qkv, one dispatch; else ROPE
+ *                   (out_f16 to write K straight into an f16 cache) and KV_STORE
+ *   KV_STORE        kv_store
+ *   SWIGLU, GEGLU   eltwise (b_in_a when gate and up come from one fused projection; GEGLU: upload
+ *                   lw__gpu_gelu_table once and use gelu_table for the CPU's exact bits)
+ *   SCALE, SOFTCAP  eltwise
+ *   OUT_ROWS        eltwise COPY via lw__gpu_out_rows_plan (or a HAL copy(), or folded into the norm)
+ *   sampling        topk (k = 1: greedy, read back 4 bytes)
+ * With mat-vec and attention, a llama block's decode step is then: norm(+add), Q/K/V mat-vec(s), rope_qkv,
+ * attention, O mat-vec, norm(+add), gate/up mat-vec(s), SWIGLU, down mat-vec: 9 dispatches with separate
+ * projections, 7 with fused QKV and gate|up ones (the last block's residual ADD goes into the final norm).
+ *
  * Tests: tests/web/ops.test.mjs (end to end against src/cpu/engine-ops.c through web/lw-wasm-ops.c) and
  * tests/test-wgsl-ops.c (expansion + planning, no GPU). */
 #ifndef LW_GPU_KERNELS_OPS_H

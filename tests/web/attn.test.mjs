@@ -156,6 +156,28 @@ test('either kernel for any token count: decode of 8 tokens, prefill of 1, a sma
   assert.ok(a.flash > 0 && b.flash > 0 && c.flash > 0);
 });
 
+test('steps after warm-up create no GPU objects (invariant 2)', { skip }, async () => {
+  const h = M._lw_wasm_attn_new(1, 8, 2, 64, 1, 700, 710, 0, 0.125, 0, 3, 5);
+  try {
+    assert.equal(M._lw_wasm_attn_run(h, G, 0, 0, -1, 0, -1, 0, 0), 0, M.UTF8ToString(M._lw_wasm_attn_error(h)));
+    assert.equal(await M.lwGpu.settle(), null);
+    assert.equal(M._lw_wasm_attn_bench(h, 1), 0); // read-back staging
+    assert.equal(await M.lwGpu.settle(), null);
+    const before = { ...M.lwGpu.counters };
+    for (let step = 0; step < 4; step++) {
+      assert.equal(M._lw_wasm_attn_bench(h, 3), 0, M.UTF8ToString(M._lw_wasm_attn_error(h)));
+      assert.equal(await M.lwGpu.settle(), null);
+    }
+    const c = M.lwGpu.counters;
+    for (const k of ['buffers', 'stagingBuffers', 'pipelines', 'bindGroups']) assert.equal(c[k], before[k], k);
+    assert.equal(c.dispatches - before.dispatches, 4 * 3 * 2); // decode + reduce per call
+    const nmse = M._lw_wasm_attn_nmse(h, 1);
+    assert.ok(nmse >= 0 && nmse < BOUND.f16.classic, `nmse ${nmse}`);
+  } finally {
+    M._lw_wasm_attn_free(h);
+  }
+});
+
 test('variants that do not suit the device are refused with a reason', { skip }, async () => {
   await assert.rejects(attn({ ...A, nt: 1, pos0: 10 }, { wg: 48 }), /workgroup size 48/);
   await assert.rejects(attn({ ...A, nt: 70, pos0: 10 }, { bq: 48 }), /rows per tile/);

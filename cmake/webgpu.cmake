@@ -21,6 +21,7 @@ if(EMSCRIPTEN)
   add_executable(llamaweb-wasm ${LW_WASM_SOURCES})
   target_include_directories(llamaweb-wasm PRIVATE ${CMAKE_SOURCE_DIR}/src)
   target_link_libraries(llamaweb-wasm PRIVATE llamaweb)
+  target_compile_options(llamaweb PRIVATE -msimd128) # wasm SIMD (src/cpu/quant-dot-wasm.c); every current browser has it
   set(LW_WASM_JSLIB ${CMAKE_SOURCE_DIR}/web/lw-gpu.js)
   set_property(TARGET llamaweb-wasm APPEND PROPERTY LINK_DEPENDS ${LW_WASM_JSLIB})
   target_link_options(llamaweb-wasm PRIVATE

@@ -637,5 +637,6 @@ lw__vec_dot_fn lw__quant_dot_fast(lw__vec_dot_fn ref) {
     const char *force = getenv("LW_CPU_KERNELS"); /* "scalar": keep the references (tests, comparisons) */
     if (!ref || (force && !strcmp(force, "scalar"))) return ref;
     lw__vec_dot_fn f = lw__quant_dot_avx2(ref);
+    if (!f) f = lw__quant_dot_wasm(ref); /* wasm simd128 build */
     return f ? f : ref;
 }

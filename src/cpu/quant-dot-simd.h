@@ -19,6 +19,11 @@
  * LW_CPU_KERNELS: tests use it to compare against the reference. */
 lw__vec_dot_fn lw__quant_dot_avx2(lw__vec_dot_fn ref);
 
+/* The WebAssembly simd128 version of the reference dot `ref` (x86-order or generic references the engine
+ * uses; quant-dot-wasm.c), or NULL outside a -msimd128 wasm build or when there is none. Ignores
+ * LW_CPU_KERNELS. */
+lw__vec_dot_fn lw__quant_dot_wasm(lw__vec_dot_fn ref);
+
 /* The fastest dot that gives the same bits as `ref` on this CPU: its SIMD version where one exists and
  * LW_CPU_KERNELS is not "scalar", else `ref` itself (also NULL for NULL). For the selectors. */
 lw__vec_dot_fn lw__quant_dot_fast(lw__vec_dot_fn ref);

@@ -1,0 +1,56 @@
+// WebAssembly SIMD (simd128) quantized dots (src/cpu/quant-dot-wasm.c) against the scalar references they
+// replace, inside the wasm module (web/lw-wasm-simd.c): every kernel must give the reference's float bits on
+// random blocks and quantized rows of many lengths and seeds. Prints ns per 4096-long row, simd128 vs scalar
+// (information only). Needs the wasm build only, no GPU or WebGPU adapter.
+// Run: LW_WASM_DIR=<dir> node --test tests/web/simd128.test.mjs
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { loadModule } from '../../web/lw-node.mjs';
+
+const M = await loadModule();
+const skip = !M ? 'wasm module not built (scripts/build-wasm.sh)' : !M._lw_wasm_simd_count ? 'module without lw-wasm-simd.c' : false;
+if (skip) console.log('SKIP: ' + skip);
+
+const cases = skip ? [] : Array.from({ length: M._lw_wasm_simd_count() }, (_, i) => M.UTF8ToString(M._lw_wasm_simd_name(i)));
+
+test('module is built with simd128', { skip }, () => {
+  assert.equal(M._lw_wasm_simd_built(), 1);
+});
+
+test('every simd128 dot gives the reference bits', { skip }, () => {
+  const p = M._malloc(4);
+  const failed = [];
+  for (let i = 0; i < cases.length; i++) {
+    const bad = M._lw_wasm_simd_check(i, 60, p);
+    const rows = M.HEAP32[p >> 2];
+    assert.ok(bad >= 0, `${cases[i]}: no simd128 twin (${bad})`);
+    assert.ok(rows >= 60, `${cases[i]}: only ${rows} rows compared`);
+    if (bad) failed.push(`${cases[i]}: ${bad}/${rows} rows differ`);
+  }
+  M._free(p);
+  assert.deepEqual(failed, []);
+});
+
+test('emulated fmaf: the double-rounding case (halfway in double, exact sum above it)', { skip }, () => {
+  const p = M._malloc(12);
+  assert.equal(M._lw_wasm_simd_halfway(p), 0, 'no such blocks found');
+  const [ref, simd, naive] = M.HEAPF32.subarray(p >> 2, (p >> 2) + 3);
+  M._free(p);
+  assert.equal(ref, 4194304.5, 'libc fmaf rounds the exact sum');
+  assert.equal(naive, 4194304, 'the double sum alone rounds the other way (the case is real)');
+  assert.equal(simd, ref);
+});
+
+test('selector: simd128 twins unless LW_CPU_KERNELS=scalar', { skip }, () => {
+  assert.equal(M._lw_wasm_simd_selector(), 0);
+});
+
+test('speed per 4096-long row (information)', { skip }, () => {
+  const lines = ['format             scalar ns  simd128 ns  speed-up'];
+  for (let i = 0; i < cases.length; i++) {
+    const s = M._lw_wasm_simd_bench(i, 0, 3), v = M._lw_wasm_simd_bench(i, 1, 12);
+    assert.ok(s > 0 && v > 0);
+    lines.push(`${cases[i].padEnd(18)} ${s.toFixed(0).padStart(9)}  ${v.toFixed(0).padStart(10)}  x${(s / v).toFixed(1)}`);
+  }
+  console.log(lines.join('\n'));
+});

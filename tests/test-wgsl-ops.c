@@ -138,10 +138,14 @@ static void test_pipelines(void) {
         CHECK(lw__gpu_rope_qkv_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_OK);
         const lw_gpu_binding_kind k[] = {S, R, S, S, S, S, S, U};
         CHECK(layout_is(&f, k, 8));
-        CHECK((strstr(f.wgsl, "kc: array<u32>") != NULL) == f16);
+        CHECK((strstr(f.wgsl, "alias CacheWord = u32;") != NULL) == f16);
         lw_gpu_info few = ss;
         few.max_storage_buffers_per_shader_stage = 6;
         CHECK(lw__gpu_rope_qkv_pipeline(&gpu, NULL, NULL, &v, &few, &p, err) == LW_ERR_UNSUPPORTED);
+        v.qkv_one = true; /* one input binding: 5 storage buffers */
+        CHECK(lw__gpu_rope_qkv_pipeline(&gpu, NULL, NULL, &v, &few, &p, err) == LW_OK);
+        const lw_gpu_binding_kind k1[] = {S, R, S, S, S, U};
+        CHECK(layout_is(&f, k1, 6) && strstr(f.wgsl, "kx[") == NULL);
     }
     /* KV store */
     for (int f16 = 0; f16 < 2; f16++) {

@@ -741,9 +741,11 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope(lw_wasm_ops *c, int n_head, int hd, in
 
 /* The attention epilogue (rope_qkv) against the engine's four nodes ROPE(Q), ROPE(K), KV_STORE(K),
  * KV_STORE(V): the compared result is q_out, then the whole K cache, then the whole V cache (caches of
- * pos0 + rows + 1 cells, start pattern shared); call lw_wasm_ops_qkv_widen() after settle. */
+ * pos0 + rows + 1 cells, start pattern shared); call lw_wasm_ops_qkv_widen() after settle. one: the
+ * qkv_one variant, q, k, v interleaved per row in one tensor [q | k | v] as a fused projection makes. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_head_kv, int hd, int n_rot, int mode,
-                                              int rows, int pos0, int ff, int kv16, uint32_t seed, float freq_base) {
+                                              int rows, int pos0, int ff, int kv16, uint32_t seed, float freq_base,
+                                              int one) {
     const size_t nq = (size_t)n_head * hd, nkv = (size_t)n_head_kv * hd, ncell = (size_t)(pos0 + rows + 1);
     const size_t tq = nq * rows, tkv = nkv * rows, cells = nkv * ncell, esz = kv16 ? 2 : 4;
     const size_t cbytes = (cells * esz + 3) & ~(size_t)3;
@@ -825,22 +827,39 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_
     }
 
     lw__gpu_rope_qkv_variant var = lw__gpu_rope_qkv_default(&c->info, kv16 ? LW_TYPE_F16 : LW_TYPE_F32);
+    var.qkv_one = one != 0;
+    const size_t fused = nq + 2 * nkv; /* row of the fused projection */
+    float *qkv = one ? malloc(fused * (size_t)rows * 4) : NULL;
+    if (one && !qkv) st = LW_ERR_NOMEM;
+    for (int rr = 0; qkv && rr < rows; rr++) {
+        memcpy(qkv + rr * fused, q + (size_t)rr * nq, nq * 4);
+        memcpy(qkv + rr * fused + nq, k + (size_t)rr * nkv, nkv * 4);
+        memcpy(qkv + rr * fused + nq + nkv, v + (size_t)rr * nkv, nkv * 4);
+    }
     lw__gpu_rope_qkv_params p;
     uint32_t grid[3];
     lw_gpu_pipeline pipe;
     arena ar = {0};
-    int iq = arena_add(&ar, tq * 4), iqo = arena_add(&ar, tq * 4), ik = arena_add(&ar, tkv * 4),
-        ikc = arena_add(&ar, cbytes), iv = arena_add(&ar, tkv * 4), ivc = arena_add(&ar, cbytes);
+    int iq = arena_add(&ar, one ? fused * rows * 4 : tq * 4), iqo = arena_add(&ar, tq * 4),
+        ik = arena_add(&ar, tkv * 4), ikc = arena_add(&ar, cbytes), iv = arena_add(&ar, tkv * 4),
+        ivc = arena_add(&ar, cbytes);
     lw_gpu_buffer buf = 0, fbuf = 0;
     args.rows = (uint64_t)rows;
     args.pos0 = (uint64_t)pos0;
     args.ff_offset = 1;
     lw__gpu_kv_dest kv = {(uint32_t)n_head_kv, 0, 0, (uint64_t)pos0 * nkv, 0, 0, 0, (uint64_t)pos0 * nkv, 0};
+    if (one) { /* everything inside the fused rows */
+        args.x_stride = fused;
+        kv.k_offset = nq;
+        kv.k_stride = fused;
+        kv.v_offset = nq + nkv;
+        kv.v_stride = fused;
+    }
     if (st == LW_OK) st = lw__gpu_rope_qkv_plan(&c->info, &var, &args, &kv, &p, grid, c->err);
     if (st == LW_OK) st = lw__gpu_rope_qkv_pipeline(&c->gpu, &c->cache, NULL, &var, &c->info, &pipe, c->err);
     if (st == LW_OK) {
-        const void *data[6] = {q, c->out, k, c->raw, v, c->raw + cbytes};
-        const uint64_t bytes[6] = {tq * 4, tq * 4, tkv * 4, cbytes, tkv * 4, cbytes};
+        const void *data[6] = {one ? qkv : q, c->out, k, c->raw, v, c->raw + cbytes};
+        const uint64_t bytes[6] = {one ? fused * rows * 4 : tq * 4, tq * 4, tkv * 4, cbytes, tkv * 4, cbytes};
         st = arena_upload(c, &ar, data, bytes, &buf);
     }
     if (st == LW_OK) st = upload(c, fr, ((size_t)n_rot / 2 + 2) * 4, "freq factors", &fbuf);
@@ -849,12 +868,16 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_
                             bind_range(buf, &ar, iqo), bind_range(buf, &ar, ik),
                             bind_range(buf, &ar, ikc), bind_range(buf, &ar, iv),
                             bind_range(buf, &ar, ivc)};
-        st = dispatch(c, pipe, b, 7, 7, &p, sizeof p, grid);
+        if (one) { /* qkv, ff, q_out, K cache, V cache */
+            b[3] = b[4];
+            b[4] = b[6];
+        }
+        st = dispatch(c, pipe, b, one ? 5 : 7, one ? 5 : 7, &p, sizeof p, grid);
     }
     if (st == LW_OK) st = finish(c, buf, ar.off[iqo], c->out, tq * 4);
     if (st == LW_OK) st = c->gpu.ops->read(c->gpu.ctx, buf, ar.off[ikc], c->raw, cbytes);
     if (st == LW_OK) st = c->gpu.ops->read(c->gpu.ctx, buf, ar.off[ivc], c->raw + cbytes, cbytes);
-    free(q), free(k), free(v), free(krot), free(fr), free(kc), free(vc);
+    free(q), free(k), free(v), free(krot), free(fr), free(kc), free(vc), free(qkv);
     if (st != LW_OK && !c->err[0]) lw__errorf(c->err, st, "rope_qkv failed");
     return st;
 }

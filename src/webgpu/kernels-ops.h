@@ -278,8 +278,11 @@ lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant 
  * ------------------------------------------------------------------------------------------------------- */
 
 typedef struct lw__gpu_rope_qkv_variant {
-    uint32_t wg_size; /* invocations per workgroup     */
-    bool kv_f16;      /* f16 caches (else f32)         */
+    uint32_t wg_size; /* invocations per workgroup                                             */
+    bool kv_f16;      /* f16 caches (else f32)                                                 */
+    bool qkv_one;     /* q, k, v all read from binding 0 (a fused QKV projection whose rows
+                         interleave them; k/v offsets and strides locate k and v in it):
+                         bindings 0 qkv, 1 ff, 2 q_out, 3 K cache, 4 V cache, 5 params        */
 } lw__gpu_rope_qkv_variant;
 
 /* Where K and V come from and go (elements; strides 0: n_head_kv * head_dim). */
@@ -307,7 +310,8 @@ typedef struct lw__gpu_rope_qkv_params {
 _Static_assert(sizeof(lw__gpu_rope_qkv_params) == 128, "rope qkv params block");
 
 lw__gpu_rope_qkv_variant lw__gpu_rope_qkv_default(const lw_gpu_info *info, uint32_t kv_type);
-#define LW_GPU_ROPE_QKV_BINDINGS 8u
+#define LW_GPU_ROPE_QKV_BINDINGS 8u     /* separate q, k, v */
+#define LW_GPU_ROPE_QKV_ONE_BINDINGS 6u /* qkv_one          */
 lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
                                     const lw__gpu_rope_qkv_variant *v, const lw_gpu_info *info,
                                     lw_gpu_pipeline *out, char *err);

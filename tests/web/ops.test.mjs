@@ -221,16 +221,18 @@ test('ROPE fused with KV_STORE into an f16 cache: as ROPE then KV_STORE', { skip
 
 test('attention epilogue in one dispatch: ROPE(Q), ROPE(K) into the cache, V into the cache', { skip }, async () => {
   const cases = [
-    // heads, kv heads, head dim, rotated, mode, rows, pos0, ff, f16 cache
-    [8, 2, 64, 64, 0, 3, 5, 0, 1],
-    [4, 4, 128, 128, 2, 2, 30, 1, 1],
-    [6, 2, 80, 48, 2, 1, 100, 0, 1],
-    [8, 2, 64, 64, 0, 3, 5, 1, 0],
-    [3, 1, 96, 32, 2, 2, 9, 0, 0],
+    // heads, kv heads, head dim, rotated, mode, rows, pos0, ff, f16 cache, one fused qkv input
+    [8, 2, 64, 64, 0, 3, 5, 0, 1, 0],
+    [4, 4, 128, 128, 2, 2, 30, 1, 1, 0],
+    [6, 2, 80, 48, 2, 1, 100, 0, 1, 0],
+    [8, 2, 64, 64, 0, 3, 5, 1, 0, 0],
+    [3, 1, 96, 32, 2, 2, 9, 0, 0, 0],
+    [8, 2, 64, 64, 0, 3, 5, 0, 1, 1],
+    [4, 2, 128, 64, 2, 4, 17, 1, 0, 1],
   ];
-  for (const [nh, nkv, hd, nr, mode, rows, pos0, ff, kv16] of cases) {
-    const name = `rope_qkv ${mode ? 'neox' : 'normal'} ${nh}/${nkv} heads x ${hd} rot ${nr} pos ${pos0}${ff ? ' ff' : ''} ${kv16 ? 'f16' : 'f32'} cache`;
-    const { c } = await run(name, (c) => M._lw_wasm_ops_rope_qkv(c, nh, nkv, hd, nr, mode, rows, pos0, ff, kv16, hd + pos0, 10000));
+  for (const [nh, nkv, hd, nr, mode, rows, pos0, ff, kv16, one] of cases) {
+    const name = `rope_qkv ${mode ? 'neox' : 'normal'} ${nh}/${nkv} heads x ${hd} rot ${nr} pos ${pos0}${ff ? ' ff' : ''} ${kv16 ? 'f16' : 'f32'} cache${one ? ' fused qkv input' : ''}`;
+    const { c } = await run(name, (c) => M._lw_wasm_ops_rope_qkv(c, nh, nkv, hd, nr, mode, rows, pos0, ff, kv16, hd + pos0, 10000, one));
     M._lw_wasm_ops_qkv_widen(c);
     const s = stats(name, c);
     console.log(`# ${name}: ${fmt(s)} (q_out, K cache, V cache)`);

@@ -6,9 +6,11 @@
 // and head_dim; K and V have n_head_kv heads.
 // Work items: per row, n_head * head_dim / 2 Q pairs, then n_head_kv * head_dim / 2 K items, then as many
 // V items (two adjacent elements each).
-// Defines: WG_SIZE (default 64), KV_F16 (0/1).
+// QKV_ONE=1 reads q, k and v from binding 0 (a fused QKV projection: rows [q | k | v], k_offset/v_offset
+// and the strides locate them), for steps where their ranges interleave.
+// Defines: WG_SIZE (default 64), KV_F16 (0/1), QKV_ONE (0/1).
 // Bindings: 0 q (rw f32), 1 ff (read f32), 2 q_out (rw f32), 3 k (rw f32), 4 kc (rw: u32 halves or f32),
-// 5 v (rw f32), 6 vc (rw, as kc), 7 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups =
+// 5 v (rw f32), 6 vc (rw, as kc), 7 params; QKV_ONE: 0 qkv, 1 ff, 2 q_out, 3 kc, 4 vc, 5 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups =
 // ceil(rows * (n_head + 2 n_head_kv) * head_dim / 2 / WG_SIZE).
 #include "ops-common.wgsl"
 #ifndef WG_SIZE
@@ -16,6 +18,9 @@
 #endif
 #ifndef KV_F16
 #define KV_F16 0
+#endif
+#ifndef QKV_ONE
+#define QKV_ONE 0
 #endif
 
 struct QkvParams {
@@ -56,26 +61,45 @@ struct QkvParams {
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<storage, read> ff: array<f32>;
 @group(0) @binding(2) var<storage, read_write> q_out: array<f32>;
+#if KV_F16
+alias CacheWord = u32;
+#else
+alias CacheWord = f32;
+#endif
+#if QKV_ONE
+@group(0) @binding(3) var<storage, read_write> kc: array<CacheWord>;
+@group(0) @binding(4) var<storage, read_write> vc: array<CacheWord>;
+@group(0) @binding(5) var<uniform> params: QkvParams;
+#else
 @group(0) @binding(3) var<storage, read_write> kx: array<f32>;
-#if KV_F16
-@group(0) @binding(4) var<storage, read_write> kc: array<u32>;
-#else
-@group(0) @binding(4) var<storage, read_write> kc: array<f32>;
-#endif
+@group(0) @binding(4) var<storage, read_write> kc: array<CacheWord>;
 @group(0) @binding(5) var<storage, read_write> vx: array<f32>;
-#if KV_F16
-@group(0) @binding(6) var<storage, read_write> vc: array<u32>;
-#else
-@group(0) @binding(6) var<storage, read_write> vc: array<f32>;
-#endif
+@group(0) @binding(6) var<storage, read_write> vc: array<CacheWord>;
 @group(0) @binding(7) var<uniform> params: QkvParams;
+#endif
+
+// K and V inputs: their own bindings, or binding 0.
+fn k_in(i: u32) -> f32 {
+#if QKV_ONE
+    return x[i];
+#else
+    return kx[i];
+#endif
+}
+fn v_in(i: u32) -> f32 {
+#if QKV_ONE
+    return x[i];
+#else
+    return vx[i];
+#endif
+}
 
 // Element i of input `which`: 0 = q, 1 = k.
 fn rope_src(which: u32, i: u32) -> f32 {
     if (which == 0u) {
         return x[i];
     }
-    return kx[i];
+    return k_in(i);
 }
 
 #include "rope-common.wgsl"
@@ -127,8 +151,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         var v1: f32;
         if (params.neox == 0u && 2u * p < params.n_rot) { // one pair: one angle for both elements
             let cs = rope_cs(pos, p);
-            let x0 = kx[xb + 2u * p];
-            let x1 = kx[xb + 2u * p + 1u];
+            let x0 = k_in(xb + 2u * p);
+            let x1 = k_in(xb + 2u * p + 1u);
             v0 = fma(x0, cs.x, -(x1 * cs.y));
             v1 = fma(x0, cs.y, x1 * cs.x);
         } else {
@@ -138,8 +162,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         kc[cb / 2u + p] = f16_bits_rne(v0) | (f16_bits_rne(v1) << 16u);
 #else
         if (2u * p >= params.n_rot) {
-            kc[cb + 2u * p] = kx[xb + 2u * p];
-            kc[cb + 2u * p + 1u] = kx[xb + 2u * p + 1u];
+            kc[cb + 2u * p] = k_in(xb + 2u * p);
+            kc[cb + 2u * p + 1u] = k_in(xb + 2u * p + 1u);
             return;
         }
         let cs = rope_cs(pos, p);
@@ -149,8 +173,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             ia = p;
             ib = p + params.n_rot / 2u;
         }
-        let x0 = kx[xb + ia];
-        let x1 = kx[xb + ib];
+        let x0 = k_in(xb + ia);
+        let x1 = k_in(xb + ib);
         kc[cb + ia] = fma(x0, cs.x, -(x1 * cs.y));
         kc[cb + ib] = fma(x0, cs.y, x1 * cs.x);
 #endif
@@ -161,9 +185,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let src = params.v_offset + row * params.v_stride + e;
     let dst = params.vc_offset + row * params.vc_stride + e;
 #if KV_F16
-    vc[dst / 2u] = f16_bits_rne(vx[src]) | (f16_bits_rne(vx[src + 1u]) << 16u);
+    vc[dst / 2u] = f16_bits_rne(v_in(src)) | (f16_bits_rne(v_in(src + 1u)) << 16u);
 #else
-    vc[dst] = vx[src];
-    vc[dst + 1u] = vx[src + 1u];
+    vc[dst] = v_in(src);
+    vc[dst + 1u] = v_in(src + 1u);
 #endif
 }

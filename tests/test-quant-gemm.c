@@ -106,7 +106,7 @@ int main(void) {
         const lw__quant_gemm_fn gemm = lw__quant_gemm_x86(gc->ref);
         CHECK_MSG(gemm != NULL, "%s: no tiled kernel", gc->name);
         if (!gemm) continue;
-        int outs = 0, same = 0;
+        int outs = 0, same = 0, gemvs = 0;
         for (int seed = 0; seed < 40; seed++) {
             rng_state = 7000u * c + (uint64_t)seed;
             const int64_t m = ms[seed % 5], k = kblocks[(seed / 4) % 4] * lw_type_get(gc->type)->block_size, nt = nts[seed % 5];
@@ -119,7 +119,14 @@ int main(void) {
             random_rows(gc, w, m, k, quantized);
             random_acts(gc, a, nt, k, quantized);
             for (size_t i = 0; i < (size_t)nt * cs; i++) out[i] = -12345.0f;
-            gemm(k, w, wrb, m, a, arb, nt, out, cs, scratch);
+            /* the few-token (decode) kernel where there is one, on every other seed */
+            const lw__quant_gemm_fn gemv = lw__quant_gemv_x86(gc->ref);
+            if (gemv && seed % 2) {
+                gemv(k, w, wrb, m, a, arb, nt, out, cs, NULL);
+                gemvs++;
+            } else {
+                gemm(k, w, wrb, m, a, arb, nt, out, cs, scratch);
+            }
             for (int64_t t = 0; t < nt; t++) {
                 for (int64_t r = 0; r < m; r++) {
                     const float ref = gc->ref(k, w + (size_t)r * wrb, a + (size_t)t * arb), got = out[t * cs + r];
@@ -137,7 +144,7 @@ int main(void) {
             free(out);
             free(scratch);
         }
-        printf("%-14s %d/%d outputs bit-identical\n", gc->name, same, outs);
+        printf("%-16s %d/%d outputs bit-identical (%d of 40 products by the decode kernel)\n", gc->name, same, outs, gemvs);
     }
     return test_summary("quant-gemm");
 }

@@ -160,10 +160,11 @@ static void choose_kernels(void) {
     const char *force = getenv("LW_CPU_KERNELS"); /* "scalar" or "avx2": for tests and comparisons */
     const lw__cpu_kernels *x86 = lw__cpu_kernels_x86();
     if (force && !strcmp(force, "avx2")) x86 = lw__cpu_kernels_x86_avx2();
+    if (!x86) x86 = lw__cpu_kernels_wasm(); /* wasm simd128 build (engine-wasm.c) */
     if (x86 && !(force && !strcmp(force, "scalar"))) best_kernels = x86;
     const lw__cpu_kernels *k = best_kernels;
-    mm_table[LW_TYPE_F32] = (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL, NULL, NULL};
-    mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16, NULL, NULL, NULL, NULL};
+    mm_table[LW_TYPE_F32] = (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL, NULL, NULL, NULL};
+    mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16, NULL, NULL, NULL, NULL, NULL};
     /* quantized weights: ggml's pairing with a quantized activation row (quant-dot.h). On x86 llama.cpp
      * quantizes Q8_0/Q8_1 activations with its SIMD rounding, so we do too there. Its SIMD dot products add
      * block results in other orders than these references: close to llama.cpp, not bit-identical yet. */
@@ -173,7 +174,7 @@ static void choose_kernels(void) {
         lw__from_float_fn act = qd->act_from_float;
         if (qd->vec_dot_type == LW_TYPE_Q8_0) act = lw__quantize_row_q8_0_x86;
         if (qd->vec_dot_type == LW_TYPE_Q8_1) act = lw__quantize_row_q8_1_x86;
-        mm_table[t] = (lw__cpu_mm){qd->vec_dot_type, act, qd->dot, NULL, NULL, NULL, NULL, NULL, NULL};
+        mm_table[t] = (lw__cpu_mm){qd->vec_dot_type, act, lw__quant_dot_fast(qd->dot), NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     }
     /* ggml's x86 dot orders (quant-dot.h), as its AVX-512 build runs them, on every target so results are
      * the same everywhere; llama.cpp's repacked types get their gemv/gemm orders too */
@@ -204,6 +205,7 @@ static void choose_kernels(void) {
         e->dot_repack_gemm = xq[i].rpg;
         e->qgemm = lw__quant_gemm_fast(e->dot);
         e->qgemm_repack = xq[i].rp ? lw__quant_gemm_fast(xq[i].rpg ? xq[i].rpg : xq[i].rp) : NULL;
+        e->qgemv_repack = xq[i].rp ? lw__quant_gemv_fast(xq[i].rp) : NULL;
         e->dot = lw__quant_dot_fast(e->dot); /* SIMD twins where this CPU has them: same bits, quant-dot-simd.h */
         e->dot_repack = lw__quant_dot_fast(e->dot_repack);
         e->dot_repack_gemm = lw__quant_dot_fast(e->dot_repack_gemm);
@@ -322,8 +324,9 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
      *     order where llama.cpp's repacked gemm and gemv orders differ. */
     const int repacked = mm->dot_repack && m % 8 == 0 && !w->plain;
     lw__quant_gemm_fn qg = repacked ? mm->qgemm_repack : mm->qgemm;
-    if (qg && nt >= QGEMM_MIN_TOKENS) {
-        const int64_t n_tiled = repacked && mm->dot_repack_gemm ? nt / 4 * 4 : nt;
+    if (nt < QGEMM_MIN_TOKENS) qg = repacked && mm->qgemv_repack ? mm->qgemv_repack : NULL; /* decode: gemv order */
+    if (qg) {
+        const int64_t n_tiled = repacked && mm->dot_repack_gemm && nt >= QGEMM_MIN_TOKENS ? nt / 4 * 4 : nt;
         const int64_t P = LW_QUANT_GEMM_ROWS, np = (m + P - 1) / P;
         int64_t p0, p1;
         split(np, ith, nth, &p0, &p1);

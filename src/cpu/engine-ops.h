@@ -33,6 +33,7 @@ typedef struct lw__cpu_mm {
      * (dot_repack_gemm, or dot_repack when that is NULL) for many tokens at once; NULL where none */
     lw__quant_gemm_fn qgemm;
     lw__quant_gemm_fn qgemm_repack;
+    lw__quant_gemm_fn qgemv_repack; /* the repacked gemv order (dot_repack) for single tokens, or NULL */
 } lw__cpu_mm;
 
 /* The entry for a weight type (with the fastest kernels), or NULL when this build cannot multiply by it. */
@@ -83,6 +84,8 @@ const lw__cpu_kernels *lw__cpu_kernels_best(void);
 /* The best x86 set this CPU has (AVX-512, else AVX2), or NULL (engine-x86.c); the AVX2 set alone. */
 const lw__cpu_kernels *lw__cpu_kernels_x86(void);
 const lw__cpu_kernels *lw__cpu_kernels_x86_avx2(void);
+/* The wasm simd128 set (engine-wasm.c), or NULL outside a -msimd128 wasm build. */
+const lw__cpu_kernels *lw__cpu_kernels_wasm(void);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Running a graph

@@ -10,6 +10,7 @@
  * Built with per-function target attributes (as quant-dot-avx2.c); stubs on other architectures. */
 #include "cpu/quant-gemm.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,35 +56,60 @@ VNNI512 static INLINE float h2f(uint16_t h) {
  * side), activations signed; the -8 * sum y part is the lane's starting value.
  * ------------------------------------------------------------------------------------------------------- */
 
-/* 16 rows of 8 dwords (tmp, row-major) -> 8 x 64 bytes: group j holds dword j of rows 0..15. */
-VNNI512 static INLINE void transpose16x8(const uint32_t *tmp, uint8_t *out) {
-    const __m512i idx = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
-    for (int j = 0; j < 8; j++)
-        _mm512_store_si512(out + 64 * j, _mm512_i32gather_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32(j)), tmp, 4));
+/* Panels keep rows in the order a 4x4 transpose inside 128-bit lanes leaves them: lane 4l + k holds row
+ * 4k + l (its own inverse: out = permutexvar(LANE_ROW, acc) puts row r back in lane r). */
+#define LANE_ROW _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+
+/* 4 zmm of 4 rows x 4 dwords (row 4k + l in register k's 128-bit lane l) -> r[j] = dword j of the 16 rows
+ * in panel order. */
+VNNI512 static INLINE void transpose4x4x4(const __m512i t[4], __m512i r[4]) {
+    const __m512i a = _mm512_unpacklo_epi32(t[0], t[1]), b = _mm512_unpackhi_epi32(t[0], t[1]);
+    const __m512i c = _mm512_unpacklo_epi32(t[2], t[3]), d = _mm512_unpackhi_epi32(t[2], t[3]);
+    r[0] = _mm512_unpacklo_epi64(a, c);
+    r[1] = _mm512_unpackhi_epi64(a, c);
+    r[2] = _mm512_unpacklo_epi64(b, d);
+    r[3] = _mm512_unpackhi_epi64(b, d);
 }
 
-/* Panel of rows [0, nr) (nr <= 16; missing rows are zeros) of Q4_0 weights into p. */
+/* 16 bytes at offset off of rows 4q..4q+3 (row pointers rp) as one zmm per q. */
+VNNI512 static INLINE void load4x4(const uint8_t *const rp[16], size_t off, __m512i t[4]) {
+    for (int q = 0; q < 4; q++) {
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rp[4 * q] + off)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rp[4 * q + 1] + off)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rp[4 * q + 2] + off)), 2);
+        t[q] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rp[4 * q + 3] + off)), 3);
+    }
+}
+
+/* Row pointers of a panel (rows past nr repeat the last one) and each lane's byte offset from rp[0]. */
+static void panel_rows(const uint8_t *w, size_t ws, int nr, const uint8_t *rp[16], int32_t off[16]) {
+    for (int r = 0; r < 16; r++) rp[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;
+    for (int l = 0; l < 16; l++) off[l] = (int32_t)(rp[4 * (l % 4) + l / 4] - rp[0]);
+}
+
+/* The fp16 at byte offset o of each lane's row, as floats in panel order. */
+VNNI512 static INLINE __m512 gather_h(__m512i voff, const uint8_t *base) {
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(voff, base, 1)));
+}
+
+/* Panel of rows [0, nr) (nr <= 16) of Q4_0 weights into p. */
 VNNI512 static void q4_0_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, uint8_t *p) {
-    const __m128i lo4 = _mm_set1_epi8(0x0f);
-    uint32_t tmp[PANEL * 8] __attribute__((aligned(64)));
-    if (nr < PANEL) memset(tmp, 0, sizeof tmp);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const uint8_t *rp[16];
+    int32_t off[16];
+    panel_rows(w, ws, nr, rp, off);
+    const __m512i voff = _mm512_loadu_si512(off);
     for (int64_t b = 0; b < nb; b++) {
-        float *dw = (float *)(p + (size_t)b * PANEL_BLOCK);
-        uint8_t *q = p + (size_t)b * PANEL_BLOCK + PANEL * 4;
-        for (int r = 0; r < PANEL; r++) {
-            if (r >= nr) {
-                dw[r] = 0.0f;
-                continue;
-            }
-            const uint8_t *blk = w + (size_t)r * ws + (size_t)b * sizeof(lw__block_q4_0);
-            uint16_t dh;
-            memcpy(&dh, blk, 2);
-            dw[r] = h2f(dh);
-            const __m128i qs = _mm_loadu_si128((const __m128i *)(blk + 2));
-            const __m128i lo = _mm_and_si128(qs, lo4), hi = _mm_and_si128(_mm_srli_epi16(qs, 4), lo4);
-            _mm256_store_si256((__m256i *)(tmp + 8 * r), _mm256_set_m128i(hi, lo)); /* element order */
+        const size_t bo = (size_t)b * sizeof(lw__block_q4_0);
+        uint8_t *pb = p + (size_t)b * PANEL_BLOCK;
+        _mm512_store_ps((float *)pb, gather_h(voff, rp[0] + bo));
+        __m512i t[4], r[4];
+        load4x4(rp, bo + 2, t);
+        transpose4x4x4(t, r);
+        for (int j = 0; j < 4; j++) { /* dword j: low nibbles = elements 4j.., high = 16 + 4j.. */
+            _mm512_store_si512(pb + PANEL * 4 + 64 * j, _mm512_and_si512(r[j], m4));
+            _mm512_store_si512(pb + PANEL * 4 + 64 * (j + 4), _mm512_and_si512(_mm512_srli_epi16(r[j], 4), m4));
         }
-        transpose16x8(tmp, q);
     }
 }
 
@@ -126,7 +152,7 @@ VNNI512 static INLINE void q4_0_tile(int T, int64_t nb, const uint8_t *p, const 
         }
     }
     const __mmask16 mask = (__mmask16)((1u << nr) - 1);
-    for (int u = 0; u < T; u++) _mm512_mask_storeu_ps(c + (size_t)u * cs, mask, acc[u]);
+    for (int u = 0; u < T; u++) _mm512_mask_storeu_ps(c + (size_t)u * cs, mask, _mm512_permutexvar_ps(LANE_ROW, acc[u]));
 }
 
 VNNI512 static void gemm_q4_0_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
@@ -253,34 +279,37 @@ typedef struct q8_K_aux {
 } q8_K_aux;
 
 VNNI512 static void q4_K_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, uint8_t *p) {
-    const __m256i lo4 = _mm256_set1_epi8(0x0f);
-    uint32_t tmp[8][PANEL * 8] __attribute__((aligned(64)));
-    if (nr < PANEL) memset(tmp, 0, sizeof tmp);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const uint8_t *rp[16];
+    int32_t off[16];
+    panel_rows(w, ws, nr, rp, off);
+    const __m512i voff = _mm512_loadu_si512(off);
     for (int64_t i = 0; i < nb; i++) {
+        const size_t bo = (size_t)i * sizeof(lw__block_q4_K);
         uint8_t *pb = p + (size_t)i * Q4K_BLOCK;
-        float *d = (float *)(pb + Q4K_D), *dmin = (float *)(pb + Q4K_DMIN);
+        const __m512i dd = _mm512_i32gather_epi32(voff, rp[0] + bo, 1); /* d | dmin << 16 */
+        _mm512_store_ps((float *)(pb + Q4K_D), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+        _mm512_store_ps((float *)(pb + Q4K_DMIN), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
         int32_t *sc = (int32_t *)(pb + Q4K_SC), *mn = (int32_t *)(pb + Q4K_MN);
-        for (int r = 0; r < PANEL; r++) {
-            if (r >= nr) {
-                d[r] = dmin[r] = 0.0f;
-                for (int j = 0; j < 8; j++) sc[16 * j + r] = 0;
-                for (int q = 0; q < 4; q++) mn[16 * q + r] = 0;
-                continue;
-            }
-            const lw__block_q4_K *x = (const lw__block_q4_K *)(w + (size_t)r * ws) + i;
-            d[r] = h2f(x->d);
-            dmin[r] = h2f(x->dmin);
-            int s[8], m[8];
-            for (int j = 0; j < 8; j++) lw__k4_scale_min(j, x->scales, &s[j], &m[j]);
-            for (int j = 0; j < 8; j++) sc[16 * j + r] = s[j];
-            for (int q = 0; q < 4; q++) mn[16 * q + r] = (int32_t)((uint32_t)m[2 * q] | ((uint32_t)m[2 * q + 1] << 16));
-            for (int q = 0; q < 4; q++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * q));
-                _mm256_store_si256((__m256i *)(tmp[2 * q] + 8 * r), _mm256_and_si256(v, lo4));
-                _mm256_store_si256((__m256i *)(tmp[2 * q + 1] + 8 * r), _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4));
+        for (int l = 0; l < 16; l++) { /* lane l holds row 4 (l % 4) + l / 4 */
+            const lw__block_q4_K *x = (const lw__block_q4_K *)(rp[4 * (l % 4) + l / 4] + bo);
+            int sv[8], mv[8];
+            for (int j = 0; j < 8; j++) lw__k4_scale_min(j, x->scales, &sv[j], &mv[j]);
+            for (int j = 0; j < 8; j++) sc[16 * j + l] = sv[j];
+            for (int q = 0; q < 4; q++) mn[16 * q + l] = (int32_t)((uint32_t)mv[2 * q] | ((uint32_t)mv[2 * q + 1] << 16));
+        }
+        for (int q = 0; q < 4; q++) { /* 32 quant bytes: sub-blocks 2q (low nibbles) and 2q + 1 (high) */
+            for (int h = 0; h < 2; h++) {
+                __m512i t[4], r[4];
+                load4x4(rp, bo + offsetof(lw__block_q4_K, qs) + 32 * q + 16 * h, t);
+                transpose4x4x4(t, r);
+                for (int j = 0; j < 4; j++) {
+                    const int g = 4 * h + j;
+                    _mm512_store_si512(pb + Q4K_Q + 512 * (2 * q) + 64 * g, _mm512_and_si512(r[j], m4));
+                    _mm512_store_si512(pb + Q4K_Q + 512 * (2 * q + 1) + 64 * g, _mm512_and_si512(_mm512_srli_epi16(r[j], 4), m4));
+                }
             }
         }
-        for (int j = 0; j < 8; j++) transpose16x8(tmp[j], pb + Q4K_Q + 512 * j);
     }
 }
 
@@ -336,7 +365,8 @@ VNNI512 static INLINE void q4_K_tile(int T, int64_t nb, const uint8_t *p, const 
         }
     }
     const __mmask16 mask = (__mmask16)((1u << nr) - 1);
-    for (int u = 0; u < T; u++) _mm512_mask_storeu_ps(c + (size_t)u * cs, mask, _mm512_sub_ps(acc[u], accm[u]));
+    for (int u = 0; u < T; u++)
+        _mm512_mask_storeu_ps(c + (size_t)u * cs, mask, _mm512_permutexvar_ps(LANE_ROW, _mm512_sub_ps(acc[u], accm[u])));
 }
 
 VNNI512 static void gemm_q4_K_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
@@ -450,6 +480,59 @@ VNNI512 static void gemm_q6_K_vnni512(int64_t k, const void *w, size_t ws, int64
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * Q4_0 for one token at a time (decode; llama.cpp's repacked gemv order, as above). Each weight is read
+ * once, so nothing is re-laid out: a zmm takes 4 rows' 16 quant bytes (one 128-bit lane each), whose low
+ * and high nibbles meet the token's first and last 16 quants broadcast to every lane; a 4x4 transpose-add
+ * of 4 such registers leaves 16 rows' block sums in one zmm (lane 4l + k holds row 4k + l), so the 16 fma
+ * chains run side by side instead of one scalar chain per row.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Block sums of 4 zmm of 4 rows x 4 partial sums each -> lane 4l + k = sum of register k's 128-bit lane l. */
+VNNI512 static INLINE __m512i sum4x4(__m512i t0, __m512i t1, __m512i t2, __m512i t3) {
+    const __m512i s1 = _mm512_add_epi32(_mm512_unpacklo_epi32(t0, t1), _mm512_unpackhi_epi32(t0, t1));
+    const __m512i s2 = _mm512_add_epi32(_mm512_unpacklo_epi32(t2, t3), _mm512_unpackhi_epi32(t2, t3));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(s1, s2), _mm512_unpackhi_epi64(s1, s2));
+}
+
+VNNI512 static void gemv_q4_0_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
+                                     int64_t nt, float *c, size_t cs, void *scratch) {
+    (void)scratch;
+    const int64_t nb = k / 32;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
+    for (int64_t t = 0; t < nt; t++) {
+        const lw__block_q8_0 *y = (const lw__block_q8_0 *)((const uint8_t *)a + (size_t)t * as);
+        for (int64_t r0 = 0; r0 < m; r0 += 16) {
+            const int nr = m - r0 < 16 ? (int)(m - r0) : 16;
+            const uint8_t *row[16];
+            int32_t off[16];
+            panel_rows((const uint8_t *)w + (size_t)r0 * ws, ws, nr, row, off);
+            const __m512i voff = _mm512_loadu_si512(off);
+            __m512 acc = _mm512_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                const size_t bo = (size_t)b * sizeof(lw__block_q4_0);
+                const __m512i yl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y[b].qs));
+                const __m512i yh = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y[b].qs + 16)));
+                __m512i tk[4];
+                load4x4(row, bo + 2, tk);
+                for (int q = 0; q < 4; q++)
+                    tk[q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, _mm512_and_si512(tk[q], m4), yl),
+                                                _mm512_and_si512(_mm512_srli_epi16(tk[q], 4), m4), yh);
+                /* -8 * sum of the token's quants, then the exact block sums of the 16 rows */
+                const __m256i ys = _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[b].qs),
+                                                                    _mm256_set1_epi8((char)0x80)),
+                                                   _mm256_setzero_si256());
+                const __m128i ys2 = _mm_add_epi64(_mm256_castsi256_si128(ys), _mm256_extracti128_si256(ys, 1));
+                const int32_t corr = -8 * ((int32_t)(_mm_cvtsi128_si64(ys2) + _mm_extract_epi64(ys2, 1)) - 32 * 128);
+                const __m512i sumi = _mm512_add_epi32(sum4x4(tk[0], tk[1], tk[2], tk[3]), _mm512_set1_epi32(corr));
+                const __m512 dw = gather_h(voff, row[0] + bo);
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(dw, _mm512_set1_ps(h2f(y[b].d))), acc);
+            }
+            _mm512_mask_storeu_ps(c + (size_t)t * cs + r0, (__mmask16)((1u << nr) - 1), _mm512_permutexvar_ps(LANE_ROW, acc));
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * Selection
  * ------------------------------------------------------------------------------------------------------- */
 
@@ -473,9 +556,20 @@ lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref) {
     return NULL;
 }
 
+lw__quant_gemm_fn lw__quant_gemv_x86(lw__vec_dot_fn ref) {
+    if (!has_vnni512()) return NULL;
+    if (ref == lw__vec_dot_q4_0_q8_0_x86_repack) return gemv_q4_0_vnni512;
+    return NULL;
+}
+
 #else
 
 lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref) {
+    (void)ref;
+    return NULL;
+}
+
+lw__quant_gemm_fn lw__quant_gemv_x86(lw__vec_dot_fn ref) {
     (void)ref;
     return NULL;
 }
@@ -486,4 +580,10 @@ lw__quant_gemm_fn lw__quant_gemm_fast(lw__vec_dot_fn ref) {
     const char *force = getenv("LW_CPU_KERNELS");
     if (force && !strcmp(force, "scalar")) return NULL;
     return lw__quant_gemm_x86(ref);
+}
+
+lw__quant_gemm_fn lw__quant_gemv_fast(lw__vec_dot_fn ref) {
+    const char *force = getenv("LW_CPU_KERNELS");
+    if (force && !strcmp(force, "scalar")) return NULL;
+    return lw__quant_gemv_x86(ref);
 }

@@ -23,6 +23,11 @@ lw__quant_gemm_fn lw__quant_gemm_fast(lw__vec_dot_fn ref);
 /* The same without looking at LW_CPU_KERNELS (tests). */
 lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref);
 
+/* Kernels for few tokens (decode): same contract and bits, no panel (scratch unused, may be NULL); each
+ * weight row is read once per token. NULL where none. */
+lw__quant_gemm_fn lw__quant_gemv_fast(lw__vec_dot_fn ref);
+lw__quant_gemm_fn lw__quant_gemv_x86(lw__vec_dot_fn ref);
+
 /* Bytes of per-thread scratch a kernel needs for rows of k elements and up to nt tokens. */
 size_t lw__quant_gemm_scratch(int64_t k, int64_t nt);
 

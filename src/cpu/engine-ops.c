@@ -174,7 +174,7 @@ static void choose_kernels(void) {
         lw__from_float_fn act = qd->act_from_float;
         if (qd->vec_dot_type == LW_TYPE_Q8_0) act = lw__quantize_row_q8_0_x86;
         if (qd->vec_dot_type == LW_TYPE_Q8_1) act = lw__quantize_row_q8_1_x86;
-        mm_table[t] = (lw__cpu_mm){qd->vec_dot_type, act, lw__quant_dot_fast(qd->dot), NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+        mm_table[t] = (lw__cpu_mm){qd->vec_dot_type, act, qd->dot, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     }
     /* ggml's x86 dot orders (quant-dot.h), as its AVX-512 build runs them, on every target so results are
      * the same everywhere; llama.cpp's repacked types get their gemv/gemm orders too */
@@ -210,6 +210,8 @@ static void choose_kernels(void) {
         e->dot_repack = lw__quant_dot_fast(e->dot_repack);
         e->dot_repack_gemm = lw__quant_dot_fast(e->dot_repack_gemm);
     }
+    for (uint32_t t = 0; t < LW_TYPE_COUNT; t++) /* the rest (generic orders, e.g. IQ4_XS): SIMD twins too */
+        if (lw__quant_dot(t) && mm_table[t].dot == lw__quant_dot(t)->dot) mm_table[t].dot = lw__quant_dot_fast(mm_table[t].dot);
 }
 
 const lw__cpu_kernels *lw__cpu_kernels_best(void) {

@@ -1,0 +1,148 @@
+/* WebAssembly SIMD (simd128) versions of the engine's f32 and f16 dot products (engine-ops.c), for the wasm
+ * build (-msimd128); elsewhere lw__cpu_kernels_wasm() is NULL.
+ *
+ * The references add in ggml's AVX-512 order (16-lane FMA accumulators, fixed reductions), which maps onto
+ * f32x4 registers lane for lane. wasm has no FMA, so each fmaf is done as Emscripten's libc does it: the
+ * product exactly in double, plus the accumulator in double, rounded to float, except when the double sum
+ * is a float midpoint (low 29 bits 0x10000000), where that same fmaf is called (quant-dot-wasm.c explains
+ * it). Tails and reductions are the references' scalar code. */
+#include "cpu/engine-ops.h"
+
+#include "core/core.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__wasm_simd128__)
+
+#include <wasm_simd128.h>
+
+#pragma STDC FP_CONTRACT OFF
+
+/* fmaf(a[k], b[k], c[k]) for 4 lanes. */
+static inline v128_t fma4v(v128_t a, v128_t b, v128_t c) {
+    const v128_t ah = wasm_i32x4_shuffle(a, a, 2, 3, 2, 3), bh = wasm_i32x4_shuffle(b, b, 2, 3, 2, 3),
+                 ch = wasm_i32x4_shuffle(c, c, 2, 3, 2, 3);
+    const v128_t r0 = wasm_f64x2_add(wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(a), wasm_f64x2_promote_low_f32x4(b)),
+                                     wasm_f64x2_promote_low_f32x4(c));
+    const v128_t r1 = wasm_f64x2_add(wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(ah), wasm_f64x2_promote_low_f32x4(bh)),
+                                     wasm_f64x2_promote_low_f32x4(ch));
+    const v128_t m29 = wasm_i64x2_splat(0x1fffffff), half = wasm_i64x2_splat(0x10000000);
+    const v128_t hw = wasm_v128_or(wasm_i64x2_eq(wasm_v128_and(r0, m29), half), wasm_i64x2_eq(wasm_v128_and(r1, m29), half));
+    if (__builtin_expect(wasm_v128_any_true(hw), 0)) {
+        float av[4], bv[4], cv[4];
+        wasm_v128_store(av, a);
+        wasm_v128_store(bv, b);
+        wasm_v128_store(cv, c);
+        for (int k = 0; k < 4; k++) cv[k] = fmaf(av[k], bv[k], cv[k]);
+        return wasm_v128_load(cv);
+    }
+    return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(r0), wasm_f32x4_demote_f64x2_zero(r1), 0, 1, 4, 5);
+}
+
+/* 4 fp16 -> f32 (exact for every input: subnormals through a multiply by 2^112, inf/NaN kept). */
+static inline v128_t h2f4(const uint16_t *p) {
+    const v128_t h = wasm_u32x4_load16x4(p);
+    const v128_t mag = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7fff)), 13);
+    v128_t f = wasm_f32x4_mul(mag, wasm_f32x4_splat(0x1p112f));
+    const v128_t infnan = wasm_i32x4_eq(wasm_v128_and(h, wasm_i32x4_splat(0x7c00)), wasm_i32x4_splat(0x7c00));
+    f = wasm_v128_bitselect(wasm_v128_or(mag, wasm_i32x4_splat(0x7f800000)), f, infnan);
+    return wasm_v128_or(f, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
+}
+
+/* _mm512_reduce_add_ps's order over 16 lanes held as 4 quads q[0..3] (lanes 4i..4i+3). */
+static inline float reduce16v(const v128_t q[4]) {
+    const v128_t c = wasm_f32x4_add(wasm_f32x4_add(q[0], q[2]), wasm_f32x4_add(q[1], q[3]));
+    return (wasm_f32x4_extract_lane(c, 0) + wasm_f32x4_extract_lane(c, 2)) +
+           (wasm_f32x4_extract_lane(c, 1) + wasm_f32x4_extract_lane(c, 3));
+}
+
+/* GGML_F32x16_REDUCE of 4 accumulators of 16 lanes (s[j][q]), ending in the lane sum. */
+static inline float reduce4x16v(v128_t s[4][4]) {
+    v128_t t[4];
+    for (int q = 0; q < 4; q++) t[q] = wasm_f32x4_add(wasm_f32x4_add(s[0][q], s[2][q]), wasm_f32x4_add(s[1][q], s[3][q]));
+    return reduce16v(t);
+}
+
+static float dot_f32(int64_t n, const void *w, const void *a) {
+    const float *x = w, *y = a;
+    v128_t s[4][4];
+    for (int j = 0; j < 4; j++)
+        for (int q = 0; q < 4; q++) s[j][q] = wasm_f32x4_splat(0.0f);
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int q = 0; q < 4; q++) {
+                const int64_t k = i + 16 * j + 4 * q;
+                s[j][q] = fma4v(wasm_v128_load(x + k), wasm_v128_load(y + k), s[j][q]);
+            }
+    float sum = reduce4x16v(s);
+    /* the reference's tail (ggml's, as GCC compiled it): blocks of 16 then 8 products, then FMAs */
+    int64_t i = np;
+    for (; n - i >= 16 && (n - np) >= 16; i += 16)
+        for (int l = 0; l < 16; l++) sum += x[i + l] * y[i + l];
+    if (n - i >= 8) {
+        for (int l = 0; l < 8; l++) sum += x[i + l] * y[i + l];
+        i += 8;
+    }
+    for (; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    return sum;
+}
+
+static float dot_f32_gemm(int64_t n, const void *w, const void *a) {
+    const float *x = w, *y = a;
+    v128_t s[4];
+    for (int q = 0; q < 4; q++) s[q] = wasm_f32x4_splat(0.0f);
+    for (int64_t i = 0; i < n; i += 16)
+        for (int q = 0; q < 4; q++) s[q] = fma4v(wasm_v128_load(x + i + 4 * q), wasm_v128_load(y + i + 4 * q), s[q]);
+    return reduce16v(s);
+}
+
+static float dot_f16(int64_t n, const void *w, const void *a) {
+    const uint16_t *x = w, *y = a;
+    v128_t s[4][4];
+    for (int j = 0; j < 4; j++)
+        for (int q = 0; q < 4; q++) s[j][q] = wasm_f32x4_splat(0.0f);
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int q = 0; q < 4; q++) {
+                const int64_t k = i + 16 * j + 4 * q;
+                s[j][q] = fma4v(h2f4(x + k), h2f4(y + k), s[j][q]);
+            }
+    double sum = reduce4x16v(s); /* as the reference: the tail in double */
+    for (int64_t i = np; i < n; i++) sum += (double)(lw__fp16_to_fp32(x[i]) * lw__fp16_to_fp32(y[i]));
+    return (float)sum;
+}
+
+static float dot_f16_gemm(int64_t n, const void *w, const void *a) {
+    const uint16_t *x = w, *y = a;
+    v128_t s[4];
+    for (int q = 0; q < 4; q++) s[q] = wasm_f32x4_splat(0.0f);
+    for (int64_t i = 0; i < n; i += 16)
+        for (int q = 0; q < 4; q++) s[q] = fma4v(h2f4(x + i + 4 * q), h2f4(y + i + 4 * q), s[q]);
+    return reduce16v(s);
+}
+
+const lw__cpu_kernels *lw__cpu_kernels_wasm(void) {
+    /* the reference set with the dots replaced (filled on first use: lw__cpu_kernels_best calls this once) */
+    static lw__cpu_kernels k;
+    if (!k.name) {
+        lw__cpu_kernels t = *lw__cpu_kernels_ref();
+        t.dot_f32 = dot_f32;
+        t.dot_f32_gemm = dot_f32_gemm;
+        t.dot_f16 = dot_f16;
+        t.dot_f16_gemm = dot_f16_gemm;
+        t.name = "wasm-simd128";
+        k = t;
+    }
+    return &k;
+}
+
+#else
+
+const lw__cpu_kernels *lw__cpu_kernels_wasm(void) {
+    return NULL;
+}
+
+#endif

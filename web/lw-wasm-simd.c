@@ -4,6 +4,7 @@
  * quantized from random floats, many lengths and seeds; every result must have the reference's float bits.
  * Also times both on 4096-long rows (information only) and checks the selector. Used by
  * tests/web/simd128.test.mjs; needs no GPU. */
+#include "cpu/engine-ops.h"
 #include "cpu/quant-dot-simd.h"
 
 #include "core/core.h"
@@ -282,4 +283,97 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_simd_selector(void) {
     if (old) setenv("LW_CPU_KERNELS", old, 1);
     else unsetenv("LW_CPU_KERNELS");
     return fails;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * f32 / f16 dots of the engine (engine-wasm.c) against engine-ops.c's references
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* kind 0: dot_f32, 1: dot_f32_gemm, 2: dot_f16, 3: dot_f16_gemm. */
+static void f_pair(int kind, lw__vec_dot_fn *ref, lw__vec_dot_fn *simd) {
+    const lw__cpu_kernels *k = lw__cpu_kernels_wasm();
+    static const lw__vec_dot_fn refs[4] = {lw__cpu_dot_f32, lw__cpu_dot_f32_gemm, lw__cpu_dot_f16, lw__cpu_dot_f16_gemm};
+    *ref = refs[kind & 3];
+    *simd = !k ? NULL : kind == 0 ? k->dot_f32 : kind == 1 ? k->dot_f32_gemm : kind == 2 ? k->dot_f16 : k->dot_f16_gemm;
+}
+
+/* Random rows: f32 values of mixed magnitudes (incl. zeros and subnormals), f16 any finite bit pattern;
+ * lengths 1..600 (multiples of 16 for the gemm orders) and 4096. Returns rows that differ, -1 without a
+ * simd128 version; *rows_out = rows compared. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_simd_check_f(int kind, int seeds, int *rows_out) {
+    lw__vec_dot_fn ref, simd;
+    f_pair(kind, &ref, &simd);
+    if (!simd || simd == ref) return -1;
+    const int f16 = kind >= 2, gemm = kind % 2;
+    int bad = 0, rows = 0;
+    for (int seed = 0; seed < seeds; seed++) {
+        rng_state = 31337u * (uint64_t)(kind + 1) + (uint64_t)seed;
+        int64_t n = seed % 10 == 9 ? 4096 : 1 + (int64_t)(rng_u64() % 600);
+        if (gemm) n = (n + 15) / 16 * 16;
+        void *x = malloc((size_t)n * 4), *y = malloc((size_t)n * 4);
+        if (!x || !y) {
+            free(x);
+            free(y);
+            return -2;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            if (f16) {
+                uint16_t hx = (uint16_t)rng_u64(), hy = (uint16_t)rng_u64();
+                if ((hx & 0x7c00) == 0x7c00) hx &= 0xbfff; /* finite */
+                if ((hy & 0x7c00) == 0x7c00) hy &= 0xbfff;
+                ((uint16_t *)x)[i] = hx;
+                ((uint16_t *)y)[i] = hy;
+            } else {
+                const uint64_t r = rng_u64();
+                ((float *)x)[i] = r % 17 == 0 ? 0.0f : rng_f() * ldexpf(1.0f, (int)(r % 64) - 40);
+                ((float *)y)[i] = r % 23 == 0 ? ldexpf(rng_f(), -130) : rng_f() * ldexpf(1.0f, (int)((r >> 8) % 32) - 16);
+            }
+        }
+        const float r = ref(n, x, y), s = simd(n, x, y);
+        if (memcmp(&r, &s, sizeof r) != 0) {
+            if (bad < 3) printf("simd128 f%s%s: seed %d n %lld: simd %.9g != reference %.9g\n", f16 ? "16" : "32",
+                                gemm ? " gemm" : "", seed, (long long)n, s, r);
+            bad++;
+        }
+        rows++;
+        free(x);
+        free(y);
+    }
+    if (rows_out) *rows_out = rows;
+    return bad;
+}
+
+/* ns per 4096-long dot, simd128 (1) or reference (0). */
+EMSCRIPTEN_KEEPALIVE double lw_wasm_simd_bench_f(int kind, int simd, int reps) {
+    lw__vec_dot_fn ref, sf;
+    f_pair(kind, &ref, &sf);
+    const lw__vec_dot_fn f = simd ? sf : ref;
+    if (!f || reps < 1) return -1;
+    float *x = malloc(4096 * 4 * 16), *y = malloc(4096 * 4);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return -2;
+    }
+    rng_state = 5;
+    for (int i = 0; i < 4096 * 16; i++) x[i] = rng_f();
+    for (int i = 0; i < 4096; i++) y[i] = rng_f();
+    if (kind >= 2) { /* f16 rows in the same buffers */
+        for (int i = 0; i < 4096 * 16; i++) ((uint16_t *)x)[i] = lw__fp32_to_fp16(x[i]);
+        for (int i = 0; i < 4096; i++) ((uint16_t *)y)[i] = lw__fp32_to_fp16(y[i]);
+    }
+    const size_t row = kind >= 2 ? 4096 * 2 : 4096 * 4;
+    volatile float sink = 0.0f;
+    double best = 1e30;
+    for (int t = 0; t < 3; t++) {
+        const double t0 = emscripten_get_now();
+        for (int r = 0; r < reps; r++)
+            for (int k = 0; k < 16; k++) sink = sink + f(4096, (const uint8_t *)x + (size_t)k * row, y);
+        const double dt = (emscripten_get_now() - t0) * 1e6 / (16.0 * reps);
+        best = dt < best ? dt : best;
+    }
+    (void)sink;
+    free(x);
+    free(y);
+    return best;
 }

@@ -2,10 +2,8 @@
  * build (-msimd128); elsewhere lw__cpu_kernels_wasm() is NULL.
  *
  * The references add in ggml's AVX-512 order (16-lane FMA accumulators, fixed reductions), which maps onto
- * f32x4 registers lane for lane. wasm has no FMA, so each fmaf is done as Emscripten's libc does it: the
- * product exactly in double, plus the accumulator in double, rounded to float, except when the double sum
- * is a float midpoint (low 29 bits 0x10000000), where that same fmaf is called (quant-dot-wasm.c explains
- * it). Tails and reductions are the references' scalar code. */
+ * f32x4 registers lane for lane. wasm has no FMA, so each fmaf is done as Emscripten's libc does it
+ * (fma-wasm.h). Tails and reductions are the references' scalar code. */
 #include "cpu/engine-ops.h"
 
 #include "core/core.h"
@@ -17,28 +15,12 @@
 
 #include <wasm_simd128.h>
 
+#include "cpu/fma-wasm.h"
+
 #pragma STDC FP_CONTRACT OFF
 
-/* fmaf(a[k], b[k], c[k]) for 4 lanes. */
-static inline v128_t fma4v(v128_t a, v128_t b, v128_t c) {
-    const v128_t ah = wasm_i32x4_shuffle(a, a, 2, 3, 2, 3), bh = wasm_i32x4_shuffle(b, b, 2, 3, 2, 3),
-                 ch = wasm_i32x4_shuffle(c, c, 2, 3, 2, 3);
-    const v128_t r0 = wasm_f64x2_add(wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(a), wasm_f64x2_promote_low_f32x4(b)),
-                                     wasm_f64x2_promote_low_f32x4(c));
-    const v128_t r1 = wasm_f64x2_add(wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(ah), wasm_f64x2_promote_low_f32x4(bh)),
-                                     wasm_f64x2_promote_low_f32x4(ch));
-    const v128_t m29 = wasm_i64x2_splat(0x1fffffff), half = wasm_i64x2_splat(0x10000000);
-    const v128_t hw = wasm_v128_or(wasm_i64x2_eq(wasm_v128_and(r0, m29), half), wasm_i64x2_eq(wasm_v128_and(r1, m29), half));
-    if (__builtin_expect(wasm_v128_any_true(hw), 0)) {
-        float av[4], bv[4], cv[4];
-        wasm_v128_store(av, a);
-        wasm_v128_store(bv, b);
-        wasm_v128_store(cv, c);
-        for (int k = 0; k < 4; k++) cv[k] = fmaf(av[k], bv[k], cv[k]);
-        return wasm_v128_load(cv);
-    }
-    return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(r0), wasm_f32x4_demote_f64x2_zero(r1), 0, 1, 4, 5);
-}
+/* fmaf(a[k], b[k], c[k]) for 4 lanes (fma-wasm.h). */
+static inline v128_t fma4v(v128_t a, v128_t b, v128_t c) { return lw__wasm_fmaf4(a, b, c); }
 
 /* 4 fp16 -> f32 (exact for every input: subnormals through a multiply by 2^112, inf/NaN kept). */
 static inline v128_t h2f4(const uint16_t *p) {

@@ -9,9 +9,9 @@
  *
  * wasm has no fused multiply-add (simd128 nor scalar): the references' fmaf is Emscripten's libc (musl)
  * fmaf, which computes x*y exactly in double, adds z in double and rounds to float, and only takes a slow
- * path when the double sum lies exactly halfway between two floats (its low 29 bits are 0x10000000). fma8
- * below does the same two lanes at a time in f64x2 and calls that same fmaf for a group of lanes whenever
- * one of them hits the halfway pattern, so the bits are the reference's by construction.
+ * path when the double sum lies exactly halfway between two floats and was inexact. fma-wasm.h does the same
+ * two lanes at a time in f64x2 and calls that same fmaf for 4 lanes whenever one of them needs the slow
+ * path, so the bits are the reference's by construction.
  *
  * Integer products: i8 x i8 products fit in i16 (|p| <= 16384), pairs are summed by i32x4.dot_i16x8_s
  * (optionally times a per-16 scale), and the pairs of one 16-byte half are folded into ggml's lanes (lane k
@@ -28,45 +28,19 @@
 
 #include <wasm_simd128.h>
 
+#include "cpu/fma-wasm.h"
+
 /* every float step is written out; nothing may be contracted or reordered */
 #pragma STDC FP_CONTRACT OFF
 
 #define H2F lw__fp16_to_fp32
 
 /* ---------------------------------------------------------------------------------------------------------
- * Float helpers: Emscripten's fmaf, vectorised, and the references' horizontal sum
+ * Float helpers: Emscripten's fmaf, vectorised (fma-wasm.h), and the references' horizontal sum
  * ------------------------------------------------------------------------------------------------------- */
 
-/* Low 29 bits of a double's fraction equal to 0x10000000: the double sum is a float midpoint, where musl's
- * fmaf corrects for double rounding (slow path). */
-static inline v128_t halfway_f64x2(v128_t r) {
-    return wasm_i64x2_eq(wasm_v128_and(r, wasm_i64x2_splat(0x1fffffff)), wasm_i64x2_splat(0x10000000));
-}
-
-/* fmaf(a, b, z) for one float: musl's fast path inline, its slow path through fmaf itself. */
-static inline float fma1(float a, float b, float z) {
-    const double r = (double)a * (double)b + (double)z;
-    uint64_t u;
-    memcpy(&u, &r, sizeof u);
-    if ((u & 0x1fffffff) == 0x10000000) return fmaf(a, b, z);
-    return (float)r;
-}
-
-/* acc[k] = fmaf(d, l[k], acc[k]) for 4 lanes (l already float). */
-static inline v128_t fma4(float d, v128_t l, v128_t acc) {
-    const v128_t dd = wasm_f64x2_splat((double)d);
-    const v128_t r0 = wasm_f64x2_add(wasm_f64x2_mul(dd, wasm_f64x2_promote_low_f32x4(l)), wasm_f64x2_promote_low_f32x4(acc));
-    const v128_t lh = wasm_i32x4_shuffle(l, l, 2, 3, 2, 3), ah = wasm_i32x4_shuffle(acc, acc, 2, 3, 2, 3);
-    const v128_t r1 = wasm_f64x2_add(wasm_f64x2_mul(dd, wasm_f64x2_promote_low_f32x4(lh)), wasm_f64x2_promote_low_f32x4(ah));
-    if (__builtin_expect(wasm_v128_any_true(wasm_v128_or(halfway_f64x2(r0), halfway_f64x2(r1))), 0)) {
-        float lv[4], av[4];
-        wasm_v128_store(lv, l);
-        wasm_v128_store(av, acc);
-        for (int k = 0; k < 4; k++) av[k] = fmaf(d, lv[k], av[k]);
-        return wasm_v128_load(av);
-    }
-    return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(r0), wasm_f32x4_demote_f64x2_zero(r1), 0, 1, 4, 5);
-}
+/* acc[k] = fmaf(d, l[k], acc[k]) for 4 lanes (l already float): fma-wasm.h. */
+static inline v128_t fma4(float d, v128_t l, v128_t acc) { return lw__wasm_fmaf4(wasm_f32x4_splat(d), l, acc); }
 
 /* 8 float accumulators as ggml's __m256: lanes 0-3 and 4-7. */
 typedef struct {
@@ -183,7 +157,7 @@ static inline float q32_x86(int64_t n, const uint8_t *w, size_t bsize, int kind,
         const uint32_t qh = kind == 0 ? 0 : lw__rd_u32(xb + (has_min ? 4 : 2));
         const int8_t *qy = (const int8_t *)(yb + (has_min ? 4 : 2));
         const float dx = H2F(lw__rd_u16(xb)), dy = H2F(lw__rd_u16(yb));
-        if (has_min) summs = fma1(H2F(lw__rd_u16(xb + 2)), H2F(lw__rd_u16(yb + 2)), summs);
+        if (has_min) summs = lw__wasm_fmaf1(H2F(lw__rd_u16(xb + 2)), H2F(lw__rd_u16(yb + 2)), summs);
         const v128_t q = wasm_v128_load(qs);
         v128_t v0 = lo_nib(q), v1 = hi_nib(q);
         if (kind != 0) {
@@ -236,7 +210,7 @@ static inline float repack32(int64_t n, const uint8_t *w, size_t bsize, int kind
         codes32(kind == 2 ? blk + 1 : blk + 2, lut, &v0, &v1);
         const int32_t sumi = dot32(v0, wasm_v128_load(y[b].qs), v1, wasm_v128_load(y[b].qs + 16));
         const float col = kind == 2 ? lw__e8m0_to_fp32_half(blk[0]) : H2F(lw__rd_u16(blk));
-        acc = fma1((float)sumi, col * H2F(y[b].d), acc);
+        acc = lw__wasm_fmaf1((float)sumi, col * H2F(y[b].d), acc);
     }
     return acc;
 }
@@ -397,10 +371,10 @@ static inline float k4_x86(int64_t n, const void *w, const lw__block_q8_K *y, in
         if (five) {
             int32_t total = 0;
             for (int m = 0; m < 8; ++m) total += mn[m] * q8s[m];
-            summs = fma1(dmin, (float)total, summs);
+            summs = lw__wasm_fmaf1(dmin, (float)total, summs);
         } else {
             for (int p = 0; p < 4; ++p)
-                acc_m[p] = fma1(dmin, (float)(mn[2 * p] * q8s[2 * p] + mn[2 * p + 1] * q8s[2 * p + 1]), acc_m[p]);
+                acc_m[p] = lw__wasm_fmaf1(dmin, (float)(mn[2 * p] * q8s[2 * p] + mn[2 * p + 1] * q8s[2 * p + 1]), acc_m[p]);
         }
         int8_t v[LW_QK_K];
         const uint8_t *q = five ? x5[i].qs : x4[i].qs;
@@ -522,8 +496,8 @@ static inline float q4_K_repack(int64_t n, const lw__block_q4_K *x, const lw__bl
             isum += sc[j] * s;
             imin += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
             if ((j + 1) % per == 0) {
-                acc = fma1((float)isum, dw, acc);
-                acc_min = fma1((float)imin, dm, acc_min);
+                acc = lw__wasm_fmaf1((float)isum, dw, acc);
+                acc_min = lw__wasm_fmaf1((float)imin, dm, acc_min);
                 isum = imin = 0;
             }
         }
@@ -547,8 +521,8 @@ static inline float q2_K_repack(int64_t n, const lw__block_q2_K *x, const lw__bl
             isum += (x[i].scales[j] & 0xf) * hsum_i32x4(wasm_i32x4_add(p.a, p.b));
             imin += (x[i].scales[j] >> 4) * y[i].bsums[j];
             if ((j + 1) % per == 0) {
-                acc = fma1((float)isum, dw, acc);
-                acc_min = fma1((float)imin, dm, acc_min);
+                acc = lw__wasm_fmaf1((float)isum, dw, acc);
+                acc_min = lw__wasm_fmaf1((float)imin, dm, acc_min);
                 isum = imin = 0;
             }
         }

@@ -31,6 +31,21 @@ test('every simd128 dot gives the reference bits', { skip }, () => {
   assert.deepEqual(failed, []);
 });
 
+const FDOTS = ['f32', 'f32 gemm', 'f16', 'f16 gemm'];
+
+test('f32 / f16 dots of the engine give the reference bits', { skip }, () => {
+  const p = M._malloc(4);
+  const failed = [];
+  for (let k = 0; k < FDOTS.length; k++) {
+    const bad = M._lw_wasm_simd_check_f(k, 60, p);
+    assert.ok(bad >= 0, `${FDOTS[k]}: no simd128 version (${bad})`);
+    assert.equal(M.HEAP32[p >> 2], 60);
+    if (bad) failed.push(`${FDOTS[k]}: ${bad}/60 rows differ`);
+  }
+  M._free(p);
+  assert.deepEqual(failed, []);
+});
+
 test('emulated fmaf: the double-rounding case (halfway in double, exact sum above it)', { skip }, () => {
   const p = M._malloc(12);
   assert.equal(M._lw_wasm_simd_halfway(p), 0, 'no such blocks found');
@@ -51,6 +66,11 @@ test('speed per 4096-long row (information)', { skip }, () => {
     const s = M._lw_wasm_simd_bench(i, 0, 3), v = M._lw_wasm_simd_bench(i, 1, 12);
     assert.ok(s > 0 && v > 0);
     lines.push(`${cases[i].padEnd(18)} ${s.toFixed(0).padStart(9)}  ${v.toFixed(0).padStart(10)}  x${(s / v).toFixed(1)}`);
+  }
+  for (let k = 0; k < FDOTS.length; k++) {
+    const s = M._lw_wasm_simd_bench_f(k, 0, 3), v = M._lw_wasm_simd_bench_f(k, 1, 12);
+    assert.ok(s > 0 && v > 0);
+    lines.push(`${FDOTS[k].padEnd(18)} ${s.toFixed(0).padStart(9)}  ${v.toFixed(0).padStart(10)}  x${(s / v).toFixed(1)}`);
   }
   console.log(lines.join('\n'));
 });

@@ -95,10 +95,11 @@ static void test_pipelines(void) {
                     CHECK(f->creates == before + 1);
                     CHECK(strncmp(f->label, files[k], strlen(files[k])) == 0);
                     /* one layout for the three kernels */
-                    CHECK(f->n_kinds == LW_GPU_ATTN_BINDINGS && f->kinds[0] == LW_GPU_BIND_STORAGE_READ &&
-                          f->kinds[1] == LW_GPU_BIND_STORAGE_READ && f->kinds[2] == LW_GPU_BIND_STORAGE_READ &&
+                    CHECK(f->n_kinds == LW_GPU_ATTN_BINDINGS && f->kinds[0] == LW_GPU_BIND_STORAGE &&
+                          f->kinds[1] == LW_GPU_BIND_STORAGE && f->kinds[2] == LW_GPU_BIND_STORAGE &&
                           f->kinds[3] == LW_GPU_BIND_STORAGE && f->kinds[4] == LW_GPU_BIND_STORAGE &&
                           f->kinds[5] == LW_GPU_BIND_UNIFORM);
+                    CHECK(strstr(f->wgsl, "var<storage, read>") == NULL);
                     /* the shader's constants are the variant's; no shader-f16 or subgroups needed */
                     CHECK(wgsl_const(f->wgsl, "D4") == (long)D / 4 && wgsl_const(f->wgsl, "G") == (long)G);
                     CHECK(wgsl_const(f->wgsl, "WG") == (long)v.wg_size);

@@ -114,9 +114,10 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     }
     char file[32];
     snprintf(file, sizeof file, "attn-%s.wgsl", names[k]);
-    static const lw_gpu_binding_kind kinds[LW_GPU_ATTN_BINDINGS] = {
-        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ,
-        LW_GPU_BIND_STORAGE,      LW_GPU_BIND_STORAGE,      LW_GPU_BIND_UNIFORM};
+    /* Q and the caches read_write as every activation/cache binding (kernels-ops.h conventions) */
+    static const lw_gpu_binding_kind kinds[LW_GPU_ATTN_BINDINGS] = {LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
+                                                                    LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
+                                                                    LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, file, defs, n_defs, kinds, LW_GPU_ATTN_BINDINGS, out,
                                   err);
 }

@@ -71,9 +71,11 @@ typedef struct lw__gpu_attn_params {
 } lw__gpu_attn_params;
 _Static_assert(sizeof(lw__gpu_attn_params) == 64, "attn params block");
 
-/* Bindings of every attention pipeline: 0 Q (read), 1 K cache (read), 2 V cache (read), 3 output
- * (read_write), 4 scratch for the split partials (read_write, at least 16 bytes; only DECODE and REDUCE
- * use it), 5 parameters (uniform). One layout for all three, so one bind array serves them. */
+/* Bindings of every attention pipeline: 0 Q, 1 K cache, 2 V cache, 3 output, 4 scratch for the split
+ * partials (at least 16 bytes; only DECODE and REDUCE use it), all storage read_write (Q and the caches
+ * are only read, but an activation arena or cache buffer may back a writable binding of the same
+ * dispatch: WebGPU forbids mixing read-only and writable bindings of one buffer), 5 parameters (uniform,
+ * the last binding). One layout for all three, so one bind array serves them. */
 #define LW_GPU_ATTN_BINDINGS 6u
 
 /* One call's shape and where its operands lie. */

@@ -4,7 +4,8 @@
 //
 // Defines: HEAD_DIM (D, a multiple of 4), GROUP (query heads per KV head), KV_F16 (1: the cache holds f16,
 // read with unpack2x16float, no shader-f16 needed; 0: f32), WG_SIZE (invocations per workgroup).
-// Bindings (one layout for the three kernels): 0 Q (vec4<f32> rows), 1 K cache, 2 V cache, 3 output
+// Bindings (one layout for the three kernels, all storage read_write but the last): 0 Q (vec4<f32> rows),
+// 1 K cache, 2 V cache, 3 output
 // (vec4<f32> rows), 4 scratch for the split partials (vec4<f32>), 5 AttnParams (uniform).
 // Cache layout (as the CPU engine's): cell p of a layer at k_offset + p * kv_stride quads (4 elements),
 // KV head hk at + hk * D/4 in it.
@@ -66,9 +67,12 @@ fn quad(w: vec4<f32>) -> vec4<f32> {
 }
 #endif
 
-@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> kc: array<KvQuad>;
-@group(0) @binding(2) var<storage, read> vc: array<KvQuad>;
+// Q and the caches are only read, but bound read_write like every activation and cache binding of the
+// kernel library (kernels-ops.h): WebGPU forbids one buffer bound read-only and writable in one dispatch,
+// and the runner's activation arena backs Q and the output alike.
+@group(0) @binding(0) var<storage, read_write> q: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> kc: array<KvQuad>;
+@group(0) @binding(2) var<storage, read_write> vc: array<KvQuad>;
 @group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> part: array<vec4<f32>>;
 @group(0) @binding(5) var<uniform> params: AttnParams;

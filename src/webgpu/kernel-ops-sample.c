@@ -21,7 +21,7 @@ lw_status lw__gpu_topk_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, true, "topk", err);
     if (st != LW_OK) return st;
     if (v->per < 1 || v->per > 32 ||
-        (uint64_t)v->wg_size * 8 > info->max_compute_workgroup_storage_size)
+        (uint64_t)v->wg_size * 16 > info->max_compute_workgroup_storage_size)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "topk: %u inputs per invocation (1..32) of %u", v->per, v->wg_size);
     char label[LW_GPU_CACHE_KEY], wg[16], per[16];
     snprintf(label, sizeof label, "topk %s wg%u per%u", pairs ? "merge" : "logits", v->wg_size, v->per);

@@ -5,8 +5,8 @@
 //                     (id, value) pairs at out_offset + g * k;
 //   pass 2 (PAIRS=1): one workgroup takes the n = groups * k pairs of pass 1 and writes the final k pairs,
 //                     best first, at out_offset (for k = 1 the first word is the token id).
-// Each invocation holds PER inputs in registers; k rounds each pick the best input not taken yet with a
-// tree reduction in workgroup memory. A workgroup with fewer than k inputs pads with (0xffffffff, -inf).
+// Each invocation holds PER inputs in registers; k rounds each pick the best input not taken yet from a
+// tournament tree in workgroup memory (only the winner's path is recomputed per round). A workgroup with fewer than k inputs pads with (0xffffffff, -inf).
 // Defines: PAIRS (0/1), WG_SIZE (power of two, default 256), PER (inputs per invocation, 1..32, default
 // 16); chunk <= WG_SIZE * PER.
 // Bindings: 0 input (read_write: f32 logits as u32 bits, or pairs), 1 output pairs (read_write, u32),
@@ -43,14 +43,34 @@ struct TopkParams {
 @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
 @group(0) @binding(2) var<uniform> params: TopkParams;
 
-var<workgroup> red_v: array<f32, WG_SIZE>;
-var<workgroup> red_i: array<u32, WG_SIZE>;
+var<workgroup> leaf_v: array<f32, WG_SIZE>;       // each invocation's best input not taken: value
+var<workgroup> leaf_i: array<u32, WG_SIZE>;       // and id
+var<workgroup> tree: array<u32, 2 * WG_SIZE>;     // tournament tree of leaf indices (node 1: the root)
 
 const NONE: u32 = 0xffffffffu;
 
 // Whether (va, ia) comes before (vb, ib): larger value, then lower id.
 fn better(va: f32, ia: u32, vb: f32, ib: u32) -> bool {
     return va > vb || (va == vb && ia < ib);
+}
+
+// The better of two leaves (by index).
+fn pick(a: u32, b: u32) -> u32 {
+    return select(a, b, better(leaf_v[b], leaf_i[b], leaf_v[a], leaf_i[a]));
+}
+
+// Stores invocation lid's best input not taken (or (-inf, NONE)) as its leaf.
+fn local_best(lid: u32, vals: ptr<function, array<f32, PER>>, ids: ptr<function, array<u32, PER>>, taken: u32) {
+    var bv = f32_from_bits(0xff800000u);
+    var bi = NONE;
+    for (var j = 0u; j < PER; j++) {
+        if ((taken & (1u << j)) == 0u && better((*vals)[j], (*ids)[j], bv, bi)) {
+            bv = (*vals)[j];
+            bi = (*ids)[j];
+        }
+    }
+    leaf_v[lid] = bv;
+    leaf_i[lid] = bi;
 }
 
 @compute @workgroup_size(WG_SIZE)
@@ -82,38 +102,41 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             taken |= 1u << j;
         }
     }
-    for (var r = 0u; r < params.k; r++) {
-        var bv = neg_inf;
-        var bi = NONE;
-        for (var j = 0u; j < PER; j++) {
-            if ((taken & (1u << j)) == 0u && better(vals[j], ids[j], bv, bi)) {
-                bv = vals[j];
-                bi = ids[j];
-            }
-        }
-        red_v[lid] = bv;
-        red_i[lid] = bi;
-        for (var s = WG_SIZE / 2u; s > 0u; s >>= 1u) {
-            workgroupBarrier();
-            if (lid < s && better(red_v[lid + s], red_i[lid + s], red_v[lid], red_i[lid])) {
-                red_v[lid] = red_v[lid + s];
-                red_i[lid] = red_i[lid + s];
-            }
-        }
+    // Each invocation's best input not taken yet is a leaf of a tournament tree in workgroup memory
+    // (node n's winner is the leaf index tree[n]; leaves WG_SIZE + lid). A round reads the root, and only
+    // the winning leaf's invocation refreshes its leaf and the log2(WG_SIZE) nodes above it: two barriers
+    // per round instead of a full reduction.
+    local_best(lid, &vals, &ids, taken);
+    tree[WG_SIZE + lid] = lid;
+    for (var s = WG_SIZE / 2u; s > 0u; s >>= 1u) {
         workgroupBarrier();
-        let wv = red_v[0];
-        let wi = red_i[0];
-        workgroupBarrier(); // everyone has the winner before the next round overwrites slot 0
+        if (lid < s) {
+            let n = s + lid;
+            tree[n] = pick(tree[2u * n], tree[2u * n + 1u]);
+        }
+    }
+    for (var r = 0u; r < params.k; r++) {
+        workgroupBarrier();
+        let w = tree[1];
+        let wv = leaf_v[w];
+        let wi = leaf_i[w];
+        workgroupBarrier(); // everyone has the winner before its invocation updates the tree
         if (lid == 0u) {
             let o = 2u * (params.out_offset + g * params.k + r);
             dst[o] = wi;
             dst[o + 1u] = bitcast<u32>(wv);
         }
-        if (wi != NONE) {
+        if (lid == w && wi != NONE) {
             for (var j = 0u; j < PER; j++) {
                 if (ids[j] == wi) {
                     taken |= 1u << j;
                 }
+            }
+            local_best(lid, &vals, &ids, taken);
+            var n = (WG_SIZE + lid) >> 1u;
+            while (n >= 1u) {
+                tree[n] = pick(tree[2u * n], tree[2u * n + 1u]);
+                n >>= 1u;
             }
         }
     }

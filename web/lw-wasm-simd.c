@@ -377,3 +377,10 @@ EMSCRIPTEN_KEEPALIVE double lw_wasm_simd_bench_f(int kind, int simd, int reps) {
     free(y);
     return best;
 }
+
+/* For speed comparisons: makes this module instance choose the scalar references (LW_CPU_KERNELS=scalar);
+ * must run before anything picks the kernels. */
+EMSCRIPTEN_KEEPALIVE void lw_wasm_simd_force_scalar(void) { setenv("LW_CPU_KERNELS", "scalar", 1); }
+
+/* Name of the f32/f16 kernel set the engine runs in this instance ("wasm-simd128" or "scalar"). */
+EMSCRIPTEN_KEEPALIVE const char *lw_wasm_simd_engine_kernels(void) { return lw__cpu_kernels_best()->name; }

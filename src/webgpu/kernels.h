@@ -93,7 +93,7 @@ bool lw__gpu_matvec_supported(uint32_t type);
 uint32_t lw__gpu_matvec_block(uint32_t type);
 
 /* The default variant for a device: the measured defaults of gpu-tune.c (lw__gpu_matvec_tuned with no
- * overrides), f16 and subgroups where the device has them. */
+ * overrides): subgroups where the device has them, f16 only when a tune override asks for it. */
 lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t type);
 
 /* The pipeline of variant v: from cache when it holds it, else the template is expanded, compiled and

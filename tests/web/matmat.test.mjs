@@ -6,6 +6,8 @@
 // Run: LW_WASM_DIR=... VK_ICD_FILENAMES=... node --test tests/web/matmat.test.mjs (scripts/test-webgpu.sh)
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { setup } from '../../web/lw-node.mjs';
 import { BOUND } from './matvec-check.mjs';
 
@@ -171,7 +173,7 @@ test('tune JSON overrides assemble the variants; refused JSON says why', { skip 
   };
   const d = variants('', q4.type);
   assert.deepEqual(d.overrides, {});
-  assert.equal(d.matmat.f16, features.f16 ? 1 : 0);
+  assert.equal(d.matmat.f16, 0); // f16 is opt-in (slower where measured)
   const j = '{"matmat": {"*": {"tn": 32, "tk": 64}, "q4_0": {"tm": 32, "rm": 2}}, "matvec": {"Q4_0": {"wg": 128, "rows": 4, "sg": false}}}';
   const v = variants(j, q4.type);
   assert.deepEqual(
@@ -193,6 +195,30 @@ test('tune JSON overrides assemble the variants; refused JSON says why', { skip 
   // the tuned variant runs and is right
   const [nmse] = await check(q4, 40, 256, 12, [{ f16: 0, tm: v.matmat.tm, tn: v.matmat.tn, tk: v.matmat.tk, rm: v.matmat.rm, rn: v.matmat.rn }]);
   assert.ok(nmse < BOUND.f32, `tuned variant: nmse ${nmse}`);
+});
+
+test('node web/tune.mjs sweeps this device and prints JSON that gpu-tune.c accepts', { skip }, () => {
+  const tune = fileURLToPath(new URL('../../web/tune.mjs', import.meta.url));
+  const r = spawnSync(process.execPath, [tune, '--type', 'q4_0,q8_0', '--rows', '64', '--k', '256', '--tokens', '8', '--quick', '--reps', '1', '--f16', '0'],
+    { encoding: 'utf8', timeout: 300000 });
+  assert.equal(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  for (const name of ['q4_0', 'q8_0']) {
+    assert.ok(out.matvec[name] && out.matmat[name], `${name} in ${r.stdout}`);
+    assert.equal(out.matmat[name].f16, 0);
+  }
+  assert.match(r.stderr, /q8_0 +matmat t=64x64x32 r=4x4 f16=0 .* GFLOP\/s/);
+  // C reads it back and assembles the winning variants
+  const json = r.stdout.trim(), n = M.lengthBytesUTF8(json) + 1, q = M._malloc(n);
+  M.stringToUTF8(json, q, n);
+  try {
+    const v = cJson(M._lw_wasm_tune_variants, q, formats.find((x) => x.name === 'q8_0').type);
+    assert.equal(v.error, undefined, v.error);
+    assert.deepEqual({ tm: v.matmat.tm, tn: v.matmat.tn, tk: v.matmat.tk }, { tm: out.matmat.q8_0.tm, tn: out.matmat.q8_0.tn, tk: out.matmat.q8_0.tk });
+    assert.equal(v.matvec.wg, out.matvec.q8_0.wg);
+  } finally {
+    M._free(q);
+  }
 });
 
 test('bench steps after warm-up create no GPU objects (invariant 2)', { skip }, async () => {

@@ -1,0 +1,41 @@
+// Mat-mat vs mat-vec per token on the Dawn adapter of this machine (not a test: prints one line per case):
+// Y[t] = W X[t] for `tokens` tokens with W rows x k, as one mat-mat dispatch and as one mat-vec dispatch
+// per token, each checked against the CPU reference first. GFLOP/s = 2 rows k tokens / time; times are
+// medians of runs of n products recorded in one compute pass + one read-back (wall clock).
+//   node tests/web/bench-matmat.mjs [rows k tokens] [--type q4_0,q8_0,f16] [--reps 3]
+import { setup } from '../../web/lw-node.mjs';
+import { gpuFormats, problem } from '../../web/tune.mjs';
+
+const args = process.argv.slice(2), opt = (name, def) => {
+  const i = args.indexOf('--' + name);
+  return i >= 0 ? args.splice(i, 2)[1] : def;
+};
+const types = opt('type', 'q4_0,q8_0,f16').toLowerCase().split(','), reps = Number(opt('reps', 3));
+const [rows = 2048, k = 2048, tokens = 64] = args.map(Number);
+const ctx = await setup();
+if (ctx.skip) { console.log('SKIP: ' + ctx.skip); process.exit(0); }
+const M = ctx.Module, d = ctx.device, info = M.lwGpu.adapterInfo;
+const f16 = d.features.has('shader-f16') ? 1 : 0, sg = d.features.has('subgroups') ? 1 : 0;
+console.log(`adapter ${info.vendor} / ${info.architecture} / ${info.device}; f16=${!!f16} subgroups=${!!sg}; ` +
+  `W ${rows} x ${k}, ${tokens} tokens, median of ${reps}`);
+const gf = (ms) => (2 * rows * k * tokens) / (ms * 1e6);
+for (const f of gpuFormats(M).filter((x) => types.includes(x.name.toLowerCase()))) {
+  const p = await problem(M, f.type, rows, k, tokens, { reps });
+  const def = p.defaults();
+  const cases = [
+    ['matmat default ' + JSON.stringify(def.matmat), () => p.matmat({})],
+    ['matmat f32 64x64x32 r4x4', () => p.matmat({ f16: 0, tm: 64, tn: 64, tk: 32, rm: 4, rn: 4 })],
+    ['matvec per token, default ' + JSON.stringify(def.matvec), () => p.matvec({})],
+    ['matvec per token, f32 wg64 rows1', () => p.matvec({ f16: 0, sg, wg: 64, rows: 1, blocks: 0 })],
+  ];
+  for (const [name, run] of cases) {
+    try {
+      const r = await run();
+      console.log(`${f.name.padEnd(5)} ${name.padEnd(90)} ${r.ms.toFixed(2).padStart(9)} ms ${gf(r.ms).toFixed(2).padStart(8)} GFLOP/s  nmse ${r.nmse.toExponential(2)}`);
+    } catch (e) {
+      console.log(`${f.name} ${name}: ${e.message}`);
+    }
+  }
+  p.free();
+}
+process.exit(0);

@@ -42,6 +42,23 @@ static inline v128_t lw__wasm_fmaf4(v128_t a, v128_t b, v128_t c) {
     return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(r0), wasm_f32x4_demote_f64x2_zero(r1), 0, 1, 4, 5);
 }
 
+/* fmaf(a, b[k], c[k]) for the 4 lanes, one scalar a (a block scale times 8 integer lanes). */
+static inline v128_t lw__wasm_fmaf4s(float a, v128_t b, v128_t c) {
+    const v128_t bh = wasm_i32x4_shuffle(b, b, 2, 3, 2, 3), ch = wasm_i32x4_shuffle(c, c, 2, 3, 2, 3);
+    const v128_t aa = wasm_f64x2_splat((double)a);
+    const v128_t xy0 = wasm_f64x2_mul(aa, wasm_f64x2_promote_low_f32x4(b)), xy1 = wasm_f64x2_mul(aa, wasm_f64x2_promote_low_f32x4(bh));
+    const v128_t z0 = wasm_f64x2_promote_low_f32x4(c), z1 = wasm_f64x2_promote_low_f32x4(ch);
+    const v128_t r0 = wasm_f64x2_add(xy0, z0), r1 = wasm_f64x2_add(xy1, z1);
+    if (__builtin_expect(wasm_v128_any_true(wasm_v128_or(lw__wasm_fma_fixup(r0, xy0, z0), lw__wasm_fma_fixup(r1, xy1, z1))), 0)) {
+        float bv[4], cv[4];
+        wasm_v128_store(bv, b);
+        wasm_v128_store(cv, c);
+        for (int k = 0; k < 4; k++) cv[k] = fmaf(a, bv[k], cv[k]);
+        return wasm_v128_load(cv);
+    }
+    return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(r0), wasm_f32x4_demote_f64x2_zero(r1), 0, 1, 4, 5);
+}
+
 /* fmaf(a, b, z) for one float, the same way. */
 static inline float lw__wasm_fmaf1(float a, float b, float z) {
     const double xy = (double)a * (double)b, r = xy + (double)z;

@@ -40,7 +40,7 @@
  * ------------------------------------------------------------------------------------------------------- */
 
 /* acc[k] = fmaf(d, l[k], acc[k]) for 4 lanes (l already float): fma-wasm.h. */
-static inline v128_t fma4(float d, v128_t l, v128_t acc) { return lw__wasm_fmaf4(wasm_f32x4_splat(d), l, acc); }
+static inline v128_t fma4(float d, v128_t l, v128_t acc) { return lw__wasm_fmaf4s(d, l, acc); }
 
 /* 8 float accumulators as ggml's __m256: lanes 0-3 and 4-7. */
 typedef struct {
@@ -128,8 +128,17 @@ static float dot_q8_0_x86(int64_t n, const void *w, const void *a) {
     for (int64_t ib = 0; ib < n / LW_QK8_0; ++ib) {
         const float d = H2F(x[ib].d) * H2F(y[ib].d);
         v128_t lanes[2];
+        const v128_t y0 = wasm_v128_load(y[ib].qs), y1 = wasm_v128_load(y[ib].qs + 16), m128 = wasm_i8x16_splat(-128);
+        if (!wasm_v128_any_true(wasm_v128_or(wasm_i8x16_eq(y0, m128), wasm_i8x16_eq(y1, m128)))) {
+            /* no activation of -128 (ggml's x86 quantizer never makes one): then |x| * sign(y, x) = x * y */
+            pairs16 p0 = pairs_zero(), p1 = pairs_zero();
+            pairs_add1(&p0, wasm_v128_load(x[ib].qs), y0);
+            pairs_add1(&p1, wasm_v128_load(x[ib].qs + 16), y1);
+            fma8(&acc, d, pairs_fold(p0), pairs_fold(p1));
+            continue;
+        }
         for (int h = 0; h < 2; h++) {
-            const v128_t x8 = wasm_v128_load(x[ib].qs + 16 * h), y8 = wasm_v128_load(y[ib].qs + 16 * h);
+            const v128_t x8 = wasm_v128_load(x[ib].qs + 16 * h), y8 = h ? y1 : y0;
             const v128_t neg = wasm_i8x16_lt(x8, wasm_i8x16_splat(0)), zero = wasm_i8x16_eq(x8, wasm_i8x16_splat(0));
             const v128_t sy = wasm_v128_andnot(wasm_v128_bitselect(wasm_i8x16_neg(y8), y8, neg), zero);
             pairs16 p;

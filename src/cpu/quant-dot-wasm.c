@@ -543,6 +543,144 @@ static float dot_q2_K_repack(int64_t n, const void *w, const void *a) { return q
 static float dot_q2_K_repack_gemm(int64_t n, const void *w, const void *a) { return q2_K_repack(n, w, a, 8); }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * IQ2 / IQ3 grid formats, generic order: an exact integer sum per super-block (scales per 16 or 32), then
+ * `sumf += d * bsum` and a constant factor, as the references
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* 16 signed values: grid magnitudes g0 (bytes 0-7), g1 (8-15), negated where sign bits s0 / s1 are set. */
+static inline v128_t signed16(uint64_t g0, uint64_t g1, uint8_t s0, uint8_t s1) {
+    const v128_t sb = wasm_i8x16_swizzle(wasm_i16x8_splat((int16_t)(s0 | (s1 << 8))),
+                                         wasm_i8x16_const(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    const v128_t bit = wasm_u8x16_const(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    const v128_t neg = wasm_i8x16_eq(wasm_v128_and(sb, bit), bit);
+    const v128_t g = wasm_i64x2_make((int64_t)g0, (int64_t)g1);
+    return wasm_i8x16_sub(wasm_v128_xor(g, neg), neg);
+}
+
+static inline uint64_t grid3_pair(uint32_t a, uint32_t b) { return (uint64_t)a | ((uint64_t)b << 32); }
+
+/* p += v (32 values as two halves) times the 32 activations at q8, scaled by s0 (first 16) and s1. */
+static inline void iq_add32(pairs16 *p, v128_t v0, v128_t v1, const int8_t *q8, int s0, int s1) {
+    pairs_add(p, v0, wasm_v128_load(q8), wasm_i16x8_splat((int16_t)s0));
+    pairs_add(p, v1, wasm_v128_load(q8 + 16), wasm_i16x8_splat((int16_t)s1));
+}
+
+static inline int32_t pairs_total(pairs16 p) { return hsum_i32x4(wasm_i32x4_add(p.a, p.b)); }
+
+static float dot_iq2_xxs_generic(int64_t n, const void *w, const void *a) {
+    const lw__block_iq2_xxs *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0.f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = H2F(x[i].d) * y[i].d;
+        pairs16 p = pairs_zero();
+        for (int ib = 0; ib < 8; ++ib) {
+            const uint32_t idx = (uint32_t)x[i].qs[4 * ib] | ((uint32_t)x[i].qs[4 * ib + 1] << 16);
+            const uint32_t aux = (uint32_t)x[i].qs[4 * ib + 2] | ((uint32_t)x[i].qs[4 * ib + 3] << 16);
+            const int ls = (int)(2 * (aux >> 28) + 1);
+            v128_t v[2];
+            for (int h = 0; h < 2; h++)
+                v[h] = signed16(lw__iq2xxs_grid[(idx >> (16 * h)) & 0xff], lw__iq2xxs_grid[(idx >> (16 * h + 8)) & 0xff],
+                                lw__iq_ksigns[(aux >> (14 * h)) & 127], lw__iq_ksigns[(aux >> (14 * h + 7)) & 127]);
+            iq_add32(&p, v[0], v[1], y[i].qs + 32 * ib, ls, ls);
+        }
+        sumf += d * pairs_total(p);
+    }
+    return 0.125f * sumf;
+}
+
+static float dot_iq2_xs_generic(int64_t n, const void *w, const void *a) {
+    const lw__block_iq2_xs *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0.f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = H2F(x[i].d) * y[i].d;
+        pairs16 p = pairs_zero();
+        for (int ib = 0; ib < 8; ++ib) {
+            const uint16_t *q = x[i].qs + 4 * ib;
+            v128_t v[2];
+            for (int h = 0; h < 2; h++)
+                v[h] = signed16(lw__iq2xs_grid[q[2 * h] & 511], lw__iq2xs_grid[q[2 * h + 1] & 511], lw__iq_ksigns[q[2 * h] >> 9],
+                                lw__iq_ksigns[q[2 * h + 1] >> 9]);
+            iq_add32(&p, v[0], v[1], y[i].qs + 32 * ib, 2 * (x[i].scales[ib] & 0xf) + 1, 2 * (x[i].scales[ib] >> 4) + 1);
+        }
+        sumf += d * pairs_total(p);
+    }
+    return 0.125f * sumf;
+}
+
+static float dot_iq2_s_generic(int64_t n, const void *w, const void *a) {
+    const lw__block_iq2_s *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / LW_QK_K; i++) {
+        const float d = H2F(x[i].d) * y[i].d;
+        const uint8_t *signs = x[i].qs + LW_QK_K / 8;
+        pairs16 p = pairs_zero();
+        for (int ib = 0; ib < 8; ++ib) {
+            const uint8_t *qs = x[i].qs + 4 * ib, qh = x[i].qh[ib];
+            v128_t v[2];
+            for (int h = 0; h < 2; h++) {
+                const int l0 = 2 * h, l1 = 2 * h + 1;
+                v[h] = signed16(lw__iq2s_grid[qs[l0] | ((qh << (8 - 2 * l0)) & 0x300)],
+                                lw__iq2s_grid[qs[l1] | ((qh << (8 - 2 * l1)) & 0x300)], signs[4 * ib + l0], signs[4 * ib + l1]);
+            }
+            iq_add32(&p, v[0], v[1], y[i].qs + 32 * ib, 1 + 2 * (x[i].scales[ib] & 0xf), 1 + 2 * (x[i].scales[ib] >> 4));
+        }
+        sumf += d * pairs_total(p);
+    }
+    return 0.125f * sumf;
+}
+
+static float dot_iq3_xxs_generic(int64_t n, const void *w, const void *a) {
+    const lw__block_iq3_xxs *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0.f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = H2F(x[i].d) * y[i].d;
+        const uint8_t *gas = x[i].qs + LW_QK_K / 4;
+        pairs16 p = pairs_zero();
+        for (int ib = 0; ib < 8; ++ib) {
+            const uint8_t *q3 = x[i].qs + 8 * ib;
+            const uint32_t aux = lw__rd_u32(gas + 4 * ib);
+            const int ls = (int)(2 * (aux >> 28) + 1);
+            v128_t v[2];
+            for (int h = 0; h < 2; h++) {
+                const int l0 = 2 * h, l1 = 2 * h + 1;
+                v[h] = signed16(grid3_pair(lw__iq3xxs_grid[q3[2 * l0]], lw__iq3xxs_grid[q3[2 * l0 + 1]]),
+                                grid3_pair(lw__iq3xxs_grid[q3[2 * l1]], lw__iq3xxs_grid[q3[2 * l1 + 1]]),
+                                lw__iq_ksigns[(aux >> (7 * l0)) & 127], lw__iq_ksigns[(aux >> (7 * l1)) & 127]);
+            }
+            iq_add32(&p, v[0], v[1], y[i].qs + 32 * ib, ls, ls);
+        }
+        sumf += d * pairs_total(p);
+    }
+    return 0.25f * sumf;
+}
+
+static float dot_iq3_s_generic(int64_t n, const void *w, const void *a) {
+    const lw__block_iq3_s *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0.f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        const float d = H2F(x[i].d) * y[i].d;
+        pairs16 p = pairs_zero();
+        for (int ib = 0; ib < 8; ++ib) {
+            const uint8_t *qs = x[i].qs + 8 * ib, *signs = x[i].signs + 4 * ib, qh = x[i].qh[ib];
+            const int ls = (int)(2 * ((x[i].scales[ib / 2] >> (4 * (ib % 2))) & 0xf) + 1);
+            uint64_t g[4];
+            for (int l = 0; l < 4; l++)
+                g[l] = grid3_pair(lw__iq3s_grid[qs[2 * l] | ((qh << (8 - 2 * l)) & 256)],
+                                  lw__iq3s_grid[qs[2 * l + 1] | ((qh << (7 - 2 * l)) & 256)]);
+            iq_add32(&p, signed16(g[0], g[1], signs[0], signs[1]), signed16(g[2], g[3], signs[2], signs[3]),
+                     y[i].qs + 32 * ib, ls, ls);
+        }
+        sumf += d * pairs_total(p);
+    }
+    return sumf;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * Selection
  * ------------------------------------------------------------------------------------------------------- */
 
@@ -572,6 +710,11 @@ lw__vec_dot_fn lw__quant_dot_wasm(lw__vec_dot_fn ref) {
         {lw__vec_dot_q4_K_q8_K_x86_repack_gemm, dot_q4_K_repack_gemm},
         {lw__vec_dot_q2_K_q8_K_x86_repack, dot_q2_K_repack},
         {lw__vec_dot_q2_K_q8_K_x86_repack_gemm, dot_q2_K_repack_gemm},
+        {lw__vec_dot_iq2_xxs_q8_K_ref, dot_iq2_xxs_generic},
+        {lw__vec_dot_iq2_xs_q8_K_ref, dot_iq2_xs_generic},
+        {lw__vec_dot_iq2_s_q8_K_ref, dot_iq2_s_generic},
+        {lw__vec_dot_iq3_xxs_q8_K_ref, dot_iq3_xxs_generic},
+        {lw__vec_dot_iq3_s_q8_K_ref, dot_iq3_s_generic},
     };
     if (!ref) return NULL;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)

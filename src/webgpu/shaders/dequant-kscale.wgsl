@@ -5,17 +5,16 @@
 // are unpacked, side by side.
 #pragma once
 
-// (scale, min) of pairs 2g and 2g + 1: .xy = scales, .zw = mins.
+// (scale, min) of pairs 2g and 2g + 1: .xy = scales, .zw = mins. Branch-free (neighbouring invocations
+// often have different g).
 fn kscale_pairs(s: vec3<u32>, g: u32) -> vec4<u32> {
     let sh = vec2<u32>(16u * (g & 1u), 16u * (g & 1u) + 8u); // bytes 2 (g % 2) and 2 (g % 2) + 1
     let s0 = vec2<u32>(s.x) >> sh;
     let s1 = vec2<u32>(s.y) >> sh;
-    if (g < 2u) {
-        return vec4<u32>(s0 & vec2<u32>(63u), s1 & vec2<u32>(63u));
-    }
     let s2 = vec2<u32>(s.z) >> sh;
-    let top = vec2<u32>(4u); // bits 6-7 of bytes of s0 / s1 become bits 4-5
-    let sc = (s2 & vec2<u32>(15u)) | (((s0 >> vec2<u32>(6u)) & vec2<u32>(3u)) << top);
-    let mn = ((s2 >> vec2<u32>(4u)) & vec2<u32>(15u)) | (((s1 >> vec2<u32>(6u)) & vec2<u32>(3u)) << top);
+    let high = g >= 2u;
+    // bits 6-7 of the bytes of s0 / s1 become bits 4-5: (b >> 2) & 0x30
+    let sc = select(s0 & vec2<u32>(63u), (s2 & vec2<u32>(15u)) | ((s0 >> vec2<u32>(2u)) & vec2<u32>(0x30u)), high);
+    let mn = select(s1 & vec2<u32>(63u), ((s2 >> vec2<u32>(4u)) & vec2<u32>(15u)) | ((s1 >> vec2<u32>(2u)) & vec2<u32>(0x30u)), high);
     return vec4<u32>(sc, mn);
 }

@@ -11,6 +11,7 @@
 
 #include <emscripten.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,8 @@ static const scase cases[] = {
     {"iq2_s generic", LW_TYPE_IQ2_S, LW_TYPE_Q8_K, lw__vec_dot_iq2_s_q8_K_ref, 0, -1},
     {"iq3_xxs generic", LW_TYPE_IQ3_XXS, LW_TYPE_Q8_K, lw__vec_dot_iq3_xxs_q8_K_ref, 0, -1},
     {"iq3_s generic", LW_TYPE_IQ3_S, LW_TYPE_Q8_K, lw__vec_dot_iq3_s_q8_K_ref, 0, -1},
+    {"iq1_s generic", LW_TYPE_IQ1_S, LW_TYPE_Q8_K, lw__vec_dot_iq1_s_q8_K_ref, 0, -1},
+    {"iq1_m generic", LW_TYPE_IQ1_M, LW_TYPE_Q8_K, lw__vec_dot_iq1_m_q8_K_ref, -1, -1}, /* d: top nibbles of scales */
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -97,6 +100,9 @@ static void random_weights(const scase *c, uint8_t *w, int64_t nb) {
     for (int64_t b = 0; b < nb; b++) {
         if (c->h0 >= 0) put_h(w + (size_t)b * bs + c->h0, rng_h());
         if (c->h1 >= 0) put_h(w + (size_t)b * bs + c->h1, rng_h());
+        /* IQ1_M keeps d in the top nibbles of its scales: clear the top exponent bit (bit 14 = bit 6 of the
+         * last scales byte), so d is finite */
+        if (c->type == LW_TYPE_IQ1_M) w[(size_t)b * bs + offsetof(lw__block_iq1_m, scales) + 7] &= 0xbf;
     }
 }
 
@@ -217,7 +223,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_simd_check(int i, int seeds, int *rows_out) {
         /* the IQ2/IQ3 grid searches are slow: those formats get random blocks only (every grid index and sign
          * pattern is valid) */
         const int grid = c->type == LW_TYPE_IQ2_XXS || c->type == LW_TYPE_IQ2_XS || c->type == LW_TYPE_IQ2_S ||
-                         c->type == LW_TYPE_IQ3_XXS || c->type == LW_TYPE_IQ3_S;
+                         c->type == LW_TYPE_IQ3_XXS || c->type == LW_TYPE_IQ3_S || c->type == LW_TYPE_IQ1_S ||
+                         c->type == LW_TYPE_IQ1_M;
         if (seed % 3 == 2 && !grid && tr->quantize && !tr->requires_imatrix) { /* realistic rows: both sides quantized */
             for (int64_t j = 0; j < n; j++) xf[j] = rng_f() * (1.0f + 4.0f * (float)(j % 7 == 0));
             if (lw__quantize(c->type, xf, w, 1, n, NULL) != LW_OK) random_weights(c, w, nblk);
@@ -282,7 +289,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_simd_selector(void) {
     const char *old = getenv("LW_CPU_KERNELS");
     unsetenv("LW_CPU_KERNELS");
     fails += lw__quant_dot_fast(NULL) != NULL;
-    fails += lw__quant_dot_fast(lw__vec_dot_iq1_m_q8_K_ref) != lw__vec_dot_iq1_m_q8_K_ref; /* no twin (yet) */
+    fails += lw__quant_dot_fast(lw__vec_dot_tq2_0_q8_K_ref) != lw__vec_dot_tq2_0_q8_K_ref; /* no twin (yet) */
     for (int i = 0; i < N_CASES; i++) {
         const lw__vec_dot_fn s = lw__quant_dot_wasm(cases[i].ref);
         fails += s == NULL || lw__quant_dot_fast(cases[i].ref) != s;

@@ -680,6 +680,62 @@ static float dot_iq3_s_generic(int64_t n, const void *w, const void *a) {
     return sumf;
 }
 
+/* IQ1_S / IQ1_M: grid values -1..1 with scales, plus a +-delta term from the activation sums. */
+static float dot_iq1_s_generic(int64_t n, const void *w, const void *a) {
+    const lw__block_iq1_s *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / LW_QK_K; i++) {
+        pairs16 p = pairs_zero();
+        int sumi1 = 0;
+        for (int ib = 0; ib < 8; ++ib) {
+            const uint8_t *qs = x[i].qs + 4 * ib;
+            const uint16_t qh = x[i].qh[ib];
+            const int ls = 2 * ((qh >> 12) & 7) + 1;
+            const int delta = qh & 0x8000 ? -1 : 1;
+            uint64_t g[4];
+            for (int l = 0; l < 4; l++) g[l] = lw__iq1s_grid[qs[l] | (((qh >> (3 * l)) & 7) << 8)];
+            iq_add32(&p, wasm_i64x2_make((int64_t)g[0], (int64_t)g[1]), wasm_i64x2_make((int64_t)g[2], (int64_t)g[3]),
+                     y[i].qs + 32 * ib, ls, ls);
+            sumi1 += ls * delta * (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]);
+        }
+        const int sumi = pairs_total(p);
+        sumf += H2F(x[i].d) * y[i].d * (sumi + LW_IQ1S_DELTA * sumi1);
+    }
+    return sumf;
+}
+
+static float dot_iq1_m_generic(int64_t n, const void *w, const void *a) {
+    const lw__block_iq1_m *x = w;
+    const lw__block_q8_K *y = a;
+    const uint64_t ones = 0x0101010101010101ull;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / LW_QK_K; i++) {
+        uint16_t sc[4];
+        for (int k = 0; k < 4; k++) sc[k] = lw__rd_u16(x[i].scales + 2 * k);
+        const uint16_t dh = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+        pairs16 p1 = pairs_zero(), p2 = pairs_zero();
+        for (int ib = 0; ib < 8; ++ib) {
+            const uint8_t *qs = x[i].qs + 4 * ib, *qh = x[i].qh + 2 * ib;
+            const int ls1 = 2 * ((sc[ib / 2] >> (6 * (ib % 2) + 0)) & 0x7) + 1;
+            const int ls2 = 2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 0x7) + 1;
+            uint64_t g[4];
+            uint8_t neg[4];
+            for (int l = 0; l < 4; l++) {
+                g[l] = lw__iq1s_grid[qs[l] | (((uint16_t)qh[l / 2] << (8 - 4 * (l % 2))) & 0x700)];
+                neg[l] = qh[l / 2] & (l % 2 ? 0x80 : 0x08) ? 0xff : 0; /* delta -1 for all 8 values */
+            }
+            iq_add32(&p1, wasm_i64x2_make((int64_t)g[0], (int64_t)g[1]), wasm_i64x2_make((int64_t)g[2], (int64_t)g[3]),
+                     y[i].qs + 32 * ib, ls1, ls2);
+            iq_add32(&p2, signed16(ones, ones, neg[0], neg[1]), signed16(ones, ones, neg[2], neg[3]), y[i].qs + 32 * ib, ls1,
+                     ls2);
+        }
+        const int sumi1 = pairs_total(p1), sumi2 = pairs_total(p2);
+        sumf += H2F(dh) * y[i].d * (sumi1 + LW_IQ1M_DELTA * sumi2);
+    }
+    return sumf;
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * Selection
  * ------------------------------------------------------------------------------------------------------- */
@@ -715,6 +771,8 @@ lw__vec_dot_fn lw__quant_dot_wasm(lw__vec_dot_fn ref) {
         {lw__vec_dot_iq2_s_q8_K_ref, dot_iq2_s_generic},
         {lw__vec_dot_iq3_xxs_q8_K_ref, dot_iq3_xxs_generic},
         {lw__vec_dot_iq3_s_q8_K_ref, dot_iq3_s_generic},
+        {lw__vec_dot_iq1_s_q8_K_ref, dot_iq1_s_generic},
+        {lw__vec_dot_iq1_m_q8_K_ref, dot_iq1_m_generic},
     };
     if (!ref) return NULL;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)

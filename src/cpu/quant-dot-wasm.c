@@ -737,6 +737,112 @@ static float dot_iq1_m_generic(int64_t n, const void *w, const void *a) {
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * TQ2_0, Q2_0, Q1_0, NVFP4 (generic order): exact integer sums, the references' float steps
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Sum of the 16 products x[e] * y[e] (exact). */
+static inline int32_t dot16(v128_t x, v128_t y) {
+    pairs16 p = pairs_zero();
+    pairs_add1(&p, x, y);
+    return pairs_total(p);
+}
+
+/* The 2-bit codes (b >> 2(e % 4)) & 3 of 16 elements e from 4 bytes (4 per byte, low bits first). */
+static inline v128_t codes2(const uint8_t *q4) {
+    const v128_t b = wasm_i8x16_swizzle(wasm_v128_load32_zero(q4), wasm_i8x16_const(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+    const v128_t m0 = wasm_u8x16_const(1, 4, 16, 64, 1, 4, 16, 64, 1, 4, 16, 64, 1, 4, 16, 64);
+    const v128_t m1 = wasm_u8x16_const(2, 8, 32, 128, 2, 8, 32, 128, 2, 8, 32, 128, 2, 8, 32, 128);
+    const v128_t b0 = wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(b, m0), m0), wasm_i8x16_splat(1));
+    const v128_t b1 = wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(b, m1), m1), wasm_i8x16_splat(2));
+    return wasm_v128_or(b0, b1);
+}
+
+static float dot_tq2_0_generic(int64_t n, const void *w, const void *a) {
+    const lw__block_tq2_0 *x = w;
+    const lw__block_q8_K *y = a;
+    float sumf = 0.0f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        pairs16 p = pairs_zero();
+        for (int j = 0; j < 64; j += 32)
+            for (int l = 0; l < 4; ++l)
+                for (int h = 0; h < 2; h++) {
+                    const v128_t q = wasm_v128_load(x[i].qs + j + 16 * h);
+                    const v128_t v = wasm_i8x16_sub(wasm_v128_and(wasm_u8x16_shr(q, 2 * l), wasm_i8x16_splat(3)), wasm_i8x16_splat(1));
+                    pairs_add1(&p, v, wasm_v128_load(y[i].qs + j * 4 + l * 32 + 16 * h));
+                }
+        const int32_t sumi = pairs_total(p);
+        const float d = y[i].d * H2F(x[i].d);
+        sumf += (float)sumi * d;
+    }
+    return sumf;
+}
+
+static float dot_q2_0_generic(int64_t n, const void *w, const void *a) {
+    const lw__block_q2_0 *x = w;
+    const lw__block_q8_0 *y = a;
+    float sumf = 0.0f;
+    for (int64_t i = 0; i < n / LW_QK2_0; i++) {
+        const float d0 = H2F(x[i].d);
+        float sumi = 0.0f;
+        for (int k = 0; k < 2; k++) {
+            const lw__block_q8_0 *yb = &y[i * 2 + k];
+            const v128_t v0 = wasm_i8x16_sub(codes2(x[i].qs + k * 8), wasm_i8x16_splat(1));
+            const v128_t v1 = wasm_i8x16_sub(codes2(x[i].qs + k * 8 + 4), wasm_i8x16_splat(1));
+            const int sumi_block = dot32(v0, wasm_v128_load(yb->qs), v1, wasm_v128_load(yb->qs + 16));
+            sumi += H2F(yb->d) * sumi_block;
+        }
+        sumf += d0 * sumi;
+    }
+    return sumf;
+}
+
+/* +1 / -1 for the 16 bits of 2 bytes (bit e % 8 of byte e / 8). */
+static inline v128_t signs16(const uint8_t *b2) {
+    const v128_t b = wasm_i8x16_swizzle(wasm_v128_load16_splat(b2), wasm_i8x16_const(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    const v128_t bit = wasm_u8x16_const(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    const v128_t set = wasm_i8x16_eq(wasm_v128_and(b, bit), bit);
+    return wasm_v128_bitselect(wasm_i8x16_splat(1), wasm_i8x16_splat(-1), set);
+}
+
+static float dot_q1_0_generic(int64_t n, const void *w, const void *a) {
+    const lw__block_q1_0 *x = w;
+    const lw__block_q8_0 *y = a;
+    float sumf = 0.0f;
+    for (int64_t i = 0; i < n / LW_QK1_0; i++) {
+        const float d0 = H2F(x[i].d);
+        float sumi = 0.0f;
+        for (int k = 0; k < 4; k++) {
+            const lw__block_q8_0 *yb = &y[i * 4 + k];
+            const int sumi_block = dot32(signs16(x[i].qs + k * 4), wasm_v128_load(yb->qs), signs16(x[i].qs + k * 4 + 2),
+                                         wasm_v128_load(yb->qs + 16));
+            sumi += H2F(yb->d) * sumi_block;
+        }
+        sumf += d0 * sumi;
+    }
+    return sumf;
+}
+
+static float dot_nvfp4_generic(int64_t n, const void *w, const void *a) {
+    const lw__block_nvfp4 *x = w;
+    const lw__block_q8_0 *y = a;
+    const v128_t lut = wasm_v128_load(lw__kvalues_fp4);
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / LW_QK_NVFP4; ++ib) {
+        for (int s = 0; s < 4; ++s) {
+            const float d = lw__ue4m3_to_fp32(x[ib].d[s]);
+            const lw__block_q8_0 *yb = &y[2 * ib + s / 2];
+            const float dy = H2F(yb->d);
+            /* 8 bytes: low nibbles are elements 0..7 of the sub-block, high nibbles 8..15 */
+            const v128_t q = wasm_v128_load64_zero(x[ib].qs + 8 * s);
+            const v128_t codes = wasm_i8x16_shuffle(lo_nib(q), hi_nib(q), 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+            const int sum = dot16(wasm_i8x16_swizzle(lut, codes), wasm_v128_load(yb->qs + (s % 2) * 16));
+            sumf += dy * d * sum;
+        }
+    }
+    return sumf;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * Selection
  * ------------------------------------------------------------------------------------------------------- */
 
@@ -773,6 +879,10 @@ lw__vec_dot_fn lw__quant_dot_wasm(lw__vec_dot_fn ref) {
         {lw__vec_dot_iq3_s_q8_K_ref, dot_iq3_s_generic},
         {lw__vec_dot_iq1_s_q8_K_ref, dot_iq1_s_generic},
         {lw__vec_dot_iq1_m_q8_K_ref, dot_iq1_m_generic},
+        {lw__vec_dot_tq2_0_q8_K_ref, dot_tq2_0_generic},
+        {lw__vec_dot_q2_0_q8_0_ref, dot_q2_0_generic},
+        {lw__vec_dot_q1_0_q8_0_ref, dot_q1_0_generic},
+        {lw__vec_dot_nvfp4_q8_0_ref, dot_nvfp4_generic},
     };
     if (!ref) return NULL;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)

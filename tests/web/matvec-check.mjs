@@ -6,10 +6,12 @@
 // summation order (~1e-14 seen); f16 rounds every dequantized weight and product to 11 bits (~3e-7 seen).
 export const TYPES = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 8,
   BF16: 30, Q4_1: 3, Q5_0: 6, Q5_1: 7, Q2_K: 10, Q3_K: 11, Q4_K: 12, Q5_K: 13, Q6_K: 14, TQ1_0: 34, TQ2_0: 35, Q1_0: 41, Q2_0: 42,
+  IQ4_NL: 20, IQ4_XS: 23, MXFP4: 39, NVFP4: 40, IQ2_XXS: 16, IQ2_XS: 17, IQ2_S: 22, IQ3_XXS: 18, IQ3_S: 21, IQ1_S: 19, IQ1_M: 29,
 };
 // Elements per block of the formats whose blocks are not 32 (F32/F16/BF16 rows need only a multiple of 8),
 // and the smallest multiple of a type's block that is >= k (test shapes are given for 32-element blocks).
 export const BLOCK = { F32: 8, F16: 8, BF16: 8, Q2_K: 256, Q3_K: 256, Q4_K: 256, Q5_K: 256, Q6_K: 256, TQ1_0: 256, TQ2_0: 256, Q1_0: 128, Q2_0: 64 };
+Object.assign(BLOCK, { IQ4_XS: 256, NVFP4: 64, IQ2_XXS: 256, IQ2_XS: 256, IQ2_S: 256, IQ3_XXS: 256, IQ3_S: 256, IQ1_S: 256, IQ1_M: 256 });
 export const kFor = (type, k) => Math.ceil(k / (BLOCK[type] ?? 32)) * (BLOCK[type] ?? 32);
 export const BOUND = { f32: 1e-10, f16: 1e-5 };
 

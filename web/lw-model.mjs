@@ -158,10 +158,10 @@ export class GpuModel {
 
 // The CPU engine inside the same wasm module (the reference in tests): the whole file in the heap.
 export class CpuModel {
-  static open(M, bytes, nCtx = 0) {
+  static open(M, bytes, nCtx = 0, kvF32 = false) {
     const p = M._malloc(bytes.length);
     M.HEAPU8.set(bytes, p);
-    const h = M._lw_wasm_cpu_open(p, bytes.length, nCtx); // owns p from here
+    const h = M._lw_wasm_cpu_open(p, bytes.length, nCtx, kvF32 ? 1 : 0); // owns p from here
     if (!h) throw new Error('out of memory');
     const err = M.UTF8ToString(M._lw_wasm_cpu_error(h));
     if (err) {

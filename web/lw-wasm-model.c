@@ -230,8 +230,8 @@ EMSCRIPTEN_KEEPALIVE const char *lw_wasm_cpu_error(const lw_wasm_cpu *r) {
     return r ? r->err : "out of memory";
 }
 
-/* Takes ownership of bytes (size, from malloc) holding a GGUF file. */
-EMSCRIPTEN_KEEPALIVE lw_wasm_cpu *lw_wasm_cpu_open(void *bytes, double size, int n_ctx) {
+/* Takes ownership of bytes (size, from malloc) holding a GGUF file; kv_f32: an f32 KV cache (else f16). */
+EMSCRIPTEN_KEEPALIVE lw_wasm_cpu *lw_wasm_cpu_open(void *bytes, double size, int n_ctx, int kv_f32) {
     lw_wasm_cpu *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->bytes = bytes;
@@ -245,6 +245,7 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_cpu *lw_wasm_cpu_open(void *bytes, double size, int
     lw_context_params cp = lw_context_default_params();
     cp.n_threads = 1; /* no pthreads in this build */
     cp.n_ctx = n_ctx > 0 ? (uint32_t)n_ctx : 0;
+    if (kv_f32) cp.type_k = cp.type_v = LW_TYPE_F32;
     if (st == LW_OK && (st = lw_context_create(r->m, &cp, &r->c)) != LW_OK)
         lw__errorf(r->err, st, "context: %s", lw_context_error(r->c));
     else if (st != LW_OK)

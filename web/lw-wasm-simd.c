@@ -87,6 +87,7 @@ static const scase cases[] = {
     {"iq3_s generic", LW_TYPE_IQ3_S, LW_TYPE_Q8_K, lw__vec_dot_iq3_s_q8_K_ref, 0, -1},
     {"iq1_s generic", LW_TYPE_IQ1_S, LW_TYPE_Q8_K, lw__vec_dot_iq1_s_q8_K_ref, 0, -1},
     {"iq1_m generic", LW_TYPE_IQ1_M, LW_TYPE_Q8_K, lw__vec_dot_iq1_m_q8_K_ref, -1, -1}, /* d: top nibbles of scales */
+    {"tq1_0 generic", LW_TYPE_TQ1_0, LW_TYPE_Q8_K, lw__vec_dot_tq1_0_q8_K_ref, 52, -1},
     {"tq2_0 generic", LW_TYPE_TQ2_0, LW_TYPE_Q8_K, lw__vec_dot_tq2_0_q8_K_ref, 64, -1},
     {"q2_0 generic", LW_TYPE_Q2_0, LW_TYPE_Q8_0, lw__vec_dot_q2_0_q8_0_ref, 0, -1},
     {"q1_0 generic", LW_TYPE_Q1_0, LW_TYPE_Q8_0, lw__vec_dot_q1_0_q8_0_ref, 0, -1},
@@ -293,7 +294,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_simd_selector(void) {
     const char *old = getenv("LW_CPU_KERNELS");
     unsetenv("LW_CPU_KERNELS");
     fails += lw__quant_dot_fast(NULL) != NULL;
-    fails += lw__quant_dot_fast(lw__vec_dot_tq1_0_q8_K_ref) != lw__vec_dot_tq1_0_q8_K_ref; /* no twin (yet) */
+    fails += lw__quant_dot_fast(lw__vec_dot_iq2_xxs_q8_K_x86) != lw__vec_dot_iq2_xxs_q8_K_x86; /* no twin (not used here) */
     for (int i = 0; i < N_CASES; i++) {
         const lw__vec_dot_fn s = lw__quant_dot_wasm(cases[i].ref);
         fails += s == NULL || lw__quant_dot_fast(cases[i].ref) != s;

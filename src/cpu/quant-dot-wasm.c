@@ -796,6 +796,39 @@ static float dot_q2_0_generic(int64_t n, const void *w, const void *a) {
     return sumf;
 }
 
+/* TQ1_0 trits: (((uint8_t)(q * p3) * 3) >> 8) - 1 for 16 bytes q and per-byte powers of 3 p3 (u8 products
+ * in u16, low byte kept). */
+static inline v128_t trits16(v128_t q, v128_t p3) {
+    const v128_t m = wasm_i16x8_splat(0xff), three = wasm_i16x8_splat(3);
+    const v128_t lo = wasm_u16x8_shr(wasm_i16x8_mul(wasm_v128_and(wasm_u16x8_extmul_low_u8x16(q, p3), m), three), 8);
+    const v128_t hi = wasm_u16x8_shr(wasm_i16x8_mul(wasm_v128_and(wasm_u16x8_extmul_high_u8x16(q, p3), m), three), 8);
+    return wasm_i8x16_sub(wasm_u8x16_narrow_i16x8(lo, hi), wasm_i8x16_splat(1));
+}
+
+static float dot_tq1_0_generic(int64_t n, const void *w, const void *a) {
+    const lw__block_tq1_0 *x = w;
+    const lw__block_q8_K *y = a;
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    float sumf = 0.0f;
+    for (int64_t i = 0; i < n / LW_QK_K; ++i) {
+        /* dequantize order: 5 x 32 (qs[0..31] times 3^t), 5 x 16 (qs[32..47]), 4 x 4 (qh[0..3]) */
+        const int8_t *q8 = y[i].qs;
+        pairs16 p = pairs_zero();
+        const v128_t q0 = wasm_v128_load(x[i].qs), q1 = wasm_v128_load(x[i].qs + 16), q2 = wasm_v128_load(x[i].qs + 32);
+        for (int t = 0; t < 5; ++t, q8 += 32) {
+            const v128_t p3 = wasm_i8x16_splat((int8_t)pow3[t]);
+            pairs_add1(&p, trits16(q0, p3), wasm_v128_load(q8));
+            pairs_add1(&p, trits16(q1, p3), wasm_v128_load(q8 + 16));
+        }
+        for (int t = 0; t < 5; ++t, q8 += 16) pairs_add1(&p, trits16(q2, wasm_i8x16_splat((int8_t)pow3[t])), wasm_v128_load(q8));
+        const v128_t qh = wasm_i8x16_swizzle(wasm_v128_load32_zero(x[i].qh), wasm_i8x16_const(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
+        pairs_add1(&p, trits16(qh, wasm_u8x16_const(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27)), wasm_v128_load(q8));
+        const int sum = pairs_total(p);
+        sumf += (float)sum * (H2F(x[i].d) * y[i].d);
+    }
+    return sumf;
+}
+
 /* +1 / -1 for the 16 bits of 2 bytes (bit e % 8 of byte e / 8). */
 static inline v128_t signs16(const uint8_t *b2) {
     const v128_t b = wasm_i8x16_swizzle(wasm_v128_load16_splat(b2), wasm_i8x16_const(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
@@ -879,6 +912,7 @@ lw__vec_dot_fn lw__quant_dot_wasm(lw__vec_dot_fn ref) {
         {lw__vec_dot_iq3_s_q8_K_ref, dot_iq3_s_generic},
         {lw__vec_dot_iq1_s_q8_K_ref, dot_iq1_s_generic},
         {lw__vec_dot_iq1_m_q8_K_ref, dot_iq1_m_generic},
+        {lw__vec_dot_tq1_0_q8_K_ref, dot_tq1_0_generic},
         {lw__vec_dot_tq2_0_q8_K_ref, dot_tq2_0_generic},
         {lw__vec_dot_q2_0_q8_0_ref, dot_q2_0_generic},
         {lw__vec_dot_q1_0_q8_0_ref, dot_q1_0_generic},

@@ -4,8 +4,11 @@
  * Each kernel returns exactly the float bits of the scalar reference it replaces: integer block sums are
  * exact in any order, so only the float steps have to be kept, in the reference's order. The engine uses
  * ggml's x86 orders on every target (engine-ops.c: results equal across machines), so most twins here are
- * of the lw__vec_dot_*_x86* references, which fused-multiply-add 8 lanes per block; the rest are of the
- * generic references the engine keeps (Q4_0/IQ4_NL/MXFP4 plain tables, IQ4_XS).
+ * of the lw__vec_dot_*_x86* references, which fused-multiply-add 8 lanes per block (Q8_0, Q4_1, Q5_0, Q5_1,
+ * Q2_K-Q6_K, IQ4_XS, and the repacked gemv/gemm orders of Q4_0, IQ4_NL, MXFP4, Q4_K, Q2_K); the rest are of
+ * the generic references the engine keeps where it has no x86 order (plain Q4_0/IQ4_NL/MXFP4 tables, IQ4_XS,
+ * IQ2/IQ3/IQ1 grids, TQ1_0, TQ2_0, Q1_0, Q2_0, NVFP4): exact integer sums per block, float steps as written.
+ * Not here: generic versions of the formats the engine runs in x86 order (it never calls those).
  *
  * wasm has no fused multiply-add (simd128 nor scalar): the references' fmaf is Emscripten's libc (musl)
  * fmaf, which computes x*y exactly in double, adds z in double and rounds to float, and only takes a slow

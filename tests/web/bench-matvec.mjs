@@ -13,7 +13,14 @@ const info = M.lwGpu.adapterInfo;
 console.log(`adapter ${info.vendor} / ${info.architecture} / ${info.device}; f16=${d.features.has('shader-f16')} ` +
   `subgroups=${d.features.has('subgroups')}; W ${rows} x ${k}, ${iters} dispatches per submit`);
 const bytesPer = { F32: 4, F16: 2, Q8_0: 34 / 32, Q4_0: 18 / 32 };
+// bytes per element of the other formats: block bytes / block elements
+Object.assign(bytesPer, { BF16: 2, Q4_1: 20 / 32, Q5_0: 22 / 32, Q5_1: 24 / 32, Q2_K: 84 / 256, Q3_K: 110 / 256, Q4_K: 144 / 256,
+  Q5_K: 176 / 256, Q6_K: 210 / 256, TQ1_0: 54 / 256, TQ2_0: 66 / 256, Q1_0: 18 / 128, Q2_0: 18 / 64 });
+// LW_BENCH_TYPES=Q4_K,Q6_K picks formats; LW_BENCH_CONFIGS="64,1,0 128,4,1" picks (wg, rows, blocks) triples
+const only = process.env.LW_BENCH_TYPES ? process.env.LW_BENCH_TYPES.split(',') : null;
+const configs = process.env.LW_BENCH_CONFIGS ? process.env.LW_BENCH_CONFIGS.trim().split(/\s+/).map((c) => c.split(',').map(Number)) : null;
 for (const type of Object.keys(TYPES)) {
+  if (only && !only.includes(type)) continue;
   const h = M._lw_wasm_matvec_new(TYPES[type], rows, k, 1);
   const e = M.UTF8ToString(M._lw_wasm_matvec_error(h));
   if (e) { console.log(`${type}: ${e}`); M._lw_wasm_matvec_free(h); continue; }
@@ -21,7 +28,7 @@ for (const type of Object.keys(TYPES)) {
   await M.lwGpu.settle();
   for (const f16 of d.features.has('shader-f16') ? [0, 1] : [0]) {
     for (const sg of d.features.has('subgroups') ? [0, 1] : [0]) {
-      for (const [wg, perWg, blocks] of [[64, 1, 0], [256, 1, 0], [128, 4, 0], [64, 1, 1], [128, 4, 1], [256, 8, 1], [64, 8, 1]]) {
+      for (const [wg, perWg, blocks] of configs || [[64, 1, 0], [256, 1, 0], [128, 4, 0], [64, 1, 1], [128, 4, 1], [256, 8, 1], [64, 8, 1]]) {
         const run = async (n) => {
           const t0 = performance.now();
           if (M._lw_wasm_matvec_bench(h, f16, sg, wg, perWg, blocks, n) !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_matvec_error(h)));

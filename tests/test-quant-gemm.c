@@ -48,6 +48,7 @@ static const gcase cases[] = {
     {"q4_0 repack", LW_TYPE_Q4_0, LW_TYPE_Q8_0, lw__vec_dot_q4_0_q8_0_x86_repack, 0, -1},
     {"q8_0", LW_TYPE_Q8_0, LW_TYPE_Q8_0, lw__vec_dot_q8_0_q8_0_x86, 0, -1},
     {"q4_K repack gemm", LW_TYPE_Q4_K, LW_TYPE_Q8_K, lw__vec_dot_q4_K_q8_K_x86_repack_gemm, 0, 2},
+    {"q4_K repack gemv", LW_TYPE_Q4_K, LW_TYPE_Q8_K, lw__vec_dot_q4_K_q8_K_x86_repack, 0, 2}, /* decode kernel only */
     {"q6_K", LW_TYPE_Q6_K, LW_TYPE_Q8_K, lw__vec_dot_q6_K_q8_K_x86, 208, -1},
 };
 
@@ -103,9 +104,10 @@ int main(void) {
     static const int64_t nts[] = {1, 3, 8, 13, 21};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const gcase *gc = &cases[c];
-        const lw__quant_gemm_fn gemm = lw__quant_gemm_x86(gc->ref);
-        CHECK_MSG(gemm != NULL, "%s: no tiled kernel", gc->name);
-        if (!gemm) continue;
+        /* the many-token kernel and the few-token (decode) kernel, whichever exist: each on every other seed */
+        const lw__quant_gemm_fn gemm = lw__quant_gemm_x86(gc->ref), gemv = lw__quant_gemv_x86(gc->ref);
+        CHECK_MSG(gemm || gemv, "%s: no kernel", gc->name);
+        if (!gemm && !gemv) continue;
         int outs = 0, same = 0, gemvs = 0;
         for (int seed = 0; seed < 40; seed++) {
             rng_state = 7000u * c + (uint64_t)seed;
@@ -119,9 +121,7 @@ int main(void) {
             random_rows(gc, w, m, k, quantized);
             random_acts(gc, a, nt, k, quantized);
             for (size_t i = 0; i < (size_t)nt * cs; i++) out[i] = -12345.0f;
-            /* the few-token (decode) kernel where there is one, on every other seed */
-            const lw__quant_gemm_fn gemv = lw__quant_gemv_x86(gc->ref);
-            if (gemv && seed % 2) {
+            if (gemv && (seed % 2 || !gemm)) {
                 gemv(k, w, wrb, m, a, arb, nt, out, cs, NULL);
                 gemvs++;
             } else {

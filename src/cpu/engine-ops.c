@@ -337,10 +337,15 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
         if (r1 > r0)
             qg(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0, act, act_stride, n_tiled,
                row_f32(dst, 0) + r0, (size_t)dst->ne0, ex->thread_scratch + (size_t)ith * ex->thread_floats);
-        for (int64_t r = r0; r < r1; r++) {
-            const void *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-            for (int64_t t = n_tiled; t < nt; t++) row_f32(dst, t)[r] = mm->dot_repack(k, wr, act + (size_t)t * act_stride);
-        }
+        if (n_tiled < nt && r1 > r0 && mm->qgemv_repack) /* the last nt % 4 tokens: llama.cpp's gemv order */
+            mm->qgemv_repack(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0,
+                             act + (size_t)n_tiled * act_stride, act_stride, nt - n_tiled, row_f32(dst, n_tiled) + r0,
+                             (size_t)dst->ne0, NULL);
+        else
+            for (int64_t r = r0; r < r1; r++) {
+                const void *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+                for (int64_t t = n_tiled; t < nt; t++) row_f32(dst, t)[r] = mm->dot_repack(k, wr, act + (size_t)t * act_stride);
+            }
         return;
     }
 

@@ -442,8 +442,8 @@ static void test_builtin(void) {
                 }
                 free(out);
             }
-    /* an unsupported weight type fails with the template's #error */
-    lw__wgsl_define d[] = {{"WEIGHT_TYPE", "TYPE_Q6_K"}, {"F16", "0"}, {"SUBGROUPS", "0"}};
+    /* a weight type without a routine (15: Q8_K, an activation format) fails with the template's #error */
+    lw__wgsl_define d[] = {{"WEIGHT_TYPE", "15"}, {"F16", "0"}, {"SUBGROUPS", "0"}};
     lw__wgsl_pp_params p = {files, n, d, 3, 0, 0};
     char *out = NULL;
     CHECK(lw__wgsl_pp(NULL, "matvec.wgsl", &p, &out, NULL, g_err) == LW_ERR_UNSUPPORTED);

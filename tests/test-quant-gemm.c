@@ -1,5 +1,6 @@
-/* Tiled quantized matrix products (cpu/quant-gemm.h) against the scalar x86-order dots they replace
- * (quant-dot-x86.c): every output c[t][r] must carry exactly the bits of ref(w row r, a row t), on random
+/* Tiled quantized matrix products (cpu/quant-gemm.h: the many-token kernels and the decode kernels) against
+ * the scalar x86-order dots they replace (quant-dot-x86.c): every output c[t][r] must carry exactly the
+ * bits of ref(w row r, a row t), on random
  * blocks (any quant bytes, finite fp16 scales from subnormals to 65504) and on rows quantized from random
  * floats, for row counts that leave partial panels, token counts that leave partial tiles, and outputs
  * outside the product must stay untouched. Skips when this CPU has no such kernel. */

@@ -1,11 +1,15 @@
-/* x86 tiled quantized matrix products (quant-gemm.h), chosen at run time.
+/* x86 tiled quantized matrix products (quant-gemm.h), chosen at run time. AVX-512 VNNI (Zen 4/5, Ice Lake
+ * and later); other CPUs keep the row-by-row dots.
  *
- * Layout: for each call and each panel of 16 weight rows, the panel is rebuilt in thread scratch, block by
- * block: the 16 rows' float scales, then for each group of 4 elements (8 per 32-element block) the 16 rows'
- * 4 quant bytes side by side (64 bytes = one zmm register). One vpdpbusd of that register with one
- * token's 4 activation bytes broadcast then adds 4 products into each of the 16 rows' int32 lanes, so a
- * block's exact integer sums for 16 rows and one token come from 8 instructions with no horizontal adds.
- * The float steps stay per (row, token) lane, in the reference's order.
+ * Many tokens (prompts): Q4_0 and Q4_K (llama.cpp's repacked orders) rebuild each panel of 16 weight rows
+ * per call in thread scratch: per block the 16 rows' scales, then for each group of 4 elements the 16
+ * rows' 4 quant bytes side by side (64 bytes = one zmm), so one vpdpbusd against one token's 4 activation
+ * bytes broadcast adds 4 products into each of the 16 rows' int32 lanes: a block's exact integer sums for
+ * 16 rows and one token come from 8 instructions with no horizontal adds. Q8_0 and Q6_K (ggml's x86 dot
+ * order, 8 float lanes per row) put two rows' 8 lanes in a zmm instead. The float steps stay per (row,
+ * token) lane, in the reference's order.
+ * One token (decode): Q4_0 and Q4_K read each weight once, 4 rows per zmm, and add block sums with a 4x4
+ * transpose so 16 rows' fma chains run side by side.
  *
  * Built with per-function target attributes (as quant-dot-avx2.c); stubs on other architectures. */
 #include "cpu/quant-gemm.h"

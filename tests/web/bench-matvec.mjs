@@ -16,6 +16,8 @@ const bytesPer = { F32: 4, F16: 2, Q8_0: 34 / 32, Q4_0: 18 / 32 };
 // bytes per element of the other formats: block bytes / block elements
 Object.assign(bytesPer, { BF16: 2, Q4_1: 20 / 32, Q5_0: 22 / 32, Q5_1: 24 / 32, Q2_K: 84 / 256, Q3_K: 110 / 256, Q4_K: 144 / 256,
   Q5_K: 176 / 256, Q6_K: 210 / 256, TQ1_0: 54 / 256, TQ2_0: 66 / 256, Q1_0: 18 / 128, Q2_0: 18 / 64 });
+Object.assign(bytesPer, { IQ4_NL: 18 / 32, IQ4_XS: 136 / 256, MXFP4: 17 / 32, NVFP4: 36 / 64, IQ2_XXS: 66 / 256, IQ2_XS: 74 / 256,
+  IQ2_S: 82 / 256, IQ3_XXS: 98 / 256, IQ3_S: 110 / 256, IQ1_S: 50 / 256, IQ1_M: 56 / 256 });
 // LW_BENCH_TYPES=Q4_K,Q6_K picks formats; LW_BENCH_CONFIGS="64,1,0 128,4,1" picks (wg, rows, blocks) triples
 const only = process.env.LW_BENCH_TYPES ? process.env.LW_BENCH_TYPES.split(',') : null;
 const configs = process.env.LW_BENCH_CONFIGS ? process.env.LW_BENCH_CONFIGS.trim().split(/\s+/).map((c) => c.split(',').map(Number)) : null;

@@ -45,17 +45,27 @@ typedef struct gm_call {
         lw__gpu_norm_variant norm;
         lw__gpu_eltwise_variant elt;
         lw__gpu_rope_variant rope;
+        lw__gpu_rope_qkv_variant qkv;
         lw__gpu_kv_store_variant kv;
         lw__gpu_attn_variant attn;
         lw__gpu_topk_variant topk;
     } v;
 } gm_call;
 
+/* How a node takes part in a fusion (planned at load by matching consecutive nodes; unmatched nodes keep
+ * their own kernels). */
+#define GM_FUSE_NONE 0     /* its own dispatches                                                   */
+#define GM_FUSE_ROPE_QKV 1 /* ROPE(Q) heading ROPE(K), KV_STORE(K), KV_STORE(V): one rope_qkv call */
+#define GM_FUSE_DONE 2     /* folded into another node's call: records nothing (its dst, if any, is
+                              written later or never: lw__gpu_model_probe refuses it)              */
+#define GM_FUSE_ADD_NORM 3 /* RMS_NORM after the residual ADD feeding it: one add_input norm call   */
+
 /* The calls prepared for one graph node. */
 typedef struct gm_node {
     int32_t call0;   /* first entry in calls[]     */
     int32_t n_calls; /* entries                    */
     bool batched;    /* MUL_MAT: a mat-mat call follows each mat-vec call (steps of several tokens) */
+    uint8_t fuse;    /* GM_FUSE_*                  */
 } gm_node;
 
 struct lw__gpu_model {
@@ -132,6 +142,10 @@ lw_gpu_bind lw__gm_piece(const lw__gpu_model *g, int32_t i);
  * gpu-model-ops.c: the op wiring
  * ------------------------------------------------------------------------------------------------------- */
 
+/* Whether node i is an ADD of two activations of the same rows (the residual) whose sum node i + 1
+ * (RMS_NORM) normalises: one add_input norm dispatch can do both (planning colours the norm's output apart
+ * from the ADD's inputs, so that their bindings never overlap). */
+bool lw__gm_add_norm_shape(const lw__gpu_model *g, int32_t i);
 /* Creates the buffers the ops share: attention and top-k scratch, the GELU table, a dummy binding. */
 lw_status lw__gm_prepare_shared(lw__gpu_model *g);
 /* Whether every node of the graph has GPU kernels (LW_ERR_UNSUPPORTED naming the first that has none). */

@@ -68,6 +68,120 @@ lw_status lw__gm_check_ops(lw__gpu_model *g) {
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * Fusion (plan time): consecutive nodes that one fused kernel of kernels-ops.h runs in one dispatch
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Index of the node that writes tensor t (-1: none, e.g. an input). */
+static int32_t producer(const lw__graph *gr, int32_t t) {
+    for (int32_t j = 0; j < gr->n_nodes; j++)
+        if (gr->nodes[j].dst == t) return j;
+    return -1;
+}
+
+/* Whether any node other than `except` reads tensor t. */
+static bool read_elsewhere(const lw__graph *gr, int32_t t, int32_t except) {
+    for (int32_t j = 0; j < gr->n_nodes; j++)
+        for (int k = 0; j != except && k < 3; k++)
+            if (gr->nodes[j].src[k] == t) return true;
+    return false;
+}
+
+/* Whether two bindings share bytes of one buffer (WebGPU refuses overlapping writable bindings). */
+static bool overlaps(lw_gpu_bind a, lw_gpu_bind b) {
+    return a.buffer == b.buffer && a.offset < b.offset + b.size && b.offset < a.offset + a.size;
+}
+
+/* Where the KV_STOREs of a rope_qkv match from node i are: after the two ROPEs, or after phi3's SCALE of
+ * the rotated Q (which stays a node of its own, recorded after the fused call). */
+static int32_t rope_qkv_gap(const lw__graph *gr, int32_t i) {
+    const lw__node *nd = &gr->nodes[i];
+    return i + 4 < gr->n_nodes && nd[2].op == LW_OP_SCALE && nd[2].src[0] == nd[0].dst ? 1 : 0;
+}
+
+/* The rope_qkv bindings of the nodes from i: q, ff, q_out, k, K cache, v, V cache, params. */
+static void rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS]) {
+    const lw__node *nd = &g->graph.nodes[i], *kv = nd + 2 + rope_qkv_gap(&g->graph, i);
+    const uint32_t n_layer = g->m->hp.n_layer, il = (uint32_t)kv[0].ip[0];
+    b[0] = lw__gm_act(g, nd[0].src[0]);
+    b[1] = bind_of(g, nd[0].src[1]);
+    b[2] = lw__gm_act(g, nd[0].dst);
+    b[3] = lw__gm_act(g, nd[1].src[0]);
+    b[4] = lw__gm_whole(g->kv[il]);
+    b[5] = lw__gm_act(g, kv[1].src[0]);
+    b[6] = lw__gm_whole(g->kv[n_layer + il]);
+    b[7] = lw__gm_params(g);
+}
+
+/* Nodes from i are ROPE(Q), ROPE(K), (SCALE(Q),) KV_STORE(K rotated), KV_STORE(V) of one layer, the two ROPEs differ
+ * only in their head count, the rotated K is read by its KV_STORE only, K and V are written before node i
+ * (the fused call runs at node i) and the activation bindings are disjoint: then rope_qkv does all four. */
+static bool match_rope_qkv(const lw__gpu_model *g, int32_t i) {
+    const lw__graph *gr = &g->graph;
+    if (i + 3 >= gr->n_nodes) return false;
+    const lw__node *nd = &gr->nodes[i];
+    const int32_t s = rope_qkv_gap(gr, i); /* the KV_STOREs are nodes i + 2 + s, i + 3 + s */
+    const lw__node *kv = nd + 2 + s;
+    if (nd[0].op != LW_OP_ROPE || nd[1].op != LW_OP_ROPE || kv[0].op != LW_OP_KV_STORE || kv[1].op != LW_OP_KV_STORE)
+        return false;
+    if (kv[0].src[0] != nd[1].dst || kv[0].ip[1] != 0 || kv[1].ip[1] != 1 || kv[0].ip[0] != kv[1].ip[0]) return false;
+    if (nd[0].src[1] != nd[1].src[1] || memcmp(&nd[0].ip[1], &nd[1].ip[1], 3 * sizeof nd[0].ip[0]) ||
+        memcmp(nd[0].fp, nd[1].fp, 6 * sizeof nd[0].fp[0]))
+        return false;
+    if (nd[0].dst < 0 || nd[1].dst < 0 || is_weight(g, nd[0].src[0]) || is_weight(g, nd[1].src[0]) ||
+        is_weight(g, kv[1].src[0]) || read_elsewhere(gr, nd[1].dst, i + 2 + s))
+        return false;
+    if (producer(gr, nd[1].src[0]) >= i || producer(gr, kv[1].src[0]) >= i) return false;
+    if ((uint32_t)kv[0].ip[0] >= g->m->hp.n_layer) return false;
+    lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS];
+    rope_qkv_binds(g, i, b);
+    static const int rw[4] = {0, 2, 3, 5}; /* the activation bindings (all writable) */
+    for (int x = 0; x < 4; x++)
+        for (int y = x + 1; y < 4; y++)
+            if (overlaps(b[rw[x]], b[rw[y]])) return false;
+    return true;
+}
+
+/* The add_input norm bindings of ADD node i and RMS_NORM node i + 1: a, w, d, b, sum, params. */
+static void add_norm_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[LW_GPU_NORM_ADD_BINDINGS]) {
+    const lw__node *nd = &g->graph.nodes[i];
+    b[0] = lw__gm_act(g, nd[0].src[0]);
+    b[1] = bind_of(g, nd[1].src[1]);
+    b[2] = lw__gm_act(g, nd[1].dst);
+    b[3] = lw__gm_act(g, nd[0].src[1]);
+    b[4] = lw__gm_act(g, nd[0].dst);
+    b[5] = lw__gm_params(g);
+}
+
+/* (lw__gm_add_norm_shape: gpu-model-impl.h.) Then the norm's add_input variant computes the sum, stores
+ * it and normalises it at node i + 1. Nothing runs between the two, so the ADD's inputs are intact there;
+ * their ranges must not overlap the norm's output (plan_acts gives the norm's output another colour than
+ * the ADD's inputs for that), else the two stay separate. */
+bool lw__gm_add_norm_shape(const lw__gpu_model *g, int32_t i) {
+    const lw__graph *gr = &g->graph;
+    if (i < 0 || i + 1 >= gr->n_nodes) return false;
+    const lw__node *nd = &gr->nodes[i];
+    if (nd[0].op != LW_OP_ADD || nd[1].op != LW_OP_RMS_NORM || nd[1].src[0] != nd[0].dst || nd[0].dst < 0 ||
+        nd[1].dst < 0 || nd[0].src[0] < 0 || nd[0].src[1] < 0 || is_weight(g, nd[0].src[0]) || is_weight(g, nd[0].src[1]))
+        return false;
+    const uint8_t rows = gr->t[nd[0].dst].rows;
+    if (gr->t[nd[0].src[0]].rows != rows || gr->t[nd[0].src[1]].rows != rows || gr->t[nd[1].dst].rows != rows ||
+        gr->t[nd[0].src[0]].ne0 != gr->t[nd[0].dst].ne0 || gr->t[nd[0].src[1]].ne0 != gr->t[nd[0].dst].ne0)
+        return false;
+    return true;
+}
+
+static bool match_add_norm(const lw__gpu_model *g, int32_t i) {
+    if (!lw__gm_add_norm_shape(g, i)) return false;
+    lw_gpu_bind b[LW_GPU_NORM_ADD_BINDINGS];
+    add_norm_binds(g, i, b);
+    static const int rw[4] = {0, 2, 3, 4}; /* the activation bindings (all writable) */
+    for (int x = 0; x < 4; x++)
+        for (int y = x + 1; y < 4; y++)
+            if (overlaps(b[rw[x]], b[rw[y]])) return false;
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * Preparing (plan time)
  * ------------------------------------------------------------------------------------------------------- */
 
@@ -95,6 +209,12 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
     gm_call c;
     memset(&c, 0, sizeof c);
     lw_status st = LW_OK;
+    if (g->nodes[i].fuse == GM_FUSE_DONE) return LW_OK; /* an earlier node's call does its work */
+    if (nd->op == LW_OP_ADD && match_add_norm(g, i)) { /* the next node's norm computes the sum */
+        g->nodes[i].fuse = GM_FUSE_DONE;
+        g->nodes[i + 1].fuse = GM_FUSE_ADD_NORM;
+        return LW_OK;
+    }
     switch (nd->op) {
     case LW_OP_MUL_MAT: { /* per piece of the weight (a row range each): a mat-vec call, and a mat-mat call
                              for steps of several tokens when the graph is planned for them */
@@ -142,11 +262,29 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
     case LW_OP_RMS_NORM: {
         c.v.norm = lw__gpu_norm_default(info);
         c.v.norm.subgroups = c.v.norm.subgroups && g->subgroups;
+        c.v.norm.add_input = g->nodes[i].fuse == GM_FUSE_ADD_NORM;
         if ((st = lw__gpu_norm_pipeline(gpu, &g->cache, &g->alloc, &c.v.norm, info, &c.pipe, g->err)) != LW_OK) return st;
+        if (c.v.norm.add_input) {
+            lw_gpu_bind b[LW_GPU_NORM_ADD_BINDINGS];
+            add_norm_binds(g, i - 1, b);
+            return lw__gm_add_call(g, &c, b, LW_GPU_NORM_ADD_BINDINGS, false);
+        }
         lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), bind_of(g, nd->src[1]), lw__gm_act(g, nd->dst), lw__gm_params(g)};
         return lw__gm_add_call(g, &c, b, 4, false);
     }
     case LW_OP_ROPE: {
+        if (match_rope_qkv(g, i)) { /* ROPE(Q), ROPE(K) + KV_STORE(K), KV_STORE(V) in one call */
+            c.v.qkv = lw__gpu_rope_qkv_default(info, g->kv_type);
+            if (lw__gpu_rope_qkv_pipeline(gpu, &g->cache, &g->alloc, &c.v.qkv, info, &c.pipe, g->err) == LW_OK) {
+                lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS];
+                rope_qkv_binds(g, i, b);
+                const int32_t s = rope_qkv_gap(&g->graph, i);
+                g->nodes[i].fuse = GM_FUSE_ROPE_QKV;
+                g->nodes[i + 1].fuse = g->nodes[i + 2 + s].fuse = g->nodes[i + 3 + s].fuse = GM_FUSE_DONE;
+                return lw__gm_add_call(g, &c, b, LW_GPU_ROPE_QKV_BINDINGS, false);
+            }
+            g->err[0] = 0; /* e.g. too few storage bindings per stage: the separate kernels */
+        }
         c.v.rope = lw__gpu_rope_default(info);
         if ((st = lw__gpu_rope_pipeline(gpu, &g->cache, &g->alloc, &c.v.rope, info, &c.pipe, g->err)) != LW_OK) return st;
         lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), bind_of(g, nd->src[1]), lw__gm_act(g, nd->dst), lw__gm_params(g)};
@@ -269,6 +407,24 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     const gm_call *calls = g->calls + gn->call0;
     const lw_gpu_info *info = &g->info;
     uint32_t grid[3];
+    if (gn->fuse == GM_FUSE_DONE) return LW_OK; /* recorded with an earlier node */
+    if (gn->fuse == GM_FUSE_ROPE_QKV) {
+        const lw__node *kn = nd + 1; /* ROPE(K) */
+        lw__gpu_rope_args a;
+        memset(&a, 0, sizeof a);
+        lw__gpu_rope_args_from_node(nd, &a);
+        a.rows = (uint64_t)n_tokens;
+        a.pos0 = (uint64_t)pos0;
+        const uint64_t row = (uint64_t)kn->ip[0] * (uint64_t)kn->ip[1]; /* a cache cell: K/V heads x head dim */
+        lw__gpu_kv_dest kv;
+        memset(&kv, 0, sizeof kv);
+        kv.n_head_kv = (uint32_t)kn->ip[0];
+        kv.kc_offset = kv.vc_offset = (uint64_t)pos0 * row;
+        lw__gpu_rope_qkv_params p;
+        PLAN(lw__gpu_rope_qkv_plan(info, &calls[0].v.qkv, &a, &kv, &p, grid, g->err));
+        lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
+        return LW_OK;
+    }
     switch (nd->op) {
     case LW_OP_MUL_MAT: {
         const lw__tensor *w = &g->graph.t[nd->src[0]];
@@ -311,8 +467,12 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         const lw__tensor *x = &g->graph.t[nd->src[0]];
         const uint64_t w_len = nd->src[1] >= 0 ? (uint64_t)g->graph.t[nd->src[1]].ne0 : 0;
         lw__gpu_norm_params p;
-        PLAN(lw__gpu_norm_plan(info, &calls[0].v.norm, (uint64_t)x->ne0, (uint64_t)nd->ip[0], rows_of(g, nd->dst, n_tokens),
-                               0, 0, w_len, 0, nd->fp[0], &p, grid, g->err));
+        if (gn->fuse == GM_FUSE_ADD_NORM) /* a, b and the sum (x) at the start of their bindings */
+            PLAN(lw__gpu_norm_add_plan(info, &calls[0].v.norm, (uint64_t)x->ne0, (uint64_t)nd->ip[0],
+                                       rows_of(g, nd->dst, n_tokens), 0, 0, 0, 0, w_len, 0, nd->fp[0], &p, grid, g->err));
+        else
+            PLAN(lw__gpu_norm_plan(info, &calls[0].v.norm, (uint64_t)x->ne0, (uint64_t)nd->ip[0],
+                                   rows_of(g, nd->dst, n_tokens), 0, 0, w_len, 0, nd->fp[0], &p, grid, g->err));
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
         return LW_OK;
     }

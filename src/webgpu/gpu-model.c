@@ -264,6 +264,9 @@ static lw_status plan_acts(lw__gpu_model *g) {
         for (int k = 0; k < 3; k++)
             if (nd->src[k] >= 0 && gr->t[nd->src[k]].kind != LW_T_WEIGHT && g->loc[nd->src[k]].colour >= 0)
                 used |= 1u << g->loc[nd->src[k]].colour;
+        if (lw__gm_add_norm_shape(g, n - 1)) /* fused with the ADD before it: binds that ADD's inputs too */
+            for (int k = 0; k < 2; k++)
+                if (g->loc[gr->nodes[n - 1].src[k]].colour >= 0) used |= 1u << g->loc[gr->nodes[n - 1].src[k]].colour;
         int c = 0;
         while (used & (1u << c)) c++;
         g->loc[nd->dst].colour = (int8_t)c;
@@ -537,6 +540,7 @@ lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n
     if (!g || !g->calls || !tokens || n <= 0 || (uint32_t)n > g->n_batch || node < 0 || node >= g->graph.n_nodes ||
         g->graph.nodes[node].dst < 0 || (uint64_t)g->n_past + (uint64_t)n > g->n_ctx)
         return LW_ERR_INVALID_ARG;
+    if (g->nodes[node].fuse == GM_FUSE_DONE) return LW_ERR_UNSUPPORTED; /* fused away: its dst is never written */
     const lw__tensor *t = &g->graph.t[g->graph.nodes[node].dst];
     const uint64_t rows = t->rows == LW_ROWS_OUTPUTS ? 1 : (uint64_t)n, count = rows * (uint64_t)t->ne0;
     if (count > cap) return LW_ERR_TOO_LARGE;

@@ -85,7 +85,8 @@ const char *lw__gpu_model_error(const lw__gpu_model *g);
 lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t n, lw__gpu_out out);
 /* Debugging and tests: computes a step of n tokens at position n_past up to graph node `node` (inclusive),
  * without advancing n_past, and schedules the read of that node's output (its step rows) into dst (cap
- * floats). The node's name and block come from lw__gpu_model_node. */
+ * floats). The node's name and block come from lw__gpu_model_node. LW_ERR_UNSUPPORTED for a node fused
+ * into an earlier one's dispatch whose output is never written (the rotated K: written to the cache). */
 lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n, int32_t node, float *dst,
                               uint64_t cap);
 /* Graph node i: its output's name and block (-1 outside blocks) and elements per row; the node count. */

@@ -206,6 +206,14 @@ static void run(const char *path, const char *what) {
         CHECK(lw__gpu_model_decode(g, &t, 1, LW_GPU_OUT_LOGITS) == LW_OK);
         CHECK_MSG(f.dispatches - d0 == lw__gpu_model_step_dispatches(g) + 2, "%s: %llu dispatches per step, %llu + 2 expected",
                   what, (unsigned long long)(f.dispatches - d0), (unsigned long long)lw__gpu_model_step_dispatches(g));
+        /* the fusions are planned (gpu-model-ops.c): a llama block's decode step is norm(+ the previous
+         * residual ADD), Q, K, V, rope_qkv (both ROPEs and both KV_STOREs), attention (one split at 17
+         * cells), O, norm(+ ADD), gate, up, SWIGLU, down: 12 dispatches; outside the blocks the three
+         * embedding pieces, the last block's two OUT_ROWS, the final norm (+ ADD), three output pieces */
+        if (!strcmp(what, "llama"))
+            CHECK_MSG(lw__gpu_model_step_dispatches(g) == 12u * (uint64_t)lw_model_n_layer(m) + 9,
+                      "llama: %llu dispatches per token, 12 per block + 9 expected",
+                      (unsigned long long)lw__gpu_model_step_dispatches(g));
         const lw__gpu_model_counters c1 = lw__gpu_model_get_counters(g);
         CHECK_MSG(f.n_buf == n0 && f.n_pipe == p0 && f.n_group == g0, "%s: objects created while decoding", what);
         CHECK(c1.buffers == c0.buffers && c1.pipelines == c0.pipelines && c1.bind_groups == c0.bind_groups);

@@ -27,6 +27,14 @@ fn sincos(v: f32) -> vec2<f32> {
     return vec2<f32>(-c, s);
 }
 
+// a / b correctly rounded (as the CPU's division) in nearly every case: WGSL lets `/` be off by 2.5 ulp
+// (NVIDIA under Dawn is), and in YaRN's ramp that error is multiplied by the angle (1e4+ rad at far
+// positions). One residual step: r = a - q b is exact by fma, q + r / b lands on the rounded quotient.
+fn div_rn(a: f32, b: f32) -> f32 {
+    let q = a / b;
+    return fma(fma(-q, b, a), 1.0f / b, q);
+}
+
 // (cos, sin) * mscale of pair p at position pos: the CPU's sin/cos cache entry.
 fn rope_cs(pos: u32, p: u32) -> vec2<f32> {
     var theta = f32(pos);
@@ -35,11 +43,11 @@ fn rope_cs(pos: u32, p: u32) -> vec2<f32> {
     }
     var extrap = theta;
     if (params.has_ff != 0u) {
-        extrap = theta / ff[params.ff_offset + p];
+        extrap = div_rn(theta, ff[params.ff_offset + p]);
     }
     var th = params.freq_scale * extrap;
     if (params.ext_factor != 0.0f) {
-        let y = (f32(p) - params.corr0) / max(0.001f, params.corr1 - params.corr0);
+        let y = div_rn(f32(p) - params.corr0, max(0.001f, params.corr1 - params.corr0));
         let ramp = (1.0f - min(1.0f, max(0.0f, y))) * params.ext_factor;
         th = fma(th, 1.0f - ramp, extrap * ramp);
     }

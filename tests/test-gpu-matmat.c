@@ -3,6 +3,7 @@
  * planning (parameter block, grid, offsets, strides, binding limits), and gpu-tune.c (keys, ranges, JSON in
  * and out, all-or-nothing, variants assembled from defaults + overrides and fitted to a device). The kernel
  * itself runs on real adapters in tests/web/matmat.test.mjs. */
+#include "gpu-fake.h"
 #include "test.h"
 #include "webgpu/gpu-tune.h"
 #include "webgpu/gpu.h"
@@ -10,66 +11,6 @@
 
 #include <stdio.h>
 #include <string.h>
-
-/* ---------------------------------------------------------------------------------------------------------
- * A fake HAL that keeps the WGSL of the last pipeline creation
- * ------------------------------------------------------------------------------------------------------- */
-
-typedef struct fake_gpu {
-    int creates;                                    /* pipeline_create calls  */
-    char wgsl[65536];                               /* WGSL of the last one   */
-    char label[80];                                 /* its label              */
-    lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS]; /* its layout             */
-    uint32_t n_kinds;                               /* bindings in it         */
-} fake_gpu;
-
-static lw_status f_pipeline_create(void *ctx, const char *wgsl, const char *entry,
-                                   const lw_gpu_binding_kind *kinds, uint32_t n, const char *label,
-                                   lw_gpu_pipeline *out) {
-    fake_gpu *f = ctx;
-    (void)entry;
-    f->creates++;
-    snprintf(f->wgsl, sizeof f->wgsl, "%s", wgsl);
-    snprintf(f->label, sizeof f->label, "%s", label ? label : "");
-    f->n_kinds = n;
-    memcpy(f->kinds, kinds, n * sizeof *kinds);
-    *out = (lw_gpu_pipeline)(100 + f->creates);
-    return LW_OK;
-}
-static const char *f_error(void *ctx) {
-    (void)ctx;
-    return NULL;
-}
-static const lw_gpu_ops fake_ops = {.pipeline_create = f_pipeline_create, .error = f_error};
-
-/* Limits and features of the two CPU adapters the web tests use (TOOLCHAIN.md). */
-static lw_gpu_info lavapipe_info(void) {
-    lw_gpu_info i = {0};
-    i.max_buffer_size = 4294967295ull;
-    i.max_storage_buffer_binding_size = 134217728;
-    i.max_compute_workgroup_storage_size = 32768;
-    i.max_compute_invocations_per_workgroup = 1024;
-    i.max_compute_workgroup_size_x = 1024;
-    i.max_compute_workgroups_per_dimension = 65535;
-    i.has_f16 = i.has_subgroups = true;
-    return i;
-}
-static lw_gpu_info swiftshader_info(void) {
-    lw_gpu_info i = lavapipe_info();
-    i.max_storage_buffer_binding_size = 1073741824;
-    i.max_compute_invocations_per_workgroup = 256;
-    i.max_compute_workgroup_size_x = 256;
-    i.has_f16 = false;
-    return i;
-}
-
-/* Value of `const NAME: u32 = <v>u;` in wgsl, or -1. */
-static long wgsl_const(const char *wgsl, const char *name) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "const %s: u32 = ", name);
-    const char *p = strstr(wgsl, pat);
-    return p ? strtol(p + strlen(pat), NULL, 10) : -1;
-}
 
 /* ---------------------------------------------------------------------------------------------------------
  * Variants and pipelines

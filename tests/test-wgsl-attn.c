@@ -3,6 +3,7 @@
  * per-call planning is checked: grids, parameter block, split choice, sliding-window starts, and that the
  * scratch size reported for a model covers every decode call the plan accepts. The kernels themselves run
  * against the CPU engine on real WebGPU adapters in tests/web/attn.test.mjs. */
+#include "gpu-fake.h"
 #include "test.h"
 #include "webgpu/gpu.h"
 #include "webgpu/kernels-attn.h"
@@ -10,61 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---------------------------------------------------------------------------------------------------------
- * A fake HAL that records pipeline creations
- * ------------------------------------------------------------------------------------------------------- */
-
-typedef struct fake_gpu {
-    int creates;                                    /* pipeline_create calls      */
-    char wgsl[65536];                               /* WGSL of the last creation  */
-    char label[80];                                 /* its label                  */
-    lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS]; /* its layout                 */
-    uint32_t n_kinds;                               /* bindings in it             */
-} fake_gpu;
-
-static lw_status f_pipeline_create(void *ctx, const char *wgsl, const char *entry,
-                                   const lw_gpu_binding_kind *kinds, uint32_t n, const char *label,
-                                   lw_gpu_pipeline *out) {
-    fake_gpu *f = ctx;
-    (void)entry;
-    f->creates++;
-    snprintf(f->wgsl, sizeof f->wgsl, "%s", wgsl);
-    snprintf(f->label, sizeof f->label, "%s", label ? label : "");
-    f->n_kinds = n;
-    memcpy(f->kinds, kinds, n * sizeof *kinds);
-    *out = (lw_gpu_pipeline)(100 + f->creates);
-    return LW_OK;
-}
-static const char *f_error(void *ctx) {
-    (void)ctx;
-    return NULL;
-}
-static const lw_gpu_ops fake_ops = {.pipeline_create = f_pipeline_create, .error = f_error};
-
-/* Limits of the two CPU adapters the web tests use (TOOLCHAIN.md). */
-static lw_gpu_info lavapipe_info(void) {
-    lw_gpu_info i = {0};
-    i.max_buffer_size = 4294967295ull;
-    i.max_storage_buffer_binding_size = 134217728;
-    i.max_compute_workgroup_storage_size = 32768;
-    i.max_compute_invocations_per_workgroup = 1024;
-    i.max_compute_workgroup_size_x = 1024;
-    i.max_compute_workgroups_per_dimension = 65535;
-    return i;
-}
-
-/* Value of `const NAME: u32 = <expr>;` in wgsl when expr is a plain number or `a / b`, else -1. */
-static long wgsl_const(const char *wgsl, const char *name) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "const %s: u32 = ", name);
-    const char *p = strstr(wgsl, pat);
-    if (!p) return -1;
-    char *end;
-    long a = strtol(p + strlen(pat), &end, 10);
-    if (strncmp(end, " / ", 3) == 0) return a / strtol(end + 3, NULL, 10);
-    return a;
-}
 
 /* ---------------------------------------------------------------------------------------------------------
  * Tests
@@ -86,11 +32,12 @@ static void test_pipelines(void) {
                 CHECK(lw__gpu_attn_supported(kv, D, G));
                 lw__gpu_attn_variant v = lw__gpu_attn_default(&info, kv, D, G);
                 for (int k = 0; k < LW_GPU_ATTN_KERNELS; k++) {
-                    CHECK_MSG(lw__gpu_attn_wg_bytes(&v, (lw__gpu_attn_kernel)k) <= 32768, "D %u G %u kernel %d", D,
-                              G, k);
+                    CHECK_MSG(lw__gpu_attn_wg_bytes(&v, (lw__gpu_attn_kernel)k) <= 32768,
+                              "D %u G %u kernel %d", D, G, k);
                     lw_gpu_pipeline p = 0;
                     const int before = f->creates;
-                    lw_status st = lw__gpu_attn_pipeline(&gpu, &cache, NULL, &v, (lw__gpu_attn_kernel)k, &info, &p, err);
+                    lw_status st =
+                        lw__gpu_attn_pipeline(&gpu, &cache, NULL, &v, (lw__gpu_attn_kernel)k, &info, &p, err);
                     CHECK_MSG(st == LW_OK && p != 0, "D %u G %u kernel %d: %s", D, G, k, err);
                     CHECK(f->creates == before + 1);
                     CHECK(strncmp(f->label, files[k], strlen(files[k])) == 0);
@@ -103,15 +50,17 @@ static void test_pipelines(void) {
                     /* the shader's constants are the variant's; no shader-f16 or subgroups needed */
                     CHECK(wgsl_const(f->wgsl, "D4") == (long)D / 4 && wgsl_const(f->wgsl, "G") == (long)G);
                     CHECK(wgsl_const(f->wgsl, "WG") == (long)v.wg_size);
-                    CHECK(strstr(f->wgsl, "enable f16;") == NULL && strstr(f->wgsl, "enable subgroups;") == NULL);
+                    CHECK(strstr(f->wgsl, "enable f16;") == NULL &&
+                          strstr(f->wgsl, "enable subgroups;") == NULL);
                     CHECK((strstr(f->wgsl, "alias KvQuad = vec2<u32>;") != NULL) == f16);
                     if (k == LW_GPU_ATTN_DECODE) CHECK(wgsl_const(f->wgsl, "CH") == (long)v.chunk);
                     if (k == LW_GPU_ATTN_PREFILL)
-                        CHECK(wgsl_const(f->wgsl, "TQ") == (long)v.bq && wgsl_const(f->wgsl, "TK") == (long)v.bk);
+                        CHECK(wgsl_const(f->wgsl, "TQ") == (long)v.bq &&
+                              wgsl_const(f->wgsl, "TK") == (long)v.bk);
                     /* a second request is answered by the cache */
                     lw_gpu_pipeline p2 = 0;
-                    CHECK(lw__gpu_attn_pipeline(&gpu, &cache, NULL, &v, (lw__gpu_attn_kernel)k, &info, &p2, err) ==
-                              LW_OK &&
+                    CHECK(lw__gpu_attn_pipeline(&gpu, &cache, NULL, &v, (lw__gpu_attn_kernel)k, &info, &p2,
+                                                err) == LW_OK &&
                           p2 == p && f->creates == before + 1);
                 }
             }
@@ -120,17 +69,21 @@ static void test_pipelines(void) {
     lw_gpu_pipeline p = 0;
     const int before = f->creates;
     v.wg_size = 48;
-    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_DECODE, &info, &p, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_DECODE, &info, &p, err) ==
+          LW_ERR_INVALID_ARG);
     CHECK(strstr(err, "workgroup size 48") != NULL);
     v = lw__gpu_attn_default(&info, LW_TYPE_F16, 128, 4);
     v.chunk = 4096; /* 64 KiB of scores */
-    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_DECODE, &info, &p, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_DECODE, &info, &p, err) ==
+          LW_ERR_INVALID_ARG);
     CHECK(strstr(err, "workgroup memory") != NULL);
     v = lw__gpu_attn_default(&info, LW_TYPE_F16, 128, 4);
     v.bq = 24;
-    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_PREFILL, &info, &p, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_PREFILL, &info, &p, err) ==
+          LW_ERR_INVALID_ARG);
     v.head_dim = 6;
-    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_REDUCE, &info, &p, err) == LW_ERR_UNSUPPORTED);
+    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_REDUCE, &info, &p, err) ==
+          LW_ERR_UNSUPPORTED);
     CHECK(!lw__gpu_attn_supported(LW_TYPE_Q8_0, 128, 1) && !lw__gpu_attn_supported(LW_TYPE_F16, 512, 1) &&
           !lw__gpu_attn_supported(LW_TYPE_F16, 128, 0) && !lw__gpu_attn_supported(LW_TYPE_F16, 128, 32));
     CHECK(f->creates == before && p == 0);
@@ -150,14 +103,21 @@ static void test_plan(void) {
     /* decode_max tokens x 32 heads x max(16 splits, 4096 / chunk) x (32 + 1) vec4s */
     const uint64_t max_splits = 4096 / v.chunk > v.splits ? 4096 / v.chunk : v.splits;
     CHECK(scratch == (uint64_t)v.decode_max * 32 * max_splits * 33 * 16);
-    lw__gpu_attn_shape s = {.n_head = 32, .n_head_kv = 8, .n_tokens = 1, .pos0 = 1000, .n_ctx = 4096,
-                            .scale = 0.125f, .k_offset = 8 * 4096 * 128 * 2, .v_offset = 0};
+    lw__gpu_attn_shape s = {.n_head = 32,
+                            .n_head_kv = 8,
+                            .n_tokens = 1,
+                            .pos0 = 1000,
+                            .n_ctx = 4096,
+                            .scale = 0.125f,
+                            .k_offset = 8 * 4096 * 128 * 2,
+                            .v_offset = 0};
     CHECK(lw__gpu_attn_plan(&info, &v, &s, scratch, &p, &d, err) == LW_OK);
     /* 1001 cells aiming at 16 splits: 63 cells each is below the 64-cell minimum, so 64 -> 16 splits */
     CHECK(d.n == 2 && d.kernel[0] == LW_GPU_ATTN_DECODE && d.kernel[1] == LW_GPU_ATTN_REDUCE);
     CHECK(d.grid[0][0] == 16 && d.grid[0][1] == 8 && d.grid[0][2] == 1);
     CHECK(d.grid[1][0] == 32 && d.grid[1][1] == 1 && d.grid[1][2] == 1);
-    CHECK(p.n_splits == 16 && p.chunk == 64 && p.base == 0 && p.n_tokens == 1 && p.pos0 == 1000 && p.n_head == 32);
+    CHECK(p.n_splits == 16 && p.chunk == 64 && p.base == 0 && p.n_tokens == 1 && p.pos0 == 1000 &&
+          p.n_head == 32);
     CHECK(p.kv_stride == 8 * 32 && p.k_offset == 4096 * 8 * 32 && p.v_offset == 0); /* quads of 4 halves */
     CHECK(p.q_stride == 32 * 32 && p.o_stride == 32 * 32 && p.scale == 0.125f && p.softcap == 0.0f);
     /* a short context: one split, no reduce */
@@ -225,7 +185,8 @@ static void test_scratch_covers_every_call(void) {
         uint64_t scratch;
         CHECK(lw__gpu_attn_scratch_bytes(&v, 6, v.decode_max, n_ctx, &scratch, err) == LW_OK);
         seed = seed * 1103515245u + 12345u;
-        lw__gpu_attn_shape s = {.n_head = 6, .n_head_kv = 3, .n_tokens = n_tokens, .n_ctx = n_ctx, .scale = 1.0f};
+        lw__gpu_attn_shape s = {
+            .n_head = 6, .n_head_kv = 3, .n_tokens = n_tokens, .n_ctx = n_ctx, .scale = 1.0f};
         s.pos0 = (uint32_t)((seed >> 8) % (n_ctx - n_tokens + 1));
         s.swa = (seed >> 3) % 4 ? 0 : 1 + (seed >> 10) % 700;
         lw__gpu_attn_params p;

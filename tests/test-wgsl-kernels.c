@@ -2,6 +2,7 @@
  * HAL for (expanded WGSL per variant, explicit layout, pipeline cache, feature checks, error propagation)
  * and that per-call planning (parameter block, dispatch grid, shape and size limits) is right. The kernels
  * themselves run on real WebGPU adapters in tests/web (scripts/test-webgpu.sh). */
+#include "gpu-fake.h"
 #include "test.h"
 #include "webgpu/gpu.h"
 #include "webgpu/kernels.h"
@@ -12,91 +13,21 @@
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------------------
- * A fake HAL that records pipeline creations
- * ------------------------------------------------------------------------------------------------------- */
-
-typedef struct fake_gpu {
-    int creates;                                    /* pipeline_create calls                       */
-    int fail_create;                                /* make pipeline_create fail                   */
-    char wgsl[131072];                              /* WGSL of the last creation (grids included)  */
-    char entry[32];                                 /* its entry point                             */
-    char label[80];                                 /* its label                                   */
-    lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS]; /* its layout                      */
-    uint32_t n_kinds;                               /* bindings in it                              */
-    const char *error;                              /* what error() reports                        */
-} fake_gpu;
-
-static lw_status f_pipeline_create(void *ctx, const char *wgsl, const char *entry,
-                                   const lw_gpu_binding_kind *kinds, uint32_t n, const char *label,
-                                   lw_gpu_pipeline *out) {
-    fake_gpu *f = ctx;
-    f->creates++;
-    snprintf(f->wgsl, sizeof f->wgsl, "%s", wgsl);
-    snprintf(f->entry, sizeof f->entry, "%s", entry);
-    snprintf(f->label, sizeof f->label, "%s", label ? label : "");
-    f->n_kinds = n;
-    memcpy(f->kinds, kinds, n * sizeof *kinds);
-    if (f->fail_create) {
-        f->error = "WGSL 12:3: expected ';'";
-        *out = 0;
-        return LW_ERR_INVALID_ARG;
-    }
-    *out = (lw_gpu_pipeline)(100 + f->creates);
-    return LW_OK;
-}
-static const char *f_error(void *ctx) {
-    return ((fake_gpu *)ctx)->error;
-}
-
-static const lw_gpu_ops fake_ops = {.pipeline_create = f_pipeline_create, .error = f_error};
-
-/* Limits and features of the two CPU adapters the web tests use (TOOLCHAIN.md). */
-static lw_gpu_info lavapipe_info(void) {
-    lw_gpu_info i = {0};
-    strcpy(i.vendor, "mesa");
-    i.max_buffer_size = 4294967295ull;
-    i.max_storage_buffer_binding_size = 134217728;
-    i.max_compute_workgroup_storage_size = 32768;
-    i.max_compute_invocations_per_workgroup = 1024;
-    i.max_compute_workgroup_size_x = 1024;
-    i.max_compute_workgroups_per_dimension = 65535;
-    i.has_f16 = i.has_subgroups = i.has_timestamp_query = true;
-    return i;
-}
-static lw_gpu_info swiftshader_info(void) {
-    lw_gpu_info i = lavapipe_info();
-    i.max_storage_buffer_binding_size = 1073741824;
-    i.max_compute_invocations_per_workgroup = 256;
-    i.max_compute_workgroup_size_x = 256;
-    i.has_f16 = false;
-    return i;
-}
-
-/* ---------------------------------------------------------------------------------------------------------
  * Tests
  * ------------------------------------------------------------------------------------------------------- */
-
-/* Value of `const NAME: u32 = <v>u;` in wgsl, or -1. */
-static long wgsl_const(const char *wgsl, const char *name) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "const %s: u32 = ", name);
-    const char *p = strstr(wgsl, pat);
-    return p ? strtol(p + strlen(pat), NULL, 10) : -1;
-}
 
 static void test_variants(void) {
     fake_gpu f = {0};
     lw_gpu gpu = {&fake_ops, &f};
     lw_gpu_info info = lavapipe_info();
     char err[LW_ERRMSG_SIZE];
-    const uint32_t types[] = {LW_TYPE_F32, LW_TYPE_F16, LW_TYPE_Q8_0, LW_TYPE_Q4_0,
-                              LW_TYPE_BF16, LW_TYPE_Q4_1, LW_TYPE_Q5_0, LW_TYPE_Q5_1, LW_TYPE_Q2_K, LW_TYPE_Q3_K,
-                              LW_TYPE_Q4_K, LW_TYPE_Q5_K, LW_TYPE_Q6_K, LW_TYPE_TQ1_0, LW_TYPE_TQ2_0, LW_TYPE_Q1_0,
-                              LW_TYPE_Q2_0,
-                              /* IQ and FP4 formats (grids generated from src/quant: test-wgsl-dequant.c) */
-                              LW_TYPE_IQ4_NL, LW_TYPE_IQ4_XS, LW_TYPE_MXFP4, LW_TYPE_NVFP4, LW_TYPE_IQ2_XXS,
-                              LW_TYPE_IQ2_XS, LW_TYPE_IQ2_S, LW_TYPE_IQ3_XXS, LW_TYPE_IQ3_S, LW_TYPE_IQ1_S,
-                              LW_TYPE_IQ1_M};
+    const uint32_t types[] = {
+        LW_TYPE_F32, LW_TYPE_F16, LW_TYPE_Q8_0, LW_TYPE_Q4_0, LW_TYPE_BF16, LW_TYPE_Q4_1, LW_TYPE_Q5_0,
+        LW_TYPE_Q5_1, LW_TYPE_Q2_K, LW_TYPE_Q3_K, LW_TYPE_Q4_K, LW_TYPE_Q5_K, LW_TYPE_Q6_K, LW_TYPE_TQ1_0,
+        LW_TYPE_TQ2_0, LW_TYPE_Q1_0, LW_TYPE_Q2_0,
+        /* IQ and FP4 formats (grids generated from src/quant: test-wgsl-dequant.c) */
+        LW_TYPE_IQ4_NL, LW_TYPE_IQ4_XS, LW_TYPE_MXFP4, LW_TYPE_NVFP4, LW_TYPE_IQ2_XXS, LW_TYPE_IQ2_XS,
+        LW_TYPE_IQ2_S, LW_TYPE_IQ3_XXS, LW_TYPE_IQ3_S, LW_TYPE_IQ1_S, LW_TYPE_IQ1_M};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         CHECK(lw__gpu_matvec_supported(types[t]));
         const lw_type_info *ti = lw_type_get(types[t]);
@@ -236,7 +167,8 @@ static void test_plan(void) {
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 4, 48, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
     CHECK(strstr(err, "multiple of 32") != NULL);
     /* f32/f16 rows need only a multiple of 4 (the kernel zeroes x past k in a partial block of 8) */
-    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 4, 12, 0, 0, 0, &p, g, err) == LW_OK && p.row_stride == 48);
+    CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 4, 12, 0, 0, 0, &p, g, err) == LW_OK &&
+          p.row_stride == 48);
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 4, 10, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 0, 8, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_F32), 4, 0, 0, 0, 0, &p, g, err) == LW_ERR_INVALID_ARG);

@@ -4,65 +4,13 @@
  * 65535-workgroup limit, 32-bit index limits, table splits under maxStorageBufferBindingSize, top-k
  * capacity). The kernels themselves run on real adapters in tests/web/ops.test.mjs. */
 #include "cpu/engine-ops.h"
+#include "gpu-fake.h"
 #include "test.h"
 #include "webgpu/kernels-ops.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ---------------------------------------------------------------------------------------------------------
- * A fake HAL that records pipeline creations
- * ------------------------------------------------------------------------------------------------------- */
-
-typedef struct fake_gpu {
-    int creates;                                    /* pipeline_create calls       */
-    char wgsl[65536];                               /* WGSL of the last creation   */
-    char label[80];                                 /* its label                   */
-    lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS]; /* its layout                  */
-    uint32_t n_kinds;                               /* bindings in it              */
-} fake_gpu;
-
-static lw_status f_pipeline_create(void *ctx, const char *wgsl, const char *entry,
-                                   const lw_gpu_binding_kind *kinds, uint32_t n, const char *label,
-                                   lw_gpu_pipeline *out) {
-    fake_gpu *f = ctx;
-    f->creates++;
-    snprintf(f->wgsl, sizeof f->wgsl, "%s", wgsl);
-    snprintf(f->label, sizeof f->label, "%s", label ? label : "");
-    f->n_kinds = n;
-    memcpy(f->kinds, kinds, n * sizeof *kinds);
-    *out = strcmp(entry, "main") == 0 ? (lw_gpu_pipeline)(100 + f->creates) : 0;
-    return *out ? LW_OK : LW_ERR_INVALID_ARG;
-}
-static const char *f_error(void *ctx) {
-    (void)ctx;
-    return NULL;
-}
-static const lw_gpu_ops fake_ops = {.pipeline_create = f_pipeline_create, .error = f_error};
-
-/* The two CPU adapters of the web tests (TOOLCHAIN.md). */
-static lw_gpu_info lavapipe_info(void) {
-    lw_gpu_info i = {0};
-    i.max_buffer_size = 4294967295ull;
-    i.max_storage_buffer_binding_size = 134217728;
-    i.min_storage_buffer_offset_alignment = 256;
-    i.min_uniform_buffer_offset_alignment = 256;
-    i.max_compute_workgroup_storage_size = 32768;
-    i.max_compute_invocations_per_workgroup = 1024;
-    i.max_compute_workgroup_size_x = 1024;
-    i.max_compute_workgroups_per_dimension = 65535;
-    i.has_f16 = i.has_subgroups = true;
-    return i;
-}
-static lw_gpu_info swiftshader_info(void) {
-    lw_gpu_info i = lavapipe_info();
-    i.max_storage_buffer_binding_size = 1073741824;
-    i.max_compute_invocations_per_workgroup = 256;
-    i.max_compute_workgroup_size_x = 256;
-    i.has_f16 = false;
-    return i;
-}
 
 /* The recorded layout: storage kinds as given, the parameter binding last and dynamic. */
 static int layout_is(const fake_gpu *f, const lw_gpu_binding_kind *want, uint32_t n) {
@@ -91,11 +39,14 @@ static void test_pipelines(void) {
             lw__gpu_eltwise_variant v = lw__gpu_eltwise_default(&ss, op);
             CHECK(v.wg_size == 256);
             v.gelu_table = table;
-            CHECK_MSG(lw__gpu_eltwise_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_OK, "op %u: %s", op, err);
+            CHECK_MSG(lw__gpu_eltwise_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_OK, "op %u: %s", op,
+                      err);
             const bool bin = op == LW_GPU_ELT_ADD || op == LW_GPU_ELT_SWIGLU || op == LW_GPU_ELT_GEGLU;
             const lw_gpu_binding_kind un[] = {S, S, U}, bi[] = {S, S, S, U}, gt[] = {S, S, S, U, R};
-            if (op == LW_GPU_ELT_GEGLU && table) CHECK(f.n_kinds == 5 && !memcmp(f.kinds, gt, sizeof gt));
-            else CHECK_MSG(bin ? layout_is(&f, bi, 4) : layout_is(&f, un, 3), "op %u layout", op);
+            if (op == LW_GPU_ELT_GEGLU && table)
+                CHECK(f.n_kinds == 5 && !memcmp(f.kinds, gt, sizeof gt));
+            else
+                CHECK_MSG(bin ? layout_is(&f, bi, 4) : layout_is(&f, un, 3), "op %u layout", op);
             CHECK(strstr(f.wgsl, "@workgroup_size(256)") != NULL);
             CHECK((strstr(f.wgsl, "gelu_table[") != NULL) == (op == LW_GPU_ELT_GEGLU && table));
             CHECK((strstr(f.wgsl, "ggml_v_expf(0.0f - x)") != NULL) == (op == LW_GPU_ELT_SWIGLU));
@@ -162,7 +113,8 @@ static void test_pipelines(void) {
         if (!lw__gpu_format_of(t)) continue;
         formats++;
         lw__gpu_get_rows_variant v = lw__gpu_get_rows_default(&lvp, t);
-        CHECK_MSG(lw__gpu_get_rows_pipeline(&gpu, NULL, NULL, &v, &lvp, &p, err) == LW_OK, "type %u: %s", t, err);
+        CHECK_MSG(lw__gpu_get_rows_pipeline(&gpu, NULL, NULL, &v, &lvp, &p, err) == LW_OK, "type %u: %s", t,
+                  err);
         const lw_gpu_binding_kind k[] = {R, S, S, U};
         CHECK(layout_is(&f, k, 4));
         CHECK(strstr(f.wgsl, "alias ftype = f32;") != NULL && strstr(f.wgsl, "enable f16;") == NULL);
@@ -214,8 +166,10 @@ static void test_plans(void) {
     CHECK(lw__gpu_eltwise_plan(&ss, &add, 100, 3, 7, 11, 1, 13, 0, 0, &ep, grid, err) == LW_OK);
     CHECK(ep.a_offset == 7 && ep.b_offset == 11 && ep.d_offset == 13 && ep.b_rows == 1 && grid[0] == 2);
     CHECK(lw__gpu_eltwise_plan(&ss, &add, 100, 3, 0, 0, 2, 0, 0, 0, &ep, grid, err) == LW_ERR_INVALID_ARG);
-    CHECK(lw__gpu_eltwise_plan(&ss, &add, 65536, 65536, 0, 0, 1, 0, 0, 0, &ep, grid, err) == LW_ERR_TOO_LARGE);
-    CHECK(lw__gpu_eltwise_plan(&ss, &add, 16, 1, 0xfffffff8u, 0, 1, 0, 0, 0, &ep, grid, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_eltwise_plan(&ss, &add, 65536, 65536, 0, 0, 1, 0, 0, 0, &ep, grid, err) ==
+          LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_eltwise_plan(&ss, &add, 16, 1, 0xfffffff8u, 0, 1, 0, 0, 0, &ep, grid, err) ==
+          LW_ERR_TOO_LARGE);
     /* strides: a fused gate|up row of 2n, b inside a */
     lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS];
     lw__gpu_eltwise_variant sw = lw__gpu_eltwise_default(&ss, LW_GPU_ELT_SWIGLU);
@@ -296,7 +250,8 @@ static void test_plans(void) {
     qa.pos0 = 77;
     lw__gpu_kv_dest kd = {8, 0, 0, 77 * 1024, 0, 0, 0, 77 * 1024, 0};
     CHECK(lw__gpu_rope_qkv_plan(&ss, &qv, &qa, &kd, &qp, grid, err) == LW_OK);
-    CHECK(qp.rope.pad == 8 && qp.kc_stride == 1024 && qp.vc_offset == 77 * 1024 && grid[0] == (48 * 64 + 63) / 64);
+    CHECK(qp.rope.pad == 8 && qp.kc_stride == 1024 && qp.vc_offset == 77 * 1024 &&
+          grid[0] == (48 * 64 + 63) / 64);
     kd.kc_offset = 3;
     CHECK(lw__gpu_rope_qkv_plan(&ss, &qv, &qa, &kd, &qp, grid, err) == LW_ERR_INVALID_ARG);
 
@@ -307,7 +262,8 @@ static void test_plans(void) {
     CHECK(kp.cell0 == 100 && kp.x_stride == 1024 && grid[0] == (7 * 512 + 255) / 256);
     CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1024, 8, 0, 0, 0, 100, 107, &kp, grid, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1023, 1, 0, 0, 0, 0, 4, &kp, grid, err) == LW_ERR_INVALID_ARG);
-    CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1024, 1, 0, 0, 0, 5000000, 5000001, &kp, grid, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1024, 1, 0, 0, 0, 5000000, 5000001, &kp, grid, err) ==
+          LW_ERR_TOO_LARGE);
 
     /* GET_ROWS: a 1B-shape embedding (128256 x 2048 Q8_0 = 279 MB) splits under lavapipe's 128 MiB */
     const lw__gpu_format *q8 = lw__gpu_format_of(LW_TYPE_Q8_0);
@@ -321,9 +277,11 @@ static void test_plans(void) {
     per = per_lvp;
     lw__gpu_get_rows_variant gv = lw__gpu_get_rows_default(&lvp, LW_TYPE_Q8_0);
     lw__gpu_get_rows_params gp;
-    CHECK_MSG(lw__gpu_get_rows_plan(&lvp, &gv, 2048, 7, per, per, 0, 0, 0, 0, &gp, grid, err) == LW_OK, "%s", err);
+    CHECK_MSG(lw__gpu_get_rows_plan(&lvp, &gv, 2048, 7, per, per, 0, 0, 0, 0, &gp, grid, err) == LW_OK, "%s",
+              err);
     CHECK(gp.row_stride == rb && gp.row_base == per && grid[0] == 7 && gp.d_stride == 2048);
-    CHECK(lw__gpu_get_rows_plan(&lvp, &gv, 2048, 7, 0, 128256, 0, 0, 0, 0, &gp, grid, err) == LW_ERR_TOO_LARGE);
+    CHECK(lw__gpu_get_rows_plan(&lvp, &gv, 2048, 7, 0, 128256, 0, 0, 0, 0, &gp, grid, err) ==
+          LW_ERR_TOO_LARGE);
     CHECK(lw__gpu_get_rows_plan(&lvp, &gv, 2040, 7, 0, 10, 0, 0, 0, 0, &gp, grid, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_get_rows_plan(&lvp, &gv, 2048, 7, 0, 10, 3, 0, 0, 0, &gp, grid, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_get_rows_split(&lvp, 10, 200000000, &per, &parts, err) == LW_ERR_TOO_LARGE);
@@ -335,7 +293,8 @@ static void test_plans(void) {
     CHECK(tp.pass1.groups == 64 && tp.scratch_pairs == 4096 && tp.pass2.n == 4096 && tp.grid2[0] == 1);
     CHECK(lw__gpu_topk_plan(&ss, &tv, 262145, 64, 0, 0, 0, &tp, err) == LW_ERR_TOO_LARGE);
     CHECK(lw__gpu_topk_plan(&ss, &tv, 151936, 1, 5, 7, 9, &tp, err) == LW_OK);
-    CHECK(tp.pass1.in_offset == 5 && tp.pass1.out_offset == 7 && tp.pass2.in_offset == 7 && tp.pass2.out_offset == 9);
+    CHECK(tp.pass1.in_offset == 5 && tp.pass1.out_offset == 7 && tp.pass2.in_offset == 7 &&
+          tp.pass2.out_offset == 9);
     CHECK(lw__gpu_topk_plan(&ss, &tv, 10, 11, 0, 0, 0, &tp, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_topk_plan(&ss, &tv, 100000, LW_GPU_TOPK_MAX + 1, 0, 0, 0, &tp, err) == LW_ERR_INVALID_ARG);
 }

@@ -330,12 +330,14 @@ static int32_t pick(const lw__gpu_tune *t, int fam, uint32_t type, int k, int32_
 lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type) {
     int32_t v[LW_GPU_TUNE_MV_KEYS];
     for (int k = 0; k < LW_GPU_TUNE_MV_KEYS; k++) v[k] = pick(t, 0, type, k, matvec_defaults[k]);
-    lw__gpu_matvec_variant r = {type,
-                                v[LW_GPU_TUNE_MV_F16] && info->has_f16,
-                                v[LW_GPU_TUNE_MV_SG] && info->has_subgroups,
-                                (uint32_t)v[LW_GPU_TUNE_MV_WG],
-                                (uint32_t)v[LW_GPU_TUNE_MV_ROWS],
-                                v[LW_GPU_TUNE_MV_BLOCKS] != 0};
+    lw__gpu_matvec_variant r;
+    memset(&r, 0, sizeof r); /* by field name: fields this file does not tune (added later) start at 0 */
+    r.type = type;
+    r.f16 = v[LW_GPU_TUNE_MV_F16] && info->has_f16;
+    r.subgroups = v[LW_GPU_TUNE_MV_SG] && info->has_subgroups;
+    r.wg_size = (uint32_t)v[LW_GPU_TUNE_MV_WG];
+    r.rows = (uint32_t)v[LW_GPU_TUNE_MV_ROWS];
+    r.blocks = v[LW_GPU_TUNE_MV_BLOCKS] != 0;
     /* fit the device: fewer invocations, then fewer rows, until the limits hold */
     while (r.wg_size > 1 && (r.wg_size > info->max_compute_invocations_per_workgroup ||
                              r.wg_size > info->max_compute_workgroup_size_x))
@@ -348,13 +350,15 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
 lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type) {
     int32_t v[LW_GPU_TUNE_MM_KEYS];
     for (int k = 0; k < LW_GPU_TUNE_MM_KEYS; k++) v[k] = pick(t, 1, type, k, matmat_defaults[k]);
-    lw__gpu_matmat_variant r = {type,
-                                v[LW_GPU_TUNE_MM_F16] && info->has_f16,
-                                (uint32_t)v[LW_GPU_TUNE_MM_TM],
-                                (uint32_t)v[LW_GPU_TUNE_MM_TN],
-                                (uint32_t)v[LW_GPU_TUNE_MM_TK],
-                                (uint32_t)v[LW_GPU_TUNE_MM_RM],
-                                (uint32_t)v[LW_GPU_TUNE_MM_RN]};
+    lw__gpu_matmat_variant r;
+    memset(&r, 0, sizeof r);
+    r.type = type;
+    r.f16 = v[LW_GPU_TUNE_MM_F16] && info->has_f16;
+    r.tm = (uint32_t)v[LW_GPU_TUNE_MM_TM];
+    r.tn = (uint32_t)v[LW_GPU_TUNE_MM_TN];
+    r.tk = (uint32_t)v[LW_GPU_TUNE_MM_TK];
+    r.rm = (uint32_t)v[LW_GPU_TUNE_MM_RM];
+    r.rn = (uint32_t)v[LW_GPU_TUNE_MM_RN];
     /* fit the device: halve the larger tile (keeping it a multiple of its register block), then K, until the
      * invocations and workgroup memory fit; a combination that breaks the template's own rules is left for
      * lw__gpu_matmat_check to report */

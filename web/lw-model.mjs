@@ -8,10 +8,12 @@
 //     let next = await m.decode(ids);                           // greedy id of the next token
 //     while (...) next = await m.decode([next]);
 //     m.free();
-import { openSync, readSync, fstatSync, closeSync } from 'node:fs';
+// No top-level Node imports: this module is shared with the browser entry (web/llamaweb.mjs); node:fs is
+// looked up only when a Node file is opened (process.getBuiltinModule: Node >= 20.16).
 
 // A Node file as a host source: async reads for streaming, synchronous ones for the header.
 export function fileSource(path) {
+  const { openSync, readSync, fstatSync, closeSync } = process.getBuiltinModule('node:fs');
   const fd = openSync(path, 'r');
   const size = fstatSync(fd).size;
   const readAt = (off, len) => {

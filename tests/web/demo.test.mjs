@@ -1,0 +1,248 @@
+// The demo page (web/demo/) and the browser package (web/llamaweb.mjs) in headless Chromium, served by
+// web/serve.mjs as a user would run it: the page is driven over the Chrome DevTools Protocol (a minimal
+// WebSocket client below: no npm dependency). Checks, on ../shared/models/stories260K.gguf:
+//  - a missing WebGPU gives the page's clear error (navigator.gpu hidden before the page's scripts run);
+//  - the file picker path: the file input is set through the protocol (DOM.setFileInputFiles), the model is
+//    read from the File in chunks into GPU buffers, and greedy text streams into the page: after "Once upon a
+//    time" it starts with ", there was a little girl named Lily" (llama.cpp's and the CPU engine's text);
+//  - the URL path: ?model=/models/stories260K.gguf&autorun=1 reads the file by HTTP range requests (counted
+//    at the server, none larger than the glue's chunk) and generates the same text.
+// Skips (visibly) without Chromium, the wasm build (LW_WASM_DIR or build/wasm) or ../shared.
+// Run: LW_WASM_DIR=build-wasm-NAME node --test tests/web/demo.test.mjs
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { repoRoot } from '../../web/lw-node.mjs';
+import { startServer } from '../../web/serve.mjs';
+
+const root = repoRoot();
+const chromium = process.env.LW_CHROMIUM || '/usr/bin/chromium';
+const wasmDir = path.resolve(root, process.env.LW_WASM_DIR || 'build/wasm');
+const shared = process.env.LW_SHARED || path.resolve(root, '../shared');
+const stories = path.join(shared, 'models/stories260K.gguf');
+const skip = !existsSync(chromium) ? `no ${chromium} (Debian package chromium; scripts/setup-webgpu.sh)` :
+  !existsSync(path.join(wasmDir, 'llamaweb-wasm.wasm')) ? `${path.relative(root, wasmDir)} not built (scripts/build-wasm.sh)` :
+  !existsSync(stories) ? `no ${stories} (the shared test models)` : false;
+if (skip) console.log('SKIP: ' + skip);
+
+const EXPECTED = ', there was a little girl named Lily';
+
+// ---------------------------------------------------------------------------------------------------------
+// A minimal WebSocket client (RFC 6455: client frames masked, text messages, fragments, ping) for CDP
+// ---------------------------------------------------------------------------------------------------------
+
+function wsConnect(wsUrl) {
+  const u = new URL(wsUrl);
+  return new Promise((resolve, reject) => {
+    const sock = connect(Number(u.port), u.hostname);
+    let buf = Buffer.alloc(0), open = false, frags = [];
+    const ws = { onmessage: null, onclose: null };
+    const frame = (opcode, payload) => {
+      const n = payload.length;
+      const head = n < 126 ? Buffer.from([0x80 | opcode, 0x80 | n])
+        : n < 65536 ? Buffer.from([0x80 | opcode, 0x80 | 126, n >> 8, n & 255])
+          : Buffer.concat([Buffer.from([0x80 | opcode, 0x80 | 127]), (() => { const b = Buffer.alloc(8); b.writeBigUInt64BE(BigInt(n)); return b; })()]);
+      const mask = randomBytes(4);
+      const body = Buffer.from(payload);
+      for (let i = 0; i < n; i++) body[i] ^= mask[i & 3];
+      sock.write(Buffer.concat([head, mask, body]));
+    };
+    ws.send = (text) => frame(1, Buffer.from(text, 'utf8'));
+    ws.close = () => { try { frame(8, Buffer.alloc(0)); } catch { /* already gone */ } sock.end(); };
+    sock.on('connect', () => {
+      sock.write(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+        `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+    });
+    sock.on('data', (chunk) => {
+      buf = Buffer.concat([buf, chunk]);
+      if (!open) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const status = buf.subarray(0, end).toString().split('\r\n')[0];
+        if (!/ 101 /.test(status)) { reject(new Error('WebSocket upgrade refused: ' + status)); sock.destroy(); return; }
+        buf = buf.subarray(end + 4);
+        open = true;
+        resolve(ws);
+      }
+      for (;;) {
+        if (buf.length < 2) return;
+        const fin = buf[0] & 0x80, op = buf[0] & 15;
+        let len = buf[1] & 127, at = 2;
+        if (len === 126) { if (buf.length < 4) return; len = buf.readUInt16BE(2); at = 4; }
+        else if (len === 127) { if (buf.length < 10) return; len = Number(buf.readBigUInt64BE(2)); at = 10; }
+        if (buf.length < at + len) return;
+        const payload = buf.subarray(at, at + len);
+        buf = buf.subarray(at + len);
+        if (op === 9) frame(10, payload);
+        else if (op === 8) sock.end();
+        else if (op === 1 || op === 0) {
+          frags.push(payload);
+          if (fin) { const msg = Buffer.concat(frags).toString('utf8'); frags = []; if (ws.onmessage) ws.onmessage(msg); }
+        }
+      }
+    });
+    sock.on('error', (e) => (open ? ws.onclose && ws.onclose(e) : reject(e)));
+    sock.on('close', () => ws.onclose && ws.onclose(new Error('DevTools connection closed')));
+  });
+}
+
+// CDP session over one page target: send(method, params) -> result; events logged for failures.
+async function cdpSession(wsUrl, log) {
+  const ws = await wsConnect(wsUrl);
+  let next = 1;
+  const waiting = new Map();
+  ws.onmessage = (text) => {
+    const m = JSON.parse(text);
+    if (m.id && waiting.has(m.id)) {
+      const { resolve, reject } = waiting.get(m.id);
+      waiting.delete(m.id);
+      if (m.error) reject(new Error(`${m.error.message} (${m.error.code})`));
+      else resolve(m.result);
+    } else if (m.method === 'Runtime.consoleAPICalled') {
+      log(`console.${m.params.type}: ` + m.params.args.map((a) => a.value ?? a.description ?? a.type).join(' '));
+    } else if (m.method === 'Runtime.exceptionThrown') {
+      const d = m.params.exceptionDetails;
+      log('exception: ' + (d.exception && d.exception.description || d.text));
+    }
+  };
+  ws.onclose = (e) => { for (const w of waiting.values()) w.reject(e); waiting.clear(); };
+  const send = (method, params = {}) => new Promise((resolve, reject) => {
+    const id = next++;
+    waiting.set(id, { resolve, reject });
+    ws.send(JSON.stringify({ id, method, params }));
+  });
+  const evaluate = async (expression) => {
+    const r = await send('Runtime.evaluate', { expression, returnByValue: true, awaitPromise: true });
+    if (r.exceptionDetails) throw new Error('evaluate: ' + (r.exceptionDetails.exception && r.exceptionDetails.exception.description || r.exceptionDetails.text));
+    return r.result.value;
+  };
+  return { send, evaluate, close: () => ws.close() };
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Polls the page's state until it is one of states (or timeoutMs passes); returns it.
+async function waitState(page, states, timeoutMs) {
+  const t0 = Date.now();
+  let s = null;
+  while (Date.now() - t0 < timeoutMs) {
+    s = await page.evaluate('document.body ? document.body.dataset.state : null');
+    if (states.includes(s)) return s;
+    await sleep(100);
+  }
+  throw new Error(`page state "${s}" after ${timeoutMs} ms, wanted ${states.join('|')}`);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The test
+// ---------------------------------------------------------------------------------------------------------
+
+test('demo page in headless Chromium: no-WebGPU error, file picker and URL loading, streamed greedy text', { skip, timeout: 120000 }, async () => {
+  const ranges = [];
+  const srv = await startServer({ port: 0, wasmDir, modelsDir: path.dirname(stories),
+    log: (line) => { if (line.includes('/models/') && line.includes('bytes=')) ranges.push(line); } });
+  const profile = mkdtempSync(path.join(tmpdir(), 'lw-chromium-demo-'));
+  const browser = spawn(chromium, ['--headless', '--no-sandbox', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
+    '--enable-unsafe-webgpu', `--user-data-dir=${profile}`, '--remote-debugging-port=0', 'about:blank'],
+  { stdio: ['ignore', 'ignore', 'pipe'], detached: true }); // own process group: teardown stops its helpers too
+  let stderr = '';
+  const exited = new Promise((r) => browser.on('exit', (code) => r(code)));
+  const logs = [];
+  let page = null;
+  try {
+    // the DevTools port, from "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/..."
+    const port = await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('chromium did not start DevTools:\n' + stderr)), 30000);
+      browser.stderr.on('data', (c) => {
+        stderr = (stderr + c).slice(-4000);
+        const m = /DevTools listening on ws:\/\/[^:]+:(\d+)\//.exec(stderr);
+        if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+      });
+      exited.then((code) => reject(new Error(`chromium exited (${code}):\n${stderr}`)));
+    });
+    const targets = await (await fetch(`http://127.0.0.1:${port}/json/list`)).json();
+    const target = targets.find((t) => t.type === 'page');
+    assert.ok(target, 'no page target');
+    page = await cdpSession(target.webSocketDebuggerUrl, (s) => logs.push(s));
+    await page.send('Runtime.enable');
+    await page.send('Page.enable');
+    const demoUrl = srv.url; // http://127.0.0.1:PORT/demo/
+    const failInfo = () => `\npage log:\n${logs.slice(-30).join('\n')}\n`;
+
+    // 1. WebGPU missing: navigator.gpu hidden before any page script runs -> a clear message, no crash
+    const hide = await page.send('Page.addScriptToEvaluateOnNewDocument',
+      { source: 'Object.defineProperty(Navigator.prototype, "gpu", { get: () => undefined, configurable: true });' });
+    await page.send('Page.navigate', { url: demoUrl });
+    assert.equal(await waitState(page, ['no-webgpu', 'gpu-ready', 'error'], 20000), 'no-webgpu', failInfo());
+    const msg = await page.evaluate('document.getElementById("error").textContent');
+    console.log(`# no WebGPU: "${msg.slice(0, 90)}..."`);
+    assert.match(msg, /WebGPU/);
+    assert.match(msg, /navigator\.gpu is missing/);
+    assert.equal(await page.evaluate('document.getElementById("go").disabled'), true);
+    await page.send('Page.removeScriptToEvaluateOnNewDocument', { identifier: hide.identifier });
+
+    // 2. the file picker: a File from <input type=file>, set through the protocol as a user would pick it
+    let t0 = Date.now();
+    await page.send('Page.navigate', { url: demoUrl + '?n=24' });
+    assert.equal(await waitState(page, ['gpu-ready', 'no-webgpu', 'error'], 30000), 'gpu-ready', failInfo());
+    const adapter = await page.evaluate('window.lwDemo.adapter');
+    console.log(`# adapter: ${JSON.stringify(adapter)} (page ready in ${Date.now() - t0} ms)`);
+    assert.equal(typeof adapter.f16, 'boolean');
+    assert.equal(typeof adapter.subgroups, 'boolean');
+    assert.match(await page.evaluate('document.getElementById("adapter").textContent'), /shader-f16: (yes|no).*subgroups: (yes|no)/);
+    const { root: doc } = await page.send('DOM.getDocument');
+    const { nodeId } = await page.send('DOM.querySelector', { nodeId: doc.nodeId, selector: '#file' });
+    t0 = Date.now();
+    await page.send('DOM.setFileInputFiles', { nodeId, files: [stories] });
+    assert.equal(await waitState(page, ['loaded', 'error'], 30000), 'loaded', failInfo() + await page.evaluate('window.lwDemo.error'));
+    const info = await page.evaluate('window.lwDemo.model');
+    console.log(`# file picker: ${info.arch}, ${info.n_layer} blocks, vocab ${info.n_vocab}, weights ${info.weightBytes} B; ` +
+      `load ${(await page.evaluate('window.lwDemo.loadMs')).toFixed(0)} ms (page)`);
+    assert.equal(info.n_vocab, 512);
+    assert.equal(info.n_layer, 5);
+    await page.evaluate('document.getElementById("prompt").value = "Once upon a time"; document.getElementById("go").click()');
+    assert.equal(await waitState(page, ['done', 'error'], 30000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
+    const shown = await page.evaluate('document.getElementById("out-gen").textContent');
+    const r = await page.evaluate('window.lwDemo.result');
+    const pieces = await page.evaluate('window.lwDemo.pieces');
+    console.log(`# file picker: "${shown}" (${r.tokens.length} tokens, ${pieces} streamed pieces, ${r.tokensPerSecond.toFixed(1)} tokens/s, ` +
+      `prompt ${r.promptTokens} tokens ${r.promptMs.toFixed(0)} ms)`);
+    assert.ok(shown.startsWith(EXPECTED), `generated text: ${JSON.stringify(shown)}`);
+    assert.equal(shown, r.text);
+    assert.equal(r.tokens.length, 24);
+    assert.equal(pieces, 24, 'one onToken call per token');
+    assert.equal(r.promptTokens, 5); // BOS + "Once upon a time", as llama.cpp: [1, 403, 407, 261, 378]
+    assert.match(await page.evaluate('document.getElementById("stats").textContent'), /tokens\/s.*model load \d+ ms/);
+    assert.equal(ranges.length, 0, 'the File path made no HTTP requests for the model');
+
+    // 3. a URL: HTTP range requests, generation started from the query string
+    t0 = Date.now();
+    await page.send('Page.navigate', { url: demoUrl + '?model=/models/stories260K.gguf&prompt=Once%20upon%20a%20time&n=12&autorun=1' });
+    assert.equal(await waitState(page, ['done', 'error', 'no-webgpu'], 40000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
+    const shown2 = await page.evaluate('document.getElementById("out-gen").textContent');
+    console.log(`# URL: "${shown2}" in ${Date.now() - t0} ms; ${ranges.length} range requests: ${ranges.slice(0, 4).join(', ')}`);
+    assert.ok(shown2.startsWith(', there was a little girl'), `generated text: ${JSON.stringify(shown2)}`);
+    assert.ok(ranges.length >= 2, 'the model was read by range requests');
+    for (const line of ranges) {
+      const m = /bytes=(\d+)-(\d+)/.exec(line);
+      assert.ok(m && Number(m[2]) - Number(m[1]) + 1 <= 8 << 20, `a bounded chunk: ${line}`);
+    }
+  } finally {
+    if (page) page.close();
+    try { process.kill(-browser.pid, 'SIGKILL'); } catch { browser.kill('SIGKILL'); }
+    await exited;
+    srv.server.close();
+    srv.server.closeAllConnections && srv.server.closeAllConnections();
+    try {
+      rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+    } catch (e) {
+      console.log(`# note: could not remove ${profile}: ${e.code}`);
+    }
+  }
+});

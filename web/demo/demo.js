@@ -1,0 +1,244 @@
+// The llamaweb demo page (web/demo/index.html): pick, drop, fetch or reopen a GGUF model, generate with the
+// text streaming in, see load time, tokens/s and what the GPU offers. Uses only the package's browser entry.
+//
+// The page's progress is mirrored in document.body.dataset.state ('starting', 'no-webgpu', 'gpu-ready',
+// 'loading', 'loaded', 'generating', 'done', 'error') and window.lwDemo (adapter, model, last result,
+// error) so automated tests (tests/web/demo.test.mjs) can follow it.
+import { Llamaweb, listOpfs, downloadToOpfs, webgpuMissingReason } from '../llamaweb.mjs';
+
+const $ = (id) => document.getElementById(id);
+const demo = (window.lwDemo = { adapter: null, model: null, result: null, error: null, loadMs: 0, pieces: 0 });
+let lw = null;    // the engine (wasm module + device)
+let model = null; // the open model
+
+function setState(s) {
+  document.body.dataset.state = s;
+}
+
+function showError(msg) {
+  demo.error = String(msg);
+  const e = $('error');
+  e.textContent = demo.error;
+  e.hidden = false;
+  setState('error');
+}
+
+function clearError() {
+  demo.error = null;
+  $('error').hidden = true;
+}
+
+const mib = (n) => (n / 1048576).toFixed(n < 10485760 ? 2 : 1) + ' MiB';
+
+function pill(label, yes) {
+  const s = document.createElement('span');
+  s.className = 'pill' + (yes ? ' yes' : '');
+  s.textContent = `${label}: ${yes ? 'yes' : 'no'}`;
+  return s;
+}
+
+function showAdapter(a) {
+  const el = $('adapter');
+  el.textContent = '';
+  const name = [a.vendor, a.architecture, a.device, a.description].filter(Boolean).join(' · ') || 'unnamed adapter';
+  const line = document.createElement('div');
+  line.textContent = `Adapter: ${name}`;
+  el.append(line, pill('shader-f16', a.f16), pill('subgroups', a.subgroups));
+  const lim = document.createElement('div');
+  lim.className = 'hint';
+  lim.textContent = `max buffer ${mib(a.maxBufferSize)}, max storage binding ${mib(a.maxStorageBufferBindingSize)}` +
+    (a.subgroups && a.subgroupMinSize ? `, subgroup size ${a.subgroupMinSize}–${a.subgroupMaxSize}` : '') +
+    `; cross-origin isolated: ${self.crossOriginIsolated ? 'yes' : 'no'}`;
+  el.append(lim);
+}
+
+function busy(on) {
+  for (const id of ['file', 'load-url', 'save-url']) $(id).disabled = on || !lw;
+  $('go').disabled = on || !model;
+}
+
+// ---- loading -------------------------------------------------------------------------------------------
+
+async function openModel(what, label) {
+  if (!lw) return;
+  clearError();
+  busy(true);
+  setState('loading');
+  if (model) { model.free(); model = null; demo.model = null; }
+  const prog = $('progress');
+  prog.hidden = false;
+  prog.value = 0;
+  $('model-info').textContent = `loading ${label}…`;
+  try {
+    model = await lw.open(what, {
+      nCtx: Number($('ctx').value) || 2048,
+      onProgress: (done, total) => { prog.value = total ? done / total : 0; },
+    });
+    const i = model.info;
+    demo.model = i;
+    demo.loadMs = model.loadMs;
+    $('model-info').textContent = `${label}: ${i.arch}, ${i.n_layer} blocks, embedding ${i.n_embd}, vocab ${i.n_vocab}, ` +
+      `context ${i.n_ctx}; weights ${mib(i.weightBytes)} + KV cache ${mib(i.kvBytes)} on the GPU; ` +
+      `loaded in ${model.loadMs.toFixed(0)} ms`;
+    setState('loaded');
+  } catch (e) {
+    $('model-info').textContent = '';
+    showError(`Could not load ${label}: ${e.message}`);
+  } finally {
+    prog.hidden = true;
+    busy(false);
+  }
+}
+
+async function refreshOpfs() {
+  let files = [];
+  try {
+    files = navigator.storage && navigator.storage.getDirectory ? (await listOpfs()).filter((f) => f.name.endsWith('.gguf')) : [];
+  } catch {
+    files = [];
+  }
+  $('opfs').hidden = files.length === 0;
+  const list = $('opfs-list');
+  list.textContent = '';
+  for (const f of files) {
+    const b = document.createElement('button');
+    b.className = 'link';
+    b.textContent = `${f.name} (${mib(f.size)})`;
+    b.onclick = () => openModel({ opfs: f.name }, f.name + ' (browser storage)');
+    list.append(b);
+  }
+}
+
+// Models the server offers (node web/serve.mjs --models DIR); nothing when it offers none.
+async function refreshServed() {
+  try {
+    const r = await fetch('/models/');
+    if (!r.ok) return;
+    const files = await r.json();
+    const list = $('served-list');
+    list.textContent = '';
+    for (const f of files) {
+      const b = document.createElement('button');
+      b.className = 'link';
+      b.textContent = `${f.name} (${mib(f.size)})`;
+      b.onclick = () => { $('url').value = new URL(f.url, location.href).href; openModel(f.url, f.name); };
+      list.append(b);
+    }
+    $('served').hidden = files.length === 0;
+  } catch {
+    // not our server: nothing to list
+  }
+}
+
+// ---- generation ----------------------------------------------------------------------------------------
+
+async function generate() {
+  if (!model) return;
+  clearError();
+  busy(true);
+  $('stop').disabled = false;
+  setState('generating');
+  const prompt = $('prompt').value;
+  $('out-prompt').textContent = prompt;
+  const gen = $('out-gen');
+  gen.textContent = '';
+  $('stats').textContent = '';
+  demo.pieces = 0; // onToken calls: the text arrives piece by piece
+  try {
+    const r = await model.generate(prompt, {
+      maxTokens: Number($('n').value) || 128,
+      onToken: (text) => { demo.pieces++; gen.textContent += text; },
+    });
+    demo.result = r;
+    $('stats').textContent = `prompt ${r.promptTokens} tokens in ${r.promptMs.toFixed(0)} ms ` +
+      `(${r.promptTokensPerSecond.toFixed(1)} tokens/s); generated ${r.tokens.length} tokens at ` +
+      `${r.tokensPerSecond.toFixed(1)} tokens/s; stopped: ${r.reason}; model load ${model.loadMs.toFixed(0)} ms`;
+    setState('done');
+  } catch (e) {
+    showError('Generation failed: ' + e.message);
+  } finally {
+    $('stop').disabled = true;
+    busy(false);
+  }
+}
+
+// ---- wiring --------------------------------------------------------------------------------------------
+
+function wire() {
+  $('file').addEventListener('change', (ev) => {
+    const f = ev.target.files && ev.target.files[0];
+    if (f) openModel(f, f.name);
+  });
+  const drop = $('drop');
+  drop.addEventListener('dragover', (ev) => { ev.preventDefault(); drop.classList.add('over'); });
+  drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+  drop.addEventListener('drop', (ev) => {
+    ev.preventDefault();
+    drop.classList.remove('over');
+    const f = ev.dataTransfer.files && ev.dataTransfer.files[0];
+    if (f) openModel(f, f.name);
+  });
+  $('load-url').onclick = () => { const u = $('url').value.trim(); if (u) openModel(u, u.split('/').pop()); };
+  $('save-url').onclick = async () => {
+    const u = $('url').value.trim();
+    if (!u) return;
+    const name = decodeURIComponent(new URL(u, location.href).pathname.split('/').pop() || 'model.gguf');
+    clearError();
+    busy(true);
+    const prog = $('progress');
+    prog.hidden = false;
+    $('model-info').textContent = `saving ${name} into browser storage…`;
+    try {
+      await downloadToOpfs(u, name, { onProgress: (d, t) => { prog.value = t ? d / t : 0; } });
+      await refreshOpfs();
+      busy(false);
+      await openModel({ opfs: name }, name + ' (browser storage)');
+    } catch (e) {
+      showError(`Could not save ${u}: ${e.message}`);
+    } finally {
+      prog.hidden = true;
+      busy(false);
+    }
+  };
+  $('go').onclick = generate;
+  $('stop').onclick = () => model && model.stop();
+  $('prompt').addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey) && !$('go').disabled) generate();
+  });
+}
+
+async function main() {
+  wire();
+  busy(true);
+  const q = new URLSearchParams(location.search);
+  if (q.has('prompt')) $('prompt').value = q.get('prompt');
+  if (q.has('n')) $('n').value = q.get('n');
+  if (q.has('ctx')) $('ctx').value = q.get('ctx');
+  const why = webgpuMissingReason();
+  if (why) {
+    $('adapter').textContent = 'WebGPU is not available.';
+    showError(why);
+    setState('no-webgpu');
+    return;
+  }
+  try {
+    lw = await Llamaweb.load();
+  } catch (e) {
+    $('adapter').textContent = 'WebGPU is not available.';
+    showError(e.message);
+    setState('no-webgpu');
+    return;
+  }
+  demo.adapter = lw.adapter;
+  showAdapter(lw.adapter);
+  setState('gpu-ready');
+  busy(false);
+  await Promise.all([refreshServed(), refreshOpfs()]);
+  if (q.has('model')) {
+    $('url').value = q.get('model');
+    await openModel(q.get('model'), q.get('model').split('/').pop());
+    if (model && q.get('autorun') === '1') await generate();
+  }
+}
+
+main().catch((e) => showError(e && e.stack || e));

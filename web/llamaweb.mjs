@@ -1,0 +1,325 @@
+// llamaweb for web pages: the browser entry of the JS package. Loads the wasm module and a WebGPU device,
+// opens a GGUF model from a File/Blob (file picker, drag-and-drop), a URL (HTTP range requests) or OPFS, and
+// generates text with streaming callbacks.
+//
+//     import { Llamaweb } from './llamaweb.mjs';
+//     const lw = await Llamaweb.load();                        // throws a readable Error without WebGPU
+//     const model = await lw.open(fileInput.files[0], { onProgress: (done, total) => ... });
+//     const r = await model.generate('Once upon a time', { maxTokens: 64, onToken: (text) => out.append(text) });
+//     console.log(r.text, r.tokensPerSecond);                  // model.stop() ends a generation early
+//     model.free();
+//
+// Weights never pass through JS memory as a whole nor through the wasm heap (docs: invariant 1 of
+// ARCHITECTURE.md): C parses only the GGUF header, served from a prefetched head of the file, and the glue
+// (web/lw-gpu.js) streams each tensor's bytes from the source into its GPU buffer in chunks of
+// lwGpu.chunkBytes (8 MiB). The engine itself (GpuModel) is shared with Node in web/lw-model.mjs.
+//
+// The wasm module (scripts/build-wasm.sh: llamaweb-wasm.js + llamaweb-wasm.wasm) is looked up in wasm/ next
+// to this file unless Llamaweb.load({ wasmBase }) says where; node web/serve.mjs serves it there. Runs on a
+// page's main thread (the Emscripten loader is a classic script).
+import { GpuModel, bytesSource } from './lw-model.mjs';
+
+export { GpuModel, bytesSource };
+
+// ---------------------------------------------------------------------------------------------------------
+// Byte sources: {size, read(offset, length) -> Promise<Uint8Array>}, the shape lwGpu.addSource takes
+// ---------------------------------------------------------------------------------------------------------
+
+// A File or Blob (a picked or dropped file, an OPFS file): each chunk is sliced and read on demand.
+export function blobSource(blob) {
+  return {
+    size: blob.size,
+    name: blob.name || 'blob',
+    read: async (off, len) => new Uint8Array(await blob.slice(off, off + len).arrayBuffer()),
+  };
+}
+
+// A URL read with HTTP range requests (one request per chunk). The server must answer ranges with 206 and a
+// Content-Range header (node web/serve.mjs does; so do static hosts and CDNs); cross-origin servers must
+// also send CORS (and, on a cross-origin isolated page, CORP) headers.
+export async function urlSource(url, { headers = {} } = {}) {
+  const href = String(new URL(url, globalThis.location ? globalThis.location.href : undefined));
+  const probe = await fetch(href, { headers: { ...headers, Range: 'bytes=0-0' } });
+  if (!probe.ok) throw new Error(`${href}: HTTP ${probe.status} ${probe.statusText}`);
+  const range = probe.headers.get('Content-Range') || '';
+  await probe.arrayBuffer(); // drain (one byte)
+  const m = /\/(\d+)\s*$/.exec(range);
+  if (probe.status !== 206 || !m) {
+    throw new Error(`${href}: the server does not answer HTTP range requests (status ${probe.status}, ` +
+      `Content-Range "${range}"); download the file into OPFS instead (downloadToOpfs)`);
+  }
+  const size = Number(m[1]);
+  const read = async (off, len) => {
+    const r = await fetch(href, { headers: { ...headers, Range: `bytes=${off}-${off + len - 1}` } });
+    if (r.status !== 206) throw new Error(`${href}: range ${off}+${len}: HTTP ${r.status}`);
+    const b = new Uint8Array(await r.arrayBuffer());
+    if (b.length !== len) throw new Error(`${href}: range ${off}+${len}: got ${b.length} bytes`);
+    return b;
+  };
+  return { size, name: href.split('/').pop() || href, read };
+}
+
+// A file in the origin private file system (OPFS) by name.
+export async function opfsSource(name) {
+  const dir = await navigator.storage.getDirectory();
+  const fh = await dir.getFileHandle(name);
+  return blobSource(await fh.getFile());
+}
+
+// Names and sizes of the files in the OPFS root.
+export async function listOpfs() {
+  const dir = await navigator.storage.getDirectory();
+  const out = [];
+  for await (const [name, h] of dir.entries()) {
+    if (h.kind === 'file') out.push({ name, size: (await h.getFile()).size });
+  }
+  return out;
+}
+
+// Streams url into OPFS file `name` (chunk by chunk, never whole in memory) so later visits open it
+// offline with opfsSource(name). onProgress(bytesDone, bytesTotal or 0); signal: an AbortSignal.
+export async function downloadToOpfs(url, name, { onProgress, signal } = {}) {
+  const r = await fetch(url, { signal });
+  if (!r.ok || !r.body) throw new Error(`${url}: HTTP ${r.status} ${r.statusText}`);
+  const total = Number(r.headers.get('Content-Length')) || 0;
+  const dir = await navigator.storage.getDirectory();
+  const fh = await dir.getFileHandle(name, { create: true });
+  const w = await fh.createWritable();
+  let done = 0;
+  try {
+    const reader = r.body.getReader();
+    for (;;) {
+      const { value, done: end } = await reader.read();
+      if (end) break;
+      await w.write(value);
+      done += value.length;
+      if (onProgress) onProgress(done, total);
+    }
+    await w.close();
+  } catch (e) {
+    await w.abort().catch(() => {});
+    await dir.removeEntry(name).catch(() => {});
+    throw e;
+  }
+  return opfsSource(name);
+}
+
+// Whatever open() was given, as a byte source.
+async function toSource(what) {
+  if (typeof Blob !== 'undefined' && what instanceof Blob) return blobSource(what);
+  if (typeof what === 'string' || what instanceof URL) return urlSource(what);
+  if (what && typeof what.opfs === 'string') return opfsSource(what.opfs);
+  if (what && typeof what.read === 'function' && Number.isFinite(what.size)) return what;
+  throw new Error('open(): expected a File/Blob, a URL, {opfs: name} or a byte source {size, read}');
+}
+
+// C parses the header synchronously (lw_js_source_read_sync), which a Blob or a fetch cannot serve: it is
+// served from a prefetched head of the file. A read past the head is recorded (miss) and fails the open;
+// open() then retries with a longer head. Only the header lives here, never the tensor data.
+async function withHead(src, headBytes) {
+  const head = await src.read(0, Math.min(src.size, headBytes));
+  const s = {
+    size: src.size,
+    name: src.name,
+    read: src.read,
+    head,
+    miss: 0, // furthest byte a synchronous read wanted past the head
+    readSync(off, len) {
+      if (off + len <= head.length) return head.subarray(off, off + len);
+      s.miss = Math.max(s.miss, off + len);
+      throw new Error('read past the prefetched head');
+    },
+  };
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// WebGPU checks
+// ---------------------------------------------------------------------------------------------------------
+
+// Why this page cannot run WebGPU, or null when it looks possible (an adapter still has to be found).
+export function webgpuMissingReason() {
+  if (typeof globalThis.isSecureContext === 'boolean' && !globalThis.isSecureContext) {
+    return 'WebGPU needs a secure context: open the page over https:// or from http://localhost / 127.0.0.1.';
+  }
+  if (typeof navigator === 'undefined' || !navigator.gpu) {
+    return 'This browser does not expose WebGPU (navigator.gpu is missing). Use a current Chrome or Edge ' +
+      '(113+), Safari 26+ or Firefox 141+; on Linux, Chromium needs --enable-unsafe-webgpu (or ' +
+      'chrome://flags/#enable-unsafe-webgpu) and a Vulkan driver.';
+  }
+  return null;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The engine
+// ---------------------------------------------------------------------------------------------------------
+
+// Loads the Emscripten factory (a classic script defining createLlamaweb) once per page.
+function loadScript(src) {
+  if (globalThis.createLlamaweb) return Promise.resolve(globalThis.createLlamaweb);
+  return new Promise((resolve, reject) => {
+    const el = document.createElement('script');
+    el.src = src;
+    el.onload = () => (globalThis.createLlamaweb ? resolve(globalThis.createLlamaweb)
+      : reject(new Error(`${src} did not define createLlamaweb`)));
+    el.onerror = () => reject(new Error(`could not load ${src} (is the wasm module built? scripts/build-wasm.sh)`));
+    document.head.appendChild(el);
+  });
+}
+
+export class Llamaweb {
+  // The wasm module with a WebGPU device. opts: wasmBase (URL of the folder holding llamaweb-wasm.js/.wasm),
+  // adapterOptions (for requestAdapter), print/printErr (module output).
+  static async load(opts = {}) {
+    const why = webgpuMissingReason();
+    if (why) throw new Error(why);
+    const base = String(opts.wasmBase ? new URL(opts.wasmBase, globalThis.location.href) : new URL('wasm/', import.meta.url));
+    const dir = base.endsWith('/') ? base : base + '/';
+    const factory = await loadScript(dir + 'llamaweb-wasm.js');
+    const M = await factory({
+      locateFile: (p) => dir + p,
+      print: opts.print || ((s) => console.log(s)),
+      printErr: opts.printErr || ((s) => console.warn(s)),
+    });
+    let device;
+    try {
+      device = await M.lwGpu.requestDevice(navigator.gpu, opts.adapterOptions);
+    } catch (e) {
+      throw new Error('WebGPU is exposed but no adapter/device could be created (' + e.message + '): the GPU ' +
+        'may be blocklisted or WebGPU disabled for it (see chrome://gpu).');
+    }
+    M.lwGpu.init(device);
+    return new Llamaweb(M, device);
+  }
+
+  constructor(M, device) {
+    this.Module = M;
+    this.device = device;
+    const a = M.lwGpu.adapterInfo || {};
+    // what the demo shows and the kernels pick their variants from
+    this.adapter = {
+      vendor: a.vendor || '', architecture: a.architecture || '', device: a.device || '', description: a.description || '',
+      f16: device.features.has('shader-f16'), subgroups: device.features.has('subgroups'),
+      subgroupMinSize: a.subgroupMinSize, subgroupMaxSize: a.subgroupMaxSize,
+      maxBufferSize: device.limits.maxBufferSize, maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,
+    };
+  }
+
+  // Opens a model: what = File/Blob, URL (string or URL), {opfs: name}, or a byte source {size, read}.
+  // opts: nCtx (KV cells; default 2048), nBatch, f16/subgroups (0/1; default as the device offers), kvF32,
+  // headBytes (first header prefetch, default 256 KiB), onProgress(bytesRead, fileSize) while weights stream.
+  async open(what, opts = {}) {
+    const t0 = performance.now();
+    const src = await toSource(what);
+    let readBytes = 0;
+    const counted = {
+      size: src.size, name: src.name,
+      read: async (off, len) => {
+        const b = await src.read(off, len);
+        readBytes += b.length;
+        if (opts.onProgress) opts.onProgress(Math.min(readBytes, src.size), src.size);
+        return b;
+      },
+    };
+    let headBytes = opts.headBytes || (256 << 10);
+    let tries = 1;
+    for (;;) {
+      const s = await withHead(counted, headBytes);
+      try {
+        const g = await GpuModel.open(this.Module, s, { nCtx: opts.nCtx ?? 2048, nBatch: opts.nBatch, f16: opts.f16,
+          subgroups: opts.subgroups, kvF32: opts.kvF32 });
+        const model = new Model(g, src, performance.now() - t0);
+        model.headBytes = s.head.length; // header bytes prefetched (tests: never the whole file of a big model)
+        model.headTries = tries;
+        return model;
+      } catch (e) {
+        if (!s.miss || s.head.length >= src.size) throw e;
+        // the header goes on past the head: fetch more (it is read front to back: 1.5x the furthest read)
+        headBytes = Math.min(src.size, Math.max(2 * s.head.length, s.miss + (s.miss >> 1)));
+        tries++;
+      }
+    }
+  }
+}
+
+// A model ready to generate. One generation at a time.
+export class Model {
+  constructor(gpuModel, source, loadMs) {
+    this.gpu = gpuModel;
+    this.source = source;
+    this.loadMs = loadMs;        // open + plan + weight upload, ms
+    this.info = gpuModel.info(); // arch, n_layer, n_vocab, n_ctx, weightBytes, ...
+    this.stopping = false;       // set by stop(), read between tokens
+    this.busy = false;
+  }
+
+  tokenize(text, addSpecial = true) {
+    return this.gpu.tokenize(text, addSpecial);
+  }
+
+  // Text of ids (pieces joined as UTF-8).
+  detokenize(ids) {
+    const dec = new TextDecoder('utf-8');
+    let s = '';
+    for (const id of ids) s += dec.decode(this.gpu.pieceBytes(id), { stream: true });
+    return s + dec.decode();
+  }
+
+  // Ends the running generation after the current token.
+  stop() {
+    this.stopping = true;
+  }
+
+  // Greedy generation from prompt (a fresh context each call). opts: maxTokens (default 128), addSpecial
+  // (BOS etc., default true), onToken(text, id) for each generated piece (text may be '' while a UTF-8
+  // character is incomplete), signal (AbortSignal, as stop()). Resolves to {text, tokens, promptTokens,
+  // promptMs, genMs, promptTokensPerSecond, tokensPerSecond, reason: 'eog' | 'length' | 'context' | 'stopped'}.
+  async generate(prompt, opts = {}) {
+    if (this.busy) throw new Error('a generation is already running on this model');
+    if (!this.gpu.h) throw new Error('model was freed');
+    this.busy = true;
+    this.stopping = false;
+    try {
+      const maxTokens = opts.maxTokens ?? 128;
+      const g = this.gpu;
+      const ids = g.tokenize(prompt, opts.addSpecial ?? true);
+      if (ids.length === 0) throw new Error('empty prompt (and the model adds no BOS)');
+      if (ids.length >= this.info.n_ctx) throw new Error(`prompt of ${ids.length} tokens does not fit the context (${this.info.n_ctx})`);
+      g.nPast = 0;
+      const dec = new TextDecoder('utf-8');
+      let t0 = performance.now();
+      let next = await g.decode(ids);
+      const promptMs = performance.now() - t0;
+      t0 = performance.now();
+      const tokens = [];
+      let text = '', steps = 0, reason = 'length';
+      while (tokens.length < maxTokens) {
+        if (g.isEog(next)) { reason = 'eog'; break; }
+        const piece = dec.decode(g.pieceBytes(next), { stream: true });
+        tokens.push(next);
+        text += piece;
+        if (opts.onToken) opts.onToken(piece, next);
+        if (this.stopping || (opts.signal && opts.signal.aborted)) { reason = 'stopped'; break; }
+        if (tokens.length >= maxTokens) break;
+        if (g.nPast >= this.info.n_ctx) { reason = 'context'; break; }
+        next = await g.decode([next]);
+        steps++;
+      }
+      const genMs = performance.now() - t0;
+      const tail = dec.decode();
+      if (tail) { text += tail; if (opts.onToken) opts.onToken(tail, -1); }
+      return {
+        text, tokens, promptTokens: ids.length, promptMs, genMs, reason,
+        promptTokensPerSecond: ids.length / promptMs * 1000,
+        tokensPerSecond: steps > 0 ? steps / genMs * 1000 : 0, // decode steps per second
+      };
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  free() {
+    this.stopping = true;
+    this.gpu.free();
+  }
+}

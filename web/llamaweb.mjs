@@ -250,7 +250,8 @@ export class Model {
     this.loadMs = loadMs;        // open + plan + weight upload, ms
     this.info = gpuModel.info(); // arch, n_layer, n_vocab, n_ctx, weightBytes, ...
     this.stopping = false;       // set by stop(), read between tokens
-    this.busy = false;
+    this.busy = false;           // a generation is running
+    this.freed = false;          // free() was called (the GPU model goes once no generation uses it)
   }
 
   tokenize(text, addSpecial = true) {
@@ -276,7 +277,7 @@ export class Model {
   // promptMs, genMs, promptTokensPerSecond, tokensPerSecond, reason: 'eog' | 'length' | 'context' | 'stopped'}.
   async generate(prompt, opts = {}) {
     if (this.busy) throw new Error('a generation is already running on this model');
-    if (!this.gpu.h) throw new Error('model was freed');
+    if (this.freed) throw new Error('model was freed');
     this.busy = true;
     this.stopping = false;
     try {
@@ -315,11 +316,14 @@ export class Model {
       };
     } finally {
       this.busy = false;
+      if (this.freed) this.gpu.free(); // free() came during the generation
     }
   }
 
+  // Releases the model's GPU buffers; during a generation, it stops it and releases them once it ends.
   free() {
     this.stopping = true;
-    this.gpu.free();
+    this.freed = true;
+    if (!this.busy) this.gpu.free();
   }
 }

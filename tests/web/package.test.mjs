@@ -1,0 +1,190 @@
+// The browser package (web/llamaweb.mjs) and its server (web/serve.mjs) under Node + Dawn: the same code a
+// page runs, minus the script loader (Node's fetch and Blob serve the URL and File paths). Checks that:
+//  - a Blob opens with the header served from a prefetched head that grows when the header is longer
+//    (llama-2-tiny-random: 32000-token vocab > the first 256 KiB) and never covers the whole file;
+//  - Model.generate streams one onToken per token, its greedy ids equal GpuModel's own decode loop on the
+//    same file (web/lw-model.mjs, fileSource), and stories260K's text is llama.cpp's; the vocabulary read
+//    through a grown head tokenizes llama.cpp's llama-spm test vectors as llama.cpp does;
+//  - stop(), maxTokens and a full context end a generation with the right reason;
+//  - a URL is read by HTTP range requests from web/serve.mjs, in chunks no larger than the glue's;
+//  - the server: ranges (a-b, a-, -n), 416 past the end, no escape from its folders, COOP/COEP headers;
+//  - a server without range support and a corrupt file give errors, and the module still works after.
+// Run: LW_WASM_DIR=... VK_ICD_FILENAMES=... node --test tests/web/package.test.mjs
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import path from 'node:path';
+import { setup, repoRoot } from '../../web/lw-node.mjs';
+import { GpuModel, fileSource } from '../../web/lw-model.mjs';
+import { Llamaweb, urlSource } from '../../web/llamaweb.mjs';
+import { startServer } from '../../web/serve.mjs';
+
+const shared = process.env.LW_SHARED || path.resolve(repoRoot(), '../shared');
+const stories = path.join(shared, 'models/stories260K.gguf');
+const tiny = path.join(shared, 'models/llama-2-tiny-random.gguf');
+const ctx = await setup();
+const skip = ctx.skip || (!existsSync(stories) || !existsSync(tiny) ? `no ${stories} / ${tiny} (the shared test models)` : false);
+if (skip) console.log('SKIP: ' + skip);
+const lw = skip ? null : new Llamaweb(ctx.Module, ctx.device);
+let storiesModel = null; // stories260K opened from a Blob with 24 KV cells, shared by the tests below
+after(() => setTimeout(() => process.exit(0), 10)); // Dawn keeps the process alive (web/lw-node.mjs)
+
+// Greedy ids straight from GpuModel over a Node file: the path the other model tests hold to the CPU engine.
+async function referenceIds(file, prompt, n) {
+  const src = fileSource(file);
+  const g = await GpuModel.open(ctx.Module, src, { nCtx: 24 });
+  try {
+    const out = [];
+    let next = await g.decode(g.tokenize(prompt, true));
+    while (out.length < n && !g.isEog(next)) {
+      out.push(next);
+      if (out.length < n) next = await g.decode([next]);
+    }
+    return out;
+  } finally {
+    g.free();
+    src.close();
+  }
+}
+
+test('Blob source: header from a growing prefetched head; streamed greedy text equals GpuModel', { skip, timeout: 120000 }, async () => {
+  // few tokens: SwiftShader runs the 32000-row output of llama-2-tiny-random at ~1 token/s
+  for (const [file, prompt, n] of [[stories, 'Once upon a time', 12], [tiny, 'Hello world', 3]]) {
+    const bytes = readFileSync(file);
+    let progress = 0;
+    const m = await lw.open(new Blob([bytes]), { nCtx: 24, onProgress: (done, total) => { progress = done / total; } });
+    const pieces = [];
+    const r = await m.generate(prompt, { maxTokens: n, onToken: (text, id) => pieces.push([text, id]) });
+    const ref = file === stories ? await referenceIds(file, prompt, n) : null;
+    console.log(`# ${path.basename(file)} (${bytes.length} B): head ${m.headBytes} B in ${m.headTries} tries, load ` +
+      `${m.loadMs.toFixed(0)} ms, ${r.tokens.length} tokens ${JSON.stringify(r.text)}, ${r.tokensPerSecond.toFixed(1)} tokens/s`);
+    if (ref) assert.deepEqual(r.tokens, ref);
+    assert.equal(r.tokens.length, n);
+    assert.equal(r.reason, 'length');
+    assert.deepEqual(pieces.map((p) => p[1]), r.tokens, 'one onToken per token, in order');
+    assert.equal(pieces.map((p) => p[0]).join(''), r.text);
+    assert.equal(r.text, m.detokenize(r.tokens));
+    assert.ok(m.headBytes < bytes.length, 'the header prefetch never held the whole file');
+    assert.ok(progress > 0.5, `progress reported (${progress})`);
+    if (file === stories) {
+      assert.equal(m.headTries, 1);
+      assert.ok(r.text.startsWith(', there was a little girl named Lily'), r.text);
+      assert.equal(r.promptTokens, 5);
+      storiesModel = m;
+    } else {
+      assert.ok(m.headTries >= 2, 'the 32000-token header needed a longer head');
+      // the vocabulary read through the grown head tokenizes as llama.cpp (its Llama-2 SPM test vectors)
+      const [inp, out] = ['inp', 'out'].map((e) => readFileSync(path.join(shared, `vocab/ggml-vocab-llama-spm.gguf.${e}`), 'utf8'));
+      const texts = inp.replace(/\n__ggml_vocab_test__$/, '').split('\n__ggml_vocab_test__\n');
+      const ids = out.split('\n');
+      let same = 0;
+      for (let i = 0; i < texts.length; i++) {
+        if (m.tokenize(texts[i], false).join(' ') === ids[i].trim().split(/\s+/).filter(Boolean).join(' ')) same++;
+      }
+      console.log(`# llama-2-tiny-random vocabulary: ${same}/${texts.length} llama-spm vectors as llama.cpp`);
+      assert.ok(texts.length > 20);
+      assert.equal(same, texts.length);
+      m.free();
+    }
+  }
+});
+
+test('generate ends on stop(), an AbortSignal, maxTokens and a full context', { skip, timeout: 60000 }, async () => {
+  const m = storiesModel;
+  assert.ok(m, 'opened by the first test');
+  let seen = 0;
+  let r = await m.generate('Once upon a time', { maxTokens: 100, onToken: () => { if (++seen === 3) m.stop(); } });
+  assert.equal(r.reason, 'stopped');
+  assert.equal(r.tokens.length, 3);
+  const ac = new AbortController();
+  r = await m.generate('Once upon a time', { maxTokens: 100, signal: ac.signal, onToken: () => ac.abort() });
+  assert.equal(r.reason, 'stopped');
+  assert.equal(r.tokens.length, 1);
+  r = await m.generate('Once upon a time', { maxTokens: 100 }); // 5 prompt tokens + 19 fill the 24 cells
+  assert.equal(r.reason, 'context');
+  assert.equal(r.promptTokens + r.tokens.length, 24 + 1); // the last token is produced, not decoded
+  const again = await m.generate('Once upon a time', { maxTokens: 4 });
+  assert.deepEqual(again.tokens, r.tokens.slice(0, 4), 'a new generation starts from a fresh context');
+  const [first, second] = await Promise.allSettled([m.generate('a', { maxTokens: 2 }), m.generate('b', { maxTokens: 2 })]);
+  assert.equal(first.status, 'fulfilled');
+  assert.match(String(second.reason), /already running/);
+});
+
+test('URL source over web/serve.mjs: range requests in bounded chunks; server ranges and headers', { skip, timeout: 60000 }, async () => {
+  const ranges = [];
+  const srv = await startServer({ port: 0, modelsDir: path.dirname(stories), log: (l) => ranges.push(l) });
+  try {
+    const base = `http://127.0.0.1:${srv.port}`;
+    const m = await lw.open(`${base}/models/stories260K.gguf`, { nCtx: 24 });
+    const r = await m.generate('Once upon a time', { maxTokens: 8 });
+    m.free();
+    const model = ranges.filter((l) => l.includes('/models/stories260K.gguf'));
+    console.log(`# URL: ${JSON.stringify(r.text)} after ${model.length} range requests`);
+    assert.ok(r.text.startsWith(', there was a little girl'), r.text);
+    assert.ok(model.length >= 3 && model.every((l) => /bytes=\d+-\d+$/.test(l)), model.join('\n'));
+    for (const l of model) {
+      const [, a, b] = /bytes=(\d+)-(\d+)$/.exec(l).map(Number);
+      assert.ok(b - a + 1 <= ctx.Module.lwGpu.chunkBytes, l);
+    }
+    // the server itself
+    const size = readFileSync(stories).length;
+    const get = (p, range) => fetch(base + p, { headers: range ? { Range: range } : {} });
+    let res = await get('/models/stories260K.gguf', 'bytes=10-19');
+    assert.equal(res.status, 206);
+    assert.equal(res.headers.get('content-range'), `bytes 10-19/${size}`);
+    assert.deepEqual(new Uint8Array(await res.arrayBuffer()), new Uint8Array(readFileSync(stories).subarray(10, 20)));
+    res = await get('/models/stories260K.gguf', 'bytes=-4');
+    assert.equal(res.headers.get('content-range'), `bytes ${size - 4}-${size - 1}/${size}`);
+    assert.equal((await res.arrayBuffer()).byteLength, 4);
+    res = await get('/models/stories260K.gguf', `bytes=${size - 2}-`);
+    assert.equal((await res.arrayBuffer()).byteLength, 2);
+    res = await get('/models/stories260K.gguf', `bytes=${size}-`);
+    assert.equal(res.status, 416);
+    await res.arrayBuffer();
+    res = await get('/demo/');
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('cross-origin-opener-policy'), 'same-origin');
+    assert.equal(res.headers.get('cross-origin-embedder-policy'), 'require-corp');
+    assert.match(await res.text(), /<script type="module" src="demo.js">/);
+    for (const p of ['/../package.json', '/%2e%2e/package.json', '/models/..%2fstories260K.gguf/../../../package.json', '/wasm/../lw-model.mjs']) {
+      res = await get(p);
+      const body = await res.text();
+      assert.ok(res.status === 404 || !body.includes('"devDependencies"'), `${p}: ${res.status}`);
+      if (p.startsWith('/%2e')) assert.equal(res.status, 404, p);
+    }
+    res = await get('/models/');
+    assert.ok((await res.json()).some((f) => f.name === 'stories260K.gguf' && f.size === size));
+  } finally {
+    srv.server.close();
+    srv.server.closeAllConnections();
+  }
+});
+
+test('errors: a server without ranges, a corrupt file; the module works afterwards; free() while generating', { skip, timeout: 60000 }, async () => {
+  const bytes = readFileSync(stories);
+  const plain = createServer((req, res) => res.end(bytes)); // ignores Range: answers 200 with everything
+  await new Promise((r) => plain.listen(0, '127.0.0.1', r));
+  try {
+    await assert.rejects(urlSource(`http://127.0.0.1:${plain.address().port}/m.gguf`), /does not answer HTTP range requests/);
+  } finally {
+    plain.close();
+    plain.closeAllConnections();
+  }
+  const bad = new Uint8Array(bytes.subarray(0, 4096));
+  bad.set([0x47, 0x47, 0x55, 0x46, 3, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]); // absurd tensor count
+  await assert.rejects(lw.open(new Blob([bad])), (e) => { console.log(`# corrupt header: ${e.message}`); return e.message.length > 0; });
+  await assert.rejects(lw.open(new Blob([bytes.subarray(0, 100000)])), (e) => { console.log(`# truncated file: ${e.message}`); return true; });
+  await assert.rejects(lw.open(42), /expected a File\/Blob/);
+  const m = storiesModel;
+  const r = await m.generate('Once upon a time', { maxTokens: 4 });
+  assert.ok(r.text.startsWith(', there was'), r.text);
+  // free() during a generation stops it after the current token and releases the model when it ends
+  const running = m.generate('Once upon a time', { maxTokens: 8 });
+  m.free();
+  const last = await running;
+  assert.equal(last.reason, 'stopped');
+  assert.equal(last.tokens.length, 1);
+  assert.equal(m.gpu.h, 0, 'released');
+  await assert.rejects(m.generate('x'), /freed/);
+});

@@ -2,11 +2,13 @@
 // web/serve.mjs as a user would run it: the page is driven over the Chrome DevTools Protocol (a minimal
 // WebSocket client below: no npm dependency). Checks, on ../shared/models/stories260K.gguf:
 //  - a missing WebGPU gives the page's clear error (navigator.gpu hidden before the page's scripts run);
-//  - the file picker path: the file input is set through the protocol (DOM.setFileInputFiles), the model is
-//    read from the File in chunks into GPU buffers, and greedy text streams into the page: after "Once upon a
-//    time" it starts with ", there was a little girl named Lily" (llama.cpp's and the CPU engine's text);
 //  - the URL path: ?model=/models/stories260K.gguf&autorun=1 reads the file by HTTP range requests (counted
-//    at the server, none larger than the glue's chunk) and generates the same text.
+//    at the server, none larger than the glue's chunk) and generates greedily: after "Once upon a time" the
+//    text starts with ", there was a little girl" (llama.cpp's and the CPU engine's text);
+//  - the file picker path, in the same page (its pipelines are compiled once): the file input is set through
+//    the protocol (DOM.setFileInputFiles), the model is read from the File in chunks into GPU buffers, and the
+//    text streams into the page token by token: ", there was a little girl named Lily";
+//  - OPFS: the page's "Save to browser storage" downloads the URL into OPFS and opens the model from there.
 // Skips (visibly) without Chromium, the wasm build (LW_WASM_DIR or build/wasm) or ../shared.
 // Run: LW_WASM_DIR=build-wasm-NAME node --test tests/web/demo.test.mjs
 import { test } from 'node:test';
@@ -142,7 +144,7 @@ async function waitState(page, states, timeoutMs) {
 // The test
 // ---------------------------------------------------------------------------------------------------------
 
-test('demo page in headless Chromium: no-WebGPU error, file picker and URL loading, streamed greedy text', { skip, timeout: 120000 }, async () => {
+test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS loading; streamed greedy text', { skip, timeout: 120000 }, async () => {
   const ranges = [];
   const srv = await startServer({ port: 0, wasmDir, modelsDir: path.dirname(stories),
     log: (line) => { if (line.includes('/models/') && line.includes('bytes=')) ranges.push(line); } });
@@ -187,52 +189,66 @@ test('demo page in headless Chromium: no-WebGPU error, file picker and URL loadi
     assert.equal(await page.evaluate('document.getElementById("go").disabled'), true);
     await page.send('Page.removeScriptToEvaluateOnNewDocument', { identifier: hide.identifier });
 
-    // 2. the file picker: a File from <input type=file>, set through the protocol as a user would pick it
+    // 2. a URL given in the query string: read by HTTP range requests, generation started at load
     let t0 = Date.now();
-    await page.send('Page.navigate', { url: demoUrl + '?n=24' });
-    assert.equal(await waitState(page, ['gpu-ready', 'no-webgpu', 'error'], 30000), 'gpu-ready', failInfo());
+    await page.send('Page.navigate', { url: demoUrl + '?model=/models/stories260K.gguf&prompt=Once%20upon%20a%20time&n=12&autorun=1' });
+    assert.equal(await waitState(page, ['done', 'error', 'no-webgpu'], 45000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
     const adapter = await page.evaluate('window.lwDemo.adapter');
-    console.log(`# adapter: ${JSON.stringify(adapter)} (page ready in ${Date.now() - t0} ms)`);
+    console.log(`# adapter: ${JSON.stringify(adapter)}`);
     assert.equal(typeof adapter.f16, 'boolean');
     assert.equal(typeof adapter.subgroups, 'boolean');
     assert.match(await page.evaluate('document.getElementById("adapter").textContent'), /shader-f16: (yes|no).*subgroups: (yes|no)/);
-    const { root: doc } = await page.send('DOM.getDocument');
-    const { nodeId } = await page.send('DOM.querySelector', { nodeId: doc.nodeId, selector: '#file' });
-    t0 = Date.now();
-    await page.send('DOM.setFileInputFiles', { nodeId, files: [stories] });
-    assert.equal(await waitState(page, ['loaded', 'error'], 30000), 'loaded', failInfo() + await page.evaluate('window.lwDemo.error'));
     const info = await page.evaluate('window.lwDemo.model');
-    console.log(`# file picker: ${info.arch}, ${info.n_layer} blocks, vocab ${info.n_vocab}, weights ${info.weightBytes} B; ` +
-      `load ${(await page.evaluate('window.lwDemo.loadMs')).toFixed(0)} ms (page)`);
     assert.equal(info.n_vocab, 512);
     assert.equal(info.n_layer, 5);
-    await page.evaluate('document.getElementById("prompt").value = "Once upon a time"; document.getElementById("go").click()');
-    assert.equal(await waitState(page, ['done', 'error'], 30000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
-    const shown = await page.evaluate('document.getElementById("out-gen").textContent');
-    const r = await page.evaluate('window.lwDemo.result');
-    const pieces = await page.evaluate('window.lwDemo.pieces');
-    console.log(`# file picker: "${shown}" (${r.tokens.length} tokens, ${pieces} streamed pieces, ${r.tokensPerSecond.toFixed(1)} tokens/s, ` +
-      `prompt ${r.promptTokens} tokens ${r.promptMs.toFixed(0)} ms)`);
-    assert.ok(shown.startsWith(EXPECTED), `generated text: ${JSON.stringify(shown)}`);
-    assert.equal(shown, r.text);
-    assert.equal(r.tokens.length, 24);
-    assert.equal(pieces, 24, 'one onToken call per token');
-    assert.equal(r.promptTokens, 5); // BOS + "Once upon a time", as llama.cpp: [1, 403, 407, 261, 378]
-    assert.match(await page.evaluate('document.getElementById("stats").textContent'), /tokens\/s.*model load \d+ ms/);
-    assert.equal(ranges.length, 0, 'the File path made no HTTP requests for the model');
-
-    // 3. a URL: HTTP range requests, generation started from the query string
-    t0 = Date.now();
-    await page.send('Page.navigate', { url: demoUrl + '?model=/models/stories260K.gguf&prompt=Once%20upon%20a%20time&n=12&autorun=1' });
-    assert.equal(await waitState(page, ['done', 'error', 'no-webgpu'], 40000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
     const shown2 = await page.evaluate('document.getElementById("out-gen").textContent');
-    console.log(`# URL: "${shown2}" in ${Date.now() - t0} ms; ${ranges.length} range requests: ${ranges.slice(0, 4).join(', ')}`);
+    console.log(`# URL: "${shown2}", page + load + generation ${Date.now() - t0} ms (load ` +
+      `${(await page.evaluate('window.lwDemo.loadMs')).toFixed(0)} ms); ${ranges.length} range requests: ${ranges.slice(0, 3).join(', ')}, ...`);
     assert.ok(shown2.startsWith(', there was a little girl'), `generated text: ${JSON.stringify(shown2)}`);
     assert.ok(ranges.length >= 2, 'the model was read by range requests');
     for (const line of ranges) {
       const m = /bytes=(\d+)-(\d+)/.exec(line);
       assert.ok(m && Number(m[2]) - Number(m[1]) + 1 <= 8 << 20, `a bounded chunk: ${line}`);
     }
+
+    // 3. the file picker: a File from <input type=file>, set through the protocol as a user would pick it
+    const nRanges = ranges.length;
+    const { root: doc } = await page.send('DOM.getDocument');
+    const { nodeId } = await page.send('DOM.querySelector', { nodeId: doc.nodeId, selector: '#file' });
+    await page.evaluate('document.body.dataset.state = "test-picking"'); // 'loaded' below is the File's
+    await page.send('DOM.setFileInputFiles', { nodeId, files: [stories] });
+    assert.equal(await waitState(page, ['loaded', 'error'], 30000), 'loaded', failInfo() + await page.evaluate('window.lwDemo.error'));
+    assert.match(await page.evaluate('document.getElementById("model-info").textContent'), /^stories260K\.gguf: llama, 5 blocks/);
+    await page.evaluate('document.getElementById("n").value = "24"; document.getElementById("prompt").value = "Once upon a time"; ' +
+      'document.getElementById("go").click()');
+    assert.equal(await waitState(page, ['done', 'error'], 30000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
+    const shown = await page.evaluate('document.getElementById("out-gen").textContent');
+    const r = await page.evaluate('window.lwDemo.result');
+    const pieces = await page.evaluate('window.lwDemo.pieces');
+    console.log(`# file picker: "${shown}" (${r.tokens.length} tokens, ${pieces} streamed pieces, ${r.tokensPerSecond.toFixed(1)} tokens/s, ` +
+      `prompt ${r.promptTokens} tokens ${r.promptMs.toFixed(0)} ms; load ${(await page.evaluate('window.lwDemo.loadMs')).toFixed(0)} ms)`);
+    assert.ok(shown.startsWith(EXPECTED), `generated text: ${JSON.stringify(shown)}`);
+    assert.equal(shown, r.text);
+    assert.equal(r.tokens.length, 24);
+    assert.equal(pieces, 24, 'one onToken call per token');
+    assert.equal(r.promptTokens, 5); // BOS + "Once upon a time", as llama.cpp: [1, 403, 407, 261, 378]
+    assert.match(await page.evaluate('document.getElementById("stats").textContent'), /tokens\/s.*model load \d+ ms/);
+    assert.equal(ranges.length, nRanges, 'the File path made no HTTP requests for the model');
+
+    // 4. OPFS: "Save to browser storage" streams the URL into the origin private file system, then the
+    //    model is opened from there (opfsSource) and listed
+    t0 = Date.now();
+    const before = ranges.length;
+    await page.evaluate('document.getElementById("save-url").click()');
+    assert.equal(await waitState(page, ['loaded', 'error'], 40000), 'loaded', failInfo() + await page.evaluate('window.lwDemo.error'));
+    assert.equal(ranges.length, before, 'the OPFS model is not read from the server');
+    assert.match(await page.evaluate('document.getElementById("model-info").textContent'), /^stories260K\.gguf \(browser storage\): llama/);
+    assert.match(await page.evaluate('document.getElementById("opfs-list").textContent'), /stories260K\.gguf \(1\.13 MiB\)/);
+    await page.evaluate('document.getElementById("go").click()');
+    assert.equal(await waitState(page, ['done', 'error'], 30000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
+    const shown3 = await page.evaluate('document.getElementById("out-gen").textContent');
+    console.log(`# OPFS: "${shown3}" (saved, opened and generated in ${Date.now() - t0} ms)`);
+    assert.ok(shown3.startsWith(', there was a little girl'), `generated text: ${JSON.stringify(shown3)}`);
   } finally {
     if (page) page.close();
     try { process.kill(-browser.pid, 'SIGKILL'); } catch { browser.kill('SIGKILL'); }

@@ -2,6 +2,7 @@
  * check used by tests/web (random weights quantized by our C quantizers, the GPU kernel, and the CPU
  * reference: dequantize + dot in double). Compiled only by the wasm build (cmake/webgpu.cmake). */
 #include "core/core.h"
+#include "cpu/engine-ops.h"
 #include "quant/quant.h"
 #include "webgpu/gpu.h"
 #include "webgpu/kernels.h"
@@ -55,6 +56,8 @@ typedef struct lw_wasm_matvec {
     size_t wq_bytes;              /* bytes of wq                                        */
     float *x;                     /* k inputs                                           */
     double *y_ref;                /* rows reference outputs (dequantize + double dot)   */
+    double *y_cpu;                /* rows outputs of the CPU engine's own product (x
+                                     rounded to the format's vec_dot_type), or NULL     */
     float *y;                     /* rows GPU outputs (read-back target)                */
     lw_gpu_buffer bw, bx, by, bp; /* weights, x, y, params                            */
     lw_gpu_pipeline pipe;         /* pipeline of the last run                           */
@@ -70,8 +73,46 @@ EMSCRIPTEN_KEEPALIVE void lw_wasm_matvec_free(lw_wasm_matvec *m) {
     free(m->wq);
     free(m->x);
     free(m->y_ref);
+    free(m->y_cpu);
     free(m->y);
     free(m);
+}
+
+/* y_cpu: what the CPU engine computes for this product (lw__cpu_mm: x converted to the vec_dot_type, then
+ * the format's dot), the target of the activation-rounding kernel variants. */
+static lw_status matvec_cpu(lw_wasm_matvec *m) {
+    const lw__cpu_mm *mm = lw__cpu_mm_get(m->type);
+    const lw_type_info *ti = lw_type_get(m->type);
+    if (m->type == LW_TYPE_BF16) { /* no engine kernel: ggml's pairing, x to bf16 then f32 products */
+        if (!(m->y_cpu = malloc((size_t)m->rows * sizeof(double))))
+            return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
+        const uint16_t *w = (const uint16_t *)m->wq;
+        for (int r = 0; r < m->rows; r++) {
+            double acc = 0;
+            for (int i = 0; i < m->k; i++)
+                acc += (double)lw__bf16_to_fp32(w[(size_t)r * m->k + i]) *
+                       lw__bf16_to_fp32(lw__fp32_to_bf16(m->x[i]));
+            m->y_cpu[r] = acc;
+        }
+        return LW_OK;
+    }
+    if (!mm || !ti) return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "no CPU product for this type");
+    const lw_type_info *ai = lw_type_get(mm->vec_dot_type);
+    size_t row_bytes = (size_t)m->k / ti->block_size * ti->type_size;
+    size_t a_bytes = mm->from_float ? (size_t)m->k / ai->block_size * ai->type_size : (size_t)m->k * 4;
+    void *a = malloc(a_bytes);
+    m->y_cpu = malloc((size_t)m->rows * sizeof(double));
+    if (!a || !m->y_cpu) {
+        free(a);
+        return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
+    }
+    if (mm->from_float)
+        mm->from_float(m->x, a, m->k);
+    else
+        memcpy(a, m->x, a_bytes);
+    for (int r = 0; r < m->rows; r++) m->y_cpu[r] = mm->dot(m->k, m->wq + (size_t)r * row_bytes, a);
+    free(a);
+    return LW_OK;
 }
 
 /* Makes random W (row scales vary) and x, quantizes W with our quantizer and computes the reference.
@@ -153,7 +194,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_upload(lw_wasm_matvec *m, uint32_t host_
  * records the dispatch and schedules the read of y. The JS caller awaits lwGpu.settle() before
  * lw_wasm_matvec_nmse(). Returns an lw_status. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subgroups, int wg_size, int rows,
-                                            int blocks) {
+                                            int blocks, int actq) {
     lw_status st;
     if (m->err[0]) return LW_ERR_INVALID_ARG;
     if (!m->bw) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first");
@@ -162,7 +203,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
     lw__gpu_matvec_params p;
     uint32_t grid[3];
     lw__gpu_matvec_variant v = {m->type,           f16 != 0,       subgroups != 0,
-                                (uint32_t)wg_size, (uint32_t)rows, blocks != 0};
+                                (uint32_t)wg_size, (uint32_t)rows, blocks != 0, (uint32_t)actq};
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;
@@ -196,7 +237,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int su
     lw__gpu_matvec_params p;
     uint32_t grid[3];
     lw__gpu_matvec_variant v = {m->type,           f16 != 0,       subgroups != 0,
-                                (uint32_t)wg_size, (uint32_t)rows, blocks != 0};
+                                (uint32_t)wg_size, (uint32_t)rows, blocks != 0, 0};
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;
@@ -230,4 +271,12 @@ EMSCRIPTEN_KEEPALIVE double lw_wasm_matvec_nmse(lw_wasm_matvec *m) {
         return -1;
     }
     return lw_wasm_nmse(m->y, m->y_ref, (size_t)m->rows, m->err);
+}
+
+/* The same against the CPU engine's own product (activations rounded to the format's vec_dot_type): near 0
+ * for the activation-rounding variants, the activation quantization error for the others. */
+EMSCRIPTEN_KEEPALIVE double lw_wasm_matvec_nmse_cpu(lw_wasm_matvec *m) {
+    if (lw_wasm_matvec_nmse(m) < 0) return -1;
+    if (!m->y_cpu && matvec_cpu(m) != LW_OK) return -1;
+    return lw_wasm_nmse(m->y, m->y_cpu, (size_t)m->rows, m->err);
 }

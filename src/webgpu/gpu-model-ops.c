@@ -223,6 +223,7 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         c.v.mv = lw__gpu_matvec_default(info, w->type);
         c.v.mv.f16 = c.v.mv.f16 && g->f16;
         c.v.mv.subgroups = c.v.mv.subgroups && g->subgroups;
+        if (!g->p.raw_acts) lw__gpu_matvec_round_acts(&c.v.mv);
         if ((st = lw__gpu_matvec_pipeline(gpu, &g->cache, &g->alloc, &c.v.mv, info, &c.pipe, g->err)) != LW_OK) return st;
         bool batched = g->n_batch > 1 && rows_of(g, nd->dst, 2) > 1;
         if (batched) { /* only where the mat-mat kernel takes the shape (e.g. k a multiple of its block) */

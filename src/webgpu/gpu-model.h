@@ -42,6 +42,8 @@ typedef struct lw__gpu_model_params {
     int f16;               /* f16 kernel variants: -1 when the device has shader-f16, 0 no, 1 yes        */
     int subgroups;         /* subgroup reductions: -1 when the device has them, 0 no, 1 yes             */
     uint32_t kv_type;      /* KV cache elements: LW_TYPE_F16 (default, as the CPU context) or F32        */
+    int raw_acts;          /* 1: mat-vecs take f32 activations; 0 (default): rounded as the CPU engine
+                              rounds them for each weight format (shaders/actq.wgsl), for its results  */
 } lw__gpu_model_params;
 
 lw__gpu_model_params lw__gpu_model_default_params(void);

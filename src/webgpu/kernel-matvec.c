@@ -20,6 +20,15 @@ lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t 
     return lw__gpu_matvec_tuned(NULL, info, type);
 }
 
+void lw__gpu_matvec_round_acts(lw__gpu_matvec_variant *v) {
+    const lw__gpu_format *f = lw__gpu_format_of(v->type);
+    v->actq = f ? f->actq : LW_GPU_ACTQ_NONE;
+    if (v->actq == LW_GPU_ACTQ_Q8_0 || v->actq == LW_GPU_ACTQ_Q8_K) {
+        v->blocks = true; /* a block's activation scale is computed by the invocation that takes the block */
+        v->f16 = false;   /* q * d of an 8-bit activation is not an f16 value */
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * Pipeline
  * ------------------------------------------------------------------------------------------------------- */
@@ -46,10 +55,17 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "matvec: %u rows per workgroup of %u do not suit this device", v->rows, v->wg_size);
 
+    const bool q8 = v->actq == LW_GPU_ACTQ_Q8_0 || v->actq == LW_GPU_ACTQ_Q8_K;
+    if (v->actq > LW_GPU_ACTQ_BF16 || (q8 && (!v->blocks || v->f16 || f->block % (v->actq == LW_GPU_ACTQ_Q8_0 ? 32 : 256))))
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matvec: activation rounding %u needs whole blocks of a multiple of its size and f32",
+                          v->actq);
+
     char label[LW_GPU_CACHE_KEY];
-    snprintf(label, sizeof label, "matvec %s%s%s wg%u r%u%s", ti ? ti->name : "?", v->f16 ? " f16" : "",
-             v->subgroups ? " sg" : "", v->wg_size, v->rows, v->blocks ? " b" : "");
-    char wg[16], rows[16];
+    snprintf(label, sizeof label, "matvec %s%s%s wg%u r%u%s a%u", ti ? ti->name : "?", v->f16 ? " f16" : "",
+             v->subgroups ? " sg" : "", v->wg_size, v->rows, v->blocks ? " b" : "", v->actq);
+    char wg[16], rows[16], actq[4];
+    snprintf(actq, sizeof actq, "%u", v->actq);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     snprintf(rows, sizeof rows, "%u", v->rows);
     lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define},
@@ -57,7 +73,8 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
                               {"SUBGROUPS", v->subgroups ? "1" : "0"},
                               {"WG_SIZE", wg},
                               {"ROWS", rows},
-                              {"BLOCKS", v->blocks ? "1" : "0"}};
+                              {"BLOCKS", v->blocks ? "1" : "0"},
+                              {"ACTQ", actq}};
     static const lw_gpu_binding_kind kinds[LW_GPU_MATVEC_BINDINGS] = {
         LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec.wgsl", defs, sizeof defs / sizeof defs[0],

@@ -52,7 +52,19 @@ typedef struct lw__gpu_format {
     const char *define;   /* value of WEIGHT_TYPE (types.wgsl)                      */
     uint32_t block;       /* elements per block of the routine (DQ_BLOCK)           */
     uint32_t block_bytes; /* bytes per such block (DQ_BYTES)                        */
+    uint32_t actq;        /* LW_GPU_ACTQ_*: how the CPU rounds activations for it   */
 } lw__gpu_format;
+
+/* Activation rounding before the dot (shaders/actq.wgsl ACTQ): what the CPU engine, as llama.cpp's CPU
+ * backend, converts x to for a weight format (its vec_dot_type). Kernels that round x the same way agree
+ * with the CPU to float summation order instead of to the activation quantization error. */
+enum {
+    LW_GPU_ACTQ_NONE = 0, /* f32                                                */
+    LW_GPU_ACTQ_Q8_0 = 1, /* 8-bit blocks of 32 (Q8_0 / Q8_1), x86 rounding     */
+    LW_GPU_ACTQ_Q8_K = 2, /* 8-bit blocks of 256 (Q8_K)                         */
+    LW_GPU_ACTQ_F16 = 3,  /* f16                                                */
+    LW_GPU_ACTQ_BF16 = 4, /* bf16                                               */
+};
 
 /* The format entry of type, or NULL when no WGSL routine reads it. */
 const lw__gpu_format *lw__gpu_format_of(uint32_t type);
@@ -69,6 +81,8 @@ typedef struct lw__gpu_matvec_variant {
     uint32_t wg_size; /* invocations per workgroup, a power of two                 */
     uint32_t rows;    /* rows per workgroup (1..16; x chunks are shared by them)   */
     bool blocks;      /* an invocation takes whole blocks, not chunks of 8 weights */
+    uint32_t actq;    /* LW_GPU_ACTQ_*: x rounded as the CPU does (8-bit: needs
+                         blocks and f32 arithmetic)                                */
 } lw__gpu_matvec_variant;
 
 /* The uniform parameter block of one mat-vec call (MatvecParams in matvec.wgsl; 32 bytes). */
@@ -95,6 +109,10 @@ uint32_t lw__gpu_matvec_block(uint32_t type);
 /* The default variant for a device: the measured defaults of gpu-tune.c (lw__gpu_matvec_tuned with no
  * overrides): subgroups where the device has them, f16 only when a tune override asks for it. */
 lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t type);
+
+/* Turns on the CPU's activation rounding for v's format (lw__gpu_format.actq), with what it needs: whole
+ * blocks per invocation and f32 arithmetic for the 8-bit kinds. */
+void lw__gpu_matvec_round_acts(lw__gpu_matvec_variant *v);
 
 /* The pipeline of variant v: from cache when it holds it, else the template is expanded, compiled and
  * added to cache (cache may be NULL: always compile). err: LW_ERRMSG_SIZE bytes. */

@@ -14,13 +14,18 @@ export const BLOCK = { F32: 8, F16: 8, BF16: 8, Q2_K: 256, Q3_K: 256, Q4_K: 256,
 Object.assign(BLOCK, { IQ4_XS: 256, NVFP4: 64, IQ2_XXS: 256, IQ2_XS: 256, IQ2_S: 256, IQ3_XXS: 256, IQ3_S: 256, IQ1_S: 256, IQ1_M: 256 });
 export const kFor = (type, k) => Math.ceil(k / (BLOCK[type] ?? 32)) * (BLOCK[type] ?? 32);
 export const BOUND = { f32: 1e-10, f16: 1e-5 };
+// How the CPU engine rounds activations for each weight format (its vec_dot_type; shaders/actq.wgsl ACTQ):
+// 1 Q8_0/Q8_1 blocks of 32, 2 Q8_K blocks of 256, 3 f16, 4 bf16, 0 none.
+export const ACTQ = { F32: 0, F16: 3, BF16: 4, Q2_K: 2, Q3_K: 2, Q4_K: 2, Q5_K: 2, Q6_K: 2, TQ1_0: 2, TQ2_0: 2, IQ4_XS: 2,
+  IQ2_XXS: 2, IQ2_XS: 2, IQ2_S: 2, IQ3_XXS: 2, IQ3_S: 2, IQ1_S: 2, IQ1_M: 2 };
+export const actqOf = (type) => ACTQ[type] ?? 1;
 
 function fail(M, h, what) {
   throw new Error(what + ': ' + M.UTF8ToString(M._lw_wasm_matvec_error(h)));
 }
 
-// Returns the NMSE of one run; throws with C's or the GPU's message on failure.
-export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: perWg = 1, blocks = 0, seed = 1, viaHost = false, chunk = 0 } = {}) {
+// Returns the NMSE of one run (cpu: against the CPU engine's own product, x rounded as it rounds it); throws with C's or the GPU's message on failure.
+export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: perWg = 1, blocks = 0, seed = 1, viaHost = false, chunk = 0, actq = 0, cpu = false } = {}) {
   const h = M._lw_wasm_matvec_new(typeId, rows, k, seed);
   if (!h) throw new Error('out of memory');
   let src = 0;
@@ -37,10 +42,10 @@ export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64,
     if (M._lw_wasm_matvec_upload(h, src) !== 0) fail(M, h, 'upload');
     let err = await M.lwGpu.settle();
     if (err) throw new Error('GPU error after upload: ' + err);
-    if (M._lw_wasm_matvec_run(h, f16, sg, wg, perWg, blocks) !== 0) fail(M, h, 'run');
+    if (M._lw_wasm_matvec_run(h, f16, sg, wg, perWg, blocks, actq) !== 0) fail(M, h, 'run');
     err = await M.lwGpu.settle();
     if (err) throw new Error('GPU error: ' + err);
-    const nmse = M._lw_wasm_matvec_nmse(h);
+    const nmse = cpu ? M._lw_wasm_matvec_nmse_cpu(h) : M._lw_wasm_matvec_nmse(h);
     if (!(nmse >= 0)) fail(M, h, 'check');
     return nmse;
   } finally {

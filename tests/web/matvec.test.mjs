@@ -6,7 +6,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { setup } from '../../web/lw-node.mjs';
-import { TYPES, BOUND, kFor, matvecNmse } from './matvec-check.mjs';
+import { TYPES, BOUND, kFor, matvecNmse, actqOf } from './matvec-check.mjs';
 
 const ctx = await setup();
 const skip = ctx.skip || false;
@@ -66,6 +66,27 @@ for (const type of Object.keys(TYPES)) {
     }
   }
 }
+
+// Activation rounding (ACTQ): x rounded as the CPU engine rounds it for the format (8-bit blocks, f16, bf16)
+// before the products, so the GPU's result is the CPU's own product up to float summation order, where the
+// plain kernel differs from it by the activation quantization error. Every format, f32 path, whole blocks.
+test('activation rounding: every format matches the CPU engine\'s own product', { skip }, async () => {
+  const i = info();
+  const worst = { plain: Infinity, actq: 0 };
+  for (const type of Object.keys(TYPES)) {
+    const k = kFor(type, 1024 + 96), sg = i.subgroups ? 1 : 0;
+    const plain = await matvec(type, 67, k, { blocks: 1, seed: 11, cpu: true });
+    const nmse = await matvec(type, 67, k, { blocks: 1, sg, rows: 4, actq: actqOf(type), seed: 11, cpu: true });
+    console.log(`# ${type}: nmse vs the CPU's product ${nmse.toExponential(2)} rounded, ${plain.toExponential(2)} plain`);
+    // Q4_1/Q5_1 pair with Q8_1, whose block sum s = fp16(d * sum(q)) the CPU multiplies by the weights'
+    // minimum: rounded differently from sum(fp16(d) * q), so those two keep a small gap
+    const bound = type === 'Q4_1' || type === 'Q5_1' ? 1e-6 : 1e-9;
+    assert.ok(nmse < bound && (type === 'F32' || nmse < plain / 10), `${type}: nmse ${nmse} against the CPU product (plain ${plain})`);
+    if (type !== 'F32') worst.plain = Math.min(worst.plain, plain);
+    worst.actq = Math.max(worst.actq, nmse);
+  }
+  console.log(`# worst rounded ${worst.actq.toExponential(2)}, best plain ${worst.plain.toExponential(2)}`);
+});
 
 test('several rows per workgroup (x chunks shared; a partial last group), whole blocks per invocation', { skip }, async () => {
   const i = info();

@@ -6,7 +6,9 @@
 //
 // Defines: WEIGHT_TYPE (TYPE_F32, TYPE_F16, TYPE_Q8_0, TYPE_Q4_0), WG_SIZE (a power of two, default 64),
 // ROWS (rows per workgroup, default 1), BLOCKS (1: an invocation takes whole blocks, so a block's scale
-// and words are loaded by one invocation; 0: single chunks of 8 weights), F16 and SUBGROUPS (common.wgsl).
+// and words are loaded by one invocation; 0: single chunks of 8 weights), F16 and SUBGROUPS (common.wgsl),
+// ACTQ (actq.wgsl: x rounded as the CPU rounds it for this format; the 8-bit kinds need BLOCKS=1, so each
+// invocation computes an activation block's scale once for all ROWS rows, and f32 arithmetic).
 // Bindings: 0 weights (read), 1 x as vec4<f32> (read), 2 y (read_write), 3 MatvecParams (uniform).
 // Dispatch: (groups_x, ceil(groups / groups_x), 1) workgroups with groups = ceil(rows / ROWS) and
 // groups_x <= maxComputeWorkgroupsPerDimension.
@@ -30,6 +32,12 @@
 #if ROWS < 1 || ROWS > 16
 #error matvec.wgsl: ROWS must be 1..16
 #endif
+#ifndef ACTQ
+#define ACTQ 0
+#endif
+#if (ACTQ == 1 || ACTQ == 2) && (!BLOCKS || F16)
+#error matvec.wgsl: 8-bit activation rounding needs BLOCKS=1 and f32 arithmetic
+#endif
 
 struct MatvecParams {
     k: u32,          // elements per row, a multiple of DQ_BLOCK (f32, f16: of 4)
@@ -49,6 +57,27 @@ struct MatvecParams {
 
 #include "dequant.wgsl"
 
+fn actq_x(i: u32) -> vec4<f32> {
+    return x[i];
+}
+#include "actq.wgsl"
+
+#if ACTQ == 1 || ACTQ == 2
+var<private> act_sc: array<vec2<f32>, DQ_BLOCK / ACT_BLOCK>; // scales of the current block's x blocks
+#endif
+
+// The 4 elements of x at element `at` of block blk, rounded as the CPU rounds them (ACTQ).
+fn x_at(blk: u32, at: u32) -> vec4<f32> {
+    let v = x[params.x_offset + (blk * DQ_BLOCK + at) / 4u];
+#if ACTQ == 1 || ACTQ == 2
+    return actq_apply(v, act_sc[at / ACT_BLOCK]);
+#elif ACTQ == 3 || ACTQ == 4
+    return actq_round(v);
+#else
+    return v;
+#endif
+}
+
 #if SUBGROUPS
 var<workgroup> sg_sums: array<f32, WG_SIZE * ROWS>; // ROWS slots per subgroup (at most one per invocation)
 var<workgroup> sg_count: atomic<u32>;               // subgroups that stored sums (workgroup memory starts at 0)
@@ -58,9 +87,8 @@ var<workgroup> partial: array<f32, WG_SIZE * ROWS>; // row r of invocation i at 
 
 // Adds chunk c of block blk, times the matching x, to the sums of rows row0 .. row0 + ROWS - 1.
 fn add_chunk(blk: u32, c: u32, row0: u32, acc: ptr<function, array<f32, ROWS>>) {
-    let xb = params.x_offset + (blk * DQ_BLOCK) / 4u;
-    var xlo = fvec4(x[xb + dq_lo_at(c) / 4u]);
-    var xhi = fvec4(x[xb + dq_hi_at(c) / 4u]);
+    var xlo = fvec4(x_at(blk, dq_lo_at(c)));
+    var xhi = fvec4(x_at(blk, dq_hi_at(c)));
     // f32/f16 rows may end half-way through a block of 8 (k a multiple of 4): past k, x counts as zero
     if (blk * DQ_BLOCK + dq_lo_at(c) >= params.k) {
         xlo = fvec4(0.0);
@@ -90,6 +118,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var acc: array<f32, ROWS>;
 #if BLOCKS
     for (var blk = lid; blk < n_blocks; blk += WG_SIZE) {
+#if ACTQ == 1 || ACTQ == 2
+        for (var s = 0u; s < DQ_BLOCK / ACT_BLOCK; s++) {
+            act_sc[s] = actq_scale(params.x_offset + (blk * DQ_BLOCK + s * ACT_BLOCK) / 4u);
+        }
+#endif
         for (var c = 0u; c < DQ_CHUNKS; c++) {
             add_chunk(blk, c, row0, &acc);
         }

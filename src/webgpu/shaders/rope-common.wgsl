@@ -2,6 +2,7 @@
 // one rotated element. The includer declares `params` (the RoPE fields of RopeParams), `ff` (frequency
 // factors) and fn rope_src(which: u32, i: u32) -> f32 (element i of input `which`) before including.
 #pragma once
+#include "numerics.wgsl"
 
 // (sin v, cos v) for |v| up to ~1e6.
 fn sincos(v: f32) -> vec2<f32> {
@@ -25,14 +26,6 @@ fn sincos(v: f32) -> vec2<f32> {
         return vec2<f32>(-s, -c);
     }
     return vec2<f32>(-c, s);
-}
-
-// a / b correctly rounded (as the CPU's division) in nearly every case: WGSL lets `/` be off by 2.5 ulp
-// (NVIDIA under Dawn is), and in YaRN's ramp that error is multiplied by the angle (1e4+ rad at far
-// positions). One residual step: r = a - q b is exact by fma, q + r / b lands on the rounded quotient.
-fn div_rn(a: f32, b: f32) -> f32 {
-    let q = a / b;
-    return fma(fma(-q, b, a), 1.0f / b, q);
 }
 
 // (cos, sin) * mscale of pair p at position pos: the CPU's sin/cos cache entry.

@@ -1,0 +1,71 @@
+// Activation rounding as the CPU engine (and llama.cpp's CPU backend) does it before a dot product with a
+// weight row: each weight format has a "vec_dot_type" the activations are converted to first (ggml-cpu's
+// type traits; src/cpu/quant-dot.h). Kernels that apply the same rounding to x (ACTQ != 0) compute
+// sum(w_i * xr_i) where the CPU computes d_w * d_x * sum(q_w,i * q_x,i): equal up to float summation order,
+// where the unrounded x would differ by the activation quantization error (~0.5 % per element for 8-bit).
+//   ACTQ 0  none (f32 weights)
+//   ACTQ 1  Q8_0 / Q8_1 in blocks of 32, rounded as llama.cpp's x86 build: d = fp16(amax / 127),
+//           q = round-to-even(x * (127 / amax)); xr = q * d
+//   ACTQ 2  Q8_K in blocks of 256 (ggml's reference quantizer): m = the first element of largest |x|,
+//           s = -127 / m, q = min(127, round-to-even(s * x)), xr = q * (1 / s)
+//   ACTQ 3  f16 (F16 weights), ACTQ 4  bf16 (BF16 weights): element-wise rounding
+// The includer defines ACTQ and provides fn actq_x(i: u32) -> vec4<f32>, vec4 number i of its x binding.
+#pragma once
+#include "numerics.wgsl"
+#ifndef ACTQ
+#define ACTQ 0
+#endif
+
+#if ACTQ == 1
+const ACT_BLOCK: u32 = 32u;
+#elif ACTQ == 2
+const ACT_BLOCK: u32 = 256u;
+#endif
+
+#if ACTQ == 1 || ACTQ == 2
+// (multiplier, scale) of the activation block whose first vec4 is number xb: xr = round(x * s.x) * s.y
+fn actq_scale(xb: u32) -> vec2<f32> {
+#if ACTQ == 1
+    var m = vec4<f32>(0.0);
+    for (var i = 0u; i < ACT_BLOCK / 4u; i++) {
+        m = max(m, abs(actq_x(xb + i)));
+    }
+    let amax = max(max(m.x, m.y), max(m.z, m.w));
+    if (amax == 0.0f) {
+        return vec2<f32>(0.0);
+    }
+    return vec2<f32>(div_rn(127.0f, amax), f16_round(div_rn(amax, 127.0f)));
+#else
+    var amax = 0.0f;
+    var mx = 0.0f;
+    for (var i = 0u; i < ACT_BLOCK / 4u; i++) {
+        let v = actq_x(xb + i);
+        for (var j = 0u; j < 4u; j++) {
+            if (abs(v[j]) > amax) { // strictly greater: the first of equal magnitudes wins, as on the CPU
+                amax = abs(v[j]);
+                mx = v[j];
+            }
+        }
+    }
+    if (amax == 0.0f) {
+        return vec2<f32>(0.0);
+    }
+    let s = div_rn(-127.0f, mx);
+    return vec2<f32>(s, div_rn(1.0f, s));
+#endif
+}
+
+fn actq_apply(v: vec4<f32>, s: vec2<f32>) -> vec4<f32> {
+    return clamp(round(v * s.x), vec4<f32>(-128.0), vec4<f32>(127.0)) * s.y;
+}
+#endif
+
+#if ACTQ == 3
+fn actq_round(v: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(f16_round(v.x), f16_round(v.y), f16_round(v.z), f16_round(v.w));
+}
+#elif ACTQ == 4
+fn actq_round(v: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(bf16_round(v.x), bf16_round(v.y), bf16_round(v.z), bf16_round(v.w));
+}
+#endif

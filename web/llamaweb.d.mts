@@ -1,0 +1,136 @@
+// Types of the browser entry of the llamaweb package (web/llamaweb.mjs).
+
+/** A byte source as the wasm glue reads it: chunks on demand, never the whole file at once. */
+export interface ByteSource {
+  /** Total bytes. */
+  size: number;
+  /** A display name (optional). */
+  name?: string;
+  /** Exactly `length` bytes at `offset`. */
+  read(offset: number, length: number): Promise<Uint8Array>;
+}
+
+/** What the device offers, as shown by the demo. */
+export interface AdapterSummary {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+  /** shader-f16 granted: the kernels' f16 variants can run. */
+  f16: boolean;
+  /** subgroups granted. */
+  subgroups: boolean;
+  subgroupMinSize?: number;
+  subgroupMaxSize?: number;
+  maxBufferSize: number;
+  maxStorageBufferBindingSize: number;
+}
+
+/** Plan facts of an open model (lw_wasm_model_info_json). */
+export interface ModelInfo {
+  arch: string;
+  n_vocab: number;
+  n_layer: number;
+  n_embd: number;
+  n_ctx: number;
+  weightBytes: number;
+  kvBytes: number;
+  actBytes: number;
+  buffers: number;
+  pipelines: number;
+  bindGroups: number;
+  dispatches: number;
+  submits: number;
+  steps: number;
+  stepDispatches: number;
+}
+
+export interface LoadOptions {
+  /** Folder holding llamaweb-wasm.js and llamaweb-wasm.wasm (default: wasm/ next to llamaweb.mjs). */
+  wasmBase?: string | URL;
+  /** Passed to navigator.gpu.requestAdapter (default: high-performance). */
+  adapterOptions?: GPURequestAdapterOptions;
+  print?: (line: string) => void;
+  printErr?: (line: string) => void;
+}
+
+export interface OpenOptions {
+  /** KV cache cells (default 2048). */
+  nCtx?: number;
+  /** Tokens per prompt step. */
+  nBatch?: number;
+  /** 0/1: force the f16 kernels off/on (default: as the device offers). */
+  f16?: number;
+  /** 0/1: force the subgroup kernels off/on (default: as the device offers). */
+  subgroups?: number;
+  /** An f32 KV cache instead of f16. */
+  kvF32?: boolean;
+  /** First prefetch of the GGUF header (default 256 KiB; grows as the header needs). */
+  headBytes?: number;
+  /** Bytes read so far of the file while the weights stream into GPU buffers. */
+  onProgress?: (bytesRead: number, fileSize: number) => void;
+}
+
+export interface GenerateOptions {
+  /** Most tokens to generate (default 128). */
+  maxTokens?: number;
+  /** Add BOS etc. as the vocabulary asks (default true). */
+  addSpecial?: boolean;
+  /** Called with each piece of text as it is generated ('' while a UTF-8 character is incomplete). */
+  onToken?: (text: string, id: number) => void;
+  /** Ends the generation like Model.stop(). */
+  signal?: AbortSignal;
+}
+
+export interface GenerateResult {
+  text: string;
+  tokens: number[];
+  promptTokens: number;
+  promptMs: number;
+  genMs: number;
+  promptTokensPerSecond: number;
+  /** Decode steps per second. */
+  tokensPerSecond: number;
+  reason: 'eog' | 'length' | 'context' | 'stopped';
+}
+
+/** What Llamaweb.open accepts. */
+export type ModelInput = Blob | string | URL | { opfs: string } | ByteSource;
+
+export class Llamaweb {
+  /** The wasm module with a WebGPU device; rejects with a readable message when WebGPU is missing. */
+  static load(opts?: LoadOptions): Promise<Llamaweb>;
+  readonly Module: any;
+  readonly device: GPUDevice;
+  readonly adapter: AdapterSummary;
+  open(what: ModelInput, opts?: OpenOptions): Promise<Model>;
+}
+
+export class Model {
+  /** Open + plan + weight upload, ms. */
+  readonly loadMs: number;
+  readonly info: ModelInfo;
+  /** Header bytes that were prefetched, and in how many attempts. */
+  readonly headBytes: number;
+  readonly headTries: number;
+  tokenize(text: string, addSpecial?: boolean): number[];
+  detokenize(ids: number[]): string;
+  /** Greedy generation from a fresh context. */
+  generate(prompt: string, opts?: GenerateOptions): Promise<GenerateResult>;
+  /** Ends the running generation after the current token. */
+  stop(): void;
+  /** Releases the GPU buffers (after the running generation, if any). */
+  free(): void;
+}
+
+export function blobSource(blob: Blob): ByteSource;
+export function bytesSource(bytes: Uint8Array | ArrayBuffer): ByteSource;
+export function urlSource(url: string | URL, opts?: { headers?: Record<string, string> }): Promise<ByteSource>;
+export function opfsSource(name: string): Promise<ByteSource>;
+export function listOpfs(): Promise<{ name: string; size: number }[]>;
+export function downloadToOpfs(url: string | URL, name: string,
+  opts?: { onProgress?: (done: number, total: number) => void; signal?: AbortSignal }): Promise<ByteSource>;
+/** Why WebGPU cannot run on this page, or null. */
+export function webgpuMissingReason(): string | null;
+/** The engine under Model (web/lw-model.mjs). */
+export const GpuModel: any;

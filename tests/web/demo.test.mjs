@@ -8,13 +8,14 @@
 //  - the file picker path, in the same page (its pipelines are compiled once): the file input is set through
 //    the protocol (DOM.setFileInputFiles), the model is read from the File in chunks into GPU buffers, and the
 //    text streams into the page token by token: ", there was a little girl named Lily";
-//  - OPFS: the page's "Save to browser storage" downloads the URL into OPFS and opens the model from there.
+//  - OPFS: the page's "Save to browser storage" downloads the URL into OPFS and opens the model from there;
+//  - (LW_TEST_BIG=1) a ~190 MB synthetic model by the file picker leaves the wasm heap as it was.
 // Skips (visibly) without Chromium, the wasm build (LW_WASM_DIR or build/wasm) or ../shared.
 // Run: LW_WASM_DIR=build-wasm-NAME node --test tests/web/demo.test.mjs
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawn, execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { connect } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -33,6 +34,19 @@ const skip = !existsSync(chromium) ? `no ${chromium} (Debian package chromium; s
 if (skip) console.log('SKIP: ' + skip);
 
 const EXPECTED = ', there was a little girl named Lily';
+
+// LW_TEST_BIG=1: also a ~190 MB random-weight model (llama-3.2-1b shape, 4 blocks, Q4_0) written by the
+// native CLI (llamaweb synth; $LW_CLI or build*/llamaweb) into a temporary folder.
+function bigModel() {
+  if (process.env.LW_TEST_BIG !== '1' || skip) return null;
+  const cli = [process.env.LW_CLI, ...['build/release', 'build', 'build-demo'].map((d) => path.join(root, d, 'llamaweb'))]
+    .find((p) => p && existsSync(p));
+  if (!cli) { console.log('# LW_TEST_BIG: no native llamaweb CLI (scripts/build.sh): big model skipped'); return null; }
+  const dir = mkdtempSync(path.join(process.env.LW_TMP || tmpdir(), 'lw-demo-big-'));
+  const out = path.join(dir, 'big-q4_0.gguf');
+  execFileSync(cli, ['synth', '--preset', 'llama-3.2-1b', '--type', 'q4_0', '--layers', '4', '-o', out], { stdio: 'ignore' });
+  return out;
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // A minimal WebSocket client (RFC 6455: client frames masked, text messages, fragments, ping) for CDP
@@ -144,7 +158,8 @@ async function waitState(page, states, timeoutMs) {
 // The test
 // ---------------------------------------------------------------------------------------------------------
 
-test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS loading; streamed greedy text', { skip, timeout: 120000 }, async () => {
+test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS loading; streamed greedy text', { skip, timeout: process.env.LW_TEST_BIG === '1' ? 600000 : 120000 }, async () => {
+  const big = bigModel();
   const ranges = [];
   const srv = await startServer({ port: 0, wasmDir, modelsDir: path.dirname(stories),
     log: (line) => { if (line.includes('/models/') && line.includes('bytes=')) ranges.push(line); } });
@@ -249,12 +264,36 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
     const shown3 = await page.evaluate('document.getElementById("out-gen").textContent');
     console.log(`# OPFS: "${shown3}" (saved, opened and generated in ${Date.now() - t0} ms)`);
     assert.ok(shown3.startsWith(', there was a little girl'), `generated text: ${JSON.stringify(shown3)}`);
+
+    // 5. (LW_TEST_BIG=1) a model far larger than a chunk through the file picker: the wasm heap must not grow
+    //    by the weights (invariant 1), measured on the page
+    if (big) {
+      const before = await page.evaluate('window.lwDemo.memory()');
+      await page.evaluate('document.body.dataset.state = "test-picking"');
+      t0 = Date.now();
+      await page.send('DOM.setFileInputFiles', { nodeId, files: [big] });
+      assert.equal(await waitState(page, ['loaded', 'error'], 300000), 'loaded', failInfo() + await page.evaluate('window.lwDemo.error'));
+      const loadMs = Date.now() - t0;
+      const mem = await page.evaluate('window.lwDemo.memory()');
+      const bi = await page.evaluate('window.lwDemo.model');
+      await page.evaluate('document.getElementById("n").value = "3"; document.getElementById("go").click()');
+      assert.equal(await waitState(page, ['done', 'error'], 120000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
+      const rb = await page.evaluate('window.lwDemo.result');
+      const after = await page.evaluate('window.lwDemo.memory()');
+      console.log(`# big: ${path.basename(big)} ${(statSync(big).size / 1048576).toFixed(1)} MiB (weights ${(bi.weightBytes / 1048576).toFixed(1)} MiB) ` +
+        `loaded in ${loadMs} ms; wasm heap ${(before.wasmHeap / 1048576).toFixed(1)} -> ${(mem.wasmHeap / 1048576).toFixed(1)} -> ` +
+        `${(after.wasmHeap / 1048576).toFixed(1)} MiB; JS heap ${(before.jsHeap / 1048576).toFixed(1)} -> ${(mem.jsHeap / 1048576).toFixed(1)} MiB; ` +
+        `${rb.tokens.length} tokens at ${rb.tokensPerSecond.toFixed(2)} tokens/s`);
+      assert.ok(mem.wasmHeap - before.wasmHeap < bi.weightBytes / 4, 'the weights did not go through the wasm heap');
+      assert.equal(rb.tokens.length, 3);
+    }
   } finally {
     if (page) page.close();
     try { process.kill(-browser.pid, 'SIGKILL'); } catch { browser.kill('SIGKILL'); }
     await exited;
     srv.server.close();
     srv.server.closeAllConnections && srv.server.closeAllConnections();
+    if (big) rmSync(path.dirname(big), { recursive: true, force: true });
     try {
       rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
     } catch (e) {

@@ -230,6 +230,8 @@ async function main() {
     return;
   }
   demo.adapter = lw.adapter;
+  // memory now: the wasm heap (stays small: weights live in GPU buffers) and, where Chrome tells, the JS heap
+  demo.memory = () => ({ wasmHeap: lw.Module.HEAPU8.length, jsHeap: performance.memory ? performance.memory.usedJSHeapSize : null });
   showAdapter(lw.adapter);
   setState('gpu-ready');
   busy(false);

@@ -30,7 +30,26 @@ typedef struct gm_loc {
     int32_t piece0;    /* weights: index of the first piece                              */
     int32_t n_pieces;  /* weights: pieces (1 unless split by rows)                       */
     int8_t colour;     /* activations: which activation buffer (-1: none)                */
+    bool joined;       /* weights: the rows of a fused projection's parts, placed side by
+                          side (streamed through the parts; no bytes of its own)           */
+    int32_t base;      /* activations: the fused projection output whose rows hold this
+                          part (-1: none); the part has no range of its own             */
+    uint32_t part;     /* its first element in each of base's rows                       */
 } gm_loc;
+
+/* A fused projection (gpu-model-fuse.c): MUL_MAT nodes reading one input (Q, K, V; gate, up) done by one
+ * mat-vec over their weights placed side by side, into one activation whose rows are [part 0 | part 1 |
+ * ...]; the parts' outputs become views of it (gm_loc.base) that their readers address with an offset and
+ * a row stride. */
+#define GM_MAX_PARTS 3
+typedef struct gm_fusion {
+    int32_t n_parts;             /* 2 or 3                                                    */
+    int32_t node[GM_MAX_PARTS];  /* the MUL_MAT nodes; node[0] runs the fused call            */
+    int32_t w[GM_MAX_PARTS];     /* their weights                                            */
+    int32_t out[GM_MAX_PARTS];   /* their outputs (now views of act)                         */
+    int32_t wt;                  /* the joined weight (rows of every part, one piece)        */
+    int32_t act;                 /* the joined output                                        */
+} gm_fusion;
 
 /* One prepared dispatch target: a pipeline and the bind group of its buffers (made at plan time), with the
  * kernel variant its per-step plan needs. */
@@ -84,6 +103,8 @@ struct lw__gpu_model {
     int32_t logits;              /* its output tensor                                          */
     gm_loc *loc;                 /* per graph tensor                                           */
     gm_piece *pieces;            /* weight pieces                                              */
+    gm_fusion *fus;              /* fused projections                                          */
+    int32_t n_fus;               /* how many                                                   */
     int32_t n_pieces;            /* used                                                       */
     lw_gpu_buffer *bufs;         /* every buffer created (destroyed with the model)            */
     uint32_t n_bufs, cap_bufs;   /* used / allocated                                           */
@@ -127,6 +148,8 @@ struct lw__gpu_model {
 lw_status lw__gm_add_call(lw__gpu_model *g, gm_call *c, const lw_gpu_bind *binds, uint32_t n, bool out_only);
 /* The binding of the parameter arena (one slot; dispatches pick theirs by dynamic offset). */
 lw_gpu_bind lw__gm_params(const lw__gpu_model *g);
+/* The largest binding of a weight piece on this device (bytes, a multiple of 4). */
+uint64_t lw__gm_bind_max(const lw_gpu_info *i);
 /* A whole buffer as a binding. */
 lw_gpu_bind lw__gm_whole(lw_gpu_buffer b);
 /* Creates a buffer owned by the model (destroyed with it). */
@@ -137,6 +160,20 @@ void lw__gm_emit(lw__gpu_model *g, const gm_call *c, const void *params, size_t 
 lw_gpu_bind lw__gm_act(const lw__gpu_model *g, int32_t t);
 /* The binding of weight piece i. */
 lw_gpu_bind lw__gm_piece(const lw__gpu_model *g, int32_t i);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * gpu-model-fuse.c: graph rewrites before planning
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Finds the projections to fuse and rewrites the graph for them (g->fus, g->loc[].base/part/joined; the
+ * first part's node then reads the joined weight and writes the joined output, the others are marked
+ * GM_FUSE_DONE). Call after the graph is built, g->loc (g->graph.cap_t entries) and g->nodes exist, and
+ * before any planning. */
+lw_status lw__gm_plan_fusions(lw__gpu_model *g);
+/* The tensor holding t's rows: t's fused projection output when t is a part of one, else t. */
+int32_t lw__gm_base(const lw__gpu_model *g, int32_t t);
+/* Where t's elements are in lw__gm_base(t)'s rows: first element of row 0, elements between rows. */
+void lw__gm_part(const lw__gpu_model *g, int32_t t, uint64_t *offset, uint64_t *stride);
 
 /* ---------------------------------------------------------------------------------------------------------
  * gpu-model-ops.c: the op wiring

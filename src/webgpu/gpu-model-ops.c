@@ -71,11 +71,18 @@ lw_status lw__gm_check_ops(lw__gpu_model *g) {
  * Fusion (plan time): consecutive nodes that one fused kernel of kernels-ops.h runs in one dispatch
  * ------------------------------------------------------------------------------------------------------- */
 
-/* Index of the node that writes tensor t (-1: none, e.g. an input). */
-static int32_t producer(const lw__graph *gr, int32_t t) {
-    for (int32_t j = 0; j < gr->n_nodes; j++)
-        if (gr->nodes[j].dst == t) return j;
+/* Index of the node that writes tensor t (-1: none, e.g. an input); a part of a fused output is written
+ * with it. */
+static int32_t producer(const lw__gpu_model *g, int32_t t) {
+    t = lw__gm_base(g, t);
+    for (int32_t j = 0; j < g->graph.n_nodes; j++)
+        if (g->graph.nodes[j].dst == t) return j;
     return -1;
+}
+
+/* Whether activation t is a part of a fused projection's output (addressed by offset and stride). */
+static bool is_part(const lw__gpu_model *g, int32_t t) {
+    return lw__gm_base(g, t) != t;
 }
 
 /* Whether any node other than `except` reads tensor t. */
@@ -98,10 +105,28 @@ static int32_t rope_qkv_gap(const lw__graph *gr, int32_t i) {
     return i + 4 < gr->n_nodes && nd[2].op == LW_OP_SCALE && nd[2].src[0] == nd[0].dst ? 1 : 0;
 }
 
-/* The rope_qkv bindings of the nodes from i: q, ff, q_out, k, K cache, v, V cache, params. */
-static void rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS]) {
+/* Whether the q, k and v of a rope_qkv match from node i are the parts of one fused QKV output: the
+ * qkv_one variant reads all three from its binding 0. */
+static bool rope_qkv_one(const lw__gpu_model *g, int32_t i) {
+    const lw__node *nd = &g->graph.nodes[i], *kv = nd + 2 + rope_qkv_gap(&g->graph, i);
+    const int32_t b = lw__gm_base(g, nd[0].src[0]);
+    return b != nd[0].src[0] && lw__gm_base(g, nd[1].src[0]) == b && lw__gm_base(g, kv[1].src[0]) == b;
+}
+
+/* The rope_qkv bindings of the nodes from i: q, ff, q_out, k, K cache, v, V cache, params; qkv_one: qkv,
+ * ff, q_out, K cache, V cache, params. Returns how many. */
+static uint32_t rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS]) {
     const lw__node *nd = &g->graph.nodes[i], *kv = nd + 2 + rope_qkv_gap(&g->graph, i);
     const uint32_t n_layer = g->m->hp.n_layer, il = (uint32_t)kv[0].ip[0];
+    if (rope_qkv_one(g, i)) {
+        b[0] = lw__gm_act(g, nd[0].src[0]);
+        b[1] = bind_of(g, nd[0].src[1]);
+        b[2] = lw__gm_act(g, nd[0].dst);
+        b[3] = lw__gm_whole(g->kv[il]);
+        b[4] = lw__gm_whole(g->kv[n_layer + il]);
+        b[5] = lw__gm_params(g);
+        return LW_GPU_ROPE_QKV_ONE_BINDINGS;
+    }
     b[0] = lw__gm_act(g, nd[0].src[0]);
     b[1] = bind_of(g, nd[0].src[1]);
     b[2] = lw__gm_act(g, nd[0].dst);
@@ -110,6 +135,7 @@ static void rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[LW_G
     b[5] = lw__gm_act(g, kv[1].src[0]);
     b[6] = lw__gm_whole(g->kv[n_layer + il]);
     b[7] = lw__gm_params(g);
+    return LW_GPU_ROPE_QKV_BINDINGS;
 }
 
 /* Nodes from i are ROPE(Q), ROPE(K), (SCALE(Q),) KV_STORE(K rotated), KV_STORE(V) of one layer, the two ROPEs differ
@@ -130,13 +156,14 @@ static bool match_rope_qkv(const lw__gpu_model *g, int32_t i) {
     if (nd[0].dst < 0 || nd[1].dst < 0 || is_weight(g, nd[0].src[0]) || is_weight(g, nd[1].src[0]) ||
         is_weight(g, kv[1].src[0]) || read_elsewhere(gr, nd[1].dst, i + 2 + s))
         return false;
-    if (producer(gr, nd[1].src[0]) >= i || producer(gr, kv[1].src[0]) >= i) return false;
+    if (producer(g, nd[1].src[0]) >= i || producer(g, kv[1].src[0]) >= i) return false;
     if ((uint32_t)kv[0].ip[0] >= g->m->hp.n_layer) return false;
     lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS];
-    rope_qkv_binds(g, i, b);
+    const bool one = rope_qkv_binds(g, i, b) == LW_GPU_ROPE_QKV_ONE_BINDINGS;
     static const int rw[4] = {0, 2, 3, 5}; /* the activation bindings (all writable) */
-    for (int x = 0; x < 4; x++)
-        for (int y = x + 1; y < 4; y++)
+    const int n_rw = one ? 2 : 4;          /* qkv_one: qkv, q_out */
+    for (int x = 0; x < n_rw; x++)
+        for (int y = x + 1; y < n_rw; y++)
             if (overlaps(b[rw[x]], b[rw[y]])) return false;
     return true;
 }
@@ -161,7 +188,8 @@ bool lw__gm_add_norm_shape(const lw__gpu_model *g, int32_t i) {
     if (i < 0 || i + 1 >= gr->n_nodes) return false;
     const lw__node *nd = &gr->nodes[i];
     if (nd[0].op != LW_OP_ADD || nd[1].op != LW_OP_RMS_NORM || nd[1].src[0] != nd[0].dst || nd[0].dst < 0 ||
-        nd[1].dst < 0 || nd[0].src[0] < 0 || nd[0].src[1] < 0 || is_weight(g, nd[0].src[0]) || is_weight(g, nd[0].src[1]))
+        nd[1].dst < 0 || nd[0].src[0] < 0 || nd[0].src[1] < 0 || is_weight(g, nd[0].src[0]) || is_weight(g, nd[0].src[1]) ||
+        is_part(g, nd[0].src[0]) || is_part(g, nd[0].src[1]))
         return false;
     const uint8_t rows = gr->t[nd[0].dst].rows;
     if (gr->t[nd[0].src[0]].rows != rows || gr->t[nd[0].src[1]].rows != rows || gr->t[nd[1].dst].rows != rows ||
@@ -276,13 +304,14 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
     case LW_OP_ROPE: {
         if (match_rope_qkv(g, i)) { /* ROPE(Q), ROPE(K) + KV_STORE(K), KV_STORE(V) in one call */
             c.v.qkv = lw__gpu_rope_qkv_default(info, g->kv_type);
+            c.v.qkv.qkv_one = rope_qkv_one(g, i);
             if (lw__gpu_rope_qkv_pipeline(gpu, &g->cache, &g->alloc, &c.v.qkv, info, &c.pipe, g->err) == LW_OK) {
                 lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS];
-                rope_qkv_binds(g, i, b);
+                const uint32_t nb = rope_qkv_binds(g, i, b);
                 const int32_t s = rope_qkv_gap(&g->graph, i);
                 g->nodes[i].fuse = GM_FUSE_ROPE_QKV;
                 g->nodes[i + 1].fuse = g->nodes[i + 2 + s].fuse = g->nodes[i + 3 + s].fuse = GM_FUSE_DONE;
-                return lw__gm_add_call(g, &c, b, LW_GPU_ROPE_QKV_BINDINGS, false);
+                return lw__gm_add_call(g, &c, b, nb, false);
             }
             g->err[0] = 0; /* e.g. too few storage bindings per stage: the separate kernels */
         }
@@ -315,14 +344,17 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
     }
     default: { /* element-wise: ADD, SCALE, SOFTCAP, SWIGLU, GEGLU, OUT_ROWS (a row copy) */
         c.v.elt = lw__gpu_eltwise_default(info, elt_op(nd->op));
+        /* both inputs parts of one fused output (gate|up): b is read from a's binding */
+        c.v.elt.b_in_a = nd->src[1] >= 0 && is_part(g, nd->src[0]) && lw__gm_base(g, nd->src[1]) == lw__gm_base(g, nd->src[0]);
         if ((st = lw__gpu_eltwise_pipeline(gpu, &g->cache, &g->alloc, &c.v.elt, info, &c.pipe, g->err)) != LW_OK) return st;
         lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS];
         const uint32_t n = lw__gpu_eltwise_layout(&c.v.elt, kinds);
         lw_gpu_bind b[5];
-        if (n == 3) { /* unary: a, d, params */
+        if (n == 3 || c.v.elt.b_in_a) { /* unary or b_in_a: a, d, params (, GELU table) */
             b[0] = lw__gm_act(g, nd->src[0]);
             b[1] = lw__gm_act(g, nd->dst);
             b[2] = lw__gm_params(g);
+            b[3] = lw__gm_whole(g->gelu);
         } else { /* binary: a, b, d, params (, GELU table) */
             b[0] = lw__gm_act(g, nd->src[0]);
             b[1] = bind_of(g, nd->src[1]);
@@ -421,6 +453,10 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         memset(&kv, 0, sizeof kv);
         kv.n_head_kv = (uint32_t)kn->ip[0];
         kv.kc_offset = kv.vc_offset = (uint64_t)pos0 * row;
+        const lw__node *vn = nd + 3 + rope_qkv_gap(&g->graph, i); /* KV_STORE(V) */
+        lw__gm_part(g, nd->src[0], &a.x_offset, &a.x_stride); /* parts of a fused QKV output, or whole */
+        lw__gm_part(g, kn->src[0], &kv.k_offset, &kv.k_stride);
+        lw__gm_part(g, vn->src[0], &kv.v_offset, &kv.v_stride);
         lw__gpu_rope_qkv_params p;
         PLAN(lw__gpu_rope_qkv_plan(info, &calls[0].v.qkv, &a, &kv, &p, grid, g->err));
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
@@ -468,12 +504,16 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         const lw__tensor *x = &g->graph.t[nd->src[0]];
         const uint64_t w_len = nd->src[1] >= 0 ? (uint64_t)g->graph.t[nd->src[1]].ne0 : 0;
         lw__gpu_norm_params p;
-        if (gn->fuse == GM_FUSE_ADD_NORM) /* a, b and the sum (x) at the start of their bindings */
+        if (gn->fuse == GM_FUSE_ADD_NORM) { /* a, b and the sum (x) at the start of their bindings */
             PLAN(lw__gpu_norm_add_plan(info, &calls[0].v.norm, (uint64_t)x->ne0, (uint64_t)nd->ip[0],
                                        rows_of(g, nd->dst, n_tokens), 0, 0, 0, 0, w_len, 0, nd->fp[0], &p, grid, g->err));
-        else
+        } else { /* x may be a part of a fused output (per-head q/k norms) */
+            uint64_t xo, xs;
+            lw__gm_part(g, nd->src[0], &xo, &xs);
             PLAN(lw__gpu_norm_plan(info, &calls[0].v.norm, (uint64_t)x->ne0, (uint64_t)nd->ip[0],
-                                   rows_of(g, nd->dst, n_tokens), 0, 0, w_len, 0, nd->fp[0], &p, grid, g->err));
+                                   rows_of(g, nd->dst, n_tokens), xo, 0, w_len, 0, nd->fp[0], &p, grid, g->err));
+            PLAN(lw__gpu_norm_strides(&p, xs, 0, g->err));
+        }
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
         return LW_OK;
     }
@@ -483,6 +523,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         lw__gpu_rope_args_from_node(nd, &a);
         a.rows = (uint64_t)n_tokens;
         a.pos0 = (uint64_t)pos0;
+        lw__gm_part(g, nd->src[0], &a.x_offset, &a.x_stride);
         lw__gpu_rope_params p;
         PLAN(lw__gpu_rope_plan(info, &calls[0].v.rope, &a, &p, grid, g->err));
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
@@ -491,7 +532,9 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     case LW_OP_KV_STORE: {
         const lw__tensor *x = &g->graph.t[nd->src[0]];
         lw__gpu_kv_store_params p;
-        PLAN(lw__gpu_kv_store_plan(info, &calls[0].v.kv, (uint64_t)x->ne0, (uint64_t)n_tokens, 0, 0, 0, (uint64_t)pos0,
+        uint64_t xo, xs;
+        lw__gm_part(g, nd->src[0], &xo, &xs);
+        PLAN(lw__gpu_kv_store_plan(info, &calls[0].v.kv, (uint64_t)x->ne0, (uint64_t)n_tokens, xo, xs, 0, (uint64_t)pos0,
                                    g->n_ctx, &p, grid, g->err));
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
         return LW_OK;
@@ -524,8 +567,12 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
             uint64_t b_rows = 1;
             if (nd->src[1] >= 0 && !is_weight(g, nd->src[1])) b_rows = rows_of(g, nd->src[1], n_tokens);
             if (nd->src[1] >= 0 && is_weight(g, nd->src[1])) b_rows = (uint64_t)g->graph.t[nd->src[1]].ne1;
-            PLAN(lw__gpu_eltwise_plan(info, &calls[0].v.elt, (uint64_t)a->ne0, rows, 0, 0, b_rows, 0, nd->fp[0], nd->fp[1],
+            uint64_t ao, as, bo = 0, bs = 0; /* inputs may be parts of a fused output (gate|up, q|k|v) */
+            lw__gm_part(g, nd->src[0], &ao, &as);
+            if (nd->src[1] >= 0 && !is_weight(g, nd->src[1])) lw__gm_part(g, nd->src[1], &bo, &bs);
+            PLAN(lw__gpu_eltwise_plan(info, &calls[0].v.elt, (uint64_t)a->ne0, rows, ao, bo, b_rows, 0, nd->fp[0], nd->fp[1],
                                       &p, grid, g->err));
+            PLAN(lw__gpu_eltwise_strides(&p, as, bs, 0, g->err));
         }
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
         return LW_OK;

@@ -117,6 +117,10 @@ static uint64_t bind_max(const lw_gpu_info *i) {
     return m & ~3ull;
 }
 
+uint64_t lw__gm_bind_max(const lw_gpu_info *i) {
+    return bind_max(i);
+}
+
 /* Storage offset alignment: the device's (a power of two), at least 16 (vec4 loads of activations). */
 static uint64_t storage_align(const lw_gpu_info *i) {
     uint64_t a = i->min_storage_buffer_offset_alignment;
@@ -136,6 +140,10 @@ static lw_status plan_weights(lw__gpu_model *g) {
     for (int32_t t = 0; t < gr->n_t; t++) {
         const lw__tensor *w = &gr->t[t];
         if (w->kind != LW_T_WEIGHT) continue;
+        if (g->loc[t].joined) { /* one piece over its parts' (which fit one binding together) */
+            n++;
+            continue;
+        }
         if (w->row_bytes == 0 || w->row_bytes > cap)
             return lw__errorf(g->err, LW_ERR_TOO_LARGE, "weight %s: a row of %zu bytes exceeds a binding", w->name,
                               w->row_bytes);
@@ -149,9 +157,34 @@ static lw_status plan_weights(lw__gpu_model *g) {
         return lw__errorf(g->err, LW_ERR_NOMEM, "out of memory");
     }
     int32_t n_wbufs = 0;
+    /* fused projections first: their parts side by side (rows contiguous), then one piece spanning them */
+    for (int32_t i = 0; i < g->n_fus; i++) {
+        const gm_fusion *f = &g->fus[i];
+        uint64_t total = 0, at;
+        for (int32_t k = 0; k < f->n_parts; k++) total += (uint64_t)gr->t[f->w[k]].ne1 * gr->t[f->w[k]].row_bytes;
+        if (n_wbufs == 0 || !lw__align_up_u64(buf_size[n_wbufs - 1], align, &at) || at + total > cap) {
+            n_wbufs++;
+            at = 0;
+        }
+        buf_size[n_wbufs - 1] = at + total;
+        for (int32_t k = 0; k <= f->n_parts; k++) {
+            const int32_t t = k < f->n_parts ? f->w[k] : f->wt;
+            gm_piece *p = &g->pieces[g->n_pieces];
+            p->buf = (lw_gpu_buffer)(n_wbufs - 1);
+            p->off = at;
+            p->row0 = 0;
+            p->rows = gr->t[t].ne1;
+            p->bytes = (uint64_t)p->rows * gr->t[t].row_bytes; /* parts: whole words (gpu-model-fuse.c) */
+            if (k < f->n_parts) at += p->bytes;
+            g->loc[t].piece0 = g->n_pieces++;
+            g->loc[t].n_pieces = 1;
+            g->loc[t].colour = -1;
+        }
+        g->pieces[g->loc[f->wt].piece0].off = g->pieces[g->loc[f->w[0]].piece0].off;
+    }
     for (int32_t t = 0; t < gr->n_t; t++) {
         const lw__tensor *w = &gr->t[t];
-        if (w->kind != LW_T_WEIGHT) continue;
+        if (w->kind != LW_T_WEIGHT || g->loc[t].n_pieces) continue; /* (placed with a fused projection) */
         int32_t same = -1;
         for (int32_t u = 0; u < t && same < 0; u++)
             if (gr->t[u].kind == LW_T_WEIGHT && gr->t[u].offset == w->offset && gr->t[u].type == w->type &&
@@ -205,7 +238,7 @@ static lw_status upload_weights(lw__gpu_model *g) {
     lw_status st = LW_OK;
     for (int32_t t = 0; st == LW_OK && t < gr->n_t; t++) {
         const lw__tensor *w = &gr->t[t];
-        if (w->kind != LW_T_WEIGHT) continue;
+        if (w->kind != LW_T_WEIGHT || g->loc[t].joined) continue; /* joined: streamed as its parts */
         int first = 1; /* the first graph tensor owning these pieces uploads them */
         for (int32_t u = 0; u < t && first; u++)
             if (gr->t[u].kind == LW_T_WEIGHT && g->loc[u].piece0 == g->loc[t].piece0) first = 0;
@@ -257,19 +290,22 @@ static lw_status plan_acts(lw__gpu_model *g) {
     for (int32_t t = 0; t < gr->n_t; t++)
         if (gr->t[t].kind != LW_T_WEIGHT) g->loc[t].colour = -1;
     g->n_act = 1;
+    /* the parts of a fused output are seen as that output (lw__gm_base) */
     for (int32_t n = 0; n < gr->n_nodes; n++) {
         const lw__node *nd = &gr->nodes[n];
-        if (nd->dst < 0 || g->loc[nd->dst].colour >= 0) continue;
+        const int32_t dst = lw__gm_base(g, nd->dst);
+        if (dst < 0 || g->loc[dst].colour >= 0) continue;
         unsigned used = 0;
-        for (int k = 0; k < 3; k++)
-            if (nd->src[k] >= 0 && gr->t[nd->src[k]].kind != LW_T_WEIGHT && g->loc[nd->src[k]].colour >= 0)
-                used |= 1u << g->loc[nd->src[k]].colour;
+        for (int k = 0; k < 3; k++) {
+            const int32_t s = lw__gm_base(g, nd->src[k]);
+            if (s >= 0 && gr->t[s].kind != LW_T_WEIGHT && g->loc[s].colour >= 0) used |= 1u << g->loc[s].colour;
+        }
         if (lw__gm_add_norm_shape(g, n - 1)) /* fused with the ADD before it: binds that ADD's inputs too */
             for (int k = 0; k < 2; k++)
                 if (g->loc[gr->nodes[n - 1].src[k]].colour >= 0) used |= 1u << g->loc[gr->nodes[n - 1].src[k]].colour;
         int c = 0;
         while (used & (1u << c)) c++;
-        g->loc[nd->dst].colour = (int8_t)c;
+        g->loc[dst].colour = (int8_t)c;
         if (c + 1 > g->n_act) g->n_act = c + 1;
     }
     lw__tensor *tc = lw__calloc(&g->alloc, (size_t)gr->n_t, sizeof *tc);
@@ -279,10 +315,13 @@ static lw_status plan_acts(lw__gpu_model *g) {
     for (int c = 0; st == LW_OK && c < g->n_act; c++) {
         memcpy(tc, gr->t, (size_t)gr->n_t * sizeof *tc);
         memcpy(nc, gr->nodes, (size_t)gr->n_nodes * sizeof *nc);
-        for (int32_t t = 0; t < gr->n_t; t++)
-            if (tc[t].kind != LW_T_WEIGHT && g->loc[t].colour != c) tc[t].kind = LW_T_WEIGHT;
-        for (int32_t n = 0; n < gr->n_nodes; n++)
+        for (int32_t t = 0; t < gr->n_t; t++) /* other colours and parts are hidden (as weights) */
+            if (tc[t].kind != LW_T_WEIGHT && (g->loc[t].colour != c || g->loc[t].base >= 0)) tc[t].kind = LW_T_WEIGHT;
+        for (int32_t n = 0; n < gr->n_nodes; n++) {
+            for (int k = 0; k < 3; k++) nc[n].src[k] = lw__gm_base(g, nc[n].src[k]);
+            nc[n].dst = lw__gm_base(g, nc[n].dst);
             if (nc[n].dst >= 0 && tc[nc[n].dst].kind == LW_T_WEIGHT) nc[n].dst = -1;
+        }
         lw__graph sub = *gr;
         sub.t = tc;
         sub.nodes = nc;
@@ -308,6 +347,14 @@ static lw_status plan_acts(lw__gpu_model *g) {
                 st = lw__errorf(g->err, LW_ERR_TOO_LARGE, "activation %s: %llu bytes exceed a binding (n_batch %u)",
                                 gr->t[t].name, (unsigned long long)tc[t].size, g->n_batch);
         }
+    }
+    for (int32_t t = 0; st == LW_OK && t < gr->n_t; t++) { /* a part's binding is its base's */
+        const int32_t b = lw__gm_base(g, t);
+        if (b == t) continue;
+        g->loc[t].buf = g->loc[b].buf;
+        g->loc[t].off = g->loc[b].off;
+        g->loc[t].size = g->loc[b].size;
+        g->loc[t].colour = g->loc[b].colour;
     }
     lw__free(&g->alloc, tc);
     lw__free(&g->alloc, nc);
@@ -406,13 +453,13 @@ static lw_status create(lw__gpu_model *g) {
     if (st != LW_OK) return lw__errorf(g->err, st, "out of memory");
     if ((st = m->arch->build(m, &g->graph, &g->logits)) != LW_OK)
         return lw__errorf(g->err, st, "building the %s graph failed", m->arch->name);
-    g->loc = lw__calloc(&g->alloc, (size_t)g->graph.n_t, sizeof *g->loc);
+    g->loc = lw__calloc(&g->alloc, (size_t)g->graph.cap_t, sizeof *g->loc); /* (fusions add tensors) */
     g->nodes = lw__calloc(&g->alloc, (size_t)g->graph.n_nodes, sizeof *g->nodes);
     g->logits_out = lw__calloc(&g->alloc, hp->n_vocab, sizeof(float));
     g->slots = g->p.submit_every + 1;
     g->shadow = lw__calloc(&g->alloc, g->slots, GM_SLOT);
     if (!g->loc || !g->nodes || !g->logits_out || !g->shadow) return lw__errorf(g->err, LW_ERR_NOMEM, "out of memory");
-    if ((st = lw__gm_check_ops(g)) != LW_OK) return st;
+    if ((st = lw__gm_plan_fusions(g)) != LW_OK || (st = lw__gm_check_ops(g)) != LW_OK) return st;
 
     /* buffers: weights, KV cache, activations, parameters, tokens, result */
     if ((st = plan_weights(g)) != LW_OK || (st = plan_acts(g)) != LW_OK) return st;
@@ -481,6 +528,7 @@ void lw__gpu_model_free(lw__gpu_model *g) {
     lw__free(&a, g->bufs);
     lw__free(&a, g->loc);
     lw__free(&a, g->pieces);
+    lw__free(&a, g->fus);
     lw__free(&a, g->kv);
     lw__free(&a, g->shadow);
     lw__free(&a, g->calls);

@@ -233,7 +233,11 @@ export class Llamaweb {
         model.headTries = tries;
         return model;
       } catch (e) {
-        if (!s.miss || s.head.length >= src.size) throw e;
+        if (!s.miss || s.head.length >= src.size) {
+          // the glue's first asynchronous GPU error is sticky (web/lw-gpu.js): later models would fail too
+          if (this.Module.lwGpu.error) e.message += ' (the WebGPU device reported an error: reload the page to start over)';
+          throw e;
+        }
         // the header goes on past the head: fetch more (it is read front to back: 1.5x the furthest read)
         headBytes = Math.min(src.size, Math.max(2 * s.head.length, s.miss + (s.miss >> 1)));
         tries++;

@@ -1,7 +1,8 @@
 // The demo page (web/demo/) and the browser package (web/llamaweb.mjs) in headless Chromium, served by
 // web/serve.mjs as a user would run it: the page is driven over the Chrome DevTools Protocol (a minimal
 // WebSocket client below: no npm dependency). Checks, on ../shared/models/stories260K.gguf:
-//  - a missing WebGPU gives the page's clear error (navigator.gpu hidden before the page's scripts run);
+//  - a missing WebGPU gives the page's clear error (navigator.gpu hidden before the page's scripts run), and
+//    so does a WebGPU without an adapter (requestAdapter resolving null);
 //  - the URL path: ?model=/models/stories260K.gguf&autorun=1 reads the file by HTTP range requests (counted
 //    at the server, none larger than the glue's chunk) and generates greedily: after "Once upon a time" the
 //    text starts with ", there was a little girl" (llama.cpp's and the CPU engine's text);
@@ -11,11 +12,11 @@
 //  - OPFS: the page's "Save to browser storage" downloads the URL into OPFS and opens the model from there;
 //  - (LW_TEST_BIG=1) a ~190 MB synthetic model by the file picker leaves the wasm heap as it was.
 // Skips (visibly) without Chromium, the wasm build (LW_WASM_DIR or build/wasm) or ../shared.
-// Run: LW_WASM_DIR=build-wasm-NAME node --test tests/web/demo.test.mjs
+// Run: LW_WASM_DIR=build-wasm-NAME node --test tests/web/demo.test.mjs   (LW_DEMO_SCREENSHOT=x.png: a picture)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -203,6 +204,15 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
     assert.match(msg, /navigator\.gpu is missing/);
     assert.equal(await page.evaluate('document.getElementById("go").disabled'), true);
     await page.send('Page.removeScriptToEvaluateOnNewDocument', { identifier: hide.identifier });
+    // ... and navigator.gpu without an adapter (Chromium on Linux without --enable-unsafe-webgpu, blocklisted GPUs)
+    const noAdapter = await page.send('Page.addScriptToEvaluateOnNewDocument',
+      { source: 'GPU.prototype.requestAdapter = async function () { return null; };' });
+    await page.send('Page.navigate', { url: demoUrl });
+    assert.equal(await waitState(page, ['no-webgpu', 'gpu-ready', 'error'], 20000), 'no-webgpu', failInfo());
+    const msg2 = await page.evaluate('document.getElementById("error").textContent');
+    console.log(`# no adapter: "${msg2.slice(0, 120)}..."`);
+    assert.match(msg2, /no adapter/);
+    await page.send('Page.removeScriptToEvaluateOnNewDocument', { identifier: noAdapter.identifier });
 
     // 2. a URL given in the query string: read by HTTP range requests, generation started at load
     let t0 = Date.now();
@@ -249,6 +259,10 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
     assert.equal(r.promptTokens, 5); // BOS + "Once upon a time", as llama.cpp: [1, 403, 407, 261, 378]
     assert.match(await page.evaluate('document.getElementById("stats").textContent'), /tokens\/s.*model load \d+ ms/);
     assert.equal(ranges.length, nRanges, 'the File path made no HTTP requests for the model');
+    if (process.env.LW_DEMO_SCREENSHOT) { // a PNG of the page for people to look at
+      const shot = await page.send('Page.captureScreenshot', { format: 'png', captureBeyondViewport: true });
+      writeFileSync(process.env.LW_DEMO_SCREENSHOT, Buffer.from(shot.data, 'base64'));
+    }
 
     // 4. OPFS: "Save to browser storage" streams the URL into the origin private file system, then the
     //    model is opened from there (opfsSource) and listed

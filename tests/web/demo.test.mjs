@@ -223,6 +223,8 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
     assert.equal(typeof adapter.f16, 'boolean');
     assert.equal(typeof adapter.subgroups, 'boolean');
     assert.match(await page.evaluate('document.getElementById("adapter").textContent'), /shader-f16: (yes|no).*subgroups: (yes|no)/);
+    assert.equal(await page.evaluate('getComputedStyle(document.getElementById("opfs")).display'), 'none', 'no OPFS files yet: row hidden');
+    assert.match(await page.evaluate('document.getElementById("served-list").textContent'), /stories260K\.gguf \(1\.13 MiB\)/);
     const info = await page.evaluate('window.lwDemo.model');
     assert.equal(info.n_vocab, 512);
     assert.equal(info.n_layer, 5);

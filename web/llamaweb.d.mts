@@ -117,6 +117,8 @@ export class Model {
   detokenize(ids: number[]): string;
   /** Greedy generation from a fresh context. */
   generate(prompt: string, opts?: GenerateOptions): Promise<GenerateResult>;
+  /** generate() as an async iterator of text pieces; leaving the loop early stops the generation. */
+  stream(prompt: string, opts?: GenerateOptions): AsyncGenerator<string, void, undefined>;
   /** Ends the running generation after the current token. */
   stop(): void;
   /** Releases the GPU buffers (after the running generation, if any). */

@@ -324,6 +324,27 @@ export class Model {
     }
   }
 
+  // generate() as an async iterator of text pieces: for await (const text of model.stream(prompt)) ...
+  // Breaking out of the loop stops the generation. opts as generate's (onToken is still called).
+  async *stream(prompt, opts = {}) {
+    const queue = [];
+    let wake = null, done = false, failure = null;
+    const push = () => { if (wake) { wake(); wake = null; } };
+    const run = this.generate(prompt, { ...opts, onToken: (text, id) => { queue.push(text); if (opts.onToken) opts.onToken(text, id); push(); } })
+      .catch((e) => { failure = e; }).finally(() => { done = true; push(); });
+    try {
+      for (;;) {
+        while (queue.length) yield queue.shift();
+        if (done) break;
+        await new Promise((r) => { wake = r; });
+      }
+      if (failure) throw failure;
+    } finally {
+      if (!done) this.stop(); // the consumer left early
+      await run;
+    }
+  }
+
   // Releases the model's GPU buffers; during a generation, it stops it and releases them once it ends.
   free() {
     this.stopping = true;

@@ -90,7 +90,7 @@ test('Blob source: header from a growing prefetched head; streamed greedy text e
   }
 });
 
-test('generate ends on stop(), an AbortSignal, maxTokens and a full context', { skip, timeout: 60000 }, async () => {
+test('generate ends on stop(), an AbortSignal, maxTokens and a full context; stream() as an async iterator', { skip, timeout: 60000 }, async () => {
   const m = storiesModel;
   assert.ok(m, 'opened by the first test');
   let seen = 0;
@@ -106,6 +106,16 @@ test('generate ends on stop(), an AbortSignal, maxTokens and a full context', { 
   assert.equal(r.promptTokens + r.tokens.length, 24 + 1); // the last token is produced, not decoded
   const again = await m.generate('Once upon a time', { maxTokens: 4 });
   assert.deepEqual(again.tokens, r.tokens.slice(0, 4), 'a new generation starts from a fresh context');
+  // the async iterator: the same pieces as generate's callbacks; leaving the loop stops the generation
+  const pieces = [];
+  for await (const text of m.stream('Once upon a time', { maxTokens: 6 })) pieces.push(text);
+  const cb = [];
+  await m.generate('Once upon a time', { maxTokens: 6, onToken: (t) => cb.push(t) });
+  assert.deepEqual(pieces, cb);
+  let taken = 0;
+  for await (const text of m.stream('Once upon a time', { maxTokens: 50 })) { assert.equal(typeof text, 'string'); if (++taken === 2) break; }
+  assert.equal(m.busy, false, 'the generation ended when the loop was left');
+  assert.equal((await m.generate('Once upon a time', { maxTokens: 2 })).tokens.length, 2);
   const [first, second] = await Promise.allSettled([m.generate('a', { maxTokens: 2 }), m.generate('b', { maxTokens: 2 })]);
   assert.equal(first.status, 'fulfilled');
   assert.match(String(second.reason), /already running/);

@@ -76,6 +76,8 @@ export interface GenerateOptions {
   maxTokens?: number;
   /** Add BOS etc. as the vocabulary asks (default true). */
   addSpecial?: boolean;
+  /** Go on from the previous generation (its last token, then this prompt, possibly '') instead of a fresh context. */
+  keepContext?: boolean;
   /** Called with each piece of text as it is generated ('' while a UTF-8 character is incomplete). */
   onToken?: (text: string, id: number) => void;
   /** Ends the generation like Model.stop(). */
@@ -115,7 +117,7 @@ export class Model {
   readonly headTries: number;
   tokenize(text: string, addSpecial?: boolean): number[];
   detokenize(ids: number[]): string;
-  /** Greedy generation from a fresh context. */
+  /** Greedy generation, from a fresh context unless opts.keepContext. */
   generate(prompt: string, opts?: GenerateOptions): Promise<GenerateResult>;
   /** generate() as an async iterator of text pieces; leaving the loop early stops the generation. */
   stream(prompt: string, opts?: GenerateOptions): AsyncGenerator<string, void, undefined>;

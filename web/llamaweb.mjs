@@ -256,6 +256,7 @@ export class Model {
     this.stopping = false;       // set by stop(), read between tokens
     this.busy = false;           // a generation is running
     this.freed = false;          // free() was called (the GPU model goes once no generation uses it)
+    this.pending = -1;           // the last generated token, not yet in the KV cache (-1: none)
   }
 
   tokenize(text, addSpecial = true) {
@@ -275,10 +276,12 @@ export class Model {
     this.stopping = true;
   }
 
-  // Greedy generation from prompt (a fresh context each call). opts: maxTokens (default 128), addSpecial
-  // (BOS etc., default true), onToken(text, id) for each generated piece (text may be '' while a UTF-8
-  // character is incomplete), signal (AbortSignal, as stop()). Resolves to {text, tokens, promptTokens,
-  // promptMs, genMs, promptTokensPerSecond, tokensPerSecond, reason: 'eog' | 'length' | 'context' | 'stopped'}.
+  // Greedy generation from prompt. opts: maxTokens (default 128), addSpecial (BOS etc.; default true on a
+  // fresh context), keepContext (go on from the previous generation: its last token, then prompt, which may
+  // be '', are appended to the context instead of starting afresh), onToken(text, id) for each generated piece
+  // (text may be '' while a UTF-8 character is incomplete), signal (AbortSignal, as stop()). Resolves to
+  // {text, tokens, promptTokens, promptMs, genMs, promptTokensPerSecond, tokensPerSecond,
+  //  reason: 'eog' | 'length' | 'context' | 'stopped'}.
   async generate(prompt, opts = {}) {
     if (this.busy) throw new Error('a generation is already running on this model');
     if (this.freed) throw new Error('model was freed');
@@ -287,10 +290,18 @@ export class Model {
     try {
       const maxTokens = opts.maxTokens ?? 128;
       const g = this.gpu;
-      const ids = g.tokenize(prompt, opts.addSpecial ?? true);
+      const keep = !!opts.keepContext && g.nPast > 0;
+      // the previous generation's last token was produced but never decoded: it goes first
+      const ids = keep && this.pending >= 0 ? [this.pending] : [];
+      if (prompt) ids.push(...g.tokenize(prompt, opts.addSpecial ?? !keep));
+      else if (!keep && (opts.addSpecial ?? true)) ids.push(...g.tokenize('', true));
       if (ids.length === 0) throw new Error('empty prompt (and the model adds no BOS)');
-      if (ids.length >= this.info.n_ctx) throw new Error(`prompt of ${ids.length} tokens does not fit the context (${this.info.n_ctx})`);
-      g.nPast = 0;
+      const base = keep ? g.nPast : 0;
+      if (base + ids.length > this.info.n_ctx) {
+        throw new Error(`${ids.length} tokens do not fit the context (${base} of ${this.info.n_ctx} cells used)`);
+      }
+      if (!keep) g.nPast = 0;
+      this.pending = -1;
       const dec = new TextDecoder('utf-8');
       let t0 = performance.now();
       let next = await g.decode(ids);
@@ -310,6 +321,7 @@ export class Model {
         next = await g.decode([next]);
         steps++;
       }
+      this.pending = next; // produced, not decoded: keepContext feeds it first
       const genMs = performance.now() - t0;
       const tail = dec.decode();
       if (tail) { text += tail; if (opts.onToken) opts.onToken(tail, -1); }

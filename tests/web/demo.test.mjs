@@ -8,7 +8,7 @@
 //    text starts with ", there was a little girl" (llama.cpp's and the CPU engine's text);
 //  - the file picker path, in the same page (its pipelines are compiled once): the file input is set through
 //    the protocol (DOM.setFileInputFiles), the model is read from the File in chunks into GPU buffers, and the
-//    text streams into the page token by token: ", there was a little girl named Lily";
+//    text streams into the page token by token: ", there was a little girl named Lily"; Continue appends;
 //  - OPFS: the page's "Save to browser storage" downloads the URL into OPFS and opens the model from there;
 //  - (LW_TEST_BIG=1) a ~190 MB synthetic model by the file picker leaves the wasm heap as it was.
 // Skips (visibly) without Chromium, the wasm build (LW_WASM_DIR or build/wasm) or ../shared.
@@ -261,6 +261,15 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
     assert.equal(r.promptTokens, 5); // BOS + "Once upon a time", as llama.cpp: [1, 403, 407, 261, 378]
     assert.match(await page.evaluate('document.getElementById("stats").textContent'), /tokens\/s.*model load \d+ ms/);
     assert.equal(ranges.length, nRanges, 'the File path made no HTTP requests for the model');
+    // Continue: 8 more tokens from where the text stopped, appended
+    await page.evaluate('document.getElementById("n").value = "8"; document.getElementById("more").click()');
+    assert.equal(await waitState(page, ['done', 'error'], 30000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
+    const more = await page.evaluate('document.getElementById("out-gen").textContent');
+    const rm = await page.evaluate('window.lwDemo.result');
+    console.log(`# continue: "${more.slice(shown.length)}" appended (${rm.tokens.length} tokens, prompt ${rm.promptTokens})`);
+    assert.ok(more.startsWith(shown) && more.length > shown.length, JSON.stringify(more));
+    assert.equal(rm.tokens.length, 8);
+    assert.equal(rm.promptTokens, 1); // only the last token of the previous text
     if (process.env.LW_DEMO_SCREENSHOT) { // a PNG of the page for people to look at
       const shot = await page.send('Page.captureScreenshot', { format: 'png', captureBeyondViewport: true });
       writeFileSync(process.env.LW_DEMO_SCREENSHOT, Buffer.from(shot.data, 'base64'));

@@ -106,6 +106,15 @@ test('generate ends on stop(), an AbortSignal, maxTokens and a full context; str
   assert.equal(r.promptTokens + r.tokens.length, 24 + 1); // the last token is produced, not decoded
   const again = await m.generate('Once upon a time', { maxTokens: 4 });
   assert.deepEqual(again.tokens, r.tokens.slice(0, 4), 'a new generation starts from a fresh context');
+  // keepContext: 6 tokens, then 6 more from where they stopped, equal 12 in one go; a prompt may follow too
+  const a = await m.generate('Once upon a time', { maxTokens: 6 });
+  const b = await m.generate('', { keepContext: true, maxTokens: 6 });
+  const whole = await m.generate('Once upon a time', { maxTokens: 12 });
+  assert.deepEqual([...a.tokens, ...b.tokens], whole.tokens);
+  assert.equal(b.promptTokens, 1);
+  const c = await m.generate(' She', { keepContext: true, maxTokens: 2 });
+  assert.equal(c.promptTokens, 1 + m.tokenize(' She', false).length);
+  await assert.rejects(m.generate(' and'.repeat(10), { keepContext: true }), /do not fit the context/);
   // the async iterator: the same pieces as generate's callbacks; leaving the loop stops the generation
   const pieces = [];
   for await (const text of m.stream('Once upon a time', { maxTokens: 6 })) pieces.push(text);

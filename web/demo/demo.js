@@ -55,6 +55,7 @@ function showAdapter(a) {
 function busy(on) {
   for (const id of ['file', 'load-url', 'save-url']) $(id).disabled = on || !lw;
   $('go').disabled = on || !model;
+  $('more').disabled = on || !model || !demo.result || demo.result.reason === 'context';
 }
 
 // ---- loading -------------------------------------------------------------------------------------------
@@ -64,7 +65,7 @@ async function openModel(what, label) {
   clearError();
   busy(true);
   setState('loading');
-  if (model) { model.free(); model = null; demo.model = null; }
+  if (model) { model.free(); model = null; demo.model = null; demo.result = null; }
   const prog = $('progress');
   prog.hidden = false;
   prog.value = 0;
@@ -132,21 +133,25 @@ async function refreshServed() {
 
 // ---- generation ----------------------------------------------------------------------------------------
 
-async function generate() {
+// more: go on from where the last text stopped (same context) instead of starting again from the prompt.
+async function generate(more = false) {
   if (!model) return;
   clearError();
   busy(true);
   $('stop').disabled = false;
   setState('generating');
-  const prompt = $('prompt').value;
-  $('out-prompt').textContent = prompt;
+  const prompt = more ? '' : $('prompt').value;
   const gen = $('out-gen');
-  gen.textContent = '';
+  if (!more) {
+    $('out-prompt').textContent = prompt;
+    gen.textContent = '';
+  }
   $('stats').textContent = '';
   demo.pieces = 0; // onToken calls: the text arrives piece by piece
   try {
     const r = await model.generate(prompt, {
       maxTokens: Number($('n').value) || 128,
+      keepContext: more,
       onToken: (text) => { demo.pieces++; gen.textContent += text; },
     });
     demo.result = r;
@@ -200,7 +205,8 @@ function wire() {
       busy(false);
     }
   };
-  $('go').onclick = generate;
+  $('go').onclick = () => generate(false);
+  $('more').onclick = () => generate(true);
   $('stop').onclick = () => model && model.stop();
   $('prompt').addEventListener('keydown', (ev) => {
     if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey) && !$('go').disabled) generate();

@@ -241,6 +241,7 @@ export class Llamaweb {
         // the header goes on past the head: fetch more (it is read front to back: 1.5x the furthest read)
         headBytes = Math.min(src.size, Math.max(2 * s.head.length, s.miss + (s.miss >> 1)));
         tries++;
+        readBytes = 0; // progress counts this attempt's reads
       }
     }
   }

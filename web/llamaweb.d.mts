@@ -78,6 +78,8 @@ export interface GenerateOptions {
   addSpecial?: boolean;
   /** Go on from the previous generation (its last token, then this prompt, possibly '') instead of a fresh context. */
   keepContext?: boolean;
+  /** Draw tokens on the GPU (the same seed, the same text); absent or temp <= 0: greedy. */
+  sampling?: { temp: number; topK?: number; topP?: number; minP?: number; seed?: number };
   /** Called with each piece of text as it is generated ('' while a UTF-8 character is incomplete). */
   onToken?: (text: string, id: number) => void;
   /** Ends the generation like Model.stop(). */
@@ -105,6 +107,8 @@ export class Llamaweb {
   readonly Module: any;
   readonly device: GPUDevice;
   readonly adapter: AdapterSummary;
+  /** Whether generate({sampling}) can draw tokens on the GPU in this build. */
+  readonly canSample: boolean;
   open(what: ModelInput, opts?: OpenOptions): Promise<Model>;
 }
 

@@ -203,6 +203,8 @@ export class Llamaweb {
       subgroupMinSize: a.subgroupMinSize, subgroupMaxSize: a.subgroupMaxSize,
       maxBufferSize: device.limits.maxBufferSize, maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,
     };
+    // whether generate({sampling}) can draw tokens on the GPU (engine and module both have it)
+    this.canSample = typeof GpuModel.prototype.setSampling === 'function' && typeof M._lw_wasm_model_set_sampling === 'function';
   }
 
   // Opens a model: what = File/Blob, URL (string or URL), {opfs: name}, or a byte source {size, read}.
@@ -247,6 +249,17 @@ export class Llamaweb {
   }
 }
 
+// What GpuModel.decode takes for a generation: 'argmax' (greedy) or the sampling parameters, after which
+// the generator is seeded afresh (the same seed, the same text).
+function samplingOut(g, sampling) {
+  if (!sampling || !(Number(sampling.temp) > 0)) return 'argmax';
+  if (typeof g.setSampling !== 'function' || typeof g.M._lw_wasm_model_set_sampling !== 'function') {
+    throw new Error('this build cannot sample on the GPU (no setSampling): use temperature 0');
+  }
+  g.setSampling(sampling); // reseeds
+  return { ...sampling };
+}
+
 // A model ready to generate. One generation at a time.
 export class Model {
   constructor(gpuModel, source, loadMs) {
@@ -279,8 +292,9 @@ export class Model {
 
   // Greedy generation from prompt. opts: maxTokens (default 128), addSpecial (BOS etc.; default true on a
   // fresh context), keepContext (go on from the previous generation: its last token, then prompt, which may
-  // be '', are appended to the context instead of starting afresh), onToken(text, id) for each generated piece
-  // (text may be '' while a UTF-8 character is incomplete), signal (AbortSignal, as stop()). Resolves to
+  // be '', are appended to the context instead of starting afresh), sampling ({temp, topK, topP, minP, seed}:
+  // tokens drawn on the GPU, reproducible for one seed; absent or temp <= 0: greedy), onToken(text, id) for
+  // each generated piece (text may be '' while a UTF-8 character is incomplete), signal (AbortSignal, as stop()). Resolves to
   // {text, tokens, promptTokens, promptMs, genMs, promptTokensPerSecond, tokensPerSecond,
   //  reason: 'eog' | 'length' | 'context' | 'stopped'}.
   async generate(prompt, opts = {}) {
@@ -291,6 +305,7 @@ export class Model {
     try {
       const maxTokens = opts.maxTokens ?? 128;
       const g = this.gpu;
+      const out = samplingOut(g, opts.sampling); // decode's out: 'argmax' or the sampling parameters
       const keep = !!opts.keepContext && g.nPast > 0;
       // the previous generation's last token was produced but never decoded: it goes first
       const ids = keep && this.pending >= 0 ? [this.pending] : [];
@@ -305,7 +320,7 @@ export class Model {
       this.pending = -1;
       const dec = new TextDecoder('utf-8');
       let t0 = performance.now();
-      let next = await g.decode(ids);
+      let next = await g.decode(ids, out);
       const promptMs = performance.now() - t0;
       t0 = performance.now();
       const tokens = [];
@@ -319,7 +334,7 @@ export class Model {
         if (this.stopping || (opts.signal && opts.signal.aborted)) { reason = 'stopped'; break; }
         if (tokens.length >= maxTokens) break;
         if (g.nPast >= this.info.n_ctx) { reason = 'context'; break; }
-        next = await g.decode([next]);
+        next = await g.decode([next], out);
         steps++;
       }
       this.pending = next; // produced, not decoded: keepContext feeds it first

@@ -9,6 +9,7 @@
 //  - the file picker path, in the same page (its pipelines are compiled once): the file input is set through
 //    the protocol (DOM.setFileInputFiles), the model is read from the File in chunks into GPU buffers, and the
 //    text streams into the page token by token: ", there was a little girl named Lily"; Continue appends;
+//    sampling, where the build has it, gives one text per seed;
 //  - OPFS: the page's "Save to browser storage" downloads the URL into OPFS and opens the model from there;
 //  - (LW_TEST_BIG=1) a ~190 MB synthetic model by the file picker leaves the wasm heap as it was.
 // Skips (visibly) without Chromium, the wasm build (LW_WASM_DIR or build/wasm) or ../shared.
@@ -246,7 +247,7 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
     await page.send('DOM.setFileInputFiles', { nodeId, files: [stories] });
     assert.equal(await waitState(page, ['loaded', 'error'], 30000), 'loaded', failInfo() + await page.evaluate('window.lwDemo.error'));
     assert.match(await page.evaluate('document.getElementById("model-info").textContent'), /^stories260K\.gguf: llama, 5 blocks/);
-    await page.evaluate('document.getElementById("n").value = "24"; document.getElementById("prompt").value = "Once upon a time"; ' +
+    await page.evaluate('document.getElementById("n").value = "16"; document.getElementById("prompt").value = "Once upon a time"; ' +
       'document.getElementById("go").click()');
     assert.equal(await waitState(page, ['done', 'error'], 30000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
     const shown = await page.evaluate('document.getElementById("out-gen").textContent');
@@ -256,8 +257,8 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
       `prompt ${r.promptTokens} tokens ${r.promptMs.toFixed(0)} ms; load ${(await page.evaluate('window.lwDemo.loadMs')).toFixed(0)} ms)`);
     assert.ok(shown.startsWith(EXPECTED), `generated text: ${JSON.stringify(shown)}`);
     assert.equal(shown, r.text);
-    assert.equal(r.tokens.length, 24);
-    assert.equal(pieces, 24, 'one onToken call per token');
+    assert.equal(r.tokens.length, 16);
+    assert.equal(pieces, 16, 'one onToken call per token');
     assert.equal(r.promptTokens, 5); // BOS + "Once upon a time", as llama.cpp: [1, 403, 407, 261, 378]
     assert.match(await page.evaluate('document.getElementById("stats").textContent'), /tokens\/s.*model load \d+ ms/);
     assert.equal(ranges.length, nRanges, 'the File path made no HTTP requests for the model');
@@ -270,6 +271,23 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
     assert.ok(more.startsWith(shown) && more.length > shown.length, JSON.stringify(more));
     assert.equal(rm.tokens.length, 8);
     assert.equal(rm.promptTokens, 1); // only the last token of the previous text
+    // sampling (where the build draws tokens on the GPU): the same seed twice gives the same text
+    if (await page.evaluate('window.lwDemo.canSample')) {
+      const texts = [];
+      for (let i = 0; i < 2; i++) {
+        await page.evaluate('document.getElementById("n").value = "8"; document.getElementById("temp").value = "1"; ' +
+          'document.getElementById("seed").value = "1234"; document.getElementById("go").click()');
+        assert.equal(await waitState(page, ['done', 'error'], 30000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
+        texts.push(await page.evaluate('document.getElementById("out-gen").textContent'));
+      }
+      console.log(`# sampled twice at temperature 1, seed 1234: ${JSON.stringify(texts[0])}`);
+      assert.equal(texts[0], texts[1]);
+      assert.match(await page.evaluate('document.getElementById("decoding").textContent'), /sampling/);
+      await page.evaluate('document.getElementById("temp").value = "0"');
+    } else {
+      console.log('# sampling: this build cannot sample on the GPU (controls hidden)');
+      assert.equal(await page.evaluate('getComputedStyle(document.getElementById("sampling")).display'), 'none');
+    }
     if (process.env.LW_DEMO_SCREENSHOT) { // a PNG of the page for people to look at
       const shot = await page.send('Page.captureScreenshot', { format: 'png', captureBeyondViewport: true });
       writeFileSync(process.env.LW_DEMO_SCREENSHOT, Buffer.from(shot.data, 'base64'));

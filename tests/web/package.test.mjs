@@ -5,7 +5,8 @@
 //  - Model.generate streams one onToken per token, its greedy ids equal GpuModel's own decode loop on the
 //    same file (web/lw-model.mjs, fileSource), and stories260K's text is llama.cpp's; the vocabulary read
 //    through a grown head tokenizes llama.cpp's llama-spm test vectors as llama.cpp does;
-//  - stop(), maxTokens and a full context end a generation with the right reason;
+//  - stop(), maxTokens and a full context end a generation with the right reason; keepContext continues;
+//    stream() iterates; sampling (where the build has it) repeats for one seed and is greedy at temperature 0;
 //  - a URL is read by HTTP range requests from web/serve.mjs, in chunks no larger than the glue's;
 //  - the server: ranges (a-b, a-, -n), 416 past the end, no escape from its folders, COOP/COEP headers;
 //  - a server without range support and a corrupt file give errors, and the module still works after.
@@ -128,6 +129,19 @@ test('generate ends on stop(), an AbortSignal, maxTokens and a full context; str
   const [first, second] = await Promise.allSettled([m.generate('a', { maxTokens: 2 }), m.generate('b', { maxTokens: 2 })]);
   assert.equal(first.status, 'fulfilled');
   assert.match(String(second.reason), /already running/);
+});
+
+test('sampling on the GPU: one seed gives one text; temperature 0 is greedy', { skip: skip || (!lw.canSample && 'this build cannot sample (no setSampling)'), timeout: 60000 }, async () => {
+  const m = storiesModel;
+  const greedy = await m.generate('Once upon a time', { maxTokens: 10 });
+  const s = { temp: 1.0, topK: 40, topP: 0.95, minP: 0.05, seed: 1234 };
+  const a = await m.generate('Once upon a time', { maxTokens: 10, sampling: s });
+  const b = await m.generate('Once upon a time', { maxTokens: 10, sampling: s });
+  const z = await m.generate('Once upon a time', { maxTokens: 10, sampling: { ...s, temp: 0 } });
+  console.log(`# sampled (seed 1234): ${JSON.stringify(a.text)}; greedy: ${JSON.stringify(greedy.text)}`);
+  assert.deepEqual(a.tokens, b.tokens, 'the same seed draws the same tokens');
+  assert.deepEqual(z.tokens, greedy.tokens);
+  assert.ok(a.tokens.every((id) => id >= 0 && id < 512));
 });
 
 test('URL source over web/serve.mjs: range requests in bounded chunks; server ranges and headers', { skip, timeout: 60000 }, async () => {

@@ -133,6 +133,17 @@ async function refreshServed() {
 
 // ---- generation ----------------------------------------------------------------------------------------
 
+// Sampling parameters from the form, or undefined (greedy) at temperature 0 or when the engine cannot sample.
+function samplingParams() {
+  const temp = Number($('temp').value);
+  if ($('sampling').hidden || !(temp > 0)) return undefined;
+  return { temp, topK: Number($('topk').value), topP: Number($('topp').value), seed: Number($('seed').value) };
+}
+
+function showDecoding() {
+  $('decoding').textContent = samplingParams() ? 'sampling on the GPU' : 'greedy decoding';
+}
+
 // more: go on from where the last text stopped (same context) instead of starting again from the prompt.
 async function generate(more = false) {
   if (!model) return;
@@ -140,6 +151,7 @@ async function generate(more = false) {
   busy(true);
   $('stop').disabled = false;
   setState('generating');
+  showDecoding();
   const prompt = more ? '' : $('prompt').value;
   const gen = $('out-gen');
   if (!more) {
@@ -152,6 +164,7 @@ async function generate(more = false) {
     const r = await model.generate(prompt, {
       maxTokens: Number($('n').value) || 128,
       keepContext: more,
+      sampling: samplingParams(),
       onToken: (text) => { demo.pieces++; gen.textContent += text; },
     });
     demo.result = r;
@@ -220,6 +233,9 @@ async function main() {
   if (q.has('prompt')) $('prompt').value = q.get('prompt');
   if (q.has('n')) $('n').value = q.get('n');
   if (q.has('ctx')) $('ctx').value = q.get('ctx');
+  if (q.has('temp')) $('temp').value = q.get('temp');
+  if (q.has('seed')) $('seed').value = q.get('seed');
+
   const why = webgpuMissingReason();
   if (why) {
     $('adapter').textContent = 'WebGPU is not available.';
@@ -236,6 +252,11 @@ async function main() {
     return;
   }
   demo.adapter = lw.adapter;
+  // sampling controls where the engine draws tokens on the GPU
+  $('sampling').hidden = !lw.canSample;
+  demo.canSample = lw.canSample;
+  $('temp').addEventListener('input', showDecoding);
+  showDecoding();
   // memory now: the wasm heap (stays small: weights live in GPU buffers) and, where Chrome tells, the JS heap
   demo.memory = () => ({ wasmHeap: lw.Module.HEAPU8.length, jsHeap: performance.memory ? performance.memory.usedJSHeapSize : null });
   showAdapter(lw.adapter);

@@ -1,24 +1,40 @@
 #!/usr/bin/env node
 // The `llamaweb` runner for Node + Dawn (WebGPU from the wasm build; scripts/build-wasm.sh, LW_WASM_DIR):
-//   node web/cli.mjs run   -m M.gguf -p "text" [-n 64] [options]    greedy generation, text streamed
+//   node web/cli.mjs run   -m M.gguf -p "text" [-n 64] [options]    generation, text streamed
 //   node web/cli.mjs bench -m M.gguf [-p 512] [-n 128] [-r 3] [options]
 // options: --ctx N (KV cells), --batch N (tokens per step), --submit N (dispatches per command buffer), --kv f16|f32,
-//          --f16 0|1, --sg 0|1 (variant switches; default: as the device offers).
+//          --f16 0|1, --sg 0|1 (variant switches; default: as the device offers),
+//          --tune FILE_OR_JSON (kernel overrides: a file holding, or the text of, the JSON `node web/tune.mjs` prints),
+//          sampling as the native `llamaweb run` (tools/cli-gen.c): --temp T (default 0.8, 0 = greedy), --top-k K
+//          (default 40, 0 = off: the GPU's cap, 256 up to 65536 tokens), --top-p P (0.95), --min-p P (0.05), --seed S
+//          (0x5eed; decimal or 0x hex, up to 2^53). Tokens are drawn on the GPU (4 bytes read back per token).
+//          bench decodes greedily (as llama-bench) unless a sampling option is given.
 // Pick the Vulkan driver with VK_ICD_FILENAMES (lavapipe, SwiftShader) as for the tests.
+import { existsSync, readFileSync } from 'node:fs';
 import { setup } from './lw-node.mjs';
-import { GpuModel, fileSource } from './lw-model.mjs';
+import { GpuModel, fileSource, SAMPLING_DEFAULTS } from './lw-model.mjs';
 
-function usage() {
+function usage(why) {
+  if (why) console.error('llamaweb (web): ' + why);
   console.error('usage: node web/cli.mjs run -m M.gguf -p TEXT [-n N] [--ctx N] [--batch N] [--submit N] [--f16 0|1] [--sg 0|1] [--kv f16|f32]\n' +
-    '       node web/cli.mjs bench -m M.gguf [-p 512] [-n 128] [-r 3] [--ctx N] [--batch N] [--submit N] [--f16 0|1] [--sg 0|1]');
+    '         [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--tune FILE_OR_JSON]\n' +
+    '       node web/cli.mjs bench -m M.gguf [-p 512] [-n 128] [-r 3] [--ctx N] [--batch N] [--submit N] [--f16 0|1] [--sg 0|1]\n' +
+    '         [--tune FILE_OR_JSON] [sampling options: sample instead of argmax]');
   process.exit(2);
 }
 
+// A number within [lo, hi] (an integer when int), else usage().
+function num(k, v, lo, hi, int = false) {
+  const d = v.trim() === '' ? NaN : Number(v);
+  if (!(d >= lo && d <= hi) || (int && !Number.isInteger(d))) usage(`${k}: ${v} is not a number in [${lo}, ${hi}]`);
+  return d;
+}
+
 function parse(argv) {
-  const o = { cmd: argv[0] };
+  const o = { cmd: argv[0], sampling: {} };
   for (let i = 1; i < argv.length; i += 2) {
     const k = argv[i], v = argv[i + 1];
-    if (v === undefined) usage();
+    if (v === undefined) usage(`${k} needs a value`);
     if (k === '-m') o.model = v;
     else if (k === '-p') o.prompt = v;
     else if (k === '-n') o.n = Number(v);
@@ -29,7 +45,13 @@ function parse(argv) {
     else if (k === '--f16') o.f16 = Number(v);
     else if (k === '--sg') o.subgroups = Number(v);
     else if (k === '--kv') o.kvF32 = v === 'f32';
-    else usage();
+    else if (k === '--tune') o.tune = existsSync(v) ? readFileSync(v, 'utf8') : v;
+    else if (k === '--temp') o.sampling.temp = num(k, v, 0, 1e6);
+    else if (k === '--top-k') o.sampling.topK = num(k, v, -1, 1e9, true);
+    else if (k === '--top-p') o.sampling.topP = num(k, v, 0, 1);
+    else if (k === '--min-p') o.sampling.minP = num(k, v, 0, 1);
+    else if (k === '--seed') o.sampling.seed = num(k, v, 0, Number.MAX_SAFE_INTEGER, true);
+    else usage(`unknown option ${k}`);
   }
   if (!o.model || (o.cmd !== 'run' && o.cmd !== 'bench')) usage();
   return o;
@@ -45,12 +67,21 @@ async function main() {
   const info = ctx.device.features;
   const src = fileSource(o.model);
   const nCtx = o.nCtx ?? (o.cmd === 'bench' ? (o.prompt ? Number(o.prompt) : 512) + (o.n ?? 128) + 8 : 2048);
-  const m = await GpuModel.open(M, src, { nCtx, nBatch: o.nBatch, submitEvery: o.submitEvery, f16: o.f16, subgroups: o.subgroups, kvF32: o.kvF32 });
+  const m = await GpuModel.open(M, src, { nCtx, nBatch: o.nBatch, submitEvery: o.submitEvery, f16: o.f16, subgroups: o.subgroups,
+    kvF32: o.kvF32, tune: o.tune });
+  // run samples (the native defaults); bench takes the argmax unless a sampling option was given
+  const sample = o.cmd === 'run' || Object.keys(o.sampling).length > 0;
+  const sp = { ...SAMPLING_DEFAULTS, ...o.sampling };
+  const kUsed = sample ? m.setSampling(sp) : 0;
+  const out = sample ? 'sample' : 'argmax';
   const i0 = m.info();
   const a = ctx.info || {};
   console.error(`model: ${o.model} (${i0.arch}, ${i0.n_layer} blocks, vocab ${i0.n_vocab}), weights ${(i0.weightBytes / 1048576).toFixed(1)} MiB ` +
     `streamed in ${m.loadMs.toFixed(0)} ms; adapter ${a.vendor || '?'} ${a.architecture || ''} ${a.device || ''}; ` +
     `f16 ${info.has('shader-f16') && o.f16 !== 0 ? 'yes' : 'no'}, subgroups ${info.has('subgroups') && o.subgroups !== 0 ? 'yes' : 'no'}`);
+  console.error(sample ? `sampling on the GPU: temp ${sp.temp}, top-k ${kUsed}${sp.topK > 0 && sp.topK === kUsed ? '' : ` (asked ${sp.topK}: the GPU's cap)`}, ` +
+    `top-p ${sp.topP}, min-p ${sp.minP}, seed ${sp.seed}` : 'greedy (GPU argmax)');
+  if (o.tune) console.error(`tune: ${JSON.stringify(m.variants())}`);
 
   if (o.cmd === 'run') {
     const ids = m.tokenize(o.prompt ?? '', true);
@@ -58,14 +89,14 @@ async function main() {
     const dec = new TextDecoder('utf-8');
     process.stdout.write(o.prompt ?? '');
     let t0 = performance.now();
-    let next = await m.decode(ids);
+    let next = await m.decode(ids, out);
     const ppMs = performance.now() - t0;
     t0 = performance.now();
     let made = 0;
     for (; made < n; made++) {
       if (m.isEog(next)) break;
       process.stdout.write(dec.decode(m.pieceBytes(next), { stream: true }));
-      if (made + 1 < n) next = await m.decode([next]);
+      if (made + 1 < n) next = await m.decode([next], out);
     }
     const tgMs = performance.now() - t0;
     process.stdout.write(dec.decode() + '\n');
@@ -82,10 +113,11 @@ async function main() {
     for (let r = 0; r < reps; r++) {
       m.nPast = 0;
       let t0 = performance.now();
-      let next = await m.decode(ids);
+      if (sample) m.setSampling(sp); // every repetition the same draws
+      let next = await m.decode(ids, out);
       pp.push(nP / (performance.now() - t0) * 1000);
       t0 = performance.now();
-      for (let i = 0; i < nG; i++) next = await m.decode([next]);
+      for (let i = 0; i < nG; i++) next = await m.decode([next], out);
       tg.push(nG / (performance.now() - t0) * 1000);
     }
     const i1 = m.info();

@@ -43,14 +43,54 @@ function cstr(M, s) {
   return [p, n - 1];
 }
 
+// Tune overrides for lw_wasm_model_open from a JSON string, a nested object (the same JSON), or an object of
+// dotted keys (per-key setter). Throws with the parser's message (which key, where) when refused.
+function makeTune(M, tune) {
+  const t = M._lw_wasm_tune_new();
+  if (!t) throw new Error('out of memory');
+  const fail = (st) => {
+    const msg = M.UTF8ToString(M._lw_wasm_tune_error(t));
+    M._lw_wasm_tune_free(t);
+    throw new Error(msg.startsWith('tune') ? msg : 'tune: ' + (msg || 'status ' + st));
+  };
+  if (typeof tune === 'object' && Object.keys(tune).every((k) => k.includes('.'))) {
+    for (const [k, v] of Object.entries(tune)) {
+      const [p] = cstr(M, k);
+      const st = M._lw_wasm_tune_set(t, p, Number(v));
+      M._free(p);
+      if (st !== 0) fail(st);
+    }
+    return t;
+  }
+  const text = typeof tune === 'string' ? tune : JSON.stringify(tune);
+  const [p, n] = cstr(M, text);
+  const st = M._lw_wasm_tune_json(t, p, n);
+  M._free(p);
+  if (st !== 0) fail(st);
+  return t;
+}
+
+// Sampling parameters as lw_wasm_model_set_sampling takes them; defaults are the CPU sampler's
+// (lw_sampler_default_params, the native `llamaweb run`'s): temp 0.8, top-k 40, top-p 0.95, min-p 0.05,
+// seed 0x5eed.
+export const SAMPLING_DEFAULTS = Object.freeze({ temp: 0.8, topK: 40, topP: 0.95, minP: 0.05, seed: 0x5eed });
+
 export class GpuModel {
   // Opens and plans the model and awaits the weight upload. opts: nCtx, nBatch, submitEvery, f16, subgroups
-  // (-1 or undefined: as the device offers), kvF32 (an f32 KV cache instead of f16).
+  // (-1 or undefined: as the device offers), kvF32 (an f32 KV cache instead of f16), tune (kernel overrides,
+  // src/webgpu/gpu-tune.h: the JSON text `node web/tune.mjs` prints, the same as an object, or an object of
+  // single keys {'matvec.q4_0.wg': 128}; a bad one throws before anything is opened).
   static async open(M, source, opts = {}) {
-    const id = M.lwGpu.addSource(source);
-    const t0 = performance.now();
-    const h = M._lw_wasm_model_open(id, source.size, opts.nCtx ?? 0, opts.nBatch ?? 0, opts.submitEvery ?? 0,
-      opts.f16 ?? -1, opts.subgroups ?? -1, opts.kvF32 ? 1 : 0);
+    const tune = opts.tune === undefined || opts.tune === null || opts.tune === '' ? 0 : makeTune(M, opts.tune);
+    let id, h, t0;
+    try {
+      id = M.lwGpu.addSource(source);
+      t0 = performance.now();
+      h = M._lw_wasm_model_open(id, source.size, opts.nCtx ?? 0, opts.nBatch ?? 0, opts.submitEvery ?? 0,
+        opts.f16 ?? -1, opts.subgroups ?? -1, opts.kvF32 ? 1 : 0, tune);
+    } finally {
+      if (tune) M._lw_wasm_tune_free(tune); // read during open only
+    }
     if (!h) throw new Error('out of memory');
     const m = new GpuModel(M, h, id, source);
     const err = M.UTF8ToString(M._lw_wasm_model_error(h));
@@ -71,6 +111,7 @@ export class GpuModel {
     this.sourceId = sourceId;
     this.source = source;
     this.nVocab = M._lw_wasm_model_n_vocab(h);
+    this.sampling = JSON.stringify(SAMPLING_DEFAULTS); // what the C side starts with
     this.ids = M._malloc(4 * 65536); // token ids passed to C
     this.idsCap = 65536;
   }
@@ -111,18 +152,37 @@ export class GpuModel {
     return this.M._lw_wasm_model_is_eog(this.h, id) !== 0;
   }
 
+  // Sampling parameters of decode(ids, 'sample') (see SAMPLING_DEFAULTS; missing fields take the defaults),
+  // and reseeds the generator: the same seed and parameters give the same tokens. Temperature <= 0 is greedy;
+  // topK <= 0 or above the GPU's cap (256 for vocabularies up to 65536) takes the cap; the draws are the CPU
+  // sampler's (tokens lw_sampler_sample would draw from the same logits and seed). Returns the top-k in effect.
+  setSampling(params = {}) {
+    const p = { ...SAMPLING_DEFAULTS, ...params };
+    const k = this.M._lw_wasm_model_set_sampling(this.h, p.temp, p.topK, p.topP, p.minP, Number(p.seed));
+    if (k < 0) throw new Error(this.M.UTF8ToString(this.M._lw_wasm_model_sampling_error(this.h)));
+    this.sampling = JSON.stringify(p);
+    return k;
+  }
+
   // Decodes ids (appended at nPast); out: 'argmax' (default) resolves to the greedy next id (GPU argmax),
-  // 'logits' to {id, logits} (the GPU argmax and a Float32Array copy of the last row's logits), 'none' to null.
+  // 'logits' to {id, logits} (the GPU argmax and a Float32Array copy of the last row's logits), 'none' to null,
+  // 'sample' to a token drawn on the GPU with the setSampling parameters (the defaults until then), and an
+  // object of sampling parameters ({temp, topK, topP, minP, seed}) the same after setSampling(out) when they
+  // differ from the ones in effect (so passing the same object every step keeps one seeded sequence).
   async decode(ids, out = 'argmax') {
     const M = this.M;
     if (ids.length > this.idsCap) throw new Error('too many tokens in one call');
+    if (out !== null && typeof out === 'object') {
+      if (JSON.stringify({ ...SAMPLING_DEFAULTS, ...out }) !== this.sampling) this.setSampling(out);
+      out = 'sample';
+    }
     M.HEAP32.set(ids, this.ids >> 2);
-    const kind = out === 'logits' ? 2 : out === 'none' ? 0 : 1;
+    const kind = out === 'logits' ? 2 : out === 'none' ? 0 : out === 'sample' ? 3 : 1;
     const st = M._lw_wasm_model_decode(this.h, this.ids, ids.length, kind);
     if (st !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_model_error(this.h)));
     await M.lwGpu.settle();
     this.check();
-    if (kind === 1) return M._lw_wasm_model_token(this.h);
+    if (kind === 1 || kind === 3) return M._lw_wasm_model_token(this.h);
     if (kind === 2) {
       const p = M._lw_wasm_model_logits(this.h) >> 2;
       return { id: M._lw_wasm_model_token(this.h), logits: M.HEAPF32.slice(p, p + this.nVocab) };
@@ -143,6 +203,19 @@ export class GpuModel {
     const p = M._malloc(2048);
     try {
       if (M._lw_wasm_model_info_json(this.h, p, 2048) < 0) throw new Error('info failed');
+      return JSON.parse(M.UTF8ToString(p));
+    } finally {
+      M._free(p);
+    }
+  }
+
+  // The kernel variants the plan uses per weight format ({matvec: {f32: 'wg64 rows4 ...'}, matmat: {...}}):
+  // what tune overrides changed.
+  variants() {
+    const M = this.M;
+    const p = M._malloc(4096);
+    try {
+      if (M._lw_wasm_model_variants_json(this.h, p, 4096) < 0) throw new Error('variants failed');
       return JSON.parse(M.UTF8ToString(p));
     } finally {
       M._free(p);

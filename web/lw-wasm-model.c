@@ -6,6 +6,7 @@
 #include "core/core.h"
 #include "model/model.h"
 #include "webgpu/gpu-model.h"
+#include "webgpu/gpu-tune.h"
 
 #include <emscripten/emscripten.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@ typedef struct lw_wasm_model {
     const lw_vocab *vocab;    /* its tokenizer (the model's; NULL: none) */
     lw__gpu_model *g;         /* the GPU plan                        */
     char err[LW_ERRMSG_SIZE]; /* why the last call failed            */
+    char serr[LW_ERRMSG_SIZE]; /* why the last set_sampling failed (the model stays usable) */
 } lw_wasm_model;
 
 static lw_status host_read(void *user, uint64_t off, void *dst, size_t n) {
@@ -60,12 +62,53 @@ EMSCRIPTEN_KEEPALIVE const char *lw_wasm_model_error(const lw_wasm_model *w) {
     return w ? w->err : "out of memory";
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Kernel tune overrides (gpu-tune.h) for lw_wasm_model_open: per-key setters or the JSON of web/tune.mjs
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* A set of overrides and the last error. */
+typedef struct lw_wasm_tune {
+    lw__gpu_tune t;           /* the overrides                 */
+    char err[LW_ERRMSG_SIZE]; /* why the last call failed      */
+} lw_wasm_tune;
+
+EMSCRIPTEN_KEEPALIVE lw_wasm_tune *lw_wasm_tune_new(void) {
+    lw_wasm_tune *t = calloc(1, sizeof *t);
+    if (t) lw__gpu_tune_init(&t->t);
+    return t;
+}
+EMSCRIPTEN_KEEPALIVE void lw_wasm_tune_free(lw_wasm_tune *t) {
+    free(t);
+}
+EMSCRIPTEN_KEEPALIVE const char *lw_wasm_tune_error(const lw_wasm_tune *t) {
+    return t ? t->err : "out of memory";
+}
+/* Applies the JSON text json[0..len) (all or nothing); returns an lw_status (message: lw_wasm_tune_error). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_tune_json(lw_wasm_tune *t, const char *json, int len) {
+    return len < 0 ? LW_ERR_INVALID_ARG : lw__gpu_tune_json(&t->t, json, (size_t)len, t->err);
+}
+/* Sets one key ("matvec.q4_0.wg"); returns an lw_status. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_tune_set(lw_wasm_tune *t, const char *key, double value) {
+    if (!(value >= -2147483648.0 && value <= 2147483647.0) || value != (double)(int64_t)value)
+        return lw__errorf(t->err, LW_ERR_INVALID_ARG, "%s: not an integer", key ? key : "(null)");
+    return lw__gpu_tune_set(&t->t, key, (int64_t)value, t->err);
+}
+/* The overrides set, as JSON, into dst; returns the length or -1. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_tune_to_json(const lw_wasm_tune *t, char *dst, int cap) {
+    return cap > 0 ? lw__gpu_tune_to_json(&t->t, dst, (size_t)cap) : -1;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Opening
+ * ------------------------------------------------------------------------------------------------------- */
+
 /* Opens the model of host source `host` (size bytes) and plans it on the GPU; weights start streaming (await
  * settle(), then lw_wasm_model_check()). f16/subgroups: -1 = as the device offers; kv_f32: an f32 KV cache
- * instead of f16. Returns NULL only when
- * memory runs out; otherwise check lw_wasm_model_error() (empty: fine). */
+ * instead of f16; tune: kernel overrides (NULL: the measured defaults; read during this call only). Returns
+ * NULL only when memory runs out; otherwise check lw_wasm_model_error() (empty: fine). */
 EMSCRIPTEN_KEEPALIVE lw_wasm_model *lw_wasm_model_open(uint32_t host, double size, int n_ctx, int n_batch,
-                                                       int submit_every, int f16, int subgroups, int kv_f32) {
+                                                       int submit_every, int f16, int subgroups, int kv_f32,
+                                                       const lw_wasm_tune *tune) {
     lw_wasm_model *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->host = host;
@@ -94,6 +137,7 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_model *lw_wasm_model_open(uint32_t host, double siz
     p.f16 = f16;
     p.subgroups = subgroups;
     p.kv_type = kv_f32 ? LW_TYPE_F32 : LW_TYPE_F16;
+    p.tune = tune ? &tune->t : NULL;
     if ((st = lw__gpu_model_create(gpu, w->m, &p, &w->g)) != LW_OK)
         lw__errorf(w->err, st, "GPU plan: %s", lw__gpu_model_error(w->g));
     return w;
@@ -111,13 +155,53 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_model_check(lw_wasm_model *w) {
     return 0;
 }
 
-/* Decodes n tokens at ids (wasm memory) and schedules the read-back: out 1 = argmax id, 2 = logits, 0 none.
+/* Decodes n tokens at ids (wasm memory) and schedules the read-back: out 1 = argmax id, 2 = logits, 3 = a
+ * token drawn on the GPU (lw_wasm_model_set_sampling), 0 none.
  * Returns an lw_status; await settle() before reading the result. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_model_decode(lw_wasm_model *w, const int32_t *ids, int n, int out) {
     if (w->err[0]) return LW_ERR_INVALID_ARG;
     lw_status st = lw__gpu_model_decode(w->g, ids, n, (lw__gpu_out)out);
     if (st != LW_OK) lw__errorf(w->err, st, "decode: %s", lw__gpu_model_error(w->g));
     return st;
+}
+
+/* Sampling parameters of decodes with out 3 (lw__gpu_model_set_sampling; penalties off); reseeds. Returns the
+ * top-k in effect (the GPU caps it), or -1 with the message in lw_wasm_model_sampling_error() (refused
+ * parameters leave the previous ones and the model usable). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_model_set_sampling(lw_wasm_model *w, float temp, int top_k, float top_p, float min_p,
+                                                    double seed) {
+    w->serr[0] = 0;
+    if (w->err[0] || !w->g) {
+        snprintf(w->serr, sizeof w->serr, "%s", w->err[0] ? w->err : "no model");
+        return -1;
+    }
+    lw_sampler_params sp = lw_sampler_default_params();
+    sp.penalty_last_n = 0;
+    sp.temp = temp;
+    sp.top_k = top_k;
+    sp.top_p = top_p;
+    sp.min_p = min_p;
+    if (!(seed >= 0 && seed < 18446744073709551616.0)) {
+        lw__errorf(w->serr, LW_ERR_INVALID_ARG, "sampling: bad seed");
+        return -1;
+    }
+    sp.seed = (uint64_t)seed;
+    uint32_t k = 0;
+    lw_status st = lw__gpu_model_set_sampling(w->g, &sp, &k);
+    if (st != LW_OK) {
+        lw__errorf(w->serr, st, "sampling: %s", lw__gpu_model_error(w->g));
+        return -1;
+    }
+    return (int)k;
+}
+
+EMSCRIPTEN_KEEPALIVE const char *lw_wasm_model_sampling_error(const lw_wasm_model *w) {
+    return w->serr;
+}
+
+/* The plan's kernel variants as JSON (lw__gpu_model_variants_json); returns the length or -1. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_model_variants_json(const lw_wasm_model *w, char *dst, int cap) {
+    return w->g && cap > 0 ? lw__gpu_model_variants_json(w->g, dst, (size_t)cap) : -1;
 }
 
 EMSCRIPTEN_KEEPALIVE int lw_wasm_model_token(const lw_wasm_model *w) {

@@ -73,6 +73,16 @@ static double rng_uniform(uint64_t *s) {
     return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+/* The generator on its own (sample.h), for samplers that draw elsewhere (the GPU's, src/webgpu): the same
+ * seeding and the same numbers as a sampler reset with seed and its draws. */
+void lw__sampler_rng_seed(uint64_t state[4], uint64_t seed) {
+    for (int i = 0; i < 4; i++) state[i] = splitmix64(&seed);
+}
+
+double lw__sampler_rng_uniform(uint64_t state[4]) {
+    return rng_uniform(state);
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * Sorting candidates by logit, descending (ties: lower id first). Our own in-place sort: the C library's
  * qsort may allocate.

@@ -128,6 +128,7 @@ struct lw__gpu_model {
     gm_call argmax[2];           /* GPU argmax over the logits: the two top-k passes           */
     lw__gpu_topk_plan_out topk;  /* their plan (fixed: the logits never move)                  */
     lw_gpu_buffer topk_scratch;  /* top-k candidates between the passes                        */
+    struct gm_sampling *samp;    /* GPU sampling (gpu-model-sample.c)                          */
     lw_gpu_buffer attn_scratch;  /* split-KV partials of the decode attention                  */
     uint64_t attn_scratch_bytes; /* its size                                                   */
     lw_gpu_buffer gelu;          /* ggml's GELU table (GEGLU), when the graph has GEGLU        */
@@ -195,5 +196,18 @@ lw_status lw__gm_prepare_argmax(lw__gpu_model *g);
 lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int32_t pos0);
 /* Records the argmax of the last logits row into g->result. */
 void lw__gm_record_argmax(lw__gpu_model *g);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * gpu-model-sample.c: sampling on the GPU (LW_GPU_OUT_SAMPLE)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Creates the sampling scratch, pipelines and bind groups (g->samp) and configures the CPU sampler's
+ * defaults. Call after lw__gm_prepare_argmax. */
+lw_status lw__gm_prepare_sample(lw__gpu_model *g);
+/* Records top-k and the draw over the last logits row into g->result (greedy parameters: the argmax). Draws
+ * the step's uniform number from the host generator. */
+void lw__gm_record_sample(lw__gpu_model *g);
+/* Frees g->samp (host memory only: its GPU objects go with the model's). */
+void lw__gm_free_sample(lw__gpu_model *g);
 
 #endif

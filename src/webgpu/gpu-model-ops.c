@@ -3,6 +3,7 @@
  * *_plan() functions and the dispatches recorded. Kernels: mat-vec (kernels.h), ops (kernels-ops.h),
  * attention (kernels-attn.h). */
 #include "webgpu/gpu-model-impl.h"
+#include "webgpu/gpu-tune.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -248,14 +249,14 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
                              for steps of several tokens when the graph is planned for them */
         const lw__tensor *w = &g->graph.t[nd->src[0]];
         gm_call mm = c;
-        c.v.mv = lw__gpu_matvec_default(info, w->type);
+        c.v.mv = lw__gpu_matvec_tuned(g->p.tune, info, w->type); /* = _default(info, type) without overrides */
         c.v.mv.f16 = c.v.mv.f16 && g->f16;
         c.v.mv.subgroups = c.v.mv.subgroups && g->subgroups;
         if (!g->p.raw_acts) lw__gpu_matvec_round_acts(&c.v.mv);
         if ((st = lw__gpu_matvec_pipeline(gpu, &g->cache, &g->alloc, &c.v.mv, info, &c.pipe, g->err)) != LW_OK) return st;
         bool batched = g->n_batch > 1 && rows_of(g, nd->dst, 2) > 1;
         if (batched) { /* only where the mat-mat kernel takes the shape (e.g. k a multiple of its block) */
-            mm.v.mm = lw__gpu_matmat_default(info, w->type);
+            mm.v.mm = lw__gpu_matmat_tuned(g->p.tune, info, w->type);
             mm.v.mm.f16 = mm.v.mm.f16 && g->f16;
             const gm_piece *pc = &g->pieces[g->loc[nd->src[0]].piece0];
             lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, g->n_batch, 0, 0, 0, 0, (uint64_t)w->ne1};

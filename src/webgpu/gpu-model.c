@@ -491,6 +491,7 @@ static lw_status create(lw__gpu_model *g) {
         g->nodes[i].n_calls = g->n_calls - g->nodes[i].call0;
     }
     if ((st = lw__gm_prepare_argmax(g)) != LW_OK) return st;
+    if ((st = lw__gm_prepare_sample(g)) != LW_OK) return st;
     return upload_weights(g);
 }
 
@@ -513,7 +514,9 @@ lw_status lw__gpu_model_create(lw_gpu gpu, lw_model *m, const lw__gpu_model_para
     g->gpu.ctx = g;
     g->p = p ? *p : lw__gpu_model_default_params();
     *out = g;
-    return create(g);
+    lw_status st = create(g);
+    g->p.tune = NULL; /* the caller's; read during creation only */
+    return st;
 }
 
 void lw__gpu_model_free(lw__gpu_model *g) {
@@ -523,6 +526,7 @@ void lw__gpu_model_free(lw__gpu_model *g) {
         g->inner.ops->destroy(g->inner.ctx);
     }
     lw__gpu_cache_free(&g->cache);
+    lw__gm_free_sample(g);
     lw__graph_free(&g->graph);
     lw_allocator a = g->alloc;
     lw__free(&a, g->bufs);
@@ -568,7 +572,8 @@ lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t 
         g->cnt.steps++;
         g->n_past += (uint32_t)step;
         done += step;
-        if (done == n && out != LW_GPU_OUT_NONE) lw__gm_record_argmax(g);
+        if (done == n && out == LW_GPU_OUT_SAMPLE) lw__gm_record_sample(g);
+        else if (done == n && out != LW_GPU_OUT_NONE) lw__gm_record_argmax(g);
         if ((st = flush(g)) != LW_OK) return lw__errorf(g->err, st, "submit failed");
     }
     st = LW_OK;

@@ -42,6 +42,8 @@ typedef struct lw__gpu_model_params {
     int f16;               /* f16 kernel variants: -1 when the device has shader-f16, 0 no, 1 yes        */
     int subgroups;         /* subgroup reductions: -1 when the device has them, 0 no, 1 yes             */
     uint32_t kv_type;      /* KV cache elements: LW_TYPE_F16 (default, as the CPU context) or F32        */
+    const struct lw__gpu_tune *tune; /* kernel overrides (gpu-tune.h), read during creation only;
+                              NULL: the measured defaults                                            */
     int raw_acts;          /* 1: mat-vecs take f32 activations; 0 (default): rounded as the CPU engine
                               rounds them for each weight format (shaders/actq.wgsl), for its results  */
 } lw__gpu_model_params;
@@ -54,6 +56,8 @@ typedef enum lw__gpu_out {
     LW_GPU_OUT_ARGMAX = 1, /* the greedy token id (4 bytes read back)                                 */
     LW_GPU_OUT_LOGITS = 2, /* the greedy id and the last row's logits (n_vocab floats: tests, samplers
                               on the host)                                                           */
+    LW_GPU_OUT_SAMPLE = 3, /* a token drawn on the GPU by lw__gpu_model_set_sampling's parameters (4
+                              bytes read back; greedy parameters: the argmax)                         */
 } lw__gpu_out;
 
 /* GPU objects created, and work recorded: tests check that decoding creates nothing. */
@@ -93,8 +97,19 @@ lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n
                               uint64_t cap);
 /* Graph node i: its output's name and block (-1 outside blocks) and elements per row; the node count. */
 int32_t lw__gpu_model_node(const lw__gpu_model *g, int32_t i, const char **name, int32_t *layer, int64_t *ne0);
-/* The token id read by the last LW_GPU_OUT_ARGMAX or LW_GPU_OUT_LOGITS decode. */
+/* The token id read by the last LW_GPU_OUT_ARGMAX, LW_GPU_OUT_LOGITS or LW_GPU_OUT_SAMPLE decode. */
 int32_t lw__gpu_model_token(const lw__gpu_model *g);
+/* Sampling parameters of LW_GPU_OUT_SAMPLE decodes (the CPU sampler's, lw_sampler_params; default:
+ * lw_sampler_default_params()), and reseeds the host generator with sp->seed: the same seed and parameters
+ * draw the same tokens (and, but for f32 rounding at interval boundaries, the tokens lw_sampler_sample draws
+ * from the same logits). top_k <= 0 or above the kernel's cap (lw__gpu_topk_max_k: 256 for vocabularies up to
+ * 16384) takes the cap; penalties are refused (LW_ERR_UNSUPPORTED). Creates nothing; *k_used (may be NULL):
+ * the top-k in effect. */
+lw_status lw__gpu_model_set_sampling(lw__gpu_model *g, const lw_sampler_params *sp, uint32_t *k_used);
+/* The kernel variants the plan uses, as JSON: {"matvec": {"<format>": "wg64 rows4 blocks1 f16 0 sg 1"},
+ * "matmat": {"<format>": "tm64 tn64 tk32 rm8 rn8 f16 0"}} (the first mat-vec / mat-mat call of each weight
+ * format; tests check that tune overrides reach the plan). Returns the length, -1 when cap is too small. */
+int lw__gpu_model_variants_json(const lw__gpu_model *g, char *dst, size_t cap);
 /* The logits read by the last LW_GPU_OUT_LOGITS decode (n_vocab floats). */
 const float *lw__gpu_model_logits(const lw__gpu_model *g);
 /* Forgets cells from n_past on (n_past <= the cells in use). */

@@ -451,5 +451,68 @@ lw_status lw__gpu_topk_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
 lw_status lw__gpu_topk_plan(const lw_gpu_info *info, const lw__gpu_topk_variant *v, uint64_t n, uint64_t k,
                             uint64_t logits_offset, uint64_t scratch_offset, uint64_t out_offset,
                             lw__gpu_topk_plan_out *out, char *err);
+/* The largest k a plan over n logits takes with variant v (pass 2 merges at most wg * per candidates):
+ * min(LW_GPU_TOPK_MAX, n, (wg * per) / groups). */
+uint32_t lw__gpu_topk_max_k(const lw__gpu_topk_variant *v, uint64_t n);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Sampling on the GPU (shaders/topk.wgsl with SAMPLE=1): pass 2 of a top-k that, instead of writing its k
+ * pairs, draws one of them by the CPU sampler's chain (lw_sampler_sample after its top-k: top-p on the
+ * softmax of the logits, min-p, temperature, draw) with a uniform number u from the host, and writes that
+ * one pair (id, value) at out_offset. So a sampled decode step reads back 4 bytes, as a greedy one.
+ *   pass 1: lw__gpu_topk_pipeline(pairs=false) with the plan's pass1 block (unchanged);
+ *   pass 2: lw__gpu_sample_pipeline, bindings 0 scratch, 1 result (rw u32), 2 params (lw__gpu_sample_params
+ *           = the plan's pass2 block + the sampler's fields; only u changes between draws).
+ * k (the top-k) is the plan's: at most lw__gpu_topk_max_k (LW_GPU_TOPK_MAX = 256 with a vocabulary of up to
+ * 16384 and the default variant, 64 at 262144), so a sampler's top_k of 0 ("off") or larger than that is
+ * capped there: candidates beyond the 256th carry little mass after top-p/min-p, and none with top_k <= 256.
+ * The draw is serial in f32 (sums in candidate order); lw__gpu_sample_ref is its scalar reference. Penalties
+ * (repeat/frequency/presence) are not applied: the GPU sampler refuses parameters that ask for them.
+ * ------------------------------------------------------------------------------------------------------- */
+
+#define LW_GPU_SAMPLE_GREEDY 1u /* flags: the best candidate (temperature <= 0)  */
+#define LW_GPU_SAMPLE_TOP_P 2u  /* flags: top-p applies (top_p < 1)              */
+#define LW_GPU_SAMPLE_MIN_P 4u  /* flags: min-p applies (min_p > 0)              */
+
+/* TopkParams in topk.wgsl with SAMPLE=1 (64 bytes). */
+typedef struct lw__gpu_sample_params {
+    lw__gpu_topk_params topk; /* pass 2's block from lw__gpu_topk_plan                          */
+    float inv_temp;           /* 1 / temperature (finite)                                      */
+    float top_p;              /* nucleus mass                                                  */
+    float min_p_log;          /* logf(min_p), computed on the host (the CPU sampler's bits)    */
+    float u;                  /* this draw's uniform number in [0, 1) (lw__gpu_sample_u)       */
+    uint32_t flags;           /* LW_GPU_SAMPLE_*                                               */
+    uint32_t pad[3];          /* (size)                                                        */
+} lw__gpu_sample_params;
+_Static_assert(sizeof(lw__gpu_sample_params) == 64, "sample params block");
+
+/* The variant of the sampling pass for at most `pairs` input pairs: v's per, and the smallest power-of-two
+ * workgroup (16 at least, v's at most) that holds them. Pass 2 is one workgroup whose k rounds each cost two
+ * barriers and a walk up the tournament tree: a vocabulary of 512 (pairs = k <= 256) takes 16 invocations
+ * instead of 256 (on CPU drivers, where a barrier costs per invocation, 6x faster draws). */
+lw__gpu_topk_variant lw__gpu_sample_variant(const lw__gpu_topk_variant *v, uint64_t pairs);
+lw_status lw__gpu_sample_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                  const lw__gpu_topk_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
+                                  char *err);
+/* Fills p from pass 2 of a top-k plan and the sampler parameters sp (temp, top_p, min_p; top_k is the plan's
+ * k; u = 0 until lw__gpu_sample_u). LW_ERR_UNSUPPORTED for penalties (penalty_repeat != 1, penalty_freq or
+ * penalty_present != 0 with penalty_last_n > 0), LW_ERR_INVALID_ARG for NaN parameters. */
+lw_status lw__gpu_sample_setup(const lw__gpu_topk_params *pass2, const lw_sampler_params *sp,
+                               lw__gpu_sample_params *p, char *err);
+/* u (e.g. lw__sampler_rng_uniform's) as the f32 the kernel takes: rounded down to a multiple of 2^-24, so it
+ * stays below 1 (the draw differs from the CPU's 53-bit one only where a boundary lies within 2^-24). */
+float lw__gpu_sample_u(double u);
+/* Scalar reference of pass 2 with SAMPLE=1: the k best of n (id, value) pairs (value descending, ties to
+ * the lower id, NaN never), then the kernel's draw step by step in f32. Returns the drawn pair's index among
+ * the k best (*id: its id); *margin (may be NULL): distance of u from the nearest boundary of the drawn
+ * interval, in units of u (a GPU's exp may differ from expf by a few ulp: only draws with a margin above
+ * ~1e-5 must agree exactly). */
+uint32_t lw__gpu_sample_ref(const uint32_t *ids, const float *values, uint32_t n, const lw__gpu_sample_params *p,
+                            uint32_t *id, double *margin);
+/* Its two halves: the k best of n pairs, best first (top_ids/top_values: k entries; (-inf, 0xffffffff) when
+ * fewer than k are left), and the draw's index among k sorted candidate values cv (margin as above). */
+void lw__gpu_sample_ref_topk(const uint32_t *ids, const float *values, uint32_t n, uint32_t k, uint32_t *top_ids,
+                             float *top_values);
+uint32_t lw__gpu_sample_ref_draw(const float *cv, uint32_t k, const lw__gpu_sample_params *p, double *margin);
 
 #endif

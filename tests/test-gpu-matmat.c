@@ -51,7 +51,7 @@ static void test_pipelines(void) {
     }
     CHECK(n_formats >= 4);
     /* the tile defines reach the shader, and label = cache key tells variants apart */
-    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 48, 20, 24, 3, 5};
+    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 48, 20, 24, 3, 5, 0};
     lw_gpu_pipeline p;
     CHECK(lw__gpu_matmat_wg_size(&v) == 64);
     CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &v, &info, &p, err) == LW_OK, "%s", err);
@@ -96,7 +96,7 @@ static void test_pipelines(void) {
     }
     CHECK(f->creates == before);
     /* the f16 tiles halve the workgroup memory: 128 x 128 x 64 fits in f16, not in f32 */
-    lw__gpu_matmat_variant h = {LW_TYPE_Q8_0, true, 128, 128, 48, 8, 8};
+    lw__gpu_matmat_variant h = {LW_TYPE_Q8_0, true, 128, 128, 48, 8, 8, 0};
     CHECK(lw__gpu_matmat_wg_bytes(&h) == 256 * 13 * 8);
     CHECK(lw__gpu_matmat_check(&info, &h, err) == LW_OK);
     h.f16 = false;
@@ -110,7 +110,7 @@ static void test_pipelines(void) {
 
 static void test_plan(void) {
     lw_gpu_info info = lavapipe_info();
-    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 64, 32, 32, 4, 4};
+    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 64, 32, 32, 4, 4, 0};
     lw__gpu_matmat_params p;
     uint32_t g[3];
     char err[LW_ERRMSG_SIZE];
@@ -126,7 +126,7 @@ static void test_plan(void) {
     CHECK(p.x_offset == 1 && p.x_stride == 25 && p.y_offset == 3 && p.y_stride == 72 && g[0] == 2 &&
           g[2] == 2);
     /* many row tiles fold over a second grid dimension */
-    lw__gpu_matmat_variant one = {LW_TYPE_Q4_0, false, 1, 64, 32, 1, 4};
+    lw__gpu_matmat_variant one = {LW_TYPE_Q4_0, false, 1, 64, 32, 1, 4, 0};
     s = (lw__gpu_matmat_shape){70000, 32, 8, 0, 0, 0, 0, 0};
     CHECK(lw__gpu_matmat_plan(&info, &one, &s, &p, g, err) == LW_OK && g[0] == 65535 && g[1] == 2 &&
           g[2] == 1 && p.groups_x == 65535);
@@ -166,7 +166,7 @@ static void test_plan(void) {
     info = lavapipe_info();
     info.max_compute_workgroups_per_dimension = 4;
     s = (lw__gpu_matmat_shape){8, 8, 64 * 5, 0, 0, 0, 0, 0}; /* 5 token tiles > 4 */
-    v = (lw__gpu_matmat_variant){LW_TYPE_F32, false, 64, 64, 32, 4, 4};
+    v = (lw__gpu_matmat_variant){LW_TYPE_F32, false, 64, 64, 32, 4, 4, 0};
     CHECK(lw__gpu_matmat_plan(&info, &v, &s, &p, g, err) == LW_ERR_TOO_LARGE && strstr(err, "grid"));
 }
 

@@ -65,6 +65,8 @@ export interface OpenOptions {
   subgroups?: number;
   /** An f32 KV cache instead of f16. */
   kvF32?: boolean;
+  /** Kernel overrides (the JSON node web/tune.mjs prints, or an object), where the engine takes them. */
+  tune?: string | object;
   /** First prefetch of the GGUF header (default 256 KiB; grows as the header needs). */
   headBytes?: number;
   /** Bytes read so far of the file while the weights stream into GPU buffers. */

@@ -209,7 +209,8 @@ export class Llamaweb {
 
   // Opens a model: what = File/Blob, URL (string or URL), {opfs: name}, or a byte source {size, read}.
   // opts: nCtx (KV cells; default 2048), nBatch, f16/subgroups (0/1; default as the device offers), kvF32,
-  // headBytes (first header prefetch, default 256 KiB), onProgress(bytesRead, fileSize) while weights stream.
+  // tune (kernel overrides, as node web/tune.mjs prints them, where the engine takes them), headBytes (first
+  // header prefetch, default 256 KiB), onProgress(bytesRead, fileSize) while weights stream.
   async open(what, opts = {}) {
     const t0 = performance.now();
     const src = await toSource(what);
@@ -229,7 +230,7 @@ export class Llamaweb {
       const s = await withHead(counted, headBytes);
       try {
         const g = await GpuModel.open(this.Module, s, { nCtx: opts.nCtx ?? 2048, nBatch: opts.nBatch, f16: opts.f16,
-          subgroups: opts.subgroups, kvF32: opts.kvF32 });
+          subgroups: opts.subgroups, kvF32: opts.kvF32, tune: opts.tune });
         const model = new Model(g, src, performance.now() - t0);
         model.headBytes = s.head.length; // header bytes prefetched (tests: never the whole file of a big model)
         model.headTries = tries;

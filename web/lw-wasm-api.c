@@ -2,7 +2,6 @@
  * check used by tests/web (random weights quantized by our C quantizers, the GPU kernel, and the CPU
  * reference: dequantize + dot in double). Compiled only by the wasm build (cmake/webgpu.cmake). */
 #include "core/core.h"
-#include "cpu/engine-ops.h"
 #include "quant/quant.h"
 #include "webgpu/gpu.h"
 #include "webgpu/kernels.h"
@@ -78,41 +77,10 @@ EMSCRIPTEN_KEEPALIVE void lw_wasm_matvec_free(lw_wasm_matvec *m) {
     free(m);
 }
 
-/* y_cpu: what the CPU engine computes for this product (lw__cpu_mm: x converted to the vec_dot_type, then
- * the format's dot), the target of the activation-rounding kernel variants. */
+/* y_cpu: what the CPU engine computes for this product, the target of the activation-rounding variants. */
 static lw_status matvec_cpu(lw_wasm_matvec *m) {
-    const lw__cpu_mm *mm = lw__cpu_mm_get(m->type);
-    const lw_type_info *ti = lw_type_get(m->type);
-    if (m->type == LW_TYPE_BF16) { /* no engine kernel: ggml's pairing, x to bf16 then f32 products */
-        if (!(m->y_cpu = malloc((size_t)m->rows * sizeof(double))))
-            return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
-        const uint16_t *w = (const uint16_t *)m->wq;
-        for (int r = 0; r < m->rows; r++) {
-            double acc = 0;
-            for (int i = 0; i < m->k; i++)
-                acc += (double)lw__bf16_to_fp32(w[(size_t)r * m->k + i]) *
-                       lw__bf16_to_fp32(lw__fp32_to_bf16(m->x[i]));
-            m->y_cpu[r] = acc;
-        }
-        return LW_OK;
-    }
-    if (!mm || !ti) return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "no CPU product for this type");
-    const lw_type_info *ai = lw_type_get(mm->vec_dot_type);
-    size_t row_bytes = (size_t)m->k / ti->block_size * ti->type_size;
-    size_t a_bytes = mm->from_float ? (size_t)m->k / ai->block_size * ai->type_size : (size_t)m->k * 4;
-    void *a = malloc(a_bytes);
-    m->y_cpu = malloc((size_t)m->rows * sizeof(double));
-    if (!a || !m->y_cpu) {
-        free(a);
-        return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
-    }
-    if (mm->from_float)
-        mm->from_float(m->x, a, m->k);
-    else
-        memcpy(a, m->x, a_bytes);
-    for (int r = 0; r < m->rows; r++) m->y_cpu[r] = mm->dot(m->k, m->wq + (size_t)r * row_bytes, a);
-    free(a);
-    return LW_OK;
+    if (!(m->y_cpu = malloc((size_t)m->rows * sizeof(double)))) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
+    return lw_wasm_cpu_product(m->type, m->rows, m->k, m->wq, m->x, m->y_cpu, m->err);
 }
 
 /* Makes random W (row scales vary) and x, quantizes W with our quantizer and computes the reference.

@@ -63,6 +63,7 @@ typedef struct lw_wasm_matmat {
     size_t wq_bytes;              /* bytes of wq                                              */
     float *x;                     /* tokens x k inputs, packed                                */
     double *y_ref;                /* tokens x rows reference outputs (dequantize + double dot) */
+    double *y_cpu;                /* tokens x rows of the CPU engine's own products, or NULL    */
     lw_wasm_layout lay;           /* placement of W, X, Y in their buffers                    */
     size_t x_len, y_len;          /* elements of the X and Y buffers                          */
     float *y;                     /* Y buffer image (read-back target)                        */
@@ -89,6 +90,7 @@ EMSCRIPTEN_KEEPALIVE void lw_wasm_matmat_free(lw_wasm_matmat *m) {
     free(m->wq);
     free(m->x);
     free(m->y_ref);
+    free(m->y_cpu);
     free(m->y);
     free(m->y_packed);
     free(m->mv_groups);
@@ -204,7 +206,7 @@ static lw__gpu_matmat_variant variant_of(const lw_wasm_matmat *m, int f16, int t
                                          int rn) {
     if (tm == 0) return lw__gpu_matmat_default(&m->info, m->type);
     lw__gpu_matmat_variant v = {m->type,      f16 != 0,     (uint32_t)tm, (uint32_t)tn,
-                                (uint32_t)tk, (uint32_t)rm, (uint32_t)rn};
+                                (uint32_t)tk, (uint32_t)rm, (uint32_t)rn, 0};
     return v;
 }
 
@@ -240,7 +242,7 @@ static lw_status poison(lw_wasm_matmat *m) {
 /* Runs one variant (tm == 0: the default) on the uploaded data: poisons Y, records the dispatch and
  * schedules the read of Y. The JS caller awaits lwGpu.settle() before lw_wasm_matmat_nmse(). */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_run(lw_wasm_matmat *m, int f16, int tm, int tn, int tk, int rm,
-                                            int rn) {
+                                            int rn, int round_acts) {
     lw_status st;
     if (m->broken) return LW_ERR_INVALID_ARG;
     m->err[0] = 0; /* a refused variant before does not stick */
@@ -248,6 +250,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_run(lw_wasm_matmat *m, int f16, int tm, 
     const lw_gpu_ops *o = m->gpu.ops;
     void *c = m->gpu.ctx;
     lw__gpu_matmat_variant v = variant_of(m, f16, tm, tn, tk, rm, rn);
+    if (round_acts) lw__gpu_matmat_round_acts(&v);
     uint32_t grid[3];
     if ((st = poison(m)) != LW_OK) return lw__errorf(m->err, st, "writing Y failed");
     if ((st = prepare(m, &v, grid)) != LW_OK) return st;
@@ -353,6 +356,24 @@ EMSCRIPTEN_KEEPALIVE double lw_wasm_matmat_nmse(lw_wasm_matmat *m) {
         }
     }
     return lw_wasm_nmse(m->y_packed, m->y_ref, (size_t)m->tokens * (size_t)m->rows, m->err);
+}
+
+/* The same against the CPU engine's own products (lw_wasm_cpu_product per token): near 0 for the
+ * activation-rounding variants, the activation quantization error for the others. */
+EMSCRIPTEN_KEEPALIVE double lw_wasm_matmat_nmse_cpu(lw_wasm_matmat *m) {
+    if (lw_wasm_matmat_nmse(m) < 0) return -1;
+    if (!m->y_cpu) {
+        const size_t n = (size_t)m->tokens * (size_t)m->rows;
+        if (!(m->y_cpu = malloc(n * sizeof(double)))) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory"), -1;
+        for (int t = 0; t < m->tokens; t++)
+            if (lw_wasm_cpu_product(m->type, m->rows, m->k, m->wq, m->x + (size_t)t * (size_t)m->k,
+                                    m->y_cpu + (size_t)t * (size_t)m->rows, m->err) != LW_OK) {
+                free(m->y_cpu);
+                m->y_cpu = NULL;
+                return -1;
+            }
+    }
+    return lw_wasm_nmse(m->y_packed, m->y_cpu, (size_t)m->tokens * (size_t)m->rows, m->err);
 }
 
 /* ---------------------------------------------------------------------------------------------------------

@@ -1,12 +1,15 @@
 /* CPU reference for the wasm kernel checks (see lw-wasm-ref.h). Compiled only by the wasm build. */
 #include "lw-wasm-ref.h"
 
+#include "cpu/engine-ops.h"
+
 #include "quant/quant-iq.h"
 #include "quant/quant.h"
 
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 float lw_wasm_rnd(uint32_t *s) {
     *s ^= *s << 13;
@@ -93,4 +96,32 @@ double lw_wasm_nmse(const float *y, const double *ref, size_t n, char *err) {
         den += ref[i] * ref[i];
     }
     return den > 0 ? num / den : num;
+}
+
+lw_status lw_wasm_cpu_product(uint32_t type, int rows, int k, const uint8_t *wq, const float *x, double *y,
+                              char *err) {
+    if (type == LW_TYPE_BF16) { /* no engine kernel: ggml's pairing, x to bf16 then f32 products */
+        const uint16_t *w = (const uint16_t *)wq;
+        for (int r = 0; r < rows; r++) {
+            double acc = 0;
+            for (int i = 0; i < k; i++)
+                acc += (double)lw__bf16_to_fp32(w[(size_t)r * k + i]) * lw__bf16_to_fp32(lw__fp32_to_bf16(x[i]));
+            y[r] = acc;
+        }
+        return LW_OK;
+    }
+    const lw__cpu_mm *mm = lw__cpu_mm_get(type);
+    const lw_type_info *ti = lw_type_get(type), *ai = mm ? lw_type_get(mm->vec_dot_type) : NULL;
+    if (!mm || !ti || !ai) return lw__errorf(err, LW_ERR_UNSUPPORTED, "no CPU product for this type");
+    const size_t row_bytes = (size_t)k / ti->block_size * ti->type_size;
+    const size_t a_bytes = mm->from_float ? (size_t)k / ai->block_size * ai->type_size : (size_t)k * 4;
+    void *a = malloc(a_bytes);
+    if (!a) return lw__errorf(err, LW_ERR_NOMEM, "out of memory");
+    if (mm->from_float)
+        mm->from_float(x, a, k);
+    else
+        memcpy(a, x, a_bytes);
+    for (int r = 0; r < rows; r++) y[r] = mm->dot(k, wq + (size_t)r * row_bytes, a);
+    free(a);
+    return LW_OK;
 }

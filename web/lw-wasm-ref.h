@@ -21,6 +21,11 @@ lw_status lw_wasm_ref_weights(uint32_t type, int rows, int k, uint32_t *s, uint8
 /* y[r] = sum_i deq[r * k + i] * x[i] in double, for r < rows. */
 void lw_wasm_ref_matvec(const float *deq, int rows, int k, const float *x, double *y);
 
+/* y[r] = what the CPU engine computes for weight row r of wq (rows x k of type) times x: x converted to the
+ * format's vec_dot_type (8-bit blocks, f16, bf16) and the format's dot (lw__cpu_mm), in the engine's bits. */
+lw_status lw_wasm_cpu_product(uint32_t type, int rows, int k, const uint8_t *wq, const float *x, double *y,
+                              char *err);
+
 /* sum((y - ref)^2) / sum(ref^2) over n values (plain sum of squares when ref is all zero), or -1 with the
  * index of the first non-finite y in err. */
 double lw_wasm_nmse(const float *y, const double *ref, size_t n, char *err);

@@ -11,9 +11,25 @@ uint32_t lw__gpu_matmat_wg_size(const lw__gpu_matmat_variant *v) {
     return (v->tm / v->rm) * (v->tn / v->rn);
 }
 
+/* Blocks of 8-bit activation scales a K step keeps per token (matmat.wgsl SB), and scales per block. */
+static uint64_t actq_scales(const lw__gpu_matmat_variant *v) {
+    const lw__gpu_format *f = lw__gpu_format_of(v->type);
+    if (!f || (v->actq != LW_GPU_ACTQ_Q8_0 && v->actq != LW_GPU_ACTQ_Q8_K)) return 0;
+    const uint64_t chunks = f->block / 8, ck = v->tk / 8, sub = f->block / (v->actq == LW_GPU_ACTQ_Q8_0 ? 32 : 256);
+    return ((ck + chunks - 1) / chunks + 1) * (sub ? sub : 1);
+}
+
 uint64_t lw__gpu_matmat_wg_bytes(const lw__gpu_matmat_variant *v) {
-    /* both tiles: (tm + tn) rows of tk / 4 + 1 vec4s (one of padding), vec4 of f16 or f32 */
-    return ((uint64_t)v->tm + v->tn) * ((uint64_t)v->tk / 4 + 1) * (v->f16 ? 8u : 16u);
+    /* both tiles: (tm + tn) rows of tk / 4 + 1 vec4s (one of padding), vec4 of f16 or f32; with 8-bit
+     * activation rounding, a vec2 scale per token per activation block of the step */
+    return ((uint64_t)v->tm + v->tn) * ((uint64_t)v->tk / 4 + 1) * (v->f16 ? 8u : 16u) +
+           (uint64_t)v->tn * actq_scales(v) * 8u;
+}
+
+void lw__gpu_matmat_round_acts(lw__gpu_matmat_variant *v) {
+    const lw__gpu_format *f = lw__gpu_format_of(v->type);
+    v->actq = f ? f->actq : LW_GPU_ACTQ_NONE;
+    if (v->actq == LW_GPU_ACTQ_Q8_0 || v->actq == LW_GPU_ACTQ_Q8_K) v->f16 = false; /* q * d is not an f16 */
 }
 
 lw__gpu_matmat_variant lw__gpu_matmat_default(const lw_gpu_info *info, uint32_t type) {
@@ -31,6 +47,12 @@ lw_status lw__gpu_matmat_check(const lw_gpu_info *info, const lw__gpu_matmat_var
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "matmat: tiles %ux%ux%u with %ux%u per invocation break the template's rules",
                           v->tm, v->tn, v->tk, v->rm, v->rn);
+    const lw__gpu_format *f = lw__gpu_format_of(v->type);
+    const bool q8 = v->actq == LW_GPU_ACTQ_Q8_0 || v->actq == LW_GPU_ACTQ_Q8_K;
+    if (v->actq > LW_GPU_ACTQ_BF16 || (q8 && (v->f16 || f->block % (v->actq == LW_GPU_ACTQ_Q8_0 ? 32 : 256))))
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matmat: activation rounding %u needs blocks of a multiple of its size and f32 tiles",
+                          v->actq);
     uint32_t wg = lw__gpu_matmat_wg_size(v);
     if (wg > info->max_compute_invocations_per_workgroup || wg > info->max_compute_workgroup_size_x)
         return lw__errorf(err, LW_ERR_INVALID_ARG,
@@ -56,9 +78,10 @@ lw_status lw__gpu_matmat_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
     char label[LW_GPU_CACHE_KEY];
-    snprintf(label, sizeof label, "matmat %s%s t%ux%ux%u r%ux%u", ti ? ti->name : "?", v->f16 ? " f16" : "",
-             v->tm, v->tn, v->tk, v->rm, v->rn);
-    char tm[12], tn[12], tk[12], rm[12], rn[12], wg[12];
+    snprintf(label, sizeof label, "matmat %s%s t%ux%ux%u r%ux%u a%u", ti ? ti->name : "?", v->f16 ? " f16" : "",
+             v->tm, v->tn, v->tk, v->rm, v->rn, v->actq);
+    char tm[12], tn[12], tk[12], rm[12], rn[12], wg[12], actq[12];
+    snprintf(actq, sizeof actq, "%u", v->actq);
     snprintf(tm, sizeof tm, "%u", v->tm);
     snprintf(tn, sizeof tn, "%u", v->tn);
     snprintf(tk, sizeof tk, "%u", v->tk);
@@ -72,7 +95,8 @@ lw_status lw__gpu_matmat_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
                               {"TK", tk},
                               {"RM", rm},
                               {"RN", rn},
-                              {"WG_SIZE", wg}};
+                              {"WG_SIZE", wg},
+                              {"ACTQ", actq}};
     static const lw_gpu_binding_kind kinds[LW_GPU_MATMAT_BINDINGS] = {
         LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matmat.wgsl", defs, sizeof defs / sizeof defs[0],

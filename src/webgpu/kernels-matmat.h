@@ -19,6 +19,7 @@ typedef struct lw__gpu_matmat_variant {
     uint32_t tk;   /* elements of K per step, a multiple of 8 (8..256)                      */
     uint32_t rm;   /* rows per invocation (1..16, divides tm)                               */
     uint32_t rn;   /* tokens per invocation (1..16, divides tn)                             */
+    uint32_t actq; /* LW_GPU_ACTQ_*: X rounded as the CPU does (8-bit kinds: f32 tiles)     */
 } lw__gpu_matmat_variant;
 
 /* The uniform parameter block of one mat-mat call (MatmatParams in matmat.wgsl; 48 bytes). */
@@ -65,6 +66,9 @@ lw_status lw__gpu_matmat_check(const lw_gpu_info *info, const lw__gpu_matmat_var
 /* The default variant for a device: the measured defaults of gpu-tune.c (lw__gpu_matmat_tuned with no
  * overrides). */
 lw__gpu_matmat_variant lw__gpu_matmat_default(const lw_gpu_info *info, uint32_t type);
+
+/* Turns on the CPU's activation rounding for v's format (as lw__gpu_matvec_round_acts). */
+void lw__gpu_matmat_round_acts(lw__gpu_matmat_variant *v);
 
 /* The pipeline of variant v (checked first), from cache when it holds it (cache may be NULL: always
  * compile). err: LW_ERRMSG_SIZE bytes. */

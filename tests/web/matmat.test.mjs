@@ -47,7 +47,8 @@ function err(h) {
 }
 
 // One problem: rows x k weights of format f, `tokens` tokens, placed with layout {w, x, xPad, y, yPad}; runs
-// each of `runs` ({f16, tm, tn, tk, rm, rn} or {matvec: {...}}) and returns their NMSEs (throws on a failure).
+// each of `runs` ({f16, tm, tn, tk, rm, rn, actq: X rounded as the CPU rounds it, cpu: NMSE against the CPU
+// engine's own products} or {matvec: {...}}) and returns their NMSEs (throws on a failure).
 async function check(f, rows, k, tokens, runs, { seed = 1, layout = {} } = {}) {
   const h = M._lw_wasm_matmat_new(f.type, rows, k, tokens, seed);
   if (!h) throw new Error('out of memory');
@@ -61,11 +62,11 @@ async function check(f, rows, k, tokens, runs, { seed = 1, layout = {} } = {}) {
     for (const r of runs) {
       const st = r.matvec
         ? M._lw_wasm_matmat_matvec(h, r.matvec.f16 ?? 0, r.matvec.sg ?? 0, r.matvec.wg ?? 0, r.matvec.rows ?? 1, r.matvec.blocks ?? 0, 0)
-        : M._lw_wasm_matmat_run(h, r.f16 ?? 0, r.tm ?? 0, r.tn ?? 0, r.tk ?? 0, r.rm ?? 0, r.rn ?? 0);
+        : M._lw_wasm_matmat_run(h, r.f16 ?? 0, r.tm ?? 0, r.tn ?? 0, r.tk ?? 0, r.rm ?? 0, r.rn ?? 0, r.actq ? 1 : 0);
       if (st !== 0) throw new Error(`run ${JSON.stringify(r)}: ${err(h)}`);
       e = await M.lwGpu.settle();
       if (e) throw new Error(`GPU error, ${JSON.stringify(r)}: ${e}`);
-      const nmse = M._lw_wasm_matmat_nmse(h);
+      const nmse = r.cpu ? M._lw_wasm_matmat_nmse_cpu(h) : M._lw_wasm_matmat_nmse(h);
       if (!(nmse >= 0)) throw new Error(`check ${JSON.stringify(r)}: ${err(h)}`);
       out.push(nmse);
     }
@@ -100,6 +101,21 @@ for (const f of formats) {
     });
   }
 }
+
+// Activation rounding (ACTQ, shaders/actq.wgsl): with X rounded as the CPU engine rounds it for the format,
+// Y is the CPU's own product up to float summation order (the plain kernel differs from it by the 8-bit
+// activation error, ~1e-5). Partial K steps of 48 make steps straddle weight blocks and 256-element blocks
+// span several steps (their scales are reused).
+test('activation rounding: every format matches the CPU engine\'s own products', { skip }, async () => {
+  for (const f of formats) {
+    const [plain, nmse] = await check(f, 67, kOf(f), 37, [{ ...ODD, cpu: true }, { ...ODD, actq: true, cpu: true }],
+      { seed: 9 + f.type, layout: LAYOUT });
+    console.log(`# ${f.name}: nmse vs the CPU's products ${nmse.toExponential(2)} rounded, ${plain.toExponential(2)} plain`);
+    // Q4_1/Q5_1: the CPU multiplies their minimum by Q8_1's rounded block sum (see matvec.test.mjs)
+    const bound = f.name === 'q4_1' || f.name === 'q5_1' ? 1e-6 : 1e-9;
+    assert.ok(nmse < bound && (f.name === 'f32' || nmse < plain / 10), `${f.name}: ${nmse} (plain ${plain})`);
+  }
+});
 
 test('the default variant (lw__gpu_matmat_default) and one mat-vec per token agree with the reference', { skip }, async () => {
   for (const name of FEW) {

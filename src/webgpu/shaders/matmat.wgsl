@@ -15,7 +15,9 @@
 // Defines: WEIGHT_TYPE (types.wgsl), TM, TN (tile rows / tokens), TK (elements of K per step, a multiple of
 // 8), RM, RN (rows / tokens per invocation; TM % RM == TN % RN == 0), WG_SIZE (must equal
 // (TM / RM) * (TN / RN); given by C so @workgroup_size is a literal), F16 (common.wgsl: tiles and products in
-// f16, accumulation in f32).
+// f16, accumulation in f32), ACTQ (actq.wgsl: X rounded as the CPU rounds it for this format; for the 8-bit
+// kinds each K step first computes the scales of the activation blocks it touches, per token, into
+// workgroup memory, reusing them while the step stays in the same blocks; needs f32 tiles).
 // Bindings: 0 weights (read), 1 X as vec4<f32> (read), 2 Y (read_write), 3 MatmatParams (uniform).
 // Dispatch: (groups_x, ceil(ceil(rows / TM) / groups_x), ceil(tokens / TN)) workgroups.
 #include "common.wgsl"
@@ -50,6 +52,12 @@
 #if WG_SIZE != (TM / RM) * (TN / RN)
 #error matmat.wgsl: WG_SIZE must be (TM / RM) * (TN / RN)
 #endif
+#ifndef ACTQ
+#define ACTQ 0
+#endif
+#if (ACTQ == 1 || ACTQ == 2) && F16
+#error matmat.wgsl: 8-bit activation rounding needs f32 tiles
+#endif
 
 struct MatmatParams {
     k: u32,          // elements per row of W and per token of X, a multiple of DQ_BLOCK
@@ -73,6 +81,11 @@ struct MatmatParams {
 
 #include "dequant.wgsl"
 
+fn actq_x(i: u32) -> vec4<f32> {
+    return x[i];
+}
+#include "actq.wgsl"
+
 const CK: u32 = TK / 8u;      // chunks (of 8 elements) per tile row in one K step
 const WS: u32 = TK / 4u + 1u; // vec4s per tile row: TK / 4, plus one of padding against bank conflicts
 const TMT: u32 = TM / RM;     // invocations along rows
@@ -80,6 +93,23 @@ const TNT: u32 = TN / RN;     // invocations along tokens
 
 var<workgroup> wt: array<fvec4, TM * WS>; // W tile: row m, chunk s at [m * WS + 2s] (lo) and [+1] (hi)
 var<workgroup> xt: array<fvec4, TN * WS>; // X tile, same layout per token
+#if ACTQ == 1 || ACTQ == 2
+const NSUB: u32 = DQ_BLOCK / ACT_BLOCK;                 // activation blocks per weight block
+const SB: u32 = (CK + DQ_CHUNKS - 1u) / DQ_CHUNKS + 1u; // weight blocks one K step can touch
+var<workgroup> xs: array<vec2<f32>, TN * SB * NSUB>;    // token n, block b0 + j, sub s at (n * SB + j) * NSUB + s
+#endif
+
+// Element `at` (a multiple of 4) of weight block blk of token tok, rounded as the CPU rounds it (ACTQ).
+fn x_tile_at(tok: u32, blk: u32, at: u32, b0: u32, n: u32) -> vec4<f32> {
+    let v = x[params.x_offset + tok * params.x_stride + (blk * DQ_BLOCK + at) / 4u];
+#if ACTQ == 1 || ACTQ == 2
+    return actq_apply(v, xs[(n * SB + blk - b0) * NSUB + at / ACT_BLOCK]);
+#elif ACTQ == 3 || ACTQ == 4
+    return actq_round(v);
+#else
+    return v;
+#endif
+}
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -94,7 +124,27 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let tm = lid % TMT;
     let tn = lid / TMT;
     var acc: array<f32, RM * RN>;
+    var scaled = 0xffffffffu; // first weight block whose activation scales xs holds (uniform)
     for (var t0 = 0u; t0 < n_chunks; t0 += CK) {
+        let b0 = t0 / DQ_CHUNKS;
+#if ACTQ == 1 || ACTQ == 2
+        // scales of the activation blocks this step touches, unless the last step computed them (a K step
+        // smaller than a weight block stays in it); the previous step's closing barrier protects xs
+        let nb = (min(t0 + CK, n_chunks) - 1u) / DQ_CHUNKS - b0 + 1u;
+        if (b0 != scaled || nb > 1u) {
+            for (var i = lid; i < TN * nb * NSUB; i += WG_SIZE) {
+                let n = i / (nb * NSUB);
+                let r = i % (nb * NSUB);
+                if (tok0 + n < params.tokens) {
+                    let xb = params.x_offset + (tok0 + n) * params.x_stride +
+                             ((b0 + r / NSUB) * DQ_BLOCK + (r % NSUB) * ACT_BLOCK) / 4u;
+                    xs[(n * SB + r / NSUB) * NSUB + r % NSUB] = actq_scale(xb);
+                }
+            }
+            scaled = b0;
+            workgroupBarrier();
+        }
+#endif
         // W tile: consecutive invocations take consecutive chunks of a row (contiguous bytes). Chunks past
         // the end of K are zero in both tiles; rows past the end repeat the last row (never stored).
         for (var i = lid; i < TM * CK; i += WG_SIZE) {
@@ -120,9 +170,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             var hi = fvec4(0.0);
             if (t < n_chunks && tok0 + n < params.tokens) {
                 let c = t % DQ_CHUNKS;
-                let xb = params.x_offset + (tok0 + n) * params.x_stride + ((t / DQ_CHUNKS) * DQ_BLOCK) / 4u;
-                lo = fvec4(x[xb + dq_lo_at(c) / 4u]);
-                hi = fvec4(x[xb + dq_hi_at(c) / 4u]);
+                lo = fvec4(x_tile_at(tok0 + n, t / DQ_CHUNKS, dq_lo_at(c), b0, n));
+                hi = fvec4(x_tile_at(tok0 + n, t / DQ_CHUNKS, dq_hi_at(c), b0, n));
             }
             xt[n * WS + 2u * s] = lo;
             xt[n * WS + 2u * s + 1u] = hi;

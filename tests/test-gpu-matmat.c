@@ -76,17 +76,17 @@ static void test_pipelines(void) {
         lw_status st;
         const char *msg;
     } bad[] = {
-        {{LW_TYPE_Q4_0, false, 64, 64, 12, 4, 4}, 0, LW_ERR_INVALID_ARG, "rules"},  /* tk % 8 */
-        {{LW_TYPE_Q4_0, false, 64, 64, 0, 4, 4}, 0, LW_ERR_INVALID_ARG, "rules"},   /* tk 0 */
-        {{LW_TYPE_Q4_0, false, 64, 60, 32, 4, 8}, 0, LW_ERR_INVALID_ARG, "rules"},  /* rn does not divide */
-        {{LW_TYPE_Q4_0, false, 64, 64, 32, 0, 4}, 0, LW_ERR_INVALID_ARG, "rules"},  /* rm 0 */
-        {{LW_TYPE_Q4_0, false, 512, 64, 32, 8, 4}, 0, LW_ERR_INVALID_ARG, "rules"}, /* tm > 256 */
-        {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 17}, 0, LW_ERR_INVALID_ARG, "rules"}, /* rn > 16 */
-        {{LW_TYPE_Q4_0, false, 256, 256, 32, 4, 4}, 0, LW_ERR_INVALID_ARG, "invocations"},
-        {{LW_TYPE_Q4_0, false, 64, 128, 32, 4, 4}, 1, LW_ERR_INVALID_ARG, "invocations"}, /* 512 > 256 */
-        {{LW_TYPE_Q4_0, false, 128, 128, 64, 8, 8}, 0, LW_ERR_INVALID_ARG, "workgroup memory"},
-        {{LW_TYPE_Q4_0, true, 64, 64, 32, 4, 4}, 1, LW_ERR_UNSUPPORTED, "shader-f16"},
-        {{4 /* no such type */, false, 64, 64, 32, 4, 4}, 0, LW_ERR_UNSUPPORTED, "no GPU kernel"},
+        {{LW_TYPE_Q4_0, false, 64, 64, 12, 4, 4, 0}, 0, LW_ERR_INVALID_ARG, "rules"},  /* tk % 8 */
+        {{LW_TYPE_Q4_0, false, 64, 64, 0, 4, 4, 0}, 0, LW_ERR_INVALID_ARG, "rules"},   /* tk 0 */
+        {{LW_TYPE_Q4_0, false, 64, 60, 32, 4, 8, 0}, 0, LW_ERR_INVALID_ARG, "rules"},  /* rn does not divide */
+        {{LW_TYPE_Q4_0, false, 64, 64, 32, 0, 4, 0}, 0, LW_ERR_INVALID_ARG, "rules"},  /* rm 0 */
+        {{LW_TYPE_Q4_0, false, 512, 64, 32, 8, 4, 0}, 0, LW_ERR_INVALID_ARG, "rules"}, /* tm > 256 */
+        {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 17, 0}, 0, LW_ERR_INVALID_ARG, "rules"}, /* rn > 16 */
+        {{LW_TYPE_Q4_0, false, 256, 256, 32, 4, 4, 0}, 0, LW_ERR_INVALID_ARG, "invocations"},
+        {{LW_TYPE_Q4_0, false, 64, 128, 32, 4, 4, 0}, 1, LW_ERR_INVALID_ARG, "invocations"}, /* 512 > 256 */
+        {{LW_TYPE_Q4_0, false, 128, 128, 64, 8, 8, 0}, 0, LW_ERR_INVALID_ARG, "workgroup memory"},
+        {{LW_TYPE_Q4_0, true, 64, 64, 32, 4, 4, 0}, 1, LW_ERR_UNSUPPORTED, "shader-f16"},
+        {{4 /* no such type */, false, 64, 64, 32, 4, 4, 0}, 0, LW_ERR_UNSUPPORTED, "no GPU kernel"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         p = 9;

@@ -235,19 +235,19 @@ int main(void) {
     /* Dispatches of a one-token step with the planned fusions. A llama block: norm (+ the previous
      * block's residual ADD), one Q|K|V mat-vec (gpu-model-fuse.c), rope_qkv (both ROPEs and both KV_STOREs,
      * reading q, k, v from the fused output), attention (one split at 17 cells), O, norm (+ ADD), one
-     * gate|up mat-vec, SWIGLU (both halves from one binding), down: 9. In f32 the gate and up weights
-     * (2 x 24 KiB) do not fit one of this fake's 32 KiB bindings together: they stay two mat-vecs (10).
-     * qwen2: + one bias ADD per part of q|k|v (12); qwen3: + the per-head Q and K norms (f32: 12); phi3: +
-     * the SCALE of q (10). Outside the blocks: the embedding pieces (f32: 3 of 80 KiB, Q8_0: 1), the last
+     * gate|up mat-vec, down with SWIGLU in its x loads (X_GLU): 8. In f32 the gate and up weights (2 x 24
+     * KiB) do not fit one of this fake's 32 KiB bindings together: they stay two mat-vecs and SWIGLU its
+     * own dispatch (10). qwen2: + one bias ADD per part of q|k|v (11); qwen3: + the per-head Q and K norms
+     * (f32: 12); phi3: + the SCALE of q (9). Outside the blocks: the embedding pieces (f32: 3 of 80 KiB, Q8_0: 1), the last
      * block's two OUT_ROWS, the final norm (+ ADD), the output pieces (tied: as many), qwen2's output bias. */
     static const struct {
         const char *arch;
         uint32_t wtype;
         int biases, qk_norm, fused;
         uint64_t per_block, outside;
-    } archs[] = {{"llama", LW_TYPE_F32, 0, 0, 0, 10, 9},  {"llama", LW_TYPE_Q8_0, 0, 0, 0, 9, 5},
-                 {"qwen2", LW_TYPE_Q8_0, 1, 0, 0, 12, 6}, {"qwen3", LW_TYPE_F32, 0, 1, 0, 12, 9},
-                 {"phi3", LW_TYPE_Q8_0, 0, 0, 1, 10, 5}};
+    } archs[] = {{"llama", LW_TYPE_F32, 0, 0, 0, 10, 9},  {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5},
+                 {"qwen2", LW_TYPE_Q8_0, 1, 0, 0, 11, 6}, {"qwen3", LW_TYPE_F32, 0, 1, 0, 12, 9},
+                 {"phi3", LW_TYPE_Q8_0, 0, 0, 1, 9, 5}};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         char path[512], name[64], what[64];
         /* f32 embedding of 320 x 64 = 80 KiB over 32 KiB bindings: three pieces (gather and tied output) */

@@ -102,6 +102,30 @@ static bool match_group(const lw__gpu_model *g, int32_t i, gm_fusion *f) {
     return true;
 }
 
+/* (lw__gm_glu_source: gpu-model-impl.h.) */
+int32_t lw__gm_glu_source(const lw__gpu_model *g, int32_t d) {
+    const lw__graph *gr = &g->graph;
+    const lw__node *nd = &gr->nodes[d];
+    const int32_t x = nd->src[1];
+    if (nd->op != LW_OP_MUL_MAT || x < 0 || gr->t[x].kind != LW_T_ACT || nd->dst < 0) return -1;
+    int32_t s = -1;
+    for (int32_t j = 0; j < gr->n_nodes; j++) {
+        if (gr->nodes[j].dst == x) s = j;
+        for (int k = 0; k < 3; k++)
+            if (j != d && gr->nodes[j].src[k] == x) return -1; /* read elsewhere */
+    }
+    if (s < 0 || s > d) return -1;
+    const lw__node *glu = &gr->nodes[s];
+    const int32_t gate = glu->src[0], up = glu->src[1];
+    if ((glu->op != LW_OP_SWIGLU && glu->op != LW_OP_GEGLU) || gate < 0 || up < 0 || gr->t[gate].kind != LW_T_ACT ||
+        gr->t[up].kind != LW_T_ACT || lw__gm_base(g, gate) == gate || lw__gm_base(g, up) != lw__gm_base(g, gate) ||
+        gr->t[x].rows != gr->t[nd->dst].rows)
+        return -1;
+    const uint32_t k = (uint32_t)gr->t[x].ne0, go = g->loc[gate].part, uo = g->loc[up].part;
+    if (gr->t[gate].ne0 != (int64_t)k || gr->t[up].ne0 != (int64_t)k || go % 4 || uo % 4 || uo < go + k) return -1;
+    return s;
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * Rewriting
  * ------------------------------------------------------------------------------------------------------- */

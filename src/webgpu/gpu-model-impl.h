@@ -78,6 +78,8 @@ typedef struct gm_call {
 #define GM_FUSE_DONE 2     /* folded into another node's call: records nothing (its dst, if any, is
                               written later or never: lw__gpu_model_probe refuses it)              */
 #define GM_FUSE_ADD_NORM 3 /* RMS_NORM after the residual ADD feeding it: one add_input norm call   */
+#define GM_FUSE_GLU 4      /* SWIGLU/GEGLU whose consumer mat-vec computes it in its x loads
+                              (X_GLU) in one-row steps: records nothing there, runs in the others  */
 
 /* The calls prepared for one graph node. */
 typedef struct gm_node {
@@ -85,6 +87,9 @@ typedef struct gm_node {
     int32_t n_calls; /* entries                    */
     bool batched;    /* MUL_MAT: a mat-mat call follows each mat-vec call (steps of several tokens) */
     uint8_t fuse;    /* GM_FUSE_*                  */
+    bool glu;        /* MUL_MAT: X_GLU mat-vec calls (one per piece) follow the others, for one-row
+                        steps: they read the GLU node glu_node's inputs instead of its output       */
+    int32_t glu_node; /* that node                 */
 } gm_node;
 
 struct lw__gpu_model {
@@ -171,6 +176,11 @@ lw_gpu_bind lw__gm_piece(const lw__gpu_model *g, int32_t i);
  * GM_FUSE_DONE). Call after the graph is built, g->loc (g->graph.cap_t entries) and g->nodes exist, and
  * before any planning. */
 lw_status lw__gm_plan_fusions(lw__gpu_model *g);
+/* The GLU node (SWIGLU/GEGLU) whose gated activation MUL_MAT node d can compute in its mat-vec's x loads
+ * (X_GLU) instead of reading it: d's input is that node's output, read by d only, and the GLU's inputs
+ * are the gate and up parts (in that order) of one fused output; -1 when none. Planning gives d's output
+ * another activation buffer than that fused output (it is bound read-only there). */
+int32_t lw__gm_glu_source(const lw__gpu_model *g, int32_t d);
 /* The tensor holding t's rows: t's fused projection output when t is a part of one, else t. */
 int32_t lw__gm_base(const lw__gpu_model *g, int32_t t);
 /* Where t's elements are in lw__gm_base(t)'s rows: first element of row 0, elements between rows. */

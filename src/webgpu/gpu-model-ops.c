@@ -277,6 +277,21 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             st = lw__gm_add_call(g, &c, b, 4, false);
             if (st == LW_OK && batched) st = lw__gm_add_call(g, &mm, b, 4, false);
         }
+        const int32_t s = st == LW_OK ? lw__gm_glu_source(g, i) : -1;
+        if (s >= 0) { /* one-row steps: the GLU in this mat-vec's x loads, reading gate|up (gpu-model-fuse.c) */
+            const uint32_t glu = g->graph.nodes[s].op == LW_OP_SWIGLU ? LW_GPU_GLU_SILU : LW_GPU_GLU_GELU;
+            if ((st = lw__gpu_matvec_glu_pipeline(gpu, &g->cache, &g->alloc, &c.v.mv, glu, info, &c.pipe, g->err)) != LW_OK)
+                return st;
+            for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces && st == LW_OK; k++) {
+                c.aux = g->loc[nd->src[0]].piece0 + k;
+                lw_gpu_bind b[5] = {lw__gm_piece(g, c.aux), lw__gm_act(g, g->graph.nodes[s].src[0]), lw__gm_act(g, nd->dst),
+                                    lw__gm_params(g), lw__gm_whole(g->gelu)};
+                st = lw__gm_add_call(g, &c, b, glu == LW_GPU_GLU_GELU ? 5 : 4, false);
+            }
+            g->nodes[i].glu = true;
+            g->nodes[i].glu_node = s;
+            g->nodes[s].fuse = GM_FUSE_GLU;
+        }
         return st;
     }
     case LW_OP_GET_ROWS: { /* one call per part of the table; each writes the tokens whose id it holds */
@@ -469,6 +484,22 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         const lw__tensor *w = &g->graph.t[nd->src[0]];
         const uint64_t rows_t = rows_of(g, nd->dst, n_tokens);
         const int32_t per_piece = gn->batched ? 2 : 1; /* mat-vec (, mat-mat) */
+        if (rows_t == 1 && gn->glu) { /* the GLU's inputs, gate and up parts of one fused output */
+            const lw__node *glu = &g->graph.nodes[gn->glu_node];
+            const int32_t n_pieces = g->loc[nd->src[0]].n_pieces;
+            uint64_t go, uo, stride;
+            lw__gm_part(g, glu->src[0], &go, &stride);
+            lw__gm_part(g, glu->src[1], &uo, &stride);
+            for (int32_t k = 0; k < n_pieces; k++) {
+                const gm_call *c = &calls[n_pieces * per_piece + k];
+                const gm_piece *pc = &g->pieces[c->aux];
+                lw__gpu_matvec_params p;
+                PLAN(lw__gpu_matvec_glu_plan(info, &c->v.mv, (uint64_t)pc->rows, (uint64_t)w->ne0, 0, go, uo,
+                                             (uint64_t)pc->row0, &p, grid, g->err));
+                lw__gm_emit(g, c, &p, sizeof p, grid);
+            }
+            return LW_OK;
+        }
         if (rows_t > 1 && per_piece == 2) { /* several tokens: one mat-mat call per piece */
             for (int32_t k = 1; k < gn->n_calls; k += 2) {
                 const gm_piece *pc = &g->pieces[calls[k].aux];
@@ -481,7 +512,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
             return LW_OK;
         }
         for (uint64_t t = 0; t < rows_t; t++)
-            for (int32_t k = 0; k < gn->n_calls; k += per_piece) {
+            for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces * per_piece; k += per_piece) {
                 const gm_piece *pc = &g->pieces[calls[k].aux];
                 lw__gpu_matvec_params p;
                 PLAN(lw__gpu_matvec_plan(info, &calls[k].v.mv, (uint64_t)pc->rows, (uint64_t)w->ne0, 0,
@@ -561,6 +592,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     default: {
         const lw__tensor *a = &g->graph.t[nd->src[0]];
         const uint64_t rows = rows_of(g, nd->dst, n_tokens);
+        if (gn->fuse == GM_FUSE_GLU && rows == 1) return LW_OK; /* in the next mat-vec's x loads */
         lw__gpu_eltwise_params p;
         if (nd->op == LW_OP_OUT_ROWS) {
             const uint64_t src_rows = rows_of(g, nd->src[0], n_tokens);

@@ -300,6 +300,11 @@ static lw_status plan_acts(lw__gpu_model *g) {
             const int32_t s = lw__gm_base(g, nd->src[k]);
             if (s >= 0 && gr->t[s].kind != LW_T_WEIGHT && g->loc[s].colour >= 0) used |= 1u << g->loc[s].colour;
         }
+        const int32_t glu = nd->op == LW_OP_MUL_MAT ? lw__gm_glu_source(g, n) : -1;
+        if (glu >= 0) { /* its X_GLU calls read the GLU's gate|up input (read-only binding) */
+            const int32_t s = lw__gm_base(g, gr->nodes[glu].src[0]);
+            if (g->loc[s].colour >= 0) used |= 1u << g->loc[s].colour;
+        }
         if (lw__gm_add_norm_shape(g, n - 1)) /* fused with the ADD before it: binds that ADD's inputs too */
             for (int k = 0; k < 2; k++)
                 if (g->loc[gr->nodes[n - 1].src[k]].colour >= 0) used |= 1u << g->loc[gr->nodes[n - 1].src[k]].colour;
@@ -594,6 +599,8 @@ lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n
         g->graph.nodes[node].dst < 0 || (uint64_t)g->n_past + (uint64_t)n > g->n_ctx)
         return LW_ERR_INVALID_ARG;
     if (g->nodes[node].fuse == GM_FUSE_DONE) return LW_ERR_UNSUPPORTED; /* fused away: its dst is never written */
+    if (g->nodes[node].fuse == GM_FUSE_GLU && (n == 1 || g->graph.t[g->graph.nodes[node].dst].rows == LW_ROWS_OUTPUTS))
+        return LW_ERR_UNSUPPORTED; /* computed inside the next mat-vec in one-row steps */
     const lw__tensor *t = &g->graph.t[g->graph.nodes[node].dst];
     const uint64_t rows = t->rows == LW_ROWS_OUTPUTS ? 1 : (uint64_t)n, count = rows * (uint64_t)t->ne0;
     if (count > cap) return LW_ERR_TOO_LARGE;

@@ -33,10 +33,12 @@ void lw__gpu_matvec_round_acts(lw__gpu_matvec_variant *v) {
  * Pipeline
  * ------------------------------------------------------------------------------------------------------- */
 
-lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                  const lw__gpu_matvec_variant *v, const lw_gpu_info *info,
-                                  lw_gpu_pipeline *out, char *err) {
+/* Both pipelines: glu = 0 (plain), LW_GPU_GLU_SILU or LW_GPU_GLU_GELU (X_GLU). */
+static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                 const lw__gpu_matvec_variant *v, uint32_t glu, const lw_gpu_info *info,
+                                 lw_gpu_pipeline *out, char *err) {
     *out = 0;
+    if (glu > LW_GPU_GLU_GELU) return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: unknown GLU %u", glu);
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
     if (!f)
@@ -62,9 +64,11 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
                           v->actq);
 
     char label[LW_GPU_CACHE_KEY];
-    snprintf(label, sizeof label, "matvec %s%s%s wg%u r%u%s a%u", ti ? ti->name : "?", v->f16 ? " f16" : "",
-             v->subgroups ? " sg" : "", v->wg_size, v->rows, v->blocks ? " b" : "", v->actq);
-    char wg[16], rows[16], actq[4];
+    snprintf(label, sizeof label, "matvec %s%s%s wg%u r%u%s a%u%s", ti ? ti->name : "?", v->f16 ? " f16" : "",
+             v->subgroups ? " sg" : "", v->wg_size, v->rows, v->blocks ? " b" : "", v->actq,
+             glu == LW_GPU_GLU_SILU ? " swiglu" : glu == LW_GPU_GLU_GELU ? " geglu" : "");
+    char wg[16], rows[16], actq[4], xglu[4];
+    snprintf(xglu, sizeof xglu, "%u", glu);
     snprintf(actq, sizeof actq, "%u", v->actq);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     snprintf(rows, sizeof rows, "%u", v->rows);
@@ -74,11 +78,27 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
                               {"WG_SIZE", wg},
                               {"ROWS", rows},
                               {"BLOCKS", v->blocks ? "1" : "0"},
-                              {"ACTQ", actq}};
-    static const lw_gpu_binding_kind kinds[LW_GPU_MATVEC_BINDINGS] = {
-        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
+                              {"ACTQ", actq},
+                              {"X_GLU", xglu}};
+    static const lw_gpu_binding_kind kinds[LW_GPU_MATVEC_BINDINGS + 1] = {
+        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM,
+        LW_GPU_BIND_STORAGE_READ}; /* X_GLU=2: the GELU table */
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec.wgsl", defs, sizeof defs / sizeof defs[0],
-                                  kinds, LW_GPU_MATVEC_BINDINGS, out, err);
+                                  kinds, LW_GPU_MATVEC_BINDINGS + (glu == LW_GPU_GLU_GELU), out, err);
+}
+
+lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                  const lw__gpu_matvec_variant *v, const lw_gpu_info *info,
+                                  lw_gpu_pipeline *out, char *err) {
+    return matvec_pipeline(gpu, cache, alloc, v, 0, info, out, err);
+}
+
+lw_status lw__gpu_matvec_glu_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                      const lw__gpu_matvec_variant *v, uint32_t glu, const lw_gpu_info *info,
+                                      lw_gpu_pipeline *out, char *err) {
+    if (glu != LW_GPU_GLU_SILU && glu != LW_GPU_GLU_GELU)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: unknown GLU %u", glu);
+    return matvec_pipeline(gpu, cache, alloc, v, glu, info, out, err);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -132,5 +152,18 @@ lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_vari
     grid[0] = (uint32_t)gx;
     grid[1] = (uint32_t)gy;
     grid[2] = 1;
+    return LW_OK;
+}
+
+lw_status lw__gpu_matvec_glu_plan(const lw_gpu_info *info, const lw__gpu_matvec_variant *v, uint64_t rows,
+                                  uint64_t k, uint64_t w_offset, uint64_t g_offset, uint64_t u_offset,
+                                  uint64_t y_offset, lw__gpu_matvec_params *p, uint32_t grid[3], char *err) {
+    lw_status st = lw__gpu_matvec_plan(info, v, rows, k, w_offset, g_offset, y_offset, p, grid, err);
+    if (st != LW_OK) return st;
+    if (u_offset % 4 || u_offset < g_offset + k || (u_offset - g_offset) / 4 > UINT32_MAX ||
+        u_offset / 4 > UINT32_MAX - k / 4)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: u at %llu must be a multiple of 4 after g (%llu + %llu)",
+                          (unsigned long long)u_offset, (unsigned long long)g_offset, (unsigned long long)k);
+    p->x_up = (uint32_t)((u_offset - g_offset) / 4);
     return LW_OK;
 }

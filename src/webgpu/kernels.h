@@ -94,7 +94,7 @@ typedef struct lw__gpu_matvec_params {
     uint32_t x_offset;   /* offset of x inside its binding, vec4 units  */
     uint32_t y_offset;   /* offset of y inside its binding, elements    */
     uint32_t groups_x;   /* workgroups along x of the grid              */
-    uint32_t pad;        /* keeps the block 16-byte sized                */
+    uint32_t x_up;       /* X_GLU: u's offset from g in x, vec4 units    */
 } lw__gpu_matvec_params;
 _Static_assert(sizeof(lw__gpu_matvec_params) == 32, "matvec params block");
 
@@ -119,6 +119,22 @@ void lw__gpu_matvec_round_acts(lw__gpu_matvec_variant *v);
 lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
                                   const lw__gpu_matvec_variant *v, const lw_gpu_info *info,
                                   lw_gpu_pipeline *out, char *err);
+
+/* The FFN's gated activation folded into the mat-vec's x loads (matvec.wgsl X_GLU), so that the down
+ * projection reads the gate|up projection's output directly, one dispatch instead of GLU + mat-vec with
+ * the same bits: the product's input is silu(g) * u (LW_GPU_GLU_SILU, as SWIGLU) or ggml's table GELU(g) * u
+ * (LW_GPU_GLU_GELU, as GEGLU with its table; a fifth binding, read-only: lw__gpu_gelu_table's words).
+ * Bindings otherwise as the plain pipeline, x being the gate|up activation. */
+#define LW_GPU_GLU_SILU 1u
+#define LW_GPU_GLU_GELU 2u
+lw_status lw__gpu_matvec_glu_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                                      const lw__gpu_matvec_variant *v, uint32_t glu, const lw_gpu_info *info,
+                                      lw_gpu_pipeline *out, char *err);
+/* As lw__gpu_matvec_plan with g (k elements) at element g_offset of x and u at u_offset (a multiple of 4,
+ * at or after g's end). */
+lw_status lw__gpu_matvec_glu_plan(const lw_gpu_info *info, const lw__gpu_matvec_variant *v, uint64_t rows,
+                                  uint64_t k, uint64_t w_offset, uint64_t g_offset, uint64_t u_offset,
+                                  uint64_t y_offset, lw__gpu_matvec_params *p, uint32_t grid[3], char *err);
 
 /* Checks the shapes and fills the parameter block and dispatch grid of one call of variant v: rows x k
  * weights starting at byte w_offset of their binding, x at element x_offset (a multiple of 4), y at element

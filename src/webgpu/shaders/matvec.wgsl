@@ -8,8 +8,12 @@
 // ROWS (rows per workgroup, default 1), BLOCKS (1: an invocation takes whole blocks, so a block's scale
 // and words are loaded by one invocation; 0: single chunks of 8 weights), F16 and SUBGROUPS (common.wgsl),
 // ACTQ (actq.wgsl: x rounded as the CPU rounds it for this format; the 8-bit kinds need BLOCKS=1, so each
-// invocation computes an activation block's scale once for all ROWS rows, and f32 arithmetic).
-// Bindings: 0 weights (read), 1 x as vec4<f32> (read), 2 y (read_write), 3 MatvecParams (uniform).
+// invocation computes an activation block's scale once for all ROWS rows, and f32 arithmetic),
+// X_GLU (the FFN's gated activation folded into the x loads: x holds a gate|up row, u at x_up vec4s after
+// g, and the product's input is silu(g) * u (1) or ggml's table GELU(g) * u (2), computed exactly as
+// eltwise.wgsl's SWIGLU / GEGLU do, so the bits equal a separate GLU dispatch followed by this mat-vec).
+// Bindings: 0 weights (read), 1 x as vec4<f32> (read), 2 y (read_write), 3 MatvecParams (uniform); X_GLU=2:
+// 4 ggml's GELU table (read, 32768 words of two halves).
 // Dispatch: (groups_x, ceil(groups / groups_x), 1) workgroups with groups = ceil(rows / ROWS) and
 // groups_x <= maxComputeWorkgroupsPerDimension.
 #include "common.wgsl"
@@ -38,6 +42,9 @@
 #if (ACTQ == 1 || ACTQ == 2) && (!BLOCKS || F16)
 #error matvec.wgsl: 8-bit activation rounding needs BLOCKS=1 and f32 arithmetic
 #endif
+#ifndef X_GLU
+#define X_GLU 0
+#endif
 
 struct MatvecParams {
     k: u32,          // elements per row, a multiple of DQ_BLOCK (f32, f16: of 4)
@@ -47,18 +54,55 @@ struct MatvecParams {
     x_offset: u32,   // offset of x in the x binding, in vec4 units
     y_offset: u32,   // offset of y in the y binding, in elements
     groups_x: u32,   // workgroups along x in the dispatch grid
-    pad: u32,
+    x_up: u32,       // X_GLU: offset of u from g in the x binding, in vec4 units
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> params: MatvecParams;
+#if X_GLU == 2
+@group(0) @binding(4) var<storage, read> gelu_table: array<u32>;
+#endif
 
 #include "dequant.wgsl"
 
-fn actq_x(i: u32) -> vec4<f32> {
+#include "ops-common.wgsl"
+
+// Vec4 number i of the product's input: x[i], or (X_GLU) the gated activation of gate|up in x. Element
+// col = 4 (i - x_offset) + j of the row: as eltwise.wgsl with n = k (ggml_v_expf on the row's first
+// k & ~15 elements, exp on the rest; GELU from ggml's f16 table).
+fn x_in(i: u32) -> vec4<f32> {
+#if X_GLU
+    let gv = x[i];
+    let uv = x[i + params.x_up];
+    let col0 = (i - params.x_offset) * 4u;
+    var r: vec4<f32>;
+    for (var j = 0u; j < 4u; j++) {
+        let xx = gv[j];
+        let g = uv[j];
+#if X_GLU == 1
+        let e = select(exp(-xx), ggml_v_expf(0.0f - xx), col0 + j < (params.k & ~15u));
+        r[j] = xx / (1.0f + e) * g;
+#else
+        var yy = xx * g;
+        if (xx <= -10.0f) {
+            yy = 0.0f;
+        } else if (xx < 10.0f) {
+            let h = f16_bits_rne(xx);
+            yy = unpack2x16float(gelu_table[h >> 1u] >> ((h & 1u) * 16u)).x * g;
+        }
+        r[j] = yy;
+#endif
+    }
+    return r;
+#else
     return x[i];
+#endif
+}
+
+fn actq_x(i: u32) -> vec4<f32> {
+    return x_in(i);
 }
 #include "actq.wgsl"
 
@@ -68,7 +112,7 @@ var<private> act_sc: array<vec2<f32>, DQ_BLOCK / ACT_BLOCK>; // scales of the cu
 
 // The 4 elements of x at element `at` of block blk, rounded as the CPU rounds them (ACTQ).
 fn x_at(blk: u32, at: u32) -> vec4<f32> {
-    let v = x[params.x_offset + (blk * DQ_BLOCK + at) / 4u];
+    let v = x_in(params.x_offset + (blk * DQ_BLOCK + at) / 4u);
 #if ACTQ == 1 || ACTQ == 2
     return actq_apply(v, act_sc[at / ACT_BLOCK]);
 #elif ACTQ == 3 || ACTQ == 4

@@ -1,0 +1,69 @@
+// The FFN's gated activation folded into the down projection's mat-vec (matvec.wgsl X_GLU, used by the model
+// runner for one-token steps: src/webgpu/gpu-model-fuse.c) through the wasm build (web/lw-wasm-fuse.c): one
+// X_GLU dispatch over a gate|up row must give the bits of the two dispatches it replaces (the eltwise GLU,
+// then the plain mat-vec), and match the CPU engine (its GLU op, then its product / the dequantized product
+// in double) as the plain mat-vec does.
+// Run: LW_WASM_DIR=... VK_ICD_FILENAMES=... node --test tests/web/fuse.test.mjs
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { setup } from '../../web/lw-node.mjs';
+import { TYPES, BOUND, kFor, actqOf } from './matvec-check.mjs';
+
+const ctx = await setup();
+const skip = ctx.skip || false;
+if (skip) console.log('SKIP: ' + skip);
+const M = ctx.Module;
+const features = ctx.device ? ctx.device.features : new Set();
+const GLU = { swiglu: 1, geglu: 2 };
+
+// One case; returns { diff: elements of y whose bits differ fused vs split, hDiff: GLU elements differing
+// from the CPU's, nmse: against the double reference, nmseCpu: against the CPU engine's product }.
+async function glu(type, glu, rows, k, { f16 = 0, sg = 0, wg = 64, perWg = 1, blocks = 0, actq = 0, seed = 1 } = {}) {
+  const h = M._lw_wasm_glu_new();
+  if (!h) throw new Error('out of memory');
+  const msg = () => M.UTF8ToString(M._lw_wasm_glu_error(h));
+  try {
+    if (M._lw_wasm_glu_run(h, TYPES[type], GLU[glu], rows, k, f16, sg, wg, perWg, blocks, actq, seed) !== 0)
+      throw new Error('run: ' + msg());
+    const err = await M.lwGpu.settle();
+    if (err) throw new Error('GPU error: ' + err);
+    const s = [0, 1, 2, 3].map((w) => M._lw_wasm_glu_stat(h, w));
+    if (s.some((v) => !(v >= 0))) throw new Error('check: ' + msg());
+    return { diff: s[0], hDiff: s[1], nmse: s[2], nmseCpu: s[3] };
+  } finally {
+    M._lw_wasm_glu_free(h);
+  }
+}
+
+// Formats and variants as the runner uses them for a down projection: f32 path, whole blocks with the CPU's
+// activation rounding (the runner's default), several rows per workgroup, subgroups and f16 where offered.
+const CASES = [
+  ['F32', {}], ['F16', { blocks: 1, actq: actqOf('F16') }], ['Q8_0', { blocks: 1, perWg: 4, actq: actqOf('Q8_0') }],
+  ['Q4_0', { perWg: 2 }], ['Q4_K', { blocks: 1, actq: actqOf('Q4_K') }], ['Q6_K', { blocks: 1, perWg: 4, actq: actqOf('Q6_K') }],
+  ['Q8_0', { sg: 1, perWg: 4 }], ['Q4_0', { f16: 1, sg: 1 }],
+];
+// GEGLU (gemma) on a few of them: its GLU is the CPU's bits (ggml's table), the mat-vec part is shared
+const GEGLU = ['F32', 'Q8_0', 'Q4_0'];
+for (const g of ['swiglu', 'geglu']) {
+  for (const [type, opts] of CASES) {
+    if (g === 'geglu' && (!GEGLU.includes(type) || (type === 'Q8_0' && !opts.actq) || (type === 'Q4_0' && !opts.f16))) continue;
+    const name = `X_GLU ${g} ${type} ${JSON.stringify(opts)}`;
+    test(name, { skip }, async (t) => {
+      if (opts.f16 && !features.has('shader-f16')) return t.skip('no shader-f16 on this adapter');
+      if (opts.sg && !features.has('subgroups')) return t.skip('no subgroups on this adapter');
+      // 67 rows and k = 1120 (not a multiple of 16: the SWIGLU's exp switch at k & ~15 is crossed)
+      const r = await glu(type, g, 67, kFor(type, 1024 + 96), { ...opts, seed: 5 + (opts.perWg || 1) });
+      console.log(`# ${name}: ${r.diff} of 67 outputs differ in bits from GLU + mat-vec; GLU vs CPU: ` +
+        `${r.hDiff} elements differ; nmse ${r.nmse.toExponential(2)} (double ref), ${r.nmseCpu.toExponential(2)} (CPU product)`);
+      assert.equal(r.diff, 0, 'the fused dispatch must give the bits of the two it replaces');
+      // rounded activations (actq): the CPU engine's own product up to summation order; else the double
+      // reference up to the arithmetic's rounding (as tests/web/matvec.test.mjs)
+      if (opts.actq) assert.ok(r.nmseCpu < 1e-9, `nmse against the CPU's product ${r.nmseCpu}`);
+      else assert.ok(r.nmse < BOUND[opts.f16 ? 'f16' : 'f32'], `nmse ${r.nmse}`);
+      // GEGLU with ggml's table is the CPU's bits; SWIGLU within a few ulp (kernels-ops.h), so few elements
+      if (g === 'geglu') assert.equal(r.hDiff, 0);
+    });
+  }
+}
+
+after(() => setTimeout(() => process.exit(process.exitCode ?? 0), 100));

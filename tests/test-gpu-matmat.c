@@ -57,7 +57,7 @@ static void test_pipelines(void) {
     CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &v, &info, &p, err) == LW_OK, "%s", err);
     CHECK(strstr(f->wgsl, "@workgroup_size(64)") && strstr(f->wgsl, "array<f32, 3 * 5>") &&
           strstr(f->wgsl, "const CK: u32 = 24 / 8u;"));
-    CHECK_MSG(strcmp(f->label, "matmat q4_0 t48x20x24 r3x5") == 0, "%s", f->label);
+    CHECK_MSG(strcmp(f->label, "matmat q4_0 t48x20x24 r3x5 a0") == 0, "%s", f->label);
     lw__gpu_pipeline_cache cache;
     lw__gpu_cache_init(&cache, NULL);
     lw_gpu_pipeline p1, p2;

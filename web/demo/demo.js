@@ -52,7 +52,11 @@ function showAdapter(a) {
   el.append(lim);
 }
 
+// One thing at a time: a load, a download or a generation (drops and links are ignored meanwhile).
+let working = false;
+
 function busy(on) {
+  working = on;
   for (const id of ['file', 'load-url', 'save-url']) $(id).disabled = on || !lw;
   $('go').disabled = on || !model;
   $('more').disabled = on || !model || !demo.result || demo.result.reason === 'context';
@@ -61,7 +65,7 @@ function busy(on) {
 // ---- loading -------------------------------------------------------------------------------------------
 
 async function openModel(what, label) {
-  if (!lw) return;
+  if (!lw || working) return;
   clearError();
   busy(true);
   setState('loading');
@@ -146,7 +150,7 @@ function showDecoding() {
 
 // more: go on from where the last text stopped (same context) instead of starting again from the prompt.
 async function generate(more = false) {
-  if (!model) return;
+  if (!model || working) return;
   clearError();
   busy(true);
   $('stop').disabled = false;
@@ -199,7 +203,7 @@ function wire() {
   $('load-url').onclick = () => { const u = $('url').value.trim(); if (u) openModel(u, u.split('/').pop()); };
   $('save-url').onclick = async () => {
     const u = $('url').value.trim();
-    if (!u) return;
+    if (!u || working) return;
     const name = decodeURIComponent(new URL(u, location.href).pathname.split('/').pop() || 'model.gguf');
     clearError();
     busy(true);

@@ -148,25 +148,28 @@ test('decoding creates no GPU objects after the first step (invariant 2)', { ski
 // an f16 cache the CPU (as llama.cpp's flash attention) also rounds Q and the V sums to f16, which the GPU
 // does not, and that difference grows with the context (measured on tiny f32 over 1000 tokens: logits 1e-3
 // apart at the first token, 2.7e-2 at the 800th; with f32 caches 2.6e-6 throughout, 1000/1000 greedy).
-// f32 weights with f32 arithmetic must then agree to float rounding; the others differ more: the CPU
-// multiplies f16 weights by activations rounded to f16 and quantized ones by activations rounded to 8 bits
-// (as llama.cpp), the GPU by f32 activations (and uses f16 arithmetic where the device offers it), so logits
-// differ by up to ~0.1 % (f16) or ~2 % (quantized) of their range and near-ties may go either way. LW_TEST_SLOW=1: every format on every architecture, 1000 tokens each
+// The mat-vec and mat-mat kernels round activations as the CPU engine does for each weight format (8-bit
+// blocks for quantized weights, f16 for F16: shaders/actq.wgsl), so quantized models agree to float rounding
+// too (before that rounding: q4_0 98.2 %, q8_0 99.3 % over 1000 tokens, logits ~2 % of their range apart).
+// With f16 arithmetic (where the device offers it) other kernels round more, so near-ties may go either way.
+// LW_TEST_SLOW=1: every architecture in f32/f16/q8_0/q4_0 and every file type on `tiny`, 1000 tokens each
 // (LW_AGREE_TOKENS overrides).
 const SLOW = !!process.env.LW_TEST_SLOW;
 const ARCHS = ['tiny', 'tiny-qwen2', 'tiny-qwen3', 'tiny-phi3', 'tiny-gemma2', 'tiny-gemma3'];
-const CASES = SLOW ? ARCHS.flatMap((a) => ['f32', 'f16', 'q8_0', 'q4_0'].map((t) => [a, t]))
-  : [...ARCHS.map((a) => [a, 'f16']), ['tiny', 'f32'], ['tiny', 'q8_0'], ['tiny-qwen3', 'q4_0']];
+const FILE_TYPES = ['bf16', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k_m', 'q4_k_m', 'q5_k_m', 'q6_k', 'iq2_xxs', 'iq2_xs',
+  'iq2_s', 'iq3_xxs', 'iq3_s', 'iq1_s', 'iq1_m', 'iq4_nl', 'iq4_xs', 'tq1_0', 'tq2_0', 'mxfp4_moe', 'q1_0', 'q2_0'];
+const CASES = SLOW ? [...ARCHS.flatMap((a) => ['f32', 'f16', 'q8_0', 'q4_0'].map((t) => [a, t])), ...FILE_TYPES.map((t) => ['tiny', t])]
+  : [...ARCHS.map((a) => [a, 'f16']), ['tiny', 'f32'], ['tiny', 'q8_0'], ['tiny-qwen3', 'q4_0'], ['tiny-gemma3', 'q4_k_m']];
 for (const [preset, type] of CASES) {
   test(`greedy agreement WebGPU vs CPU: ${preset} ${type}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
     const file = synth(preset, type);
     const n = Number(process.env.LW_AGREE_TOKENS || (SLOW ? 1000 : 24));
-    const quant = type.startsWith('q'), exact = type === 'f32';
+    const quant = !['f32', 'f16', 'bf16'].includes(type), exact = type === 'f32';
     const r = await agreement(file, [1, 5, 9, 200, 37], n, exact ? { kvF32: true, f16: 0 } : { kvF32: true });
     console.log(`# ${preset} ${type}: ${(100 * r.rate).toFixed(1)} % of ${n} greedy tokens agree, logits within ` +
       `${(100 * r.worst).toFixed(4)} % of their range; ${r.info.stepDispatches} dispatches per token`);
-    assert.ok(r.worst < (exact ? 1e-4 : quant ? 0.03 : 0.003), `logits differ by ${r.worst} of their range`);
-    assert.ok(r.rate >= (exact ? 0.995 : 0.9), `agreement ${r.rate}`);
+    assert.ok(r.worst < (exact ? 1e-4 : quant ? 0.01 : 0.003), `logits differ by ${r.worst} of their range`);
+    assert.ok(r.rate >= (exact || quant || n >= 1000 ? 0.995 : 0.9), `agreement ${r.rate}`);
   });
 }
 

@@ -154,9 +154,17 @@ export function webgpuMissingReason() {
 // The engine
 // ---------------------------------------------------------------------------------------------------------
 
-// Loads the Emscripten factory (a classic script defining createLlamaweb) once per page.
-function loadScript(src) {
-  if (globalThis.createLlamaweb) return Promise.resolve(globalThis.createLlamaweb);
+// Loads the Emscripten factory (a classic script defining createLlamaweb) once per page or worker.
+async function loadScript(src) {
+  if (globalThis.createLlamaweb) return globalThis.createLlamaweb;
+  if (typeof document === 'undefined') {
+    // a module worker has neither <script> nor importScripts: run the classic script as global code
+    const r = await fetch(src);
+    if (!r.ok) throw new Error(`could not load ${src}: HTTP ${r.status} (is the wasm module built? scripts/build-wasm.sh)`);
+    (0, eval)(await r.text() + '\n//# sourceURL=' + src);
+    if (!globalThis.createLlamaweb) throw new Error(`${src} did not define createLlamaweb`);
+    return globalThis.createLlamaweb;
+  }
   return new Promise((resolve, reject) => {
     const el = document.createElement('script');
     el.src = src;
@@ -168,6 +176,26 @@ function loadScript(src) {
 }
 
 export class Llamaweb {
+  // The same engine in a dedicated module Worker (web/llamaweb-worker.mjs): an object with the interface of
+  // Llamaweb (adapter, canSample, open) whose models generate off the page's main thread (Model's interface
+  // but tokenize/detokenize; open() takes a File/Blob, a URL or {opfs: name}). opts as load's, and
+  // workerUrl (where llamaweb-worker.mjs is served; default: next to this file).
+  static async loadInWorker(opts = {}) {
+    const why = webgpuMissingReason();
+    if (why) throw new Error(why);
+    const worker = new Worker(opts.workerUrl || new URL('./llamaweb-worker.mjs', import.meta.url), { type: 'module' });
+    const rpc = new WorkerRpc(worker);
+    // URLs are resolved here: the worker's base is its own script
+    const wasmBase = opts.wasmBase ? String(new URL(opts.wasmBase, globalThis.location.href)) : undefined;
+    try {
+      const r = await rpc.call({ op: 'load', opts: { wasmBase, adapterOptions: opts.adapterOptions } });
+      return new WorkerLlamaweb(rpc, r);
+    } catch (e) {
+      worker.terminate();
+      throw e;
+    }
+  }
+
   // The wasm module with a WebGPU device. opts: wasmBase (URL of the folder holding llamaweb-wasm.js/.wasm),
   // adapterOptions (for requestAdapter), print/printErr (module output).
   static async load(opts = {}) {
@@ -205,6 +233,12 @@ export class Llamaweb {
     };
     // whether generate({sampling}) can draw tokens on the GPU (engine and module both have it)
     this.canSample = typeof GpuModel.prototype.setSampling === 'function' && typeof M._lw_wasm_model_set_sampling === 'function';
+  }
+
+  // Memory now: the wasm heap (it stays small: weights live in GPU buffers) and, where the browser tells
+  // (Chrome's performance.memory), the JS heap; bytes.
+  memory() {
+    return { wasmHeap: this.Module.HEAPU8.length, jsHeap: globalThis.performance && performance.memory ? performance.memory.usedJSHeapSize : null };
   }
 
   // Opens a model: what = File/Blob, URL (string or URL), {opfs: name}, or a byte source {size, read}.
@@ -247,6 +281,89 @@ export class Llamaweb {
         readBytes = 0; // progress counts this attempt's reads
       }
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The page side of the engine in a Worker (Llamaweb.loadInWorker)
+// ---------------------------------------------------------------------------------------------------------
+
+// Requests to the worker and their answers; events (tokens, progress) go to the request's listener.
+class WorkerRpc {
+  constructor(worker) {
+    this.worker = worker;
+    this.next = 1;
+    this.calls = new Map(); // id -> {resolve, reject, onEvent}
+    worker.onmessage = (ev) => {
+      const m = ev.data, c = this.calls.get(m.id);
+      if (!c) return;
+      if (m.ok === undefined) { if (c.onEvent) c.onEvent(m); return; }
+      this.calls.delete(m.id);
+      if (m.ok) c.resolve(m.value);
+      else c.reject(new Error(m.error));
+    };
+    worker.onerror = (ev) => { // the worker script itself failed (not served, syntax, ...)
+      ev.preventDefault && ev.preventDefault();
+      const e = new Error('llamaweb worker failed: ' + (ev.message || 'could not start web/llamaweb-worker.mjs'));
+      for (const c of this.calls.values()) c.reject(e);
+      this.calls.clear();
+    };
+  }
+  call(msg, onEvent) {
+    const id = this.next++;
+    return new Promise((resolve, reject) => {
+      this.calls.set(id, { resolve, reject, onEvent });
+      this.worker.postMessage({ ...msg, id });
+    });
+  }
+}
+
+class WorkerLlamaweb {
+  constructor(rpc, r) {
+    this.rpc = rpc;
+    this.adapter = r.adapter;
+    this.canSample = r.canSample;
+    this.inWorker = true;
+  }
+  async open(what, opts = {}) {
+    const { onProgress, ...rest } = opts;
+    if (typeof what === 'string' || what instanceof URL) what = String(new URL(what, globalThis.location.href));
+    else if (!(what instanceof Blob) && !(what && typeof what.opfs === 'string')) {
+      throw new Error('open() in a worker takes a File/Blob, a URL or {opfs: name} (a byte source object cannot be sent)');
+    }
+    const d = await this.rpc.call({ op: 'open', what, opts: rest }, (ev) => { if (ev.progress && onProgress) onProgress(...ev.progress); });
+    return new WorkerModel(this.rpc, d);
+  }
+  // The worker's Llamaweb.memory(), as a promise.
+  memory() {
+    return this.rpc.call({ op: 'memory' });
+  }
+  // Ends the worker (and every model in it).
+  terminate() {
+    this.rpc.worker.terminate();
+  }
+}
+
+class WorkerModel {
+  constructor(rpc, d) {
+    this.rpc = rpc;
+    this.handle = d.handle;
+    this.info = d.info;
+    this.loadMs = d.loadMs;
+    this.headBytes = d.headBytes;
+    this.headTries = d.headTries;
+  }
+  generate(prompt, opts = {}) {
+    const { onToken, signal, ...rest } = opts;
+    if (signal) signal.addEventListener('abort', () => this.stop(), { once: true });
+    return this.rpc.call({ op: 'generate', handle: this.handle, prompt, opts: rest },
+      (ev) => { if (ev.token !== undefined && onToken) onToken(ev.token, ev.tokenId); });
+  }
+  stop() {
+    this.rpc.call({ op: 'stop', handle: this.handle }).catch(() => {});
+  }
+  free() {
+    this.rpc.call({ op: 'free', handle: this.handle }).catch(() => {});
   }
 }
 
@@ -381,3 +498,5 @@ export class Model {
     if (!this.busy) this.gpu.free();
   }
 }
+
+WorkerModel.prototype.stream = Model.prototype.stream; // built on generate() and stop() only

@@ -1,15 +1,16 @@
-// The demo page (web/demo/) and the browser package (web/llamaweb.mjs) in headless Chromium, served by
+// The demo page (web/demo/) and the browser package (web/llamaweb.mjs, the engine in its module Worker
+// web/llamaweb-worker.mjs as the demo runs it by default) in headless Chromium, served by
 // web/serve.mjs as a user would run it: the page is driven over the Chrome DevTools Protocol (a minimal
 // WebSocket client below: no npm dependency). Checks, on ../shared/models/stories260K.gguf:
 //  - a missing WebGPU gives the page's clear error (navigator.gpu hidden before the page's scripts run), and
-//    so does a WebGPU without an adapter (requestAdapter resolving null);
+//    so does a WebGPU without an adapter (requestAdapter resolving null); ?worker=0 loads on the page's thread;
 //  - the URL path: ?model=/models/stories260K.gguf&autorun=1 reads the file by HTTP range requests (counted
 //    at the server, none larger than the glue's chunk) and generates greedily: after "Once upon a time" the
 //    text starts with ", there was a little girl" (llama.cpp's and the CPU engine's text);
 //  - the file picker path, in the same page (its pipelines are compiled once): the file input is set through
 //    the protocol (DOM.setFileInputFiles), the model is read from the File in chunks into GPU buffers, and the
 //    text streams into the page token by token: ", there was a little girl named Lily"; Continue appends;
-//    sampling, where the build has it, gives one text per seed;
+//    sampling, where the build has it, gives one text per seed; Stop ends a generation early;
 //  - OPFS: the page's "Save to browser storage" downloads the URL into OPFS and opens the model from there;
 //  - (LW_TEST_BIG=1) a ~190 MB synthetic model by the file picker leaves the wasm heap as it was.
 // Skips (visibly) without Chromium, the wasm build (LW_WASM_DIR or build/wasm) or ../shared.
@@ -208,14 +209,21 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
     // ... and navigator.gpu without an adapter (Chromium on Linux without --enable-unsafe-webgpu, blocklisted GPUs)
     const noAdapter = await page.send('Page.addScriptToEvaluateOnNewDocument',
       { source: 'GPU.prototype.requestAdapter = async function () { return null; };' });
-    await page.send('Page.navigate', { url: demoUrl });
+    await page.send('Page.navigate', { url: demoUrl + '?worker=0' }); // (the script does not reach workers)
     assert.equal(await waitState(page, ['no-webgpu', 'gpu-ready', 'error'], 20000), 'no-webgpu', failInfo());
     const msg2 = await page.evaluate('document.getElementById("error").textContent');
     console.log(`# no adapter: "${msg2.slice(0, 120)}..."`);
     assert.match(msg2, /no adapter/);
     await page.send('Page.removeScriptToEvaluateOnNewDocument', { identifier: noAdapter.identifier });
 
-    // 2. a URL given in the query string: read by HTTP range requests, generation started at load
+    // 2. the engine on the page's own thread (?worker=0): module and device ready (the steps below run it in
+    //    the demo's default worker, where the same Llamaweb runs)
+    await page.send('Page.navigate', { url: demoUrl + '?worker=0' });
+    assert.equal(await waitState(page, ['gpu-ready', 'no-webgpu', 'error'], 30000), 'gpu-ready', failInfo() + await page.evaluate('window.lwDemo.error'));
+    assert.match(await page.evaluate('document.getElementById("adapter").textContent'), /engine on the page's thread/);
+    assert.equal((await page.evaluate('window.lwDemo.memory()')).wasmHeap > 0, true);
+
+    // 3. in the worker: a URL given in the query string: read by HTTP range requests, generation started at load
     let t0 = Date.now();
     await page.send('Page.navigate', { url: demoUrl + '?model=/models/stories260K.gguf&prompt=Once%20upon%20a%20time&n=12&autorun=1' });
     assert.equal(await waitState(page, ['done', 'error', 'no-webgpu'], 45000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
@@ -223,7 +231,7 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
     console.log(`# adapter: ${JSON.stringify(adapter)}`);
     assert.equal(typeof adapter.f16, 'boolean');
     assert.equal(typeof adapter.subgroups, 'boolean');
-    assert.match(await page.evaluate('document.getElementById("adapter").textContent'), /shader-f16: (yes|no).*subgroups: (yes|no)/);
+    assert.match(await page.evaluate('document.getElementById("adapter").textContent'), /shader-f16: (yes|no).*subgroups: (yes|no).*engine in a worker/);
     assert.equal(await page.evaluate('getComputedStyle(document.getElementById("opfs")).display'), 'none', 'no OPFS files yet: row hidden');
     assert.match(await page.evaluate('document.getElementById("served-list").textContent'), /stories260K\.gguf \(1\.13 MiB\)/);
     const info = await page.evaluate('window.lwDemo.model');
@@ -239,7 +247,7 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
       assert.ok(m && Number(m[2]) - Number(m[1]) + 1 <= 8 << 20, `a bounded chunk: ${line}`);
     }
 
-    // 3. the file picker: a File from <input type=file>, set through the protocol as a user would pick it
+    // 4. the file picker: a File from <input type=file>, set through the protocol as a user would pick it
     const nRanges = ranges.length;
     const { root: doc } = await page.send('DOM.getDocument');
     const { nodeId } = await page.send('DOM.querySelector', { nodeId: doc.nodeId, selector: '#file' });
@@ -288,12 +296,21 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
       console.log('# sampling: this build cannot sample on the GPU (controls hidden)');
       assert.equal(await page.evaluate('getComputedStyle(document.getElementById("sampling")).display'), 'none');
     }
+    // Stop: reaches the worker between two tokens
+    await page.evaluate('document.getElementById("n").value = "500"; document.getElementById("go").click(); ' +
+      'new Promise((r) => setTimeout(r, 300)).then(() => document.getElementById("stop").click())');
+    assert.equal(await waitState(page, ['done', 'error'], 30000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
+    const rs = await page.evaluate('window.lwDemo.result');
+    console.log(`# stop: after ${rs.tokens.length} tokens (${rs.reason})`);
+    assert.equal(rs.reason, 'stopped');
+    assert.ok(rs.tokens.length < 100, String(rs.tokens.length));
+    await page.evaluate('document.getElementById("n").value = "8"');
     if (process.env.LW_DEMO_SCREENSHOT) { // a PNG of the page for people to look at
       const shot = await page.send('Page.captureScreenshot', { format: 'png', captureBeyondViewport: true });
       writeFileSync(process.env.LW_DEMO_SCREENSHOT, Buffer.from(shot.data, 'base64'));
     }
 
-    // 4. OPFS: "Save to browser storage" streams the URL into the origin private file system, then the
+    // 5. OPFS: "Save to browser storage" streams the URL into the origin private file system, then the
     //    model is opened from there (opfsSource) and listed
     t0 = Date.now();
     const before = ranges.length;
@@ -308,7 +325,7 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
     console.log(`# OPFS: "${shown3}" (saved, opened and generated in ${Date.now() - t0} ms)`);
     assert.ok(shown3.startsWith(', there was a little girl'), `generated text: ${JSON.stringify(shown3)}`);
 
-    // 5. (LW_TEST_BIG=1) a model far larger than a chunk through the file picker: the wasm heap must not grow
+    // 6. (LW_TEST_BIG=1) a model far larger than a chunk through the file picker: the wasm heap must not grow
     //    by the weights (invariant 1), measured on the page
     if (big) {
       const before = await page.evaluate('window.lwDemo.memory()');
@@ -325,7 +342,7 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
       const after = await page.evaluate('window.lwDemo.memory()');
       console.log(`# big: ${path.basename(big)} ${(statSync(big).size / 1048576).toFixed(1)} MiB (weights ${(bi.weightBytes / 1048576).toFixed(1)} MiB) ` +
         `loaded in ${loadMs} ms; wasm heap ${(before.wasmHeap / 1048576).toFixed(1)} -> ${(mem.wasmHeap / 1048576).toFixed(1)} -> ` +
-        `${(after.wasmHeap / 1048576).toFixed(1)} MiB; JS heap ${(before.jsHeap / 1048576).toFixed(1)} -> ${(mem.jsHeap / 1048576).toFixed(1)} MiB; ` +
+        `${(after.wasmHeap / 1048576).toFixed(1)} MiB (in the worker); ` +
         `${rb.tokens.length} tokens at ${rb.tokensPerSecond.toFixed(2)} tokens/s`);
       assert.ok(mem.wasmHeap - before.wasmHeap < bi.weightBytes / 4, 'the weights did not go through the wasm heap');
       assert.equal(rb.tokens.length, 3);

@@ -37,7 +37,7 @@ function pill(label, yes) {
   return s;
 }
 
-function showAdapter(a) {
+function showAdapter(a, inWorker) {
   const el = $('adapter');
   el.textContent = '';
   const name = [a.vendor, a.architecture, a.device, a.description].filter(Boolean).join(' · ') || 'unnamed adapter';
@@ -48,7 +48,7 @@ function showAdapter(a) {
   lim.className = 'hint';
   lim.textContent = `max buffer ${mib(a.maxBufferSize)}, max storage binding ${mib(a.maxStorageBufferBindingSize)}` +
     (a.subgroups && a.subgroupMinSize ? `, subgroup size ${a.subgroupMinSize}–${a.subgroupMaxSize}` : '') +
-    `; cross-origin isolated: ${self.crossOriginIsolated ? 'yes' : 'no'}`;
+    `; cross-origin isolated: ${self.crossOriginIsolated ? 'yes' : 'no'}; engine ${inWorker ? 'in a worker' : 'on the page\'s thread'}`;
   el.append(lim);
 }
 
@@ -247,8 +247,10 @@ async function main() {
     setState('no-webgpu');
     return;
   }
+  // the engine in a worker (the page never waits on it) unless ?worker=0 puts it on this thread
+  const inWorker = q.get('worker') !== '0';
   try {
-    lw = await Llamaweb.load();
+    lw = inWorker ? await Llamaweb.loadInWorker() : await Llamaweb.load();
   } catch (e) {
     $('adapter').textContent = 'WebGPU is not available.';
     showError(e.message);
@@ -261,9 +263,10 @@ async function main() {
   demo.canSample = lw.canSample;
   $('temp').addEventListener('input', showDecoding);
   showDecoding();
+  demo.inWorker = inWorker;
   // memory now: the wasm heap (stays small: weights live in GPU buffers) and, where Chrome tells, the JS heap
-  demo.memory = () => ({ wasmHeap: lw.Module.HEAPU8.length, jsHeap: performance.memory ? performance.memory.usedJSHeapSize : null });
-  showAdapter(lw.adapter);
+  demo.memory = async () => lw.memory();
+  showAdapter(lw.adapter, inWorker);
   setState('gpu-ready');
   busy(false);
   await Promise.all([refreshServed(), refreshOpfs()]);

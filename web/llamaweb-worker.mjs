@@ -1,0 +1,51 @@
+// The llamaweb engine in a dedicated module Worker, so a page's main thread never waits on the wasm module
+// (tokenizing, planning, the per-token JS of the decode loop). Started by Llamaweb.loadInWorker() in
+// web/llamaweb.mjs, which gives the page the same interface as Llamaweb.load(); this file is the worker side.
+//
+// Protocol (structured clone; one request at a time per model, as the engine's):
+//   page -> worker  {id, op: 'load' | 'memory' | 'open' | 'generate' | 'stop' | 'free', ...}
+//   worker -> page  {id, ok: true, value} | {id, ok: false, error} ; {id, token: text, tokenId} while generating;
+//                   {id, progress: [done, total]} while loading
+// Models are named by small integers (handles) in this worker.
+import { Llamaweb } from './llamaweb.mjs';
+
+let lw = null;           // the engine, after 'load'
+const models = [null];   // handle -> Model
+
+// What the page learns about an open model (Model itself stays here).
+function describe(h, m) {
+  return { handle: h, info: m.info, loadMs: m.loadMs, headBytes: m.headBytes, headTries: m.headTries };
+}
+
+async function handle(msg) {
+  const { id, op } = msg;
+  if (op === 'load') {
+    lw = await Llamaweb.load(msg.opts || {});
+    return { adapter: lw.adapter, canSample: lw.canSample };
+  }
+  if (!lw) throw new Error('llamaweb worker: load first');
+  if (op === 'memory') return lw.memory();
+  if (op === 'open') {
+    const m = await lw.open(msg.what, { ...msg.opts, onProgress: (done, total) => postMessage({ id, progress: [done, total] }) });
+    models.push(m);
+    return describe(models.length - 1, m);
+  }
+  const m = models[msg.handle];
+  if (!m) throw new Error('llamaweb worker: no model ' + msg.handle);
+  if (op === 'generate') {
+    return m.generate(msg.prompt, { ...msg.opts, onToken: (text, tokenId) => postMessage({ id, token: text, tokenId }) });
+  }
+  if (op === 'stop') return m.stop();
+  if (op === 'free') {
+    m.free();
+    models[msg.handle] = null;
+    return null;
+  }
+  throw new Error('llamaweb worker: unknown op ' + op);
+}
+
+self.onmessage = (ev) => {
+  const msg = ev.data;
+  handle(msg).then((value) => postMessage({ id: msg.id, ok: true, value }),
+    (e) => postMessage({ id: msg.id, ok: false, error: String(e && e.message || e) }));
+};

@@ -103,15 +103,49 @@ export interface GenerateResult {
 /** What Llamaweb.open accepts. */
 export type ModelInput = Blob | string | URL | { opfs: string } | ByteSource;
 
+/** Bytes of memory in use (Llamaweb.memory). */
+export interface MemoryUse {
+  /** The wasm heap: stays small whatever the model (weights live in GPU buffers). */
+  wasmHeap: number;
+  /** Chrome's performance.memory.usedJSHeapSize where available, else null. */
+  jsHeap: number | null;
+}
+
+/** The engine in a module Worker (Llamaweb.loadInWorker). */
+export interface LlamawebWorker {
+  readonly adapter: AdapterSummary;
+  readonly canSample: boolean;
+  readonly inWorker: true;
+  open(what: Blob | string | URL | { opfs: string }, opts?: OpenOptions): Promise<WorkerModel>;
+  memory(): Promise<MemoryUse>;
+  /** Ends the worker and every model in it. */
+  terminate(): void;
+}
+
+/** A model in the worker: Model's interface but tokenize/detokenize. */
+export interface WorkerModel {
+  readonly loadMs: number;
+  readonly info: ModelInfo;
+  readonly headBytes: number;
+  readonly headTries: number;
+  generate(prompt: string, opts?: GenerateOptions): Promise<GenerateResult>;
+  stream(prompt: string, opts?: GenerateOptions): AsyncGenerator<string, void, undefined>;
+  stop(): void;
+  free(): void;
+}
+
 export class Llamaweb {
   /** The wasm module with a WebGPU device; rejects with a readable message when WebGPU is missing. */
   static load(opts?: LoadOptions): Promise<Llamaweb>;
+  /** The same engine in a module Worker (web/llamaweb-worker.mjs, or workerUrl). */
+  static loadInWorker(opts?: LoadOptions & { workerUrl?: string | URL }): Promise<LlamawebWorker>;
   readonly Module: any;
   readonly device: GPUDevice;
   readonly adapter: AdapterSummary;
   /** Whether generate({sampling}) can draw tokens on the GPU in this build. */
   readonly canSample: boolean;
   open(what: ModelInput, opts?: OpenOptions): Promise<Model>;
+  memory(): MemoryUse;
 }
 
 export class Model {

@@ -19,3 +19,11 @@ fn bf16_round(v: f32) -> f32 {
     }
     return bitcast<f32>((u + 0x7fffu + ((u >> 16u) & 1u)) & 0xffff0000u);
 }
+
+// x, through an operation the compiler cannot see through (zero must be 0 at run time, from a uniform the
+// compiler does not know): stops it from fusing the product that made x into a later add, where the CPU
+// rounded that product on its own. WGSL and SPIR-V let implementations contract a * b + c (and even
+// implement fma unfused), so where the CPU's C code has fmaf(a, b, c * d) the GPU must keep c * d rounded.
+fn unfused(x: f32, zero: u32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x) | zero);
+}

@@ -41,8 +41,12 @@ fn rope_cs(pos: u32, p: u32) -> vec2<f32> {
     var th = params.freq_scale * extrap;
     if (params.ext_factor != 0.0f) {
         let y = div_rn(f32(p) - params.corr0, max(0.001f, params.corr1 - params.corr0));
-        let ramp = (1.0f - min(1.0f, max(0.0f, y))) * params.ext_factor;
-        th = fma(th, 1.0f - ramp, extrap * ramp);
+        // the CPU rounds ramp and extrap * ramp on their own and fuses only th * (1 - ramp) (as ggml's
+        // compiled code): keep the GPU's compiler from fusing the others (seen on NVIDIA under Dawn: YaRN
+        // angles an ulp off at far positions)
+        let zero = params.n_rot >> 31u; // n_rot < 2^31: 0, unknown to the compiler
+        let ramp = unfused((1.0f - min(1.0f, max(0.0f, y))) * params.ext_factor, zero);
+        th = fma(th, 1.0f - ramp, unfused(extrap * ramp, zero));
     }
     let sc = sincos(th);
     return vec2<f32>(sc.y * params.mscale, sc.x * params.mscale);

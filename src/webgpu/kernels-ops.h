@@ -36,7 +36,8 @@
  *                   lw__gpu_gelu_table once and use gelu_table for the CPU's exact bits)
  *   SCALE, SOFTCAP  eltwise
  *   OUT_ROWS        eltwise COPY via lw__gpu_out_rows_plan (or a HAL copy(), or folded into the norm)
- *   sampling        topk (k = 1: greedy, read back 4 bytes)
+ *   sampling        topk (k = 1: greedy, read back 4 bytes); sampled: topk pass 1 + the sampling pass
+ *                   (topk.wgsl SAMPLE=1, also 4 bytes read back)
  * With mat-vec and attention, a llama block's decode step is then: norm(+add), Q/K/V mat-vec(s), rope_qkv,
  * attention, O mat-vec, norm(+add), gate/up mat-vec(s), SWIGLU, down mat-vec: 9 dispatches with separate
  * projections, 7 with fused QKV and gate|up ones (the last block's residual ADD goes into the final norm).

@@ -115,7 +115,7 @@ test('(a) sampling pass = its scalar reference on fixed candidate lists, and the
   ];
   let skipped = 0, draws = 0;
   for (const [what, p, expect] of cases) {
-    const us = [...expect.map((e) => Math.fround(e[0])), ...uValues(96, 7)];
+    const us = [...expect.map((e) => Math.fround(e[0])), ...uValues(80, 7)];
     const r = await run({ ids, values: vals, k: p.k ?? 5, temp: p.temp, topP: p.topP ?? 1, minP: p.minP ?? 0, us });
     expect.forEach(([u, id], j) => assert.equal(r.gpu[j], id, `${what}: u ${u}: GPU ${r.gpu[j]}, expected ${id}`));
     skipped += sameAsRef(r, what);
@@ -131,7 +131,7 @@ test('(a) sampling pass = its scalar reference on fixed candidate lists, and the
     for (const temp of n === 40 ? [0.5, 1.0, 2.0] : [1.0])
       for (const [topP, minP] of n === 40 ? [[1, 0], [0.9, 0.05], [0.5, 0]] : [[1, 0], [0.9, 0.05]])
         for (const k of [n, 10]) {
-          const us = uValues(n === 40 ? 96 : 48, n + k);
+          const us = uValues(n === 40 ? 72 : 48, n + k);
           const r = await run({ ids: ids2, values: v2, k, temp, topP, minP, us });
           skipped += sameAsRef(r, `n ${n} k ${k} T ${temp} top-p ${topP} min-p ${minP}`);
           draws += us.length;
@@ -249,29 +249,29 @@ test('(c) stories260K: sampled decode is reproducible, keeps to the CPU chain\'s
     const text = (ids) => ids.map((id) => dec.decode(g.pieceBytes(id), { stream: true })).join('');
     // each sampled token is one the CPU chain keeps on the CPU engine's logits for the same context
     let outside = 0;
-    const a = await generate(params, 48, async (fed, id) => {
+    const a = await generate(params, 40, async (fed, id) => {
       c.decode(fed);
       if (!keptSet(c.logits(g.nVocab), params).has(id)) outside++;
     });
-    const b = await generate(params, 48);
-    const d = await generate({ ...params, seed: 7 }, 48);
+    const b = await generate(params, 40);
+    const d = await generate({ ...params, seed: 7 }, 16);
     // the options form of decode: setSampling when they change, one seeded sequence while they do not
     g.nPast = 0;
     let next = await g.decode(prompt, params);
     const viaOpts = [];
-    for (let i = 0; i < a.length; i++) {
+    for (let i = 0; i < 16; i++) {
       viaOpts.push(next);
-      if (i + 1 < a.length) next = await g.decode([next], params);
+      if (i + 1 < 16) next = await g.decode([next], params);
     }
     console.log(`# (c) seed 42: Once upon a time${text(a)}`);
     console.log(`# (c) seed 7:  Once upon a time${text(d)}`);
     assert.deepEqual(b, a, 'the same seed draws the same tokens');
-    assert.deepEqual(viaOpts, a, 'decode(ids, params) = setSampling(params) + decode(ids, "sample")');
-    assert.notDeepEqual(d, a, 'another seed draws other tokens');
+    assert.deepEqual(viaOpts, a.slice(0, 16), 'decode(ids, params) = setSampling(params) + decode(ids, "sample")');
+    assert.notDeepEqual(d, a.slice(0, 16), 'another seed draws other tokens');
     assert.ok(outside <= 1, `${outside} sampled tokens are outside the CPU chain's kept set`);
     // text: words of letters, mostly ones the model knows from the greedy story
     const words = text(a).trim().split(/\s+/);
-    assert.ok(words.length >= 20, `only ${words.length} words`);
+    assert.ok(words.length >= 16, `only ${words.length} words`);
     assert.ok(words.filter((w) => /^[A-Za-z'",.!?-]+$/.test(w)).length >= 0.9 * words.length, 'not words: ' + text(a));
     assert.ok(/\b(the|was|a|and|to|She|He|they)\b/.test(text(a)), 'no common words: ' + text(a));
     // greedy parameters (temperature 0) take the argmax: the known greedy continuation
@@ -348,15 +348,15 @@ test('web/cli.mjs run: sampling options reproduce a run, --temp 0 is greedy, --t
   const env = { ...process.env };
   const runCli = (...args) => spawnSync(process.execPath, [cli, 'run', '-m', stories, '-p', 'Once upon a time', ...args],
     { env, encoding: 'utf8', timeout: 120000 });
-  const a = runCli('-n', '24', '--seed', '11', '--top-k', '20');
-  const b = runCli('-n', '24', '--seed', '11', '--top-k', '20', '--tune', '{"matvec": {"*": {"wg": 32}}}');
+  const a = runCli('-n', '16', '--seed', '11', '--top-k', '20');
+  const b = runCli('-n', '16', '--seed', '11', '--top-k', '20', '--tune', '{"matvec": {"*": {"wg": 32}}}');
   assert.equal(a.status, 0, a.stderr);
   assert.equal(b.status, 0, b.stderr);
   console.log(`# cli seed 11: ${a.stdout.trim()}`);
   assert.equal(b.stdout, a.stdout, 'same seed, same text (the tune override changes the kernel, not the numbers)');
   assert.match(a.stderr, /sampling on the GPU: temp 0.8, top-k 20, top-p 0.95, min-p 0.05, seed 11/);
   assert.match(b.stderr, /tune: .*"f32":"wg32 /);
-  const g = runCli('-n', '16', '--temp', '0');
+  const g = runCli('-n', '12', '--temp', '0');
   assert.equal(g.status, 0, g.stderr);
   assert.match(g.stdout, /^Once upon a time, there was a little girl named Lily/);
   const bad = runCli('--tune', '{"matvec": 1}');

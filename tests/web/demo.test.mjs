@@ -10,7 +10,8 @@
 //  - the file picker path, in the same page (its pipelines are compiled once): the file input is set through
 //    the protocol (DOM.setFileInputFiles), the model is read from the File in chunks into GPU buffers, and the
 //    text streams into the page token by token: ", there was a little girl named Lily"; Continue appends;
-//    sampling, where the build has it, gives one text per seed; Stop ends a generation early;
+//    sampling, where the build has it, gives one text per seed; Stop ends a generation early; a file
+//    dropped on the page (drag-and-drop) loads;
 //  - OPFS: the page's "Save to browser storage" downloads the URL into OPFS and opens the model from there;
 //  - (LW_TEST_BIG=1) a ~190 MB synthetic model by the file picker leaves the wasm heap as it was.
 // Skips (visibly) without Chromium, the wasm build (LW_WASM_DIR or build/wasm) or ../shared.
@@ -161,7 +162,7 @@ async function waitState(page, states, timeoutMs) {
 // The test
 // ---------------------------------------------------------------------------------------------------------
 
-test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS loading; streamed greedy text', { skip, timeout: process.env.LW_TEST_BIG === '1' ? 600000 : 120000 }, async () => {
+test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-and-drop and OPFS loading in the worker; streamed text', { skip, timeout: process.env.LW_TEST_BIG === '1' ? 600000 : 120000 }, async () => {
   const big = bigModel();
   const ranges = [];
   const srv = await startServer({ port: 0, wasmDir, modelsDir: path.dirname(stories),
@@ -305,6 +306,15 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
     assert.equal(rs.reason, 'stopped');
     assert.ok(rs.tokens.length < 100, String(rs.tokens.length));
     await page.evaluate('document.getElementById("n").value = "8"');
+    // drag-and-drop: the same file dropped on the page's drop zone (Input.dispatchDragEvent, as a user's drag)
+    const box = await page.evaluate('(() => { const r = document.getElementById("drop").getBoundingClientRect(); ' +
+      'return { x: r.x + r.width / 2, y: r.y + r.height / 2 }; })()');
+    await page.evaluate('document.body.dataset.state = "test-dropping"');
+    const drag = { items: [], files: [stories], dragOperationsMask: 1 };
+    for (const type of ['dragEnter', 'dragOver', 'drop']) await page.send('Input.dispatchDragEvent', { type, x: box.x, y: box.y, data: drag });
+    assert.equal(await waitState(page, ['loaded', 'error'], 30000), 'loaded', failInfo() + await page.evaluate('window.lwDemo.error'));
+    assert.match(await page.evaluate('document.getElementById("model-info").textContent'), /^stories260K\.gguf: llama, 5 blocks/);
+    console.log('# drag-and-drop: loaded');
     if (process.env.LW_DEMO_SCREENSHOT) { // a PNG of the page for people to look at
       const shot = await page.send('Page.captureScreenshot', { format: 'png', captureBeyondViewport: true });
       writeFileSync(process.env.LW_DEMO_SCREENSHOT, Buffer.from(shot.data, 'base64'));
@@ -314,7 +324,7 @@ test('demo page in headless Chromium: no-WebGPU error; URL, file picker and OPFS
     //    model is opened from there (opfsSource) and listed
     t0 = Date.now();
     const before = ranges.length;
-    await page.evaluate('document.getElementById("save-url").click()');
+    await page.evaluate('document.body.dataset.state = "test-saving"; document.getElementById("save-url").click()');
     assert.equal(await waitState(page, ['loaded', 'error'], 40000), 'loaded', failInfo() + await page.evaluate('window.lwDemo.error'));
     assert.equal(ranges.length, before, 'the OPFS model is not read from the server');
     assert.match(await page.evaluate('document.getElementById("model-info").textContent'), /^stories260K\.gguf \(browser storage\): llama/);

@@ -160,11 +160,11 @@ static const lw_gpu_ops fake_ops = {f_info,     f_buffer_create, f_buffer_destro
  * ------------------------------------------------------------------------------------------------------- */
 
 /* Dispatches of a one-token step expected for a model: per block and outside the blocks. */
-static void run(const char *path, const char *what, uint64_t per_block, uint64_t outside) {
+static void run(const char *path, const char *what, uint64_t per_block, uint64_t outside, uint32_t bind_kib) {
     static fake f; /* large: not on the stack */
     memset(&f, 0, sizeof f);
     f.info.max_buffer_size = 1u << 30;
-    f.info.max_storage_buffer_binding_size = 32768; /* small: the 80 KiB embedding needs several pieces */
+    f.info.max_storage_buffer_binding_size = bind_kib << 10; /* small: the 80 KiB embedding needs several pieces */
     f.info.max_uniform_buffer_binding_size = 65536;
     f.info.min_storage_buffer_offset_alignment = 256;
     f.info.min_uniform_buffer_offset_alignment = 256;
@@ -237,17 +237,20 @@ int main(void) {
      * reading q, k, v from the fused output), attention (one split at 17 cells), O, norm (+ ADD), one
      * gate|up mat-vec, down with SWIGLU in its x loads (X_GLU): 8. In f32 the gate and up weights (2 x 24
      * KiB) do not fit one of this fake's 32 KiB bindings together: they stay two mat-vecs and SWIGLU its
-     * own dispatch (10). qwen2: + one bias ADD per part of q|k|v (11); qwen3: + the per-head Q and K norms
-     * (f32: 12); phi3: + the SCALE of q (9). Outside the blocks: the embedding pieces (f32: 3 of 80 KiB, Q8_0: 1), the last
+     * own dispatch (10). qwen2: + one ADD of the q|k|v biases placed side by side (9); qwen3: + the per-head Q and K norms
+     * (f32: 12); phi3: 8 (the SCALE of the rotated q is rope_qkv's q_scale); gemma3: + the Q and K norms and
+     * the two post norms (12; its GELU table needs a 128 KiB binding). Outside the blocks, gemma3: the
+     * embedding, its SCALE, two OUT_ROWS, the final norm, the output (6). Outside the blocks: the embedding pieces (f32: 3 of 80 KiB, Q8_0: 1), the last
      * block's two OUT_ROWS, the final norm (+ ADD), the output pieces (tied: as many), qwen2's output bias. */
     static const struct {
         const char *arch;
         uint32_t wtype;
         int biases, qk_norm, fused;
         uint64_t per_block, outside;
-    } archs[] = {{"llama", LW_TYPE_F32, 0, 0, 0, 10, 9},  {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5},
-                 {"qwen2", LW_TYPE_Q8_0, 1, 0, 0, 11, 6}, {"qwen3", LW_TYPE_F32, 0, 1, 0, 12, 9},
-                 {"phi3", LW_TYPE_Q8_0, 0, 0, 1, 9, 5}};
+        uint32_t bind_kib; /* maxStorageBufferBindingSize */
+    } archs[] = {{"llama", LW_TYPE_F32, 0, 0, 0, 10, 9, 32}, {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5, 32},
+                 {"qwen2", LW_TYPE_Q8_0, 1, 0, 0, 9, 6, 32}, {"qwen3", LW_TYPE_F32, 0, 1, 0, 12, 9, 32},
+                 {"phi3", LW_TYPE_Q8_0, 0, 0, 1, 8, 5, 32},  {"gemma3", LW_TYPE_Q8_0, 0, 0, 0, 12, 6, 128}};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         char path[512], name[64], what[64];
         /* f32 embedding of 320 x 64 = 80 KiB over 32 KiB bindings: three pieces (gather and tied output) */
@@ -258,7 +261,7 @@ int main(void) {
         snprintf(name, sizeof name, "gpu-plan-%s-%s.gguf", archs[i].arch, lw_type_get(archs[i].wtype)->name);
         synth_path(path, sizeof path, name);
         CHECK(synth_write(path, &sp) == 0);
-        run(path, what, archs[i].per_block, archs[i].outside);
+        run(path, what, archs[i].per_block, archs[i].outside, archs[i].bind_kib);
     }
     return test_summary("test-gpu-model-plan");
 }

@@ -102,6 +102,40 @@ static bool match_group(const lw__gpu_model *g, int32_t i, gm_fusion *f) {
     return true;
 }
 
+/* Collects into f the ADD nodes that add one bias vector to each part of the fused output of p, all its
+ * parts in order (qwen2's Q, K and V biases): one ADD over the whole rows with the biases placed side by
+ * side does them all, and its output's parts replace theirs. */
+static bool match_bias(const lw__gpu_model *g, const gm_fusion *p, gm_fusion *f) {
+    const lw__graph *gr = &g->graph;
+    memset(f, 0, sizeof *f);
+    for (int32_t k = 0; k < p->n_parts; k++) {
+        int32_t add = -1;
+        for (int32_t j = 0; j < gr->n_nodes; j++) {
+            const lw__node *b = &gr->nodes[j];
+            if (b->op != LW_OP_ADD || b->src[0] != p->out[k]) continue;
+            if (add >= 0) return false; /* two of them: leave it */
+            add = j;
+        }
+        if (add < 0 || (k && add < f->node[0])) return false;
+        const lw__node *b = &gr->nodes[add];
+        const int32_t w = b->src[1];
+        if (w < 0 || b->dst < 0 || gr->t[w].kind != LW_T_WEIGHT || gr->t[w].type != LW_TYPE_F32 || gr->t[w].ne1 != 1 ||
+            gr->t[w].ne0 != gr->t[p->out[k]].ne0 || shared_weight(gr, w) || gr->t[b->dst].kind != LW_T_ACT ||
+            gr->t[b->dst].rows != gr->t[p->act].rows || gr->t[b->dst].ne0 != gr->t[w].ne0 || g->loc[b->dst].base >= 0 ||
+            g->nodes[add].fuse != GM_FUSE_NONE)
+            return false;
+        f->node[k] = add;
+        f->w[k] = w;
+        f->out[k] = b->dst;
+        f->n_parts++;
+    }
+    for (int32_t r = 0; r < gr->n_nodes; r++) /* every reader of a biased part can address a view */
+        for (int kk = 0; kk < 3; kk++)
+            for (int32_t k = 0; k < f->n_parts; k++)
+                if (gr->nodes[r].src[kk] == f->out[k] && !reads_views(&gr->nodes[r], kk)) return false;
+    return true;
+}
+
 /* (lw__gm_glu_source: gpu-model-impl.h.) */
 int32_t lw__gm_glu_source(const lw__gpu_model *g, int32_t d) {
     const lw__graph *gr = &g->graph;
@@ -135,34 +169,44 @@ lw_status lw__gm_plan_fusions(lw__gpu_model *g) {
     for (int32_t t = 0; t < gr->cap_t; t++) g->loc[t].base = -1;
     int32_t cap = 0;
     for (int32_t i = 0; i < gr->n_nodes; i++) cap += gr->nodes[i].op == LW_OP_MUL_MAT;
-    g->fus = lw__calloc(&g->alloc, (size_t)cap / 2 + 1, sizeof *g->fus);
+    g->fus = lw__calloc(&g->alloc, (size_t)cap + 1, sizeof *g->fus); /* a projection and its biases each */
     if (!g->fus) return lw__errorf(g->err, LW_ERR_NOMEM, "out of memory");
-    for (int32_t i = 0; i < gr->n_nodes; i++) {
+    for (int32_t i = 0; i < gr->n_nodes; i++) { /* (at most cap / 2 projections, as many bias joins) */
         gm_fusion f;
+        bool bias = false;
         if (!match_group(g, i, &f)) continue;
-        if (gr->n_t + 2 > gr->cap_t) break; /* no room for the joined tensors: the rest stay separate */
-        const lw__tensor *w0 = &gr->t[f.w[0]], *o0 = &gr->t[f.out[0]];
-        int64_t rows = 0;
-        for (int32_t k = 0; k < f.n_parts; k++) rows += gr->t[f.w[k]].ne1;
-        const char *name = f.n_parts == 3 ? "Qcur|Kcur|Vcur" : "ffn_gate|ffn_up";
-        const int32_t saved = gr->cur_layer;
-        gr->cur_layer = o0->layer;
-        f.wt = lw__graph_weight(gr, name, w0->type, w0->ne0, rows, NULL);
-        f.act = lw__graph_act(gr, name, rows, (lw__rows)o0->rows);
-        gr->cur_layer = saved;
-        if (f.wt < 0 || f.act < 0) return lw__errorf(g->err, gr->status, "adding a fused projection failed");
-        gr->t[f.wt].offset = UINT64_MAX; /* no bytes in the file: never taken for another weight */
-        g->loc[f.wt].joined = true;
-        uint32_t part = 0;
-        for (int32_t k = 0; k < f.n_parts; k++) {
-            g->loc[f.out[k]].base = f.act;
-            g->loc[f.out[k]].part = part;
-            part += (uint32_t)gr->t[f.w[k]].ne1;
-            if (k) g->nodes[f.node[k]].fuse = GM_FUSE_DONE;
+        for (int pass = 0; pass < 2; pass++) { /* the projection, then its biases when they join */
+            if (pass == 1 && !(bias = match_bias(g, &g->fus[g->n_fus - 1], &f))) break;
+            if (gr->n_t + 2 > gr->cap_t) break; /* no room for the joined tensors: the rest stay separate */
+            const lw__tensor *w0 = &gr->t[f.w[0]], *o0 = &gr->t[f.out[0]];
+            int64_t rows = 0, ne0 = 0; /* joined weight: rows of the parts (projection); elements (biases) */
+            for (int32_t k = 0; k < f.n_parts; k++) rows += gr->t[f.w[k]].ne1, ne0 += gr->t[f.w[k]].ne0;
+            const char *name = bias ? "Qcur_b|Kcur_b|Vcur_b" : f.n_parts == 3 ? "Qcur|Kcur|Vcur" : "ffn_gate|ffn_up";
+            const int32_t saved = gr->cur_layer;
+            gr->cur_layer = o0->layer;
+            f.wt = bias ? lw__graph_weight(gr, name, LW_TYPE_F32, ne0, 1, NULL) : lw__graph_weight(gr, name, w0->type, w0->ne0, rows, NULL);
+            f.act = lw__graph_act(gr, name, bias ? ne0 : rows, (lw__rows)o0->rows);
+            gr->cur_layer = saved;
+            if (f.wt < 0 || f.act < 0) return lw__errorf(g->err, gr->status, "adding a fused projection failed");
+            gr->t[f.wt].offset = UINT64_MAX; /* no bytes in the file: never taken for another weight */
+            g->loc[f.wt].joined = true;
+            uint32_t part = 0;
+            for (int32_t k = 0; k < f.n_parts; k++) {
+                g->loc[f.out[k]].base = f.act;
+                g->loc[f.out[k]].part = part;
+                part += (uint32_t)gr->t[f.out[k]].ne0;
+                if (k) g->nodes[f.node[k]].fuse = GM_FUSE_DONE;
+            }
+            lw__node *n0 = &gr->nodes[f.node[0]]; /* node 0 now computes every part */
+            if (bias) { /* the projection's whole rows + the joined biases (broadcast) */
+                n0->src[0] = g->fus[g->n_fus - 1].act;
+                n0->src[1] = f.wt;
+            } else {
+                n0->src[0] = f.wt;
+            }
+            n0->dst = f.act;
+            g->fus[g->n_fus++] = f;
         }
-        gr->nodes[f.node[0]].src[0] = f.wt; /* node 0 now computes every part */
-        gr->nodes[f.node[0]].dst = f.act;
-        g->fus[g->n_fus++] = f;
     }
     return LW_OK;
 }

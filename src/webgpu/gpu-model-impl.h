@@ -194,6 +194,9 @@ void lw__gm_part(const lw__gpu_model *g, int32_t t, uint64_t *offset, uint64_t *
  * (RMS_NORM) normalises: one add_input norm dispatch can do both (planning colours the norm's output apart
  * from the ADD's inputs, so that their bindings never overlap). */
 bool lw__gm_add_norm_shape(const lw__gpu_model *g, int32_t i);
+/* The SCALE node that a rope_qkv call from ROPE node i will fold in (its q_out written by that call, at
+ * node i: planning places it so), or -1. */
+int32_t lw__gm_rope_qkv_scale(const lw__gpu_model *g, int32_t i);
 /* Creates the buffers the ops share: attention and top-k scratch, the GELU table, a dummy binding. */
 lw_status lw__gm_prepare_shared(lw__gpu_model *g);
 /* Whether every node of the graph has GPU kernels (LW_ERR_UNSUPPORTED naming the first that has none). */

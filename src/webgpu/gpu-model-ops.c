@@ -114,15 +114,28 @@ static bool rope_qkv_one(const lw__gpu_model *g, int32_t i) {
     return b != nd[0].src[0] && lw__gm_base(g, nd[1].src[0]) == b && lw__gm_base(g, kv[1].src[0]) == b;
 }
 
+/* The SCALE node between a rope_qkv match's ROPEs and KV_STOREs (phi3, gemma) that its q_out can take
+ * (q_scale): it reads the rotated Q, the only reader of it, and writes as many rows; -1 when none. Then the
+ * rotated Q itself is never written. */
+static int32_t rope_qkv_scale(const lw__gpu_model *g, int32_t i) {
+    const lw__graph *gr = &g->graph;
+    const lw__node *nd = &gr->nodes[i];
+    if (!rope_qkv_gap(gr, i) || nd[2].dst < 0 || nd[0].dst < 0 || gr->t[nd[2].dst].rows != gr->t[nd[0].dst].rows ||
+        is_part(g, nd[2].dst) || read_elsewhere(gr, nd[0].dst, i + 2))
+        return -1;
+    return i + 2;
+}
+
 /* The rope_qkv bindings of the nodes from i: q, ff, q_out, k, K cache, v, V cache, params; qkv_one: qkv,
- * ff, q_out, K cache, V cache, params. Returns how many. */
+ * ff, q_out, K cache, V cache, params. Returns how many. q_out: the folded SCALE's output, if any. */
 static uint32_t rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS]) {
     const lw__node *nd = &g->graph.nodes[i], *kv = nd + 2 + rope_qkv_gap(&g->graph, i);
     const uint32_t n_layer = g->m->hp.n_layer, il = (uint32_t)kv[0].ip[0];
+    const int32_t sc = rope_qkv_scale(g, i), q_out = sc >= 0 ? g->graph.nodes[sc].dst : nd[0].dst;
     if (rope_qkv_one(g, i)) {
         b[0] = lw__gm_act(g, nd[0].src[0]);
         b[1] = bind_of(g, nd[0].src[1]);
-        b[2] = lw__gm_act(g, nd[0].dst);
+        b[2] = lw__gm_act(g, q_out);
         b[3] = lw__gm_whole(g->kv[il]);
         b[4] = lw__gm_whole(g->kv[n_layer + il]);
         b[5] = lw__gm_params(g);
@@ -130,7 +143,7 @@ static uint32_t rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[
     }
     b[0] = lw__gm_act(g, nd[0].src[0]);
     b[1] = bind_of(g, nd[0].src[1]);
-    b[2] = lw__gm_act(g, nd[0].dst);
+    b[2] = lw__gm_act(g, q_out);
     b[3] = lw__gm_act(g, nd[1].src[0]);
     b[4] = lw__gm_whole(g->kv[il]);
     b[5] = lw__gm_act(g, kv[1].src[0]);
@@ -142,7 +155,7 @@ static uint32_t rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[
 /* Nodes from i are ROPE(Q), ROPE(K), (SCALE(Q),) KV_STORE(K rotated), KV_STORE(V) of one layer, the two ROPEs differ
  * only in their head count, the rotated K is read by its KV_STORE only, K and V are written before node i
  * (the fused call runs at node i) and the activation bindings are disjoint: then rope_qkv does all four. */
-static bool match_rope_qkv(const lw__gpu_model *g, int32_t i) {
+static bool rope_qkv_shape(const lw__gpu_model *g, int32_t i) {
     const lw__graph *gr = &g->graph;
     if (i + 3 >= gr->n_nodes) return false;
     const lw__node *nd = &gr->nodes[i];
@@ -158,7 +171,12 @@ static bool match_rope_qkv(const lw__gpu_model *g, int32_t i) {
         is_weight(g, kv[1].src[0]) || read_elsewhere(gr, nd[1].dst, i + 2 + s))
         return false;
     if (producer(g, nd[1].src[0]) >= i || producer(g, kv[1].src[0]) >= i) return false;
-    if ((uint32_t)kv[0].ip[0] >= g->m->hp.n_layer) return false;
+    return (uint32_t)kv[0].ip[0] < g->m->hp.n_layer;
+}
+
+/* ... with bindings that do not overlap (the planned activation ranges) */
+static bool match_rope_qkv(const lw__gpu_model *g, int32_t i) {
+    if (!rope_qkv_shape(g, i)) return false;
     lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS];
     const bool one = rope_qkv_binds(g, i, b) == LW_GPU_ROPE_QKV_ONE_BINDINGS;
     static const int rw[4] = {0, 2, 3, 5}; /* the activation bindings (all writable) */
@@ -167,6 +185,10 @@ static bool match_rope_qkv(const lw__gpu_model *g, int32_t i) {
         for (int y = x + 1; y < n_rw; y++)
             if (overlaps(b[rw[x]], b[rw[y]])) return false;
     return true;
+}
+
+int32_t lw__gm_rope_qkv_scale(const lw__gpu_model *g, int32_t i) {
+    return g->graph.nodes[i].op == LW_OP_ROPE && rope_qkv_shape(g, i) ? rope_qkv_scale(g, i) : -1;
 }
 
 /* The add_input norm bindings of ADD node i and RMS_NORM node i + 1: a, w, d, b, sum, params. */
@@ -325,7 +347,8 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             if (lw__gpu_rope_qkv_pipeline(gpu, &g->cache, &g->alloc, &c.v.qkv, info, &c.pipe, g->err) == LW_OK) {
                 lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS];
                 const uint32_t nb = rope_qkv_binds(g, i, b);
-                const int32_t s = rope_qkv_gap(&g->graph, i);
+                const int32_t s = rope_qkv_gap(&g->graph, i), sc = rope_qkv_scale(g, i);
+                if (sc >= 0) g->nodes[sc].fuse = GM_FUSE_DONE; /* q_out = its output, q_scale its factor */
                 g->nodes[i].fuse = GM_FUSE_ROPE_QKV;
                 g->nodes[i + 1].fuse = g->nodes[i + 2 + s].fuse = g->nodes[i + 3 + s].fuse = GM_FUSE_DONE;
                 return lw__gm_add_call(g, &c, b, nb, false);
@@ -476,6 +499,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         lw__gm_part(g, vn->src[0], &kv.v_offset, &kv.v_stride);
         lw__gpu_rope_qkv_params p;
         PLAN(lw__gpu_rope_qkv_plan(info, &calls[0].v.qkv, &a, &kv, &p, grid, g->err));
+        if (g->nodes[i + 2].fuse == GM_FUSE_DONE && nd[2].op == LW_OP_SCALE) p.q_scale = nd[2].fp[0]; /* folded */
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
         return LW_OK;
     }

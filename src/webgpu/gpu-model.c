@@ -325,8 +325,15 @@ static lw_status plan_acts(lw__gpu_model *g) {
         for (int32_t n = 0; n < gr->n_nodes; n++) {
             for (int k = 0; k < 3; k++) nc[n].src[k] = lw__gm_base(g, nc[n].src[k]);
             nc[n].dst = lw__gm_base(g, nc[n].dst);
-            if (nc[n].dst >= 0 && tc[nc[n].dst].kind == LW_T_WEIGHT) nc[n].dst = -1;
         }
+        for (int32_t n = 0; n < gr->n_nodes; n++) { /* a folded SCALE's output is written by the rope_qkv call */
+            const int32_t sc = lw__gm_rope_qkv_scale(g, n);
+            if (sc < 0) continue;
+            nc[n].dst = nc[sc].dst;
+            nc[sc].dst = nc[sc].src[0] = -1;
+        }
+        for (int32_t n = 0; n < gr->n_nodes; n++)
+            if (nc[n].dst >= 0 && tc[nc[n].dst].kind == LW_T_WEIGHT) nc[n].dst = -1;
         lw__graph sub = *gr;
         sub.t = tc;
         sub.nodes = nc;
@@ -599,6 +606,9 @@ lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n
         g->graph.nodes[node].dst < 0 || (uint64_t)g->n_past + (uint64_t)n > g->n_ctx)
         return LW_ERR_INVALID_ARG;
     if (g->nodes[node].fuse == GM_FUSE_DONE) return LW_ERR_UNSUPPORTED; /* fused away: its dst is never written */
+    if (g->nodes[node].fuse == GM_FUSE_ROPE_QKV && node + 2 < g->graph.n_nodes && g->nodes[node + 2].fuse == GM_FUSE_DONE &&
+        g->graph.nodes[node + 2].op == LW_OP_SCALE)
+        return LW_ERR_UNSUPPORTED; /* the rotated Q went straight into the folded SCALE's output */
     if (g->nodes[node].fuse == GM_FUSE_GLU && (n == 1 || g->graph.t[g->graph.nodes[node].dst].rows == LW_ROWS_OUTPUTS))
         return LW_ERR_UNSUPPORTED; /* computed inside the next mat-vec in one-row steps */
     const lw__tensor *t = &g->graph.t[g->graph.nodes[node].dst];

@@ -419,6 +419,7 @@ lw_status lw__gpu_rope_qkv_plan(const lw_gpu_info *info, const lw__gpu_rope_qkv_
     p->v_stride = (uint32_t)vs;
     p->vc_offset = (uint32_t)kv->vc_offset;
     p->vc_stride = (uint32_t)vcs;
+    p->q_scale = 1.0f;
     return LW_OK;
 }
 

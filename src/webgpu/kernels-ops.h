@@ -306,7 +306,9 @@ typedef struct lw__gpu_rope_qkv_params {
     uint32_t kc_offset, kc_stride;    /* K cache                                                 */
     uint32_t v_offset, v_stride;      /* v                                                       */
     uint32_t vc_offset, vc_stride;    /* V cache                                                 */
-    uint32_t pad[4];                  /* (size)                                                  */
+    float q_scale;                    /* q_out = rotated q * q_scale (plan: 1; a SCALE node of the
+                                         rotated Q folded in: its factor, the same bits)           */
+    uint32_t pad[3];                  /* (size)                                                  */
 } lw__gpu_rope_qkv_params;
 _Static_assert(sizeof(lw__gpu_rope_qkv_params) == 128, "rope qkv params block");
 

@@ -6,7 +6,12 @@
 // Run: LW_WASM_DIR=... VK_ICD_FILENAMES=... node --test tests/web/fuse.test.mjs
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { setup } from '../../web/lw-node.mjs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setup, repoRoot } from '../../web/lw-node.mjs';
+import { GpuModel, CpuModel, bytesSource } from '../../web/lw-model.mjs';
 import { TYPES, BOUND, kFor, actqOf } from './matvec-check.mjs';
 
 const ctx = await setup();
@@ -65,5 +70,51 @@ for (const g of ['swiglu', 'geglu']) {
     });
   }
 }
+
+// The fallback: a Q4_K_M file gives attn_v Q6_K in some blocks (llama.cpp's use_more_bits: blocks 2 and 3 of
+// 4) and Q4_K in the others, so only blocks 0 and 1 get one Q|K|V mat-vec; the others keep three. The model
+// must agree with the CPU engine all the same, and the step must have exactly the planned dispatches.
+const cli = [process.env.LW_CLI, ...['build/release', 'build'].map((d) => path.join(repoRoot(), d, 'llamaweb'))]
+  .find((p) => p && existsSync(p));
+test('mixed weight types (Q4_K_M: attn_v Q6_K in blocks 2, 3): separate projections there, CPU agreement', { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
+  const tmp = mkdtempSync(path.join(process.env.LW_TMP || os.tmpdir(), 'lw-fuse-'));
+  try {
+    const file = path.join(tmp, 'mix.gguf');
+    execFileSync(cli, ['synth', '--preset', 'tiny-256', '--type', 'q4_k_m', '--layers', '4', '--vocab', 'builtin', '-o', file]);
+    const bytes = readFileSync(file), prompt = [1, 5, 9, 200, 37], n = 16;
+    const g = await GpuModel.open(M, bytesSource(bytes), { nCtx: 64, kvF32: true }); // f32 caches: see model.test.mjs
+    const c = CpuModel.open(M, bytes, 64, true);
+    try {
+      let gr = await g.decode(prompt, 'logits'), cNext = c.decode(prompt), same = 0, worst = 0;
+      for (let i = 0; i < n; i++) {
+        if (gr.id === cNext) same++;
+        const cl = c.logits(g.nVocab);
+        let lo = Infinity, hi = -Infinity, d = 0;
+        for (let j = 0; j < cl.length; j++) {
+          lo = Math.min(lo, cl[j]);
+          hi = Math.max(hi, cl[j]);
+          d = Math.max(d, Math.abs(cl[j] - gr.logits[j]));
+        }
+        worst = Math.max(worst, d / (hi - lo));
+        if (i + 1 < n) {
+          gr = await g.decode([cNext], 'logits');
+          cNext = c.decode([cNext]);
+        }
+      }
+      const steps = g.info().stepDispatches;
+      console.log(`# q4_k_m mix: ${same} of ${n} greedy tokens agree, logits within ${(100 * worst).toFixed(4)} % of their range; ${steps} dispatches per token`);
+      // fused blocks 8 (norm, Q|K|V, rope_qkv, attention, O, norm, gate|up, down + SWIGLU), separate ones 10
+      // (Q, K, V), outside 5 (embedding, two OUT_ROWS, final norm, output)
+      assert.equal(steps, 2 * 8 + 2 * 10 + 5);
+      assert.ok(worst < 0.03, `logits differ by ${worst} of their range`);
+      assert.ok(same >= 0.9 * n, `agreement ${same} / ${n}`);
+    } finally {
+      g.free();
+      c.free();
+    }
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+});
 
 after(() => setTimeout(() => process.exit(process.exitCode ?? 0), 100));

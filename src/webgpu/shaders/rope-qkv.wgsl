@@ -8,6 +8,8 @@
 // V items (two adjacent elements each).
 // QKV_ONE=1 reads q, k and v from binding 0 (a fused QKV projection: rows [q | k | v], k_offset/v_offset
 // and the strides locate them), for steps where their ranges interleave.
+// q_out is the rotated q times q_scale (1: as ROPE; else also the SCALE node some models apply to the
+// rotated Q, e.g. phi3 and gemma: one f32 product of the rotated value, the bits of the two ops).
 // Defines: WG_SIZE (default 64), KV_F16 (0/1), QKV_ONE (0/1).
 // Bindings: 0 q (rw f32), 1 ff (read f32), 2 q_out (rw f32), 3 k (rw f32), 4 kc (rw: u32 halves or f32),
 // 5 v (rw f32), 6 vc (rw, as kc), 7 params; QKV_ONE: 0 qkv, 1 ff, 2 q_out, 3 kc, 4 vc, 5 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups =
@@ -52,7 +54,7 @@ struct QkvParams {
     v_stride: u32,     // elements between rows of v
     vc_offset: u32,    // element of row 0's cell in vc (even for f16)
     vc_stride: u32,    // elements between cache rows
-    pad0: u32,
+    q_scale: f32,      // factor of q_out (1: plain ROPE)
     pad1: u32,
     pad2: u32,
     pad3: u32,
@@ -123,8 +125,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let xb = params.x_offset + row * params.x_stride + h * params.head_dim;
         let db = params.d_offset + row * params.d_stride + h * params.head_dim;
         if (2u * p >= params.n_rot) {
-            q_out[db + 2u * p] = x[xb + 2u * p];
-            q_out[db + 2u * p + 1u] = x[xb + 2u * p + 1u];
+            q_out[db + 2u * p] = x[xb + 2u * p] * params.q_scale;
+            q_out[db + 2u * p + 1u] = x[xb + 2u * p + 1u] * params.q_scale;
             return;
         }
         let cs = rope_cs(pos, p);
@@ -136,8 +138,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         let x0 = x[xb + ia];
         let x1 = x[xb + ib];
-        q_out[db + ia] = fma(x0, cs.x, -(x1 * cs.y));
-        q_out[db + ib] = fma(x0, cs.y, x1 * cs.x);
+        let r0 = fma(x0, cs.x, -(x1 * cs.y));
+        let r1 = fma(x0, cs.y, x1 * cs.x);
+        q_out[db + ia] = r0 * params.q_scale;
+        q_out[db + ib] = r1 * params.q_scale;
         return;
     }
     j -= q_items;

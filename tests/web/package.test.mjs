@@ -30,7 +30,7 @@ const skip = ctx.skip || (!existsSync(stories) || !existsSync(tiny) ? `no ${stor
 if (skip) console.log('SKIP: ' + skip);
 const lw = skip ? null : new Llamaweb(ctx.Module, ctx.device);
 let storiesModel = null; // stories260K opened from a Blob with 24 KV cells, shared by the tests below
-after(() => setTimeout(() => process.exit(0), 10)); // Dawn keeps the process alive (web/lw-node.mjs)
+after(() => setTimeout(() => process.exit(process.exitCode ?? 0), 100)); // Dawn keeps the process alive (web/lw-node.mjs)
 
 // Greedy ids straight from GpuModel over a Node file: the path the other model tests hold to the CPU engine.
 async function referenceIds(file, prompt, n) {

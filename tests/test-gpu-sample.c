@@ -135,6 +135,14 @@ static void test_ref_cases(void) {
     CHECK(lw__gpu_sample_setup(&pass2, &sp, &p, err) == LW_OK);
     p.u = lw__gpu_sample_u(0.9999);
     CHECK(lw__gpu_sample_ref(ids, v, 3, &p, &id, NULL) == 2 && id == 9);
+    /* an infinite temperature: uniform over the finite candidates, never the -inf one */
+    sp.temp = INFINITY;
+    CHECK(lw__gpu_sample_setup(&pass2, &sp, &p, err) == LW_OK && p.inv_temp > 0.0f);
+    p.u = lw__gpu_sample_u(0.9999);
+    CHECK(lw__gpu_sample_ref(ids, v, 5, &p, &id, NULL) == 3 && id == 4);
+    p.u = 0.3f; /* 4 equal weights: the second quarter */
+    CHECK(lw__gpu_sample_ref(ids, v, 5, &p, &id, NULL) == 1 && id == 7);
+    sp.temp = 1.0f;
     /* refused: penalties, NaN */
     sp.penalty_last_n = 64;
     sp.penalty_repeat = 1.1f;

@@ -130,8 +130,10 @@ lw_status lw__gpu_sample_setup(const lw__gpu_topk_params *pass2, const lw_sample
         p->flags |= LW_GPU_SAMPLE_GREEDY;
         p->inv_temp = 1.0f;
     } else {
-        const float it = 1.0f / sp->temp; /* a temperature so small that 1/T overflows: greedy in effect */
-        p->inv_temp = isfinite(it) ? it : 3.0e38f;
+        /* 1/T within [1e-30, 3e38]: a temperature so small that 1/T overflows is greedy in effect, and an
+         * infinite one stays > 0 so that -inf logits keep weight 0 (-inf * 0 would be NaN) */
+        const float it = 1.0f / sp->temp;
+        p->inv_temp = !isfinite(it) ? 3.0e38f : it < 1e-30f ? 1e-30f : it;
     }
     p->top_p = sp->top_p;
     if (sp->top_p < 1.0f) p->flags |= LW_GPU_SAMPLE_TOP_P;

@@ -112,6 +112,7 @@ test('(a) sampling pass = its scalar reference on fixed candidate lists, and the
     ['top-p 0.3 keeps one', { temp: 1, topP: 0.3 }, [[0.999, 3]]],
     ['top-k 3 of 5', { temp: 1, k: 3 }, [[0.999, 9]]],
     ['high temperature', { temp: 100, topP: 1.0 }, [[0.999, 4], [0.7, 9]]],
+    ['infinite temperature: uniform over the finite ones', { temp: Infinity }, [[0.999, 4], [0.3, 7], [0.6, 9], [0.2, 3]]],
   ];
   let skipped = 0, draws = 0;
   for (const [what, p, expect] of cases) {
@@ -149,15 +150,18 @@ function chi2Critical(df, z) {
 
 test('(b) many draws: the CPU sampler\'s tokens from the same seed, and its chain\'s distribution', { skip }, async () => {
   // 6000 draws: a wrong probability of 0.01 on a token of p = 0.05 is 3.6 sigma there; the chi-square test
-  // pools such deviations over all tokens
-  const n = 512, N = 6000;
-  const rnd = rng(4242);
-  // logits falling with the id plus noise: the CPU sampler's defaults keep 24 tokens of them
-  const logits = Array.from({ length: n }, (_, i) => Math.fround(2 * (rnd() * 4 - 6 * i / n)));
-  for (const p of [
-    { k: 40, temp: 0.8, topP: 0.95, minP: 0.05, seed: 0x5eed }, // the CPU sampler's defaults
-    { k: 64, temp: 1.5, topP: 1.0, minP: 0.0, seed: 12345 },    // a wide draw: every one of the 64 kept
+  // pools such deviations over all tokens (2000 at 32000 logits: the CPU sampler's draws cost ~1 ms each)
+  for (const { n, N, ...p } of [
+    { n: 512, N: 6000, k: 40, temp: 0.8, topP: 0.95, minP: 0.05, seed: 0x5eed }, // the CPU sampler's defaults
+    { n: 512, N: 6000, k: 64, temp: 1.5, topP: 1.0, minP: 0.0, seed: 12345 },    // a wide draw: all 64 kept
+    // a vocabulary of 32000: 8 workgroups in pass 1, the sampling pass merges their 8 x 40 candidates
+    { n: 32000, N: 2000, k: 40, temp: 1.0, topP: 0.9, minP: 0.02, seed: 777 },
   ]) {
+    // logits falling with the id plus noise (512: the CPU sampler's defaults keep 24 tokens of them), ids
+    // scattered so that the best ones fall in different workgroups of pass 1
+    const rnd = rng(4242 + n);
+    const logits = new Array(n);
+    for (let i = 0; i < n; i++) logits[(i * 7919) % n] = Math.fround(2 * (rnd() * 4 - 6 * Math.min(i, 512) / 512));
     const t0 = performance.now();
     const r = await run({ logits: true, values: logits, draws: N, ...p });
     const ms = performance.now() - t0;
@@ -192,7 +196,7 @@ test('(b) many draws: the CPU sampler\'s tokens from the same seed, and its chai
       df++;
     }
     const crit = chi2Critical(df, 4.75); // p ~ 1e-6: a correct sampler fails once in a million runs
-    console.log(`# (b) ${JSON.stringify(p)}: ${N} draws in ${ms.toFixed(0)} ms; ${kept} tokens kept; same as the CPU sampler ` +
+    console.log(`# (b) n ${n} ${JSON.stringify(p)}: ${N} draws in ${ms.toFixed(0)} ms; ${kept} tokens kept; same as the CPU sampler ` +
       `${same}/${N}; chi-square ${chi2.toFixed(1)} (df ${df}, bound ${crit.toFixed(1)}); worst |freq - p| ${(worst).toFixed(2)} of its 5-sigma bound`);
     assert.ok(same >= N * 0.999, `only ${same}/${N} draws equal the CPU sampler's`);
     assert.ok(chi2 < crit, `chi-square ${chi2} >= ${crit} (df ${df})`);

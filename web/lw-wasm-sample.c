@@ -3,8 +3,9 @@
  * top-k pass 1 over n logits, then the draws), one dispatch and one parameter slot per draw, and computes
  * for each draw the scalar reference's pick (lw__gpu_sample_ref) with its margin; with logits and a seed it
  * also draws the same number of tokens with the CPU sampler (src/sample) from the same generator and the
- * exact probabilities of the CPU sampler's chain in double precision, for the distribution test. Compiled
- * only by the wasm build. */
+ * exact probabilities of the CPU sampler's chain in double precision, for the distribution test.
+ * lw_wasm_sample_bench() times top-k + the sampling pass (or the plain top-k / argmax) over n logits for
+ * tests/web/bench-sample.mjs. Compiled only by the wasm build. */
 #include "core/core.h"
 #include "sample/sample.h"
 #include "webgpu/gpu.h"
@@ -298,4 +299,73 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_sample_cpu_id(const lw_wasm_sample *c, int j) {
 }
 EMSCRIPTEN_KEEPALIVE double lw_wasm_sample_expected(const lw_wasm_sample *c, int i) {
     return c->expected && i >= 0 && i < c->n ? c->expected[i] : -1;
+}
+
+/* Benchmark: `reps` times top-k pass 1 + pass 2 over n random logits in one submission (sample = 1: the
+ * sampling pass with the CPU sampler's defaults and the given k; 0: the plain pass 2, k = 1 being the greedy
+ * argmax), then a 4-byte read-back: the JS side times it to settle(). The model runner's variants. Returns an
+ * lw_status. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_sample_bench(lw_wasm_sample *c, int n, int k, int sample, int reps) {
+    if (!c->gpu.ops) return LW_ERR_IO;
+    release_run(c);
+    if (n <= 0 || k <= 0 || reps <= 0) return lw__errorf(c->err, LW_ERR_INVALID_ARG, "bad sizes");
+    const lw_gpu_ops *o = c->gpu.ops;
+    lw__gpu_topk_variant v = lw__gpu_topk_default(&c->info);
+    lw__gpu_topk_plan_out pl, widest;
+    lw_status st = lw__gpu_topk_plan(&c->info, &v, (uint64_t)n, (uint64_t)k, 0, 0, 0, &pl, c->err);
+    if (st == LW_OK)
+        st = lw__gpu_topk_plan(&c->info, &v, (uint64_t)n, lw__gpu_topk_max_k(&v, (uint64_t)n), 0, 0, 0, &widest, c->err);
+    if (st != LW_OK) return st;
+    lw_sampler_params sp = lw_sampler_default_params();
+    sp.penalty_last_n = 0;
+    lw__gpu_sample_params sprm;
+    if ((st = lw__gpu_sample_setup(&pl.pass2, &sp, &sprm, c->err)) != LW_OK) return st;
+    sprm.u = 0.5f;
+    float *logits = malloc((size_t)n * sizeof(float));
+    uint8_t slots[2 * SAMPLE_SLOT];
+    c->gpu_pairs = malloc(8);
+    if (!logits || !c->gpu_pairs) {
+        free(logits);
+        return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
+    }
+    uint32_t x = 12345;
+    for (int i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        logits[i] = (float)(x >> 8) * (8.0f / 16777216.0f);
+    }
+    memset(slots, 0, sizeof slots);
+    memcpy(slots, &pl.pass1, sizeof pl.pass1);
+    if (sample) memcpy(slots + SAMPLE_SLOT, &sprm, sizeof sprm);
+    else memcpy(slots + SAMPLE_SLOT, &pl.pass2, sizeof pl.pass2);
+    const lw__gpu_topk_variant v2 = sample ? lw__gpu_sample_variant(&v, widest.scratch_pairs) : v;
+    lw_gpu_buffer in, scratch, res, ub;
+    lw_gpu_pipeline p1 = 0, p2 = 0;
+    lw_gpu_bind_group g1 = 0, g2 = 0;
+    const uint32_t rw = LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST | LW_GPU_USAGE_COPY_SRC;
+    if ((st = new_buffer(c, (uint64_t)n * 4, rw, "bench logits", &in)) == LW_OK &&
+        (st = new_buffer(c, (uint64_t)widest.scratch_pairs * 8 + 16, rw, "bench scratch", &scratch)) == LW_OK &&
+        (st = new_buffer(c, (uint64_t)k * 8 + 16, rw, "bench result", &res)) == LW_OK &&
+        (st = new_buffer(c, sizeof slots, LW_GPU_USAGE_UNIFORM | LW_GPU_USAGE_COPY_DST, "bench params", &ub)) == LW_OK &&
+        (st = o->buffer_write(c->gpu.ctx, in, 0, logits, (uint64_t)n * 4)) == LW_OK &&
+        (st = o->buffer_write(c->gpu.ctx, ub, 0, slots, sizeof slots)) == LW_OK &&
+        (st = lw__gpu_topk_pipeline(&c->gpu, &c->cache, NULL, &v, false, &c->info, &p1, c->err)) == LW_OK)
+        st = sample ? lw__gpu_sample_pipeline(&c->gpu, &c->cache, NULL, &v2, &c->info, &p2, c->err)
+                    : lw__gpu_topk_pipeline(&c->gpu, &c->cache, NULL, &v, true, &c->info, &p2, c->err);
+    free(logits);
+    if (st != LW_OK) return st;
+    const lw_gpu_bind b1[3] = {{in, 0, 0}, {scratch, 0, 0}, {ub, 0, SAMPLE_SLOT}};
+    const lw_gpu_bind b2[3] = {{scratch, 0, 0}, {res, 0, 0}, {ub, 0, SAMPLE_SLOT}};
+    if ((st = o->bind_group_create(c->gpu.ctx, p1, b1, 3, &g1)) != LW_OK ||
+        (st = o->bind_group_create(c->gpu.ctx, p2, b2, 3, &g2)) != LW_OK)
+        return lw__errorf(c->err, st, "bind group: %s", o->error(c->gpu.ctx) ? o->error(c->gpu.ctx) : "");
+    for (int r = 0; r < reps; r++) {
+        o->dispatch(c->gpu.ctx, p1, g1, 0, pl.grid1[0], pl.grid1[1], pl.grid1[2]);
+        o->dispatch(c->gpu.ctx, p2, g2, SAMPLE_SLOT, pl.grid2[0], pl.grid2[1], pl.grid2[2]);
+    }
+    st = o->submit(c->gpu.ctx);
+    if (st == LW_OK) st = o->read(c->gpu.ctx, res, 0, c->gpu_pairs, 8);
+    c->n_draws = 1;
+    return st;
 }

@@ -7,6 +7,8 @@
 //     const ids = m.tokenize('Once upon a time', true);
 //     let next = await m.decode(ids);                           // greedy id of the next token
 //     while (...) next = await m.decode([next]);
+//     m.nPast = 0;                                              // or sampled on the GPU (the CPU sampler's
+//     next = await m.decode(ids, { temp: 0.8, seed: 1 });       // chain and generator; same seed, same text)
 //     m.free();
 // No top-level Node imports: this module is shared with the browser entry (web/llamaweb.mjs); node:fs is
 // looked up only when a Node file is opened (process.getBuiltinModule: Node >= 20.16).

@@ -9,7 +9,8 @@
 //   (c) whole model (stories260K): GpuModel.decode sampling on the GPU is reproducible for a seed, draws only
 //       tokens the CPU chain keeps on the CPU engine's logits, makes text, and creates nothing per token;
 //   tune: an override reaches the plan (GpuModel.variants()) and a bad one is refused with a message;
-//   web/cli.mjs run with the sampling and tune options.
+//   web/cli.mjs run with the sampling and tune options (the same text as the native `llamaweb run` on the CPU
+//   for the same seed, when LW_CLI names a native build).
 // Run: LW_WASM_DIR=... VK_ICD_FILENAMES=... node --test tests/web/sample.test.mjs
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -347,7 +348,7 @@ test('tune: an override changes the variant the plan uses; bad overrides are ref
   }
 });
 
-test('web/cli.mjs run: sampling options reproduce a run, --temp 0 is greedy, --tune reaches the plan', { skip: skip || noStories }, () => {
+test('web/cli.mjs run: sampling options reproduce a run (and the native CPU run), --temp 0 is greedy, --tune reaches the plan', { skip: skip || noStories }, () => {
   const cli = path.join(repoRoot(), 'web/cli.mjs');
   const env = { ...process.env };
   const runCli = (...args) => spawnSync(process.execPath, [cli, 'run', '-m', stories, '-p', 'Once upon a time', ...args],
@@ -363,6 +364,18 @@ test('web/cli.mjs run: sampling options reproduce a run, --temp 0 is greedy, --t
   const g = runCli('-n', '12', '--temp', '0');
   assert.equal(g.status, 0, g.stderr);
   assert.match(g.stdout, /^Once upon a time, there was a little girl named Lily/);
+  // the native engine (CPU, lw_sampler) with the same seed and options writes the same text: the same chain
+  // and generator on logits that agree to float rounding (skipped without a native build)
+  const native = [process.env.LW_CLI, ...['build/release', 'build'].map((d) => path.join(repoRoot(), d, 'llamaweb'))]
+    .find((p) => p && existsSync(p));
+  if (native) {
+    const n = spawnSync(native, ['run', '-m', stories, '-p', 'Once upon a time', '-n', '16', '--seed', '11', '--top-k', '20'],
+      { encoding: 'utf8', timeout: 60000 });
+    assert.equal(n.status, 0, n.stderr);
+    assert.equal(n.stdout.split('\n')[0].trim(), a.stdout.trim(), 'native llamaweb run (CPU sampler) vs web/cli.mjs run (GPU)');
+  } else {
+    console.log('# no native llamaweb (LW_CLI): the CPU vs GPU text comparison is skipped');
+  }
   const bad = runCli('--tune', '{"matvec": 1}');
   assert.notEqual(bad.status, 0);
   assert.match(bad.stderr, /llamaweb \(web\): tune JSON: expected '\{' at byte 11/);

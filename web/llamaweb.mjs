@@ -44,11 +44,17 @@ export async function urlSource(url, { headers = {} } = {}) {
   const range = probe.headers.get('Content-Range') || '';
   await probe.arrayBuffer(); // drain (one byte)
   const m = /\/(\d+)\s*$/.exec(range);
-  if (probe.status !== 206 || !m) {
-    throw new Error(`${href}: the server does not answer HTTP range requests (status ${probe.status}, ` +
-      `Content-Range "${range}"); download the file into OPFS instead (downloadToOpfs)`);
+  if (probe.status !== 206) {
+    throw new Error(`${href}: the server does not answer HTTP range requests (status ${probe.status}); ` +
+      'download the file into OPFS instead (downloadToOpfs)');
   }
-  const size = Number(m[1]);
+  let size = m ? Number(m[1]) : NaN;
+  if (!m) {
+    // a cross-origin server that does not expose Content-Range: the size from a HEAD's Content-Length
+    const head = await fetch(href, { method: 'HEAD', headers });
+    size = head.ok ? Number(head.headers.get('Content-Length')) : NaN;
+    if (!(size > 0)) throw new Error(`${href}: the file size is unknown (no Content-Range nor Content-Length)`);
+  }
   const read = async (off, len) => {
     const r = await fetch(href, { headers: { ...headers, Range: `bytes=${off}-${off + len - 1}` } });
     if (r.status !== 206) throw new Error(`${href}: range ${off}+${len}: HTTP ${r.status}`);

@@ -10,7 +10,8 @@
 //    stream() iterates; sampling (where the build has it) repeats for one seed and is greedy at temperature 0;
 //  - a URL is read by HTTP range requests from web/serve.mjs, in chunks no larger than the glue's;
 //  - the server: ranges (a-b, a-, -n), 416 past the end, no escape from its folders, COOP/COEP headers;
-//  - a server without range support and a corrupt file give errors, and the module still works after.
+//  - a server without range support and a corrupt file give errors, and the module still works after; a
+//    206 without Content-Range takes the size from HEAD.
 // Run: LW_WASM_DIR=... VK_ICD_FILENAMES=... node --test tests/web/package.test.mjs
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -217,6 +218,23 @@ test('errors: a server without ranges, a corrupt file; the module works afterwar
   } finally {
     plain.close();
     plain.closeAllConnections();
+  }
+  // 206 without Content-Range (a cross-origin server that does not expose it): the size comes from HEAD
+  const hidden = createServer((req, res) => {
+    const m = /bytes=(\d+)-(\d+)/.exec(req.headers.range || '');
+    if (req.method === 'HEAD') { res.setHeader('Content-Length', bytes.length); res.end(); return; }
+    if (!m) { res.end(bytes); return; }
+    res.statusCode = 206;
+    res.end(bytes.subarray(Number(m[1]), Number(m[2]) + 1));
+  });
+  await new Promise((r) => hidden.listen(0, '127.0.0.1', r));
+  try {
+    const src = await urlSource(`http://127.0.0.1:${hidden.address().port}/m.gguf`);
+    assert.equal(src.size, bytes.length);
+    assert.deepEqual(await src.read(100, 8), new Uint8Array(bytes.subarray(100, 108)));
+  } finally {
+    hidden.close();
+    hidden.closeAllConnections();
   }
   const bad = new Uint8Array(bytes.subarray(0, 4096));
   bad.set([0x47, 0x47, 0x55, 0x46, 3, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]); // absurd tensor count

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # WebGPU backend tests: builds the wasm module (scripts/build-wasm.sh) and runs the Node tests of tests/web/
 # (npm `webgpu` = Dawn) once per CPU Vulkan driver: lavapipe (Mesa from bookworm-backports; shader-f16,
-# 128 MiB bindings) and SwiftShader (from Debian's chromium; no shader-f16), then the browser test once
-# (headless Chromium, its own SwiftShader). A driver that is not installed is reported as skipped. The preprocessor's native tests (tests/test-wgsl-pp.c) run in the main ctest suite.
+# 128 MiB bindings) and SwiftShader (from Debian's chromium; no shader-f16), then the browser tests once
+# (headless Chromium, its own SwiftShader: kernels, and the demo page). A driver that is not installed is reported as skipped. The preprocessor's native tests (tests/test-wgsl-pp.c) run in the main ctest suite.
 # Needs scripts/setup-webgpu.sh. Ends with one line: "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -3,7 +3,8 @@
 // generates text with streaming callbacks.
 //
 //     import { Llamaweb } from './llamaweb.mjs';
-//     const lw = await Llamaweb.load();                        // throws a readable Error without WebGPU
+//     const lw = await Llamaweb.loadInWorker();                // or load(): on this thread; a readable Error
+//                                                              // when WebGPU is missing
 //     const model = await lw.open(fileInput.files[0], { onProgress: (done, total) => ... });
 //     const r = await model.generate('Once upon a time', { maxTokens: 64, onToken: (text) => out.append(text) });
 //     console.log(r.text, r.tokensPerSecond);                  // model.stop() ends a generation early
@@ -15,8 +16,11 @@
 // lwGpu.chunkBytes (8 MiB). The engine itself (GpuModel) is shared with Node in web/lw-model.mjs.
 //
 // The wasm module (scripts/build-wasm.sh: llamaweb-wasm.js + llamaweb-wasm.wasm) is looked up in wasm/ next
-// to this file unless Llamaweb.load({ wasmBase }) says where; node web/serve.mjs serves it there. Runs on a
-// page's main thread (the Emscripten loader is a classic script).
+// to this file unless Llamaweb.load({ wasmBase }) says where; node web/serve.mjs serves it there. load() runs
+// the engine on the calling thread (a page, or a module worker: the classic loader script is then run as
+// global code); loadInWorker() starts web/llamaweb-worker.mjs and talks to it with messages. Other options:
+// generate({keepContext, sampling, signal}), model.stream() (an async iterator), downloadToOpfs().
+// Types: web/llamaweb.d.mts.
 import { GpuModel, bytesSource } from './lw-model.mjs';
 
 export { GpuModel, bytesSource };

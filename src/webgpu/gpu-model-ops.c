@@ -108,10 +108,42 @@ static int32_t rope_qkv_gap(const lw__graph *gr, int32_t i) {
 
 /* Whether the q, k and v of a rope_qkv match from node i are the parts of one fused QKV output: the
  * qkv_one variant reads all three from its binding 0. */
+static bool rope_qkv_one(const lw__gpu_model *g, int32_t i);
+
+/* The per-head RMS_NORM node writing input t (Q or K) of a rope_qkv match from node i that the qk_norm
+ * variant can do: it normalises a part of a fused output in groups of head_dim hd with a weight of hd,
+ * and only ROPE node `rope` reads its output; -1 when none. */
+static int32_t qk_norm_node(const lw__gpu_model *g, int32_t t, int32_t rope, int64_t hd) {
+    const lw__graph *gr = &g->graph;
+    const int32_t a = t >= 0 && !is_part(g, t) ? producer(g, t) : -1;
+    if (a < 0) return -1;
+    const lw__node *n = &gr->nodes[a];
+    if (n->op != LW_OP_RMS_NORM || n->ip[0] != hd || n->src[1] < 0 || !is_weight(g, n->src[1]) ||
+        gr->t[n->src[1]].type != LW_TYPE_F32 || gr->t[n->src[1]].ne0 != hd || gr->t[n->src[1]].ne1 != 1 ||
+        !is_part(g, n->src[0]) || read_elsewhere(gr, t, rope))
+        return -1;
+    return a;
+}
+
+/* Whether the Q and K of the rope_qkv match from node i come from per-head RMS_NORMs of parts of the fused
+ * output that also holds V (qwen3, gemma3): the qkv_one + qk_norm variant reads q, k, v there and does the
+ * norms. *qa, *ka: the two norm nodes. */
+static bool rope_qkv_norms(const lw__gpu_model *g, int32_t i, int32_t *qa, int32_t *ka) {
+    const lw__node *nd = &g->graph.nodes[i], *kv = nd + 2 + rope_qkv_gap(&g->graph, i);
+    *qa = qk_norm_node(g, nd[0].src[0], i, nd[0].ip[1]);
+    *ka = qk_norm_node(g, nd[1].src[0], i + 1, nd[0].ip[1]);
+    if (*qa < 0 || *ka < 0) return false;
+    const lw__node *a = &g->graph.nodes[*qa], *b = &g->graph.nodes[*ka];
+    const int32_t base = lw__gm_base(g, a->src[0]);
+    return a->fp[0] == b->fp[0] && lw__gm_base(g, b->src[0]) == base && lw__gm_base(g, kv[1].src[0]) == base;
+}
+
 static bool rope_qkv_one(const lw__gpu_model *g, int32_t i) {
     const lw__node *nd = &g->graph.nodes[i], *kv = nd + 2 + rope_qkv_gap(&g->graph, i);
     const int32_t b = lw__gm_base(g, nd[0].src[0]);
-    return b != nd[0].src[0] && lw__gm_base(g, nd[1].src[0]) == b && lw__gm_base(g, kv[1].src[0]) == b;
+    int32_t qa, ka;
+    return (b != nd[0].src[0] && lw__gm_base(g, nd[1].src[0]) == b && lw__gm_base(g, kv[1].src[0]) == b) ||
+           rope_qkv_norms(g, i, &qa, &ka);
 }
 
 /* The SCALE node between a rope_qkv match's ROPEs and KV_STOREs (phi3, gemma) that its q_out can take
@@ -132,14 +164,19 @@ static uint32_t rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[
     const lw__node *nd = &g->graph.nodes[i], *kv = nd + 2 + rope_qkv_gap(&g->graph, i);
     const uint32_t n_layer = g->m->hp.n_layer, il = (uint32_t)kv[0].ip[0];
     const int32_t sc = rope_qkv_scale(g, i), q_out = sc >= 0 ? g->graph.nodes[sc].dst : nd[0].dst;
+    int32_t qa, ka;
     if (rope_qkv_one(g, i)) {
-        b[0] = lw__gm_act(g, nd[0].src[0]);
+        const bool norms = rope_qkv_norms(g, i, &qa, &ka); /* q, k: the norms' inputs */
+        b[0] = lw__gm_act(g, norms ? g->graph.nodes[qa].src[0] : nd[0].src[0]);
         b[1] = bind_of(g, nd[0].src[1]);
         b[2] = lw__gm_act(g, q_out);
         b[3] = lw__gm_whole(g->kv[il]);
         b[4] = lw__gm_whole(g->kv[n_layer + il]);
         b[5] = lw__gm_params(g);
-        return LW_GPU_ROPE_QKV_ONE_BINDINGS;
+        if (!norms) return LW_GPU_ROPE_QKV_ONE_BINDINGS;
+        b[6] = bind_of(g, g->graph.nodes[qa].src[1]);
+        b[7] = bind_of(g, g->graph.nodes[ka].src[1]);
+        return LW_GPU_ROPE_QKV_NORM_BINDINGS;
     }
     b[0] = lw__gm_act(g, nd[0].src[0]);
     b[1] = bind_of(g, nd[0].src[1]);
@@ -178,7 +215,7 @@ static bool rope_qkv_shape(const lw__gpu_model *g, int32_t i) {
 static bool match_rope_qkv(const lw__gpu_model *g, int32_t i) {
     if (!rope_qkv_shape(g, i)) return false;
     lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS];
-    const bool one = rope_qkv_binds(g, i, b) == LW_GPU_ROPE_QKV_ONE_BINDINGS;
+    const bool one = rope_qkv_binds(g, i, b) != LW_GPU_ROPE_QKV_BINDINGS;
     static const int rw[4] = {0, 2, 3, 5}; /* the activation bindings (all writable) */
     const int n_rw = one ? 2 : 4;          /* qkv_one: qkv, q_out */
     for (int x = 0; x < n_rw; x++)
@@ -328,6 +365,18 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         return st;
     }
     case LW_OP_RMS_NORM: {
+        for (int32_t j = i + 1; j < g->graph.n_nodes && g->nodes[i].fuse == GM_FUSE_NONE; j++) {
+            int32_t qa, ka; /* a per-head Q/K norm that the rope_qkv call reading it can do (qk_norm)? */
+            if (g->graph.nodes[j].op != LW_OP_ROPE || g->graph.nodes[j].src[0] != nd->dst || !match_rope_qkv(g, j) ||
+                !rope_qkv_norms(g, j, &qa, &ka) || qa != i)
+                continue;
+            lw__gpu_rope_qkv_variant v = lw__gpu_rope_qkv_default(info, g->kv_type);
+            v.qkv_one = v.qk_norm = true;
+            lw_gpu_pipeline pipe; /* (cached for the ROPE node; 7 storage bindings: WebGPU guarantees 8) */
+            if ((st = lw__gpu_rope_qkv_pipeline(gpu, &g->cache, &g->alloc, &v, info, &pipe, g->err)) != LW_OK) return st;
+            g->nodes[qa].fuse = g->nodes[ka].fuse = GM_FUSE_DONE;
+        }
+        if (g->nodes[i].fuse == GM_FUSE_DONE) return LW_OK; /* done by the rope_qkv call */
         c.v.norm = lw__gpu_norm_default(info);
         c.v.norm.subgroups = c.v.norm.subgroups && g->subgroups;
         c.v.norm.add_input = g->nodes[i].fuse == GM_FUSE_ADD_NORM;
@@ -341,9 +390,11 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         return lw__gm_add_call(g, &c, b, 4, false);
     }
     case LW_OP_ROPE: {
+        int32_t qa, ka;
         if (match_rope_qkv(g, i)) { /* ROPE(Q), ROPE(K) + KV_STORE(K), KV_STORE(V) in one call */
             c.v.qkv = lw__gpu_rope_qkv_default(info, g->kv_type);
             c.v.qkv.qkv_one = rope_qkv_one(g, i);
+            c.v.qkv.qk_norm = rope_qkv_norms(g, i, &qa, &ka) && g->nodes[qa].fuse == GM_FUSE_DONE; /* see RMS_NORM */
             if (lw__gpu_rope_qkv_pipeline(gpu, &g->cache, &g->alloc, &c.v.qkv, info, &c.pipe, g->err) == LW_OK) {
                 lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS];
                 const uint32_t nb = rope_qkv_binds(g, i, b);
@@ -494,12 +545,15 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         kv.n_head_kv = (uint32_t)kn->ip[0];
         kv.kc_offset = kv.vc_offset = (uint64_t)pos0 * row;
         const lw__node *vn = nd + 3 + rope_qkv_gap(&g->graph, i); /* KV_STORE(V) */
-        lw__gm_part(g, nd->src[0], &a.x_offset, &a.x_stride); /* parts of a fused QKV output, or whole */
-        lw__gm_part(g, kn->src[0], &kv.k_offset, &kv.k_stride);
+        int32_t qa, ka; /* q and k: parts of a fused QKV output (or the norms' inputs), or whole */
+        const bool norms = calls[0].v.qkv.qk_norm && rope_qkv_norms(g, i, &qa, &ka);
+        lw__gm_part(g, norms ? g->graph.nodes[qa].src[0] : nd->src[0], &a.x_offset, &a.x_stride);
+        lw__gm_part(g, norms ? g->graph.nodes[ka].src[0] : kn->src[0], &kv.k_offset, &kv.k_stride);
         lw__gm_part(g, vn->src[0], &kv.v_offset, &kv.v_stride);
         lw__gpu_rope_qkv_params p;
         PLAN(lw__gpu_rope_qkv_plan(info, &calls[0].v.qkv, &a, &kv, &p, grid, g->err));
         if (g->nodes[i + 2].fuse == GM_FUSE_DONE && nd[2].op == LW_OP_SCALE) p.q_scale = nd[2].fp[0]; /* folded */
+        if (norms) p.qk_eps = g->graph.nodes[qa].fp[0];
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
         return LW_OK;
     }

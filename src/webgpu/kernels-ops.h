@@ -284,6 +284,11 @@ typedef struct lw__gpu_rope_qkv_variant {
     bool qkv_one;     /* q, k, v all read from binding 0 (a fused QKV projection whose rows
                          interleave them; k/v offsets and strides locate k and v in it):
                          bindings 0 qkv, 1 ff, 2 q_out, 3 K cache, 4 V cache, 5 params        */
+    bool qk_norm;     /* qkv_one only: q and k are first RMS-normalised per head with weights of
+                         head_dim elements (qwen3, gemma3: the RMS_NORM nodes before the ROPEs;
+                         1/sqrt(mean of squares + qk_eps), then the weight, as rms-norm.wgsl but
+                         summed serially: within a few ulp of it): bindings 6 q_norm, 7 k_norm
+                         (read f32)                                                           */
 } lw__gpu_rope_qkv_variant;
 
 /* Where K and V come from and go (elements; strides 0: n_head_kv * head_dim). */
@@ -308,13 +313,15 @@ typedef struct lw__gpu_rope_qkv_params {
     uint32_t vc_offset, vc_stride;    /* V cache                                                 */
     float q_scale;                    /* q_out = rotated q * q_scale (plan: 1; a SCALE node of the
                                          rotated Q folded in: its factor, the same bits)           */
-    uint32_t pad[3];                  /* (size)                                                  */
+    float qk_eps;                     /* qk_norm: the norms' epsilon                             */
+    uint32_t pad[2];                  /* (size)                                                  */
 } lw__gpu_rope_qkv_params;
 _Static_assert(sizeof(lw__gpu_rope_qkv_params) == 128, "rope qkv params block");
 
 lw__gpu_rope_qkv_variant lw__gpu_rope_qkv_default(const lw_gpu_info *info, uint32_t kv_type);
 #define LW_GPU_ROPE_QKV_BINDINGS 8u     /* separate q, k, v */
 #define LW_GPU_ROPE_QKV_ONE_BINDINGS 6u /* qkv_one          */
+#define LW_GPU_ROPE_QKV_NORM_BINDINGS 8u /* qkv_one + qk_norm */
 lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
                                     const lw__gpu_rope_qkv_variant *v, const lw_gpu_info *info,
                                     lw_gpu_pipeline *out, char *err);

@@ -71,18 +71,19 @@ for (const g of ['swiglu', 'geglu']) {
   }
 }
 
-// The fallback: a Q4_K_M file gives attn_v Q6_K in some blocks (llama.cpp's use_more_bits: blocks 2 and 3 of
-// 4) and Q4_K in the others, so only blocks 0 and 1 get one Q|K|V mat-vec; the others keep three. The model
-// must agree with the CPU engine all the same, and the step must have exactly the planned dispatches.
+// Whole models through the fusions against the CPU engine in the same module: greedy ids with the CPU's
+// choices fed to both (teacher forcing), and the largest logit difference relative to the logits' range. Both
+// engines on f32 KV caches (see model.test.mjs).
 const cli = [process.env.LW_CLI, ...['build/release', 'build'].map((d) => path.join(repoRoot(), d, 'llamaweb'))]
   .find((p) => p && existsSync(p));
-test('mixed weight types (Q4_K_M: attn_v Q6_K in blocks 2, 3): separate projections there, CPU agreement', { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
+const noCli = !cli && 'llamaweb CLI not built (LW_CLI)';
+async function agree(preset, type, extra, n, opts = {}) {
   const tmp = mkdtempSync(path.join(process.env.LW_TMP || os.tmpdir(), 'lw-fuse-'));
   try {
-    const file = path.join(tmp, 'mix.gguf');
-    execFileSync(cli, ['synth', '--preset', 'tiny-256', '--type', 'q4_k_m', '--layers', '4', '--vocab', 'builtin', '-o', file]);
-    const bytes = readFileSync(file), prompt = [1, 5, 9, 200, 37], n = 16;
-    const g = await GpuModel.open(M, bytesSource(bytes), { nCtx: 64, kvF32: true }); // f32 caches: see model.test.mjs
+    const file = path.join(tmp, 'm.gguf');
+    execFileSync(cli, ['synth', '--preset', preset, '--type', type, ...extra, '--vocab', 'builtin', '-o', file]);
+    const bytes = readFileSync(file), prompt = [1, 5, 9, 200, 37];
+    const g = await GpuModel.open(M, bytesSource(bytes), { nCtx: 64, kvF32: true, ...opts });
     const c = CpuModel.open(M, bytes, 64, true);
     try {
       let gr = await g.decode(prompt, 'logits'), cNext = c.decode(prompt), same = 0, worst = 0;
@@ -101,13 +102,10 @@ test('mixed weight types (Q4_K_M: attn_v Q6_K in blocks 2, 3): separate projecti
           cNext = c.decode([cNext]);
         }
       }
-      const steps = g.info().stepDispatches;
-      console.log(`# q4_k_m mix: ${same} of ${n} greedy tokens agree, logits within ${(100 * worst).toFixed(4)} % of their range; ${steps} dispatches per token`);
-      // fused blocks 8 (norm, Q|K|V, rope_qkv, attention, O, norm, gate|up, down + SWIGLU), separate ones 10
-      // (Q, K, V), outside 5 (embedding, two OUT_ROWS, final norm, output)
-      assert.equal(steps, 2 * 8 + 2 * 10 + 5);
-      assert.ok(worst < 0.03, `logits differ by ${worst} of their range`);
-      assert.ok(same >= 0.9 * n, `agreement ${same} / ${n}`);
+      const info = g.info();
+      console.log(`# ${preset} ${type}: ${same} of ${n} greedy tokens agree, logits within ${(100 * worst).toFixed(5)} % ` +
+        `of their range; ${info.stepDispatches} dispatches per token (${info.n_layer} blocks)`);
+      return { rate: same / n, worst, steps: info.stepDispatches };
     } finally {
       g.free();
       c.free();
@@ -115,6 +113,27 @@ test('mixed weight types (Q4_K_M: attn_v Q6_K in blocks 2, 3): separate projecti
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
+}
+
+// The fallback: a Q4_K_M file gives attn_v Q6_K in some blocks (llama.cpp's use_more_bits: blocks 2 and 3 of
+// 4) and Q4_K in the others, so only blocks 0 and 1 get one Q|K|V mat-vec; the others keep three.
+test('mixed weight types (Q4_K_M: attn_v Q6_K in blocks 2, 3): separate projections there, CPU agreement', { skip: skip || noCli }, async () => {
+  const r = await agree('tiny-256', 'q4_k_m', ['--layers', '4'], 16);
+  // fused blocks 8 (norm, Q|K|V, rope_qkv, attention, O, norm, gate|up, down + SWIGLU), separate ones 10
+  // (Q, K, V), outside 5 (embedding, two OUT_ROWS, final norm, output)
+  assert.equal(r.steps, 2 * 8 + 2 * 10 + 5);
+  assert.ok(r.worst < 0.03, `logits differ by ${r.worst} of their range`);
+  assert.ok(r.rate >= 0.9, `agreement ${r.rate}`);
 });
+
+// f32 weights and f32 arithmetic: every fusion at once (Q|K|V with the per-head norms in rope_qkv, biases,
+// the SCALE of Q, gate|up with the GLU in the down mat-vec) must leave the CPU's logits to float rounding.
+for (const preset of ['tiny-qwen2', 'tiny-qwen3', 'tiny-phi3', 'tiny-gemma2', 'tiny-gemma3']) {
+  test(`f32 ${preset}: the fused plan agrees with the CPU to float rounding`, { skip: skip || noCli }, async () => {
+    const r = await agree(preset, 'f32', [], 12, { f16: 0 });
+    assert.ok(r.worst < 1e-4, `logits differ by ${r.worst} of their range`);
+    assert.ok(r.rate >= 0.99, `agreement ${r.rate}`);
+  });
+}
 
 after(() => setTimeout(() => process.exit(process.exitCode ?? 0), 100));

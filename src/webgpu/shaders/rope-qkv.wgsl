@@ -10,7 +10,9 @@
 // and the strides locate them), for steps where their ranges interleave.
 // q_out is the rotated q times q_scale (1: as ROPE; else also the SCALE node some models apply to the
 // rotated Q, e.g. phi3 and gemma: one f32 product of the rotated value, the bits of the two ops).
-// Defines: WG_SIZE (default 64), KV_F16 (0/1), QKV_ONE (0/1).
+// QK_NORM=1 (with QKV_ONE) first RMS-normalises q and k per head (qwen3, gemma3: x / sqrt(mean(x^2) + qk_eps)
+// times the head_dim weights qn / kn, as rms-norm.wgsl computes it but with the squares summed serially).
+// Defines: WG_SIZE (default 64), KV_F16 (0/1), QKV_ONE (0/1), QK_NORM (0/1).
 // Bindings: 0 q (rw f32), 1 ff (read f32), 2 q_out (rw f32), 3 k (rw f32), 4 kc (rw: u32 halves or f32),
 // 5 v (rw f32), 6 vc (rw, as kc), 7 params; QKV_ONE: 0 qkv, 1 ff, 2 q_out, 3 kc, 4 vc, 5 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups =
 // ceil(rows * (n_head + 2 n_head_kv) * head_dim / 2 / WG_SIZE).
@@ -23,6 +25,12 @@
 #endif
 #ifndef QKV_ONE
 #define QKV_ONE 0
+#endif
+#ifndef QK_NORM
+#define QK_NORM 0
+#endif
+#if QK_NORM && !QKV_ONE
+#error rope-qkv.wgsl: QK_NORM needs QKV_ONE
 #endif
 
 struct QkvParams {
@@ -55,7 +63,7 @@ struct QkvParams {
     vc_offset: u32,    // element of row 0's cell in vc (even for f16)
     vc_stride: u32,    // elements between cache rows
     q_scale: f32,      // factor of q_out (1: plain ROPE)
-    pad1: u32,
+    qk_eps: f32,       // QK_NORM: the norms' epsilon
     pad2: u32,
     pad3: u32,
 }
@@ -72,6 +80,10 @@ alias CacheWord = f32;
 @group(0) @binding(3) var<storage, read_write> kc: array<CacheWord>;
 @group(0) @binding(4) var<storage, read_write> vc: array<CacheWord>;
 @group(0) @binding(5) var<uniform> params: QkvParams;
+#if QK_NORM
+@group(0) @binding(6) var<storage, read> qn: array<f32>;
+@group(0) @binding(7) var<storage, read> kn: array<f32>;
+#endif
 #else
 @group(0) @binding(3) var<storage, read_write> kx: array<f32>;
 @group(0) @binding(4) var<storage, read_write> kc: array<CacheWord>;
@@ -96,12 +108,36 @@ fn v_in(i: u32) -> f32 {
 #endif
 }
 
-// Element i of input `which`: 0 = q, 1 = k.
+#if QK_NORM
+var<private> nrm_base: u32;  // first element of this invocation's head
+var<private> nrm_scale: f32; // 1 / sqrt(mean of its squares + eps)
+
+// Sets the norm of the head of input `which` at element xb.
+fn head_norm(which: u32, xb: u32) {
+    var acc = 0.0f;
+    for (var e = 0u; e < params.head_dim; e++) {
+        let v = x[xb + e];
+        acc += v * v;
+    }
+    nrm_base = xb;
+    nrm_scale = 1.0f / sqrt(acc / f32(params.head_dim) + params.qk_eps);
+}
+#endif
+
+// Element i of input `which`: 0 = q, 1 = k (QK_NORM: normalised, times the weight).
 fn rope_src(which: u32, i: u32) -> f32 {
+#if QK_NORM
+    let v = x[i] * nrm_scale;
+    if (which == 0u) {
+        return v * qn[i - nrm_base];
+    }
+    return v * kn[i - nrm_base];
+#else
     if (which == 0u) {
         return x[i];
     }
     return k_in(i);
+#endif
 }
 
 #include "rope-common.wgsl"
@@ -124,9 +160,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let h = j / half_dim;
         let xb = params.x_offset + row * params.x_stride + h * params.head_dim;
         let db = params.d_offset + row * params.d_stride + h * params.head_dim;
+#if QK_NORM
+        head_norm(0u, xb);
+#endif
         if (2u * p >= params.n_rot) {
-            q_out[db + 2u * p] = x[xb + 2u * p] * params.q_scale;
-            q_out[db + 2u * p + 1u] = x[xb + 2u * p + 1u] * params.q_scale;
+            q_out[db + 2u * p] = rope_src(0u, xb + 2u * p) * params.q_scale;
+            q_out[db + 2u * p + 1u] = rope_src(0u, xb + 2u * p + 1u) * params.q_scale;
             return;
         }
         let cs = rope_cs(pos, p);
@@ -136,8 +175,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             ia = p;
             ib = p + params.n_rot / 2u;
         }
-        let x0 = x[xb + ia];
-        let x1 = x[xb + ib];
+        let x0 = rope_src(0u, xb + ia);
+        let x1 = rope_src(0u, xb + ib);
         let r0 = fma(x0, cs.x, -(x1 * cs.y));
         let r1 = fma(x0, cs.y, x1 * cs.x);
         q_out[db + ia] = r0 * params.q_scale;
@@ -150,13 +189,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let h = j / half_dim;
         let xb = params.k_offset + row * params.k_stride + h * params.head_dim;
         let cb = params.kc_offset + row * params.kc_stride + h * params.head_dim;
+#if QK_NORM
+        head_norm(1u, xb);
+#endif
 #if KV_F16
         var v0: f32;
         var v1: f32;
         if (params.neox == 0u && 2u * p < params.n_rot) { // one pair: one angle for both elements
             let cs = rope_cs(pos, p);
-            let x0 = k_in(xb + 2u * p);
-            let x1 = k_in(xb + 2u * p + 1u);
+            let x0 = rope_src(1u, xb + 2u * p);
+            let x1 = rope_src(1u, xb + 2u * p + 1u);
             v0 = fma(x0, cs.x, -(x1 * cs.y));
             v1 = fma(x0, cs.y, x1 * cs.x);
         } else {
@@ -166,8 +208,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         kc[cb / 2u + p] = f16_bits_rne(v0) | (f16_bits_rne(v1) << 16u);
 #else
         if (2u * p >= params.n_rot) {
-            kc[cb + 2u * p] = k_in(xb + 2u * p);
-            kc[cb + 2u * p + 1u] = k_in(xb + 2u * p + 1u);
+            kc[cb + 2u * p] = rope_src(1u, xb + 2u * p);
+            kc[cb + 2u * p + 1u] = rope_src(1u, xb + 2u * p + 1u);
             return;
         }
         let cs = rope_cs(pos, p);
@@ -177,8 +219,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             ia = p;
             ib = p + params.n_rot / 2u;
         }
-        let x0 = k_in(xb + ia);
-        let x1 = k_in(xb + ib);
+        let x0 = rope_src(1u, xb + ia);
+        let x1 = rope_src(1u, xb + ib);
         kc[cb + ia] = fma(x0, cs.x, -(x1 * cs.y));
         kc[cb + ib] = fma(x0, cs.y, x1 * cs.x);
 #endif

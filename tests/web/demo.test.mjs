@@ -3,7 +3,8 @@
 // web/serve.mjs as a user would run it: the page is driven over the Chrome DevTools Protocol (a minimal
 // WebSocket client below: no npm dependency). Checks, on ../shared/models/stories260K.gguf:
 //  - a missing WebGPU gives the page's clear error (navigator.gpu hidden before the page's scripts run), and
-//    so does a WebGPU without an adapter (requestAdapter resolving null); ?worker=0 loads on the page's thread;
+//    so does a WebGPU without an adapter (requestAdapter resolving null), and a server without the wasm build;
+//    ?worker=0 loads on the page's thread;
 //  - the URL path: ?model=/models/stories260K.gguf&autorun=1 reads the file by HTTP range requests (counted
 //    at the server, none larger than the glue's chunk) and generates greedily: after "Once upon a time" the
 //    text starts with ", there was a little girl" (llama.cpp's and the CPU engine's text);
@@ -216,6 +217,22 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
     console.log(`# no adapter: "${msg2.slice(0, 120)}..."`);
     assert.match(msg2, /no adapter/);
     await page.send('Page.removeScriptToEvaluateOnNewDocument', { identifier: noAdapter.identifier });
+
+    // ... and a server without the wasm build: the page says so, in both engine placements
+    const bare = await startServer({ port: 0, wasmDir: path.join(profile, 'no-wasm-here') });
+    try {
+      for (const q of ['', '?worker=0']) {
+        await page.send('Page.navigate', { url: bare.url + q });
+        assert.equal(await waitState(page, ['error', 'gpu-ready', 'no-webgpu'], 20000), 'error', failInfo());
+        const m3 = await page.evaluate('document.getElementById("error").textContent');
+        console.log(`# no wasm build${q}: "${m3.slice(0, 110)}"`);
+        assert.match(m3, /llamaweb-wasm\.js.*is the wasm module built\?/);
+        assert.equal(await page.evaluate('document.getElementById("adapter").textContent'), 'The engine could not start.');
+      }
+    } finally {
+      bare.server.close();
+      bare.server.closeAllConnections();
+    }
 
     // 2. the engine on the page's own thread (?worker=0): module and device ready (the steps below run it in
     //    the demo's default worker, where the same Llamaweb runs)

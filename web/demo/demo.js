@@ -252,9 +252,10 @@ async function main() {
   try {
     lw = inWorker ? await Llamaweb.loadInWorker() : await Llamaweb.load();
   } catch (e) {
-    $('adapter').textContent = 'WebGPU is not available.';
+    const gpu = /WebGPU|adapter/.test(e.message); // else the module itself (not built, not served, ...)
+    $('adapter').textContent = gpu ? 'WebGPU is not available.' : 'The engine could not start.';
     showError(e.message);
-    setState('no-webgpu');
+    setState(gpu ? 'no-webgpu' : 'error');
     return;
   }
   demo.adapter = lw.adapter;

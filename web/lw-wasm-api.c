@@ -162,7 +162,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_upload(lw_wasm_matvec *m, uint32_t host_
  * records the dispatch and schedules the read of y. The JS caller awaits lwGpu.settle() before
  * lw_wasm_matvec_nmse(). Returns an lw_status. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subgroups, int wg_size, int rows,
-                                            int blocks, int actq) {
+                                            int blocks, int actq, int stage) {
     lw_status st;
     if (m->err[0]) return LW_ERR_INVALID_ARG;
     if (!m->bw) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first");
@@ -171,7 +171,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
     lw__gpu_matvec_params p;
     uint32_t grid[3];
     lw__gpu_matvec_variant v = {m->type,           f16 != 0,       subgroups != 0,
-                                (uint32_t)wg_size, (uint32_t)rows, blocks != 0, (uint32_t)actq};
+                                (uint32_t)wg_size, (uint32_t)rows, blocks != 0, (uint32_t)actq, (uint32_t)stage};
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;
@@ -196,7 +196,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
  * and bind group are made on the first call for a variant (rows: rows per workgroup) (call once to warm up).
  * Returns an lw_status. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int subgroups, int wg_size,
-                                              int rows, int blocks, int iters) {
+                                              int rows, int blocks, int iters, int actq, int stage) {
     lw_status st;
     if (m->err[0]) return LW_ERR_INVALID_ARG;
     if (!m->bw || iters <= 0) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first; iters > 0");
@@ -205,7 +205,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int su
     lw__gpu_matvec_params p;
     uint32_t grid[3];
     lw__gpu_matvec_variant v = {m->type,           f16 != 0,       subgroups != 0,
-                                (uint32_t)wg_size, (uint32_t)rows, blocks != 0, 0};
+                                (uint32_t)wg_size, (uint32_t)rows, blocks != 0, (uint32_t)actq, (uint32_t)stage};
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;

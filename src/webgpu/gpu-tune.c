@@ -42,7 +42,7 @@ typedef struct tune_key {
 static const tune_key matvec_keys[LW_GPU_TUNE_MV_KEYS] = {
     [LW_GPU_TUNE_MV_WG] = {"wg", 1, 1024, 1, true},       [LW_GPU_TUNE_MV_ROWS] = {"rows", 1, 16, 1, false},
     [LW_GPU_TUNE_MV_BLOCKS] = {"blocks", 0, 1, 1, false}, [LW_GPU_TUNE_MV_F16] = {"f16", 0, 1, 1, false},
-    [LW_GPU_TUNE_MV_SG] = {"sg", 0, 1, 1, false},
+    [LW_GPU_TUNE_MV_SG] = {"sg", 0, 1, 1, false},         [LW_GPU_TUNE_MV_STAGE] = {"stage", 0, 8192, 1, false},
 };
 static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = {"tm", 1, 256, 1, false}, [LW_GPU_TUNE_MM_TN] = {"tn", 1, 256, 1, false},
@@ -338,6 +338,7 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
     r.wg_size = (uint32_t)v[LW_GPU_TUNE_MV_WG];
     r.rows = (uint32_t)v[LW_GPU_TUNE_MV_ROWS];
     r.blocks = v[LW_GPU_TUNE_MV_BLOCKS] != 0;
+    r.stage = (uint32_t)v[LW_GPU_TUNE_MV_STAGE];
     /* fit the device: fewer invocations, then fewer rows, until the limits hold */
     while (r.wg_size > 1 && (r.wg_size > info->max_compute_invocations_per_workgroup ||
                              r.wg_size > info->max_compute_workgroup_size_x))

@@ -25,6 +25,7 @@ enum {
     LW_GPU_TUNE_MV_BLOCKS, /* "blocks": 1 = an invocation takes whole blocks            */
     LW_GPU_TUNE_MV_F16,    /* "f16": 0 = f32 arithmetic even where shader-f16 exists    */
     LW_GPU_TUNE_MV_SG,     /* "sg": 0 = workgroup-memory reduction even with subgroups  */
+    LW_GPU_TUNE_MV_STAGE,  /* "stage": words per row of a staged weight tile (0: off)   */
     LW_GPU_TUNE_MV_KEYS
 };
 /* Mat-mat keys, in the order of lw__gpu_tune.matmat's second index. */

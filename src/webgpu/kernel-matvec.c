@@ -24,8 +24,9 @@ void lw__gpu_matvec_round_acts(lw__gpu_matvec_variant *v) {
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     v->actq = f ? f->actq : LW_GPU_ACTQ_NONE;
     if (v->actq == LW_GPU_ACTQ_Q8_0 || v->actq == LW_GPU_ACTQ_Q8_K) {
-        v->blocks = true; /* a block's activation scale is computed by the invocation that takes the block */
-        v->f16 = false;   /* q * d of an 8-bit activation is not an f16 value */
+        /* a block's activation scale is computed by the invocation that takes the block, or per K step */
+        if (!v->stage) v->blocks = true;
+        v->f16 = false; /* q * d of an 8-bit activation is not an f16 value */
     }
 }
 
@@ -58,16 +59,29 @@ static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
                           "matvec: %u rows per workgroup of %u do not suit this device", v->rows, v->wg_size);
 
     const bool q8 = v->actq == LW_GPU_ACTQ_Q8_0 || v->actq == LW_GPU_ACTQ_Q8_K;
-    if (v->actq > LW_GPU_ACTQ_BF16 || (q8 && (!v->blocks || v->f16 || f->block % (v->actq == LW_GPU_ACTQ_Q8_0 ? 32 : 256))))
+    if (v->actq > LW_GPU_ACTQ_BF16 ||
+        (q8 && ((!v->blocks && !v->stage) || v->f16 || f->block % (v->actq == LW_GPU_ACTQ_Q8_0 ? 32 : 256))))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "matvec: activation rounding %u needs whole blocks of a multiple of its size and f32",
                           v->actq);
+    /* STAGE: ROWS tiles of stage words (at least one block and its misalignment), plus the step's activation
+     * scales, beside the reduction's ROWS x WG_SIZE floats */
+    const uint64_t nb = v->stage ? ((uint64_t)v->stage * 4 - 3) / f->block_bytes : 0;
+    const uint64_t stage_bytes = (uint64_t)v->rows * v->stage * 4 +
+                                 (q8 ? nb * (f->block / (v->actq == LW_GPU_ACTQ_Q8_0 ? 32 : 256)) * 8 : 0);
+    if (v->stage && (v->stage > 8192 || nb < 1 ||
+                     (uint64_t)v->wg_size * v->rows * 4 + stage_bytes > info->max_compute_workgroup_storage_size))
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matvec: a weight tile of %u words per row does not suit this format or device", v->stage);
 
     char label[LW_GPU_CACHE_KEY];
-    snprintf(label, sizeof label, "matvec %s%s%s wg%u r%u%s a%u%s", ti ? ti->name : "?", v->f16 ? " f16" : "",
-             v->subgroups ? " sg" : "", v->wg_size, v->rows, v->blocks ? " b" : "", v->actq,
+    char st[16] = "";
+    if (v->stage) snprintf(st, sizeof st, " s%u", v->stage);
+    snprintf(label, sizeof label, "matvec %s%s%s wg%u r%u%s a%u%s%s", ti ? ti->name : "?", v->f16 ? " f16" : "",
+             v->subgroups ? " sg" : "", v->wg_size, v->rows, v->blocks ? " b" : "", v->actq, st,
              glu == LW_GPU_GLU_SILU ? " swiglu" : glu == LW_GPU_GLU_GELU ? " geglu" : "");
-    char wg[16], rows[16], actq[4], xglu[4];
+    char wg[16], rows[16], actq[4], xglu[4], stage[16];
+    snprintf(stage, sizeof stage, "%u", v->stage);
     snprintf(xglu, sizeof xglu, "%u", glu);
     snprintf(actq, sizeof actq, "%u", v->actq);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
@@ -79,7 +93,8 @@ static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
                               {"ROWS", rows},
                               {"BLOCKS", v->blocks ? "1" : "0"},
                               {"ACTQ", actq},
-                              {"X_GLU", xglu}};
+                              {"X_GLU", xglu},
+                              {"STAGE", stage}};
     static const lw_gpu_binding_kind kinds[LW_GPU_MATVEC_BINDINGS + 1] = {
         LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM,
         LW_GPU_BIND_STORAGE_READ}; /* X_GLU=2: the GELU table */

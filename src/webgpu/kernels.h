@@ -82,7 +82,9 @@ typedef struct lw__gpu_matvec_variant {
     uint32_t rows;    /* rows per workgroup (1..16; x chunks are shared by them)   */
     bool blocks;      /* an invocation takes whole blocks, not chunks of 8 weights */
     uint32_t actq;    /* LW_GPU_ACTQ_*: x rounded as the CPU does (8-bit: needs
-                         blocks and f32 arithmetic)                                */
+                         blocks or stage, and f32 arithmetic)                      */
+    uint32_t stage;   /* 0, or words per row of a workgroup-memory weight tile that
+                         each K step fills with coalesced loads (matvec.wgsl STAGE) */
 } lw__gpu_matvec_variant;
 
 /* The uniform parameter block of one mat-vec call (MatvecParams in matvec.wgsl; 32 bytes). */

@@ -25,7 +25,7 @@ function fail(M, h, what) {
 }
 
 // Returns the NMSE of one run (cpu: against the CPU engine's own product, x rounded as it rounds it); throws with C's or the GPU's message on failure.
-export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: perWg = 1, blocks = 0, seed = 1, viaHost = false, chunk = 0, actq = 0, cpu = false } = {}) {
+export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: perWg = 1, blocks = 0, seed = 1, viaHost = false, chunk = 0, actq = 0, cpu = false, stage = 0 } = {}) {
   const h = M._lw_wasm_matvec_new(typeId, rows, k, seed);
   if (!h) throw new Error('out of memory');
   let src = 0;
@@ -42,7 +42,7 @@ export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64,
     if (M._lw_wasm_matvec_upload(h, src) !== 0) fail(M, h, 'upload');
     let err = await M.lwGpu.settle();
     if (err) throw new Error('GPU error after upload: ' + err);
-    if (M._lw_wasm_matvec_run(h, f16, sg, wg, perWg, blocks, actq) !== 0) fail(M, h, 'run');
+    if (M._lw_wasm_matvec_run(h, f16, sg, wg, perWg, blocks, actq, stage) !== 0) fail(M, h, 'run');
     err = await M.lwGpu.settle();
     if (err) throw new Error('GPU error: ' + err);
     const nmse = cpu ? M._lw_wasm_matvec_nmse_cpu(h) : M._lw_wasm_matvec_nmse(h);

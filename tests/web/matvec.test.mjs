@@ -77,11 +77,16 @@ test('activation rounding: every format matches the CPU engine\'s own product', 
     const k = kFor(type, 1024 + 96), sg = i.subgroups ? 1 : 0;
     const plain = await matvec(type, 67, k, { blocks: 1, seed: 11, cpu: true });
     const nmse = await matvec(type, 67, k, { blocks: 1, sg, rows: 4, actq: actqOf(type), seed: 11, cpu: true });
-    console.log(`# ${type}: nmse vs the CPU's product ${nmse.toExponential(2)} rounded, ${plain.toExponential(2)} plain`);
+    // the staged variant (weights copied to workgroup memory per K step, scales per step): a tile of 64 words
+    // makes several steps, some blocks straddling the 2-byte alignment
+    const staged = await matvec(type, 67, k, { sg, rows: 4, actq: actqOf(type), stage: 64, seed: 11, cpu: true });
+    console.log(`# ${type}: nmse vs the CPU's product ${nmse.toExponential(2)} rounded, ${staged.toExponential(2)} staged, ` +
+      `${plain.toExponential(2)} plain`);
     // Q4_1/Q5_1 pair with Q8_1, whose block sum s = fp16(d * sum(q)) the CPU multiplies by the weights'
     // minimum: rounded differently from sum(fp16(d) * q), so those two keep a small gap
     const bound = type === 'Q4_1' || type === 'Q5_1' ? 1e-6 : 1e-9;
     assert.ok(nmse < bound && (type === 'F32' || nmse < plain / 10), `${type}: nmse ${nmse} against the CPU product (plain ${plain})`);
+    assert.ok(staged < bound, `${type} staged: nmse ${staged} against the CPU product`);
     if (type !== 'F32') worst.plain = Math.min(worst.plain, plain);
     worst.actq = Math.max(worst.actq, nmse);
   }
@@ -96,6 +101,11 @@ test('several rows per workgroup (x chunks shared; a partial last group), whole 
       for (const blocks of [0, 1]) {
         const nmse = await matvec(type, 67, kFor(type, 512 + 32 * blocks), { rows, sg, f16, blocks, wg: 128, seed: rows });
         assert.ok(nmse < BOUND[f16 ? 'f16' : 'f32'], `${type} rows=${rows} sg=${sg} f16=${f16} blocks=${blocks}: ${nmse}`);
+      }
+      // staged weight tiles of 64 and 256 words (several K steps, and one step for the whole row)
+      for (const stage of [64, 256]) {
+        const nmse = await matvec(type, 67, kFor(type, 512), { rows, sg, f16, stage, wg: 128, seed: rows + stage });
+        assert.ok(nmse < BOUND[f16 ? 'f16' : 'f32'], `${type} rows=${rows} sg=${sg} f16=${f16} stage=${stage}: ${nmse}`);
       }
     }
   }

@@ -18,7 +18,7 @@ fn dq_bits4(u: u32, s: u32) -> vec4<u32> {
 fn dq_u32x3(b: u32) -> vec3<u32> {
     let i = b >> 2u;
     let s = (b & 3u) * 8u;
-    let a = vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
+    let a = vec4<u32>(w_word(i), w_word(i + 1u), w_word(i + 2u), w_word(i + 3u));
     let lo = a.xyz;
     let hi = a.yzw;
     return select((lo >> vec3<u32>(s)) | (hi << vec3<u32>(32u - s)), lo, s == 0u);

@@ -5,7 +5,7 @@
 
 // The byte at byte offset b (any alignment).
 fn dq_u8(b: u32) -> u32 {
-    return (w[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
+    return (w_word(b >> 2u) >> ((b & 3u) * 8u)) & 0xffu;
 }
 
 // +1 or -1 per element from bits 0..3 of s (bit j set negates element j).

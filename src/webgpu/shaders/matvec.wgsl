@@ -12,6 +12,10 @@
 // X_GLU (the FFN's gated activation folded into the x loads: x holds a gate|up row, u at x_up vec4s after
 // g, and the product's input is silu(g) * u (1) or ggml's table GELU(g) * u (2), computed exactly as
 // eltwise.wgsl's SWIGLU / GEGLU do, so the bits equal a separate GLU dispatch followed by this mat-vec).
+// STAGE (words per row, 0 off): each K step, the workgroup first copies its ROWS rows' bytes of the step into
+// workgroup memory with consecutive word loads (each weight byte read once, coalesced), computes the step's
+// activation scales once (ACTQ), then invocations dequantize chunks from there (weights.wgsl W_TILE): global
+// reads no longer depend on a format's block alignment (2-byte aligned blocks cost two loads per word).
 // Bindings: 0 weights (read), 1 x as vec4<f32> (read), 2 y (read_write), 3 MatvecParams (uniform); X_GLU=2:
 // 4 ggml's GELU table (read, 32768 words of two halves).
 // Dispatch: (groups_x, ceil(groups / groups_x), 1) workgroups with groups = ceil(rows / ROWS) and
@@ -39,8 +43,14 @@
 #ifndef ACTQ
 #define ACTQ 0
 #endif
-#if (ACTQ == 1 || ACTQ == 2) && (!BLOCKS || F16)
-#error matvec.wgsl: 8-bit activation rounding needs BLOCKS=1 and f32 arithmetic
+#ifndef STAGE
+#define STAGE 0
+#endif
+#if (ACTQ == 1 || ACTQ == 2) && ((!BLOCKS && !STAGE) || F16)
+#error matvec.wgsl: 8-bit activation rounding needs BLOCKS=1 or STAGE, and f32 arithmetic
+#endif
+#if STAGE
+#define W_TILE 1
 #endif
 #ifndef X_GLU
 #define X_GLU 0
@@ -65,7 +75,14 @@ struct MatvecParams {
 @group(0) @binding(4) var<storage, read> gelu_table: array<u32>;
 #endif
 
+#if STAGE
+const TW: u32 = STAGE;                       // tile words per row
+var<workgroup> wtile: array<u32, ROWS * TW>; // row r's bytes of the step from word r * TW
+#endif
 #include "dequant.wgsl"
+#if STAGE
+const NB: u32 = (TW * 4u - 3u) / DQ_BYTES; // weight blocks per K step (a row may start 3 bytes in)
+#endif
 
 #include "ops-common.wgsl"
 
@@ -106,14 +123,20 @@ fn actq_x(i: u32) -> vec4<f32> {
 }
 #include "actq.wgsl"
 
-#if ACTQ == 1 || ACTQ == 2
+#if (ACTQ == 1 || ACTQ == 2) && STAGE
+var<workgroup> act_sc: array<vec2<f32>, NB * (DQ_BLOCK / ACT_BLOCK)>; // scales of the step's x blocks
+var<private> act_blk0: u32;                                          // first block of the step
+#elif ACTQ == 1 || ACTQ == 2
 var<private> act_sc: array<vec2<f32>, DQ_BLOCK / ACT_BLOCK>; // scales of the current block's x blocks
+const act_blk0: u32 = 0u;
 #endif
 
 // The 4 elements of x at element `at` of block blk, rounded as the CPU rounds them (ACTQ).
 fn x_at(blk: u32, at: u32) -> vec4<f32> {
     let v = x_in(params.x_offset + (blk * DQ_BLOCK + at) / 4u);
-#if ACTQ == 1 || ACTQ == 2
+#if (ACTQ == 1 || ACTQ == 2) && STAGE
+    return actq_apply(v, act_sc[(blk - act_blk0) * (DQ_BLOCK / ACT_BLOCK) + at / ACT_BLOCK]);
+#elif ACTQ == 1 || ACTQ == 2
     return actq_apply(v, act_sc[at / ACT_BLOCK]);
 #elif ACTQ == 3 || ACTQ == 4
     return actq_round(v);
@@ -129,8 +152,9 @@ var<workgroup> sg_count: atomic<u32>;               // subgroups that stored sum
 var<workgroup> partial: array<f32, WG_SIZE * ROWS>; // row r of invocation i at r * WG_SIZE + i
 #endif
 
-// Adds chunk c of block blk, times the matching x, to the sums of rows row0 .. row0 + ROWS - 1.
-fn add_chunk(blk: u32, c: u32, row0: u32, acc: ptr<function, array<f32, ROWS>>) {
+// Adds chunk c of block blk, times the matching x, to the sums of rows row0 .. row0 + ROWS - 1 (STAGE: from
+// the tile of the step starting at block blk0).
+fn add_chunk(blk: u32, c: u32, row0: u32, blk0: u32, acc: ptr<function, array<f32, ROWS>>) {
     var xlo = fvec4(x_at(blk, dq_lo_at(c)));
     var xhi = fvec4(x_at(blk, dq_hi_at(c)));
     // f32/f16 rows may end half-way through a block of 8 (k a multiple of 4): past k, x counts as zero
@@ -143,7 +167,12 @@ fn add_chunk(blk: u32, c: u32, row0: u32, acc: ptr<function, array<f32, ROWS>>) 
     for (var r = 0u; r < ROWS; r++) {
         // rows past the end repeat the last row (never stored) so the loop stays uniform
         let row = min(row0 + r, params.rows - 1u);
+#if STAGE
+        let start = params.w_offset + row * params.row_stride + blk0 * DQ_BYTES;
+        let q = dq_chunk(r * TW * 4u + (start & 3u) + (blk - blk0) * DQ_BYTES, c);
+#else
         let q = dq_chunk(params.w_offset + row * params.row_stride + blk * DQ_BYTES, c);
+#endif
         (*acc)[r] += f32(dot(q.lo, xlo) + dot(q.hi, xhi));
     }
 }
@@ -160,7 +189,30 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let n_blocks = (params.k + DQ_BLOCK - 1u) / DQ_BLOCK; // a partial last block: f32/f16 rows only
     var acc: array<f32, ROWS>;
-#if BLOCKS
+#if STAGE
+    for (var blk0 = 0u; blk0 < n_blocks; blk0 += NB) {
+        let nb = min(NB, n_blocks - blk0);
+        for (var i = lid; i < ROWS * TW; i += WG_SIZE) {
+            let r = i / TW;
+            let j = i % TW;
+            let start = params.w_offset + min(row0 + r, params.rows - 1u) * params.row_stride + blk0 * DQ_BYTES;
+            if (j < ((start & 3u) + nb * DQ_BYTES + 3u) / 4u) {
+                wtile[i] = w[(start >> 2u) + j];
+            }
+        }
+#if ACTQ == 1 || ACTQ == 2
+        act_blk0 = blk0;
+        for (var i = lid; i < nb * (DQ_BLOCK / ACT_BLOCK); i += WG_SIZE) {
+            act_sc[i] = actq_scale(params.x_offset + (blk0 * DQ_BLOCK + i * ACT_BLOCK) / 4u);
+        }
+#endif
+        workgroupBarrier();
+        for (var t = lid; t < nb * DQ_CHUNKS; t += WG_SIZE) {
+            add_chunk(blk0 + t / DQ_CHUNKS, t % DQ_CHUNKS, row0, blk0, &acc);
+        }
+        workgroupBarrier();
+    }
+#elif BLOCKS
     for (var blk = lid; blk < n_blocks; blk += WG_SIZE) {
 #if ACTQ == 1 || ACTQ == 2
         for (var s = 0u; s < DQ_BLOCK / ACT_BLOCK; s++) {
@@ -168,12 +220,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
 #endif
         for (var c = 0u; c < DQ_CHUNKS; c++) {
-            add_chunk(blk, c, row0, &acc);
+            add_chunk(blk, c, row0, 0u, &acc);
         }
     }
 #else
     for (var t = lid; t < n_blocks * DQ_CHUNKS; t += WG_SIZE) {
-        add_chunk(t / DQ_CHUNKS, t % DQ_CHUNKS, row0, &acc);
+        add_chunk(t / DQ_CHUNKS, t % DQ_CHUNKS, row0, 0u, &acc);
     }
 #endif
 #if SUBGROUPS

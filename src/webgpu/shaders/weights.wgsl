@@ -4,18 +4,28 @@
 // and a second word is only ever used when the 4 bytes straddle two words inside the block.
 #pragma once
 
+// Word i of the weights: of the binding, or (W_TILE: the mat-vec's staged variant) of the includer's
+// workgroup-memory tile `wtile`, where a K step's bytes were copied with coalesced word loads.
+fn w_word(i: u32) -> u32 {
+#ifdef W_TILE
+    return wtile[i];
+#else
+    return w[i];
+#endif
+}
+
 // 4 bytes starting at byte offset b (any alignment), little-endian.
 fn w_u32(b: u32) -> u32 {
     let i = b >> 2u;
     let s = (b & 3u) * 8u;
-    let lo = w[i];
-    let hi = w[i + 1u];
+    let lo = w_word(i);
+    let hi = w_word(i + 1u);
     return select((lo >> s) | (hi << (32u - s)), lo, s == 0u);
 }
 
 // 2 bytes at an even byte offset b.
 fn w_u16(b: u32) -> u32 {
-    return (w[b >> 2u] >> ((b & 2u) * 8u)) & 0xffffu;
+    return (w_word(b >> 2u) >> ((b & 2u) * 8u)) & 0xffffu;
 }
 
 // The IEEE half at an even byte offset b, widened.

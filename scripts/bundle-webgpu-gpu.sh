@@ -8,7 +8,9 @@
 # STEPS picks what runs (default "test bench"): test = every Node WebGPU test of tests/web; bench = the
 # mat-vec GB/s benchmark (tests/web/bench-matvec.mjs); models = `llamaweb synth` of the llama-3.2-1b shape in
 # each of $MODELS (default "q4_0 q4_k_m q8_0"; 32000-token vocab as TOOLCHAIN.md's anchors), then
-# `node web/cli.mjs bench -p 512 -n 128` on each. Logs also under $OUT when set.
+# `node web/cli.mjs bench -p 512 -n 128` on each, once per entry of $SUBMITS (dispatches per command buffer,
+# default 256) and of $TUNES (';'-separated tune JSON strings, default none). TESTS picks the test files
+# (default tests/web/*.test.mjs); BENCH_TYPES the formats of the mat-vec benchmark. Logs also under $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build/gpu-bundle
@@ -48,10 +50,10 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
 for step in ${STEPS:-test bench}; do
   case $step in
   test)
-    timeout 420 $T/node --test --test-reporter=tap tests/web/*.test.mjs 2>&1 | grep -v artificially >$OUT/test.log
+    timeout 420 $T/node --test --test-reporter=tap ${TESTS:-tests/web/*.test.mjs} 2>&1 | grep -v artificially >$OUT/test.log
     grep -E '^# \\# |^not ok|^# (tests|pass|fail|skipped) ' $OUT/test.log ;;
   bench)
-    timeout 240 $T/node tests/web/bench-matvec.mjs ${BENCH_ROWS:-8192} ${BENCH_K:-8192} ${BENCH_ITERS:-100} 2>&1 |
+    LW_BENCH_TYPES=${BENCH_TYPES:-} timeout 240 $T/node tests/web/bench-matvec.mjs ${BENCH_ROWS:-8192} ${BENCH_K:-8192} ${BENCH_ITERS:-100} 2>&1 |
       grep -v artificially | tee $OUT/bench.log ;;
   models)
     xz -dc $B/llamaweb.xz >$T/llamaweb && chmod +x $T/llamaweb
@@ -59,8 +61,15 @@ for step in ${STEPS:-test bench}; do
       s0=$(date +%s)
       $T/llamaweb synth --preset llama-3.2-1b --type $t --vocab builtin --vocab-size 32000 -o $T/m-$t.gguf >/dev/null || continue
       echo "synth $t: $(($(date +%s) - s0)) s, $(stat -c %s $T/m-$t.gguf) bytes"
-      timeout 300 $T/node web/cli.mjs bench -m $T/m-$t.gguf -p ${PP:-512} -n ${TG:-128} -r ${REPS:-3} 2>&1 |
-        grep -v artificially | tee -a $OUT/models.log
+      IFS=';' read -ra tunes <<<"${TUNES:-}"
+      [ ${#tunes[@]} -eq 0 ] && tunes=("")
+      for se in ${SUBMITS:-256}; do
+        for tu in "${tunes[@]}"; do
+          echo "-- $t submit $se${tu:+ tune $tu}" | tee -a $OUT/models.log
+          timeout 300 $T/node web/cli.mjs bench -m $T/m-$t.gguf -p ${PP:-512} -n ${TG:-128} -r ${REPS:-3} --submit $se \
+            ${tu:+--tune "$tu"} 2>&1 | grep -v artificially | tee -a $OUT/models.log
+        done
+      done
       rm -f $T/m-$t.gguf
     done ;;
   esac

@@ -3,7 +3,7 @@
 // web/llamaweb.mjs, which gives the page the same interface as Llamaweb.load(); this file is the worker side.
 //
 // Protocol (structured clone; one request at a time per model, as the engine's):
-//   page -> worker  {id, op: 'load' | 'memory' | 'open' | 'generate' | 'stop' | 'free', ...}
+//   page -> worker  {id, op: 'load' | 'memory' | 'open' | 'generate' | 'chat' | 'render' | 'stop' | 'free', ...}
 //   worker -> page  {id, ok: true, value} | {id, ok: false, error} ; {id, token: text, tokenId} while generating;
 //                   {id, progress: [done, total]} while loading
 // Models are named by small integers (handles) in this worker.
@@ -14,7 +14,8 @@ const models = [null];   // handle -> Model
 
 // What the page learns about an open model (Model itself stays here).
 function describe(h, m) {
-  return { handle: h, info: m.info, loadMs: m.loadMs, headBytes: m.headBytes, headTries: m.headTries };
+  return { handle: h, info: m.info, loadMs: m.loadMs, headBytes: m.headBytes, headTries: m.headTries,
+    chatTemplate: m.chatTemplate, chatError: m.chatError };
 }
 
 async function handle(msg) {
@@ -32,9 +33,11 @@ async function handle(msg) {
   }
   const m = models[msg.handle];
   if (!m) throw new Error('llamaweb worker: no model ' + msg.handle);
-  if (op === 'generate') {
-    return m.generate(msg.prompt, { ...msg.opts, onToken: (text, tokenId) => postMessage({ id, token: text, tokenId }) });
+  if (op === 'generate' || op === 'chat') { // chat: prompt holds the messages
+    const opts = { ...msg.opts, onToken: (text, tokenId) => postMessage({ id, token: text, tokenId }) };
+    return op === 'chat' ? m.chat(msg.prompt, opts) : m.generate(msg.prompt, opts);
   }
+  if (op === 'render') return m.renderChat(msg.messages, msg.addGenerationPrompt);
   if (op === 'stop') return m.stop();
   if (op === 'free') {
     m.free();

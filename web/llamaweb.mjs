@@ -362,12 +362,21 @@ class WorkerModel {
     this.loadMs = d.loadMs;
     this.headBytes = d.headBytes;
     this.headTries = d.headTries;
+    this.chatTemplate = d.chatTemplate;
+    this.chatError = d.chatError;
   }
-  generate(prompt, opts = {}) {
+  generate(prompt, opts = {}, op = 'generate') {
     const { onToken, signal, ...rest } = opts;
     if (signal) signal.addEventListener('abort', () => this.stop(), { once: true });
-    return this.rpc.call({ op: 'generate', handle: this.handle, prompt, opts: rest },
+    return this.rpc.call({ op, handle: this.handle, prompt, opts: rest },
       (ev) => { if (ev.token !== undefined && onToken) onToken(ev.token, ev.tokenId); });
+  }
+  chat(messages, opts = {}) {
+    return this.generate(messages, opts, 'chat');
+  }
+  // Model.renderChat in the worker, as a promise.
+  renderChat(messages, addGenerationPrompt = true) {
+    return this.rpc.call({ op: 'render', handle: this.handle, messages, addGenerationPrompt });
   }
   stop() {
     this.rpc.call({ op: 'stop', handle: this.handle }).catch(() => {});
@@ -399,10 +408,85 @@ export class Model {
     this.busy = false;           // a generation is running
     this.freed = false;          // free() was called (the GPU model goes once no generation uses it)
     this.pending = -1;           // the last generated token, not yet in the KV cache (-1: none)
+    // the chat template of the GGUF header (web/lw-wasm-chat.c), parsed once
+    const M = gpuModel.M;
+    this.chat_ = 0;
+    this.chatTemplate = false;   // chat() can render conversations
+    this.chatError = 'this build has no chat templates';
+    if (typeof M._lw_wasm_chat_new === 'function') {
+      this.chat_ = M._lw_wasm_chat_new(M._lw_wasm_model_model(gpuModel.h));
+      this.chatError = this.chat_ ? M.UTF8ToString(M._lw_wasm_chat_error(this.chat_)) : 'out of memory';
+      this.chatTemplate = !!this.chat_ && !this.chatError;
+    }
   }
 
   tokenize(text, addSpecial = true) {
     return this.gpu.tokenize(text, addSpecial);
+  }
+
+  // Token ids of text with control-token texts (<|user|>, <s>, ...) as their ids, as a rendered chat
+  // prompt needs; addSpecial off by default (templates write BOS themselves).
+  tokenizeSpecial(text, addSpecial = false) {
+    const M = this.gpu.M;
+    if (typeof M._lw_wasm_tokenize_special !== 'function') throw new Error(this.chatError);
+    const n = M.lengthBytesUTF8(text);
+    const p = M._malloc(n + 1);
+    let cap = n + 8, out = 0;
+    try {
+      M.stringToUTF8(text, p, n + 1);
+      for (;;) {
+        out = M._malloc(4 * cap);
+        const k = M._lw_wasm_tokenize_special(M._lw_wasm_model_model(this.gpu.h), p, n, addSpecial ? 1 : 0, out, cap);
+        if (k < 0) throw new Error('tokenize failed');
+        if (k <= cap) return Array.from(M.HEAP32.subarray(out >> 2, (out >> 2) + k));
+        M._free(out);
+        out = 0;
+        cap = k;
+      }
+    } finally {
+      M._free(p);
+      if (out) M._free(out);
+    }
+  }
+
+  // The prompt text of a conversation ([{role, content}], roles as the template knows them: system, user,
+  // assistant, ...) by the model's chat template, ending with the assistant's header unless
+  // addGenerationPrompt is false. Throws when the model has no template (chatTemplate false).
+  renderChat(messages, addGenerationPrompt = true) {
+    if (!this.chatTemplate) throw new Error(this.chatError);
+    const M = this.gpu.M;
+    const n = messages.length;
+    const strs = [];
+    const put = (v) => {
+      if (v === null || v === undefined) return 0;
+      const t = String(v), k = M.lengthBytesUTF8(t) + 1, q = M._malloc(k);
+      M.stringToUTF8(t, q, k);
+      strs.push(q);
+      return q;
+    };
+    const roles = M._malloc(4 * n + 4), contents = M._malloc(4 * n + 4), len = M._malloc(4);
+    try {
+      for (let i = 0; i < n; i++) {
+        M.HEAPU32[(roles >> 2) + i] = put(messages[i].role);
+        M.HEAPU32[(contents >> 2) + i] = put(messages[i].content);
+      }
+      const out = M._lw_wasm_chat_render(this.chat_, roles, contents, n, addGenerationPrompt ? 1 : 0, len);
+      if (!out) throw new Error(M.UTF8ToString(M._lw_wasm_chat_error(this.chat_)));
+      const text = M.UTF8ToString(out, M.HEAP32[len >> 2]);
+      M._lw_wasm_chat_string_free(this.chat_, out);
+      return text;
+    } finally {
+      for (const q of strs) M._free(q);
+      M._free(roles);
+      M._free(contents);
+      M._free(len);
+    }
+  }
+
+  // The assistant's reply to a conversation: renderChat(messages), its control tokens parsed, generated as
+  // generate() does (a fresh context; opts as generate's).
+  chat(messages, opts = {}) {
+    return this.generate(this.tokenizeSpecial(this.renderChat(messages, true)), { ...opts, keepContext: false });
   }
 
   // Text of ids (pieces joined as UTF-8).
@@ -418,7 +502,7 @@ export class Model {
     this.stopping = true;
   }
 
-  // Greedy generation from prompt. opts: maxTokens (default 128), addSpecial (BOS etc.; default true on a
+  // Greedy generation from prompt (text, or an array of token ids). opts: maxTokens (default 128), addSpecial (BOS etc.; default true on a
   // fresh context), keepContext (go on from the previous generation: its last token, then prompt, which may
   // be '', are appended to the context instead of starting afresh), sampling ({temp, topK, topP, minP, seed}:
   // tokens drawn on the GPU, reproducible for one seed; absent or temp <= 0: greedy), onToken(text, id) for
@@ -437,7 +521,8 @@ export class Model {
       const keep = !!opts.keepContext && g.nPast > 0;
       // the previous generation's last token was produced but never decoded: it goes first
       const ids = keep && this.pending >= 0 ? [this.pending] : [];
-      if (prompt) ids.push(...g.tokenize(prompt, opts.addSpecial ?? !keep));
+      if (Array.isArray(prompt)) ids.push(...prompt); // token ids (chat)
+      else if (prompt) ids.push(...g.tokenize(prompt, opts.addSpecial ?? !keep));
       else if (!keep && (opts.addSpecial ?? true)) ids.push(...g.tokenize('', true));
       if (ids.length === 0) throw new Error('empty prompt (and the model adds no BOS)');
       const base = keep ? g.nPast : 0;
@@ -505,6 +590,12 @@ export class Model {
   free() {
     this.stopping = true;
     this.freed = true;
+    if (this.chat_) { // it points into the model's header
+      this.gpu.M._lw_wasm_chat_free(this.chat_);
+      this.chat_ = 0;
+    }
+    this.chatTemplate = false;
+    this.chatError = 'model was freed';
     if (!this.busy) this.gpu.free();
   }
 }

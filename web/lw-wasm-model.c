@@ -210,6 +210,10 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_model_token(const lw_wasm_model *w) {
 EMSCRIPTEN_KEEPALIVE const float *lw_wasm_model_logits(const lw_wasm_model *w) {
     return lw__gpu_model_logits(w->g);
 }
+/* The header-only lw_model under w (web/lw-wasm-chat.c reads its chat template and tokenizes with it). */
+EMSCRIPTEN_KEEPALIVE lw_model *lw_wasm_model_model(const lw_wasm_model *w) {
+    return w ? w->m : NULL;
+}
 EMSCRIPTEN_KEEPALIVE int lw_wasm_model_n_vocab(const lw_wasm_model *w) {
     return lw_model_n_vocab(w->m);
 }

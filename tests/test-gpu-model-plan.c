@@ -237,7 +237,7 @@ int main(void) {
      * reading q, k, v from the fused output), attention (one split at 17 cells), O, norm (+ ADD), one
      * gate|up mat-vec, down with SWIGLU in its x loads (X_GLU): 8. In f32 the gate and up weights (2 x 24
      * KiB) do not fit one of this fake's 32 KiB bindings together: they stay two mat-vecs and SWIGLU its
-     * own dispatch (10). qwen2: + one ADD of the q|k|v biases placed side by side (9); qwen3: the per-head Q and
+     * own dispatch (10). qwen2: the q|k|v biases (placed side by side) are added by rope_qkv (qkv_bias): 8; qwen3: the per-head Q and
      * K norms are rope_qkv's (qk_norm), so as llama (f32: 10); phi3: 8 (the SCALE of the rotated q is
      * rope_qkv's q_scale); gemma3: + the two post norms (10; its GELU table needs a 128 KiB binding). Outside the blocks, gemma3: the
      * embedding, its SCALE, two OUT_ROWS, the final norm, the output (6). Outside the blocks: the embedding pieces (f32: 3 of 80 KiB, Q8_0: 1), the last
@@ -249,7 +249,7 @@ int main(void) {
         uint64_t per_block, outside;
         uint32_t bind_kib; /* maxStorageBufferBindingSize */
     } archs[] = {{"llama", LW_TYPE_F32, 0, 0, 0, 10, 9, 32}, {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5, 32},
-                 {"qwen2", LW_TYPE_Q8_0, 1, 0, 0, 9, 6, 32}, {"qwen3", LW_TYPE_F32, 0, 1, 0, 10, 9, 32},
+                 {"qwen2", LW_TYPE_Q8_0, 1, 0, 0, 8, 6, 32}, {"qwen3", LW_TYPE_F32, 0, 1, 0, 10, 9, 32},
                  {"phi3", LW_TYPE_Q8_0, 0, 0, 1, 8, 5, 32},  {"gemma3", LW_TYPE_Q8_0, 0, 0, 0, 10, 6, 128}};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         char path[512], name[64], what[64];

@@ -194,6 +194,9 @@ void lw__gm_part(const lw__gpu_model *g, int32_t t, uint64_t *offset, uint64_t *
  * (RMS_NORM) normalises: one add_input norm dispatch can do both (planning colours the norm's output apart
  * from the ADD's inputs, so that their bindings never overlap). */
 bool lw__gm_add_norm_shape(const lw__gpu_model *g, int32_t i);
+/* The ROPE node whose rope_qkv call adds the joined Q/K/V biases of ADD node a itself (qkv_bias; the ADD's
+ * output is then never written: planning lets it stand for the ADD's input), or -1. */
+int32_t lw__gm_bias_fold(const lw__gpu_model *g, int32_t a);
 /* The SCALE node that a rope_qkv call from ROPE node i will fold in (its q_out written by that call, at
  * node i: planning places it so), or -1. */
 int32_t lw__gm_rope_qkv_scale(const lw__gpu_model *g, int32_t i);

@@ -138,6 +138,30 @@ static bool rope_qkv_norms(const lw__gpu_model *g, int32_t i, int32_t *qa, int32
     return a->fp[0] == b->fp[0] && lw__gm_base(g, b->src[0]) == base && lw__gm_base(g, kv[1].src[0]) == base;
 }
 
+/* The ADD node whose output holds the q, k and v of the rope_qkv match from node i as parts, adding joined
+ * biases to a fused Q|K|V output (qwen2, gpu-model-fuse.c) and read by the match only: the qkv_bias variant
+ * adds them itself, reading that fused output; -1 when none. */
+static int32_t rope_qkv_bias(const lw__gpu_model *g, int32_t i) {
+    const lw__graph *gr = &g->graph;
+    const lw__node *nd = &gr->nodes[i], *kv = nd + 2 + rope_qkv_gap(gr, i);
+    const int32_t b2 = lw__gm_base(g, nd[0].src[0]);
+    if (b2 == nd[0].src[0] || lw__gm_base(g, nd[1].src[0]) != b2 || lw__gm_base(g, kv[1].src[0]) != b2) return -1;
+    const int32_t a = producer(g, b2);
+    if (a < 0 || a >= i) return -1;
+    const lw__node *add = &gr->nodes[a];
+    const int32_t b = add->src[0], w = add->src[1];
+    if (add->op != LW_OP_ADD || add->dst != b2 || b < 0 || w < 0 || gr->t[b].kind != LW_T_ACT || is_part(g, b) ||
+        !is_weight(g, w) || gr->t[w].type != LW_TYPE_F32 || gr->t[w].ne1 != 1 || gr->t[w].ne0 != gr->t[b2].ne0 ||
+        gr->t[b].ne0 != gr->t[b2].ne0 || gr->t[b].rows != gr->t[b2].rows)
+        return -1;
+    const int32_t kv_v = (int32_t)(kv + 1 - gr->nodes);
+    for (int32_t r = 0; r < gr->n_nodes; r++) /* the biased rows are read by the match only */
+        for (int k = 0; k < 3; k++)
+            if (gr->nodes[r].src[k] >= 0 && lw__gm_base(g, gr->nodes[r].src[k]) == b2 && r != i && r != i + 1 && r != kv_v)
+                return -1;
+    return a;
+}
+
 static bool rope_qkv_one(const lw__gpu_model *g, int32_t i) {
     const lw__node *nd = &g->graph.nodes[i], *kv = nd + 2 + rope_qkv_gap(&g->graph, i);
     const int32_t b = lw__gm_base(g, nd[0].src[0]);
@@ -167,12 +191,17 @@ static uint32_t rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[
     int32_t qa, ka;
     if (rope_qkv_one(g, i)) {
         const bool norms = rope_qkv_norms(g, i, &qa, &ka); /* q, k: the norms' inputs */
-        b[0] = lw__gm_act(g, norms ? g->graph.nodes[qa].src[0] : nd[0].src[0]);
+        const int32_t bias = norms ? -1 : rope_qkv_bias(g, i); /* q, k, v: parts of the ADD's input */
+        b[0] = lw__gm_act(g, norms ? g->graph.nodes[qa].src[0] : bias >= 0 ? g->graph.nodes[bias].src[0] : nd[0].src[0]);
         b[1] = bind_of(g, nd[0].src[1]);
         b[2] = lw__gm_act(g, q_out);
         b[3] = lw__gm_whole(g->kv[il]);
         b[4] = lw__gm_whole(g->kv[n_layer + il]);
         b[5] = lw__gm_params(g);
+        if (bias >= 0) {
+            b[6] = bind_of(g, g->graph.nodes[bias].src[1]);
+            return LW_GPU_ROPE_QKV_ONE_BINDINGS + 1;
+        }
         if (!norms) return LW_GPU_ROPE_QKV_ONE_BINDINGS;
         b[6] = bind_of(g, g->graph.nodes[qa].src[1]);
         b[7] = bind_of(g, g->graph.nodes[ka].src[1]);
@@ -222,6 +251,15 @@ static bool match_rope_qkv(const lw__gpu_model *g, int32_t i) {
         for (int y = x + 1; y < n_rw; y++)
             if (overlaps(b[rw[x]], b[rw[y]])) return false;
     return true;
+}
+
+int32_t lw__gm_bias_fold(const lw__gpu_model *g, int32_t a) {
+    const lw__graph *gr = &g->graph;
+    if (gr->nodes[a].op != LW_OP_ADD || gr->nodes[a].dst < 0) return -1;
+    for (int32_t j = a + 1; j < gr->n_nodes; j++)
+        if (gr->nodes[j].op == LW_OP_ROPE && lw__gm_base(g, gr->nodes[j].src[0]) == gr->nodes[a].dst)
+            return rope_qkv_shape(g, j) && rope_qkv_bias(g, j) == a ? j : -1;
+    return -1;
 }
 
 int32_t lw__gm_rope_qkv_scale(const lw__gpu_model *g, int32_t i) {
@@ -298,6 +336,17 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
     memset(&c, 0, sizeof c);
     lw_status st = LW_OK;
     if (g->nodes[i].fuse == GM_FUSE_DONE) return LW_OK; /* an earlier node's call does its work */
+    const int32_t bias_rope = nd->op == LW_OP_ADD ? lw__gm_bias_fold(g, i) : -1;
+    if (bias_rope >= 0) { /* joined Q/K/V biases: the rope_qkv call adds them (qkv_bias) */
+        lw__gpu_rope_qkv_variant v = lw__gpu_rope_qkv_default(info, g->kv_type);
+        v.qkv_one = v.qkv_bias = true;
+        lw_gpu_pipeline pipe; /* (cached for the ROPE node) */
+        if ((st = lw__gpu_rope_qkv_pipeline(gpu, &g->cache, &g->alloc, &v, info, &pipe, g->err)) != LW_OK) return st;
+        if (!match_rope_qkv(g, bias_rope)) /* planning kept the rows alive for it: cannot happen */
+            return lw__errorf(g->err, LW_ERR_INVALID_ARG, "bias fold: rope_qkv bindings overlap at node %d", bias_rope);
+        g->nodes[i].fuse = GM_FUSE_DONE;
+        return LW_OK;
+    }
     if (nd->op == LW_OP_ADD && match_add_norm(g, i)) { /* the next node's norm computes the sum */
         g->nodes[i].fuse = GM_FUSE_DONE;
         g->nodes[i + 1].fuse = GM_FUSE_ADD_NORM;
@@ -395,6 +444,8 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             c.v.qkv = lw__gpu_rope_qkv_default(info, g->kv_type);
             c.v.qkv.qkv_one = rope_qkv_one(g, i);
             c.v.qkv.qk_norm = rope_qkv_norms(g, i, &qa, &ka) && g->nodes[qa].fuse == GM_FUSE_DONE; /* see RMS_NORM */
+            const int32_t bias = c.v.qkv.qk_norm ? -1 : rope_qkv_bias(g, i);
+            c.v.qkv.qkv_bias = bias >= 0 && g->nodes[bias].fuse == GM_FUSE_DONE; /* see ADD */
             if (lw__gpu_rope_qkv_pipeline(gpu, &g->cache, &g->alloc, &c.v.qkv, info, &c.pipe, g->err) == LW_OK) {
                 lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS];
                 const uint32_t nb = rope_qkv_binds(g, i, b);

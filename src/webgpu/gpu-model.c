@@ -326,6 +326,15 @@ static lw_status plan_acts(lw__gpu_model *g) {
             for (int k = 0; k < 3; k++) nc[n].src[k] = lw__gm_base(g, nc[n].src[k]);
             nc[n].dst = lw__gm_base(g, nc[n].dst);
         }
+        for (int32_t n = 0; n < gr->n_nodes; n++) { /* a folded bias ADD's output stands for its input */
+            if (lw__gm_bias_fold(g, n) < 0) continue;
+            const int32_t b2 = gr->nodes[n].dst, b = lw__gm_base(g, gr->nodes[n].src[0]);
+            for (int32_t r = 0; r < gr->n_nodes; r++)
+                for (int k = 0; k < 3; k++)
+                    if (nc[r].src[k] == b2) nc[r].src[k] = b;
+            nc[n].dst = -1;
+            nc[n].src[0] = nc[n].src[1] = -1;
+        }
         for (int32_t n = 0; n < gr->n_nodes; n++) { /* a folded SCALE's output is written by the rope_qkv call */
             const int32_t sc = lw__gm_rope_qkv_scale(g, n);
             if (sc < 0) continue;

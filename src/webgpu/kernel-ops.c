@@ -356,7 +356,7 @@ lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant 
  * ------------------------------------------------------------------------------------------------------- */
 
 lw__gpu_rope_qkv_variant lw__gpu_rope_qkv_default(const lw_gpu_info *info, uint32_t kv_type) {
-    lw__gpu_rope_qkv_variant v = {fit_wg(info, 64), kv_type == LW_TYPE_F16, false, false};
+    lw__gpu_rope_qkv_variant v = {fit_wg(info, 64), kv_type == LW_TYPE_F16, false, false, false};
     return v;
 }
 
@@ -366,18 +366,19 @@ lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *c
     *out = 0;
     lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, false, "rope_qkv", err);
     if (st != LW_OK) return st;
-    if (v->qk_norm && !v->qkv_one) return lw__errorf(err, LW_ERR_INVALID_ARG, "rope_qkv: qk_norm needs qkv_one");
-    const uint32_t n_storage = v->qkv_one ? (v->qk_norm ? 7 : 5) : 7;
+    if ((v->qk_norm || v->qkv_bias) && (!v->qkv_one || (v->qk_norm && v->qkv_bias)))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "rope_qkv: qk_norm or qkv_bias (not both) need qkv_one");
+    const uint32_t n_storage = v->qkv_one ? (v->qk_norm ? 7 : v->qkv_bias ? 6 : 5) : 7;
     if (info->max_storage_buffers_per_shader_stage && info->max_storage_buffers_per_shader_stage < n_storage)
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "rope_qkv: needs %u storage buffers per stage (device: %u)",
                           n_storage, info->max_storage_buffers_per_shader_stage);
     char label[LW_GPU_CACHE_KEY], wg[16];
-    snprintf(label, sizeof label, "rope_qkv %s%s%s wg%u", v->kv_f16 ? "f16" : "f32", v->qkv_one ? " one" : "",
-             v->qk_norm ? " qknorm" : "", v->wg_size);
+    snprintf(label, sizeof label, "rope_qkv %s%s%s%s wg%u", v->kv_f16 ? "f16" : "f32", v->qkv_one ? " one" : "",
+             v->qk_norm ? " qknorm" : "", v->qkv_bias ? " bias" : "", v->wg_size);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     lw__wgsl_define defs[] = {
         {"WG_SIZE", wg}, {"KV_F16", v->kv_f16 ? "1" : "0"}, {"QKV_ONE", v->qkv_one ? "1" : "0"},
-        {"QK_NORM", v->qk_norm ? "1" : "0"}};
+        {"QK_NORM", v->qk_norm ? "1" : "0"}, {"QKV_BIAS", v->qkv_bias ? "1" : "0"}};
     static const lw_gpu_binding_kind kinds[LW_GPU_ROPE_QKV_BINDINGS] = {
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,      LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
@@ -386,7 +387,9 @@ lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *c
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "rope-qkv.wgsl", defs, sizeof defs / sizeof defs[0],
                                   v->qkv_one ? one : kinds,
-                                  v->qkv_one ? (v->qk_norm ? LW_GPU_ROPE_QKV_NORM_BINDINGS : LW_GPU_ROPE_QKV_ONE_BINDINGS)
+                                  v->qkv_one ? (v->qk_norm    ? LW_GPU_ROPE_QKV_NORM_BINDINGS
+                                                : v->qkv_bias ? LW_GPU_ROPE_QKV_ONE_BINDINGS + 1
+                                                              : LW_GPU_ROPE_QKV_ONE_BINDINGS)
                                              : LW_GPU_ROPE_QKV_BINDINGS,
                                   out, err);
 }

@@ -289,6 +289,9 @@ typedef struct lw__gpu_rope_qkv_variant {
                          1/sqrt(mean of squares + qk_eps), then the weight, as rms-norm.wgsl but
                          summed serially: within a few ulp of it): bindings 6 q_norm, 7 k_norm
                          (read f32)                                                           */
+    bool qkv_bias;    /* qkv_one only, not with qk_norm: q, k and v get their biases added first
+                         (qwen2), binding 6 (read f32, [bq | bk | bv] laid out as one row of
+                         binding 0, rows x_stride apart)                                      */
 } lw__gpu_rope_qkv_variant;
 
 /* Where K and V come from and go (elements; strides 0: n_head_kv * head_dim). */

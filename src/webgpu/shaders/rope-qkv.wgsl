@@ -12,7 +12,9 @@
 // rotated Q, e.g. phi3 and gemma: one f32 product of the rotated value, the bits of the two ops).
 // QK_NORM=1 (with QKV_ONE) first RMS-normalises q and k per head (qwen3, gemma3: x / sqrt(mean(x^2) + qk_eps)
 // times the head_dim weights qn / kn, as rms-norm.wgsl computes it but with the squares summed serially).
-// Defines: WG_SIZE (default 64), KV_F16 (0/1), QKV_ONE (0/1), QK_NORM (0/1).
+// QKV_BIAS=1 (with QKV_ONE) adds the biases qkvb (laid out as one row of binding 0: [bq | bk | bv]) to q, k
+// and v first (qwen2: the ADD node before the ROPEs; one f32 add each, the same bits).
+// Defines: WG_SIZE (default 64), KV_F16 (0/1), QKV_ONE (0/1), QK_NORM (0/1), QKV_BIAS (0/1).
 // Bindings: 0 q (rw f32), 1 ff (read f32), 2 q_out (rw f32), 3 k (rw f32), 4 kc (rw: u32 halves or f32),
 // 5 v (rw f32), 6 vc (rw, as kc), 7 params; QKV_ONE: 0 qkv, 1 ff, 2 q_out, 3 kc, 4 vc, 5 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups =
 // ceil(rows * (n_head + 2 n_head_kv) * head_dim / 2 / WG_SIZE).
@@ -31,6 +33,12 @@
 #endif
 #if QK_NORM && !QKV_ONE
 #error rope-qkv.wgsl: QK_NORM needs QKV_ONE
+#endif
+#ifndef QKV_BIAS
+#define QKV_BIAS 0
+#endif
+#if QKV_BIAS && (!QKV_ONE || QK_NORM)
+#error rope-qkv.wgsl: QKV_BIAS needs QKV_ONE and no QK_NORM
 #endif
 
 struct QkvParams {
@@ -84,6 +92,10 @@ alias CacheWord = f32;
 @group(0) @binding(6) var<storage, read> qn: array<f32>;
 @group(0) @binding(7) var<storage, read> kn: array<f32>;
 #endif
+#if QKV_BIAS
+@group(0) @binding(6) var<storage, read> qkvb: array<f32>;
+var<private> row_base: u32; // element of this invocation's row start in binding 0 (row * x_stride)
+#endif
 #else
 @group(0) @binding(3) var<storage, read_write> kx: array<f32>;
 @group(0) @binding(4) var<storage, read_write> kc: array<CacheWord>;
@@ -101,7 +113,9 @@ fn k_in(i: u32) -> f32 {
 #endif
 }
 fn v_in(i: u32) -> f32 {
-#if QKV_ONE
+#if QKV_BIAS
+    return x[i] + qkvb[i - row_base];
+#elif QKV_ONE
     return x[i];
 #else
     return vx[i];
@@ -132,6 +146,8 @@ fn rope_src(which: u32, i: u32) -> f32 {
         return v * qn[i - nrm_base];
     }
     return v * kn[i - nrm_base];
+#elif QKV_BIAS
+    return x[i] + qkvb[i - row_base];
 #else
     if (which == 0u) {
         return x[i];
@@ -153,6 +169,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         return;
     }
     let row = i / per_row;
+#if QKV_BIAS
+    row_base = row * params.x_stride;
+#endif
     var j = i % per_row;
     let pos = params.pos0 + row;
     if (j < q_items) { // Q: one pair, f32 out

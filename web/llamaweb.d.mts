@@ -100,6 +100,13 @@ export interface GenerateResult {
   reason: 'eog' | 'length' | 'context' | 'stopped';
 }
 
+/** One message of a conversation, as chat templates see it. */
+export interface ChatMessage {
+  /** 'system', 'user', 'assistant', ... as the template knows them. */
+  role: string;
+  content: string | null;
+}
+
 /** What Llamaweb.open accepts. */
 export type ModelInput = Blob | string | URL | { opfs: string } | ByteSource;
 
@@ -122,13 +129,17 @@ export interface LlamawebWorker {
   terminate(): void;
 }
 
-/** A model in the worker: Model's interface but tokenize/detokenize. */
+/** A model in the worker: Model's interface but tokenize/detokenize (and renderChat is a promise). */
 export interface WorkerModel {
   readonly loadMs: number;
   readonly info: ModelInfo;
   readonly headBytes: number;
   readonly headTries: number;
-  generate(prompt: string, opts?: GenerateOptions): Promise<GenerateResult>;
+  readonly chatTemplate: boolean;
+  readonly chatError: string;
+  generate(prompt: string | number[], opts?: GenerateOptions): Promise<GenerateResult>;
+  chat(messages: ChatMessage[], opts?: GenerateOptions): Promise<GenerateResult>;
+  renderChat(messages: ChatMessage[], addGenerationPrompt?: boolean): Promise<string>;
   stream(prompt: string, opts?: GenerateOptions): AsyncGenerator<string, void, undefined>;
   stop(): void;
   free(): void;
@@ -155,10 +166,19 @@ export class Model {
   /** Header bytes that were prefetched, and in how many attempts. */
   readonly headBytes: number;
   readonly headTries: number;
+  /** The GGUF has a chat template this build renders (else chatError says why). */
+  readonly chatTemplate: boolean;
+  readonly chatError: string;
   tokenize(text: string, addSpecial?: boolean): number[];
+  /** Control-token texts (<|user|>, <s>, ...) become their ids, as a rendered chat prompt needs. */
+  tokenizeSpecial(text: string, addSpecial?: boolean): number[];
   detokenize(ids: number[]): string;
-  /** Greedy generation, from a fresh context unless opts.keepContext. */
-  generate(prompt: string, opts?: GenerateOptions): Promise<GenerateResult>;
+  /** The prompt text of a conversation by the model's chat template. */
+  renderChat(messages: ChatMessage[], addGenerationPrompt?: boolean): string;
+  /** The assistant's reply: renderChat, tokenizeSpecial, generate (a fresh context). */
+  chat(messages: ChatMessage[], opts?: GenerateOptions): Promise<GenerateResult>;
+  /** Generation from text or token ids, from a fresh context unless opts.keepContext. */
+  generate(prompt: string | number[], opts?: GenerateOptions): Promise<GenerateResult>;
   /** generate() as an async iterator of text pieces; leaving the loop early stops the generation. */
   stream(prompt: string, opts?: GenerateOptions): AsyncGenerator<string, void, undefined>;
   /** Ends the running generation after the current token. */

@@ -14,6 +14,7 @@
 //    sampling, where the build has it, gives one text per seed; Stop ends a generation early; a file
 //    dropped on the page (drag-and-drop) loads;
 //  - OPFS: the page's "Save to browser storage" downloads the URL into OPFS and opens the model from there;
+//  - (LW_TEST_SLOW=1) a chat model (phi-3 vocabulary and template) takes the prompt as a user message;
 //  - (LW_TEST_BIG=1) a ~190 MB synthetic model by the file picker leaves the wasm heap as it was.
 // Skips (visibly) without Chromium, the wasm build (LW_WASM_DIR or build/wasm) or ../shared.
 // Run: LW_WASM_DIR=build-wasm-NAME node --test tests/web/demo.test.mjs   (LW_DEMO_SCREENSHOT=x.png: a picture)
@@ -40,16 +41,17 @@ if (skip) console.log('SKIP: ' + skip);
 
 const EXPECTED = ', there was a little girl named Lily';
 
-// LW_TEST_BIG=1: also a ~190 MB random-weight model (llama-3.2-1b shape, 4 blocks, Q4_0) written by the
-// native CLI (llamaweb synth; $LW_CLI or build*/llamaweb) into a temporary folder.
-function bigModel() {
-  if (process.env.LW_TEST_BIG !== '1' || skip) return null;
-  const cli = [process.env.LW_CLI, ...['build/release', 'build', 'build-demo'].map((d) => path.join(root, d, 'llamaweb'))]
-    .find((p) => p && existsSync(p));
-  if (!cli) { console.log('# LW_TEST_BIG: no native llamaweb CLI (scripts/build.sh): big model skipped'); return null; }
-  const dir = mkdtempSync(path.join(process.env.LW_TMP || tmpdir(), 'lw-demo-big-'));
-  const out = path.join(dir, 'big-q4_0.gguf');
-  execFileSync(cli, ['synth', '--preset', 'llama-3.2-1b', '--type', 'q4_0', '--layers', '4', '-o', out], { stdio: 'ignore' });
+// Models written by the native CLI (llamaweb synth; $LW_CLI or build*/llamaweb) into a temporary folder:
+// LW_TEST_BIG=1: a ~190 MB random-weight model (llama-3.2-1b shape, 4 blocks, Q4_0);
+// LW_TEST_SLOW=1: tiny-phi3 with phi-3's vocabulary and chat template (its pipelines add ~15 s on SwiftShader).
+const cli = [process.env.LW_CLI, ...['build/release', 'build', 'build-demo'].map((d) => path.join(root, d, 'llamaweb'))]
+  .find((p) => p && existsSync(p));
+const synthDir = skip ? null : mkdtempSync(path.join(process.env.LW_TMP || tmpdir(), 'lw-demo-models-'));
+function synth(env, name, args) {
+  if (process.env[env] !== '1' || skip) return null;
+  if (!cli) { console.log(`# ${env}: no native llamaweb CLI (scripts/build.sh): ${name} skipped`); return null; }
+  const out = path.join(synthDir, name);
+  execFileSync(cli, ['synth', ...args, '-o', out], { stdio: 'ignore' });
   return out;
 }
 
@@ -163,8 +165,10 @@ async function waitState(page, states, timeoutMs) {
 // The test
 // ---------------------------------------------------------------------------------------------------------
 
-test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-and-drop and OPFS loading in the worker; streamed text', { skip, timeout: process.env.LW_TEST_BIG === '1' ? 600000 : 120000 }, async () => {
-  const big = bigModel();
+test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-and-drop and OPFS loading in the worker; streamed text', { skip, timeout: process.env.LW_TEST_BIG === '1' ? 600000 : process.env.LW_TEST_SLOW === '1' ? 240000 : 120000 }, async () => {
+  const big = synth('LW_TEST_BIG', 'big-q4_0.gguf', ['--preset', 'llama-3.2-1b', '--type', 'q4_0', '--layers', '4']);
+  const phi3Vocab = path.join(shared, 'vocab/ggml-vocab-phi-3.gguf');
+  const chatModel = existsSync(phi3Vocab) ? synth('LW_TEST_SLOW', 'tiny-phi3.gguf', ['--preset', 'tiny-phi3', '--type', 'f32', '--vocab', phi3Vocab]) : null;
   const ranges = [];
   const srv = await startServer({ port: 0, wasmDir, modelsDir: path.dirname(stories),
     log: (line) => { if (line.includes('/models/') && line.includes('bytes=')) ranges.push(line); } });
@@ -251,6 +255,7 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
     assert.equal(typeof adapter.subgroups, 'boolean');
     assert.match(await page.evaluate('document.getElementById("adapter").textContent'), /shader-f16: (yes|no).*subgroups: (yes|no).*engine in a worker/);
     assert.equal(await page.evaluate('getComputedStyle(document.getElementById("opfs")).display'), 'none', 'no OPFS files yet: row hidden');
+    assert.equal(await page.evaluate('getComputedStyle(document.getElementById("chat-row")).display'), 'none', 'stories260K has no chat template');
     assert.match(await page.evaluate('document.getElementById("served-list").textContent'), /stories260K\.gguf \(1\.13 MiB\)/);
     const info = await page.evaluate('window.lwDemo.model');
     assert.equal(info.n_vocab, 512);
@@ -352,7 +357,21 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
     console.log(`# OPFS: "${shown3}" (saved, opened and generated in ${Date.now() - t0} ms)`);
     assert.ok(shown3.startsWith(', there was a little girl'), `generated text: ${JSON.stringify(shown3)}`);
 
-    // 6. (LW_TEST_BIG=1) a model far larger than a chunk through the file picker: the wasm heap must not grow
+    // 6. (LW_TEST_SLOW=1) a chat model: the prompt goes through its template as a user message
+    if (chatModel) {
+      await page.evaluate('document.body.dataset.state = "test-picking"');
+      await page.send('DOM.setFileInputFiles', { nodeId, files: [chatModel] });
+      assert.equal(await waitState(page, ['loaded', 'error'], 120000), 'loaded', failInfo() + await page.evaluate('window.lwDemo.error'));
+      assert.notEqual(await page.evaluate('getComputedStyle(document.getElementById("chat-row")).display'), 'none');
+      await page.evaluate('document.getElementById("n").value = "3"; document.getElementById("prompt").value = "Hello"; ' +
+        'document.getElementById("go").click()');
+      assert.equal(await waitState(page, ['done', 'error'], 60000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
+      const rc = await page.evaluate('window.lwDemo.result');
+      console.log(`# chat model: ${rc.promptTokens} prompt tokens (the template's), ${rc.tokens.length} generated (${rc.reason})`);
+      assert.equal(rc.promptTokens, 11); // '<s><|user|>\nHello<|end|>\n<|assistant|>\n', ids as in package.test.mjs
+    }
+
+    // 7. (LW_TEST_BIG=1) a model far larger than a chunk through the file picker: the wasm heap must not grow
     //    by the weights (invariant 1), measured on the page
     if (big) {
       const before = await page.evaluate('window.lwDemo.memory()');
@@ -380,7 +399,7 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
     await exited;
     srv.server.close();
     srv.server.closeAllConnections && srv.server.closeAllConnections();
-    if (big) rmSync(path.dirname(big), { recursive: true, force: true });
+    if (synthDir) rmSync(synthDir, { recursive: true, force: true });
     try {
       rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
     } catch (e) {

@@ -81,6 +81,8 @@ async function openModel(what, label) {
     });
     const i = model.info;
     demo.model = i;
+    demo.chatTemplate = model.chatTemplate;
+    $('chat-row').hidden = !model.chatTemplate; // chat models: the prompt goes through their template
     demo.loadMs = model.loadMs;
     $('model-info').textContent = `${label}: ${i.arch}, ${i.n_layer} blocks, embedding ${i.n_embd}, vocab ${i.n_vocab}, ` +
       `context ${i.n_ctx}; weights ${mib(i.weightBytes)} + KV cache ${mib(i.kvBytes)} on the GPU; ` +
@@ -165,12 +167,14 @@ async function generate(more = false) {
   $('stats').textContent = '';
   demo.pieces = 0; // onToken calls: the text arrives piece by piece
   try {
-    const r = await model.generate(prompt, {
+    const chat = !more && model.chatTemplate && $('chat').checked;
+    const opts = {
       maxTokens: Number($('n').value) || 128,
       keepContext: more,
       sampling: samplingParams(),
       onToken: (text) => { demo.pieces++; gen.textContent += text; },
-    });
+    };
+    const r = chat ? await model.chat([{ role: 'user', content: prompt }], opts) : await model.generate(prompt, opts);
     demo.result = r;
     $('stats').textContent = `prompt ${r.promptTokens} tokens in ${r.promptMs.toFixed(0)} ms ` +
       `(${r.promptTokensPerSecond.toFixed(1)} tokens/s); generated ${r.tokens.length} tokens at ` +

@@ -116,9 +116,9 @@ int lw__gpu_model_variants_json(const lw__gpu_model *g, char *dst, size_t cap) {
                 snprintf(item, sizeof item, "%s\"%s\":\"tm%u tn%u tk%u rm%u rn%u f16 %d\"", first ? "" : ",", tt->name,
                          c->v.mm.tm, c->v.mm.tn, c->v.mm.tk, c->v.mm.rm, c->v.mm.rn, c->v.mm.f16 ? 1 : 0);
             else
-                snprintf(item, sizeof item, "%s\"%s\":\"wg%u rows%u blocks%d f16 %d sg %d\"", first ? "" : ",", tt->name,
-                         c->v.mv.wg_size, c->v.mv.rows, c->v.mv.blocks ? 1 : 0, c->v.mv.f16 ? 1 : 0,
-                         c->v.mv.subgroups ? 1 : 0);
+                snprintf(item, sizeof item, "%s\"%s\":\"wg%u rows%u blocks%d f16 %d sg %d stage %u actq %u\"",
+                         first ? "" : ",", tt->name, c->v.mv.wg_size, c->v.mv.rows, c->v.mv.blocks ? 1 : 0,
+                         c->v.mv.f16 ? 1 : 0, c->v.mv.subgroups ? 1 : 0, c->v.mv.stage, c->v.mv.actq);
             first = false;
             ok = put(dst, cap, &n, item);
         }

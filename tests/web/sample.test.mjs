@@ -321,12 +321,16 @@ test('tune: an override changes the variant the plan uses; bad overrides are ref
   def.free();
   assert.match(v0.matvec.f32, /^wg64 rows4 /, JSON.stringify(v0));
   // JSON text (as web/tune.mjs prints), and per-key settings
-  for (const tune of ['{"matvec": {"f32": {"wg": 32, "rows": 2}}}', { 'matvec.f32.wg': 32, 'matvec.*.rows': 2 }]) {
+  for (const [tune, want] of [
+    ['{"matvec": {"f32": {"wg": 32, "rows": 2}}}', /^wg32 rows2 /],
+    [{ 'matvec.f32.wg': 32, 'matvec.*.rows': 2 }, /^wg32 rows2 /],
+    [{ 'matvec.*.stage': 64 }, /^wg64 rows4 .* stage 64 /], // the staged weight tile (matvec.wgsl STAGE)
+  ]) {
     const g = await GpuModel.open(M, bytesSource(bytes), { nCtx: 64, tune });
     try {
       const v = g.variants();
       console.log(`# tune ${JSON.stringify(tune)}: matvec f32 ${v0.matvec.f32} -> ${v.matvec.f32}`);
-      assert.match(v.matvec.f32, /^wg32 rows2 /);
+      assert.match(v.matvec.f32, want);
       assert.equal(await g.decode([1, 403, 407, 261, 378]), id0, 'same greedy token with the overridden variant');
     } finally {
       g.free();

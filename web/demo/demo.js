@@ -178,7 +178,7 @@ async function generate(more = false) {
     demo.result = r;
     $('stats').textContent = `prompt ${r.promptTokens} tokens in ${r.promptMs.toFixed(0)} ms ` +
       `(${r.promptTokensPerSecond.toFixed(1)} tokens/s); generated ${r.tokens.length} tokens at ` +
-      `${r.tokensPerSecond.toFixed(1)} tokens/s; stopped: ${r.reason}; model load ${model.loadMs.toFixed(0)} ms`;
+      `${r.tokensPerSecond.toFixed(1)} tokens/s; ended by: ${r.reason}; model load ${model.loadMs.toFixed(0)} ms`;
     setState('done');
   } catch (e) {
     showError('Generation failed: ' + e.message);

@@ -65,7 +65,7 @@ static void test_variants(void) {
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_ERR_UNSUPPORTED && p == 0);
     CHECK(strstr(err, "shader-f16") != NULL);
     lw__gpu_matvec_variant d = lw__gpu_matvec_default(&ss, LW_TYPE_Q4_0);
-    CHECK(!d.f16 && d.subgroups && d.wg_size == 64);
+    CHECK(!d.f16 && d.subgroups && d.wg_size == 128);
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &d, &ss, &p, err) == LW_OK);
     ss.has_subgroups = false;
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &d, &ss, &p, err) == LW_ERR_UNSUPPORTED);

@@ -36,7 +36,7 @@
 typedef struct lw__gpu_model_params {
     uint32_t n_ctx;        /* KV cells; 0: the model's training context, at most 4096                    */
     uint32_t n_batch;      /* most tokens one step computes (the arena is planned for it); 0: 128        */
-    uint32_t submit_every; /* dispatches per command buffer (one compute pass each); 0: 256              */
+    uint32_t submit_every; /* dispatches per command buffer (one compute pass each); 0: 32               */
     uint32_t host_source;  /* host byte source holding the GGUF file (0: read through the model's
                               source and buffer_write: native tests only, passes through memory)        */
     int f16;               /* f16 kernel variants: -1 when the device has shader-f16, 0 no, 1 yes        */

@@ -44,14 +44,17 @@ export function blobSource(blob) {
 export async function urlSource(url, { headers = {} } = {}) {
   const href = String(new URL(url, globalThis.location ? globalThis.location.href : undefined));
   const probe = await fetch(href, { headers: { ...headers, Range: 'bytes=0-0' } });
-  if (!probe.ok) throw new Error(`${href}: HTTP ${probe.status} ${probe.statusText}`);
-  const range = probe.headers.get('Content-Range') || '';
-  await probe.arrayBuffer(); // drain (one byte)
-  const m = /\/(\d+)\s*$/.exec(range);
+  // a server that ignores Range answers 200 with the whole file: never read that body
+  const drop = (r) => { if (r.body) r.body.cancel().catch(() => {}); };
+  if (!probe.ok) { drop(probe); throw new Error(`${href}: HTTP ${probe.status} ${probe.statusText}`); }
   if (probe.status !== 206) {
+    drop(probe);
     throw new Error(`${href}: the server does not answer HTTP range requests (status ${probe.status}); ` +
       'download the file into OPFS instead (downloadToOpfs)');
   }
+  const range = probe.headers.get('Content-Range') || '';
+  await probe.arrayBuffer(); // drain (one byte)
+  const m = /\/(\d+)\s*$/.exec(range);
   let size = m ? Number(m[1]) : NaN;
   if (!m) {
     // a cross-origin server that does not expose Content-Range: the size from a HEAD's Content-Length
@@ -61,7 +64,7 @@ export async function urlSource(url, { headers = {} } = {}) {
   }
   const read = async (off, len) => {
     const r = await fetch(href, { headers: { ...headers, Range: `bytes=${off}-${off + len - 1}` } });
-    if (r.status !== 206) throw new Error(`${href}: range ${off}+${len}: HTTP ${r.status}`);
+    if (r.status !== 206) { drop(r); throw new Error(`${href}: range ${off}+${len}: HTTP ${r.status}`); }
     const b = new Uint8Array(await r.arrayBuffer());
     if (b.length !== len) throw new Error(`${href}: range ${off}+${len}: got ${b.length} bytes`);
     return b;

@@ -256,10 +256,26 @@ test('URL source over web/serve.mjs: range requests in bounded chunks; server ra
 
 test('errors: a server without ranges, a corrupt file; the module works afterwards; free() while generating', { skip, timeout: 60000 }, async () => {
   const bytes = readFileSync(stories);
-  const plain = createServer((req, res) => res.end(bytes)); // ignores Range: answers 200 with everything
+  // ignores Range: answers 200 with a 256 MiB body, which the client must not read
+  let sent = 0;
+  const closed = [];
+  const plain = createServer(async (req, res) => {
+    res.setHeader('Content-Length', 256 << 20);
+    const chunk = Buffer.alloc(64 << 10);
+    res.on('close', () => closed.push(sent));
+    while (sent < 256 << 20 && !res.destroyed) {
+      sent += chunk.length;
+      if (!res.write(chunk)) await new Promise((r) => { res.once('drain', r); res.once('close', r); });
+    }
+    res.end();
+  });
   await new Promise((r) => plain.listen(0, '127.0.0.1', r));
   try {
     await assert.rejects(urlSource(`http://127.0.0.1:${plain.address().port}/m.gguf`), /does not answer HTTP range requests/);
+    const t0 = Date.now();
+    while (!closed.length && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 20));
+    console.log(`# server without ranges: the client dropped the 200 body after ${(closed[0] / 1048576).toFixed(1)} MiB of 256`);
+    assert.ok(closed.length && closed[0] < 64 << 20, `the whole body was read (${closed[0]})`);
   } finally {
     plain.close();
     plain.closeAllConnections();

@@ -258,7 +258,7 @@ test('(c) stories260K: sampled decode is reproducible, keeps to the CPU chain\'s
       c.decode(fed);
       if (!keptSet(c.logits(g.nVocab), params).has(id)) outside++;
     });
-    const b = await generate(params, 32);
+    const b = await generate(params, 16);
     const d = await generate({ ...params, seed: 7 }, 16);
     // the options form of decode: setSampling when they change, one seeded sequence while they do not
     g.nPast = 0;
@@ -270,7 +270,7 @@ test('(c) stories260K: sampled decode is reproducible, keeps to the CPU chain\'s
     }
     console.log(`# (c) seed 42: Once upon a time${text(a)}`);
     console.log(`# (c) seed 7:  Once upon a time${text(d)}`);
-    assert.deepEqual(b, a, 'the same seed draws the same tokens');
+    assert.deepEqual(b, a.slice(0, 16), 'the same seed draws the same tokens');
     assert.deepEqual(viaOpts, a.slice(0, 16), 'decode(ids, params) = setSampling(params) + decode(ids, "sample")');
     assert.notDeepEqual(d, a.slice(0, 16), 'another seed draws other tokens');
     assert.ok(outside <= 1, `${outside} sampled tokens are outside the CPU chain's kept set`);

@@ -221,6 +221,16 @@ static uint32_t rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[
 /* Nodes from i are ROPE(Q), ROPE(K), (SCALE(Q),) KV_STORE(K rotated), KV_STORE(V) of one layer, the two ROPEs differ
  * only in their head count, the rotated K is read by its KV_STORE only, K and V are written before node i
  * (the fused call runs at node i) and the activation bindings are disjoint: then rope_qkv does all four. */
+/* Whether tensors a and b hold the same data: one tensor, or two references to one weight (the graph
+ * builders make a tensor per use of a weight, e.g. rope_freqs for both ROPEs). */
+static bool same_tensor(const lw__gpu_model *g, int32_t a, int32_t b) {
+    if (a == b) return true;
+    if (a < 0 || b < 0) return false;
+    const lw__tensor *x = &g->graph.t[a], *y = &g->graph.t[b];
+    return x->kind == LW_T_WEIGHT && y->kind == LW_T_WEIGHT && x->offset == y->offset && x->type == y->type &&
+           x->ne0 == y->ne0 && x->ne1 == y->ne1;
+}
+
 static bool rope_qkv_shape(const lw__gpu_model *g, int32_t i) {
     const lw__graph *gr = &g->graph;
     if (i + 3 >= gr->n_nodes) return false;
@@ -230,7 +240,7 @@ static bool rope_qkv_shape(const lw__gpu_model *g, int32_t i) {
     if (nd[0].op != LW_OP_ROPE || nd[1].op != LW_OP_ROPE || kv[0].op != LW_OP_KV_STORE || kv[1].op != LW_OP_KV_STORE)
         return false;
     if (kv[0].src[0] != nd[1].dst || kv[0].ip[1] != 0 || kv[1].ip[1] != 1 || kv[0].ip[0] != kv[1].ip[0]) return false;
-    if (nd[0].src[1] != nd[1].src[1] || memcmp(&nd[0].ip[1], &nd[1].ip[1], 3 * sizeof nd[0].ip[0]) ||
+    if (!same_tensor(g, nd[0].src[1], nd[1].src[1]) || memcmp(&nd[0].ip[1], &nd[1].ip[1], 3 * sizeof nd[0].ip[0]) ||
         memcmp(nd[0].fp, nd[1].fp, 6 * sizeof nd[0].fp[0]))
         return false;
     if (nd[0].dst < 0 || nd[1].dst < 0 || is_weight(g, nd[0].src[0]) || is_weight(g, nd[1].src[0]) ||

@@ -168,7 +168,9 @@ for (const [preset, type] of CASES) {
     const r = await agreement(file, [1, 5, 9, 200, 37], n, exact ? { kvF32: true, f16: 0 } : { kvF32: true });
     console.log(`# ${preset} ${type}: ${(100 * r.rate).toFixed(1)} % of ${n} greedy tokens agree, logits within ` +
       `${(100 * r.worst).toFixed(4)} % of their range; ${r.info.stepDispatches} dispatches per token`);
-    assert.ok(r.worst < (exact ? 1e-4 : quant ? 0.01 : 0.003), `logits differ by ${r.worst} of their range`);
+    // quantized: where other kernels use f16 arithmetic, an activation a hair away from an 8-bit rounding
+    // boundary can round to the neighbouring quant (up to ~1 % of the logits' range seen; with f32 arithmetic 1e-7)
+    assert.ok(r.worst < (exact ? 1e-4 : quant ? 0.02 : 0.003), `logits differ by ${r.worst} of their range`);
     assert.ok(r.rate >= (exact || quant || n >= 1000 ? 0.995 : 0.9), `agreement ${r.rate}`);
   });
 }

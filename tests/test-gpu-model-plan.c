@@ -160,7 +160,8 @@ static const lw_gpu_ops fake_ops = {f_info,     f_buffer_create, f_buffer_destro
  * ------------------------------------------------------------------------------------------------------- */
 
 /* Dispatches of a one-token step expected for a model: per block and outside the blocks. */
-static void run(const char *path, const char *what, uint64_t per_block, uint64_t outside, uint32_t bind_kib) {
+static void run(const char *path, const char *what, uint64_t per_block, uint64_t outside, uint32_t bind_kib,
+                const char *device, int glu_fold) {
     static fake f; /* large: not on the stack */
     memset(&f, 0, sizeof f);
     f.info.max_buffer_size = 1u << 30;
@@ -174,6 +175,7 @@ static void run(const char *path, const char *what, uint64_t per_block, uint64_t
     f.info.max_compute_workgroup_size_x = 256;
     f.info.max_compute_workgroups_per_dimension = 65535;
     f.info.has_subgroups = true;
+    snprintf(f.info.device, sizeof f.info.device, "%s", device);
     char err[LW_ERRMSG_SIZE];
     CHECK(lw_source_open_file(path, NULL, &f.src, err, sizeof err) == LW_OK);
     lw_model *m = NULL;
@@ -187,6 +189,7 @@ static void run(const char *path, const char *what, uint64_t per_block, uint64_t
     p.n_batch = 8;
     p.submit_every = 32;
     p.host_source = 1;
+    p.glu_fold = glu_fold;
     lw_gpu gpu = {&fake_ops, &f};
     lw_status st = m ? lw__gpu_model_create(gpu, m, &p, &g) : LW_ERR_INVALID_ARG;
     CHECK_MSG(st == LW_OK, "%s: %s", what, lw__gpu_model_error(g));
@@ -248,20 +251,28 @@ int main(void) {
         int biases, qk_norm, fused;
         uint64_t per_block, outside;
         uint32_t bind_kib; /* maxStorageBufferBindingSize */
-    } archs[] = {{"llama", LW_TYPE_F32, 0, 0, 0, 10, 9, 32}, {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5, 32},
-                 {"qwen2", LW_TYPE_Q8_0, 1, 0, 0, 8, 6, 32}, {"qwen3", LW_TYPE_F32, 0, 1, 0, 10, 9, 32},
-                 {"phi3", LW_TYPE_Q8_0, 0, 0, 1, 8, 5, 32},  {"gemma3", LW_TYPE_Q8_0, 0, 0, 0, 10, 6, 128}};
+        const char *device; /* the adapter's name                                     */
+        int glu_fold;       /* lw__gpu_model_params.glu_fold                          */
+    } archs[] = {{"llama", LW_TYPE_F32, 0, 0, 0, 10, 9, 32, "", -1},      {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5, 32, "", -1},
+                 {"qwen2", LW_TYPE_Q8_0, 1, 0, 0, 8, 6, 32, "", -1},      {"qwen3", LW_TYPE_F32, 0, 1, 0, 10, 9, 32, "", -1},
+                 {"phi3", LW_TYPE_Q8_0, 0, 0, 1, 8, 5, 32, "", -1},       {"gemma3", LW_TYPE_Q8_0, 0, 0, 0, 10, 6, 128, "", -1},
+                 /* the GLU folding off (asked, or by default on a CPU adapter): SWIGLU dispatches again */
+                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 9, 5, 32, "", 0},
+                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 9, 5, 32, "llvmpipe (LLVM 15.0.6, 256 bits)", -1},
+                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5, 32, "llvmpipe (LLVM 15.0.6, 256 bits)", 1}};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         char path[512], name[64], what[64];
         /* f32 embedding of 320 x 64 = 80 KiB over 32 KiB bindings: three pieces (gather and tied output) */
         synth_spec sp = {.n_vocab = 320, .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .n_ff = 96,
                          .wtype = archs[i].wtype, .tied = 1, .seed = 3 + i, .arch = archs[i].arch,
                          .biases = archs[i].biases, .qk_norm = archs[i].qk_norm, .fused = archs[i].fused};
-        snprintf(what, sizeof what, "%s %s", archs[i].arch, lw_type_get(archs[i].wtype)->name);
+        snprintf(what, sizeof what, "%s %s%s%s%s", archs[i].arch, lw_type_get(archs[i].wtype)->name,
+                 archs[i].device[0] ? " on " : "", archs[i].device,
+                 archs[i].glu_fold < 0 ? "" : archs[i].glu_fold ? ", glu_fold 1" : ", glu_fold 0");
         snprintf(name, sizeof name, "gpu-plan-%s-%s.gguf", archs[i].arch, lw_type_get(archs[i].wtype)->name);
         synth_path(path, sizeof path, name);
         CHECK(synth_write(path, &sp) == 0);
-        run(path, what, archs[i].per_block, archs[i].outside, archs[i].bind_kib);
+        run(path, what, archs[i].per_block, archs[i].outside, archs[i].bind_kib, archs[i].device, archs[i].glu_fold);
     }
     return test_summary("test-gpu-model-plan");
 }

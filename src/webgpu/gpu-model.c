@@ -12,6 +12,7 @@ lw__gpu_model_params lw__gpu_model_default_params(void) {
     p.f16 = -1;
     p.subgroups = -1;
     p.kv_type = LW_TYPE_F16;
+    p.glu_fold = -1;
     return p;
 }
 
@@ -460,6 +461,7 @@ static lw_status create(lw__gpu_model *g) {
     if ((st = g->inner.ops->info(g->inner.ctx, &g->info)) != LW_OK) return lw__errorf(g->err, st, "no device info");
     g->f16 = g->p.f16 < 0 ? g->info.has_f16 : g->p.f16 != 0;
     g->subgroups = g->p.subgroups < 0 ? g->info.has_subgroups : g->p.subgroups != 0;
+    g->glu_fold = g->p.glu_fold < 0 ? !lw__gm_cpu_adapter(&g->info) : g->p.glu_fold != 0;
     if ((g->f16 && !g->info.has_f16) || (g->subgroups && !g->info.has_subgroups))
         return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "the device lacks %s", g->f16 && !g->info.has_f16 ? "shader-f16" : "subgroups");
     /* 32: the GPU starts on a step's first dispatches while the rest are recorded (H200, llama-3.2-1b shape

@@ -46,6 +46,10 @@ typedef struct lw__gpu_model_params {
                               NULL: the measured defaults                                            */
     int raw_acts;          /* 1: mat-vecs take f32 activations; 0 (default): rounded as the CPU engine
                               rounds them for each weight format (shaders/actq.wgsl), for its results  */
+    int glu_fold;          /* the FFN's GLU in the down mat-vec's x loads (X_GLU, one dispatch less per
+                              block in one-token steps, every workgroup recomputing it): 1 on, 0 off,
+                              -1 (default) on but for CPU adapters (llvmpipe, SwiftShader), where the
+                              recomputation costs more than the dispatch (lavapipe: 17 -> 11 tokens/s)  */
 } lw__gpu_model_params;
 
 lw__gpu_model_params lw__gpu_model_default_params(void);

@@ -247,7 +247,7 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
 
     // 3. in the worker: a URL given in the query string: read by HTTP range requests, generation started at load
     let t0 = Date.now();
-    await page.send('Page.navigate', { url: demoUrl + '?model=/models/stories260K.gguf&prompt=Once%20upon%20a%20time&n=12&autorun=1' });
+    await page.send('Page.navigate', { url: demoUrl + '?model=/models/stories260K.gguf&prompt=Once%20upon%20a%20time&n=8&autorun=1' });
     assert.equal(await waitState(page, ['done', 'error', 'no-webgpu'], 45000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
     const adapter = await page.evaluate('window.lwDemo.adapter');
     console.log(`# adapter: ${JSON.stringify(adapter)}`);
@@ -278,7 +278,7 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
     await page.send('DOM.setFileInputFiles', { nodeId, files: [stories] });
     assert.equal(await waitState(page, ['loaded', 'error'], 30000), 'loaded', failInfo() + await page.evaluate('window.lwDemo.error'));
     assert.match(await page.evaluate('document.getElementById("model-info").textContent'), /^stories260K\.gguf: llama, 5 blocks/);
-    await page.evaluate('document.getElementById("n").value = "16"; document.getElementById("prompt").value = "Once upon a time"; ' +
+    await page.evaluate('document.getElementById("n").value = "10"; document.getElementById("prompt").value = "Once upon a time"; ' +
       'document.getElementById("go").click()');
     assert.equal(await waitState(page, ['done', 'error'], 30000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
     const shown = await page.evaluate('document.getElementById("out-gen").textContent');
@@ -288,25 +288,25 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
       `prompt ${r.promptTokens} tokens ${r.promptMs.toFixed(0)} ms; load ${(await page.evaluate('window.lwDemo.loadMs')).toFixed(0)} ms)`);
     assert.ok(shown.startsWith(EXPECTED), `generated text: ${JSON.stringify(shown)}`);
     assert.equal(shown, r.text);
-    assert.equal(r.tokens.length, 16);
-    assert.equal(pieces, 16, 'one onToken call per token');
+    assert.equal(r.tokens.length, 10);
+    assert.equal(pieces, 10, 'one onToken call per token');
     assert.equal(r.promptTokens, 5); // BOS + "Once upon a time", as llama.cpp: [1, 403, 407, 261, 378]
     assert.match(await page.evaluate('document.getElementById("stats").textContent'), /tokens\/s.*model load \d+ ms/);
     assert.equal(ranges.length, nRanges, 'the File path made no HTTP requests for the model');
-    // Continue: 8 more tokens from where the text stopped, appended
-    await page.evaluate('document.getElementById("n").value = "8"; document.getElementById("more").click()');
+    // Continue: 4 more tokens from where the text stopped, appended
+    await page.evaluate('document.getElementById("n").value = "4"; document.getElementById("more").click()');
     assert.equal(await waitState(page, ['done', 'error'], 30000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
     const more = await page.evaluate('document.getElementById("out-gen").textContent');
     const rm = await page.evaluate('window.lwDemo.result');
     console.log(`# continue: "${more.slice(shown.length)}" appended (${rm.tokens.length} tokens, prompt ${rm.promptTokens})`);
     assert.ok(more.startsWith(shown) && more.length > shown.length, JSON.stringify(more));
-    assert.equal(rm.tokens.length, 8);
+    assert.equal(rm.tokens.length, 4);
     assert.equal(rm.promptTokens, 1); // only the last token of the previous text
     // sampling (where the build draws tokens on the GPU): the same seed twice gives the same text
     if (await page.evaluate('window.lwDemo.canSample')) {
       const texts = [];
       for (let i = 0; i < 2; i++) {
-        await page.evaluate('document.getElementById("n").value = "8"; document.getElementById("temp").value = "1"; ' +
+        await page.evaluate('document.getElementById("n").value = "5"; document.getElementById("temp").value = "1"; ' +
           'document.getElementById("seed").value = "1234"; document.getElementById("go").click()');
         assert.equal(await waitState(page, ['done', 'error'], 30000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
         texts.push(await page.evaluate('document.getElementById("out-gen").textContent'));
@@ -327,7 +327,7 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
     console.log(`# stop: after ${rs.tokens.length} tokens (${rs.reason})`);
     assert.equal(rs.reason, 'stopped');
     assert.ok(rs.tokens.length < 100, String(rs.tokens.length));
-    await page.evaluate('document.getElementById("n").value = "8"');
+    await page.evaluate('document.getElementById("n").value = "6"');
     // drag-and-drop: the same file dropped on the page's drop zone (Input.dispatchDragEvent, as a user's drag)
     const box = await page.evaluate('(() => { const r = document.getElementById("drop").getBoundingClientRect(); ' +
       'return { x: r.x + r.width / 2, y: r.y + r.height / 2 }; })()');
@@ -355,7 +355,7 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
     assert.equal(await waitState(page, ['done', 'error'], 30000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
     const shown3 = await page.evaluate('document.getElementById("out-gen").textContent');
     console.log(`# OPFS: "${shown3}" (saved, opened and generated in ${Date.now() - t0} ms)`);
-    assert.ok(shown3.startsWith(', there was a little girl'), `generated text: ${JSON.stringify(shown3)}`);
+    assert.ok(shown3.startsWith(', there was a little'), `generated text: ${JSON.stringify(shown3)}`);
 
     // 6. (LW_TEST_SLOW=1) a chat model: the prompt goes through its template as a user message
     if (chatModel) {

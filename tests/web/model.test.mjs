@@ -151,7 +151,8 @@ test('decoding creates no GPU objects after the first step (invariant 2)', { ski
 // The mat-vec and mat-mat kernels round activations as the CPU engine does for each weight format (8-bit
 // blocks for quantized weights, f16 for F16: shaders/actq.wgsl), so quantized models agree to float rounding
 // too (before that rounding: q4_0 98.2 %, q8_0 99.3 % over 1000 tokens, logits ~2 % of their range apart).
-// With f16 arithmetic (where the device offers it) other kernels round more, so near-ties may go either way.
+// Other kernels (norms, attention) still sum in their own orders, so now and then an activation lands on the
+// other side of an 8-bit rounding boundary and a near-tie goes the other way (tiny-phi3 q8_0: 99.5 %).
 // LW_TEST_SLOW=1: every architecture in f32/f16/q8_0/q4_0 and every file type on `tiny`, 1000 tokens each
 // (LW_AGREE_TOKENS overrides).
 const SLOW = !!process.env.LW_TEST_SLOW;
@@ -168,8 +169,9 @@ for (const [preset, type] of CASES) {
     const r = await agreement(file, [1, 5, 9, 200, 37], n, exact ? { kvF32: true, f16: 0 } : { kvF32: true });
     console.log(`# ${preset} ${type}: ${(100 * r.rate).toFixed(1)} % of ${n} greedy tokens agree, logits within ` +
       `${(100 * r.worst).toFixed(4)} % of their range; ${r.info.stepDispatches} dispatches per token`);
-    // quantized: where other kernels use f16 arithmetic, an activation a hair away from an 8-bit rounding
-    // boundary can round to the neighbouring quant (up to ~1 % of the logits' range seen; with f32 arithmetic 1e-7)
+    // quantized: the GPU's norms and attention sum in other orders than the CPU, so once in a while an
+    // activation within an ulp of an 8-bit rounding boundary rounds to the neighbouring quant and that
+    // step's logits move by up to ~1.3 % of their range (1000 tokens, every architecture); otherwise 1e-7
     assert.ok(r.worst < (exact ? 1e-4 : quant ? 0.02 : 0.003), `logits differ by ${r.worst} of their range`);
     assert.ok(r.rate >= (exact || quant || n >= 1000 ? 0.995 : 0.9), `agreement ${r.rate}`);
   });

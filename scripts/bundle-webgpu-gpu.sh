@@ -7,7 +7,8 @@
 # There, from a copy of the repository with build/gpu-bundle beside it:  bash build/gpu-bundle/run.sh
 # STEPS picks what runs (default "test bench"): test = every Node WebGPU test of tests/web; bench = the
 # mat-vec GB/s benchmark (tests/web/bench-matvec.mjs); models = `llamaweb synth` of the llama-3.2-1b shape in
-# each of $MODELS (default "q4_0 q4_k_m q8_0"; 32000-token vocab as TOOLCHAIN.md's anchors), then
+# each of $MODELS (default "q4_0 q4_k_m q8_0"; PRESET:TYPE for another preset; 32000-token vocab as
+# TOOLCHAIN.md's anchors), then
 # `node web/cli.mjs bench -p 512 -n 128` on each, once per entry of $SUBMITS (dispatches per command buffer,
 # default 256) and of $TUNES (';'-separated tune JSON strings, default none). TESTS picks the test files
 # (default tests/web/*.test.mjs); BENCH_TYPES the formats of the mat-vec benchmark. Logs also under $OUT.
@@ -57,10 +58,11 @@ for step in ${STEPS:-test bench}; do
       grep -v artificially | tee $OUT/bench.log ;;
   models)
     xz -dc $B/llamaweb.xz >$T/llamaweb && chmod +x $T/llamaweb
-    for t in ${MODELS:-q4_0 q4_k_m q8_0}; do
+    for pt in ${MODELS:-q4_0 q4_k_m q8_0}; do # TYPE or PRESET:TYPE (default preset llama-3.2-1b)
+      t=${pt#*:}; pr=llama-3.2-1b; [ "$pt" != "$t" ] && pr=${pt%%:*}
       s0=$(date +%s)
-      $T/llamaweb synth --preset llama-3.2-1b --type $t --vocab builtin --vocab-size 32000 -o $T/m-$t.gguf >/dev/null || continue
-      echo "synth $t: $(($(date +%s) - s0)) s, $(stat -c %s $T/m-$t.gguf) bytes"
+      $T/llamaweb synth --preset $pr --type $t --vocab builtin --vocab-size 32000 -o $T/m-$t.gguf >/dev/null || continue
+      echo "synth $pr $t: $(($(date +%s) - s0)) s, $(stat -c %s $T/m-$t.gguf) bytes"
       IFS=';' read -ra tunes <<<"${TUNES:-}"
       [ ${#tunes[@]} -eq 0 ] && tunes=("")
       for se in ${SUBMITS:-256}; do

@@ -55,6 +55,29 @@ fn actq_scale(xb: u32) -> vec2<f32> {
 #endif
 }
 
+#if ACTQ == 1
+// Q8_1 (the activations of Q4_1 and Q5_1): the CPU multiplies each weight block's minimum m by the block sum
+// it stores, s = fp16(d * sum(q)) with d = amax / 127 unrounded, where sum over the rounded x gives
+// fp16(d) * sum(q). Returns the difference, which the kernel adds times m to match the CPU.
+fn actq_min_corr(xb: u32) -> f32 {
+    var m = vec4<f32>(0.0);
+    for (var i = 0u; i < ACT_BLOCK / 4u; i++) {
+        m = max(m, abs(actq_x(xb + i)));
+    }
+    let amax = max(max(m.x, m.y), max(m.z, m.w));
+    if (amax == 0.0f) {
+        return 0.0f;
+    }
+    let id = div_rn(127.0f, amax);
+    let d = div_rn(amax, 127.0f);
+    var sum = 0.0f;
+    for (var i = 0u; i < ACT_BLOCK / 4u; i++) {
+        sum += dot(clamp(round(actq_x(xb + i) * id), vec4<f32>(-128.0), vec4<f32>(127.0)), vec4<f32>(1.0));
+    }
+    return f16_round(d * sum) - f16_round(d) * sum;
+}
+#endif
+
 fn actq_apply(v: vec4<f32>, s: vec2<f32>) -> vec4<f32> {
     return clamp(round(v * s.x), vec4<f32>(-128.0), vec4<f32>(127.0)) * s.y;
 }

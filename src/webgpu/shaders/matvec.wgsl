@@ -52,6 +52,12 @@
 #if STAGE
 #define W_TILE 1
 #endif
+// Q4_1 / Q5_1 with Q8_1 activations: the weight minimum times the CPU's rounded block sum (actq_min_corr)
+#if ACTQ == 1 && (WEIGHT_TYPE == TYPE_Q4_1 || WEIGHT_TYPE == TYPE_Q5_1)
+#define ACT_MIN 1
+#else
+#define ACT_MIN 0
+#endif
 #ifndef X_GLU
 #define X_GLU 0
 #endif
@@ -130,6 +136,20 @@ var<private> act_blk0: u32;                                          // first bl
 var<private> act_sc: array<vec2<f32>, DQ_BLOCK / ACT_BLOCK>; // scales of the current block's x blocks
 const act_blk0: u32 = 0u;
 #endif
+#if ACT_MIN && STAGE
+var<workgroup> act_mc: array<f32, NB>; // actq_min_corr of the step's blocks (Q8_1: one x block per block)
+#elif ACT_MIN
+var<private> act_mc: f32;              // actq_min_corr of the current block
+#endif
+#if ACT_MIN
+fn act_min_of(blk: u32) -> f32 {
+#if STAGE
+    return act_mc[blk - act_blk0];
+#else
+    return act_mc;
+#endif
+}
+#endif
 
 // The 4 elements of x at element `at` of block blk, rounded as the CPU rounds them (ACTQ).
 fn x_at(blk: u32, at: u32) -> vec4<f32> {
@@ -169,11 +189,17 @@ fn add_chunk(blk: u32, c: u32, row0: u32, blk0: u32, acc: ptr<function, array<f3
         let row = min(row0 + r, params.rows - 1u);
 #if STAGE
         let start = params.w_offset + row * params.row_stride + blk0 * DQ_BYTES;
-        let q = dq_chunk(r * TW * 4u + (start & 3u) + (blk - blk0) * DQ_BYTES, c);
+        let bb = r * TW * 4u + (start & 3u) + (blk - blk0) * DQ_BYTES;
 #else
-        let q = dq_chunk(params.w_offset + row * params.row_stride + blk * DQ_BYTES, c);
+        let bb = params.w_offset + row * params.row_stride + blk * DQ_BYTES;
 #endif
+        let q = dq_chunk(bb, c);
         (*acc)[r] += f32(dot(q.lo, xlo) + dot(q.hi, xhi));
+#if ACT_MIN
+        if (c == 0u) {
+            (*acc)[r] += w_f16(bb + 2u) * act_min_of(blk); // the block's m (after d) times the sum's rounding
+        }
+#endif
     }
 }
 
@@ -205,6 +231,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         for (var i = lid; i < nb * (DQ_BLOCK / ACT_BLOCK); i += WG_SIZE) {
             act_sc[i] = actq_scale(params.x_offset + (blk0 * DQ_BLOCK + i * ACT_BLOCK) / 4u);
         }
+#if ACT_MIN
+        for (var i = lid; i < nb; i += WG_SIZE) {
+            act_mc[i] = actq_min_corr(params.x_offset + ((blk0 + i) * DQ_BLOCK) / 4u);
+        }
+#endif
 #endif
         workgroupBarrier();
         for (var t = lid; t < nb * DQ_CHUNKS; t += WG_SIZE) {
@@ -218,6 +249,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         for (var s = 0u; s < DQ_BLOCK / ACT_BLOCK; s++) {
             act_sc[s] = actq_scale(params.x_offset + (blk * DQ_BLOCK + s * ACT_BLOCK) / 4u);
         }
+#if ACT_MIN
+        act_mc = actq_min_corr(params.x_offset + (blk * DQ_BLOCK) / 4u);
+#endif
 #endif
         for (var c = 0u; c < DQ_CHUNKS; c++) {
             add_chunk(blk, c, row0, 0u, &acc);

@@ -136,23 +136,6 @@ static bool match_bias(const lw__gpu_model *g, const gm_fusion *p, gm_fusion *f)
     return true;
 }
 
-/* Whether s contains w, ignoring ASCII case. */
-static bool has_word(const char *s, const char *w) {
-    for (; *s; s++) {
-        size_t k = 0;
-        while (w[k] && s[k] && (s[k] | 32) == (w[k] | 32)) k++;
-        if (!w[k]) return true;
-    }
-    return false;
-}
-
-bool lw__gm_cpu_adapter(const lw_gpu_info *i) {
-    const char *names[4] = {i->vendor, i->architecture, i->device, i->description};
-    for (int k = 0; k < 4; k++)
-        if (has_word(names[k], "llvmpipe") || has_word(names[k], "swiftshader")) return true;
-    return false;
-}
-
 /* (lw__gm_glu_source: gpu-model-impl.h.) */
 int32_t lw__gm_glu_source(const lw__gpu_model *g, int32_t d) {
     const lw__graph *gr = &g->graph;

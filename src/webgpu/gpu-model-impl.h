@@ -177,8 +177,6 @@ lw_gpu_bind lw__gm_piece(const lw__gpu_model *g, int32_t i);
  * GM_FUSE_DONE). Call after the graph is built, g->loc (g->graph.cap_t entries) and g->nodes exist, and
  * before any planning. */
 lw_status lw__gm_plan_fusions(lw__gpu_model *g);
-/* Whether the adapter runs on the CPU (llvmpipe, SwiftShader: its names say so). */
-bool lw__gm_cpu_adapter(const lw_gpu_info *i);
 /* The GLU node (SWIGLU/GEGLU) whose gated activation MUL_MAT node d can compute in its mat-vec's x loads
  * (X_GLU) instead of reading it: d's input is that node's output, read by d only, and the GLU's inputs
  * are the gate and up parts (in that order) of one fused output; -1 when none. Planning gives d's output

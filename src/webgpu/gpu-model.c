@@ -2,6 +2,7 @@
  * and bind groups) and the step loop (record, submit every N dispatches, read back the sampled id). What
  * each graph op dispatches lives in gpu-model-ops.c. See gpu-model.h. */
 #include "webgpu/gpu-model-impl.h"
+#include "webgpu/gpu-tune.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -461,12 +462,13 @@ static lw_status create(lw__gpu_model *g) {
     if ((st = g->inner.ops->info(g->inner.ctx, &g->info)) != LW_OK) return lw__errorf(g->err, st, "no device info");
     g->f16 = g->p.f16 < 0 ? g->info.has_f16 : g->p.f16 != 0;
     g->subgroups = g->p.subgroups < 0 ? g->info.has_subgroups : g->p.subgroups != 0;
-    g->glu_fold = g->p.glu_fold < 0 ? !lw__gm_cpu_adapter(&g->info) : g->p.glu_fold != 0;
+    g->glu_fold = g->p.glu_fold < 0 ? !lw__gpu_cpu_adapter(&g->info) : g->p.glu_fold != 0;
     if ((g->f16 && !g->info.has_f16) || (g->subgroups && !g->info.has_subgroups))
         return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "the device lacks %s", g->f16 && !g->info.has_f16 ? "shader-f16" : "subgroups");
-    /* 32: the GPU starts on a step's first dispatches while the rest are recorded (H200, llama-3.2-1b shape
-     * tg128: Q4_0 180.6 -> 204.9 tok/s, Q4_K_M 82.9 -> 89.1, Q8_0 188.5 -> 215.3 against 256) */
-    if (!g->p.submit_every) g->p.submit_every = 32;
+    /* GPUs: 32, so the GPU starts on a step's first dispatches while the rest are recorded (H200,
+     * llama-3.2-1b shape tg128: Q4_0 180.6 -> 204.9 tok/s, Q4_K_M 82.9 -> 89.1, Q8_0 188.5 -> 215.3 against
+     * 256); CPU adapters run a command buffer on the recording thread's cores anyway: 256 */
+    if (!g->p.submit_every) g->p.submit_every = lw__gpu_cpu_adapter(&g->info) ? 256 : 32;
     g->n_ctx = g->p.n_ctx ? g->p.n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
     if (g->n_ctx == 0 || g->n_ctx > (1u << 24)) return lw__errorf(g->err, LW_ERR_INVALID_ARG, "bad n_ctx %u", g->n_ctx);
     g->n_batch = g->p.n_batch ? g->p.n_batch : 128;

@@ -17,7 +17,8 @@
 /* On the H200 (Dawn, 8192 x 8192, activations rounded as the model runs them; tests/web/bench-matvec.mjs),
  * 128 invocations for 4 rows of whole blocks gave F32 2773, F16 1736, Q8_0 800, Q4_0 691, Q4_K 379 GB/s:
  * best or within 25 % of the best per format (64 x 4: 20-45 % slower), so 128 is the default. The staged
- * variant ("stage") lost on every format there but Q6_K (361 against 215 GB/s with 1024 words, 2 rows). */
+ * variant ("stage") lost on every format there but Q6_K (361 against 215 GB/s with 1024 words, 2 rows).
+ * CPU adapters (llvmpipe, SwiftShader) keep 64, what lavapipe measured best. */
 static const int32_t matvec_defaults[LW_GPU_TUNE_MV_KEYS] = {
     [LW_GPU_TUNE_MV_WG] = 128, [LW_GPU_TUNE_MV_ROWS] = 4, [LW_GPU_TUNE_MV_BLOCKS] = 1,
     [LW_GPU_TUNE_MV_F16] = 0, [LW_GPU_TUNE_MV_SG] = 1,
@@ -331,9 +332,28 @@ static int32_t pick(const lw__gpu_tune *t, int fam, uint32_t type, int k, int32_
     return def;
 }
 
+/* Whether s contains w, ignoring ASCII case. */
+static bool has_word(const char *s, const char *w) {
+    for (; *s; s++) {
+        size_t k = 0;
+        while (w[k] && s[k] && (s[k] | 32) == (w[k] | 32)) k++;
+        if (!w[k]) return true;
+    }
+    return false;
+}
+
+bool lw__gpu_cpu_adapter(const lw_gpu_info *i) {
+    const char *names[4] = {i->vendor, i->architecture, i->device, i->description};
+    for (int k = 0; k < 4; k++)
+        if (has_word(names[k], "llvmpipe") || has_word(names[k], "swiftshader")) return true;
+    return false;
+}
+
 lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type) {
-    int32_t v[LW_GPU_TUNE_MV_KEYS];
-    for (int k = 0; k < LW_GPU_TUNE_MV_KEYS; k++) v[k] = pick(t, 0, type, k, matvec_defaults[k]);
+    int32_t v[LW_GPU_TUNE_MV_KEYS], def[LW_GPU_TUNE_MV_KEYS];
+    memcpy(def, matvec_defaults, sizeof def);
+    if (lw__gpu_cpu_adapter(info)) def[LW_GPU_TUNE_MV_WG] = 64; /* lavapipe's measurement (above) */
+    for (int k = 0; k < LW_GPU_TUNE_MV_KEYS; k++) v[k] = pick(t, 0, type, k, def[k]);
     lw__gpu_matvec_variant r;
     memset(&r, 0, sizeof r); /* by field name: fields this file does not tune (added later) start at 0 */
     r.type = type;

@@ -68,6 +68,9 @@ lw_status lw__gpu_tune_json(lw__gpu_tune *t, const char *json, size_t len, char 
  * included). Returns the length, or -1 when cap is too small. */
 int lw__gpu_tune_to_json(const lw__gpu_tune *t, char *dst, size_t cap);
 
+/* Whether the adapter runs on the CPU (llvmpipe, SwiftShader: its names say so): some defaults differ. */
+bool lw__gpu_cpu_adapter(const lw_gpu_info *i);
+
 /* The mat-vec variant for type on this device: measured default, overridden by t (may be NULL), fitted to
  * the device. lw__gpu_matvec_default(info, type) is this with t = NULL. */
 lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type);

@@ -30,7 +30,7 @@ run_on() { # name icd-file [test files...]
     return
   fi
   echo "test-webgpu: $name ($icd)"
-  VK_ICD_FILENAMES=$icd timeout 600 node --test --test-reporter=tap "$@" >"$log" 2>&1
+  VK_ICD_FILENAMES=$icd timeout 1200 node --test --test-reporter=tap "$@" >"$log" 2>&1
   local rc=$?
   grep -E '^# \\# |^not ok|^# (tests|pass|fail|skipped) ' "$log" | sed 's/^# \\# /  /; s/^/  /'
   local p f

@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setup, repoRoot } from '../../web/lw-node.mjs';
-import { GpuModel, CpuModel, bytesSource } from '../../web/lw-model.mjs';
+import { agreement } from './agreement.mjs';
 import { TYPES, BOUND, kFor, actqOf } from './matvec-check.mjs';
 
 const ctx = await setup();
@@ -93,34 +93,10 @@ async function agree(preset, type, extra, n, opts = {}) {
   try {
     const file = path.join(tmp, 'm.gguf');
     execFileSync(cli, ['synth', '--preset', preset, '--type', type, ...extra, '--vocab', 'builtin', '-o', file]);
-    const bytes = readFileSync(file), prompt = [1, 5, 9, 200, 37];
-    const g = await GpuModel.open(M, bytesSource(bytes), { nCtx: 64, kvF32: true, ...opts });
-    const c = CpuModel.open(M, bytes, 64, true);
-    try {
-      let gr = await g.decode(prompt, 'logits'), cNext = c.decode(prompt), same = 0, worst = 0;
-      for (let i = 0; i < n; i++) {
-        if (gr.id === cNext) same++;
-        const cl = c.logits(g.nVocab);
-        let lo = Infinity, hi = -Infinity, d = 0;
-        for (let j = 0; j < cl.length; j++) {
-          lo = Math.min(lo, cl[j]);
-          hi = Math.max(hi, cl[j]);
-          d = Math.max(d, Math.abs(cl[j] - gr.logits[j]));
-        }
-        worst = Math.max(worst, d / (hi - lo));
-        if (i + 1 < n) {
-          gr = await g.decode([cNext], 'logits');
-          cNext = c.decode([cNext]);
-        }
-      }
-      const info = g.info();
-      console.log(`# ${preset} ${type}: ${same} of ${n} greedy tokens agree, logits within ${(100 * worst).toFixed(5)} % ` +
-        `of their range; ${info.stepDispatches} dispatches per token (${info.n_layer} blocks)`);
-      return { rate: same / n, worst, steps: info.stepDispatches };
-    } finally {
-      g.free();
-      c.free();
-    }
+    const r = await agreement(M, readFileSync(file), [1, 5, 9, 200, 37], n, { nCtx: 64, kvF32: true, ...opts });
+    console.log(`# ${preset} ${type}: ${Math.round(r.rate * n)} of ${n} greedy tokens agree, logits within ` +
+      `${(100 * r.worst).toFixed(5)} % of their range; ${r.info.stepDispatches} dispatches per token (${r.info.n_layer} blocks)`);
+    return { rate: r.rate, worst: r.worst, steps: r.info.stepDispatches };
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }

@@ -10,7 +10,8 @@ import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import { setup, repoRoot } from '../../web/lw-node.mjs';
-import { GpuModel, CpuModel, fileSource, bytesSource } from '../../web/lw-model.mjs';
+import { GpuModel, CpuModel, fileSource } from '../../web/lw-model.mjs';
+import { agreement as agreementOf } from './agreement.mjs';
 
 const ctx = await setup();
 const skip = ctx.skip || false;
@@ -44,37 +45,8 @@ function synth(preset, type, extra = []) {
   return out;
 }
 
-// Greedy generation of n tokens after prompt ids on the GPU and on the CPU, step by step with the CPU's own
-// choices fed to both (teacher forcing: one divergence does not cascade). Returns the share of steps where
-// the GPU argmax equals the CPU's greedy id, and the largest logit difference relative to the logits' range.
-async function agreement(file, prompt, n, opts = {}) {
-  const bytes = readFileSync(file);
-  const g = await GpuModel.open(M, bytesSource(bytes), { nCtx: prompt.length + n + 8, ...opts });
-  const c = CpuModel.open(M, bytes, prompt.length + n + 8, !!opts.kvF32);
-  try {
-    let gr = await g.decode(prompt, 'logits'), cNext = c.decode(prompt);
-    let same = 0, worst = 0;
-    for (let i = 0; i < n; i++) {
-      if (gr.id === cNext) same++;
-      const cl = c.logits(g.nVocab);
-      let lo = Infinity, hi = -Infinity, d = 0;
-      for (let j = 0; j < cl.length; j++) {
-        lo = Math.min(lo, cl[j]);
-        hi = Math.max(hi, cl[j]);
-        d = Math.max(d, Math.abs(cl[j] - gr.logits[j]));
-      }
-      worst = Math.max(worst, d / (hi - lo));
-      if (i + 1 < n) {
-        gr = await g.decode([cNext], 'logits');
-        cNext = c.decode([cNext]);
-      }
-    }
-    return { rate: same / n, worst, info: g.info() };
-  } finally {
-    g.free();
-    c.free();
-  }
-}
+// Greedy agreement of file's model on the GPU and the CPU (agreement.mjs).
+const agreement = (file, prompt, n, opts = {}) => agreementOf(M, readFileSync(file), prompt, n, opts);
 
 test('stories260K: the same greedy text as the CPU engine (and llama.cpp)', { skip: skip || (!existsSync(stories) && 'no ../shared') }, async () => {
   const c0 = { ...M.lwGpu.counters };

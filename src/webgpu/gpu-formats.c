@@ -41,3 +41,7 @@ const lw__gpu_format *lw__gpu_format_of(uint32_t type) {
         if (formats[i].type == type) return &formats[i];
     return NULL;
 }
+
+uint32_t lw__gpu_actq_block(uint32_t actq) {
+    return actq == LW_GPU_ACTQ_Q8_0 ? 32 : actq == LW_GPU_ACTQ_Q8_K ? 256 : 0;
+}

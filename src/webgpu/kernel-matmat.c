@@ -14,8 +14,9 @@ uint32_t lw__gpu_matmat_wg_size(const lw__gpu_matmat_variant *v) {
 /* Blocks of 8-bit activation scales a K step keeps per token (matmat.wgsl SB), and scales per block. */
 static uint64_t actq_scales(const lw__gpu_matmat_variant *v) {
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
-    if (!f || (v->actq != LW_GPU_ACTQ_Q8_0 && v->actq != LW_GPU_ACTQ_Q8_K)) return 0;
-    const uint64_t chunks = f->block / 8, ck = v->tk / 8, sub = f->block / (v->actq == LW_GPU_ACTQ_Q8_0 ? 32 : 256);
+    const uint32_t ab = lw__gpu_actq_block(v->actq);
+    if (!f || !ab) return 0;
+    const uint64_t chunks = f->block / 8, ck = v->tk / 8, sub = f->block / ab;
     return ((ck + chunks - 1) / chunks + 1) * (sub ? sub : 1);
 }
 
@@ -29,7 +30,7 @@ uint64_t lw__gpu_matmat_wg_bytes(const lw__gpu_matmat_variant *v) {
 void lw__gpu_matmat_round_acts(lw__gpu_matmat_variant *v) {
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     v->actq = f ? f->actq : LW_GPU_ACTQ_NONE;
-    if (v->actq == LW_GPU_ACTQ_Q8_0 || v->actq == LW_GPU_ACTQ_Q8_K) v->f16 = false; /* q * d is not an f16 */
+    if (lw__gpu_actq_block(v->actq)) v->f16 = false; /* q * d is not an f16 */
 }
 
 lw__gpu_matmat_variant lw__gpu_matmat_default(const lw_gpu_info *info, uint32_t type) {
@@ -48,8 +49,8 @@ lw_status lw__gpu_matmat_check(const lw_gpu_info *info, const lw__gpu_matmat_var
                           "matmat: tiles %ux%ux%u with %ux%u per invocation break the template's rules",
                           v->tm, v->tn, v->tk, v->rm, v->rn);
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
-    const bool q8 = v->actq == LW_GPU_ACTQ_Q8_0 || v->actq == LW_GPU_ACTQ_Q8_K;
-    if (v->actq > LW_GPU_ACTQ_BF16 || (q8 && (v->f16 || f->block % (v->actq == LW_GPU_ACTQ_Q8_0 ? 32 : 256))))
+    const uint32_t ab = lw__gpu_actq_block(v->actq);
+    if (v->actq > LW_GPU_ACTQ_BF16 || (ab && (v->f16 || f->block % ab)))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "matmat: activation rounding %u needs blocks of a multiple of its size and f32 tiles",
                           v->actq);

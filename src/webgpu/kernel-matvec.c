@@ -23,7 +23,7 @@ lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t 
 void lw__gpu_matvec_round_acts(lw__gpu_matvec_variant *v) {
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     v->actq = f ? f->actq : LW_GPU_ACTQ_NONE;
-    if (v->actq == LW_GPU_ACTQ_Q8_0 || v->actq == LW_GPU_ACTQ_Q8_K) {
+    if (lw__gpu_actq_block(v->actq)) {
         /* a block's activation scale is computed by the invocation that takes the block, or per K step */
         if (!v->stage) v->blocks = true;
         v->f16 = false; /* q * d of an 8-bit activation is not an f16 value */
@@ -58,9 +58,8 @@ static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "matvec: %u rows per workgroup of %u do not suit this device", v->rows, v->wg_size);
 
-    const bool q8 = v->actq == LW_GPU_ACTQ_Q8_0 || v->actq == LW_GPU_ACTQ_Q8_K;
-    if (v->actq > LW_GPU_ACTQ_BF16 ||
-        (q8 && ((!v->blocks && !v->stage) || v->f16 || f->block % (v->actq == LW_GPU_ACTQ_Q8_0 ? 32 : 256))))
+    const uint32_t ab = lw__gpu_actq_block(v->actq);
+    if (v->actq > LW_GPU_ACTQ_BF16 || (ab && ((!v->blocks && !v->stage) || v->f16 || f->block % ab)))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "matvec: activation rounding %u needs whole blocks of a multiple of its size and f32",
                           v->actq);
@@ -68,7 +67,7 @@ static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
      * scales, beside the reduction's ROWS x WG_SIZE floats */
     const uint64_t nb = v->stage ? ((uint64_t)v->stage * 4 - 3) / f->block_bytes : 0;
     const uint64_t stage_bytes = (uint64_t)v->rows * v->stage * 4 +
-                                 (q8 ? nb * (f->block / (v->actq == LW_GPU_ACTQ_Q8_0 ? 32 : 256)) * 8 : 0);
+                                 (ab ? nb * (f->block / ab) * 8 : 0);
     if (v->stage && (v->stage > 8192 || nb < 1 ||
                      (uint64_t)v->wg_size * v->rows * 4 + stage_bytes > info->max_compute_workgroup_storage_size))
         return lw__errorf(err, LW_ERR_INVALID_ARG,

@@ -66,6 +66,9 @@ enum {
     LW_GPU_ACTQ_BF16 = 4, /* bf16                                               */
 };
 
+/* Elements per activation block of the 8-bit kinds (32 for Q8_0, 256 for Q8_K), 0 for the others. */
+uint32_t lw__gpu_actq_block(uint32_t actq);
+
 /* The format entry of type, or NULL when no WGSL routine reads it. */
 const lw__gpu_format *lw__gpu_format_of(uint32_t type);
 

@@ -111,9 +111,7 @@ test('activation rounding: every format matches the CPU engine\'s own products',
     const [plain, nmse] = await check(f, 67, kOf(f), 37, [{ ...ODD, cpu: true }, { ...ODD, actq: true, cpu: true }],
       { seed: 9 + f.type, layout: LAYOUT });
     console.log(`# ${f.name}: nmse vs the CPU's products ${nmse.toExponential(2)} rounded, ${plain.toExponential(2)} plain`);
-    // Q4_1/Q5_1: the CPU multiplies their minimum by Q8_1's rounded block sum (see matvec.test.mjs)
-    const bound = f.name === 'q4_1' || f.name === 'q5_1' ? 1e-6 : 1e-9;
-    assert.ok(nmse < bound && (f.name === 'f32' || nmse < plain / 10), `${f.name}: ${nmse} (plain ${plain})`);
+    assert.ok(nmse < 1e-9 && (f.name === 'f32' || nmse < plain / 10), `${f.name}: ${nmse} (plain ${plain})`);
   }
 });
 

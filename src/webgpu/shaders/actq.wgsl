@@ -22,19 +22,41 @@ const ACT_BLOCK: u32 = 32u;
 const ACT_BLOCK: u32 = 256u;
 #endif
 
+#if ACTQ == 1 && defined(WEIGHT_TYPE)
+// Q4_1 / Q5_1 with Q8_1 activations: the kernels also add the weight minimum times the CPU's rounded block
+// sum (actq_min_corr)
+#if WEIGHT_TYPE == TYPE_Q4_1 || WEIGHT_TYPE == TYPE_Q5_1
+#define ACT_MIN 1
+#endif
+#endif
+#ifndef ACT_MIN
+#define ACT_MIN 0
+#endif
+
 #if ACTQ == 1 || ACTQ == 2
-// (multiplier, scale) of the activation block whose first vec4 is number xb: xr = round(x * s.x) * s.y
-fn actq_scale(xb: u32) -> vec2<f32> {
 #if ACTQ == 1
+// Largest |x| of the activation block whose first vec4 is number xb.
+fn actq_amax(xb: u32) -> f32 {
     var m = vec4<f32>(0.0);
     for (var i = 0u; i < ACT_BLOCK / 4u; i++) {
         m = max(m, abs(actq_x(xb + i)));
     }
-    let amax = max(max(m.x, m.y), max(m.z, m.w));
+    return max(max(m.x, m.y), max(m.z, m.w));
+}
+
+// (multiplier, scale) of a block whose largest |x| is amax: xr = round(x * s.x) * s.y
+fn actq_scale_of(amax: f32) -> vec2<f32> {
     if (amax == 0.0f) {
         return vec2<f32>(0.0);
     }
     return vec2<f32>(div_rn(127.0f, amax), f16_round(div_rn(amax, 127.0f)));
+}
+#endif
+
+// (multiplier, scale) of the activation block whose first vec4 is number xb: xr = round(x * s.x) * s.y
+fn actq_scale(xb: u32) -> vec2<f32> {
+#if ACTQ == 1
+    return actq_scale_of(actq_amax(xb));
 #else
     var amax = 0.0f;
     var mx = 0.0f;
@@ -55,16 +77,12 @@ fn actq_scale(xb: u32) -> vec2<f32> {
 #endif
 }
 
-#if ACTQ == 1
-// Q8_1 (the activations of Q4_1 and Q5_1): the CPU multiplies each weight block's minimum m by the block sum
-// it stores, s = fp16(d * sum(q)) with d = amax / 127 unrounded, where sum over the rounded x gives
-// fp16(d) * sum(q). Returns the difference, which the kernel adds times m to match the CPU.
-fn actq_min_corr(xb: u32) -> f32 {
-    var m = vec4<f32>(0.0);
-    for (var i = 0u; i < ACT_BLOCK / 4u; i++) {
-        m = max(m, abs(actq_x(xb + i)));
-    }
-    let amax = max(max(m.x, m.y), max(m.z, m.w));
+#if ACT_MIN
+// Q8_1 (the activations of Q4_1 and Q5_1) of the block at xb with largest |x| amax: the CPU multiplies each
+// weight block's minimum m by the block sum it stores, s = fp16(d * sum(q)) with d = amax / 127 unrounded,
+// where sum over the rounded x gives fp16(d) * sum(q). Returns the difference, which the kernel adds times m
+// to match the CPU.
+fn actq_min_corr(xb: u32, amax: f32) -> f32 {
     if (amax == 0.0f) {
         return 0.0f;
     }

@@ -17,7 +17,8 @@
 // (TM / RM) * (TN / RN); given by C so @workgroup_size is a literal), F16 (common.wgsl: tiles and products in
 // f16, accumulation in f32), ACTQ (actq.wgsl: X rounded as the CPU rounds it for this format; for the 8-bit
 // kinds each K step first computes the scales of the activation blocks it touches, per token, into
-// workgroup memory, reusing them while the step stays in the same blocks; needs f32 tiles).
+// workgroup memory, reusing them while the step stays in the same blocks; needs f32 tiles; Q4_1/Q5_1 also
+// add each block's minimum times the CPU's Q8_1 block-sum rounding, actq_min_corr).
 // Bindings: 0 weights (read), 1 X as vec4<f32> (read), 2 Y (read_write), 3 MatmatParams (uniform).
 // Dispatch: (groups_x, ceil(ceil(rows / TM) / groups_x), ceil(tokens / TN)) workgroups.
 #include "common.wgsl"
@@ -98,6 +99,9 @@ const NSUB: u32 = DQ_BLOCK / ACT_BLOCK;                 // activation blocks per
 const SB: u32 = (CK + DQ_CHUNKS - 1u) / DQ_CHUNKS + 1u; // weight blocks one K step can touch
 var<workgroup> xs: array<vec2<f32>, TN * SB * NSUB>;    // token n, block b0 + j, sub s at (n * SB + j) * NSUB + s
 #endif
+#if ACT_MIN
+var<workgroup> xm: array<f32, TN * SB>; // actq_min_corr of token n, block b0 + j at n * SB + j (NSUB = 1)
+#endif
 
 // Element `at` (a multiple of 4) of weight block blk of token tok, rounded as the CPU rounds it (ACTQ).
 fn x_tile_at(tok: u32, blk: u32, at: u32, b0: u32, n: u32) -> vec4<f32> {
@@ -138,7 +142,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 if (tok0 + n < params.tokens) {
                     let xb = params.x_offset + (tok0 + n) * params.x_stride +
                              ((b0 + r / NSUB) * DQ_BLOCK + (r % NSUB) * ACT_BLOCK) / 4u;
+#if ACT_MIN
+                    let amax = actq_amax(xb);
+                    xs[n * SB + r] = actq_scale_of(amax);
+                    xm[n * SB + r] = actq_min_corr(xb, amax);
+#else
                     xs[(n * SB + r / NSUB) * NSUB + r % NSUB] = actq_scale(xb);
+#endif
                 }
             }
             scaled = b0;
@@ -192,6 +202,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 }
             }
         }
+#if ACT_MIN
+        // Q4_1/Q5_1: each block starting in this step adds its minimum times the CPU's block-sum rounding
+        for (var t = t0 + (DQ_CHUNKS - t0 % DQ_CHUNKS) % DQ_CHUNKS; t < min(t0 + CK, n_chunks); t += DQ_CHUNKS) {
+            let blk = t / DQ_CHUNKS;
+            for (var i = 0u; i < RM; i++) {
+                let row = min(row0 + tm + i * TMT, params.rows - 1u);
+                let m = w_f16(params.w_offset + row * params.row_stride + blk * DQ_BYTES + 2u);
+                for (var j = 0u; j < RN; j++) {
+                    acc[i * RN + j] += m * xm[(tn + j * TNT) * SB + blk - b0];
+                }
+            }
+        }
+#endif
         workgroupBarrier();
     }
     for (var i = 0u; i < RM; i++) {

@@ -52,12 +52,6 @@
 #if STAGE
 #define W_TILE 1
 #endif
-// Q4_1 / Q5_1 with Q8_1 activations: the weight minimum times the CPU's rounded block sum (actq_min_corr)
-#if ACTQ == 1 && (WEIGHT_TYPE == TYPE_Q4_1 || WEIGHT_TYPE == TYPE_Q5_1)
-#define ACT_MIN 1
-#else
-#define ACT_MIN 0
-#endif
 #ifndef X_GLU
 #define X_GLU 0
 #endif
@@ -228,12 +222,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
 #if ACTQ == 1 || ACTQ == 2
         act_blk0 = blk0;
+#if ACT_MIN
+        // Q8_1: one activation block per weight block; its amax serves the scale and the sum's correction
+        for (var i = lid; i < nb; i += WG_SIZE) {
+            let xb = params.x_offset + ((blk0 + i) * DQ_BLOCK) / 4u;
+            let amax = actq_amax(xb);
+            act_sc[i] = actq_scale_of(amax);
+            act_mc[i] = actq_min_corr(xb, amax);
+        }
+#else
         for (var i = lid; i < nb * (DQ_BLOCK / ACT_BLOCK); i += WG_SIZE) {
             act_sc[i] = actq_scale(params.x_offset + (blk0 * DQ_BLOCK + i * ACT_BLOCK) / 4u);
-        }
-#if ACT_MIN
-        for (var i = lid; i < nb; i += WG_SIZE) {
-            act_mc[i] = actq_min_corr(params.x_offset + ((blk0 + i) * DQ_BLOCK) / 4u);
         }
 #endif
 #endif
@@ -246,11 +245,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #elif BLOCKS
     for (var blk = lid; blk < n_blocks; blk += WG_SIZE) {
 #if ACTQ == 1 || ACTQ == 2
+#if ACT_MIN
+        let amax = actq_amax(params.x_offset + (blk * DQ_BLOCK) / 4u);
+        act_sc[0] = actq_scale_of(amax);
+        act_mc = actq_min_corr(params.x_offset + (blk * DQ_BLOCK) / 4u, amax);
+#else
         for (var s = 0u; s < DQ_BLOCK / ACT_BLOCK; s++) {
             act_sc[s] = actq_scale(params.x_offset + (blk * DQ_BLOCK + s * ACT_BLOCK) / 4u);
         }
-#if ACT_MIN
-        act_mc = actq_min_corr(params.x_offset + (blk * DQ_BLOCK) / 4u);
 #endif
 #endif
         for (var c = 0u; c < DQ_CHUNKS; c++) {

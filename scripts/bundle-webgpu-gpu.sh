@@ -10,7 +10,9 @@
 # each of $MODELS (default "q4_0 q4_k_m q8_0"; PRESET:TYPE for another preset; 32000-token vocab as
 # TOOLCHAIN.md's anchors), then
 # `node web/cli.mjs bench -p 512 -n 128` on each, once per entry of $SUBMITS (dispatches per command buffer,
-# default 256) and of $TUNES (';'-separated tune JSON strings, default none). TESTS picks the test files
+# default 256) and of $TUNES (';'-separated tune JSON strings, default none); profile = `node web/cli.mjs
+# profile -p $PP -n $PROFILE_N` (default 512, 32: GPU time per kernel per token, web/lw-profile.mjs) on each of
+# $MODELS, once per entry of $SUBMITS (synthesized once per run for both steps). TESTS picks the test files
 # (default tests/web/*.test.mjs); BENCH_TYPES the formats of the mat-vec benchmark. Logs also under $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +29,8 @@ if ! ls $B/debs/*.deb >/dev/null 2>&1; then
     libxau6 libxdmcp6 libbsd0 libmd0 libxext6 >/dev/null 2>&1)
   for f in $B/debs/*%3a*; do [ -e "$f" ] && mv "$f" "${f//%3a/_}"; done # epoch colons: plain file names
 fi
-cp build/wasm/llamaweb-wasm.js build/wasm/llamaweb-wasm.wasm $B/wasm/
+W=${LW_WASM_DIR:-build/wasm} # where scripts/build-wasm.sh put it
+cp $W/llamaweb-wasm.js $W/llamaweb-wasm.wasm $B/wasm/
 cmake -S . -B build/static -G Ninja -DCMAKE_BUILD_TYPE=Release -DLW_BUILD_TESTS=OFF -DCMAKE_EXE_LINKER_FLAGS=-static >/dev/null
 ninja -C build/static -j"${LW_JOBS:-2}" llamaweb-cli >/dev/null
 xz -T2 -6 -c build/static/llamaweb >$B/llamaweb.xz
@@ -56,23 +59,32 @@ for step in ${STEPS:-test bench}; do
   bench)
     LW_BENCH_TYPES=${BENCH_TYPES:-} timeout 240 $T/node tests/web/bench-matvec.mjs ${BENCH_ROWS:-8192} ${BENCH_K:-8192} ${BENCH_ITERS:-100} 2>&1 |
       grep -v artificially | tee $OUT/bench.log ;;
-  models)
-    xz -dc $B/llamaweb.xz >$T/llamaweb && chmod +x $T/llamaweb
+  models | profile)
+    [ -x $T/llamaweb ] || { xz -dc $B/llamaweb.xz >$T/llamaweb && chmod +x $T/llamaweb; }
     for pt in ${MODELS:-q4_0 q4_k_m q8_0}; do # TYPE or PRESET:TYPE (default preset llama-3.2-1b)
       t=${pt#*:}; pr=llama-3.2-1b; [ "$pt" != "$t" ] && pr=${pt%%:*}
       s0=$(date +%s)
-      $T/llamaweb synth --preset $pr --type $t --vocab builtin --vocab-size 32000 -o $T/m-$t.gguf >/dev/null || continue
-      echo "synth $pr $t: $(($(date +%s) - s0)) s, $(stat -c %s $T/m-$t.gguf) bytes"
+      if [ ! -f $T/m-$pr-$t.gguf ]; then
+        $T/llamaweb synth --preset $pr --type $t --vocab builtin --vocab-size 32000 -o $T/m-$pr-$t.gguf >/dev/null || continue
+        echo "synth $pr $t: $(($(date +%s) - s0)) s, $(stat -c %s $T/m-$pr-$t.gguf) bytes"
+      fi
+      if [ $step = profile ]; then
+        for se in ${SUBMITS:-256}; do
+          echo "-- profile $pr $t submit $se" | tee -a $OUT/profile.log
+          timeout 300 $T/node web/cli.mjs profile -m $T/m-$pr-$t.gguf -p ${PP:-512} -n ${PROFILE_N:-32} --submit $se 2>&1 |
+            grep -v artificially | tee -a $OUT/profile.log
+        done
+        continue
+      fi
       IFS=';' read -ra tunes <<<"${TUNES:-}"
       [ ${#tunes[@]} -eq 0 ] && tunes=("")
       for se in ${SUBMITS:-256}; do
         for tu in "${tunes[@]}"; do
           echo "-- $t submit $se${tu:+ tune $tu}" | tee -a $OUT/models.log
-          timeout 300 $T/node web/cli.mjs bench -m $T/m-$t.gguf -p ${PP:-512} -n ${TG:-128} -r ${REPS:-3} --submit $se \
+          timeout 300 $T/node web/cli.mjs bench -m $T/m-$pr-$t.gguf -p ${PP:-512} -n ${TG:-128} -r ${REPS:-3} --submit $se \
             ${tu:+--tune "$tu"} 2>&1 | grep -v artificially | tee -a $OUT/models.log
         done
       done
-      rm -f $T/m-$t.gguf
     done ;;
   esac
 done

@@ -2,6 +2,10 @@
 // The `llamaweb` runner for Node + Dawn (WebGPU from the wasm build; scripts/build-wasm.sh, LW_WASM_DIR):
 //   node web/cli.mjs run   -m M.gguf -p "text" [-n 64] [options]    generation, text streamed
 //   node web/cli.mjs bench -m M.gguf [-p 512] [-n 128] [-r 3] [options]
+//   node web/cli.mjs profile -m M.gguf [-p 512] [-n 32] [options]   where decode time goes (web/lw-profile.mjs):
+//          per kernel variant, calls and GPU microseconds per token (timestamp-query: each dispatch timed in
+//          its own compute pass) and the JS time of recording them; wall time per token split into recording
+//          (the call into C) and waiting (GPU + read-back); the prompt's kernels too. Greedy decoding.
 // options: --ctx N (KV cells), --batch N (tokens per step), --submit N (dispatches per command buffer), --kv f16|f32,
 //          --f16 0|1, --sg 0|1 (variant switches; default: as the device offers),
 //          --tune FILE_OR_JSON (kernel overrides: a file holding, or the text of, the JSON `node web/tune.mjs` prints),
@@ -13,13 +17,15 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { setup } from './lw-node.mjs';
 import { GpuModel, fileSource, SAMPLING_DEFAULTS } from './lw-model.mjs';
+import { profile, formatProfile, benchIds, PROFILE_GPU_ARGS } from './lw-profile.mjs';
 
 function usage(why) {
   if (why) console.error('llamaweb (web): ' + why);
   console.error('usage: node web/cli.mjs run -m M.gguf -p TEXT [-n N] [--ctx N] [--batch N] [--submit N] [--f16 0|1] [--sg 0|1] [--kv f16|f32]\n' +
     '         [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--tune FILE_OR_JSON]\n' +
     '       node web/cli.mjs bench -m M.gguf [-p 512] [-n 128] [-r 3] [--ctx N] [--batch N] [--submit N] [--f16 0|1] [--sg 0|1]\n' +
-    '         [--tune FILE_OR_JSON] [sampling options: sample instead of argmax]');
+    '         [--tune FILE_OR_JSON] [sampling options: sample instead of argmax]\n' +
+    '       node web/cli.mjs profile -m M.gguf [-p 512] [-n 32] [--ctx N] [--batch N] [--submit N] [--f16 0|1] [--sg 0|1] [--tune FILE_OR_JSON]');
   process.exit(2);
 }
 
@@ -53,7 +59,8 @@ function parse(argv) {
     else if (k === '--seed') o.sampling.seed = num(k, v, 0, Number.MAX_SAFE_INTEGER, true);
     else usage(`unknown option ${k}`);
   }
-  if (!o.model || (o.cmd !== 'run' && o.cmd !== 'bench')) usage();
+  if (!o.model || !['run', 'bench', 'profile'].includes(o.cmd)) usage();
+  if (o.cmd === 'profile' && Object.keys(o.sampling).length) usage('profile decodes greedily (no sampling options)');
   return o;
 }
 
@@ -61,12 +68,12 @@ const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
 
 async function main() {
   const o = parse(process.argv.slice(2));
-  const ctx = await setup();
+  const ctx = await setup(o.cmd === 'profile' ? PROFILE_GPU_ARGS : []);
   if (ctx.skip) throw new Error(ctx.skip);
   const M = ctx.Module;
   const info = ctx.device.features;
   const src = fileSource(o.model);
-  const nCtx = o.nCtx ?? (o.cmd === 'bench' ? (o.prompt ? Number(o.prompt) : 512) + (o.n ?? 128) + 8 : 2048);
+  const nCtx = o.nCtx ?? (o.cmd !== 'run' ? (o.prompt ? Number(o.prompt) : 512) + (o.n ?? 128) + 8 : 2048);
   const m = await GpuModel.open(M, src, { nCtx, nBatch: o.nBatch, submitEvery: o.submitEvery, f16: o.f16, subgroups: o.subgroups,
     kvF32: o.kvF32, tune: o.tune });
   // run samples (the native defaults); bench takes the argmax unless a sampling option was given
@@ -104,11 +111,12 @@ async function main() {
     console.error(`prompt: ${ids.length} tokens, ${(ids.length / ppMs * 1000).toFixed(1)} t/s; generation: ${made} tokens, ` +
       `${(Math.max(made - 1, 0) / tgMs * 1000).toFixed(1)} t/s; dispatches per token ${i1.stepDispatches} ` +
       `(${(i1.stepDispatches / i1.n_layer).toFixed(1)} per layer), submits ${i1.submits}`);
+  } else if (o.cmd === 'profile') {
+    const r = await profile(M, m, { nPrompt: o.prompt ? Number(o.prompt) : 512, nGen: o.n ?? 32 });
+    for (const l of formatProfile(r)) console.log(l);
   } else {
     const nP = o.prompt ? Number(o.prompt) : 512, nG = o.n ?? 128, reps = o.reps ?? 3;
-    // a fixed pseudo-random token sequence, as llama-bench's
-    let s = 12345;
-    const ids = Array.from({ length: nP }, () => (s = (s * 1103515245 + 12345) >>> 0) % i0.n_vocab);
+    const ids = benchIds(nP, i0.n_vocab); // a fixed pseudo-random token sequence, as llama-bench's
     const pp = [], tg = [];
     for (let r = 0; r < reps; r++) {
       m.nPast = 0;

@@ -30,8 +30,9 @@ var LibraryLwGpu = {
     error: null,         // first asynchronous error (sticky)
     chunkBytes: 8 << 20, // host-source streaming chunk
     staging: [],         // free MAP_READ staging buffers [{buf, size}]
+    prof: null,          // profiling state while switched on (profileStart), else null: see "Profiling" below
     // what was created and done, so tests can prove a step creates nothing (invariant 2)
-    counters: { buffers: 0, stagingBuffers: 0, pipelines: 0, bindGroups: 0, dispatches: 0, submits: 0, bytesWritten: 0, bytesStreamed: 0, bytesRead: 0 },
+    counters: { buffers: 0, stagingBuffers: 0, pipelines: 0, bindGroups: 0, dispatches: 0, submits: 0, bytesWritten: 0, bytesStreamed: 0, bytesRead: 0, querySets: 0 },
 
     // Requests an adapter + device with every feature the kernels can use and the adapter's max limits.
     requestDevice: async function (gpu, adapterOptions) {
@@ -177,6 +178,62 @@ var LibraryLwGpu = {
       return { size: s, buf: LwGpu.device.createBuffer({ size: s, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'lw staging' }) };
     },
 
+    // ---- Profiling (web/lw-profile.mjs) ----
+    // profileStart({gpu}) makes every dispatch record its pipeline's label (the variant key) and the JS time
+    // spent recording it (performance.now() around the call). With gpu and the device's timestamp-query, each
+    // dispatch also runs in its own compute pass whose timestampWrites go to one query set (made here, once,
+    // with its resolve and read buffers: nothing per token); dispatches past its capacity go untimed.
+    // profileRead() submits, resolves and reads those timestamps back, returns the records since the last
+    // read and starts a new list. Outside profiling the recording path only tests LwGpu.prof.
+    profileStart: function (opts) {
+      const d = LwGpu.device;
+      const gpu = !!(opts && opts.gpu) && d.features.has('timestamp-query');
+      LwGpu.submit(); // work recorded before is not profiled
+      const P = LwGpu.prof || { qs: null, cap: 2048 }; // 2048 dispatches = 4096 timestamps, WebGPU's query set maximum
+      if (gpu && !P.qs) {
+        P.qs = d.createQuerySet({ type: 'timestamp', count: 2 * P.cap, label: 'lw profile' });
+        P.resolve = d.createBuffer({ size: 16 * P.cap, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC, label: 'lw profile resolve' });
+        P.read = d.createBuffer({ size: 16 * P.cap, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'lw profile read' });
+        LwGpu.counters.querySets++;
+        LwGpu.counters.buffers += 2;
+      }
+      Object.assign(P, { gpu: gpu, n: 0, labels: [], cpu: [], submitMs: 0, writeMs: 0 });
+      LwGpu.prof = P;
+      return gpu;
+    },
+    // -> {labels[i], cpuMs[i] (per dispatch), timed (dispatches with timestamps: the first ones), beginNs /
+    // endNs (Float64Array, ns after the first timed dispatch began), submitMs, writeMs (JS time in submits and
+    // buffer writes)}, or null when profiling is off.
+    profileRead: async function () {
+      const P = LwGpu.prof;
+      if (!P) return null;
+      LwGpu.submit();
+      const r = { labels: P.labels, cpuMs: P.cpu, timed: P.n, beginNs: new Float64Array(P.n), endNs: new Float64Array(P.n),
+        submitMs: P.submitMs, writeMs: P.writeMs };
+      Object.assign(P, { n: 0, labels: [], cpu: [], submitMs: 0, writeMs: 0 });
+      if (r.timed) {
+        const e = LwGpu.device.createCommandEncoder();
+        e.resolveQuerySet(P.qs, 0, 2 * r.timed, P.resolve, 0);
+        e.copyBufferToBuffer(P.resolve, 0, P.read, 0, 16 * r.timed);
+        LwGpu.device.queue.submit([e.finish()]);
+        await P.read.mapAsync(GPUMapMode.READ, 0, 16 * r.timed);
+        const t = new BigUint64Array(P.read.getMappedRange(0, 16 * r.timed).slice(0));
+        P.read.unmap();
+        for (let i = 0; i < r.timed; i++) {
+          r.beginNs[i] = Number(t[2 * i] - t[0]);
+          r.endNs[i] = Number(t[2 * i + 1] - t[0]);
+        }
+      }
+      return r;
+    },
+    profileStop: function () {
+      const P = LwGpu.prof;
+      if (!P) return;
+      LwGpu.submit();
+      LwGpu.prof = null;
+      if (P.qs) { P.qs.destroy(); P.resolve.destroy(); P.read.destroy(); }
+    },
+
     // Releases the objects of one HAL context (others keep theirs).
     destroyContext: function (ctx) {
       LwGpu.submit(); // recorded work may still use them
@@ -248,10 +305,12 @@ var LibraryLwGpu = {
   lw_js_buffer_write__deps: ['$LwGpu'],
   lw_js_buffer_write: function (h, offset, ptr, size) {
     try {
+      const t0 = LwGpu.prof ? performance.now() : 0;
       const r = LwGpu.get(h, 'buffer');
       // the heap view is valid only now: writeBuffer copies before returning
       LwGpu.write(r.obj, offset, HEAPU8.subarray(ptr, ptr + size));
       LwGpu.counters.bytesWritten += size;
+      if (LwGpu.prof) LwGpu.prof.writeMs += performance.now() - t0;
       return 0;
     } catch (e) {
       LwGpu.fail('buffer_write: ' + e.message);
@@ -303,7 +362,7 @@ var LibraryLwGpu = {
         const bgl = d.createBindGroupLayout({ entries: entries, label: l });
         const layout = d.createPipelineLayout({ bindGroupLayouts: [bgl], label: l });
         const pipeline = d.createComputePipeline({ layout: layout, compute: { module: module, entryPoint: UTF8ToString(entry) }, label: l });
-        return { kind: 'pipeline', obj: pipeline, bgl: bgl, dynamic: dynamic, ctx: ctx };
+        return { kind: 'pipeline', obj: pipeline, bgl: bgl, dynamic: dynamic, ctx: ctx, label: l };
       });
       LwGpu.counters.pipelines++;
       return LwGpu.add(rec);
@@ -337,8 +396,15 @@ var LibraryLwGpu = {
   lw_js_dispatch__deps: ['$LwGpu'],
   lw_js_dispatch: function (ph, gh, dynOffset, x, y, z) {
     try {
+      const P = LwGpu.prof, t0 = P ? performance.now() : 0;
       const p = LwGpu.get(ph, 'pipeline');
       const g = LwGpu.get(gh, 'group');
+      const timed = P && P.gpu && P.n < P.cap; // its own pass with timestamps (profiling)
+      if (timed) {
+        LwGpu.endPass();
+        LwGpu.pass = LwGpu.enc().beginComputePass({ timestampWrites: { querySet: P.qs, beginningOfPassWriteIndex: 2 * P.n, endOfPassWriteIndex: 2 * P.n + 1 } });
+        P.n++;
+      }
       if (!LwGpu.pass) LwGpu.pass = LwGpu.enc().beginComputePass();
       const pass = LwGpu.pass;
       pass.setPipeline(p.obj);
@@ -346,6 +412,8 @@ var LibraryLwGpu = {
       else pass.setBindGroup(0, g.obj);
       pass.dispatchWorkgroups(x, y, z);
       LwGpu.counters.dispatches++;
+      if (timed) LwGpu.endPass();
+      if (P) { P.labels.push(p.label); P.cpu.push(performance.now() - t0); }
     } catch (e) {
       LwGpu.fail('dispatch: ' + e.message);
     }
@@ -362,7 +430,9 @@ var LibraryLwGpu = {
   lw_js_submit__deps: ['$LwGpu'],
   lw_js_submit: function () {
     try {
+      const t0 = LwGpu.prof ? performance.now() : 0;
       LwGpu.submit();
+      if (LwGpu.prof) LwGpu.prof.submitMs += performance.now() - t0;
       return 0;
     } catch (e) {
       LwGpu.fail('submit: ' + e.message);

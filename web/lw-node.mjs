@@ -43,11 +43,12 @@ export async function nodeGpu(args = []) {
   return gpu;
 }
 
-// Module + device ready for C: {Module, device, info} or {skip: reason}.
-export async function setup() {
+// Module + device ready for C: {Module, device, info} or {skip: reason}. gpuArgs: Dawn instance flags
+// (lw-profile.mjs PROFILE_GPU_ARGS).
+export async function setup(gpuArgs = []) {
   const Module = await loadModule();
   if (!Module) return { skip: 'build/wasm/llamaweb-wasm.* not built (scripts/build-wasm.sh)' };
-  const gpu = await nodeGpu();
+  const gpu = await nodeGpu(gpuArgs);
   if (!gpu) return { skip: 'npm package webgpu not installed (scripts/setup-webgpu.sh)' };
   let device;
   try {

@@ -243,7 +243,7 @@ int main(void) {
     /* under the sanitizers (scripts/test.sh sets LW_TEST_SANITIZED; 3-10x slower) the relatives and most
      * quantized formats are left to the release run */
     const int light = getenv("LW_TEST_SANITIZED") != NULL;
-    if (light) printf("LW_TEST_SANITIZED: qwen2/qwen3/phi3 and 9 of 12 quantized models skipped in this run\n");
+    if (light) printf("LW_TEST_SANITIZED: qwen2/qwen3/phi3 and 10 of 13 quantized models skipped in this run\n");
     /* relatives plugged into the llama builder: qwen2 (biases, NeoX RoPE), qwen3 (per-head Q/K norms) */
     for (int k = 0; k < 2 && !light; k++) {
         synth_spec sp = {512, 256, 2, 4, 2, 512, LW_TYPE_F16, 0, 31 + k, k ? "qwen3" : "qwen2", !k, k, 0};
@@ -335,11 +335,12 @@ int main(void) {
 
     /* quantized weights: quant-dot's emulations of ggml's x86 kernels, including the ones llama.cpp uses for
      * weights it repacks (Q4_0, Q4_K, Q2_K, IQ4_NL with rows % 8 == 0); the tied Q4_0 model keeps its
-     * output projection plain (llama.cpp does not repack the embedding table) */
+     * output projection plain (llama.cpp does not repack the embedding table); BF16 as the AVX512-BF16
+     * builds run it (vdpbf16ps) */
     static const struct { uint32_t type; int tied; } qtypes[] = {
         {LW_TYPE_Q8_0, 0}, {LW_TYPE_Q4_0, 0}, {LW_TYPE_Q4_0, 1}, {LW_TYPE_Q4_1, 0}, {LW_TYPE_Q5_0, 0},
         {LW_TYPE_Q5_1, 0}, {LW_TYPE_Q2_K, 0}, {LW_TYPE_Q3_K, 0}, {LW_TYPE_Q4_K, 0}, {LW_TYPE_Q5_K, 0},
-        {LW_TYPE_Q6_K, 0}, {LW_TYPE_IQ4_NL, 0},
+        {LW_TYPE_Q6_K, 0}, {LW_TYPE_IQ4_NL, 0}, {LW_TYPE_BF16, 0},
     };
     for (size_t k = 0; k < sizeof(qtypes) / sizeof(qtypes[0]); k++) {
         if (light && qtypes[k].type != LW_TYPE_Q8_0 && qtypes[k].type != LW_TYPE_Q4_K &&

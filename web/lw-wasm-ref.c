@@ -100,16 +100,6 @@ double lw_wasm_nmse(const float *y, const double *ref, size_t n, char *err) {
 
 lw_status lw_wasm_cpu_product(uint32_t type, int rows, int k, const uint8_t *wq, const float *x, double *y,
                               char *err) {
-    if (type == LW_TYPE_BF16) { /* no engine kernel: ggml's pairing, x to bf16 then f32 products */
-        const uint16_t *w = (const uint16_t *)wq;
-        for (int r = 0; r < rows; r++) {
-            double acc = 0;
-            for (int i = 0; i < k; i++)
-                acc += (double)lw__bf16_to_fp32(w[(size_t)r * k + i]) * lw__bf16_to_fp32(lw__fp32_to_bf16(x[i]));
-            y[r] = acc;
-        }
-        return LW_OK;
-    }
     const lw__cpu_mm *mm = lw__cpu_mm_get(type);
     const lw_type_info *ti = lw_type_get(type), *ai = mm ? lw_type_get(mm->vec_dot_type) : NULL;
     if (!mm || !ti || !ai) return lw__errorf(err, LW_ERR_UNSUPPORTED, "no CPU product for this type");

@@ -117,6 +117,53 @@ float lw__cpu_dot_f16_gemm(int64_t n, const void *w, const void *a) {
     return reduce16(s);
 }
 
+/* One AVX512-BF16 dot-product step (vdpbf16ps) into 16 lanes: lane j adds the products of elements 2j + 1
+ * and then 2j of the 32 at x, y (a product of two bf16 is exact in f32; each add rounds). */
+static void dpbf16(float c[16], const uint16_t *x, const uint16_t *y) {
+    for (int j = 0; j < 16; j++) {
+        c[j] += lw__bf16_to_fp32(x[2 * j + 1]) * lw__bf16_to_fp32(y[2 * j + 1]);
+        c[j] += lw__bf16_to_fp32(x[2 * j]) * lw__bf16_to_fp32(y[2 * j]);
+    }
+}
+
+/* ggml_vec_dot_bf16 as its AVX512-BF16 builds (zen4, cooperlake, sapphirerapids) run it: two 16-lane
+ * accumulators over 64 elements a step, each reduced to a float and summed in double with the tail. */
+static float dot_bf16(int64_t n, const void *w, const void *a) {
+    const uint16_t *x = w, *y = a;
+    float c[2][16] = {{0}};
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64) {
+        dpbf16(c[0], x + i, y + i);
+        dpbf16(c[1], x + i + 32, y + i + 32);
+    }
+    double sum = (double)reduce16(c[0]);
+    sum += (double)reduce16(c[1]);
+    for (int64_t i = np; i < n; i++) sum += (double)(lw__bf16_to_fp32(x[i]) * lw__bf16_to_fp32(y[i]));
+    return (float)sum;
+}
+
+/* llamafile's tinyBLAS for BF16 (steps of 2+ tokens; k a multiple of 32, else ggml takes vec_dot): one
+ * 16-lane accumulator, 32 elements a step, reduced at the end. */
+static float dot_bf16_gemm(int64_t n, const void *w, const void *a) {
+    if (n % 32) return dot_bf16(n, w, a);
+    const uint16_t *x = w, *y = a;
+    float s[16] = {0};
+    for (int64_t i = 0; i < n; i += 32) dpbf16(s, x + i, y + i);
+    return reduce16(s);
+}
+
+/* ggml_cpu_fp32_to_bf16 (the activations of a BF16 product): vcvtne2ps2bf16 on 32 elements at a time, which
+ * rounds to nearest even and takes denormal inputs as zero; the scalar conversion for the tail. */
+static void f32_to_bf16_row(const float *x, void *y, int64_t n) {
+    uint16_t *h = y;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof(u));
+        const int daz = i < (n & ~(int64_t)31) && (u & 0x7f800000u) == 0;
+        h[i] = daz ? (uint16_t)((u >> 16) & 0x8000u) : lw__fp32_to_bf16(x[i]);
+    }
+}
+
 static void f32_to_f16_row(const float *x, void *y, int64_t n) {
     uint16_t *h = y;
     for (int64_t i = 0; i < n; i++) h[i] = lw__fp32_to_fp16(x[i]);
@@ -165,6 +212,8 @@ static void choose_kernels(void) {
     const lw__cpu_kernels *k = best_kernels;
     mm_table[LW_TYPE_F32] = (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL, NULL, NULL, NULL};
     mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16, NULL, NULL, NULL, NULL, NULL};
+    /* BF16: the scalar orders on every target (no SIMD twins yet) */
+    mm_table[LW_TYPE_BF16] = (lw__cpu_mm){LW_TYPE_BF16, f32_to_bf16_row, dot_bf16, dot_bf16_gemm, NULL, NULL, NULL, NULL, NULL, NULL};
     /* quantized weights: ggml's pairing with a quantized activation row (quant-dot.h). On x86 llama.cpp
      * quantizes Q8_0/Q8_1 activations with its SIMD rounding, so we do too there. Its SIMD dot products add
      * block results in other orders than these references: close to llama.cpp, not bit-identical yet. */

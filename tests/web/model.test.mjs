@@ -129,11 +129,11 @@ test('decoding creates no GPU objects after the first step (invariant 2)', { ski
 // (LW_AGREE_TOKENS overrides).
 const SLOW = !!process.env.LW_TEST_SLOW;
 const ARCHS = ['tiny', 'tiny-qwen2', 'tiny-qwen3', 'tiny-phi3', 'tiny-gemma2', 'tiny-gemma3'];
-// (bf16: the CPU engine has no BF16 product yet; q1_0: 64-element rows are no whole Q1_0 blocks and
-// llama.cpp has no fallback type, so synth refuses it on these presets)
-const FILE_TYPES = ['q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k_m', 'q4_k_m', 'q5_k_m', 'q6_k', 'iq2_xxs', 'iq2_xs',
+// (q1_0's blocks are 128 wide: 64-element rows have no whole blocks and llama.cpp no fallback type for it,
+// so it runs on tiny-256)
+const FILE_TYPES = ['bf16', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k_m', 'q4_k_m', 'q5_k_m', 'q6_k', 'iq2_xxs', 'iq2_xs',
   'iq2_s', 'iq3_xxs', 'iq3_s', 'iq1_s', 'iq1_m', 'iq4_nl', 'iq4_xs', 'tq1_0', 'tq2_0', 'mxfp4_moe', 'q2_0'];
-const CASES = SLOW ? [...ARCHS.flatMap((a) => ['f32', 'f16', 'q8_0', 'q4_0'].map((t) => [a, t])), ...FILE_TYPES.map((t) => ['tiny', t])]
+const CASES = SLOW ? [...ARCHS.flatMap((a) => ['f32', 'f16', 'q8_0', 'q4_0'].map((t) => [a, t])), ...FILE_TYPES.map((t) => ['tiny', t]), ['tiny-256', 'q1_0']]
   : [...ARCHS.map((a) => [a, 'f16']), ['tiny', 'f32'], ['tiny', 'q8_0'], ['tiny-qwen3', 'q4_0'], ['tiny-gemma3', 'q4_k_m']];
 for (const [preset, type] of CASES) {
   test(`greedy agreement WebGPU vs CPU: ${preset} ${type}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {

@@ -54,7 +54,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
 for step in ${STEPS:-test bench}; do
   case $step in
   test)
-    timeout 420 $T/node --test --test-reporter=tap ${TESTS:-tests/web/*.test.mjs} 2>&1 | grep -v artificially >$OUT/test.log
+    [ -x $T/llamaweb ] || { xz -dc $B/llamaweb.xz >$T/llamaweb && chmod +x $T/llamaweb; }
+    LW_CLI=$T/llamaweb timeout 420 $T/node --test --test-reporter=tap ${TESTS:-tests/web/*.test.mjs} 2>&1 | grep -v artificially >$OUT/test.log
     grep -E '^# \\# |^not ok|^# (tests|pass|fail|skipped) ' $OUT/test.log ;;
   bench)
     LW_BENCH_TYPES=${BENCH_TYPES:-} timeout 240 $T/node tests/web/bench-matvec.mjs ${BENCH_ROWS:-8192} ${BENCH_K:-8192} ${BENCH_ITERS:-100} 2>&1 |

@@ -194,6 +194,8 @@ lw_status lw__gpu_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "rms_norm: subgroup variant needs the subgroups feature");
     lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, true, "rms_norm", err);
     if (st != LW_OK) return st;
+    if (v->wg_size > 512) /* the exact sum's limbs: 24 bytes of workgroup memory per invocation */
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "rms_norm: workgroup size %u above 512", v->wg_size);
     char label[LW_GPU_CACHE_KEY], wg[16];
     snprintf(label, sizeof label, "rms_norm%s%s wg%u", v->add_input ? " add" : "", v->subgroups ? " sg" : "",
              v->wg_size);
@@ -216,7 +218,8 @@ lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant 
     (void)v;
     if (group == 0) group = n;
     uint64_t total, items;
-    if (n == 0 || rows == 0 || n % group || (w_len && w_len != group && w_len != n))
+    /* group < 2^24: the exact mean's long division keeps its remainder times 256 in 32 bits */
+    if (n == 0 || rows == 0 || n % group || group >= (1u << 24) || (w_len && w_len != group && w_len != n))
         return lw__errorf(err, LW_ERR_INVALID_ARG, "rms_norm: bad shape %llu x %llu, group %llu, weight %llu",
                           (unsigned long long)rows, (unsigned long long)n, (unsigned long long)group,
                           (unsigned long long)w_len);

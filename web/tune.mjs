@@ -80,7 +80,10 @@ export function candidates(device, quick, onlyF16 = null) {
   const mmShapes = quick ? [[64, 64, 32, 4, 4], [32, 32, 32, 4, 4]] : [
     [64, 64, 32, 4, 4], [64, 64, 16, 4, 4], [64, 32, 32, 4, 4], [32, 64, 32, 4, 4], [32, 32, 32, 4, 4],
     [32, 32, 64, 4, 4], [64, 64, 32, 8, 4], [64, 64, 32, 4, 8], [128, 64, 32, 8, 4], [64, 16, 32, 4, 2],
-    [128, 32, 32, 8, 4], [32, 32, 32, 2, 2]];
+    [128, 32, 32, 8, 4], [32, 32, 32, 2, 2],
+    // shapes for GPUs with many cores (fewer, larger register blocks; or more invocations per tile)
+    [128, 128, 16, 8, 8], [128, 128, 8, 8, 8], [128, 64, 16, 8, 4], [64, 128, 16, 4, 8], [64, 64, 16, 8, 8],
+    [64, 64, 8, 4, 4], [128, 64, 16, 4, 4], [64, 128, 16, 4, 4]];
   for (const f16 of f16s) {
     for (const [tm, tn, tk, rm, rn] of mmShapes) {
       const inv = (tm / rm) * (tn / rn), mem = (tm + tn) * (tk / 4 + 1) * (f16 ? 8 : 16);

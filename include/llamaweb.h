@@ -718,6 +718,119 @@ lw_status lw_chat_apply(const char *tmpl, const lw_chat_message *msgs, size_t n,
                         const char *bos, const char *eos, const lw_allocator *alloc, char **out, size_t *out_len,
                         char *err, size_t err_size);
 
+/* ------------------------------------------------------------------------------------------------------
+ * Chat sessions
+ * A conversation with a model in one context: the messages are rendered with the model's chat template (or
+ * one given, or a plain "User:/Assistant:" format when there is none), and the KV cache is kept across turns
+ * so each turn decodes only the part of the new rendering after what the cache holds (the previous reply's
+ * end marker, the new message, the assistant header). Where a template re-renders earlier text differently
+ * (one that trims old replies, say), decoding resumes from the last chunk boundary that still matches. When
+ * the context is full the conversation starts over from the system prompt and the new message; a message too
+ * long even for that is refused with LW_ERR_TOO_LARGE and the conversation stays as it was.
+ *
+ * Texts carry their length: message and reply bytes may include NUL (a reply that emits the byte token
+ * <0x00> keeps it). The reply is generated token by token with the caller's sampler:
+ *
+ *     lw_chat_session_params p = lw_chat_session_default_params(); p.system = "Be brief.";
+ *     lw_chat_session *cs; lw_chat_session_new(ctx, &p, &cs);
+ *     lw_chat_session_user(cs, "Hello", 5, NULL);            // renders + decodes the new part
+ *     int32_t tok; const char *piece; size_t n;
+ *     while (lw_chat_session_next(cs, sampler, &tok, &piece, &n) == LW_OK && tok >= 0) fwrite(piece, 1, n, stdout);
+ *
+ * A session uses its context alone (do not decode into it in between) and one thread at a time. Chunks are
+ * tokenized one at a time (control tokens written by the template become their ids), so a vocabulary that
+ * prefixes a space to every text (SentencePiece add_space_prefix) sees one at the start of each chunk, as
+ * llama.cpp's llama-cli conversation mode does; the reply stays in the cache as the tokens generated.
+ * ---------------------------------------------------------------------------------------------------- */
+
+typedef struct lw_chat_session lw_chat_session;
+
+/* Which template a session renders with. */
+typedef enum lw_chat_template_kind {
+    LW_CHAT_TEMPLATE_GIVEN = 0, /* lw_chat_session_params.template_src                                   */
+    LW_CHAT_TEMPLATE_MODEL,     /* the model's tokenizer.chat_template                                   */
+    LW_CHAT_TEMPLATE_PLAIN      /* none usable: "SYSTEM\n\nUser: MSG\nAssistant:REPLY\nUser: ...Assistant:" */
+} lw_chat_template_kind;
+
+#define LW_CHAT_NUL_TERMINATED SIZE_MAX /* a length meaning "up to the first NUL" */
+
+/* Session settings; start from lw_chat_session_default_params(). Strings are copied. */
+typedef struct lw_chat_session_params {
+    const char *system;       /* system prompt; NULL: none (default)                                      */
+    size_t system_len;        /* its bytes; LW_CHAT_NUL_TERMINATED (default): strlen(system)               */
+    const char *template_src; /* Jinja chat template (NUL-terminated); NULL: the model's (default)        */
+    int fallback;             /* 1 (default): the plain format when there is no template or it does not
+                                 parse; 0: lw_chat_session_new fails instead (NOT_FOUND / INVALID_ARG)    */
+    int enable_thinking;      /* passed to the template: -1 undefined (default), 0 false, 1 true          */
+    int32_t n_predict;        /* most tokens per reply; < 0: until end of generation or a full context
+                                 (default -1)                                                             */
+    int special;              /* 1: control tokens' text is part of the reply (default 0)                 */
+    const lw_allocator *alloc; /* NULL: the C library's malloc family (the session's own memory and renders) */
+} lw_chat_session_params;
+
+lw_chat_session_params lw_chat_session_default_params(void);
+
+/* What the last lw_chat_session_user did and how its reply ended. */
+typedef struct lw_chat_turn {
+    uint32_t n_prompt;      /* new prompt tokens decoded for the message (BOS, template text, message)   */
+    uint32_t from_cell;     /* the cell they went to: cells [0, from_cell) were reused from the cache     */
+    int restarted;          /* 1: the context was full: the conversation started over from the system prompt */
+    int resumed;            /* 1: the template changed earlier text: decoding resumed at an earlier boundary */
+    size_t resumed_at;      /* then: bytes of the rendered conversation kept                              */
+    int32_t n_generated;    /* reply tokens sampled so far (the one that ended it included)              */
+    lw_stop_reason stop;    /* why the reply ended; LW_STOP_NONE while it goes on                         */
+} lw_chat_turn;
+
+/* Makes a session over context c (its model needs a vocabulary; the context must outlive the session, which
+ * starts by clearing its cache). Like lw_model_load_file, *out is set even on failure (unless memory ran out)
+ * so lw_chat_session_error(*out) says why; free it either way. */
+lw_status lw_chat_session_new(lw_context *c, const lw_chat_session_params *params, lw_chat_session **out);
+void lw_chat_session_free(lw_chat_session *s);
+/* Message of the last failed call ("" when none). */
+const char *lw_chat_session_error(const lw_chat_session *s);
+/* The template in use; *why (may be NULL) says why the plain format is used when the model's template does
+ * not parse ("" otherwise). */
+lw_chat_template_kind lw_chat_session_template(const lw_chat_session *s, const char **why);
+
+/* Adds a user message of len bytes (NUL bytes allowed) and decodes the new part of the rendering, so the
+ * reply can be generated. Ends a reply still open first. turn (may be NULL) receives what was decoded.
+ * Errors leave the conversation as before the call: LW_ERR_TOO_LARGE for a message that does not fit the
+ * context even after a restart, the template's status when it fails to render (raise_exception: its
+ * text in the message), LW_ERR_NOMEM, or a decode error (then the cache is cleared and the next turn decodes
+ * the whole conversation). */
+lw_status lw_chat_session_user(lw_chat_session *s, const char *msg, size_t len, lw_chat_turn *turn);
+
+/* Generates the next token of the reply with sampler smp (the first call also records the turn's prompt
+ * tokens for the sampler's penalties, as lw_generate does). *token is the id and *piece, *len the text it
+ * completes (valid UTF-8, may be empty, valid until the next call; the last token's piece also carries
+ * bytes of a character that never completed). When the reply is over (end of generation, n_predict tokens,
+ * a full context, lw_chat_session_end_reply) *token is -1 and *len 0. The finished reply joins the
+ * conversation as an assistant message and the cache keeps it. piece and len may be NULL. */
+lw_status lw_chat_session_next(lw_chat_session *s, lw_sampler *smp, int32_t *token, const char **piece,
+                               size_t *len);
+/* Ends the open reply here (stop reason LW_STOP_CALLBACK): it joins the conversation as generated so far.
+ * Nothing to do when no reply is open. */
+lw_status lw_chat_session_end_reply(lw_chat_session *s);
+/* The text of the reply being generated or last generated (len bytes, NUL-terminated as well; *len may be
+ * NULL), and what the last turn did. */
+const char *lw_chat_session_reply(const lw_chat_session *s, size_t *len);
+const lw_chat_turn *lw_chat_session_turn(const lw_chat_session *s);
+
+/* Adds a message without decoding (a conversation restored from storage, say: role "user", "assistant",
+ * ...): the next lw_chat_session_user decodes it with the rest. Ends a reply still open first. */
+lw_status lw_chat_session_add(lw_chat_session *s, const char *role, const char *content, size_t len);
+/* Starts over: the messages but the system prompt are dropped and the cache cleared (the caller reseeds its
+ * sampler if it wants the same replies again). */
+void lw_chat_session_reset(lw_chat_session *s);
+
+/* The conversation: message count and message i (role, content of *len bytes; NUL-terminated as well). */
+size_t lw_chat_session_n_messages(const lw_chat_session *s);
+lw_status lw_chat_session_message(const lw_chat_session *s, size_t i, const char **role, const char **content,
+                                  size_t *len);
+/* The token ids the KV cache holds for the conversation (lw_context_n_past of them; valid until the next
+ * call on the session). */
+const int32_t *lw_chat_session_tokens(const lw_chat_session *s, size_t *n);
+
 #ifdef __cplusplus
 }
 #endif

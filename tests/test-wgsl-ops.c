@@ -63,7 +63,8 @@ static void test_pipelines(void) {
             CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &v, &lvp, &p, err) == LW_OK);
             const lw_gpu_binding_kind pl[] = {S, R, S, U}, ad[] = {S, R, S, S, S, U};
             CHECK(add ? layout_is(&f, ad, 6) : layout_is(&f, pl, 4));
-            CHECK((strstr(f.wgsl, "subgroupAdd") != NULL) == sg);
+            CHECK((strstr(f.wgsl, "subgroupMax") != NULL) == sg); /* the largest square's exponent */
+            CHECK(strstr(f.wgsl, "limbs_add_square") != NULL);    /* the exact sum, every variant  */
             CHECK((strstr(f.wgsl, "sum[params.sum_offset") != NULL) == add);
         }
     lw__gpu_norm_variant nsg = {true, 64, false};
@@ -72,6 +73,8 @@ static void test_pipelines(void) {
     CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &nsg, &nosg, &p, err) == LW_ERR_UNSUPPORTED);
     nsg = (lw__gpu_norm_variant){false, 96, false}; /* not a power of two: tree reduction */
     CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &nsg, &lvp, &p, err) == LW_ERR_INVALID_ARG);
+    nsg = (lw__gpu_norm_variant){false, 1024, false}; /* the limbs would need 24 KiB of workgroup memory */
+    CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &nsg, &lvp, &p, err) == LW_ERR_UNSUPPORTED);
     CHECK(!lw__gpu_norm_default(&nosg).subgroups && lw__gpu_norm_default(&lvp).subgroups);
 
     /* RoPE, f32 and f16-cache destinations */
@@ -196,6 +199,8 @@ static void test_plans(void) {
     CHECK(np.group == 4096 && np.has_w == 0 && grid[0] == 5);
     CHECK(lw__gpu_norm_plan(&ss, &nv, 4096, 100, 5, 0, 0, 0, 0, 1e-6f, &np, grid, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_norm_plan(&ss, &nv, 4096, 0, 5, 0, 0, 77, 0, 1e-6f, &np, grid, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_norm_plan(&ss, &nv, 1u << 24, 0, 1, 0, 0, 0, 0, 1e-6f, &np, grid, err) ==
+          LW_ERR_INVALID_ARG); /* a group of 2^24: past the exact mean's long division */
     CHECK(lw__gpu_norm_add_plan(&ss, &nv, 4096, 0, 5, 0, 1, 2, 0, 0, 0, 1e-6f, &np, grid, err) ==
           LW_ERR_INVALID_ARG); /* variant without add */
     nv.add_input = true;

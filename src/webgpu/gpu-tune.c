@@ -26,7 +26,12 @@ static const int32_t matvec_defaults[LW_GPU_TUNE_MV_KEYS] = {
 
 /* Mat-mat, every format. Measured the same way (2048 x 2048, 64 tokens, f32): 64 x 64 tiles with 8 x 8 per
  * invocation (64 invocations) were the fastest or within noise of it for Q4_0, Q8_0 and F16 (0.73-0.88
- * GFLOP/s on the loaded machine vs 0.40-0.54 for 4 x 4 blocks); K steps of 32; f16 2x slower (emulated). */
+ * GFLOP/s on the loaded machine vs 0.40-0.54 for 4 x 4 blocks); K steps of 32; f16 2x slower (emulated).
+ * On the H200 the same tiles with 4 x 4 per invocation (256 invocations: 4x the threads in flight for a
+ * prompt's few tiles) doubled prefill of the llama-3.2-1b shape (`node web/cli.mjs bench -p 512`, pp512
+ * t/s, 8 x 8 -> 4 x 4): Q4_0 2328 -> 4557, Q8_0 2169 -> 4347, Q4_K_M 2031 -> 4272; 4 x 8 gave 4322 / 4070
+ * / 3978, 128 x 64 tiles of 8 x 4 3873 / 3610 / 3386, K steps of 16 3981 / 3821 / 3440. So GPUs take 4 x 4
+ * and CPU adapters (llvmpipe, SwiftShader) keep 8 x 8. */
 static const int32_t matmat_defaults[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = 64, [LW_GPU_TUNE_MM_TN] = 64, [LW_GPU_TUNE_MM_TK] = 32,
     [LW_GPU_TUNE_MM_RM] = 8,  [LW_GPU_TUNE_MM_RN] = 8,  [LW_GPU_TUNE_MM_F16] = 0,
@@ -373,8 +378,10 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
 }
 
 lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type) {
-    int32_t v[LW_GPU_TUNE_MM_KEYS];
-    for (int k = 0; k < LW_GPU_TUNE_MM_KEYS; k++) v[k] = pick(t, 1, type, k, matmat_defaults[k]);
+    int32_t v[LW_GPU_TUNE_MM_KEYS], def[LW_GPU_TUNE_MM_KEYS];
+    memcpy(def, matmat_defaults, sizeof def);
+    if (!lw__gpu_cpu_adapter(info)) def[LW_GPU_TUNE_MM_RM] = def[LW_GPU_TUNE_MM_RN] = 4; /* the H200's (above) */
+    for (int k = 0; k < LW_GPU_TUNE_MM_KEYS; k++) v[k] = pick(t, 1, type, k, def[k]);
     lw__gpu_matmat_variant r;
     memset(&r, 0, sizeof r);
     r.type = type;

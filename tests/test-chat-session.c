@@ -4,7 +4,8 @@
  *   - multi-turn: turn 1 decodes its whole rendering from cell 0; turn 2 decodes only the new part (the
  *     reply's end, the message, the assistant header) after turn 1's prompt and reply tokens, and the cache
  *     then holds exactly turn 1's prompt ids + the reply's ids + the new part's ids; a fresh context fed
- *     those ids at once generates the same greedy reply as the session's turn 2; a fresh session given the
+ *     those ids at once generates the same greedy reply as the session's turn 2 (with a repetition penalty,
+ *     so the sampler must have seen the turn's prompt tokens); a fresh session given the
  *     conversation at once decodes the whole rendering from cell 0
  *   - context full: the conversation starts over from the system prompt and the message (same reply as a
  *     fresh session with that conversation); a message too long even for that is refused (LW_ERR_TOO_LARGE)
@@ -54,10 +55,12 @@ static lw_context *make_context(lw_model *m, uint32_t n_ctx) {
     return c;
 }
 
-static lw_sampler *make_sampler(lw_model *m, float temp, uint64_t seed) {
+/* A sampler: temp <= 0 greedy; penalty != 1: a repetition penalty over the last 64 tokens seen. */
+static lw_sampler *make_sampler(lw_model *m, float temp, uint64_t seed, float penalty) {
     lw_sampler_params sp = lw_sampler_default_params();
     sp.temp = temp;
     sp.seed = seed;
+    sp.penalty_repeat = penalty;
     if (temp > 0) sp.top_k = 0, sp.top_p = 1, sp.min_p = 0;
     lw_sampler *s = NULL;
     CHECK(lw_sampler_create(lw_model_n_vocab(m), &sp, NULL, &s) == LW_OK);
@@ -163,7 +166,7 @@ static void check_turns(lw_model *m, const char *label, const char *system) {
     lw_chat_params tp;
     lw_chat_template *t = model_template(m, &tp);
     lw_context *c = make_context(m, 512);
-    lw_sampler *s = make_sampler(m, 0, 1);
+    lw_sampler *s = make_sampler(m, 0, 1, 1.5f); /* the penalty makes the sampler's record of the prompt count */
     lw_chat_session *cs = NULL;
     lw_chat_session_params sp = lw_chat_session_default_params();
     sp.system = system;
@@ -211,25 +214,33 @@ static void check_turns(lw_model *m, const char *label, const char *system) {
     CHECK(cache_is(cs, ids, n2));
     CHECK(gen_reply(cs, s, &r2) == LW_OK);
 
-    /* a fresh context fed the cache's ids at once: the same greedy reply */
+    /* A fresh context fed the cache's ids at once gives the same greedy reply, with a sampler that saw the
+     * same tokens (the prompts and every sampled token, an end-of-generation one included). */
     lw_context *c2 = make_context(m, 512);
-    lw_sampler *s2 = make_sampler(m, 0, 1);
+    lw_sampler *s2 = make_sampler(m, 0, 1, 1.5f);
     if (c2 && s2) {
-        lw_generate_params gp = lw_generate_default_params();
-        gp.n_predict = N_PREDICT;
-        gp.tokens = want;
-        gp.tokens_cap = N_PREDICT;
-        lw_generate_result res;
-        CHECK(lw_generate(c2, s2, ids, n2, &gp, &res) == LW_OK);
-        CHECK_MSG(res.n_generated == r2.n && !memcmp(want, r2.tok, (size_t)r2.n * sizeof *want),
-                  "turn 2's reply differs from a fresh context's (%d vs %d tokens)", r2.n, res.n_generated);
+        for (size_t i = 0; i < n1; i++) lw_sampler_accept(s2, ids[i]);
+        for (int i = 0; i < r1.n; i++) lw_sampler_accept(s2, r1.tok[i]);
+        for (size_t i = cell2; i < n2; i++) lw_sampler_accept(s2, ids[i]);
+        CHECK(lw_decode(c2, ids, (int32_t)n2, 0) == LW_OK);
+        int ng = 0;
+        for (; ng < N_PREDICT; ng++) {
+            want[ng] = lw_sample(c2, s2, -1);
+            if (lw_vocab_is_eog(lw_model_vocab(m), want[ng])) {
+                ng++;
+                break;
+            }
+            if (ng + 1 < N_PREDICT) CHECK(lw_decode(c2, &want[ng], 1, 0) == LW_OK);
+        }
+        CHECK_MSG(ng == r2.n && !memcmp(want, r2.tok, (size_t)r2.n * sizeof *want),
+                  "turn 2's reply differs from a fresh context's (%d vs %d tokens)", r2.n, ng);
     }
     lw_sampler_free(s2);
     lw_context_free(c2);
 
     /* a fresh session given the conversation at once decodes the whole rendering from cell 0 */
     lw_context *c3 = make_context(m, 512);
-    lw_sampler *s3 = make_sampler(m, 0, 1);
+    lw_sampler *s3 = make_sampler(m, 0, 1, 1.5f);
     lw_chat_session *b = NULL;
     CHECK(c3 && lw_chat_session_new(c3, &sp, &b) == LW_OK);
     if (b && s3) {
@@ -280,7 +291,7 @@ static void check_full(lw_model *m) {
     const uint32_t n_ctx = (uint32_t)n + N_PREDICT + 4;
     printf("full context: %u cells, [system, message 2] %zu tokens\n", n_ctx, n);
     lw_context *c = make_context(m, n_ctx), *cf = make_context(m, n_ctx);
-    lw_sampler *s = make_sampler(m, 0, 1), *sf = make_sampler(m, 0, 1);
+    lw_sampler *s = make_sampler(m, 0, 1, 1), *sf = make_sampler(m, 0, 1, 1);
     lw_chat_session_params sp = lw_chat_session_default_params();
     sp.system = system;
     sp.n_predict = N_PREDICT;
@@ -405,7 +416,7 @@ static void check_nul(lw_model *m) {
 
 static void check_errors(lw_model *m, const char *model_path) {
     lw_context *c = make_context(m, 256);
-    lw_sampler *s = make_sampler(m, 0, 1);
+    lw_sampler *s = make_sampler(m, 0, 1, 1);
     lw_chat_session *cs = NULL;
     lw_chat_session_params sp = lw_chat_session_default_params();
     CHECK(lw_chat_session_new(NULL, &sp, &cs) == LW_ERR_INVALID_ARG && cs == NULL);
@@ -573,7 +584,7 @@ static int alloc_script(lw_context *c, lw_sampler *s, long fail_at, const char *
 
 static void check_alloc(lw_model *m) {
     lw_context *c = make_context(m, 512);
-    lw_sampler *s = make_sampler(m, 0, 1);
+    lw_sampler *s = make_sampler(m, 0, 1, 1);
     if (!c || !s) return;
     long n = 0;
     while (n < 2000 && alloc_script(c, s, n, "Be brief.")) n++;

@@ -10,7 +10,9 @@
  * Texts carry lengths everywhere. The template renderer takes C strings, so a message with NUL bytes is
  * rendered with each NUL replaced by a Unicode noncharacter that occurs nowhere else (not in any message,
  * the template or the BOS/EOS texts) and the rendering gets its NULs back afterwards: one code point for one,
- * so lengths, slices and ASCII case mapping in the template see the same thing. */
+ * so lengths, slices and ASCII case mapping in the template see the same thing. (A template that writes a
+ * message through tojson escapes the stand-in, so there the NUL does not come back: chat templates apply
+ * tojson to tool calls and arguments, not to message contents.) */
 #include "core/core.h"
 
 #include <stdio.h>
@@ -483,7 +485,7 @@ lw_status lw_chat_session_user(lw_chat_session *s, const char *msg, size_t len, 
         prompt = NULL;
         /* Full: start over from the system prompt and this message, if those fit (else refuse the message). */
         int fits = 0;
-        if (n_view == s->n_msgs) {
+        if (!s->turn.restarted) {
             idx[s->n_keep] = s->n_msgs - 1;
             if ((st = render(s, idx, s->n_keep + 1, &prompt, &prompt_len)) != LW_OK) goto fail;
             st = chunk_tokens(s, prompt, prompt_len, 1);

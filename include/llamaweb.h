@@ -831,6 +831,30 @@ lw_status lw_chat_session_message(const lw_chat_session *s, size_t i, const char
  * call on the session). */
 const int32_t *lw_chat_session_tokens(const lw_chat_session *s, size_t *n);
 
+/* Sessions whose KV cache lives elsewhere (the WebGPU model, decoding asynchronously from JavaScript): the
+ * session plans and the caller decodes. lw_chat_session_user then decodes nothing: the caller truncates its
+ * cache to turn->from_cell cells and decodes the ids of lw_chat_session_prompt there. For the reply the caller
+ * samples each token itself and hands it to lw_chat_session_push, which says whether to decode it (*decode;
+ * also for the token that ended a reply by length: the cache keeps the whole reply) and whether the reply
+ * ended (lw_chat_session_turn(s)->stop). lw_chat_session_next is for sessions with a context. If the
+ * caller's decode fails, lw_chat_session_abort_turn undoes the turn.
+ *
+ *     lw_chat_session_new_model(model, n_ctx, &p, &cs);
+ *     lw_chat_session_user(cs, msg, len, &t);            // then: cache to t.from_cell, decode prompt ids
+ *     do { id = sample(); lw_chat_session_push(cs, id, &dec, &piece, &n); if (dec) decode(id); }
+ *     while (lw_chat_session_turn(cs)->stop == LW_STOP_NONE);
+ */
+lw_status lw_chat_session_new_model(lw_model *m, uint32_t n_ctx, const lw_chat_session_params *params,
+                                    lw_chat_session **out);
+/* The ids the last lw_chat_session_user asks to decode at turn->from_cell (valid until the next call). */
+const int32_t *lw_chat_session_prompt(const lw_chat_session *s, size_t *n);
+/* Records token id of the open reply (external sessions); *decode (may be NULL) is 1 when the caller must
+ * decode it now. *piece, *len: the text it completes, as lw_chat_session_next. */
+lw_status lw_chat_session_push(lw_chat_session *s, int32_t id, int *decode, const char **piece, size_t *len);
+/* Undoes the last turn (its user message, its reply and messages added after them; messages that a restart
+ * dropped stay dropped) and forgets the cache: the next turn decodes the whole conversation from cell 0. */
+void lw_chat_session_abort_turn(lw_chat_session *s);
+
 #ifdef __cplusplus
 }
 #endif

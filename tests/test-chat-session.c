@@ -12,6 +12,8 @@
  *     and the conversation and cache stay (the next turn reuses the cache)
  *   - NUL bytes: a message with a NUL is rendered and tokenized whole; a sampled reply with a NUL byte is kept
  *     whole (reply, stored message) and the next turn still reuses the cache (the re-rendering matches)
+ *   - external decoding (lw_chat_session_new_model, push): a caller-driven context ends every turn of a
+ *     4-turn conversation with restarts and resumes exactly as a session with its own context
  *   - bad arguments and templates: statuses with messages, no abort; allocation failures injected through
  *     the allocator at every call: LW_ERR_NOMEM (or success), the session stays usable, nothing leaks
  *
@@ -271,6 +273,90 @@ done:
     lw_sampler_free(s);
     lw_context_free(c);
     lw_chat_template_free(t);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * External decoding (lw_chat_session_new_model + push): the caller's context, driven as the WebGPU model
+ * would be, ends every turn exactly as a session with its own context
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* want_restarts, want_resumes: at least that many turns must start over / resume at an earlier boundary. */
+static void check_external(lw_model *m, const char *tmpl_src, int want_restarts, int want_resumes) {
+    static reply ra, rb;
+    static const char *msgs[] = {"Hello there", "What is 2+2?", "Tell me a story", "Thanks"};
+    /* 240 cells: the third or fourth turn finds the context full and starts over */
+    lw_context *ca = make_context(m, 240), *cb = make_context(m, 240);
+    lw_sampler *sa = make_sampler(m, 0, 1, 1.5f), *sb = make_sampler(m, 0, 1, 1.5f);
+    lw_chat_session_params sp = lw_chat_session_default_params();
+    sp.system = "Be brief.";
+    sp.n_predict = 24;
+    sp.template_src = tmpl_src;
+    lw_chat_session *a = NULL, *b = NULL;
+    CHECK(ca && lw_chat_session_new(ca, &sp, &a) == LW_OK);
+    CHECK(lw_chat_session_new_model(m, 240, &sp, &b) == LW_OK);
+    if (!a || !b || !cb || !sa || !sb) goto done;
+    int32_t tok = 0;
+    int dec = 0, restarts = 0, resumes = 0;
+    CHECK(lw_chat_session_push(b, 5, &dec, NULL, NULL) == LW_ERR_INVALID_ARG && dec == 0); /* no reply open */
+    CHECK(lw_chat_session_push(a, 5, &dec, NULL, NULL) == LW_ERR_INVALID_ARG);            /* has a context */
+    for (int t = 0; t < 4; t++) {
+        lw_chat_turn ta, tb;
+        CHECK(lw_chat_session_user(a, msgs[t], strlen(msgs[t]), &ta) == LW_OK);
+        CHECK(lw_chat_session_user(b, msgs[t], strlen(msgs[t]), &tb) == LW_OK);
+        CHECK(lw_chat_session_next(b, sb, &tok, NULL, NULL) == LW_ERR_INVALID_ARG); /* no context */
+        /* the caller: its cache to from_cell, the prompt ids decoded there, recorded for the penalties */
+        size_t n = 0;
+        const int32_t *ids = lw_chat_session_prompt(b, &n);
+        CHECK(n == tb.n_prompt && lw_context_set_n_past(cb, tb.from_cell) == LW_OK);
+        CHECK(lw_decode(cb, ids, (int32_t)n, 0) == LW_OK);
+        for (size_t i = 0; i < n; i++) lw_sampler_accept(sb, ids[i]);
+        CHECK(gen_reply(a, sa, &ra) == LW_OK);
+        rb.n = 0, rb.len = 0;
+        while (lw_chat_session_turn(b)->stop == LW_STOP_NONE && rb.n < 1024) {
+            const char *p;
+            size_t pl;
+            int32_t id = lw_sample(cb, sb, -1);
+            CHECK(lw_chat_session_push(b, id, &dec, &p, &pl) == LW_OK);
+            rb.tok[rb.n++] = id;
+            if (rb.len + pl <= sizeof rb.text) memcpy(rb.text + rb.len, p, pl);
+            rb.len += pl;
+            if (dec) CHECK(lw_decode(cb, &id, 1, 0) == LW_OK);
+        }
+        CHECK_MSG(ta.n_prompt == tb.n_prompt && ta.from_cell == tb.from_cell && ta.restarted == tb.restarted &&
+                      ta.resumed == tb.resumed,
+                  "turn %d: %u from %u (restart %d, resume %d) vs external %u from %u (%d, %d)", t, ta.n_prompt,
+                  ta.from_cell, ta.restarted, ta.resumed, tb.n_prompt, tb.from_cell, tb.restarted, tb.resumed);
+        CHECK_MSG(ra.n == rb.n && !memcmp(ra.tok, rb.tok, (size_t)ra.n * sizeof *ra.tok) && ra.len == rb.len &&
+                      !memcmp(ra.text, rb.text, ra.len),
+                  "turn %d: reply %d tokens vs external %d", t, ra.n, rb.n);
+        CHECK(lw_chat_session_turn(a)->stop == lw_chat_session_turn(b)->stop);
+        size_t na = 0, nb = 0;
+        const int32_t *ta_ids = lw_chat_session_tokens(a, &na), *tb_ids = lw_chat_session_tokens(b, &nb);
+        CHECK(na == nb && na == lw_context_n_past(ca) && nb == lw_context_n_past(cb) &&
+              !memcmp(ta_ids, tb_ids, na * sizeof *ta_ids));
+        restarts += ta.restarted, resumes += ta.resumed;
+    }
+    printf("external decoding: 4 turns as a session with a context (%d restarts, %d resumes)\n", restarts, resumes);
+    CHECK(restarts >= want_restarts && resumes >= want_resumes);
+    /* a failed decode on the caller's side: the turn is undone, the next one decodes everything */
+    size_t before = lw_chat_session_n_messages(b);
+    lw_chat_turn tb;
+    CHECK(lw_chat_session_user(b, "x", 1, &tb) == LW_OK);
+    lw_chat_session_abort_turn(b);
+    size_t nb = 1;
+    lw_chat_session_tokens(b, &nb);
+    /* (a turn that started over keeps only the system prompt: the dropped messages do not come back) */
+    CHECK(lw_chat_session_n_messages(b) == (tb.restarted ? 1 : before) && nb == 0);
+    CHECK(lw_chat_session_user(b, "y", 1, &tb) == LW_OK && tb.from_cell == 0);
+    CHECK(lw_chat_session_push(b, -1, &dec, NULL, NULL) == LW_ERR_INVALID_ARG);
+    CHECK(lw_chat_session_push(b, lw_model_n_vocab(m), &dec, NULL, NULL) == LW_ERR_INVALID_ARG);
+done:
+    lw_chat_session_free(a);
+    lw_chat_session_free(b);
+    lw_sampler_free(sa);
+    lw_sampler_free(sb);
+    lw_context_free(ca);
+    lw_context_free(cb);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -612,6 +698,11 @@ int main(void) {
     if (!m) return test_summary("test-chat-session");
     check_turns(m, "synth llama, ChatML", "Be brief.");
     check_full(m);
+    check_external(m, NULL, 1, 0);
+    /* a template that renders replies as "[reply]": every turn resumes where the previous reply started */
+    check_external(m, "{% for m in messages %}{{ m.role }}: {% if m.role == 'assistant' %}[reply]{% else %}"
+                      "{{ m.content }}{% endif %}{{ '\\n' }}{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}",
+                   0, 3);
     check_nul(m);
     check_errors(m, path);
     check_alloc(m);

@@ -54,7 +54,7 @@ typedef struct cs_message {
 
 struct lw_chat_session {
     lw_allocator alloc;          /* the session's memory and the template's renders              */
-    lw_context *c;               /* the context (KV cache kept across turns)                     */
+    lw_context *c;               /* the context (KV cache kept across turns); NULL: the caller's  */
     lw_model *m;                 /* its model                                                    */
     const lw_vocab *v;           /* the model's vocabulary                                       */
     lw_chat_template *tmpl;      /* the template in use                                          */
@@ -83,6 +83,7 @@ struct lw_chat_session {
     int accepted;                /* 1 once the turn's prompt ids went to the sampler             */
     int32_t pending;             /* sampled token not decoded yet, or -1                         */
     uint32_t past1;              /* cells after the turn's prompt (where the reply starts)       */
+    size_t turn_first;           /* index of the last turn's user message (SIZE_MAX: none)       */
     lw_chat_turn turn;           /* figures of the last turn                                     */
     char why[LW_ERRMSG_SIZE];    /* why the plain format is used ("" when not for an error)      */
     char err[LW_ERRMSG_SIZE];    /* message of the last failed call                              */
@@ -176,7 +177,7 @@ static int push_checkpoint(lw_chat_session *s, size_t text_off, uint32_t n_past)
 /* Forgets the KV cache: the next turn decodes the whole conversation. cps has room for one entry from the
  * start, so this cannot fail. */
 static void forget_cache(lw_chat_session *s) {
-    lw_context_set_n_past(s->c, 0);
+    if (s->c) lw_context_set_n_past(s->c, 0);
     s->n_cache = 0;
     s->kv_text.len = 0;
     if (s->kv_text.p) s->kv_text.p[0] = 0;
@@ -318,9 +319,9 @@ static lw_status parse_template(lw_chat_session *s, const char *src) {
     return st;
 }
 
-lw_status lw_chat_session_new(lw_context *c, const lw_chat_session_params *params, lw_chat_session **out) {
-    if (out) *out = NULL;
-    if (!c || !out) return LW_ERR_INVALID_ARG;
+/* A session over model m with n_ctx cells, decoding into context c (NULL: the caller decodes). */
+static lw_status session_new(lw_model *m, lw_context *c, uint32_t n_ctx, const lw_chat_session_params *params,
+                             lw_chat_session **out) {
     lw_chat_session_params p = params ? *params : lw_chat_session_default_params();
     lw_allocator a = lw__allocator_or_default(p.alloc);
     lw_chat_session *s = lw__calloc(&a, 1, sizeof *s);
@@ -328,8 +329,9 @@ lw_status lw_chat_session_new(lw_context *c, const lw_chat_session_params *param
     *out = s;
     s->alloc = a;
     s->c = c;
-    s->m = lw_context_model(c);
-    s->n_ctx = lw_context_n_ctx(c);
+    s->m = m;
+    s->n_ctx = n_ctx;
+    s->turn_first = SIZE_MAX;
     s->n_predict = p.n_predict;
     s->special = p.special;
     s->pending = -1;
@@ -379,6 +381,19 @@ lw_status lw_chat_session_new(lw_context *c, const lw_chat_session_params *param
     return LW_OK;
 }
 
+lw_status lw_chat_session_new(lw_context *c, const lw_chat_session_params *params, lw_chat_session **out) {
+    if (out) *out = NULL;
+    if (!c || !out) return LW_ERR_INVALID_ARG;
+    return session_new(lw_context_model(c), c, lw_context_n_ctx(c), params, out);
+}
+
+lw_status lw_chat_session_new_model(lw_model *m, uint32_t n_ctx, const lw_chat_session_params *params,
+                                    lw_chat_session **out) {
+    if (out) *out = NULL;
+    if (!m || !out || n_ctx == 0) return LW_ERR_INVALID_ARG;
+    return session_new(m, NULL, n_ctx, params, out);
+}
+
 void lw_chat_session_free(lw_chat_session *s) {
     if (!s) return;
     drop_messages(s, 0);
@@ -408,27 +423,38 @@ lw_chat_template_kind lw_chat_session_template(const lw_chat_session *s, const c
  * Turns
  * ------------------------------------------------------------------------------------------------------- */
 
-/* Undoes the open turn after a failure: the user message goes, the cache is cleared. Returns st. */
+/* Undoes the last turn after a failure: its user message (and reply, if it joined the conversation) go, the
+ * cache is cleared. Returns st. */
 static lw_status fail_turn(lw_chat_session *s, lw_status st) {
     s->open = 0;
     s->pending = -1;
     s->turn.stop = LW_STOP_NONE;
     forget_cache(s);
-    if (s->n_msgs > s->n_keep) drop_messages(s, s->n_msgs - 1);
+    if (s->turn_first != SIZE_MAX && s->turn_first >= s->n_keep && s->turn_first < s->n_msgs)
+        drop_messages(s, s->turn_first);
+    s->turn_first = SIZE_MAX;
     return st;
+}
+
+void lw_chat_session_abort_turn(lw_chat_session *s) {
+    if (s) fail_turn(s, LW_OK);
 }
 
 /* Ends the open reply: the cache keeps the whole reply (a token sampled but not decoded is decoded now,
  * unless it ended generation: the template writes its own end of turn) and the reply joins the
  * conversation. */
-static lw_status finish_reply(lw_chat_session *s, lw_stop_reason stop) {
+static lw_status finish_reply(lw_chat_session *s, lw_stop_reason stop, int *decode) {
     s->open = 0;
     s->turn.stop = stop;
     int keep = 1;
     if (s->pending >= 0 && stop != LW_STOP_EOG) {
-        uint32_t at = lw_context_n_past(s->c);
-        if (at < s->n_ctx && lw_decode(s->c, &s->pending, 1, 0) == LW_OK) s->cache[at] = s->pending, s->n_cache = at + 1;
-        else keep = 0; /* cannot hold it: the next turn starts over */
+        uint32_t at = s->n_cache;
+        if (at < s->n_ctx && (!s->c || lw_decode(s->c, &s->pending, 1, 0) == LW_OK)) {
+            s->cache[at] = s->pending, s->n_cache = at + 1;
+            if (!s->c && decode) *decode = 1; /* the caller's cache keeps it */
+        } else {
+            keep = 0; /* cannot hold it: the next turn starts over */
+        }
     }
     s->pending = -1;
     if (keep && push_checkpoint(s, s->kv_text.len, s->past1) &&
@@ -443,7 +469,7 @@ static lw_status finish_reply(lw_chat_session *s, lw_stop_reason stop) {
 
 lw_status lw_chat_session_end_reply(lw_chat_session *s) {
     if (!s) return LW_ERR_INVALID_ARG;
-    return s->open ? finish_reply(s, LW_STOP_CALLBACK) : LW_OK;
+    return s->open ? finish_reply(s, LW_STOP_CALLBACK, NULL) : LW_OK;
 }
 
 lw_status lw_chat_session_user(lw_chat_session *s, const char *msg, size_t len, lw_chat_turn *turn) {
@@ -454,6 +480,7 @@ lw_status lw_chat_session_user(lw_chat_session *s, const char *msg, size_t len, 
     if (st != LW_OK) return st;
     if (!add_message(s, "user", msg ? msg : "", len))
         return lw__errorf(s->err, LW_ERR_NOMEM, "out of memory for a %zu-byte message", len);
+    s->turn_first = s->n_msgs - 1;
     memset(&s->turn, 0, sizeof s->turn);
 
     /* which messages to render: all, or after a restart the kept ones and this one */
@@ -470,7 +497,7 @@ lw_status lw_chat_session_user(lw_chat_session *s, const char *msg, size_t len, 
         if (same < s->kv_text.len) {
             size_t k = s->n_cps - 1;
             while (s->cps[k].text_off > same) k--;
-            lw_context_set_n_past(s->c, s->cps[k].n_past);
+            if (s->c) lw_context_set_n_past(s->c, s->cps[k].n_past);
             s->n_cache = s->cps[k].n_past;
             s->kv_text.len = s->cps[k].text_off;
             s->n_cps = k + 1;
@@ -516,7 +543,7 @@ lw_status lw_chat_session_user(lw_chat_session *s, const char *msg, size_t len, 
         st = lw__errorf(s->err, LW_ERR_TOO_LARGE, "%zu prompt tokens", s->n_ids);
         goto fail;
     }
-    if (s->n_ids > 0 && (st = lw_decode(s->c, s->ids, (int32_t)s->n_ids, 0)) != LW_OK) {
+    if (s->c && s->n_ids > 0 && (st = lw_decode(s->c, s->ids, (int32_t)s->n_ids, 0)) != LW_OK) {
         lw__errorf(s->err, st, "decoding the message: %s", lw_context_error(s->c));
         forget_cache(s); /* the decode may have half run */
         goto fail;
@@ -533,6 +560,7 @@ lw_status lw_chat_session_user(lw_chat_session *s, const char *msg, size_t len, 
         drop_messages(s, s->n_keep);
         s->msgs[s->n_msgs++] = last;
     }
+    s->turn_first = s->n_msgs - 1;
 
     /* the reply starts */
     s->open = 1;
@@ -549,36 +577,15 @@ lw_status lw_chat_session_user(lw_chat_session *s, const char *msg, size_t len, 
 fail:
     lw_chat_string_free(s->tmpl, prompt);
     lw__free(&s->alloc, idx);
-    if (s->n_msgs > s->n_keep) drop_messages(s, s->n_msgs - 1);
+    drop_messages(s, s->n_msgs - 1);
+    s->turn_first = SIZE_MAX;
     if (turn) *turn = s->turn;
     return st;
 }
 
-lw_status lw_chat_session_next(lw_chat_session *s, lw_sampler *smp, int32_t *token, const char **piece,
-                               size_t *len) {
-    if (token) *token = -1;
-    if (piece) *piece = "";
-    if (len) *len = 0;
-    if (!s) return LW_ERR_INVALID_ARG;
-    if (!token) return lw__errorf(s->err, LW_ERR_INVALID_ARG, "lw_chat_session_next: NULL token");
-    if (!s->open) return LW_OK;
-    if (!smp) return lw__errorf(s->err, LW_ERR_INVALID_ARG, "lw_chat_session_next: NULL sampler");
-    if (!s->accepted) { /* the turn's prompt, for the sampler's penalties */
-        for (size_t i = 0; i < s->n_ids; i++) lw_sampler_accept(smp, s->ids[i]);
-        s->accepted = 1;
-    }
-    if (s->n_predict >= 0 && s->turn.n_generated >= s->n_predict) return finish_reply(s, LW_STOP_LENGTH);
-    lw_status st;
-    if (s->pending >= 0) {
-        uint32_t at = s->n_cache;
-        if ((st = lw_decode(s->c, &s->pending, 1, 0)) != LW_OK)
-            return fail_turn(s, lw__errorf(s->err, st, "decoding the reply: %s", lw_context_error(s->c)));
-        s->cache[at] = s->pending;
-        s->n_cache = at + 1;
-        s->pending = -1;
-    }
-    int32_t id = lw_sample(s->c, smp, -1);
-    if (id < 0) return fail_turn(s, lw__errorf(s->err, LW_ERR_INVALID_ARG, "no logits to sample from"));
+/* Takes sampled token id into the open reply: its text, the stop decision, and the cache (a context decodes
+ * it on the next call or when the reply ends; an external decoder is told through *decode). */
+static lw_status take_token(lw_chat_session *s, int32_t id, int *decode, const char **piece, size_t *len) {
     s->turn.n_generated++;
     size_t n = 0, tail = 0;
     if (lw_detok_stream_push(&s->ds, id, s->piece, s->piece_cap, &n) != LW_OK) n = 0; /* id past the vocab */
@@ -592,11 +599,65 @@ lw_status lw_chat_session_next(lw_chat_session *s, lw_sampler *smp, int32_t *tok
     if (!buf_append(&s->alloc, &s->reply, s->piece, n))
         return fail_turn(s, lw__errorf(s->err, LW_ERR_NOMEM, "out of memory for a %zu-byte reply", s->reply.len + n));
     s->pending = id;
-    if (stop != LW_STOP_NONE && (st = finish_reply(s, stop)) != LW_OK) return st;
-    *token = id;
+    if (!s->c && stop == LW_STOP_NONE) { /* the caller decodes it now */
+        s->cache[s->n_cache++] = id;
+        s->pending = -1;
+        if (decode) *decode = 1;
+    }
+    lw_status st;
+    if (stop != LW_STOP_NONE && (st = finish_reply(s, stop, decode)) != LW_OK) return st;
     if (piece) *piece = s->piece;
     if (len) *len = n;
     return LW_OK;
+}
+
+lw_status lw_chat_session_next(lw_chat_session *s, lw_sampler *smp, int32_t *token, const char **piece,
+                               size_t *len) {
+    if (token) *token = -1;
+    if (piece) *piece = "";
+    if (len) *len = 0;
+    if (!s) return LW_ERR_INVALID_ARG;
+    if (!token) return lw__errorf(s->err, LW_ERR_INVALID_ARG, "lw_chat_session_next: NULL token");
+    if (!s->c) return lw__errorf(s->err, LW_ERR_INVALID_ARG, "a session without a context: use lw_chat_session_push");
+    if (!s->open) return LW_OK;
+    if (!smp) return lw__errorf(s->err, LW_ERR_INVALID_ARG, "lw_chat_session_next: NULL sampler");
+    if (!s->accepted) { /* the turn's prompt, for the sampler's penalties */
+        for (size_t i = 0; i < s->n_ids; i++) lw_sampler_accept(smp, s->ids[i]);
+        s->accepted = 1;
+    }
+    if (s->n_predict >= 0 && s->turn.n_generated >= s->n_predict) return finish_reply(s, LW_STOP_LENGTH, NULL);
+    lw_status st;
+    if (s->pending >= 0) {
+        uint32_t at = s->n_cache;
+        if ((st = lw_decode(s->c, &s->pending, 1, 0)) != LW_OK)
+            return fail_turn(s, lw__errorf(s->err, st, "decoding the reply: %s", lw_context_error(s->c)));
+        s->cache[at] = s->pending;
+        s->n_cache = at + 1;
+        s->pending = -1;
+    }
+    int32_t id = lw_sample(s->c, smp, -1);
+    if (id < 0) return fail_turn(s, lw__errorf(s->err, LW_ERR_INVALID_ARG, "no logits to sample from"));
+    if ((st = take_token(s, id, NULL, piece, len)) != LW_OK) return st;
+    *token = id;
+    return LW_OK;
+}
+
+lw_status lw_chat_session_push(lw_chat_session *s, int32_t id, int *decode, const char **piece, size_t *len) {
+    if (decode) *decode = 0;
+    if (piece) *piece = "";
+    if (len) *len = 0;
+    if (!s) return LW_ERR_INVALID_ARG;
+    if (s->c) return lw__errorf(s->err, LW_ERR_INVALID_ARG, "a session with a context: use lw_chat_session_next");
+    if (!s->open) return lw__errorf(s->err, LW_ERR_INVALID_ARG, "lw_chat_session_push: no reply is open");
+    if (id < 0 || (uint32_t)id >= lw_vocab_n_tokens(s->v))
+        return lw__errorf(s->err, LW_ERR_INVALID_ARG, "lw_chat_session_push: token %d outside the vocabulary", id);
+    if (s->n_predict >= 0 && s->turn.n_generated >= s->n_predict) return finish_reply(s, LW_STOP_LENGTH, decode);
+    return take_token(s, id, decode, piece, len);
+}
+
+const int32_t *lw_chat_session_prompt(const lw_chat_session *s, size_t *n) {
+    if (n) *n = s && s->open ? s->n_ids : 0;
+    return s ? s->ids : NULL;
 }
 
 const char *lw_chat_session_reply(const lw_chat_session *s, size_t *len) {
@@ -630,6 +691,7 @@ void lw_chat_session_reset(lw_chat_session *s) {
     s->pending = -1;
     drop_messages(s, s->n_keep);
     forget_cache(s);
+    s->turn_first = SIZE_MAX;
     memset(&s->turn, 0, sizeof s->turn);
     s->reply.len = 0;
     if (s->reply.p) s->reply.p[0] = 0;

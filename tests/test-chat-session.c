@@ -14,6 +14,8 @@
  *     whole (reply, stored message) and the next turn still reuses the cache (the re-rendering matches)
  *   - external decoding (lw_chat_session_new_model, push): a caller-driven context ends every turn of a
  *     4-turn conversation with restarts and resumes exactly as a session with its own context
+ *   - 300 random operations (messages of random bytes, some too long; reply tokens; ends; adds; aborts;
+ *     resets) on both kinds of session: the same messages, replies and cache ids after every step
  *   - bad arguments and templates: statuses with messages, no abort; allocation failures injected through
  *     the allocator at every call: LW_ERR_NOMEM (or success), the session stays usable, nothing leaks
  *
@@ -350,6 +352,117 @@ static void check_external(lw_model *m, const char *tmpl_src, int want_restarts,
     CHECK(lw_chat_session_user(b, "y", 1, &tb) == LW_OK && tb.from_cell == 0);
     CHECK(lw_chat_session_push(b, -1, &dec, NULL, NULL) == LW_ERR_INVALID_ARG);
     CHECK(lw_chat_session_push(b, lw_model_n_vocab(m), &dec, NULL, NULL) == LW_ERR_INVALID_ARG);
+done:
+    lw_chat_session_free(a);
+    lw_chat_session_free(b);
+    lw_sampler_free(sa);
+    lw_sampler_free(sb);
+    lw_context_free(ca);
+    lw_context_free(cb);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Random operations: a session with a context and an external one driven alike must agree after every step
+ * ------------------------------------------------------------------------------------------------------- */
+
+static uint64_t rnd(uint64_t *x) {
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return *x;
+}
+
+/* One reply step of the external session b over the caller's context cb. Returns 1 while the reply goes on. */
+static int external_step(lw_chat_session *b, lw_context *cb, lw_sampler *sb) {
+    if (lw_chat_session_turn(b)->stop != LW_STOP_NONE) return 0;
+    int32_t id = lw_sample(cb, sb, -1);
+    int dec = 0;
+    lw_status st = lw_chat_session_push(b, id, &dec, NULL, NULL);
+    if (st != LW_OK) return 0; /* no reply open */
+    if (dec) CHECK(lw_decode(cb, &id, 1, 0) == LW_OK);
+    return lw_chat_session_turn(b)->stop == LW_STOP_NONE;
+}
+
+static void check_random(lw_model *m) {
+    lw_context *ca = make_context(m, 256), *cb = make_context(m, 256);
+    lw_sampler *sa = make_sampler(m, 0, 1, 1), *sb = make_sampler(m, 0, 1, 1);
+    lw_chat_session_params sp = lw_chat_session_default_params();
+    sp.system = "Sys\0tem";
+    sp.system_len = 7;
+    sp.n_predict = 5;
+    lw_chat_session *a = NULL, *b = NULL;
+    CHECK(ca && lw_chat_session_new(ca, &sp, &a) == LW_OK);
+    CHECK(lw_chat_session_new_model(m, 256, &sp, &b) == LW_OK);
+    if (!a || !b || !cb || !sa || !sb) goto done;
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    int counts[7] = {0}, refused = 0, open_b = 0, resets = 0, restarts = 0, reuses = 0;
+    char text[400];
+    for (int step = 0; step < 300; step++) {
+        int op = (int)(rnd(&x) % 7);
+        counts[op]++;
+        if (op <= 1) { /* a user message: random bytes (NUL included), now and then too long */
+            size_t n = rnd(&x) % 8 == 0 ? 300 + rnd(&x) % 100 : rnd(&x) % 24;
+            for (size_t i = 0; i < n; i++) text[i] = (char)(rnd(&x) % 4 == 0 ? rnd(&x) % 256 : 'a' + rnd(&x) % 26);
+            lw_chat_turn ta, tb;
+            lw_status st = lw_chat_session_user(a, text, n, &ta), sb_st = lw_chat_session_user(b, text, n, &tb);
+            CHECK_MSG(st == sb_st && (st == LW_OK || st == LW_ERR_TOO_LARGE), "step %d: %s / %s", step,
+                      lw_status_str(st), lw_status_str(sb_st));
+            refused += st == LW_ERR_TOO_LARGE;
+            open_b = sb_st == LW_OK;
+            if (open_b) {
+                size_t k = 0;
+                const int32_t *ids = lw_chat_session_prompt(b, &k);
+                CHECK(lw_context_set_n_past(cb, tb.from_cell) == LW_OK && lw_decode(cb, ids, (int32_t)k, 0) == LW_OK);
+                CHECK(ta.from_cell == tb.from_cell && ta.n_prompt == tb.n_prompt);
+                restarts += ta.restarted, reuses += ta.from_cell > 0;
+            }
+        } else if (op == 2 || op == 3) { /* a few reply tokens */
+            int k = 1 + (int)(rnd(&x) % 4);
+            for (int i = 0; i < k; i++) {
+                int32_t tok;
+                CHECK(lw_chat_session_next(a, sa, &tok, NULL, NULL) == LW_OK);
+                if (open_b) open_b = external_step(b, cb, sb);
+            }
+        } else if (op == 4) {
+            CHECK(lw_chat_session_end_reply(a) == LW_OK && lw_chat_session_end_reply(b) == LW_OK);
+            open_b = 0;
+        } else if (op == 5) {
+            if (rnd(&x) % 2) {
+                CHECK(lw_chat_session_add(a, "assistant", "ok\0k", 4) == LW_OK);
+                CHECK(lw_chat_session_add(b, "assistant", "ok\0k", 4) == LW_OK);
+            } else {
+                lw_chat_session_abort_turn(a);
+                lw_chat_session_abort_turn(b);
+            }
+            open_b = 0;
+        } else if (rnd(&x) % 4 == 0) { /* now and then: start over */
+            resets++;
+            lw_chat_session_reset(a);
+            lw_chat_session_reset(b);
+            open_b = 0;
+        }
+        /* The same conversation, the same cache (while a reply goes on, the session with a context holds its
+         * last token undecoded until the next step, the external caller decoded it at once; the caller's own
+         * cache may hold more: it is cut to from_cell at the next turn). */
+        size_t na = 0, nb = 0, ra = 0, rb = 0;
+        const int32_t *ia = lw_chat_session_tokens(a, &na), *ib = lw_chat_session_tokens(b, &nb);
+        const char *ta = lw_chat_session_reply(a, &ra), *tb = lw_chat_session_reply(b, &rb);
+        const int going = lw_chat_session_turn(a)->stop == LW_STOP_NONE;
+        CHECK_MSG(na == lw_context_n_past(ca) && nb <= lw_context_n_past(cb) && (nb == na || (going && nb == na + 1)) &&
+                      !memcmp(ia, ib, na * sizeof *ia),
+                  "step %d (op %d): %zu / %zu ids", step, op, na, nb);
+        CHECK_MSG(ra == rb && !memcmp(ta, tb, ra), "step %d: replies differ", step);
+        CHECK(lw_chat_session_n_messages(a) == lw_chat_session_n_messages(b) && lw_chat_session_n_messages(a) >= 1);
+        for (size_t i = 0; i < lw_chat_session_n_messages(a); i++) {
+            const char *c1, *c2, *r1, *r2;
+            size_t l1, l2;
+            lw_chat_session_message(a, i, &r1, &c1, &l1);
+            lw_chat_session_message(b, i, &r2, &c2, &l2);
+            CHECK(!strcmp(r1, r2) && l1 == l2 && !memcmp(c1, c2, l1));
+        }
+    }
+    printf("random operations: 300 steps (user %d: %d refused, %d restarts, %d from a kept cache; reply tokens %d, "
+           "end %d, add/abort %d, reset %d), both sessions alike\n",
+           counts[0] + counts[1], refused, restarts, reuses, counts[2] + counts[3], counts[4], counts[5], resets);
+    CHECK(refused > 0 && restarts > 0 && reuses > 0);
 done:
     lw_chat_session_free(a);
     lw_chat_session_free(b);
@@ -703,6 +816,7 @@ int main(void) {
     check_external(m, "{% for m in messages %}{{ m.role }}: {% if m.role == 'assistant' %}[reply]{% else %}"
                       "{{ m.content }}{% endif %}{{ '\\n' }}{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}",
                    0, 3);
+    check_random(m);
     check_nul(m);
     check_errors(m, path);
     check_alloc(m);

@@ -59,6 +59,7 @@ static inline lw_gpu_info lavapipe_info(void) {
     i.max_compute_workgroup_size_x = 1024;
     i.max_compute_workgroups_per_dimension = 65535;
     i.has_f16 = i.has_subgroups = i.has_timestamp_query = true;
+    i.has_dot4 = true; /* Dawn offers packed_4x8_integer_dot_product on lavapipe and SwiftShader */
     return i;
 }
 /* SwiftShader's: larger bindings, smaller workgroups, no shader-f16. */

@@ -51,7 +51,7 @@ static void test_pipelines(void) {
     }
     CHECK(n_formats >= 4);
     /* the tile defines reach the shader, and label = cache key tells variants apart */
-    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 48, 20, 24, 3, 5, 0};
+    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 48, 20, 24, 3, 5, 0, false};
     lw_gpu_pipeline p;
     CHECK(lw__gpu_matmat_wg_size(&v) == 64);
     CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &v, &info, &p, err) == LW_OK, "%s", err);
@@ -76,17 +76,21 @@ static void test_pipelines(void) {
         lw_status st;
         const char *msg;
     } bad[] = {
-        {{LW_TYPE_Q4_0, false, 64, 64, 12, 4, 4, 0}, 0, LW_ERR_INVALID_ARG, "rules"},  /* tk % 8 */
-        {{LW_TYPE_Q4_0, false, 64, 64, 0, 4, 4, 0}, 0, LW_ERR_INVALID_ARG, "rules"},   /* tk 0 */
-        {{LW_TYPE_Q4_0, false, 64, 60, 32, 4, 8, 0}, 0, LW_ERR_INVALID_ARG, "rules"},  /* rn does not divide */
-        {{LW_TYPE_Q4_0, false, 64, 64, 32, 0, 4, 0}, 0, LW_ERR_INVALID_ARG, "rules"},  /* rm 0 */
-        {{LW_TYPE_Q4_0, false, 512, 64, 32, 8, 4, 0}, 0, LW_ERR_INVALID_ARG, "rules"}, /* tm > 256 */
-        {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 17, 0}, 0, LW_ERR_INVALID_ARG, "rules"}, /* rn > 16 */
-        {{LW_TYPE_Q4_0, false, 256, 256, 32, 4, 4, 0}, 0, LW_ERR_INVALID_ARG, "invocations"},
-        {{LW_TYPE_Q4_0, false, 64, 128, 32, 4, 4, 0}, 1, LW_ERR_INVALID_ARG, "invocations"}, /* 512 > 256 */
-        {{LW_TYPE_Q4_0, false, 128, 128, 64, 8, 8, 0}, 0, LW_ERR_INVALID_ARG, "workgroup memory"},
-        {{LW_TYPE_Q4_0, true, 64, 64, 32, 4, 4, 0}, 1, LW_ERR_UNSUPPORTED, "shader-f16"},
-        {{4 /* no such type */, false, 64, 64, 32, 4, 4, 0}, 0, LW_ERR_UNSUPPORTED, "no GPU kernel"},
+        {{LW_TYPE_Q4_0, false, 64, 64, 12, 4, 4, 0, false}, 0, LW_ERR_INVALID_ARG, "rules"},  /* tk % 8 */
+        {{LW_TYPE_Q4_0, false, 64, 64, 0, 4, 4, 0, false}, 0, LW_ERR_INVALID_ARG, "rules"},   /* tk 0 */
+        {{LW_TYPE_Q4_0, false, 64, 60, 32, 4, 8, 0, false}, 0, LW_ERR_INVALID_ARG, "rules"},  /* rn does not divide */
+        {{LW_TYPE_Q4_0, false, 64, 64, 32, 0, 4, 0, false}, 0, LW_ERR_INVALID_ARG, "rules"},  /* rm 0 */
+        {{LW_TYPE_Q4_0, false, 512, 64, 32, 8, 4, 0, false}, 0, LW_ERR_INVALID_ARG, "rules"}, /* tm > 256 */
+        {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 17, 0, false}, 0, LW_ERR_INVALID_ARG, "rules"}, /* rn > 16 */
+        {{LW_TYPE_Q4_0, false, 256, 256, 32, 4, 4, 0, false}, 0, LW_ERR_INVALID_ARG, "invocations"},
+        {{LW_TYPE_Q4_0, false, 64, 128, 32, 4, 4, 0, false}, 1, LW_ERR_INVALID_ARG, "invocations"}, /* 512 > 256 */
+        {{LW_TYPE_Q4_0, false, 128, 128, 64, 8, 8, 0, false}, 0, LW_ERR_INVALID_ARG, "workgroup memory"},
+        {{LW_TYPE_Q4_0, true, 64, 64, 32, 4, 4, 0, false}, 1, LW_ERR_UNSUPPORTED, "shader-f16"},
+        {{4 /* no such type */, false, 64, 64, 32, 4, 4, 0, false}, 0, LW_ERR_UNSUPPORTED, "no GPU kernel"},
+        /* integer products: their formats, with 8-bit activations, f32 and whole 32-blocks per K step */
+        {{LW_TYPE_Q4_K, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_Q8_K, true}, 0, LW_ERR_INVALID_ARG, "integer"},
+        {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_NONE, true}, 0, LW_ERR_INVALID_ARG, "integer"},
+        {{LW_TYPE_Q4_0, false, 64, 64, 48, 4, 4, LW_GPU_ACTQ_Q8_0, true}, 0, LW_ERR_INVALID_ARG, "integer"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         p = 9;
@@ -95,8 +99,18 @@ static void test_pipelines(void) {
         CHECK_MSG(st == bad[i].st && p == 0 && strstr(err, bad[i].msg), "case %zu: %d %s", i, (int)st, err);
     }
     CHECK(f->creates == before);
+    /* integer products: matmat-q8.wgsl where WGSL has dot4I8Packed; its tiles are bytes */
+    lw__gpu_matmat_variant q = {LW_TYPE_Q5_1, false, 64, 64, 64, 4, 4, LW_GPU_ACTQ_Q8_0, true};
+    CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &q, &info, &p, err) == LW_OK, "%s", err);
+    CHECK(strstr(f->wgsl, "dot4I8Packed") && strstr(f->wgsl, "const NBK: u32 = 64 / 32u;"));
+    CHECK_MSG(strcmp(f->label, "matmat q5_1 t64x64x64 r4x4 a1 idot") == 0, "%s", f->label);
+    CHECK(lw__gpu_matmat_wg_bytes(&q) == 128 * 17 * 4 + 128 * 2 * 8);
+    lw_gpu_info no4 = info;
+    no4.has_dot4 = false;
+    CHECK(lw__gpu_matmat_check(&no4, &q, err) == LW_ERR_UNSUPPORTED && strstr(err, "dot4I8Packed"));
+    CHECK(lw__gpu_matmat_has_idot(LW_TYPE_IQ4_NL) && !lw__gpu_matmat_has_idot(LW_TYPE_Q4_K));
     /* the f16 tiles halve the workgroup memory: 128 x 128 x 64 fits in f16, not in f32 */
-    lw__gpu_matmat_variant h = {LW_TYPE_Q8_0, true, 128, 128, 48, 8, 8, 0};
+    lw__gpu_matmat_variant h = {LW_TYPE_Q8_0, true, 128, 128, 48, 8, 8, 0, false};
     CHECK(lw__gpu_matmat_wg_bytes(&h) == 256 * 13 * 8);
     CHECK(lw__gpu_matmat_check(&info, &h, err) == LW_OK);
     h.f16 = false;
@@ -110,7 +124,7 @@ static void test_pipelines(void) {
 
 static void test_plan(void) {
     lw_gpu_info info = lavapipe_info();
-    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 64, 32, 32, 4, 4, 0};
+    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 64, 32, 32, 4, 4, 0, false};
     lw__gpu_matmat_params p;
     uint32_t g[3];
     char err[LW_ERRMSG_SIZE];
@@ -126,7 +140,7 @@ static void test_plan(void) {
     CHECK(p.x_offset == 1 && p.x_stride == 25 && p.y_offset == 3 && p.y_stride == 72 && g[0] == 2 &&
           g[2] == 2);
     /* many row tiles fold over a second grid dimension */
-    lw__gpu_matmat_variant one = {LW_TYPE_Q4_0, false, 1, 64, 32, 1, 4, 0};
+    lw__gpu_matmat_variant one = {LW_TYPE_Q4_0, false, 1, 64, 32, 1, 4, 0, false};
     s = (lw__gpu_matmat_shape){70000, 32, 8, 0, 0, 0, 0, 0};
     CHECK(lw__gpu_matmat_plan(&info, &one, &s, &p, g, err) == LW_OK && g[0] == 65535 && g[1] == 2 &&
           g[2] == 1 && p.groups_x == 65535);
@@ -166,7 +180,7 @@ static void test_plan(void) {
     info = lavapipe_info();
     info.max_compute_workgroups_per_dimension = 4;
     s = (lw__gpu_matmat_shape){8, 8, 64 * 5, 0, 0, 0, 0, 0}; /* 5 token tiles > 4 */
-    v = (lw__gpu_matmat_variant){LW_TYPE_F32, false, 64, 64, 32, 4, 4, 0};
+    v = (lw__gpu_matmat_variant){LW_TYPE_F32, false, 64, 64, 32, 4, 4, 0, false};
     CHECK(lw__gpu_matmat_plan(&info, &v, &s, &p, g, err) == LW_ERR_TOO_LARGE && strstr(err, "grid"));
 }
 

@@ -14,6 +14,7 @@
 extern int lw_js_gpu_ready(void);
 extern double lw_js_gpu_limit(const char *name);
 extern int lw_js_gpu_has_feature(const char *name);
+extern int lw_js_gpu_has_wgsl_feature(const char *name);
 extern double lw_js_gpu_adapter_info(const char *field, char *dst, int cap);
 extern uint32_t lw_js_context_new(void);
 extern uint32_t lw_js_buffer_create(uint32_t ctx, double size, uint32_t usage, const char *label);
@@ -75,6 +76,7 @@ static lw_status w_info(void *ctx, lw_gpu_info *o) {
     o->has_f16 = lw_js_gpu_has_feature("shader-f16");
     o->has_subgroups = lw_js_gpu_has_feature("subgroups");
     o->has_timestamp_query = lw_js_gpu_has_feature("timestamp-query");
+    o->has_dot4 = lw_js_gpu_has_wgsl_feature("packed_4x8_integer_dot_product");
     return LW_OK;
 }
 

@@ -31,6 +31,7 @@ var LibraryLwGpu = {
     chunkBytes: 8 << 20, // host-source streaming chunk
     staging: [],         // free MAP_READ staging buffers [{buf, size}]
     prof: null,          // profiling state while switched on (profileStart), else null: see "Profiling" below
+    wgslFeatures: null,  // the GPU object's wgslLanguageFeatures when requestDevice made the device
     // what was created and done, so tests can prove a step creates nothing (invariant 2)
     counters: { buffers: 0, stagingBuffers: 0, pipelines: 0, bindGroups: 0, dispatches: 0, submits: 0, bytesWritten: 0, bytesStreamed: 0, bytesRead: 0, querySets: 0 },
 
@@ -48,6 +49,7 @@ var LibraryLwGpu = {
       }
       const device = await adapter.requestDevice({ requiredFeatures, requiredLimits });
       LwGpu.adapterInfo = adapter.info || {};
+      LwGpu.wgslFeatures = gpu.wgslLanguageFeatures || null;
       return device;
     },
 
@@ -260,6 +262,14 @@ var LibraryLwGpu = {
   lw_js_gpu_has_feature__deps: ['$LwGpu'],
   lw_js_gpu_has_feature: function (name) {
     return LwGpu.device.features.has(UTF8ToString(name)) ? 1 : 0;
+  },
+  // WGSL language features (e.g. packed_4x8_integer_dot_product): of the GPU object the device came from,
+  // or the browser's navigator.gpu for a device made elsewhere
+  lw_js_gpu_has_wgsl_feature__deps: ['$LwGpu'],
+  lw_js_gpu_has_wgsl_feature: function (name) {
+    const nav = typeof navigator !== 'undefined' && navigator.gpu ? navigator.gpu.wgslLanguageFeatures : null;
+    const f = LwGpu.wgslFeatures || nav;
+    return f && f.has(UTF8ToString(name)) ? 1 : 0;
   },
   lw_js_gpu_adapter_info__deps: ['$LwGpu'],
   lw_js_gpu_adapter_info: function (field, dst, cap) {

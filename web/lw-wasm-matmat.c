@@ -206,7 +206,7 @@ static lw__gpu_matmat_variant variant_of(const lw_wasm_matmat *m, int f16, int t
                                          int rn) {
     if (tm == 0) return lw__gpu_matmat_default(&m->info, m->type);
     lw__gpu_matmat_variant v = {m->type,      f16 != 0,     (uint32_t)tm, (uint32_t)tn,
-                                (uint32_t)tk, (uint32_t)rm, (uint32_t)rn, 0};
+                                (uint32_t)tk, (uint32_t)rm, (uint32_t)rn, 0, false};
     return v;
 }
 
@@ -240,7 +240,8 @@ static lw_status poison(lw_wasm_matmat *m) {
 }
 
 /* Runs one variant (tm == 0: the default) on the uploaded data: poisons Y, records the dispatch and
- * schedules the read of Y. The JS caller awaits lwGpu.settle() before lw_wasm_matmat_nmse(). */
+ * schedules the read of Y. round_acts: 1 rounds X as the CPU does, 2 also takes integer products (idot).
+ * The JS caller awaits lwGpu.settle() before lw_wasm_matmat_nmse(). */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_run(lw_wasm_matmat *m, int f16, int tm, int tn, int tk, int rm,
                                             int rn, int round_acts) {
     lw_status st;
@@ -251,6 +252,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_run(lw_wasm_matmat *m, int f16, int tm, 
     void *c = m->gpu.ctx;
     lw__gpu_matmat_variant v = variant_of(m, f16, tm, tn, tk, rm, rn);
     if (round_acts) lw__gpu_matmat_round_acts(&v);
+    v.idot = round_acts == 2;
     uint32_t grid[3];
     if ((st = poison(m)) != LW_OK) return lw__errorf(m->err, st, "writing Y failed");
     if ((st = prepare(m, &v, grid)) != LW_OK) return st;
@@ -261,14 +263,18 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_run(lw_wasm_matmat *m, int f16, int tm, 
 }
 
 /* Benchmark step: iters dispatches of the variant in one compute pass, then the read of Y (the caller times
- * it up to settle(); call once to warm up). */
+ * it up to settle(); call once to warm up). idot: integer products (X rounded as the CPU does). */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_bench(lw_wasm_matmat *m, int f16, int tm, int tn, int tk, int rm,
-                                              int rn, int iters) {
+                                              int rn, int idot, int iters) {
     lw_status st;
     if (m->broken) return LW_ERR_INVALID_ARG;
     m->err[0] = 0; /* a refused variant before does not stick */
     if (!m->gpu.ops || iters <= 0) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first; iters > 0");
     lw__gpu_matmat_variant v = variant_of(m, f16, tm, tn, tk, rm, rn);
+    if (idot && tm) {
+        lw__gpu_matmat_round_acts(&v);
+        v.idot = true;
+    }
     uint32_t grid[3];
     if ((st = prepare(m, &v, grid)) != LW_OK) return st;
     for (int i = 0; i < iters; i++)

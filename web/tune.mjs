@@ -38,11 +38,12 @@ export async function problem(M, type, rows, k, tokens, { reps = 3 } = {}) {
   if (M._lw_wasm_matmat_upload(h, 0, 0, 0, 0, 0) !== 0) { const e = err(); M._lw_wasm_matmat_free(h); throw new Error(e); }
   await M.lwGpu.settle();
   // runs step(n) = record n products + read back; warm-up + correctness first, then reps timed runs
-  const time = async (step, n) => {
+  // (cpu: check against the CPU engine's own product, for variants that round X as it does)
+  const time = async (step, n, cpu = false) => {
     if (step(1) !== 0) throw new Error(err());
     let e = await M.lwGpu.settle();
     if (e) throw new Error(e);
-    const nmse = M._lw_wasm_matmat_nmse(h);
+    const nmse = cpu ? M._lw_wasm_matmat_nmse_cpu(h) : M._lw_wasm_matmat_nmse(h);
     if (!(nmse >= 0)) throw new Error(err());
     const t = [];
     for (let r = 0; r < reps; r++) {
@@ -55,8 +56,8 @@ export async function problem(M, type, rows, k, tokens, { reps = 3 } = {}) {
     return { ms: t[t.length >> 1], nmse };
   };
   return {
-    // v: {f16, tm, tn, tk, rm, rn} (tm 0 or absent: the device's default variant)
-    matmat: (v, n = 1) => time((i) => M._lw_wasm_matmat_bench(h, v.f16 ?? 0, v.tm ?? 0, v.tn ?? 0, v.tk ?? 0, v.rm ?? 0, v.rn ?? 0, i), n),
+    // v: {f16, tm, tn, tk, rm, rn, idot} (tm 0 or absent: the device's default variant)
+    matmat: (v, n = 1) => time((i) => M._lw_wasm_matmat_bench(h, v.f16 ?? 0, v.tm ?? 0, v.tn ?? 0, v.tk ?? 0, v.rm ?? 0, v.rn ?? 0, v.idot ?? 0, i), n, !!v.idot),
     // v: {f16, sg, wg, rows, blocks} (wg 0 or absent: the device's default variant); one dispatch per token
     matvec: (v, n = 1) => time((i) => M._lw_wasm_matmat_matvec(h, v.f16 ?? 0, v.sg ?? 0, v.wg ?? 0, v.rows ?? 1, v.blocks ?? 0, i), n),
     // the default variants of this device, as C assembles them (lw__gpu_*_tuned with no overrides)
@@ -89,6 +90,14 @@ export function candidates(device, quick, onlyF16 = null) {
       const inv = (tm / rm) * (tn / rn), mem = (tm + tn) * (tk / 4 + 1) * (f16 ? 8 : 16);
       if (inv <= maxInv && mem <= maxMem) mm.push({ f16, tm, tn, tk, rm, rn });
     }
+  }
+  // integer products (matmat-q8.wgsl: formats paired with 8-bit blocks of 32; refused, so skipped, for the
+  // others): byte tiles, K steps of whole blocks
+  const idotShapes = quick ? [[64, 64, 32, 4, 4]] : [[64, 64, 32, 4, 4], [64, 64, 64, 4, 4], [64, 64, 32, 8, 8],
+    [128, 64, 32, 8, 4], [64, 128, 32, 4, 8], [128, 128, 32, 8, 8], [32, 32, 32, 2, 2]];
+  for (const [tm, tn, tk, rm, rn] of idotShapes) {
+    const inv = (tm / rm) * (tn / rn), mem = (tm + tn) * ((tk / 4 + 1) * 4 + (tk / 32) * 8);
+    if (inv <= maxInv && mem <= maxMem) mm.push({ f16: 0, tm, tn, tk, rm, rn, idot: 1 });
   }
   return { mv, mm };
 }
@@ -129,7 +138,7 @@ async function main() {
       for (const v of list) {
         try {
           const r = await run(v);
-          const bound = v.f16 ? 1e-5 : 1e-10;
+          const bound = v.f16 ? 1e-5 : v.idot ? 1e-9 : 1e-10; // idot: against the CPU's product
           if (!(r.nmse < bound)) { console.error(`tune: ${f.name} ${family} ${show(v)}: nmse ${r.nmse} over ${bound}, skipped`); continue; }
           console.error(`tune: ${f.name.padEnd(7)} ${family} ${show(v).padEnd(34)} ${r.ms.toFixed(3).padStart(9)} ms  ${gflops(rows, kk, tokens, r.ms).toFixed(2).padStart(7)} GFLOP/s`);
           if (!best || r.ms < best.ms) best = { v, ms: r.ms };
@@ -147,9 +156,9 @@ async function main() {
       }
     }
     if (families.includes('matmat')) {
-      const b = await sweep('matmat', mm, (v) => p.matmat(v, 2), (v) => `t=${v.tm}x${v.tn}x${v.tk} r=${v.rm}x${v.rn} f16=${v.f16}`);
+      const b = await sweep('matmat', mm, (v) => p.matmat(v, 2), (v) => `t=${v.tm}x${v.tn}x${v.tk} r=${v.rm}x${v.rn} f16=${v.f16}${v.idot ? ' idot' : ''}`);
       if (b) {
-        out.matmat[f.name] = { tm: b.v.tm, tn: b.v.tn, tk: b.v.tk, rm: b.v.rm, rn: b.v.rn, f16: b.v.f16 };
+        out.matmat[f.name] = { tm: b.v.tm, tn: b.v.tn, tk: b.v.tk, rm: b.v.rm, rn: b.v.rn, f16: b.v.f16, idot: b.v.idot ?? 0 };
         console.error(`tune: ${f.name} matmat best ${JSON.stringify(out.matmat[f.name])} (default ${JSON.stringify(def.matmat)})`);
       }
     }

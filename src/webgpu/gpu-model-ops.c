@@ -376,7 +376,10 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         if (batched) { /* only where the mat-mat kernel takes the shape (e.g. k a multiple of its block) */
             mm.v.mm = lw__gpu_matmat_tuned(g->p.tune, info, w->type);
             mm.v.mm.f16 = mm.v.mm.f16 && g->f16;
-            if (!g->p.raw_acts) lw__gpu_matmat_round_acts(&mm.v.mm);
+            if (!g->p.raw_acts)
+                lw__gpu_matmat_round_acts(&mm.v.mm);
+            else
+                mm.v.mm.idot = false, mm.v.mm.actq = LW_GPU_ACTQ_NONE; /* integer products round X */
             const gm_piece *pc = &g->pieces[g->loc[nd->src[0]].piece0];
             lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, g->n_batch, 0, 0, 0, 0, (uint64_t)w->ne1};
             lw__gpu_matmat_params p;

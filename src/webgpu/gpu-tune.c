@@ -35,6 +35,7 @@ static const int32_t matvec_defaults[LW_GPU_TUNE_MV_KEYS] = {
 static const int32_t matmat_defaults[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = 64, [LW_GPU_TUNE_MM_TN] = 64, [LW_GPU_TUNE_MM_TK] = 32,
     [LW_GPU_TUNE_MM_RM] = 8,  [LW_GPU_TUNE_MM_RN] = 8,  [LW_GPU_TUNE_MM_F16] = 0,
+    [LW_GPU_TUNE_MM_IDOT] = 0,
 };
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -58,6 +59,7 @@ static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = {"tm", 1, 256, 1, false}, [LW_GPU_TUNE_MM_TN] = {"tn", 1, 256, 1, false},
     [LW_GPU_TUNE_MM_TK] = {"tk", 8, 256, 8, false}, [LW_GPU_TUNE_MM_RM] = {"rm", 1, 16, 1, false},
     [LW_GPU_TUNE_MM_RN] = {"rn", 1, 16, 1, false},  [LW_GPU_TUNE_MM_F16] = {"f16", 0, 1, 1, false},
+    [LW_GPU_TUNE_MM_IDOT] = {"idot", 0, 1, 1, false},
 };
 
 /* A family: its name, keys and where its overrides live in lw__gpu_tune. */
@@ -357,7 +359,16 @@ bool lw__gpu_cpu_adapter(const lw_gpu_info *i) {
 lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type) {
     int32_t v[LW_GPU_TUNE_MV_KEYS], def[LW_GPU_TUNE_MV_KEYS];
     memcpy(def, matvec_defaults, sizeof def);
-    if (lw__gpu_cpu_adapter(info)) def[LW_GPU_TUNE_MV_WG] = 64; /* lavapipe's measurement (above) */
+    if (lw__gpu_cpu_adapter(info)) {
+        def[LW_GPU_TUNE_MV_WG] = 64; /* lavapipe's measurement (above) */
+    } else if (type == LW_TYPE_Q8_0) {
+        /* H200, llama-3.2-1b shape (K 2048 / 8192) tg128: 256 x 8 270 t/s, 128 x 4 251 */
+        def[LW_GPU_TUNE_MV_WG] = 256;
+        def[LW_GPU_TUNE_MV_ROWS] = 8;
+    } else if (type == LW_TYPE_Q4_K || type == LW_TYPE_Q6_K) {
+        /* same (Q4_K_M: Q4_K and Q6_K): 2 rows 113 t/s, 4 rows 101, 1 row 90, 8 rows 78 */
+        def[LW_GPU_TUNE_MV_ROWS] = 2;
+    }
     for (int k = 0; k < LW_GPU_TUNE_MV_KEYS; k++) v[k] = pick(t, 0, type, k, def[k]);
     lw__gpu_matvec_variant r;
     memset(&r, 0, sizeof r); /* by field name: fields this file does not tune (added later) start at 0 */
@@ -386,6 +397,12 @@ lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_
     memset(&r, 0, sizeof r);
     r.type = type;
     r.f16 = v[LW_GPU_TUNE_MM_F16] && info->has_f16;
+    /* integer products where the format and the device have them; they round X (actq) and take f32 */
+    r.idot = v[LW_GPU_TUNE_MM_IDOT] && lw__gpu_matmat_has_idot(type) && info->has_dot4;
+    if (r.idot) {
+        r.f16 = false;
+        lw__gpu_matmat_round_acts(&r);
+    }
     r.tm = (uint32_t)v[LW_GPU_TUNE_MM_TM];
     r.tn = (uint32_t)v[LW_GPU_TUNE_MM_TN];
     r.tk = (uint32_t)v[LW_GPU_TUNE_MM_TK];
@@ -405,7 +422,8 @@ lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_
             r.tn /= 2;
         else if (m_ok)
             r.tm /= 2;
-        else if (r.tk >= 16 && r.tk % 16 == 0 && wg <= info->max_compute_invocations_per_workgroup)
+        else if (r.tk >= (r.idot ? 64u : 16u) && r.tk % (r.idot ? 64u : 16u) == 0 &&
+                 wg <= info->max_compute_invocations_per_workgroup) /* idot: whole 32-blocks */
             r.tk /= 2;
         else
             break;

@@ -79,6 +79,7 @@ typedef struct lw_gpu_info {
     bool has_f16;                                   /* feature shader-f16: `enable f16;` kernels          */
     bool has_subgroups;                             /* feature subgroups: `enable subgroups;` kernels     */
     bool has_timestamp_query;                       /* feature timestamp-query                            */
+    bool has_dot4;                                  /* WGSL packed_4x8_integer_dot_product (dot4I8Packed) */
 } lw_gpu_info;
 
 /* One buffer range bound at a binding (size 0: from offset to the end of the buffer). */

@@ -20,7 +20,15 @@ static uint64_t actq_scales(const lw__gpu_matmat_variant *v) {
     return ((ck + chunks - 1) / chunks + 1) * (sub ? sub : 1);
 }
 
+bool lw__gpu_matmat_has_idot(uint32_t type) {
+    return type == LW_TYPE_Q8_0 || type == LW_TYPE_Q4_0 || type == LW_TYPE_Q4_1 || type == LW_TYPE_Q5_0 ||
+           type == LW_TYPE_Q5_1 || type == LW_TYPE_IQ4_NL;
+}
+
 uint64_t lw__gpu_matmat_wg_bytes(const lw__gpu_matmat_variant *v) {
+    /* idot: (tm + tn) rows of tk / 4 + 1 words of quants, and a vec2 (scale, minimum or block sum) per row
+     * or token per block of the step */
+    if (v->idot) return ((uint64_t)v->tm + v->tn) * ((uint64_t)v->tk / 4 + 1) * 4u + ((uint64_t)v->tm + v->tn) * (v->tk / 32) * 8u;
     /* both tiles: (tm + tn) rows of tk / 4 + 1 vec4s (one of padding), vec4 of f16 or f32; with 8-bit
      * activation rounding, a vec2 scale per token per activation block of the step */
     return ((uint64_t)v->tm + v->tn) * ((uint64_t)v->tk / 4 + 1) * (v->f16 ? 8u : 16u) +
@@ -54,6 +62,14 @@ lw_status lw__gpu_matmat_check(const lw_gpu_info *info, const lw__gpu_matmat_var
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "matmat: activation rounding %u needs blocks of a multiple of its size and f32 tiles",
                           v->actq);
+    if (v->idot && (!lw__gpu_matmat_has_idot(v->type) || v->actq != LW_GPU_ACTQ_Q8_0 || v->tk % 32 || v->f16))
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matmat: integer products need Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL weights, their 8-bit "
+                          "activation rounding, f32 and K steps of whole 32-blocks (%s, actq %u, tk %u)",
+                          ti ? ti->name : "?", v->actq, v->tk);
+    if (v->idot && !info->has_dot4)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "matmat: integer products need WGSL's dot4I8Packed "
+                                                   "(packed_4x8_integer_dot_product)");
     uint32_t wg = lw__gpu_matmat_wg_size(v);
     if (wg > info->max_compute_invocations_per_workgroup || wg > info->max_compute_workgroup_size_x)
         return lw__errorf(err, LW_ERR_INVALID_ARG,
@@ -79,8 +95,8 @@ lw_status lw__gpu_matmat_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
     char label[LW_GPU_CACHE_KEY];
-    snprintf(label, sizeof label, "matmat %s%s t%ux%ux%u r%ux%u a%u", ti ? ti->name : "?", v->f16 ? " f16" : "",
-             v->tm, v->tn, v->tk, v->rm, v->rn, v->actq);
+    snprintf(label, sizeof label, "matmat %s%s t%ux%ux%u r%ux%u a%u%s", ti ? ti->name : "?", v->f16 ? " f16" : "",
+             v->tm, v->tn, v->tk, v->rm, v->rn, v->actq, v->idot ? " idot" : "");
     char tm[12], tn[12], tk[12], rm[12], rn[12], wg[12], actq[12];
     snprintf(actq, sizeof actq, "%u", v->actq);
     snprintf(tm, sizeof tm, "%u", v->tm);
@@ -100,8 +116,10 @@ lw_status lw__gpu_matmat_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
                               {"ACTQ", actq}};
     static const lw_gpu_binding_kind kinds[LW_GPU_MATMAT_BINDINGS] = {
         LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matmat.wgsl", defs, sizeof defs / sizeof defs[0],
-                                  kinds, LW_GPU_MATMAT_BINDINGS, out, err);
+    /* matmat-q8.wgsl fixes ACTQ itself: the last define is left out */
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, v->idot ? "matmat-q8.wgsl" : "matmat.wgsl", defs,
+                                  sizeof defs / sizeof defs[0] - (v->idot ? 1 : 0), kinds, LW_GPU_MATMAT_BINDINGS,
+                                  out, err);
 }
 
 /* ---------------------------------------------------------------------------------------------------------

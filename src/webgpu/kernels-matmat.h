@@ -20,7 +20,13 @@ typedef struct lw__gpu_matmat_variant {
     uint32_t rm;   /* rows per invocation (1..16, divides tm)                               */
     uint32_t rn;   /* tokens per invocation (1..16, divides tn)                             */
     uint32_t actq; /* LW_GPU_ACTQ_*: X rounded as the CPU does (8-bit kinds: f32 tiles)     */
+    bool idot;     /* integer products (matmat-q8.wgsl): 8-bit tiles and dot4I8Packed, for the
+                      formats lw__gpu_matmat_has_idot lists, with actq Q8_0 and tk % 32 == 0 */
 } lw__gpu_matmat_variant;
+
+/* Whether format type has integer quants for the idot kernel (dequant-int.wgsl: Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1, IQ4_NL). */
+bool lw__gpu_matmat_has_idot(uint32_t type);
 
 /* The uniform parameter block of one mat-mat call (MatmatParams in matmat.wgsl; 48 bytes). */
 typedef struct lw__gpu_matmat_params {

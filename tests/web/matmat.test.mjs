@@ -47,7 +47,7 @@ function err(h) {
 }
 
 // One problem: rows x k weights of format f, `tokens` tokens, placed with layout {w, x, xPad, y, yPad}; runs
-// each of `runs` ({f16, tm, tn, tk, rm, rn, actq: X rounded as the CPU rounds it, cpu: NMSE against the CPU
+// each of `runs` ({f16, tm, tn, tk, rm, rn, actq: X rounded as the CPU rounds it (2: and integer products), cpu: NMSE against the CPU
 // engine's own products} or {matvec: {...}}) and returns their NMSEs (throws on a failure).
 async function check(f, rows, k, tokens, runs, { seed = 1, layout = {} } = {}) {
   const h = M._lw_wasm_matmat_new(f.type, rows, k, tokens, seed);
@@ -62,7 +62,7 @@ async function check(f, rows, k, tokens, runs, { seed = 1, layout = {} } = {}) {
     for (const r of runs) {
       const st = r.matvec
         ? M._lw_wasm_matmat_matvec(h, r.matvec.f16 ?? 0, r.matvec.sg ?? 0, r.matvec.wg ?? 0, r.matvec.rows ?? 1, r.matvec.blocks ?? 0, 0)
-        : M._lw_wasm_matmat_run(h, r.f16 ?? 0, r.tm ?? 0, r.tn ?? 0, r.tk ?? 0, r.rm ?? 0, r.rn ?? 0, r.actq ? 1 : 0);
+        : M._lw_wasm_matmat_run(h, r.f16 ?? 0, r.tm ?? 0, r.tn ?? 0, r.tk ?? 0, r.rm ?? 0, r.rn ?? 0, r.actq === 2 ? 2 : r.actq ? 1 : 0);
       if (st !== 0) throw new Error(`run ${JSON.stringify(r)}: ${err(h)}`);
       e = await M.lwGpu.settle();
       if (e) throw new Error(`GPU error, ${JSON.stringify(r)}: ${e}`);
@@ -112,6 +112,27 @@ test('activation rounding: every format matches the CPU engine\'s own products',
       { seed: 9 + f.type, layout: LAYOUT });
     console.log(`# ${f.name}: nmse vs the CPU's products ${nmse.toExponential(2)} rounded, ${plain.toExponential(2)} plain`);
     assert.ok(nmse < 1e-9 && (f.name === 'f32' || nmse < plain / 10), `${f.name}: ${nmse} (plain ${plain})`);
+  }
+});
+
+// Integer products (shaders/matmat-q8.wgsl, "idot"): the formats paired with 8-bit activation blocks of 32
+// as signed-byte tiles and dot4I8Packed. Their blocks' integer sums are the CPU's, so the results are its
+// products up to float summation order. Odd rows and tokens, K steps of one and of two blocks (the last one
+// partial), the offsets and strides of LAYOUT; other formats are refused.
+const IDOT = ['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'iq4_nl'];
+test('integer products (idot): the CPU engine\'s own products for its formats, refused for others', { skip }, async () => {
+  for (const f of formats) {
+    if (!IDOT.includes(f.name)) {
+      if (!['q4_K', 'f32'].includes(f.name)) continue;
+      await assert.rejects(check(f, 16, kOf(f), 4, [{ tm: 64, tn: 64, tk: 32, rm: 4, rn: 4, actq: 2, cpu: true }]), /integer/);
+      continue;
+    }
+    const k = kOf(f) + 32 * 3; // an odd number of blocks: the 64-wide step ends half full
+    const runs = [{ tm: 32, tn: 32, tk: 32, rm: 4, rn: 4, actq: 2, cpu: true }, { tm: 64, tn: 16, tk: 64, rm: 8, rn: 2, actq: 2, cpu: true },
+      { tm: 32, tn: 32, tk: 32, rm: 4, rn: 4, actq: 1, cpu: true }];
+    const [a, b, fl] = await check(f, 67, k, 37, runs, { seed: 31 + f.type, layout: LAYOUT });
+    console.log(`# ${f.name} idot (k=${k}): nmse vs the CPU's products ${a.toExponential(2)} / ${b.toExponential(2)}, f32 tiles ${fl.toExponential(2)}`);
+    assert.ok(a < 1e-9 && b < 1e-9, `${f.name}: ${a} / ${b}`);
   }
 });
 
@@ -235,11 +256,11 @@ test('bench steps after warm-up create no GPU objects (invariant 2)', { skip }, 
   const h = M._lw_wasm_matmat_new(f.type, 64, 256, 16, 4);
   try {
     assert.equal(M._lw_wasm_matmat_upload(h, 0, 0, 0, 0, 0), 0, err(h));
-    assert.equal(M._lw_wasm_matmat_bench(h, 0, 32, 16, 32, 4, 2, 1), 0, err(h));
+    assert.equal(M._lw_wasm_matmat_bench(h, 0, 32, 16, 32, 4, 2, 0, 1), 0, err(h));
     assert.equal(await M.lwGpu.settle(), null);
     const before = { ...M.lwGpu.counters };
     for (let step = 0; step < 3; step++) {
-      assert.equal(M._lw_wasm_matmat_bench(h, 0, 32, 16, 32, 4, 2, 2), 0, err(h));
+      assert.equal(M._lw_wasm_matmat_bench(h, 0, 32, 16, 32, 4, 2, 0, 2), 0, err(h));
       assert.equal(await M.lwGpu.settle(), null);
     }
     const c = M.lwGpu.counters;

@@ -1,0 +1,158 @@
+// Matrix-matrix product for prefill with integer dot products, Y[t] = W X[t], for the weight formats whose CPU
+// product pairs them with 8-bit activation blocks of 32 (dequant-int.wgsl: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+// IQ4_NL). X is rounded as the CPU rounds it (actq.wgsl, ACTQ 1: d = fp16(amax / 127), q = round-to-even(x *
+// 127 / amax)); both tiles hold signed bytes, four to a word, and each invocation sums q_w * q_x of a block
+// with dot4I8Packed (four products and their sum in one instruction where the GPU has it), then adds
+// d_w * d_x * sum (and, for Q4_1/Q5_1, m_w * s_x with the CPU's Q8_1 block sum s_x) to its f32 outputs. So
+// a block's integer sum is the CPU's exactly, and the tiles in workgroup memory are a quarter of f32 ones.
+// Same tiling as matmat.wgsl otherwise: a workgroup computes TM rows x TN tokens, RM x RN per invocation;
+// K steps of TK elements (whole blocks).
+//
+// Defines: WEIGHT_TYPE (a format with DQ_INT), TM, TN, TK (a multiple of 32), RM, RN, WG_SIZE
+// ((TM / RM) * (TN / RN)). Bindings and parameters: those of matmat.wgsl (MatmatParams).
+// Dispatch: (groups_x, ceil(ceil(rows / TM) / groups_x), ceil(tokens / TN)) workgroups.
+#include "common.wgsl"
+#include "types.wgsl"
+#ifndef WEIGHT_TYPE
+#error matmat-q8.wgsl needs WEIGHT_TYPE
+#endif
+#define ACTQ 1
+#if TK < 32 || TK % 32 != 0
+#error matmat-q8.wgsl: TK must be a positive multiple of 32
+#endif
+#if RM < 1 || RN < 1 || TM % RM != 0 || TN % RN != 0 || WG_SIZE != (TM / RM) * (TN / RN)
+#error matmat-q8.wgsl: RM and RN must divide TM and TN, WG_SIZE be (TM / RM) * (TN / RN)
+#endif
+
+struct MatmatParams {
+    k: u32,          // elements per row of W and per token of X, a multiple of 32
+    rows: u32,       // rows of W (= elements of each Y[t])
+    tokens: u32,     // tokens in X and Y
+    row_stride: u32, // bytes from one row of W to the next
+    w_offset: u32,   // byte offset of row 0 in w (even)
+    x_offset: u32,   // offset of X[0] in the x binding, in vec4 units
+    x_stride: u32,   // vec4s from X[t] to X[t + 1]
+    y_offset: u32,   // offset of Y[0] in the y binding, in elements
+    y_stride: u32,   // elements from Y[t] to Y[t + 1]
+    groups_x: u32,   // workgroups along x of the grid (row tiles fold over x and y)
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> params: MatmatParams;
+
+#include "dequant-int.wgsl"
+#ifndef DQ_INT
+#error matmat-q8.wgsl: this weight format has no integer routine (dequant-int.wgsl)
+#endif
+
+fn actq_x(i: u32) -> vec4<f32> {
+    return x[i];
+}
+#include "actq.wgsl"
+
+const NBK: u32 = TK / 32u;      // blocks per K step
+const KW: u32 = TK / 4u + 1u;   // words per tile row: TK / 4 quant words, plus one of padding (banks)
+const TMT: u32 = TM / RM;       // invocations along rows
+const TNT: u32 = TN / RN;       // invocations along tokens
+
+var<workgroup> wq: array<u32, TM * KW>;        // W quants: row m, word v at m * KW + v
+var<workgroup> wd: array<vec2<f32>, TM * NBK>; // (d, m) of row m, block j at m * NBK + j
+var<workgroup> xq: array<u32, TN * KW>;        // X quants, same layout per token
+var<workgroup> xd: array<vec2<f32>, TN * NBK>; // (d_x, the CPU's Q8_1 block sum s_x) per token, block
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let row0 = (wg.x + wg.y * params.groups_x) * TM;
+    let tok0 = wg.z * TN;
+    if (row0 >= params.rows) {
+        return; // uniform across the workgroup
+    }
+    let n_blocks = params.k / 32u;
+    let tm = lid % TMT;
+    let tn = lid / TMT;
+    var acc: array<f32, RM * RN>;
+    for (var b0 = 0u; b0 < n_blocks; b0 += NBK) {
+        // W tile: one (row, block) per invocation; rows past the end repeat the last row (never stored),
+        // blocks past the end of K are zero
+        for (var i = lid; i < TM * NBK; i += WG_SIZE) {
+            let m = i / NBK;
+            let j = i % NBK;
+            // explicit zeros: lavapipe kept a loop-body `var`'s previous value without an initialiser
+            var r = DqInt(array<u32, 8>(), 0.0f, 0.0f);
+            if (b0 + j < n_blocks) {
+                let row = min(row0 + m, params.rows - 1u);
+                r = dq_int(params.w_offset + row * params.row_stride + (b0 + j) * DQ_BYTES);
+            }
+            for (var v = 0u; v < 8u; v++) {
+                wq[m * KW + 8u * j + v] = r.q[v];
+            }
+            wd[i] = vec2<f32>(r.d, r.m);
+        }
+        // X tile: one (token, block) per invocation, rounded to 8 bits as the CPU does; tokens past the end
+        // and blocks past K are zero
+        for (var i = lid; i < TN * NBK; i += WG_SIZE) {
+            let n = i / NBK;
+            let j = i % NBK;
+            var q = array<u32, 8>();
+            var ds = vec2<f32>(0.0);
+            if (tok0 + n < params.tokens && b0 + j < n_blocks) {
+                let xb = params.x_offset + (tok0 + n) * params.x_stride + (b0 + j) * 8u;
+                let amax = actq_amax(xb);
+                let s = actq_scale_of(amax);
+                var sum = 0;
+                for (var v = 0u; v < 8u; v++) {
+                    let qi = vec4<i32>(clamp(round(x[xb + v] * s.x), vec4<f32>(-128.0), vec4<f32>(127.0)));
+                    sum += qi.x + qi.y + qi.z + qi.w;
+                    q[v] = pack4xI8(qi);
+                }
+                // s_x = fp16(d * sum(q)) with d = amax / 127 unrounded (Q8_1; unused by symmetric formats)
+                ds = vec2<f32>(s.y, select(0.0f, f16_round(div_rn(amax, 127.0f) * f32(sum)), amax != 0.0f));
+            }
+            for (var v = 0u; v < 8u; v++) {
+                xq[n * KW + 8u * j + v] = q[v];
+            }
+            xd[i] = ds;
+        }
+        workgroupBarrier();
+        for (var j = 0u; j < NBK; j++) {
+            var isum = array<i32, RM * RN>();
+            for (var v = 8u * j; v < 8u * j + 8u; v++) {
+                var a: array<u32, RM>;
+                var b: array<u32, RN>;
+                for (var i = 0u; i < RM; i++) {
+                    a[i] = wq[(tm + i * TMT) * KW + v];
+                }
+                for (var jn = 0u; jn < RN; jn++) {
+                    b[jn] = xq[(tn + jn * TNT) * KW + v];
+                }
+                for (var i = 0u; i < RM; i++) {
+                    for (var jn = 0u; jn < RN; jn++) {
+                        isum[i * RN + jn] += dot4I8Packed(a[i], b[jn]);
+                    }
+                }
+            }
+            for (var i = 0u; i < RM; i++) {
+                let dw = wd[(tm + i * TMT) * NBK + j];
+                for (var jn = 0u; jn < RN; jn++) {
+                    let dx = xd[(tn + jn * TNT) * NBK + j];
+                    // the CPU's block term: (d_w * d_x) * sum, plus m_w * s_x for the formats with a minimum
+                    acc[i * RN + jn] += (dw.x * dx.x) * f32(isum[i * RN + jn]) + dw.y * dx.y;
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var i = 0u; i < RM; i++) {
+        let row = row0 + tm + i * TMT;
+        for (var jn = 0u; jn < RN; jn++) {
+            let tok = tok0 + tn + jn * TNT;
+            if (row < params.rows && tok < params.tokens) {
+                y[params.y_offset + tok * params.y_stride + row] = acc[i * RN + jn];
+            }
+        }
+    }
+}

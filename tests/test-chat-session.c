@@ -741,9 +741,9 @@ static void f_free(void *user, void *p) {
     free(p);
 }
 
-/* One scripted conversation with the failing allocator; every call succeeds or says LW_ERR_NOMEM. Returns
- * whether the failure was injected. */
-static int alloc_script(lw_context *c, lw_sampler *s, long fail_at, const char *system) {
+/* One scripted conversation with the failing allocator; every call succeeds or says LW_ERR_NOMEM. external:
+ * the session decodes nothing, the script drives c as its caller. Returns whether the failure was injected. */
+static int alloc_script(lw_context *c, lw_sampler *s, long fail_at, const char *system, int external) {
     failing f = {0, fail_at, 0, 0};
     lw_allocator a = {f_malloc, f_realloc, f_free, &f};
     lw_chat_session_params sp = lw_chat_session_default_params();
@@ -751,7 +751,8 @@ static int alloc_script(lw_context *c, lw_sampler *s, long fail_at, const char *
     sp.n_predict = 6;
     sp.alloc = &a;
     lw_chat_session *cs = NULL;
-    lw_status st = lw_chat_session_new(c, &sp, &cs);
+    lw_status st = external ? lw_chat_session_new_model(lw_context_model(c), lw_context_n_ctx(c), &sp, &cs)
+                            : lw_chat_session_new(c, &sp, &cs);
     CHECK_MSG(st == LW_OK || st == LW_ERR_NOMEM, "fail at %ld: new: %s", fail_at, lw_status_str(st));
     if (st == LW_OK) {
         static const char *msgs[] = {"Hello there", "What\0is 2+2?", "Tell me more"};
@@ -765,7 +766,20 @@ static int alloc_script(lw_context *c, lw_sampler *s, long fail_at, const char *
                 continue;
             }
             int32_t tok;
-            while ((st = lw_chat_session_next(cs, s, &tok, NULL, NULL)) == LW_OK && tok >= 0) {
+            if (external) {
+                lw_chat_turn tr = *lw_chat_session_turn(cs);
+                size_t n = 0;
+                const int32_t *ids = lw_chat_session_prompt(cs, &n);
+                CHECK(lw_context_set_n_past(c, tr.from_cell) == LW_OK && lw_decode(c, ids, (int32_t)n, 0) == LW_OK);
+                do {
+                    int dec = 0;
+                    tok = lw_sample(c, s, -1);
+                    st = lw_chat_session_push(cs, tok, &dec, NULL, NULL);
+                    if (st == LW_OK && dec) CHECK(lw_decode(c, &tok, 1, 0) == LW_OK);
+                } while (st == LW_OK && lw_chat_session_turn(cs)->stop == LW_STOP_NONE);
+            } else {
+                while ((st = lw_chat_session_next(cs, s, &tok, NULL, NULL)) == LW_OK && tok >= 0) {
+                }
             }
             CHECK_MSG(st == LW_OK || st == LW_ERR_NOMEM, "fail at %ld: next %d: %s", fail_at, i, lw_status_str(st));
             /* a reply that could not be kept takes its message with it */
@@ -785,10 +799,13 @@ static void check_alloc(lw_model *m) {
     lw_context *c = make_context(m, 512);
     lw_sampler *s = make_sampler(m, 0, 1, 1);
     if (!c || !s) return;
-    long n = 0;
-    while (n < 2000 && alloc_script(c, s, n, "Be brief.")) n++;
-    CHECK(n < 2000);
-    printf("allocation failures: each of %ld allocator calls failed once, LW_ERR_NOMEM and no leak\n", n);
+    for (int external = 0; external < 2; external++) {
+        long n = 0;
+        while (n < 2000 && alloc_script(c, s, n, "Be brief.", external)) n++;
+        CHECK(n < 2000);
+        printf("allocation failures%s: each of %ld allocator calls failed once, LW_ERR_NOMEM and no leak\n",
+               external ? " (external decoding)" : "", n);
+    }
     lw_sampler_free(s);
     lw_context_free(c);
 }

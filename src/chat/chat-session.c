@@ -5,7 +5,9 @@
  * whole conversation again and decodes only what follows that text; chunk boundaries (checkpoints: bytes of
  * text <-> cells) let a turn resume from the last boundary that still matches when a template re-renders
  * earlier text differently. Each chunk is tokenized on its own; a reply stays in the cache as the tokens that
- * were generated (their text is what the next rendering contains at that place).
+ * were generated (their text is what the next rendering contains at that place). A session made with
+ * lw_chat_session_new_model has no context: it keeps the same books (the ids the caller's cache holds) and the
+ * caller decodes what it is told (the WebGPU model, whose decodes are asynchronous in JavaScript).
  *
  * Texts carry lengths everywhere. The template renderer takes C strings, so a message with NUL bytes is
  * rendered with each NUL replaced by a Unicode noncharacter that occurs nowhere else (not in any message,

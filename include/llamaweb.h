@@ -764,7 +764,8 @@ typedef struct lw_chat_session_params {
     int enable_thinking;      /* passed to the template: -1 undefined (default), 0 false, 1 true          */
     int32_t n_predict;        /* most tokens per reply; < 0: until end of generation or a full context
                                  (default -1)                                                             */
-    int special;              /* 1: control tokens' text is part of the reply (default 0)                 */
+    int special;              /* 1: control tokens' text is part of the reply (default 0); an end-of-
+                                 generation token's text is handed on but not kept in the reply          */
     const lw_allocator *alloc; /* NULL: the C library's malloc family (the session's own memory and renders) */
 } lw_chat_session_params;
 

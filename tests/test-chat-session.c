@@ -361,6 +361,40 @@ done:
     lw_context_free(cb);
 }
 
+/* Pushed tokens (the byte vocabulary: byte b is id 3 + b, </s> is 2, an end of generation): "ok" then </s>.
+ * With special the end token's text comes as its piece but stays out of the reply and of the cache. */
+static void check_push_eog(lw_model *m) {
+    for (int special = 0; special < 2; special++) {
+        lw_chat_session_params sp = lw_chat_session_default_params();
+        sp.special = special;
+        lw_chat_session *b = NULL;
+        CHECK(lw_chat_session_new_model(m, 256, &sp, &b) == LW_OK);
+        if (!b) return;
+        lw_chat_turn tr;
+        CHECK(lw_chat_session_user(b, "hi", 2, &tr) == LW_OK && tr.from_cell == 0);
+        const int32_t push[3] = {3 + 'o', 3 + 'k', 2};
+        const char *want[3] = {"o", "k", special ? "</s>" : ""};
+        for (int i = 0; i < 3; i++) {
+            int dec = -1;
+            const char *p = NULL;
+            size_t n = 0;
+            CHECK(lw_chat_session_push(b, push[i], &dec, &p, &n) == LW_OK);
+            CHECK_MSG(n == strlen(want[i]) && !memcmp(p, want[i], n) && dec == (i < 2),
+                      "special %d, token %d: piece '%.*s', decode %d", special, push[i], (int)n, p, dec);
+        }
+        size_t rl = 0, nt = 0, cl = 0;
+        const char *r = lw_chat_session_reply(b, &rl), *role, *content;
+        const int32_t *ids = lw_chat_session_tokens(b, &nt);
+        CHECK(lw_chat_session_turn(b)->stop == LW_STOP_EOG && lw_chat_session_turn(b)->n_generated == 3);
+        CHECK(rl == 2 && !memcmp(r, "ok", 2));
+        CHECK(lw_chat_session_message(b, 1, &role, &content, &cl) == LW_OK && cl == 2 && !memcmp(content, "ok", 2));
+        CHECK(nt == tr.n_prompt + 2 && ids[nt - 2] == push[0] && ids[nt - 1] == push[1]);
+        /* the next turn goes on after "ok" */
+        CHECK(lw_chat_session_user(b, "x", 1, &tr) == LW_OK && tr.from_cell == nt && !tr.resumed);
+        lw_chat_session_free(b);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * Random operations: a session with a context and an external one driven alike must agree after every step
  * ------------------------------------------------------------------------------------------------------- */
@@ -833,6 +867,7 @@ int main(void) {
     check_external(m, "{% for m in messages %}{{ m.role }}: {% if m.role == 'assistant' %}[reply]{% else %}"
                       "{{ m.content }}{% endif %}{{ '\\n' }}{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}",
                    0, 3);
+    check_push_eog(m);
     check_random(m);
     check_nul(m);
     check_errors(m, path);

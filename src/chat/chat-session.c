@@ -597,8 +597,11 @@ static lw_status take_token(lw_chat_session *s, int32_t id, int *decode, const c
     else if (s->n_cache >= s->n_ctx) stop = LW_STOP_CONTEXT;
     if (stop != LW_STOP_NONE && lw_detok_stream_flush(&s->ds, s->piece + n, s->piece_cap - n, &tail) != LW_OK)
         tail = 0;
+    /* an end-of-generation token's text (with params.special) is handed on but stays out of the reply: the
+     * cache does not hold that token and the template writes its own end of turn */
+    const size_t skip = stop == LW_STOP_EOG ? n : 0;
     n += tail;
-    if (!buf_append(&s->alloc, &s->reply, s->piece, n))
+    if (!buf_append(&s->alloc, &s->reply, s->piece + skip, n - skip))
         return fail_turn(s, lw__errorf(s->err, LW_ERR_NOMEM, "out of memory for a %zu-byte reply", s->reply.len + n));
     s->pending = id;
     if (!s->c && stop == LW_STOP_NONE) { /* the caller decodes it now */

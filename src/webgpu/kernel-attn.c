@@ -1,6 +1,7 @@
 /* Attention kernel family (kernels-attn.h): variant choice, template expansion into pipelines, scratch
  * sizing and per-call planning for the decode (split-KV + reduce) and prefill (tiled) kernels. */
 #include "webgpu/kernels-attn.h"
+#include "webgpu/gpu-tune.h"
 #include "webgpu/wgsl-pp.h"
 
 #include <stdio.h>
@@ -61,6 +62,16 @@ static lw_status check_variant(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
 lw__gpu_attn_variant lw__gpu_attn_default(const lw_gpu_info *info, uint32_t kv_type, uint32_t head_dim,
                                           uint32_t group) {
     lw__gpu_attn_variant v = {kv_type, head_dim, group, 64, 256, 16, 64, 4, 16, 32};
+    /* GPUs: 128 invocations and up to 32 splits of at least 32 cells, so a short context still fills the
+     * device (H200, llama-3.2-1b shape decoding after 512 tokens: 9 splits x 8 KV heads = 72 workgroups took
+     * 46 us per layer, more and smaller splits ~15 us, plus a reduce that grows with the splits: 32 x 32 was
+     * the best tg128 of three); CPU adapters keep the above, and so do devices whose bindings are no larger
+     * than WebGPU's default 128 MiB (the split partials' scratch doubles and must fit one binding) */
+    if (!lw__gpu_cpu_adapter(info) && info->max_storage_buffer_binding_size > (128u << 20)) {
+        v.wg_size = 128;
+        v.splits = 32;
+        v.min_chunk = 32;
+    }
     char err[LW_ERRMSG_SIZE];
     /* decode: the largest chunk that fits */
     while (v.chunk > 32 && check_variant(&v, LW_GPU_ATTN_DECODE, info, err) != LW_OK) v.chunk /= 2;

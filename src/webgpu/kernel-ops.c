@@ -4,6 +4,7 @@
 #include "webgpu/kernels-ops.h"
 
 #include "cpu/engine-ops.h"
+#include "webgpu/gpu-tune.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -182,7 +183,9 @@ void lw__gpu_gelu_table(uint32_t *words) {
  * ------------------------------------------------------------------------------------------------------- */
 
 lw__gpu_norm_variant lw__gpu_norm_default(const lw_gpu_info *info) {
-    lw__gpu_norm_variant v = {info->has_subgroups, fit_wg(info, 128), false};
+    /* GPUs 512 invocations: one workgroup takes a row, and each strided step over it waits on memory (H200,
+     * llama-3.2-1b shape: 4 steps over a 2048-wide row instead of 16); CPU adapters keep 128 */
+    lw__gpu_norm_variant v = {info->has_subgroups, fit_wg(info, lw__gpu_cpu_adapter(info) ? 128 : 512), false};
     return v;
 }
 

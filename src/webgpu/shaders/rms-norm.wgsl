@@ -82,7 +82,11 @@ const LIMBS: u32 = 6u; // 16-bit limbs (the top one also keeps the carries out o
 const FRAC: i32 = 40;  // fixed-point bits below the largest square's last significand bit
 
 var<workgroup> emax: atomic<u32>;                        // largest biased exponent among the squares (at least 1)
+#if SUBGROUPS
+var<workgroup> wsum: array<atomic<u32>, LIMBS>;          // the subgroups' normalised limb sums, added up
+#else
 var<workgroup> limbs: array<array<u32, LIMBS>, WG_SIZE>; // per invocation, then the tree's partial sums
+#endif
 
 // Carries out of each 16-bit limb into the next.
 fn limbs_normalize(a: ptr<function, array<u32, LIMBS>>) {
@@ -217,6 +221,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         limbs_add_square(&acc, bitcast<u32>(v * v), e_max);
     }
     limbs_normalize(&acc);
+#if SUBGROUPS
+    // subgroup sums, then one atomic add per limb and subgroup: two barriers in all instead of log2(WG_SIZE)
+    // + 2 (normalised limbs are below 2^16, so neither a subgroup's sums nor the workgroup's overflow 32 bits
+    // for WG_SIZE <= 512, and integer adds give the same bits in any order)
+    for (var l = 0u; l < LIMBS; l++) {
+        acc[l] = subgroupAdd(acc[l]);
+    }
+    limbs_normalize(&acc);
+    if (sg_lid == 0u) {
+        for (var l = 0u; l < LIMBS; l++) {
+            atomicAdd(&wsum[l], acc[l]);
+        }
+    }
+    workgroupBarrier();
+    var total: array<u32, LIMBS>;
+    for (var l = 0u; l < LIMBS; l++) {
+        total[l] = atomicLoad(&wsum[l]);
+    }
+    limbs_normalize(&total);
+#else
     limbs[lid] = acc;
     for (var s = WG_SIZE / 2u; s > 0u; s >>= 1u) {
         workgroupBarrier();
@@ -231,8 +255,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
     }
     workgroupBarrier();
+    let total = limbs[0];
+#endif
     // 3. the CPU's scale: (float)(sum / n), then 1.0f / sqrtf(mean + eps)
-    let ms = limbs_mean(limbs[0], params.group, e_max) + params.eps;
+    let ms = limbs_mean(total, params.group, e_max) + params.eps;
     let me = bitcast<u32>(ms) >> 23u;
     let scale = select(1.0f / sqrt(ms), rcp_rn(sqrt_rn(ms)), me > 0u && me < 255u);
     let db = params.d_offset + row * params.d_stride + g * params.group;

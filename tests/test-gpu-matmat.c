@@ -30,6 +30,7 @@ static void test_pipelines(void) {
         const lw_type_info *ti = lw_type_get(type);
         for (int v16 = 0; v16 < 2; v16++) {
             lw__gpu_matmat_variant v = lw__gpu_matmat_default(&info, type);
+            if (v.idot) v = (lw__gpu_matmat_variant){type, false, 64, 64, 32, 4, 4, 0, false}; /* the tile template */
             v.f16 = v16;
             lw_gpu_pipeline p = 0;
             int before = f->creates;
@@ -109,6 +110,21 @@ static void test_pipelines(void) {
     no4.has_dot4 = false;
     CHECK(lw__gpu_matmat_check(&no4, &q, err) == LW_ERR_UNSUPPORTED && strstr(err, "dot4I8Packed"));
     CHECK(lw__gpu_matmat_has_idot(LW_TYPE_IQ4_NL) && !lw__gpu_matmat_has_idot(LW_TYPE_Q4_K));
+    /* defaults: integer products on GPUs with dot4I8Packed for their formats (K steps of 128), not on CPU
+     * adapters, not without dot4, not for other formats; a tune key turns them off */
+    lw__gpu_matmat_variant d = lw__gpu_matmat_default(&info, LW_TYPE_Q8_0);
+    CHECK(d.idot && d.tk == 128 && d.tm == 32 && d.rm == 2 && d.actq == LW_GPU_ACTQ_Q8_0 &&
+          lw__gpu_matmat_check(&info, &d, err) == LW_OK);
+    CHECK(!lw__gpu_matmat_default(&no4, LW_TYPE_Q8_0).idot && !lw__gpu_matmat_default(&info, LW_TYPE_Q4_K).idot);
+    lw_gpu_info cpu = info;
+    strcpy(cpu.device, "llvmpipe (LLVM 19.1.7, 256 bits)");
+    d = lw__gpu_matmat_default(&cpu, LW_TYPE_Q8_0);
+    CHECK(!d.idot && d.rm == 8 && d.tk == 32);
+    static lw__gpu_tune tn; /* 20 KiB: not on the stack */
+    lw__gpu_tune_init(&tn);
+    CHECK(lw__gpu_tune_set(&tn, "matmat.q8_0.idot", 0, err) == LW_OK);
+    d = lw__gpu_matmat_tuned(&tn, &info, LW_TYPE_Q8_0);
+    CHECK(!d.idot && d.tk == 32 && d.rm == 4);
     /* the f16 tiles halve the workgroup memory: 128 x 128 x 64 fits in f16, not in f32 */
     lw__gpu_matmat_variant h = {LW_TYPE_Q8_0, true, 128, 128, 48, 8, 8, 0, false};
     CHECK(lw__gpu_matmat_wg_bytes(&h) == 256 * 13 * 8);
@@ -323,7 +339,8 @@ static void test_tune_variants(void) {
     CHECK(lw__gpu_matmat_tuned(&t, &lvp, LW_TYPE_Q4_0).tn == 16 &&
           lw__gpu_matmat_tuned(&t, &lvp, LW_TYPE_Q8_0).tn == 32);
     CHECK(!lw__gpu_matmat_tuned(&t, &lvp, LW_TYPE_Q4_0).f16 &&
-          lw__gpu_matmat_tuned(&t, &lvp, LW_TYPE_Q8_0).f16);
+          lw__gpu_matmat_tuned(&t, &lvp, LW_TYPE_Q6_K).f16);
+    CHECK(!lw__gpu_matmat_tuned(&t, &lvp, LW_TYPE_Q8_0).f16); /* integer products by default: f32 */
     CHECK(lw__gpu_matvec_tuned(&t, &lvp, LW_TYPE_Q8_0).rows == 2 &&
           lw__gpu_matvec_tuned(&t, &lvp, LW_TYPE_F16).rows == lw__gpu_matvec_default(&lvp, LW_TYPE_F16).rows);
     CHECK(!lw__gpu_matvec_tuned(&t, &lvp, LW_TYPE_F16).subgroups);

@@ -31,7 +31,12 @@ static const int32_t matvec_defaults[LW_GPU_TUNE_MV_KEYS] = {
  * prompt's few tiles) doubled prefill of the llama-3.2-1b shape (`node web/cli.mjs bench -p 512`, pp512
  * t/s, 8 x 8 -> 4 x 4): Q4_0 2328 -> 4557, Q8_0 2169 -> 4347, Q4_K_M 2031 -> 4272; 4 x 8 gave 4322 / 4070
  * / 3978, 128 x 64 tiles of 8 x 4 3873 / 3610 / 3386, K steps of 16 3981 / 3821 / 3440. So GPUs take 4 x 4
- * and CPU adapters (llvmpipe, SwiftShader) keep 8 x 8. */
+ * and CPU adapters (llvmpipe, SwiftShader) keep 8 x 8.
+ * Integer products ("idot", matmat-q8.wgsl: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) on the H200, pp512 Q4_0 /
+ * Q8_0 against 4581 / 4363 for the f32 tiles in the same run: 64 x 64 x 32 with 4 x 4 gave 4890 / 4672,
+ * K steps of 64 5747 / 5512, of 128 6375 / 6246, of 256 5853 / 5953, and 32 x 64 tiles of 2 x 4 with K
+ * steps of 128 (256 invocations) 6698 / 6620: the GPU default for those formats. On lavapipe they lost
+ * (tiny-256 Q4_0 pp256: 1644 t/s f32 tiles, 1246-1504 idot), so CPU adapters keep the f32 tiles. */
 static const int32_t matmat_defaults[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = 64, [LW_GPU_TUNE_MM_TN] = 64, [LW_GPU_TUNE_MM_TK] = 32,
     [LW_GPU_TUNE_MM_RM] = 8,  [LW_GPU_TUNE_MM_RN] = 8,  [LW_GPU_TUNE_MM_F16] = 0,
@@ -391,7 +396,14 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
 lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type) {
     int32_t v[LW_GPU_TUNE_MM_KEYS], def[LW_GPU_TUNE_MM_KEYS];
     memcpy(def, matmat_defaults, sizeof def);
-    if (!lw__gpu_cpu_adapter(info)) def[LW_GPU_TUNE_MM_RM] = def[LW_GPU_TUNE_MM_RN] = 4; /* the H200's (above) */
+    const bool gpu = !lw__gpu_cpu_adapter(info);
+    if (gpu) def[LW_GPU_TUNE_MM_RM] = def[LW_GPU_TUNE_MM_RN] = 4; /* the H200's (above) */
+    /* integer products first: their tiles have defaults of their own (above) */
+    def[LW_GPU_TUNE_MM_IDOT] = gpu && lw__gpu_matmat_has_idot(type) && info->has_dot4;
+    if (pick(t, 1, type, LW_GPU_TUNE_MM_IDOT, def[LW_GPU_TUNE_MM_IDOT])) {
+        def[LW_GPU_TUNE_MM_TM] = 32, def[LW_GPU_TUNE_MM_TN] = 64, def[LW_GPU_TUNE_MM_TK] = 128;
+        def[LW_GPU_TUNE_MM_RM] = 2, def[LW_GPU_TUNE_MM_RN] = 4;
+    }
     for (int k = 0; k < LW_GPU_TUNE_MM_KEYS; k++) v[k] = pick(t, 1, type, k, def[k]);
     lw__gpu_matmat_variant r;
     memset(&r, 0, sizeof r);

@@ -411,6 +411,8 @@ export class Model {
     this.busy = false;           // a generation is running
     this.freed = false;          // free() was called (the GPU model goes once no generation uses it)
     this.pending = -1;           // the last generated token, not yet in the KV cache (-1: none)
+    this.chats = new Set();      // conversations (newChat) over this model, freed with it
+    this.cacheOwner = null;      // the Chat whose conversation the GPU KV cache holds (null: none / generate's)
     // the chat template of the GGUF header (web/lw-wasm-chat.c), parsed once
     const M = gpuModel.M;
     this.chat_ = 0;
@@ -517,6 +519,7 @@ export class Model {
     if (this.freed) throw new Error('model was freed');
     this.busy = true;
     this.stopping = false;
+    this.cacheOwner = null; // the KV cache is generate's from here: a conversation re-decodes what it reuses
     try {
       const maxTokens = opts.maxTokens ?? 128;
       const g = this.gpu;
@@ -564,8 +567,15 @@ export class Model {
       };
     } finally {
       this.busy = false;
-      if (this.freed) this.gpu.free(); // free() came during the generation
+      if (this.freed) this.release_(); // free() came during the generation
     }
+  }
+
+  // A conversation kept on this model (Chat): each send() decodes only what the KV cache does not hold yet.
+  // opts: system (system prompt), template (a Jinja chat template instead of the model's; with neither, the
+  // plain "User: ...\nAssistant:" format), special (control tokens' text in replies).
+  newChat(opts = {}) {
+    return new Chat(this, opts);
   }
 
   // generate() as an async iterator of text pieces: for await (const text of model.stream(prompt)) ...
@@ -599,7 +609,251 @@ export class Model {
     }
     this.chatTemplate = false;
     this.chatError = 'model was freed';
-    if (!this.busy) this.gpu.free();
+    if (!this.busy) this.release_();
+  }
+
+  // The conversations (they point into the model's header), then the GPU model.
+  release_() {
+    for (const c of this.chats) c.release_();
+    this.chats.clear();
+    this.gpu.free();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Conversations: a chat session (web/lw-wasm-session.c over lw_chat_session_new_model) whose KV cache is the
+// GPU model's, kept across turns
+// ---------------------------------------------------------------------------------------------------------
+
+// Result slots of web/lw-wasm-session.c (LW_WS_*): one int32 each in the session's result area.
+const WS = { status: 0, decode: 1, stop: 2, piece: 3, pieceLen: 4, fromCell: 5, nPrompt: 6, prompt: 7,
+  restarted: 8, resumed: 9, nGen: 10, text: 11, textLen: 12, role: 13 };
+// lw_stop_reason values
+const STOP_NONE = 0, STOP_EOG = 1, STOP_CONTEXT = 4;
+
+const utf8 = new TextEncoder();
+
+// A conversation with a model (model.newChat): C renders it with the chat template and plans each turn
+// (which cells the KV cache already holds, the ids of the new part), JS decodes on the GPU and samples the
+// reply token by token as generate() does. Texts may hold NUL characters. One send() at a time per model
+// (generate() too); a generate() or another conversation in between costs the next send() a re-decode of
+// the cells it reuses, nothing else.
+export class Chat {
+  constructor(model, opts = {}) {
+    if (model.freed) throw new Error('model was freed');
+    const M = model.gpu.M;
+    if (typeof M._lw_wasm_session_new !== 'function') throw new Error('this build has no chat sessions (web/lw-wasm-session.c)');
+    this.model = model;
+    this.M = M;
+    this.w = 0;          // the wasm session
+    this.sending = false; // a send() is running
+    this.freed = false;  // free() was called (the session goes once no send() uses it)
+    const sys = opts.system ? utf8.encode(String(opts.system)) : null;
+    const tmpl = opts.template ? utf8.encode(String(opts.template)) : null;
+    const put = (b) => {
+      const p = M._malloc(b.length + 1);
+      M.HEAPU8.set(b, p);
+      M.HEAPU8[p + b.length] = 0;
+      return p;
+    };
+    const sp = sys ? put(sys) : 0, tp = tmpl ? put(tmpl) : 0;
+    try {
+      this.w = M._lw_wasm_session_new(M._lw_wasm_model_model(model.gpu.h), model.info.n_ctx, sp, sys ? sys.length : -1,
+        tp, opts.special ? 1 : 0);
+    } finally {
+      if (sp) M._free(sp);
+      if (tp) M._free(tp);
+    }
+    if (!this.w) throw new Error('out of memory');
+    this.out = M._lw_wasm_session_out(this.w) >> 2;
+    if (this.slot(WS.status) !== 0) {
+      const e = this.error();
+      M._lw_wasm_session_free(this.w);
+      this.w = 0;
+      throw new Error(e);
+    }
+    // which template renders the conversation: 'model' (the GGUF's), 'given' (opts.template) or 'plain'
+    this.template = ['given', 'model', 'plain'][M._lw_wasm_session_template(this.w)];
+    model.chats.add(this);
+  }
+
+  slot(i) {
+    return this.M.HEAP32[this.out + i];
+  }
+
+  error() {
+    return this.M.UTF8ToString(this.M._lw_wasm_session_error(this.w)) || 'chat session failed';
+  }
+
+  // Bytes at heap address p as text (NUL characters kept).
+  text(p, n) {
+    return n > 0 ? new TextDecoder().decode(this.M.HEAPU8.subarray(p, p + n)) : '';
+  }
+
+  check() {
+    if (this.freed || !this.w) throw new Error('chat was freed');
+  }
+
+  // The conversation: [{role, content}], the system prompt first (a restart drops the messages between it
+  // and the message that did not fit).
+  messages() {
+    this.check();
+    const M = this.M, n = M._lw_wasm_session_n_messages(this.w), out = [];
+    for (let i = 0; i < n; i++) {
+      M._lw_wasm_session_message(this.w, i);
+      out.push({ role: M.UTF8ToString(this.slot(WS.role)), content: this.text(this.slot(WS.text), this.slot(WS.textLen)) });
+    }
+    return out;
+  }
+
+  // The token ids the KV cache holds for the conversation (the last turn's prompt and reply included).
+  tokens() {
+    this.check();
+    this.M._lw_wasm_session_tokens(this.w);
+    const p = this.slot(WS.text) >> 2;
+    return Array.from(this.M.HEAP32.subarray(p, p + this.slot(WS.textLen)));
+  }
+
+  // Adds a message without generating (a conversation restored from storage): the next send() decodes it
+  // with the rest.
+  add(role, content) {
+    this.check();
+    if (this.sending) throw new Error('a reply is being generated');
+    const M = this.M, r = utf8.encode(String(role)), c = utf8.encode(String(content ?? ''));
+    const rp = M._malloc(r.length + 1), cp = M._malloc(c.length + 1);
+    try {
+      M.HEAPU8.set(r, rp);
+      M.HEAPU8[rp + r.length] = 0;
+      M.HEAPU8.set(c, cp);
+      if (M._lw_wasm_session_add(this.w, rp, cp, c.length) !== 0) throw new Error(this.error());
+    } finally {
+      M._free(rp);
+      M._free(cp);
+    }
+  }
+
+  // The user's message text, answered: resolves to {text (the reply as the conversation keeps it), tokens
+  // (reply ids, an end-of-generation one excluded), decodedTokens (prompt ids decoded for this turn),
+  // fromCell (where they went: cells before it were reused), restarted (the context was full: the
+  // conversation started over from the system prompt and this message), resumed, reason ('eog' | 'length' |
+  // 'context' | 'stopped'), promptMs, genMs, promptTokensPerSecond, tokensPerSecond}. opts: maxTokens
+  // (default 128), sampling (as generate's), onToken(text, id), signal (an AbortSignal: ends the reply
+  // after the current token; the reply so far joins the conversation). A failed turn leaves the conversation
+  // as it was before (a too long message is refused: the error says so).
+  async send(message, opts = {}) {
+    this.check();
+    const m = this.model, g = m.gpu, M = this.M;
+    if (m.busy) throw new Error('a generation is already running on this model');
+    if (m.freed) throw new Error('model was freed');
+    m.busy = true;
+    m.stopping = false;
+    this.sending = true;
+    try {
+      const maxTokens = opts.maxTokens ?? 128;
+      const out = samplingOut(g, opts.sampling);
+      const bytes = utf8.encode(String(message));
+      const p = M._malloc(bytes.length + 1);
+      M.HEAPU8.set(bytes, p);
+      const st = M._lw_wasm_session_user(this.w, p, bytes.length);
+      M._free(p);
+      if (st !== 0) throw new Error(this.error());
+      const restarted = this.slot(WS.restarted) !== 0, resumed = this.slot(WS.resumed) !== 0;
+      let at = this.slot(WS.fromCell);
+      const pp = this.slot(WS.prompt) >> 2;
+      let ids = Array.from(M.HEAP32.subarray(pp, pp + this.slot(WS.nPrompt)));
+      // The GPU cache holds this conversation only if nothing else decoded since its last turn: otherwise
+      // the reused cells are decoded again (the session keeps their ids).
+      if (at > 0 && m.cacheOwner !== this) {
+        ids = [...this.tokens().slice(0, at), ...ids];
+        at = 0;
+      }
+      if (ids.length === 0) { // a template that renders nothing new: logits come from the last cell again
+        ids = [this.tokens()[at - 1]];
+        at--;
+      }
+      m.cacheOwner = null; // in flux until the turn ends
+      m.pending = -1;
+      const tokens = [];
+      let reason = 'length', steps = 0, promptMs = 0, t0 = performance.now();
+      try {
+        g.nPast = at;
+        let next = await g.decode(ids, out);
+        promptMs = performance.now() - t0;
+        t0 = performance.now();
+        for (let left = maxTokens; ;) {
+          if (left <= 0) { // maxTokens 0: no reply
+            if (M._lw_wasm_session_end_reply(this.w) !== 0) throw new Error(this.error());
+            break;
+          }
+          if (M._lw_wasm_session_push(this.w, next) !== 0) throw new Error(this.error());
+          const stop = this.slot(WS.stop), decode = this.slot(WS.decode) !== 0;
+          const piece = this.text(this.slot(WS.piece), this.slot(WS.pieceLen));
+          if (stop === STOP_EOG) { // not in the cache nor the reply; a character left incomplete may end here
+            if (piece && opts.onToken) opts.onToken(piece, -1);
+            reason = 'eog';
+            break;
+          }
+          tokens.push(next);
+          left--;
+          if (opts.onToken) opts.onToken(piece, next);
+          if (stop !== STOP_NONE) { // the context is full: the next turn starts over
+            if (decode) await g.decode([next], 'none');
+            reason = stop === STOP_CONTEXT ? 'context' : 'length';
+            break;
+          }
+          const stopped = m.stopping || (opts.signal && opts.signal.aborted);
+          if (stopped || left <= 0) { // the cache keeps the whole reply: its last token is decoded too
+            await g.decode([next], 'none');
+            if (M._lw_wasm_session_end_reply(this.w) !== 0) throw new Error(this.error());
+            reason = stopped ? 'stopped' : 'length';
+            break;
+          }
+          next = await g.decode([next], out);
+          steps++;
+        }
+      } catch (e) {
+        M._lw_wasm_session_abort(this.w); // the turn is undone; the next one decodes from cell 0
+        throw e;
+      }
+      m.cacheOwner = this;
+      const genMs = performance.now() - t0;
+      M._lw_wasm_session_reply(this.w);
+      return {
+        text: this.text(this.slot(WS.text), this.slot(WS.textLen)), tokens, decodedTokens: ids.length, fromCell: at,
+        restarted, resumed, reason, promptMs, genMs,
+        promptTokensPerSecond: ids.length / promptMs * 1000,
+        tokensPerSecond: steps > 0 ? steps / genMs * 1000 : 0, // decode steps per second
+      };
+    } finally {
+      this.sending = false;
+      m.busy = false;
+      if (m.freed) m.release_(); // free() came during the reply
+      else if (this.freed) this.release_();
+    }
+  }
+
+  // Starts over: back to the system prompt (the next send decodes from cell 0).
+  reset() {
+    this.check();
+    if (this.sending) throw new Error('a reply is being generated');
+    this.M._lw_wasm_session_reset(this.w);
+    if (this.model.cacheOwner === this) this.model.cacheOwner = null;
+  }
+
+  // Releases the session; during a send() it ends the reply first.
+  free() {
+    if (this.freed) return;
+    this.freed = true;
+    if (this.sending) this.model.stop();
+    else this.release_();
+  }
+
+  release_() {
+    this.freed = true;
+    if (this.w) this.M._lw_wasm_session_free(this.w);
+    this.w = 0;
+    this.model.chats.delete(this);
+    if (this.model.cacheOwner === this) this.model.cacheOwner = null;
   }
 }
 

@@ -4,13 +4,16 @@
 //
 // Protocol (structured clone; one request at a time per model, as the engine's):
 //   page -> worker  {id, op: 'load' | 'memory' | 'open' | 'generate' | 'chat' | 'render' | 'stop' | 'free', ...}
+//                   conversations: {id, op: 'newChat', handle, opts} -> {chat, template};
+//                   {id, op: 'send' | 'chatMessages' | 'chatTokens' | 'chatAdd' | 'chatReset' | 'chatFree', chat, ...}
 //   worker -> page  {id, ok: true, value} | {id, ok: false, error} ; {id, token: text, tokenId} while generating;
 //                   {id, progress: [done, total]} while loading
-// Models are named by small integers (handles) in this worker.
+// Models and conversations are named by small integers (handles) in this worker.
 import { Llamaweb } from './llamaweb.mjs';
 
 let lw = null;           // the engine, after 'load'
 const models = [null];   // handle -> Model
+const chats = [null];    // chat handle -> Chat (model.newChat)
 
 // What the page learns about an open model (Model itself stays here).
 function describe(h, m) {
@@ -31,8 +34,27 @@ async function handle(msg) {
     models.push(m);
     return describe(models.length - 1, m);
   }
+  if (op === 'send' || (op.startsWith('chat') && op !== 'chat')) { // a conversation's requests
+    const c = chats[msg.chat];
+    if (!c) throw new Error('llamaweb worker: no chat ' + msg.chat);
+    if (op === 'send') return c.send(msg.text, { ...msg.opts, onToken: (text, tokenId) => postMessage({ id, token: text, tokenId }) });
+    if (op === 'chatMessages') return c.messages();
+    if (op === 'chatTokens') return c.tokens();
+    if (op === 'chatAdd') return c.add(msg.role, msg.content);
+    if (op === 'chatReset') return c.reset();
+    if (op === 'chatFree') {
+      c.free();
+      chats[msg.chat] = null;
+      return null;
+    }
+  }
   const m = models[msg.handle];
   if (!m) throw new Error('llamaweb worker: no model ' + msg.handle);
+  if (op === 'newChat') {
+    const c = m.newChat(msg.opts || {});
+    chats.push(c);
+    return { chat: chats.length - 1, template: c.template };
+  }
   if (op === 'generate' || op === 'chat') { // chat: prompt holds the messages
     const opts = { ...msg.opts, onToken: (text, tokenId) => postMessage({ id, token: text, tokenId }) };
     return op === 'chat' ? m.chat(msg.prompt, opts) : m.generate(msg.prompt, opts);

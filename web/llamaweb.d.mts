@@ -107,6 +107,81 @@ export interface ChatMessage {
   content: string | null;
 }
 
+/** Model.newChat's options. */
+export interface ChatOptions {
+  /** System prompt (kept when the context fills up and the conversation starts over). */
+  system?: string;
+  /** A Jinja chat template instead of the model's; with neither, the plain "User: ...\nAssistant:" format. */
+  template?: string;
+  /** Control tokens' text is part of replies (default false). */
+  special?: boolean;
+}
+
+/** Chat.send's options. */
+export interface SendOptions {
+  /** Most reply tokens (default 128). */
+  maxTokens?: number;
+  /** Draw tokens on the GPU (the same seed, the same reply); absent or temp <= 0: greedy. */
+  sampling?: { temp: number; topK?: number; topP?: number; minP?: number; seed?: number };
+  /** Called with each piece of the reply as it is generated (id -1: bytes of a character left incomplete). */
+  onToken?: (text: string, id: number) => void;
+  /** Ends the reply after the current token (as Model.stop()); the part joins the conversation. */
+  signal?: AbortSignal;
+}
+
+export interface SendResult {
+  /** The reply as the conversation keeps it (NUL characters included). */
+  text: string;
+  /** Reply token ids (an end-of-generation token excluded). */
+  tokens: number[];
+  /** Prompt ids decoded for this turn: the new part only while the GPU cache holds the conversation. */
+  decodedTokens: number;
+  /** The cell they went to: cells before it were reused from the cache. */
+  fromCell: number;
+  /** decodedTokens again, as GenerateResult names it. */
+  promptTokens: number;
+  /** The context was full: the conversation started over from the system prompt and this message. */
+  restarted: boolean;
+  /** The template rendered earlier text differently: decoding resumed at an earlier boundary. */
+  resumed: boolean;
+  reason: 'eog' | 'length' | 'context' | 'stopped';
+  promptMs: number;
+  genMs: number;
+  promptTokensPerSecond: number;
+  /** Decode steps per second. */
+  tokensPerSecond: number;
+}
+
+/** A conversation kept on a model (Model.newChat): each send() decodes only what the KV cache lacks. */
+export class Chat {
+  /** The template in use: the model's, the one given, or the plain format. */
+  readonly template: 'model' | 'given' | 'plain';
+  /** The user's message, answered; rejects (the conversation as before) when it cannot fit the context. */
+  send(message: string, opts?: SendOptions): Promise<SendResult>;
+  /** The conversation, system prompt first. */
+  messages(): ChatMessage[];
+  /** Token ids the KV cache holds for the conversation. */
+  tokens(): number[];
+  /** Adds a message without generating (a restored conversation); the next send() decodes it. */
+  add(role: string, content: string): void;
+  /** Back to the system prompt. */
+  reset(): void;
+  /** Releases the session (after the running send(), if any). */
+  free(): void;
+}
+
+/** A conversation in the worker (WorkerModel.newChat): Chat's interface with promises. */
+export interface WorkerChat {
+  /** Known once the worker made it. */
+  readonly template: 'model' | 'given' | 'plain' | undefined;
+  send(message: string, opts?: SendOptions): Promise<SendResult>;
+  messages(): Promise<ChatMessage[]>;
+  tokens(): Promise<number[]>;
+  add(role: string, content: string): Promise<void>;
+  reset(): Promise<void>;
+  free(): void;
+}
+
 /** What Llamaweb.open accepts. */
 export type ModelInput = Blob | string | URL | { opfs: string } | ByteSource;
 
@@ -140,6 +215,8 @@ export interface WorkerModel {
   generate(prompt: string | number[], opts?: GenerateOptions): Promise<GenerateResult>;
   chat(messages: ChatMessage[], opts?: GenerateOptions): Promise<GenerateResult>;
   renderChat(messages: ChatMessage[], addGenerationPrompt?: boolean): Promise<string>;
+  /** A conversation kept in the worker (Model.newChat). */
+  newChat(opts?: ChatOptions): WorkerChat;
   stream(prompt: string, opts?: GenerateOptions): AsyncGenerator<string, void, undefined>;
   stop(): void;
   free(): void;
@@ -177,6 +254,8 @@ export class Model {
   renderChat(messages: ChatMessage[], addGenerationPrompt?: boolean): string;
   /** The assistant's reply: renderChat, tokenizeSpecial, generate (a fresh context). */
   chat(messages: ChatMessage[], opts?: GenerateOptions): Promise<GenerateResult>;
+  /** A conversation whose KV cache is kept across turns (any model: the plain format without a template). */
+  newChat(opts?: ChatOptions): Chat;
   /** Generation from text or token ids, from a fresh context unless opts.keepContext. */
   generate(prompt: string | number[], opts?: GenerateOptions): Promise<GenerateResult>;
   /** generate() as an async iterator of text pieces; leaving the loop early stops the generation. */

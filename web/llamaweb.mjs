@@ -8,6 +8,9 @@
 //     const model = await lw.open(fileInput.files[0], { onProgress: (done, total) => ... });
 //     const r = await model.generate('Once upon a time', { maxTokens: 64, onToken: (text) => out.append(text) });
 //     console.log(r.text, r.tokensPerSecond);                  // model.stop() ends a generation early
+//     const chat = model.newChat({ system: 'Be brief.' });     // a conversation: the KV cache keeps earlier
+//     await chat.send('Hello', { onToken });                   // turns, so each send() decodes only the new
+//     const r2 = await chat.send('And then?');                 // part (r2.decodedTokens ids at r2.fromCell)
 //     model.free();
 //
 // Weights never pass through JS memory as a whole nor through the wasm heap (docs: invariant 1 of
@@ -376,6 +379,10 @@ class WorkerModel {
   }
   chat(messages, opts = {}) {
     return this.generate(messages, opts, 'chat');
+  }
+  // Model.newChat in the worker (a WorkerChat: Chat's interface, its methods promises).
+  newChat(opts = {}) {
+    return new WorkerChat(this, opts);
   }
   // Model.renderChat in the worker, as a promise.
   renderChat(messages, addGenerationPrompt = true) {
@@ -820,6 +827,7 @@ export class Chat {
       M._lw_wasm_session_reply(this.w);
       return {
         text: this.text(this.slot(WS.text), this.slot(WS.textLen)), tokens, decodedTokens: ids.length, fromCell: at,
+        promptTokens: ids.length, // as generate()'s result names it
         restarted, resumed, reason, promptMs, genMs,
         promptTokensPerSecond: ids.length / promptMs * 1000,
         tokensPerSecond: steps > 0 ? steps / genMs * 1000 : 0, // decode steps per second
@@ -854,6 +862,42 @@ export class Chat {
     this.w = 0;
     this.model.chats.delete(this);
     if (this.model.cacheOwner === this) this.model.cacheOwner = null;
+  }
+}
+
+// A conversation in the worker (WorkerModel.newChat): Chat's interface; messages(), tokens(), add() and reset()
+// are promises. Made at once; a failure to make it (a template that does not parse, say) rejects every call.
+class WorkerChat {
+  constructor(model, opts) {
+    this.model = model;
+    this.template = undefined; // 'model' | 'given' | 'plain' once the worker made it
+    this.ready = model.rpc.call({ op: 'newChat', handle: model.handle, opts: { ...opts } })
+      .then((d) => { this.template = d.template; return d.chat; });
+    this.ready.catch(() => {}); // surfaced by the calls
+  }
+  async call(op, extra = {}, onEvent) {
+    const chat = await this.ready;
+    return this.model.rpc.call({ op, chat, ...extra }, onEvent);
+  }
+  send(text, opts = {}) {
+    const { onToken, signal, ...rest } = opts;
+    if (signal) signal.addEventListener('abort', () => this.model.stop(), { once: true });
+    return this.call('send', { text: String(text), opts: rest }, (ev) => { if (ev.token !== undefined && onToken) onToken(ev.token, ev.tokenId); });
+  }
+  messages() {
+    return this.call('chatMessages');
+  }
+  tokens() {
+    return this.call('chatTokens');
+  }
+  add(role, content) {
+    return this.call('chatAdd', { role: String(role), content: String(content ?? '') });
+  }
+  reset() {
+    return this.call('chatReset');
+  }
+  free() {
+    this.call('chatFree').catch(() => {});
   }
 }
 

@@ -11,7 +11,8 @@
 //  - the file picker path, in the same page (its pipelines are compiled once): the file input is set through
 //    the protocol (DOM.setFileInputFiles), the model is read from the File in chunks into GPU buffers, and the
 //    text streams into the page token by token: ", there was a little girl named Lily"; Continue appends;
-//    sampling, where the build has it, gives one text per seed; Stop ends a generation early; a file
+//    sampling, where the build has it, gives one text per seed; Stop ends a generation early; a
+//    2-message conversation (chat ticked, the plain format) decodes only the second message's new part; a file
 //    dropped on the page (drag-and-drop) loads;
 //  - OPFS: the page's "Save to browser storage" downloads the URL into OPFS and opens the model from there;
 //  - (LW_TEST_SLOW=1) a chat model (phi-3 vocabulary and template) takes the prompt as a user message;
@@ -255,7 +256,8 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
     assert.equal(typeof adapter.subgroups, 'boolean');
     assert.match(await page.evaluate('document.getElementById("adapter").textContent'), /shader-f16: (yes|no).*subgroups: (yes|no).*engine in a worker/);
     assert.equal(await page.evaluate('getComputedStyle(document.getElementById("opfs")).display'), 'none', 'no OPFS files yet: row hidden');
-    assert.equal(await page.evaluate('getComputedStyle(document.getElementById("chat-row")).display'), 'none', 'stories260K has no chat template');
+    assert.equal(await page.evaluate('document.getElementById("chat").checked'), false, 'stories260K has no chat template: chat off at first');
+    assert.match(await page.evaluate('document.getElementById("chat-kind").textContent'), /plain/);
     assert.match(await page.evaluate('document.getElementById("served-list").textContent'), /stories260K\.gguf \(1\.13 MiB\)/);
     const info = await page.evaluate('window.lwDemo.model');
     assert.equal(info.n_vocab, 512);
@@ -327,7 +329,27 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
     console.log(`# stop: after ${rs.tokens.length} tokens (${rs.reason})`);
     assert.equal(rs.reason, 'stopped');
     assert.ok(rs.tokens.length < 100, String(rs.tokens.length));
-    await page.evaluate('document.getElementById("n").value = "6"');
+    // a 2-message conversation (chat ticked; stories260K: the plain format) in the worker: the second message
+    // decodes only its new part, at the cell after the first turn's prompt and reply
+    const turns = [];
+    for (const text of ['Lily went to the park.', 'She saw a big dog.']) {
+      await page.evaluate('document.getElementById("chat").checked = true; document.getElementById("n").value = "4"; ' +
+        `document.getElementById("prompt").value = ${JSON.stringify(text)}; document.getElementById("go").click()`);
+      assert.equal(await waitState(page, ['done', 'error'], 30000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
+      turns.push(await page.evaluate('window.lwDemo.result'));
+    }
+    const chatStats = await page.evaluate('document.getElementById("stats").textContent');
+    console.log(`# conversation: turn 1 decoded ${turns[0].decodedTokens} tokens, turn 2 ${turns[1].decodedTokens} at cell ` +
+      `${turns[1].fromCell}; "${chatStats}"`);
+    assert.equal(turns[0].fromCell, 0);
+    assert.equal(turns[1].fromCell, turns[0].decodedTokens + turns[0].tokens.length, 'turn 2 reused turn 1\'s cells');
+    assert.match(chatStats, new RegExp(`^turn 2: decoded ${turns[1].decodedTokens} new prompt tokens at cell ${turns[1].fromCell} `));
+    const transcript = await page.evaluate('document.getElementById("output").textContent');
+    assert.ok(transcript.startsWith('You: Lily went to the park.\n' + turns[0].text + '\n\nYou: She saw a big dog.\n' + turns[1].text), JSON.stringify(transcript));
+    assert.equal(await page.evaluate('document.getElementById("more").disabled'), true, 'no Continue in a conversation');
+    await page.evaluate('document.getElementById("new-chat").click(); document.getElementById("chat").checked = false');
+    assert.equal(await page.evaluate('document.getElementById("output").textContent'), '');
+    await page.evaluate('document.getElementById("n").value = "6"; document.getElementById("prompt").value = "Once upon a time"');
     // drag-and-drop: the same file dropped on the page's drop zone (Input.dispatchDragEvent, as a user's drag)
     const box = await page.evaluate('(() => { const r = document.getElementById("drop").getBoundingClientRect(); ' +
       'return { x: r.x + r.width / 2, y: r.y + r.height / 2 }; })()');

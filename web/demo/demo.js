@@ -1,5 +1,7 @@
 // The llamaweb demo page (web/demo/index.html): pick, drop, fetch or reopen a GGUF model, generate with the
-// text streaming in, see load time, tokens/s and what the GPU offers. Uses only the package's browser entry.
+// text streaming in, or chat (a conversation object, model.newChat: each message decodes only its new part,
+// the KV cache keeps the earlier turns), see load time, tokens/s and what the GPU offers. Uses only the
+// package's browser entry.
 //
 // The page's progress is mirrored in document.body.dataset.state ('starting', 'no-webgpu', 'gpu-ready',
 // 'loading', 'loaded', 'generating', 'done', 'error') and window.lwDemo (adapter, model, last result,
@@ -10,6 +12,8 @@ const $ = (id) => document.getElementById(id);
 const demo = (window.lwDemo = { adapter: null, model: null, result: null, error: null, loadMs: 0, pieces: 0 });
 let lw = null;    // the engine (wasm module + device)
 let model = null; // the open model
+let conversation = null; // the chat (model.newChat) while "chat" is ticked: later messages reuse its cache
+let transcript = '';     // the conversation's text so far, shown above the reply being generated
 
 function setState(s) {
   document.body.dataset.state = s;
@@ -59,7 +63,21 @@ function busy(on) {
   working = on;
   for (const id of ['file', 'load-url', 'save-url']) $(id).disabled = on || !lw;
   $('go').disabled = on || !model;
-  $('more').disabled = on || !model || !demo.result || demo.result.reason === 'context';
+  $('more').disabled = on || !model || !demo.result || demo.result.reason === 'context' || chatMode();
+  $('new-chat').disabled = on || !conversation;
+}
+
+// Whether the prompt is the next message of the conversation (else plain text generation).
+function chatMode() {
+  return !!model && $('chat').checked;
+}
+
+// Forgets the conversation (the next message starts a new one).
+function endConversation() {
+  if (conversation) conversation.free();
+  conversation = null;
+  transcript = '';
+  demo.turns = 0;
 }
 
 // ---- loading -------------------------------------------------------------------------------------------
@@ -69,6 +87,7 @@ async function openModel(what, label) {
   clearError();
   busy(true);
   setState('loading');
+  endConversation();
   if (model) { model.free(); model = null; demo.model = null; demo.result = null; }
   const prog = $('progress');
   prog.hidden = false;
@@ -82,7 +101,10 @@ async function openModel(what, label) {
     const i = model.info;
     demo.model = i;
     demo.chatTemplate = model.chatTemplate;
-    $('chat-row').hidden = !model.chatTemplate; // chat models: the prompt goes through their template
+    // any model can chat (without a template: the plain "User:/Assistant:" format); chat models by default
+    $('chat-row').hidden = false;
+    $('chat').checked = model.chatTemplate;
+    $('chat-kind').textContent = model.chatTemplate ? 'the model\'s chat template' : 'the plain "User: / Assistant:" format (the model has no chat template)';
     demo.loadMs = model.loadMs;
     $('model-info').textContent = `${label}: ${i.arch}, ${i.n_layer} blocks, embedding ${i.n_embd}, vocab ${i.n_vocab}, ` +
       `context ${i.n_ctx}; weights ${mib(i.weightBytes)} + KV cache ${mib(i.kvBytes)} on the GPU; ` +
@@ -159,26 +181,40 @@ async function generate(more = false) {
   setState('generating');
   showDecoding();
   const prompt = more ? '' : $('prompt').value;
+  const chat = !more && chatMode();
   const gen = $('out-gen');
+  const head = chat ? (transcript ? transcript + '\n\n' : '') + 'You: ' + prompt + '\n' : prompt;
   if (!more) {
-    $('out-prompt').textContent = prompt;
+    $('out-prompt').textContent = head;
     gen.textContent = '';
   }
   $('stats').textContent = '';
   demo.pieces = 0; // onToken calls: the text arrives piece by piece
   try {
-    const chat = !more && model.chatTemplate && $('chat').checked;
     const opts = {
       maxTokens: Number($('n').value) || 128,
       keepContext: more,
       sampling: samplingParams(),
       onToken: (text) => { demo.pieces++; gen.textContent += text; },
     };
-    const r = chat ? await model.chat([{ role: 'user', content: prompt }], opts) : await model.generate(prompt, opts);
+    if (chat && !conversation) {
+      conversation = model.newChat();
+      demo.turns = 0;
+    }
+    const r = chat ? await conversation.send(prompt, opts) : await model.generate(prompt, opts);
     demo.result = r;
-    $('stats').textContent = `prompt ${r.promptTokens} tokens in ${r.promptMs.toFixed(0)} ms ` +
-      `(${r.promptTokensPerSecond.toFixed(1)} tokens/s); generated ${r.tokens.length} tokens at ` +
-      `${r.tokensPerSecond.toFixed(1)} tokens/s; ended by: ${r.reason}; model load ${model.loadMs.toFixed(0)} ms`;
+    const tail = `generated ${r.tokens.length} tokens at ${r.tokensPerSecond.toFixed(1)} tokens/s; ended by: ${r.reason}; ` +
+      `model load ${model.loadMs.toFixed(0)} ms`;
+    if (chat) { // the cache kept the earlier turns: only the new part of the conversation was decoded
+      transcript = head + r.text;
+      demo.turns++;
+      $('stats').textContent = `turn ${demo.turns}: decoded ${r.decodedTokens} new prompt tokens at cell ${r.fromCell} ` +
+        `(${r.fromCell} reused${r.restarted ? '; the context was full: the conversation started over' : ''}) in ` +
+        `${r.promptMs.toFixed(0)} ms; ${tail}`;
+    } else {
+      $('stats').textContent = `prompt ${r.promptTokens} tokens in ${r.promptMs.toFixed(0)} ms ` +
+        `(${r.promptTokensPerSecond.toFixed(1)} tokens/s); ${tail}`;
+    }
     setState('done');
   } catch (e) {
     showError('Generation failed: ' + e.message);
@@ -229,6 +265,14 @@ function wire() {
   $('go').onclick = () => generate(false);
   $('more').onclick = () => generate(true);
   $('stop').onclick = () => model && model.stop();
+  $('new-chat').onclick = () => {
+    endConversation();
+    $('out-prompt').textContent = '';
+    $('out-gen').textContent = '';
+    $('stats').textContent = '';
+    busy(working);
+  };
+  $('chat').addEventListener('change', () => busy(working));
   $('prompt').addEventListener('keydown', (ev) => {
     if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey) && !$('go').disabled) generate();
   });

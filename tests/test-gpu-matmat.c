@@ -90,6 +90,8 @@ static void test_pipelines(void) {
         {{4 /* no such type */, false, 64, 64, 32, 4, 4, 0, false}, 0, LW_ERR_UNSUPPORTED, "no GPU kernel"},
         /* integer products: their formats, with 8-bit activations, f32 and whole 32-blocks per K step */
         {{LW_TYPE_Q4_K, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_Q8_K, true}, 0, LW_ERR_INVALID_ARG, "integer"},
+        {{LW_TYPE_Q2_K, false, 64, 64, 256, 4, 4, LW_GPU_ACTQ_Q8_K, true}, 0, LW_ERR_INVALID_ARG, "integer"},
+        {{LW_TYPE_Q8_0, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_Q8_K, true}, 0, LW_ERR_INVALID_ARG, "activation"},
         {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_NONE, true}, 0, LW_ERR_INVALID_ARG, "integer"},
         {{LW_TYPE_Q4_0, false, 64, 64, 48, 4, 4, LW_GPU_ACTQ_Q8_0, true}, 0, LW_ERR_INVALID_ARG, "integer"},
     };
@@ -103,13 +105,18 @@ static void test_pipelines(void) {
     /* integer products: matmat-q8.wgsl where WGSL has dot4I8Packed; its tiles are bytes */
     lw__gpu_matmat_variant q = {LW_TYPE_Q5_1, false, 64, 64, 64, 4, 4, LW_GPU_ACTQ_Q8_0, true};
     CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &q, &info, &p, err) == LW_OK, "%s", err);
-    CHECK(strstr(f->wgsl, "dot4I8Packed") && strstr(f->wgsl, "const NBK: u32 = 64 / 32u;"));
+    CHECK(strstr(f->wgsl, "dot4I8Packed") && wgsl_const(f->wgsl, "DQI_SUBW") == 32);
     CHECK_MSG(strcmp(f->label, "matmat q5_1 t64x64x64 r4x4 a1 idot") == 0, "%s", f->label);
-    CHECK(lw__gpu_matmat_wg_bytes(&q) == 128 * 17 * 4 + 128 * 2 * 8);
+    CHECK(lw__gpu_matmat_wg_bytes(&q) == 128 * 17 * 4 + 64 * 2 * 2 * 8 + 64 * 2 * 8);
+    lw__gpu_matmat_variant k6 = {LW_TYPE_Q6_K, false, 32, 32, 256, 2, 2, LW_GPU_ACTQ_Q8_K, true};
+    CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &k6, &info, &p, err) == LW_OK, "%s", err);
+    CHECK(strstr(f->wgsl, "xbs[i] = sum;") && wgsl_const(f->wgsl, "DQI_SUBW") == 16);
+    CHECK(lw__gpu_matmat_wg_bytes(&k6) == 64 * 65 * 4 + 32 * 17 * 8 + 32 * (8 + 16 * 4));
     lw_gpu_info no4 = info;
     no4.has_dot4 = false;
     CHECK(lw__gpu_matmat_check(&no4, &q, err) == LW_ERR_UNSUPPORTED && strstr(err, "dot4I8Packed"));
-    CHECK(lw__gpu_matmat_has_idot(LW_TYPE_IQ4_NL) && !lw__gpu_matmat_has_idot(LW_TYPE_Q4_K));
+    CHECK(lw__gpu_matmat_has_idot(LW_TYPE_IQ4_NL) && lw__gpu_matmat_has_idot(LW_TYPE_Q4_K) &&
+          !lw__gpu_matmat_has_idot(LW_TYPE_Q2_K));
     /* defaults: integer products on GPUs with dot4I8Packed for their formats (K steps of 128), not on CPU
      * adapters, not without dot4, not for other formats; a tune key turns them off */
     lw__gpu_matmat_variant d = lw__gpu_matmat_default(&info, LW_TYPE_Q8_0);

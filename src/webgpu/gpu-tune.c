@@ -399,10 +399,12 @@ lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_
     const bool gpu = !lw__gpu_cpu_adapter(info);
     if (gpu) def[LW_GPU_TUNE_MM_RM] = def[LW_GPU_TUNE_MM_RN] = 4; /* the H200's (above) */
     /* integer products first: their tiles have defaults of their own (above) */
-    def[LW_GPU_TUNE_MM_IDOT] = gpu && lw__gpu_matmat_has_idot(type) && info->has_dot4;
+    const lw__gpu_format *f = lw__gpu_format_of(type);
+    def[LW_GPU_TUNE_MM_IDOT] = gpu && lw__gpu_matmat_has_idot(type) && info->has_dot4 && f && f->block == 32;
     if (pick(t, 1, type, LW_GPU_TUNE_MM_IDOT, def[LW_GPU_TUNE_MM_IDOT])) {
         def[LW_GPU_TUNE_MM_TM] = 32, def[LW_GPU_TUNE_MM_TN] = 64, def[LW_GPU_TUNE_MM_TK] = 128;
         def[LW_GPU_TUNE_MM_RM] = 2, def[LW_GPU_TUNE_MM_RN] = 4;
+        if (f && f->block > 128) def[LW_GPU_TUNE_MM_TK] = (int32_t)f->block; /* K steps of whole blocks */
     }
     for (int k = 0; k < LW_GPU_TUNE_MM_KEYS; k++) v[k] = pick(t, 1, type, k, def[k]);
     lw__gpu_matmat_variant r;

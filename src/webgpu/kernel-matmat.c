@@ -20,15 +20,36 @@ static uint64_t actq_scales(const lw__gpu_matmat_variant *v) {
     return ((ck + chunks - 1) / chunks + 1) * (sub ? sub : 1);
 }
 
+/* Sub-blocks per block of the idot formats (dequant-int.wgsl NSUB), 0 for the others. */
+static uint32_t idot_subs(uint32_t type) {
+    switch (type) {
+    case LW_TYPE_Q8_0:
+    case LW_TYPE_Q4_0:
+    case LW_TYPE_Q4_1:
+    case LW_TYPE_Q5_0:
+    case LW_TYPE_Q5_1:
+    case LW_TYPE_IQ4_NL: return 1;
+    case LW_TYPE_Q4_K:
+    case LW_TYPE_Q5_K: return 8;
+    case LW_TYPE_Q6_K: return 16;
+    default: return 0;
+    }
+}
+
 bool lw__gpu_matmat_has_idot(uint32_t type) {
-    return type == LW_TYPE_Q8_0 || type == LW_TYPE_Q4_0 || type == LW_TYPE_Q4_1 || type == LW_TYPE_Q5_0 ||
-           type == LW_TYPE_Q5_1 || type == LW_TYPE_IQ4_NL;
+    return idot_subs(type) != 0;
 }
 
 uint64_t lw__gpu_matmat_wg_bytes(const lw__gpu_matmat_variant *v) {
-    /* idot: (tm + tn) rows of tk / 4 + 1 words of quants, and a vec2 (scale, minimum or block sum) per row
-     * or token per block of the step */
-    if (v->idot) return ((uint64_t)v->tm + v->tn) * ((uint64_t)v->tk / 4 + 1) * 4u + ((uint64_t)v->tm + v->tn) * (v->tk / 32) * 8u;
+    /* idot (matmat-q8.wgsl): (tm + tn) rows of tk / 4 + 1 words of quants; per row and block a vec2 of
+     * scales and per sub-block one of integer scale and min; per token and block a vec2, and with
+     * sub-blocks (the K formats) an i32 sum per sub-block */
+    const lw__gpu_format *f = lw__gpu_format_of(v->type);
+    if (v->idot && f) {
+        const uint64_t nb = v->tk / f->block, subs = idot_subs(v->type);
+        return ((uint64_t)v->tm + v->tn) * ((uint64_t)v->tk / 4 + 1) * 4u + (uint64_t)v->tm * nb * (1 + subs) * 8u +
+               (uint64_t)v->tn * nb * (8u + (subs > 1 ? subs * 4u : 0));
+    }
     /* both tiles: (tm + tn) rows of tk / 4 + 1 vec4s (one of padding), vec4 of f16 or f32; with 8-bit
      * activation rounding, a vec2 scale per token per activation block of the step */
     return ((uint64_t)v->tm + v->tn) * ((uint64_t)v->tk / 4 + 1) * (v->f16 ? 8u : 16u) +
@@ -62,10 +83,11 @@ lw_status lw__gpu_matmat_check(const lw_gpu_info *info, const lw__gpu_matmat_var
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "matmat: activation rounding %u needs blocks of a multiple of its size and f32 tiles",
                           v->actq);
-    if (v->idot && (!lw__gpu_matmat_has_idot(v->type) || v->actq != LW_GPU_ACTQ_Q8_0 || v->tk % 32 || v->f16))
+    if (v->idot && (!lw__gpu_matmat_has_idot(v->type) || v->actq != f->actq || v->tk % f->block || v->f16))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
-                          "matmat: integer products need Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL weights, their 8-bit "
-                          "activation rounding, f32 and K steps of whole 32-blocks (%s, actq %u, tk %u)",
+                          "matmat: integer products need Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/Q4_K/Q5_K/Q6_K "
+                          "weights, their 8-bit activation rounding, f32 and K steps of whole blocks (%s, actq "
+                          "%u, tk %u)",
                           ti ? ti->name : "?", v->actq, v->tk);
     if (v->idot && !info->has_dot4)
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "matmat: integer products need WGSL's dot4I8Packed "
@@ -116,10 +138,8 @@ lw_status lw__gpu_matmat_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
                               {"ACTQ", actq}};
     static const lw_gpu_binding_kind kinds[LW_GPU_MATMAT_BINDINGS] = {
         LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
-    /* matmat-q8.wgsl fixes ACTQ itself: the last define is left out */
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, v->idot ? "matmat-q8.wgsl" : "matmat.wgsl", defs,
-                                  sizeof defs / sizeof defs[0] - (v->idot ? 1 : 0), kinds, LW_GPU_MATMAT_BINDINGS,
-                                  out, err);
+                                  sizeof defs / sizeof defs[0], kinds, LW_GPU_MATMAT_BINDINGS, out, err);
 }
 
 /* ---------------------------------------------------------------------------------------------------------

@@ -119,17 +119,23 @@ test('activation rounding: every format matches the CPU engine\'s own products',
 // as signed-byte tiles and dot4I8Packed. Their blocks' integer sums are the CPU's, so the results are its
 // products up to float summation order. Odd rows and tokens, K steps of one and of two blocks (the last one
 // partial), the offsets and strides of LAYOUT; other formats are refused.
-const IDOT = ['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'iq4_nl'];
+// The K formats (Q4_K, Q5_K, Q6_K) pair with Q8_K super-blocks of 256: K steps of one super-block, integer
+// scales (and mins) per sub-block.
+const IDOT = ['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'iq4_nl', 'q4_K', 'q5_K', 'q6_K'];
 test('integer products (idot): the CPU engine\'s own products for its formats, refused for others', { skip }, async () => {
   for (const f of formats) {
     if (!IDOT.includes(f.name)) {
-      if (!['q4_K', 'f32'].includes(f.name)) continue;
+      if (!['q2_K', 'f32'].includes(f.name)) continue;
       await assert.rejects(check(f, 16, kOf(f), 4, [{ tm: 64, tn: 64, tk: 32, rm: 4, rn: 4, actq: 2, cpu: true }]), /integer/);
       continue;
     }
-    const k = kOf(f) + 32 * 3; // an odd number of blocks: the 64-wide step ends half full
-    const runs = [{ tm: 32, tn: 32, tk: 32, rm: 4, rn: 4, actq: 2, cpu: true }, { tm: 64, tn: 16, tk: 64, rm: 8, rn: 2, actq: 2, cpu: true },
-      { tm: 32, tn: 32, tk: 32, rm: 4, rn: 4, actq: 1, cpu: true }];
+    const big = f.block === 256;
+    const k = kOf(f) + (big ? 256 : 32 * 3); // 32-blocks: an odd number, so the 64-wide step ends half full
+    const runs = big
+      ? [{ tm: 32, tn: 32, tk: 256, rm: 4, rn: 4, actq: 2, cpu: true }, { tm: 16, tn: 64, tk: 256, rm: 2, rn: 8, actq: 2, cpu: true },
+        { tm: 32, tn: 32, tk: 32, rm: 4, rn: 4, actq: 1, cpu: true }]
+      : [{ tm: 32, tn: 32, tk: 32, rm: 4, rn: 4, actq: 2, cpu: true }, { tm: 64, tn: 16, tk: 64, rm: 8, rn: 2, actq: 2, cpu: true },
+        { tm: 32, tn: 32, tk: 32, rm: 4, rn: 4, actq: 1, cpu: true }];
     const [a, b, fl] = await check(f, 67, k, 37, runs, { seed: 31 + f.type, layout: LAYOUT });
     console.log(`# ${f.name} idot (k=${k}): nmse vs the CPU's products ${a.toExponential(2)} / ${b.toExponential(2)}, f32 tiles ${fl.toExponential(2)}`);
     assert.ok(a < 1e-9 && b < 1e-9, `${f.name}: ${a} / ${b}`);

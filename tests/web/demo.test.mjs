@@ -347,6 +347,13 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
     const transcript = await page.evaluate('document.getElementById("output").textContent');
     assert.ok(transcript.startsWith('You: Lily went to the park.\n' + turns[0].text + '\n\nYou: She saw a big dog.\n' + turns[1].text), JSON.stringify(transcript));
     assert.equal(await page.evaluate('document.getElementById("more").disabled'), true, 'no Continue in a conversation');
+    // the conversation object in the worker (WorkerChat): its messages and cache ids, a reset
+    const held = await page.evaluate('window.lwDemo.conversation().messages()');
+    assert.deepEqual(held, [{ role: 'user', content: 'Lily went to the park.' }, { role: 'assistant', content: turns[0].text },
+      { role: 'user', content: 'She saw a big dog.' }, { role: 'assistant', content: turns[1].text }]);
+    const cached = await page.evaluate('window.lwDemo.conversation().tokens()');
+    assert.equal(cached.length, turns[1].fromCell + turns[1].decodedTokens + turns[1].tokens.length);
+    assert.deepEqual(await page.evaluate('window.lwDemo.conversation().reset().then(() => window.lwDemo.conversation().messages())'), []);
     await page.evaluate('document.getElementById("new-chat").click(); document.getElementById("chat").checked = false');
     assert.equal(await page.evaluate('document.getElementById("output").textContent'), '');
     await page.evaluate('document.getElementById("n").value = "6"; document.getElementById("prompt").value = "Once upon a time"');

@@ -315,6 +315,7 @@ async function main() {
   demo.inWorker = inWorker;
   // memory now: the wasm heap (stays small: weights live in GPU buffers) and, where Chrome tells, the JS heap
   demo.memory = async () => lw.memory();
+  demo.conversation = () => conversation; // the Chat (WorkerChat in the worker) while one is going on
   showAdapter(lw.adapter, inWorker);
   setState('gpu-ready');
   busy(false);

@@ -638,7 +638,7 @@ const WS = { status: 0, decode: 1, stop: 2, piece: 3, pieceLen: 4, fromCell: 5, 
 // lw_stop_reason values
 const STOP_NONE = 0, STOP_EOG = 1, STOP_CONTEXT = 4;
 
-const utf8 = new TextEncoder();
+const utf8 = new TextEncoder(), fromUtf8 = new TextDecoder();
 
 // A conversation with a model (model.newChat): C renders it with the chat template and plans each turn
 // (which cells the KV cache already holds, the ids of the new part), JS decodes on the GPU and samples the
@@ -694,7 +694,7 @@ export class Chat {
 
   // Bytes at heap address p as text (NUL characters kept).
   text(p, n) {
-    return n > 0 ? new TextDecoder().decode(this.M.HEAPU8.subarray(p, p + n)) : '';
+    return n > 0 ? fromUtf8.decode(this.M.HEAPU8.subarray(p, p + n)) : '';
   }
 
   check() {

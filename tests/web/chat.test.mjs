@@ -18,6 +18,7 @@
 //  - replies sampled on the GPU repeat for one seed (and differ from the greedy one);
 //  - with phi-3's vocabulary and template (lavapipe; SwiftShader with LW_TEST_SLOW=1): turn 1's ids are
 //    llama.cpp's for the rendering, turn 2's new part carries the template's control tokens as their ids;
+//  - a template given to newChat renders the conversation (one that does not parse: the plain format);
 //  - no GPU object (buffer, staging buffer, pipeline, bind group) is created per turn or per token.
 // Run: LW_WASM_DIR=... LW_CLI=build-NAME/llamaweb VK_ICD_FILENAMES=... node --test tests/web/chat.test.mjs
 import { test, after } from 'node:test';
@@ -218,6 +219,14 @@ test('synthetic ChatML model: turn 2 decodes the new part; fresh-context replies
   try {
     assert.equal(m.chatTemplate, true, m.chatError);
     assert.equal(m.newChat().template, 'model');
+    // a template given instead of the model's: its rendering is decoded; one that does not parse falls back to
+    // the plain format
+    const given = m.newChat({ template: '{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}' });
+    assert.equal(given.template, 'given');
+    const rg = await given.send('hi', { maxTokens: 1 });
+    assert.deepEqual(given.tokens().slice(0, rg.decodedTokens), m.tokenize('[user]hi[assistant]', true), 'the given template\'s rendering');
+    given.free();
+    assert.equal(m.newChat({ template: '{% for %}' }).template, 'plain');
     await multiTurn(m, 'You are a test.', 'synthetic ChatML');
     await nulMessage(m);
     await stopsAndFailures(m);

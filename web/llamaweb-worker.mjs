@@ -47,6 +47,7 @@ async function handle(msg) {
       chats[msg.chat] = null;
       return null;
     }
+    throw new Error('llamaweb worker: unknown op ' + op);
   }
   const m = models[msg.handle];
   if (!m) throw new Error('llamaweb worker: no model ' + msg.handle);

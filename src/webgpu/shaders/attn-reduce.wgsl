@@ -1,31 +1,76 @@
 // Merges the split partials of attn-decode.wgsl into the output: one workgroup per (query head, token);
 // invocations take vec4 lanes of the head. With M the largest split max, the output is
 // sum_s V_s * exp(m_s - M) / sum_s l_s * exp(m_s - M) (empty splits have m = NEG, l = 0, V = 0).
+// The splits are taken a round at a time: the invocations load one split each (for the V sums one (split,
+// lane) each) into workgroup memory at once, then the running max, sum and V sums take the round's terms in
+// split order: the order, so the bits, of a serial loop over the splits, with one global load per invocation
+// and round instead of one after the other per split (the loads were the cost: a GPU waits on each).
 // Defines: attn-common.wgsl's. Dispatch: (n_head, tokens, 1).
 #include "attn-common.wgsl"
+
+var<workgroup> wm: array<f32, WG_SIZE>; // a round's split maxima, then their weighted sums
+#if HEAD_DIM / 4 <= WG_SIZE
+const SG: u32 = WG / D4;                  // splits per round of the V sums
+var<workgroup> wv: array<vec4<f32>, WG_SIZE>; // split i's term of lane l at i * D4 + l
+#endif
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let h = wg.x;
     let t = wg.y;
     let ns = params.n_splits;
-    let pb = (t * params.n_head + h) * ns * (D4 + 1u);
+    let st = D4 + 1u;
+    let pb = (t * params.n_head + h) * ns * st;
     var mx = NEG;
-    for (var s = 0u; s < ns; s++) {
-        mx = max(mx, part[pb + s * (D4 + 1u)].x);
+    for (var s0 = 0u; s0 < ns; s0 += WG) {
+        workgroupBarrier(); // the previous round is read
+        wm[lid] = select(NEG, part[pb + min(s0 + lid, ns - 1u) * st].x, s0 + lid < ns);
+        workgroupBarrier();
+        for (var i = 0u; i < min(WG, ns - s0); i++) {
+            mx = max(mx, wm[i]);
+        }
     }
     var sum = 0.0;
-    for (var s = 0u; s < ns; s++) {
-        let ml = part[pb + s * (D4 + 1u)];
-        sum += ml.y * ex(ml.x - mx);
+    for (var s0 = 0u; s0 < ns; s0 += WG) {
+        workgroupBarrier();
+        if (s0 + lid < ns) {
+            let ml = part[pb + (s0 + lid) * st];
+            wm[lid] = ml.y * ex(ml.x - mx);
+        }
+        workgroupBarrier();
+        for (var i = 0u; i < min(WG, ns - s0); i++) {
+            sum += wm[i];
+        }
     }
     let inv = select(0.0, 1.0 / sum, sum > 0.0);
+#if HEAD_DIM / 4 <= WG_SIZE
+    let g = lid / D4;
+    let lane = lid % D4;
+    var acc = vec4<f32>(0.0);
+    for (var s0 = 0u; s0 < ns; s0 += SG) {
+        workgroupBarrier();
+        if (g < SG && s0 + g < ns) {
+            let ps = pb + (s0 + g) * st;
+            wv[lid] = part[ps + 1u + lane] * ex(part[ps].x - mx);
+        }
+        workgroupBarrier();
+        if (g == 0u) {
+            for (var i = 0u; i < min(SG, ns - s0); i++) {
+                acc += wv[i * D4 + lane];
+            }
+        }
+    }
+    if (g == 0u) {
+        o[params.o_offset + t * params.o_stride + h * D4 + lane] = acc * inv;
+    }
+#else
     for (var lane = lid; lane < D4; lane += WG) {
         var acc = vec4<f32>(0.0);
         for (var s = 0u; s < ns; s++) {
-            let ps = pb + s * (D4 + 1u);
+            let ps = pb + s * st;
             acc += part[ps + 1u + lane] * ex(part[ps].x - mx);
         }
         o[params.o_offset + t * params.o_stride + h * D4 + lane] = acc * inv;
     }
+#endif
 }

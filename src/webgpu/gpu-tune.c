@@ -36,7 +36,9 @@ static const int32_t matvec_defaults[LW_GPU_TUNE_MV_KEYS] = {
  * Q8_0 against 4581 / 4363 for the f32 tiles in the same run: 64 x 64 x 32 with 4 x 4 gave 4890 / 4672,
  * K steps of 64 5747 / 5512, of 128 6375 / 6246, of 256 5853 / 5953, and 32 x 64 tiles of 2 x 4 with K
  * steps of 128 (256 invocations) 6698 / 6620: the GPU default for those formats. On lavapipe they lost
- * (tiny-256 Q4_0 pp256: 1644 t/s f32 tiles, 1246-1504 idot), so CPU adapters keep the f32 tiles. */
+ * (tiny-256 Q4_0 pp256: 1644 t/s f32 tiles, 1246-1504 idot), so CPU adapters keep the f32 tiles. The K
+ * formats' idot (K steps of 256) did not win on the H200: Q4_K_M pp512 4473 f32 tiles, 4277 (32 x 64, 2 x 4)
+ * and 4382 (64 x 32, 4 x 2) idot; they keep the f32 tiles unless tuned ("idot": 1). */
 static const int32_t matmat_defaults[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = 64, [LW_GPU_TUNE_MM_TN] = 64, [LW_GPU_TUNE_MM_TK] = 32,
     [LW_GPU_TUNE_MM_RM] = 8,  [LW_GPU_TUNE_MM_RN] = 8,  [LW_GPU_TUNE_MM_F16] = 0,

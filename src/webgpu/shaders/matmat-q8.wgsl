@@ -28,25 +28,7 @@
 #error matmat-q8.wgsl: RM and RN must divide TM and TN, WG_SIZE be (TM / RM) * (TN / RN)
 #endif
 
-struct MatmatParams {
-    k: u32,          // elements per row of W and per token of X, a multiple of the block
-    rows: u32,       // rows of W (= elements of each Y[t])
-    tokens: u32,     // tokens in X and Y
-    row_stride: u32, // bytes from one row of W to the next
-    w_offset: u32,   // byte offset of row 0 in w (even)
-    x_offset: u32,   // offset of X[0] in the x binding, in vec4 units
-    x_stride: u32,   // vec4s from X[t] to X[t + 1]
-    y_offset: u32,   // offset of Y[0] in the y binding, in elements
-    y_stride: u32,   // elements from Y[t] to Y[t + 1]
-    groups_x: u32,   // workgroups along x of the grid (row tiles fold over x and y)
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<storage, read> w: array<u32>;
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<uniform> params: MatmatParams;
+#include "matmat-common.wgsl"
 
 #include "dequant-int.wgsl"
 #ifndef DQ_INT
@@ -63,8 +45,6 @@ const NSUB: u32 = DQ_BLOCK / DQI_SUBW; // sub-blocks per block (1 for the 32-blo
 const SW: u32 = DQI_SUBW / 4u;         // words per sub-block
 const NBK: u32 = TK / DQ_BLOCK;        // blocks per K step
 const KW: u32 = TK / 4u + 1u;          // words per tile row: TK / 4 quant words, plus one of padding (banks)
-const TMT: u32 = TM / RM;              // invocations along rows
-const TNT: u32 = TN / RN;              // invocations along tokens
 
 var<workgroup> wq: array<u32, TM * KW>;               // W quants: row m, word v of the step at m * KW + v
 var<workgroup> wsc: array<vec2<i32>, TM * NBK * NSUB>; // (scale, min) of row m, block j, sub s: (m NBK + j) NSUB + s
@@ -78,7 +58,7 @@ var<workgroup> xbs: array<i32, TN * NBK * NSUB>;      // sum of the quants of to
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let row0 = (wg.x + wg.y * params.groups_x) * TM;
+    let row0 = mm_row0(wg);
     let tok0 = wg.z * TN;
     if (row0 >= params.rows) {
         return; // uniform across the workgroup
@@ -216,13 +196,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         workgroupBarrier();
     }
-    for (var i = 0u; i < RM; i++) {
-        let row = row0 + tm + i * TMT;
-        for (var jn = 0u; jn < RN; jn++) {
-            let tok = tok0 + tn + jn * TNT;
-            if (row < params.rows && tok < params.tokens) {
-                y[params.y_offset + tok * params.y_stride + row] = acc[i * RN + jn];
-            }
-        }
-    }
+    mm_store(&acc, row0, tok0, tm, tn);
 }

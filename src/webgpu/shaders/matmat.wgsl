@@ -60,25 +60,7 @@
 #error matmat.wgsl: 8-bit activation rounding needs f32 tiles
 #endif
 
-struct MatmatParams {
-    k: u32,          // elements per row of W and per token of X, a multiple of DQ_BLOCK
-    rows: u32,       // rows of W (= elements of each Y[t])
-    tokens: u32,     // tokens in X and Y
-    row_stride: u32, // bytes from one row of W to the next
-    w_offset: u32,   // byte offset of row 0 in w (even)
-    x_offset: u32,   // offset of X[0] in the x binding, in vec4 units
-    x_stride: u32,   // vec4s from X[t] to X[t + 1]
-    y_offset: u32,   // offset of Y[0] in the y binding, in elements
-    y_stride: u32,   // elements from Y[t] to Y[t + 1]
-    groups_x: u32,   // workgroups along x of the grid (row tiles fold over x and y)
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<storage, read> w: array<u32>;
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<uniform> params: MatmatParams;
+#include "matmat-common.wgsl"
 
 #include "dequant.wgsl"
 
@@ -89,8 +71,6 @@ fn actq_x(i: u32) -> vec4<f32> {
 
 const CK: u32 = TK / 8u;      // chunks (of 8 elements) per tile row in one K step
 const WS: u32 = TK / 4u + 1u; // vec4s per tile row: TK / 4, plus one of padding against bank conflicts
-const TMT: u32 = TM / RM;     // invocations along rows
-const TNT: u32 = TN / RN;     // invocations along tokens
 
 var<workgroup> wt: array<fvec4, TM * WS>; // W tile: row m, chunk s at [m * WS + 2s] (lo) and [+1] (hi)
 var<workgroup> xt: array<fvec4, TN * WS>; // X tile, same layout per token
@@ -117,7 +97,7 @@ fn x_tile_at(tok: u32, blk: u32, at: u32, b0: u32, n: u32) -> vec4<f32> {
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let row0 = (wg.x + wg.y * params.groups_x) * TM;
+    let row0 = mm_row0(wg);
     let tok0 = wg.z * TN;
     if (row0 >= params.rows) {
         return; // uniform across the workgroup: the folded grid may have a few groups past the last tile
@@ -217,13 +197,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #endif
         workgroupBarrier();
     }
-    for (var i = 0u; i < RM; i++) {
-        let row = row0 + tm + i * TMT;
-        for (var j = 0u; j < RN; j++) {
-            let tok = tok0 + tn + j * TNT;
-            if (row < params.rows && tok < params.tokens) {
-                y[params.y_offset + tok * params.y_stride + row] = acc[i * RN + j];
-            }
-        }
-    }
+    mm_store(&acc, row0, tok0, tm, tn);
 }

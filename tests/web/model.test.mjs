@@ -125,15 +125,19 @@ test('decoding creates no GPU objects after the first step (invariant 2)', { ski
 // too (before that rounding: q4_0 98.2 %, q8_0 99.3 % over 1000 tokens, logits ~2 % of their range apart).
 // Other kernels (norms, attention) still sum in their own orders, so now and then an activation lands on the
 // other side of an 8-bit rounding boundary and a near-tie goes the other way (tiny-phi3 q8_0: 99.5 %).
-// LW_TEST_SLOW=1: every architecture in f32/f16/q8_0/q4_0 and every file type on `tiny`, 1000 tokens each
+// LW_TEST_SLOW=1: every architecture in f32/f16/q8_0/q4_0 and every weight format (below), 1000 tokens each
 // (LW_AGREE_TOKENS overrides).
 const SLOW = !!process.env.LW_TEST_SLOW;
 const ARCHS = ['tiny', 'tiny-qwen2', 'tiny-qwen3', 'tiny-phi3', 'tiny-gemma2', 'tiny-gemma3'];
-// (q1_0's blocks are 128 wide: 64-element rows have no whole blocks and llama.cpp no fallback type for it,
-// so it runs on tiny-256)
-const FILE_TYPES = ['bf16', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k_m', 'q4_k_m', 'q5_k_m', 'q6_k', 'iq2_xxs', 'iq2_xs',
-  'iq2_s', 'iq3_xxs', 'iq3_s', 'iq1_s', 'iq1_m', 'iq4_nl', 'iq4_xs', 'tq1_0', 'tq2_0', 'mxfp4_moe', 'q2_0'];
-const CASES = SLOW ? [...ARCHS.flatMap((a) => ['f32', 'f16', 'q8_0', 'q4_0'].map((t) => [a, t])), ...FILE_TYPES.map((t) => ['tiny', t]), ['tiny-256', 'q1_0']]
+// Every weight format of the GPU table in at least one file: the 32-element-block types on `tiny`, the rest
+// on `tiny-256`, whose rows are whole 256-blocks (on `tiny`, 64-element rows make llama-quantize fall back
+// from the K, IQ, TQ and FP4 types to legacy ones, which would test those instead); q3_k/q4_k/q5_k/mxfp4/
+// nvfp4 are synth's one-type-for-every-weight options (their file types mix in others).
+const FILE_TYPES = ['bf16', 'q4_1', 'q5_0', 'q5_1', 'iq4_nl', 'q2_0'];
+const FILE_TYPES_256 = ['q1_0', 'q2_k', 'q3_k_m', 'q4_k_m', 'q5_k_m', 'q6_k', 'q3_k', 'q4_k', 'q5_k', 'iq2_xxs', 'iq2_xs',
+  'iq2_s', 'iq3_xxs', 'iq3_s', 'iq1_s', 'iq1_m', 'iq4_xs', 'tq1_0', 'tq2_0', 'mxfp4', 'nvfp4'];
+const CASES = SLOW ? [...ARCHS.flatMap((a) => ['f32', 'f16', 'q8_0', 'q4_0'].map((t) => [a, t])), ...FILE_TYPES.map((t) => ['tiny', t]),
+  ...FILE_TYPES_256.map((t) => ['tiny-256', t])]
   : [...ARCHS.map((a) => [a, 'f16']), ['tiny', 'f32'], ['tiny', 'q8_0'], ['tiny-qwen3', 'q4_0'], ['tiny-gemma3', 'q4_k_m']];
 for (const [preset, type] of CASES) {
   test(`greedy agreement WebGPU vs CPU: ${preset} ${type}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {

@@ -28,11 +28,15 @@ static uint32_t idot_subs(uint32_t type) {
     case LW_TYPE_Q4_1:
     case LW_TYPE_Q5_0:
     case LW_TYPE_Q5_1:
-    case LW_TYPE_IQ4_NL: return 1;
+    case LW_TYPE_IQ4_NL:
+        return 1;
     case LW_TYPE_Q4_K:
-    case LW_TYPE_Q5_K: return 8;
-    case LW_TYPE_Q6_K: return 16;
-    default: return 0;
+    case LW_TYPE_Q5_K:
+        return 8;
+    case LW_TYPE_Q6_K:
+        return 16;
+    default:
+        return 0;
     }
 }
 
@@ -47,7 +51,8 @@ uint64_t lw__gpu_matmat_wg_bytes(const lw__gpu_matmat_variant *v) {
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     if (v->idot && f) {
         const uint64_t nb = v->tk / f->block, subs = idot_subs(v->type);
-        return ((uint64_t)v->tm + v->tn) * ((uint64_t)v->tk / 4 + 1) * 4u + (uint64_t)v->tm * nb * (1 + subs) * 8u +
+        return ((uint64_t)v->tm + v->tn) * ((uint64_t)v->tk / 4 + 1) * 4u +
+               (uint64_t)v->tm * nb * (1 + subs) * 8u +
                (uint64_t)v->tn * nb * (8u + (subs > 1 ? subs * 4u : 0));
     }
     /* both tiles: (tm + tn) rows of tk / 4 + 1 vec4s (one of padding), vec4 of f16 or f32; with 8-bit
@@ -80,18 +85,20 @@ lw_status lw__gpu_matmat_check(const lw_gpu_info *info, const lw__gpu_matmat_var
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     const uint32_t ab = lw__gpu_actq_block(v->actq);
     if (v->actq > LW_GPU_ACTQ_BF16 || (ab && (v->f16 || f->block % ab)))
-        return lw__errorf(err, LW_ERR_INVALID_ARG,
-                          "matmat: activation rounding %u needs blocks of a multiple of its size and f32 tiles",
-                          v->actq);
+        return lw__errorf(
+            err, LW_ERR_INVALID_ARG,
+            "matmat: activation rounding %u needs blocks of a multiple of its size and f32 tiles", v->actq);
     if (v->idot && (!lw__gpu_matmat_has_idot(v->type) || v->actq != f->actq || v->tk % f->block || v->f16))
-        return lw__errorf(err, LW_ERR_INVALID_ARG,
-                          "matmat: integer products need Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/Q4_K/Q5_K/Q6_K "
-                          "weights, their 8-bit activation rounding, f32 and K steps of whole blocks (%s, actq "
-                          "%u, tk %u)",
-                          ti ? ti->name : "?", v->actq, v->tk);
+        return lw__errorf(
+            err, LW_ERR_INVALID_ARG,
+            "matmat: integer products need Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/Q4_K/Q5_K/Q6_K "
+            "weights, their 8-bit activation rounding, f32 and K steps of whole blocks (%s, actq "
+            "%u, tk %u)",
+            ti ? ti->name : "?", v->actq, v->tk);
     if (v->idot && !info->has_dot4)
-        return lw__errorf(err, LW_ERR_UNSUPPORTED, "matmat: integer products need WGSL's dot4I8Packed "
-                                                   "(packed_4x8_integer_dot_product)");
+        return lw__errorf(err, LW_ERR_UNSUPPORTED,
+                          "matmat: integer products need WGSL's dot4I8Packed "
+                          "(packed_4x8_integer_dot_product)");
     uint32_t wg = lw__gpu_matmat_wg_size(v);
     if (wg > info->max_compute_invocations_per_workgroup || wg > info->max_compute_workgroup_size_x)
         return lw__errorf(err, LW_ERR_INVALID_ARG,
@@ -117,8 +124,8 @@ lw_status lw__gpu_matmat_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
     char label[LW_GPU_CACHE_KEY];
-    snprintf(label, sizeof label, "matmat %s%s t%ux%ux%u r%ux%u a%u%s", ti ? ti->name : "?", v->f16 ? " f16" : "",
-             v->tm, v->tn, v->tk, v->rm, v->rn, v->actq, v->idot ? " idot" : "");
+    snprintf(label, sizeof label, "matmat %s%s t%ux%ux%u r%ux%u a%u%s", ti ? ti->name : "?",
+             v->f16 ? " f16" : "", v->tm, v->tn, v->tk, v->rm, v->rn, v->actq, v->idot ? " idot" : "");
     char tm[12], tn[12], tk[12], rm[12], rn[12], wg[12], actq[12];
     snprintf(actq, sizeof actq, "%u", v->actq);
     snprintf(tm, sizeof tm, "%u", v->tm);

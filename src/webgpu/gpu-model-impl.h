@@ -90,6 +90,8 @@ typedef struct gm_node {
     bool glu;        /* MUL_MAT: X_GLU mat-vec calls (one per piece) follow the others, for one-row
                         steps: they read the GLU node glu_node's inputs instead of its output       */
     int32_t glu_node; /* that node                 */
+    int32_t qk_norm[2]; /* ROPE of a rope_qkv call with qk_norm: the Q and K RMS_NORM nodes it does (planned
+                           at load, so a step does not search the graph) */
 } gm_node;
 
 struct lw__gpu_model {

@@ -465,6 +465,8 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
                 const int32_t s = rope_qkv_gap(&g->graph, i), sc = rope_qkv_scale(g, i);
                 if (sc >= 0) g->nodes[sc].fuse = GM_FUSE_DONE; /* q_out = its output, q_scale its factor */
                 g->nodes[i].fuse = GM_FUSE_ROPE_QKV;
+                g->nodes[i].qk_norm[0] = c.v.qkv.qk_norm ? qa : -1;
+                g->nodes[i].qk_norm[1] = c.v.qkv.qk_norm ? ka : -1;
                 g->nodes[i + 1].fuse = g->nodes[i + 2 + s].fuse = g->nodes[i + 3 + s].fuse = GM_FUSE_DONE;
                 return lw__gm_add_call(g, &c, b, nb, false);
             }
@@ -609,8 +611,9 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         kv.n_head_kv = (uint32_t)kn->ip[0];
         kv.kc_offset = kv.vc_offset = (uint64_t)pos0 * row;
         const lw__node *vn = nd + 3 + rope_qkv_gap(&g->graph, i); /* KV_STORE(V) */
-        int32_t qa, ka; /* q and k: parts of a fused QKV output (or the norms' inputs), or whole */
-        const bool norms = calls[0].v.qkv.qk_norm && rope_qkv_norms(g, i, &qa, &ka);
+        /* q and k: parts of a fused QKV output (or the norms' inputs), or whole */
+        const int32_t qa = gn->qk_norm[0], ka = gn->qk_norm[1];
+        const bool norms = calls[0].v.qkv.qk_norm;
         lw__gm_part(g, norms ? g->graph.nodes[qa].src[0] : nd->src[0], &a.x_offset, &a.x_stride);
         lw__gm_part(g, norms ? g->graph.nodes[ka].src[0] : kn->src[0], &kv.k_offset, &kv.k_stride);
         lw__gm_part(g, vn->src[0], &kv.v_offset, &kv.v_stride);

@@ -11,7 +11,7 @@
 // q_out is the rotated q times q_scale (1: as ROPE; else also the SCALE node some models apply to the
 // rotated Q, e.g. phi3 and gemma: one f32 product of the rotated value, the bits of the two ops).
 // QK_NORM=1 (with QKV_ONE) first RMS-normalises q and k per head (qwen3, gemma3: x / sqrt(mean(x^2) + qk_eps)
-// times the head_dim weights qn / kn, as rms-norm.wgsl computes it but with the squares summed serially).
+// times the head_dim weights qn / kn, the CPU's bits as rms-norm.wgsl: rms-exact.wgsl, serially per head).
 // QKV_BIAS=1 (with QKV_ONE) adds the biases qkvb (laid out as one row of binding 0: [bq | bk | bv]) to q, k
 // and v first (qwen2: the ADD node before the ROPEs; one f32 add each, the same bits).
 // Defines: WG_SIZE (default 64), KV_F16 (0/1), QKV_ONE (0/1), QK_NORM (0/1), QKV_BIAS (0/1).
@@ -123,18 +123,25 @@ fn v_in(i: u32) -> f32 {
 }
 
 #if QK_NORM
+#include "rms-exact.wgsl"
 var<private> nrm_base: u32;  // first element of this invocation's head
 var<private> nrm_scale: f32; // 1 / sqrt(mean of its squares + eps)
 
-// Sets the norm of the head of input `which` at element xb.
+// Sets the norm of the head of input `which` at element xb: the CPU's bits (rms-exact.wgsl), serially.
 fn head_norm(which: u32, xb: u32) {
-    var acc = 0.0f;
+    var e_max = 1u;
     for (var e = 0u; e < params.head_dim; e++) {
         let v = x[xb + e];
-        acc += v * v;
+        e_max = max(e_max, bitcast<u32>(v * v) >> 23u);
     }
+    var acc = array<u32, LIMBS>();
+    for (var e = 0u; e < params.head_dim; e++) {
+        let v = x[xb + e];
+        limbs_add_square(&acc, bitcast<u32>(v * v), e_max);
+    }
+    limbs_normalize(&acc);
     nrm_base = xb;
-    nrm_scale = 1.0f / sqrt(acc / f32(params.head_dim) + params.qk_eps);
+    nrm_scale = rms_scale(limbs_mean(acc, params.head_dim, e_max) + params.qk_eps);
 }
 #endif
 

@@ -51,6 +51,12 @@ fn actq_scale_of(amax: f32) -> vec2<f32> {
     }
     return vec2<f32>(div_rn(127.0f, amax), f16_round(div_rn(amax, 127.0f)));
 }
+
+// The block sum the CPU keeps in a Q8_1 block of largest |x| amax whose quants add up to sum:
+// fp16(d * sum) with d = amax / 127 unrounded (0 for an all-zero block).
+fn actq_q8_1_sum(amax: f32, sum: f32) -> f32 {
+    return select(0.0f, f16_round(div_rn(amax, 127.0f) * sum), amax != 0.0f);
+}
 #endif
 
 // (multiplier, scale) of the activation block whose first vec4 is number xb: xr = round(x * s.x) * s.y
@@ -87,12 +93,11 @@ fn actq_min_corr(xb: u32, amax: f32) -> f32 {
         return 0.0f;
     }
     let id = div_rn(127.0f, amax);
-    let d = div_rn(amax, 127.0f);
     var sum = 0.0f;
     for (var i = 0u; i < ACT_BLOCK / 4u; i++) {
         sum += dot(clamp(round(actq_x(xb + i) * id), vec4<f32>(-128.0), vec4<f32>(127.0)), vec4<f32>(1.0));
     }
-    return f16_round(d * sum) - f16_round(d) * sum;
+    return actq_q8_1_sum(amax, sum) - f16_round(div_rn(amax, 127.0f)) * sum;
 }
 #endif
 

@@ -108,8 +108,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                     sum += qi.x + qi.y + qi.z + qi.w;
                     q[v] = pack4xI8(qi);
                 }
-                // s_x = fp16(d * sum(q)) with d = amax / 127 unrounded (Q8_1; unused by symmetric formats)
-                ds = vec2<f32>(s.y, select(0.0f, f16_round(div_rn(amax, 127.0f) * f32(sum)), amax != 0.0f));
+                ds = vec2<f32>(s.y, actq_q8_1_sum(amax, f32(sum))); // (s_x: unused by symmetric formats)
             }
             for (var v = 0u; v < 8u; v++) {
                 xq[n * KW + 8u * j + v] = q[v];

@@ -3,6 +3,7 @@
  * reference: dequantize + dot in double). Compiled only by the wasm build (cmake/webgpu.cmake). */
 #include "core/core.h"
 #include "quant/quant.h"
+#include <math.h>
 #include "webgpu/gpu.h"
 #include "webgpu/kernels.h"
 #include "lw-wasm-ref.h"
@@ -79,7 +80,8 @@ EMSCRIPTEN_KEEPALIVE void lw_wasm_matvec_free(lw_wasm_matvec *m) {
 
 /* y_cpu: what the CPU engine computes for this product, the target of the activation-rounding variants. */
 static lw_status matvec_cpu(lw_wasm_matvec *m) {
-    if (!(m->y_cpu = malloc((size_t)m->rows * sizeof(double)))) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
+    if (!(m->y_cpu = malloc((size_t)m->rows * sizeof(double))))
+        return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
     return lw_wasm_cpu_product(m->type, m->rows, m->k, m->wq, m->x, m->y_cpu, m->err);
 }
 
@@ -162,7 +164,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_upload(lw_wasm_matvec *m, uint32_t host_
  * records the dispatch and schedules the read of y. The JS caller awaits lwGpu.settle() before
  * lw_wasm_matvec_nmse(). Returns an lw_status. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subgroups, int wg_size, int rows,
-                                            int blocks, int actq, int stage) {
+                                            int blocks, int actq, int stage, int exact) {
     lw_status st;
     if (m->err[0]) return LW_ERR_INVALID_ARG;
     if (!m->bw) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first");
@@ -170,8 +172,9 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
     void *c = m->gpu.ctx;
     lw__gpu_matvec_params p;
     uint32_t grid[3];
-    lw__gpu_matvec_variant v = {m->type,           f16 != 0,       subgroups != 0,
-                                (uint32_t)wg_size, (uint32_t)rows, blocks != 0, (uint32_t)actq, (uint32_t)stage};
+    lw__gpu_matvec_variant v = {m->type,           f16 != 0,        subgroups != 0,
+                                (uint32_t)wg_size, (uint32_t)rows,  blocks != 0,
+                                (uint32_t)actq,    (uint32_t)stage, exact != 0};
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;
@@ -196,7 +199,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
  * and bind group are made on the first call for a variant (rows: rows per workgroup) (call once to warm up).
  * Returns an lw_status. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int subgroups, int wg_size,
-                                              int rows, int blocks, int iters, int actq, int stage) {
+                                              int rows, int blocks, int iters, int actq, int stage,
+                                              int exact) {
     lw_status st;
     if (m->err[0]) return LW_ERR_INVALID_ARG;
     if (!m->bw || iters <= 0) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first; iters > 0");
@@ -204,8 +208,9 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int su
     void *c = m->gpu.ctx;
     lw__gpu_matvec_params p;
     uint32_t grid[3];
-    lw__gpu_matvec_variant v = {m->type,           f16 != 0,       subgroups != 0,
-                                (uint32_t)wg_size, (uint32_t)rows, blocks != 0, (uint32_t)actq, (uint32_t)stage};
+    lw__gpu_matvec_variant v = {m->type,           f16 != 0,        subgroups != 0,
+                                (uint32_t)wg_size, (uint32_t)rows,  blocks != 0,
+                                (uint32_t)actq,    (uint32_t)stage, exact != 0};
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;
@@ -239,6 +244,27 @@ EMSCRIPTEN_KEEPALIVE double lw_wasm_matvec_nmse(lw_wasm_matvec *m) {
         return -1;
     }
     return lw_wasm_nmse(m->y, m->y_ref, (size_t)m->rows, m->err);
+}
+
+/* After settle(): how many of the rows differ in their bits from the CPU engine's product in its plain order
+ * (repacked 0) or llama.cpp's repacked gemv order (1), or -1 with the reason in lw_wasm_matvec_error(). The
+ * target of the exact variant (matvec-exact.wgsl), which must match every row. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_mismatch(lw_wasm_matvec *m, int repacked) {
+    if (lw_wasm_matvec_nmse(m) < 0) return -1;
+    double *ref = malloc((size_t)m->rows * sizeof(double));
+    if (!ref) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory"), -1;
+    int bad = 0;
+    if (lw_wasm_cpu_product_order(m->type, m->rows, m->k, m->wq, m->x, repacked, ref, m->err) != LW_OK)
+        bad = -1;
+    for (int r = 0; r < m->rows && bad >= 0; r++) {
+        const float c = (float)ref[r]; /* the CPU's float, exactly */
+        uint32_t a, b;
+        memcpy(&a, &m->y[r], 4);
+        memcpy(&b, &c, 4);
+        bad += a != b;
+    }
+    free(ref);
+    return bad;
 }
 
 /* The same against the CPU engine's own product (activations rounded to the format's vec_dot_type): near 0

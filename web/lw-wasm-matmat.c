@@ -205,8 +205,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_upload(lw_wasm_matmat *m, uint32_t w_off
 static lw__gpu_matmat_variant variant_of(const lw_wasm_matmat *m, int f16, int tm, int tn, int tk, int rm,
                                          int rn) {
     if (tm == 0) return lw__gpu_matmat_default(&m->info, m->type);
-    lw__gpu_matmat_variant v = {m->type,      f16 != 0,     (uint32_t)tm, (uint32_t)tn,
-                                (uint32_t)tk, (uint32_t)rm, (uint32_t)rn, 0, false};
+    lw__gpu_matmat_variant v = {
+        m->type, f16 != 0, (uint32_t)tm, (uint32_t)tn, (uint32_t)tk, (uint32_t)rm, (uint32_t)rn, 0, false};
     return v;
 }
 
@@ -296,7 +296,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_matvec(lw_wasm_matmat *m, int f16, int s
     void *c = m->gpu.ctx;
     lw__gpu_matvec_variant v = lw__gpu_matvec_default(&m->info, m->type);
     if (wg)
-        v = (lw__gpu_matvec_variant){m->type, f16 != 0, sg != 0, (uint32_t)wg, (uint32_t)rows, blocks != 0, 0, 0};
+        v = (lw__gpu_matvec_variant){m->type,     f16 != 0, sg != 0, (uint32_t)wg, (uint32_t)rows,
+                                     blocks != 0, 0,        0,       false};
     lw_gpu_pipeline pipe;
     uint32_t grid[3];
     if ((st = lw__gpu_matvec_pipeline(&m->gpu, &m->cache, NULL, &v, &m->info, &pipe, m->err)) != LW_OK)
@@ -370,7 +371,8 @@ EMSCRIPTEN_KEEPALIVE double lw_wasm_matmat_nmse_cpu(lw_wasm_matmat *m) {
     if (lw_wasm_matmat_nmse(m) < 0) return -1;
     if (!m->y_cpu) {
         const size_t n = (size_t)m->tokens * (size_t)m->rows;
-        if (!(m->y_cpu = malloc(n * sizeof(double)))) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory"), -1;
+        if (!(m->y_cpu = malloc(n * sizeof(double))))
+            return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory"), -1;
         for (int t = 0; t < m->tokens; t++)
             if (lw_wasm_cpu_product(m->type, m->rows, m->k, m->wq, m->x + (size_t)t * (size_t)m->k,
                                     m->y_cpu + (size_t)t * (size_t)m->rows, m->err) != LW_OK) {
@@ -413,10 +415,10 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_tune_variants(const char *json, int type, char 
     lw__gpu_matvec_variant mv = lw__gpu_matvec_tuned(&t, &info, (uint32_t)type);
     lw__gpu_matmat_variant mm = lw__gpu_matmat_tuned(&t, &info, (uint32_t)type);
     n = snprintf(dst, (size_t)cap,
-                 "{\"matvec\":{\"wg\":%u,\"rows\":%u,\"blocks\":%d,\"f16\":%d,\"sg\":%d},"
+                 "{\"matvec\":{\"wg\":%u,\"rows\":%u,\"blocks\":%d,\"f16\":%d,\"sg\":%d,\"exact\":%d},"
                  "\"matmat\":{\"tm\":%u,\"tn\":%u,\"tk\":%u,\"rm\":%u,\"rn\":%u,\"f16\":%d,\"wg\":%u},"
                  "\"overrides\":%s}",
-                 mv.wg_size, mv.rows, mv.blocks, mv.f16, mv.subgroups, mm.tm, mm.tn, mm.tk, mm.rm, mm.rn,
-                 mm.f16, lw__gpu_matmat_wg_size(&mm), over);
+                 mv.wg_size, mv.rows, mv.blocks, mv.f16, mv.subgroups, mv.exact, mm.tm, mm.tn, mm.tk, mm.rm,
+                 mm.rn, mm.f16, lw__gpu_matmat_wg_size(&mm), over);
     return n >= 0 && n < cap ? n : -1;
 }

@@ -22,8 +22,8 @@ float lw_wasm_rnd(uint32_t *s) {
  * pattern can occur) instead of quantized ones: IQ2_XXS, IQ2_XS and IQ1_S cannot be quantized without an
  * importance matrix, and the others' grid searches are slow. */
 static bool random_blocks(uint32_t type) {
-    return type == LW_TYPE_IQ2_XXS || type == LW_TYPE_IQ2_XS || type == LW_TYPE_IQ2_S || type == LW_TYPE_IQ3_XXS ||
-           type == LW_TYPE_IQ3_S || type == LW_TYPE_IQ1_S || type == LW_TYPE_IQ1_M;
+    return type == LW_TYPE_IQ2_XXS || type == LW_TYPE_IQ2_XS || type == LW_TYPE_IQ2_S ||
+           type == LW_TYPE_IQ3_XXS || type == LW_TYPE_IQ3_S || type == LW_TYPE_IQ1_S || type == LW_TYPE_IQ1_M;
 }
 
 /* rows x k random blocks of type into wq, row r bounded by 0.25 + (r % 7) / 4 like the quantized rows. */
@@ -100,6 +100,11 @@ double lw_wasm_nmse(const float *y, const double *ref, size_t n, char *err) {
 
 lw_status lw_wasm_cpu_product(uint32_t type, int rows, int k, const uint8_t *wq, const float *x, double *y,
                               char *err) {
+    return lw_wasm_cpu_product_order(type, rows, k, wq, x, 0, y, err);
+}
+
+lw_status lw_wasm_cpu_product_order(uint32_t type, int rows, int k, const uint8_t *wq, const float *x,
+                                    int repacked, double *y, char *err) {
     const lw__cpu_mm *mm = lw__cpu_mm_get(type);
     const lw_type_info *ti = lw_type_get(type), *ai = mm ? lw_type_get(mm->vec_dot_type) : NULL;
     if (!mm || !ti || !ai) return lw__errorf(err, LW_ERR_UNSUPPORTED, "no CPU product for this type");
@@ -111,7 +116,12 @@ lw_status lw_wasm_cpu_product(uint32_t type, int rows, int k, const uint8_t *wq,
         mm->from_float(x, a, k);
     else
         memcpy(a, x, a_bytes);
-    for (int r = 0; r < rows; r++) y[r] = mm->dot(k, wq + (size_t)r * row_bytes, a);
+    float (*dot)(int64_t, const void *, const void *) = repacked ? mm->dot_repack : mm->dot;
+    if (!dot) {
+        free(a);
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "no repacked CPU order for %s", ti->name);
+    }
+    for (int r = 0; r < rows; r++) y[r] = dot(k, wq + (size_t)r * row_bytes, a);
     free(a);
     return LW_OK;
 }

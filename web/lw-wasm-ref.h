@@ -26,6 +26,11 @@ void lw_wasm_ref_matvec(const float *deq, int rows, int k, const float *x, doubl
 lw_status lw_wasm_cpu_product(uint32_t type, int rows, int k, const uint8_t *wq, const float *x, double *y,
                               char *err);
 
+/* The same in the order the engine uses for a repacked weight (repacked != 0: llama.cpp's gemv order, for
+ * types it repacks; LW_ERR_UNSUPPORTED for the others) or a plain one (0, as lw_wasm_cpu_product). */
+lw_status lw_wasm_cpu_product_order(uint32_t type, int rows, int k, const uint8_t *wq, const float *x,
+                                    int repacked, double *y, char *err);
+
 /* sum((y - ref)^2) / sum(ref^2) over n values (plain sum of squares when ref is all zero), or -1 with the
  * index of the first non-finite y in err. */
 double lw_wasm_nmse(const float *y, const double *ref, size_t n, char *err);

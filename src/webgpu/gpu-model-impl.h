@@ -8,8 +8,8 @@
 #include "webgpu/kernels-matmat.h"
 #include "webgpu/kernels-ops.h"
 
-#define GM_SLOT 256u      /* bytes per parameter slot: WebGPU's largest minUniformBufferOffsetAlignment */
-#define GM_MAX_ACT 4      /* activation buffers at most (a node reads at most 3 activations)            */
+#define GM_SLOT      256u /* bytes per parameter slot: WebGPU's largest minUniformBufferOffsetAlignment */
+#define GM_MAX_ACT   4    /* activation buffers at most (a node reads at most 3 activations)            */
 #define GM_MAX_BINDS 8u   /* bindings per prepared call                                                 */
 
 /* A part of a weight held by one binding: the whole tensor, or a range of rows when the tensor is larger
@@ -43,21 +43,21 @@ typedef struct gm_loc {
  * a row stride. */
 #define GM_MAX_PARTS 3
 typedef struct gm_fusion {
-    int32_t n_parts;             /* 2 or 3                                                    */
-    int32_t node[GM_MAX_PARTS];  /* the MUL_MAT nodes; node[0] runs the fused call            */
-    int32_t w[GM_MAX_PARTS];     /* their weights                                            */
-    int32_t out[GM_MAX_PARTS];   /* their outputs (now views of act)                         */
-    int32_t wt;                  /* the joined weight (rows of every part, one piece)        */
-    int32_t act;                 /* the joined output                                        */
+    int32_t n_parts;            /* 2 or 3                                                    */
+    int32_t node[GM_MAX_PARTS]; /* the MUL_MAT nodes; node[0] runs the fused call            */
+    int32_t w[GM_MAX_PARTS];    /* their weights                                            */
+    int32_t out[GM_MAX_PARTS];  /* their outputs (now views of act)                         */
+    int32_t wt;                 /* the joined weight (rows of every part, one piece)        */
+    int32_t act;                /* the joined output                                        */
 } gm_fusion;
 
 /* One prepared dispatch target: a pipeline and the bind group of its buffers (made at plan time), with the
  * kernel variant its per-step plan needs. */
 typedef struct gm_call {
-    lw_gpu_pipeline pipe;     /* compiled variant                              */
-    lw_gpu_bind_group group;  /* its bindings                                  */
-    int32_t aux;              /* op-specific: a weight piece, an attention kernel */
-    union {                   /* the variant (by op)                           */
+    lw_gpu_pipeline pipe;    /* compiled variant                              */
+    lw_gpu_bind_group group; /* its bindings                                  */
+    int32_t aux;             /* op-specific: a weight piece, an attention kernel */
+    union {                  /* the variant (by op)                           */
         lw__gpu_matvec_variant mv;
         lw__gpu_matmat_variant mm;
         lw__gpu_get_rows_variant gr;
@@ -73,79 +73,87 @@ typedef struct gm_call {
 
 /* How a node takes part in a fusion (planned at load by matching consecutive nodes; unmatched nodes keep
  * their own kernels). */
-#define GM_FUSE_NONE 0     /* its own dispatches                                                   */
+#define GM_FUSE_NONE     0 /* its own dispatches                                                   */
 #define GM_FUSE_ROPE_QKV 1 /* ROPE(Q) heading ROPE(K), KV_STORE(K), KV_STORE(V): one rope_qkv call */
-#define GM_FUSE_DONE 2     /* folded into another node's call: records nothing (its dst, if any, is
+#define GM_FUSE_DONE                                                                                         \
+    2                      /* folded into another node's call: records nothing (its dst, if any, is          \
                               written later or never: lw__gpu_model_probe refuses it)              */
 #define GM_FUSE_ADD_NORM 3 /* RMS_NORM after the residual ADD feeding it: one add_input norm call   */
-#define GM_FUSE_GLU 4      /* SWIGLU/GEGLU whose consumer mat-vec computes it in its x loads
-                              (X_GLU) in one-row steps: records nothing there, runs in the others  */
+#define GM_FUSE_GLU                                                                                          \
+    4 /* SWIGLU/GEGLU whose consumer mat-vec computes it in its x loads                                      \
+         (X_GLU) in one-row steps: records nothing there, runs in the others  */
 
 /* The calls prepared for one graph node. */
+/* Steps of up to this many tokens multiply exact-order weights one token at a time (matvec-exact.wgsl), so a
+ * short prompt's K/V carry the CPU's bits; longer ones take the mat-mat's speed. */
+#define GM_EXACT_TOKENS 32
+
 typedef struct gm_node {
-    int32_t call0;   /* first entry in calls[]     */
-    int32_t n_calls; /* entries                    */
-    bool batched;    /* MUL_MAT: a mat-mat call follows each mat-vec call (steps of several tokens) */
-    uint8_t fuse;    /* GM_FUSE_*                  */
-    bool glu;        /* MUL_MAT: X_GLU mat-vec calls (one per piece) follow the others, for one-row
-                        steps: they read the GLU node glu_node's inputs instead of its output       */
-    int32_t glu_node; /* that node                 */
+    int32_t call0;      /* first entry in calls[]     */
+    int32_t n_calls;    /* entries                    */
+    bool batched;       /* MUL_MAT: a mat-mat call follows each mat-vec call (steps of several tokens) */
+    bool exact;         /* MUL_MAT: the mat-vec has the CPU's bits (matvec-exact.wgsl): steps of up to
+                           GM_EXACT_TOKENS tokens run it per token instead of the mat-mat             */
+    uint8_t fuse;       /* GM_FUSE_*                  */
+    bool glu;           /* MUL_MAT: X_GLU mat-vec calls (one per piece) follow the others, for one-row
+                           steps: they read the GLU node glu_node's inputs instead of its output       */
+    int32_t glu_node;   /* that node                 */
     int32_t qk_norm[2]; /* ROPE of a rope_qkv call with qk_norm: the Q and K RMS_NORM nodes it does (planned
                            at load, so a step does not search the graph) */
 } gm_node;
 
 struct lw__gpu_model {
-    lw_allocator alloc;          /* from the model                                             */
-    char err[LW_ERRMSG_SIZE];    /* last error                                                 */
-    lw_gpu inner;                /* the HAL handed over (owned)                                */
-    lw_gpu gpu;                  /* the same HAL seen by the kernel families: every pipeline's
-                                    uniform binding gets a dynamic offset (gpu-model.c)         */
-    lw_gpu_info info;            /* device description                                         */
-    lw_model *m;                 /* not owned                                                  */
-    lw__gpu_model_params p;      /* resolved parameters                                        */
-    bool f16, subgroups;         /* variant switches in use                                    */
-    bool glu_fold;               /* X_GLU down mat-vecs (lw__gpu_model_params.glu_fold)        */
-    uint32_t n_ctx, n_batch;     /* KV cells, most tokens per step                             */
-    uint32_t n_past;             /* cells in use                                               */
-    lw__graph graph;             /* built and planned once                                     */
-    int32_t logits;              /* its output tensor                                          */
-    gm_loc *loc;                 /* per graph tensor                                           */
-    gm_piece *pieces;            /* weight pieces                                              */
-    gm_fusion *fus;              /* fused projections                                          */
-    int32_t n_fus;               /* how many                                                   */
-    int32_t n_pieces;            /* used                                                       */
-    lw_gpu_buffer *bufs;         /* every buffer created (destroyed with the model)            */
-    uint32_t n_bufs, cap_bufs;   /* used / allocated                                           */
-    lw_gpu_buffer act[GM_MAX_ACT]; /* activation buffers                                       */
+    lw_allocator alloc;             /* from the model                                             */
+    char err[LW_ERRMSG_SIZE];       /* last error                                                 */
+    lw_gpu inner;                   /* the HAL handed over (owned)                                */
+    lw_gpu gpu;                     /* the same HAL seen by the kernel families: every pipeline's
+                                       uniform binding gets a dynamic offset (gpu-model.c)         */
+    lw_gpu_info info;               /* device description                                         */
+    lw_model *m;                    /* not owned                                                  */
+    lw__gpu_model_params p;         /* resolved parameters                                        */
+    bool f16, subgroups;            /* variant switches in use                                    */
+    bool glu_fold;                  /* X_GLU down mat-vecs (lw__gpu_model_params.glu_fold)        */
+    uint32_t n_ctx, n_batch;        /* KV cells, most tokens per step                             */
+    uint32_t n_past;                /* cells in use                                               */
+    lw__graph graph;                /* built and planned once                                     */
+    int32_t logits;                 /* its output tensor                                          */
+    gm_loc *loc;                    /* per graph tensor                                           */
+    gm_piece *pieces;               /* weight pieces                                              */
+    gm_fusion *fus;                 /* fused projections                                          */
+    int32_t n_fus;                  /* how many                                                   */
+    int32_t n_pieces;               /* used                                                       */
+    lw_gpu_buffer *bufs;            /* every buffer created (destroyed with the model)            */
+    uint32_t n_bufs, cap_bufs;      /* used / allocated                                           */
+    lw_gpu_buffer act[GM_MAX_ACT];  /* activation buffers                                       */
     uint64_t act_bytes[GM_MAX_ACT]; /* their sizes                                              */
-    int n_act;                   /* how many                                                   */
-    lw_gpu_buffer *kv;           /* 2 * n_layer: K caches then V caches                        */
-    uint64_t kv_layer_bytes;     /* bytes of one of them                                       */
-    uint32_t kv_type;            /* element type of the cache (LW_TYPE_F32 or F16)             */
-    uint64_t weight_bytes;       /* bytes of the weight buffers                                */
-    lw_gpu_buffer params;        /* the uniform parameter arena                                */
-    lw_gpu_buffer tokens;        /* n_batch token ids of the step (storage)                    */
-    lw_gpu_buffer result;        /* the sampled id (storage, read back)                        */
-    uint8_t *shadow;             /* host copy of the parameter slots being filled              */
-    uint32_t slots;              /* slots in the arena                                         */
-    uint32_t slot;               /* next free slot (since the last submission)                 */
-    uint32_t since_submit;       /* dispatches recorded since the last submission              */
-    gm_call *calls;              /* prepared dispatch targets                                  */
-    int32_t n_calls, cap_calls;  /* used / allocated                                           */
-    gm_node *nodes;              /* per graph node                                             */
-    gm_call argmax[2];           /* GPU argmax over the logits: the two top-k passes           */
-    lw__gpu_topk_plan_out topk;  /* their plan (fixed: the logits never move)                  */
-    lw_gpu_buffer topk_scratch;  /* top-k candidates between the passes                        */
-    struct gm_sampling *samp;    /* GPU sampling (gpu-model-sample.c)                          */
-    lw_gpu_buffer attn_scratch;  /* split-KV partials of the decode attention                  */
-    uint64_t attn_scratch_bytes; /* its size                                                   */
-    lw_gpu_buffer gelu;          /* ggml's GELU table (GEGLU), when the graph has GEGLU        */
-    lw_gpu_buffer dummy;         /* bound where a kernel's optional input is absent            */
-    lw__gpu_pipeline_cache cache; /* pipelines by variant                                      */
-    int32_t token_out;           /* read-back target of LW_GPU_OUT_ARGMAX                      */
-    float *logits_out;           /* read-back target of LW_GPU_OUT_LOGITS (n_vocab floats)     */
-    lw__gpu_model_counters cnt;  /* what was created and recorded                              */
-    uint64_t step_dispatches;    /* dispatches of the last one-token step                      */
+    int n_act;                      /* how many                                                   */
+    lw_gpu_buffer *kv;              /* 2 * n_layer: K caches then V caches                        */
+    uint64_t kv_layer_bytes;        /* bytes of one of them                                       */
+    uint32_t kv_type;               /* element type of the cache (LW_TYPE_F32 or F16)             */
+    uint64_t weight_bytes;          /* bytes of the weight buffers                                */
+    lw_gpu_buffer params;           /* the uniform parameter arena                                */
+    lw_gpu_buffer tokens;           /* n_batch token ids of the step (storage)                    */
+    lw_gpu_buffer result;           /* the sampled id (storage, read back)                        */
+    uint8_t *shadow;                /* host copy of the parameter slots being filled              */
+    uint32_t slots;                 /* slots in the arena                                         */
+    uint32_t slot;                  /* next free slot (since the last submission)                 */
+    uint32_t since_submit;          /* dispatches recorded since the last submission              */
+    gm_call *calls;                 /* prepared dispatch targets                                  */
+    int32_t n_calls, cap_calls;     /* used / allocated                                           */
+    gm_node *nodes;                 /* per graph node                                             */
+    gm_call argmax[2];              /* GPU argmax over the logits: the two top-k passes           */
+    lw__gpu_topk_plan_out topk;     /* their plan (fixed: the logits never move)                  */
+    lw_gpu_buffer topk_scratch;     /* top-k candidates between the passes                        */
+    struct gm_sampling *samp;       /* GPU sampling (gpu-model-sample.c)                          */
+    lw_gpu_buffer attn_scratch;     /* split-KV partials of the decode attention                  */
+    uint64_t attn_scratch_bytes;    /* its size                                                   */
+    lw_gpu_buffer gelu;             /* ggml's GELU table (GEGLU), when the graph has GEGLU        */
+    lw_gpu_buffer dummy;            /* bound where a kernel's optional input is absent            */
+    lw__gpu_pipeline_cache cache;   /* pipelines by variant                                      */
+    int32_t token_out;              /* read-back target of LW_GPU_OUT_ARGMAX                      */
+    float *logits_out;              /* read-back target of LW_GPU_OUT_LOGITS (n_vocab floats)     */
+    lw__gpu_model_counters cnt;     /* what was created and recorded                              */
+    uint64_t step_dispatches;       /* dispatches of the last one-token step                      */
 };
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -162,9 +170,11 @@ uint64_t lw__gm_bind_max(const lw_gpu_info *i);
 /* A whole buffer as a binding. */
 lw_gpu_bind lw__gm_whole(lw_gpu_buffer b);
 /* Creates a buffer owned by the model (destroyed with it). */
-lw_status lw__gm_new_buffer(lw__gpu_model *g, uint64_t size, uint32_t usage, const char *label, lw_gpu_buffer *out);
+lw_status lw__gm_new_buffer(lw__gpu_model *g, uint64_t size, uint32_t usage, const char *label,
+                            lw_gpu_buffer *out);
 /* Records one dispatch of call c with parameter block params (bytes <= GM_SLOT) over grid. */
-void lw__gm_emit(lw__gpu_model *g, const gm_call *c, const void *params, size_t bytes, const uint32_t grid[3]);
+void lw__gm_emit(lw__gpu_model *g, const gm_call *c, const void *params, size_t bytes,
+                 const uint32_t grid[3]);
 /* The binding of activation tensor t (its whole planned range). */
 lw_gpu_bind lw__gm_act(const lw__gpu_model *g, int32_t t);
 /* The binding of weight piece i. */

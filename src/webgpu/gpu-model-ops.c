@@ -42,14 +42,15 @@ lw_status lw__gm_check_ops(lw__gpu_model *g) {
         case LW_OP_GET_ROWS: {
             const lw__tensor *w = &gr->t[nd->src[0]];
             if (!lw__gpu_format_of(w->type))
-                return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "%s: weight type %s has no WGSL kernel yet", w->name,
-                                  lw_type_get(w->type)->name);
+                return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "%s: weight type %s has no WGSL kernel yet",
+                                  w->name, lw_type_get(w->type)->name);
             break;
         }
         case LW_OP_ATTN:
             if (!lw__gpu_attn_supported(LW_TYPE_F16, (uint32_t)nd->ip[3], (uint32_t)(nd->ip[1] / nd->ip[2])))
-                return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "attention with head dim %d, group %d is not supported",
-                                  nd->ip[3], nd->ip[1] / nd->ip[2]);
+                return lw__errorf(g->err, LW_ERR_UNSUPPORTED,
+                                  "attention with head dim %d, group %d is not supported", nd->ip[3],
+                                  nd->ip[1] / nd->ip[2]);
             break;
         case LW_OP_RMS_NORM:
         case LW_OP_ADD:
@@ -62,7 +63,8 @@ lw_status lw__gm_check_ops(lw__gpu_model *g) {
         case LW_OP_SOFTCAP:
             break;
         default:
-            return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "op %s has no GPU kernel", lw__op_name((lw__op)nd->op));
+            return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "op %s has no GPU kernel",
+                              lw__op_name((lw__op)nd->op));
         }
     }
     return LW_OK;
@@ -145,19 +147,21 @@ static int32_t rope_qkv_bias(const lw__gpu_model *g, int32_t i) {
     const lw__graph *gr = &g->graph;
     const lw__node *nd = &gr->nodes[i], *kv = nd + 2 + rope_qkv_gap(gr, i);
     const int32_t b2 = lw__gm_base(g, nd[0].src[0]);
-    if (b2 == nd[0].src[0] || lw__gm_base(g, nd[1].src[0]) != b2 || lw__gm_base(g, kv[1].src[0]) != b2) return -1;
+    if (b2 == nd[0].src[0] || lw__gm_base(g, nd[1].src[0]) != b2 || lw__gm_base(g, kv[1].src[0]) != b2)
+        return -1;
     const int32_t a = producer(g, b2);
     if (a < 0 || a >= i) return -1;
     const lw__node *add = &gr->nodes[a];
     const int32_t b = add->src[0], w = add->src[1];
-    if (add->op != LW_OP_ADD || add->dst != b2 || b < 0 || w < 0 || gr->t[b].kind != LW_T_ACT || is_part(g, b) ||
-        !is_weight(g, w) || gr->t[w].type != LW_TYPE_F32 || gr->t[w].ne1 != 1 || gr->t[w].ne0 != gr->t[b2].ne0 ||
-        gr->t[b].ne0 != gr->t[b2].ne0 || gr->t[b].rows != gr->t[b2].rows)
+    if (add->op != LW_OP_ADD || add->dst != b2 || b < 0 || w < 0 || gr->t[b].kind != LW_T_ACT ||
+        is_part(g, b) || !is_weight(g, w) || gr->t[w].type != LW_TYPE_F32 || gr->t[w].ne1 != 1 ||
+        gr->t[w].ne0 != gr->t[b2].ne0 || gr->t[b].ne0 != gr->t[b2].ne0 || gr->t[b].rows != gr->t[b2].rows)
         return -1;
     const int32_t kv_v = (int32_t)(kv + 1 - gr->nodes);
     for (int32_t r = 0; r < gr->n_nodes; r++) /* the biased rows are read by the match only */
         for (int k = 0; k < 3; k++)
-            if (gr->nodes[r].src[k] >= 0 && lw__gm_base(g, gr->nodes[r].src[k]) == b2 && r != i && r != i + 1 && r != kv_v)
+            if (gr->nodes[r].src[k] >= 0 && lw__gm_base(g, gr->nodes[r].src[k]) == b2 && r != i &&
+                r != i + 1 && r != kv_v)
                 return -1;
     return a;
 }
@@ -176,8 +180,9 @@ static bool rope_qkv_one(const lw__gpu_model *g, int32_t i) {
 static int32_t rope_qkv_scale(const lw__gpu_model *g, int32_t i) {
     const lw__graph *gr = &g->graph;
     const lw__node *nd = &gr->nodes[i];
-    if (!rope_qkv_gap(gr, i) || nd[2].dst < 0 || nd[0].dst < 0 || gr->t[nd[2].dst].rows != gr->t[nd[0].dst].rows ||
-        is_part(g, nd[2].dst) || read_elsewhere(gr, nd[0].dst, i + 2))
+    if (!rope_qkv_gap(gr, i) || nd[2].dst < 0 || nd[0].dst < 0 ||
+        gr->t[nd[2].dst].rows != gr->t[nd[0].dst].rows || is_part(g, nd[2].dst) ||
+        read_elsewhere(gr, nd[0].dst, i + 2))
         return -1;
     return i + 2;
 }
@@ -190,9 +195,11 @@ static uint32_t rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[
     const int32_t sc = rope_qkv_scale(g, i), q_out = sc >= 0 ? g->graph.nodes[sc].dst : nd[0].dst;
     int32_t qa, ka;
     if (rope_qkv_one(g, i)) {
-        const bool norms = rope_qkv_norms(g, i, &qa, &ka); /* q, k: the norms' inputs */
+        const bool norms = rope_qkv_norms(g, i, &qa, &ka);     /* q, k: the norms' inputs */
         const int32_t bias = norms ? -1 : rope_qkv_bias(g, i); /* q, k, v: parts of the ADD's input */
-        b[0] = lw__gm_act(g, norms ? g->graph.nodes[qa].src[0] : bias >= 0 ? g->graph.nodes[bias].src[0] : nd[0].src[0]);
+        b[0] = lw__gm_act(g, norms       ? g->graph.nodes[qa].src[0]
+                             : bias >= 0 ? g->graph.nodes[bias].src[0]
+                                         : nd[0].src[0]);
         b[1] = bind_of(g, nd[0].src[1]);
         b[2] = lw__gm_act(g, q_out);
         b[3] = lw__gm_whole(g->kv[il]);
@@ -218,9 +225,10 @@ static uint32_t rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[
     return LW_GPU_ROPE_QKV_BINDINGS;
 }
 
-/* Nodes from i are ROPE(Q), ROPE(K), (SCALE(Q),) KV_STORE(K rotated), KV_STORE(V) of one layer, the two ROPEs differ
- * only in their head count, the rotated K is read by its KV_STORE only, K and V are written before node i
- * (the fused call runs at node i) and the activation bindings are disjoint: then rope_qkv does all four. */
+/* Nodes from i are ROPE(Q), ROPE(K), (SCALE(Q),) KV_STORE(K rotated), KV_STORE(V) of one layer, the two ROPEs
+ * differ only in their head count, the rotated K is read by its KV_STORE only, K and V are written before
+ * node i (the fused call runs at node i) and the activation bindings are disjoint: then rope_qkv does all
+ * four. */
 /* Whether tensors a and b hold the same data: one tensor, or two references to one weight (the graph
  * builders make a tensor per use of a weight, e.g. rope_freqs for both ROPEs). */
 static bool same_tensor(const lw__gpu_model *g, int32_t a, int32_t b) {
@@ -237,10 +245,13 @@ static bool rope_qkv_shape(const lw__gpu_model *g, int32_t i) {
     const lw__node *nd = &gr->nodes[i];
     const int32_t s = rope_qkv_gap(gr, i); /* the KV_STOREs are nodes i + 2 + s, i + 3 + s */
     const lw__node *kv = nd + 2 + s;
-    if (nd[0].op != LW_OP_ROPE || nd[1].op != LW_OP_ROPE || kv[0].op != LW_OP_KV_STORE || kv[1].op != LW_OP_KV_STORE)
+    if (nd[0].op != LW_OP_ROPE || nd[1].op != LW_OP_ROPE || kv[0].op != LW_OP_KV_STORE ||
+        kv[1].op != LW_OP_KV_STORE)
         return false;
-    if (kv[0].src[0] != nd[1].dst || kv[0].ip[1] != 0 || kv[1].ip[1] != 1 || kv[0].ip[0] != kv[1].ip[0]) return false;
-    if (!same_tensor(g, nd[0].src[1], nd[1].src[1]) || memcmp(&nd[0].ip[1], &nd[1].ip[1], 3 * sizeof nd[0].ip[0]) ||
+    if (kv[0].src[0] != nd[1].dst || kv[0].ip[1] != 0 || kv[1].ip[1] != 1 || kv[0].ip[0] != kv[1].ip[0])
+        return false;
+    if (!same_tensor(g, nd[0].src[1], nd[1].src[1]) ||
+        memcmp(&nd[0].ip[1], &nd[1].ip[1], 3 * sizeof nd[0].ip[0]) ||
         memcmp(nd[0].fp, nd[1].fp, 6 * sizeof nd[0].fp[0]))
         return false;
     if (nd[0].dst < 0 || nd[1].dst < 0 || is_weight(g, nd[0].src[0]) || is_weight(g, nd[1].src[0]) ||
@@ -296,12 +307,13 @@ bool lw__gm_add_norm_shape(const lw__gpu_model *g, int32_t i) {
     if (i < 0 || i + 1 >= gr->n_nodes) return false;
     const lw__node *nd = &gr->nodes[i];
     if (nd[0].op != LW_OP_ADD || nd[1].op != LW_OP_RMS_NORM || nd[1].src[0] != nd[0].dst || nd[0].dst < 0 ||
-        nd[1].dst < 0 || nd[0].src[0] < 0 || nd[0].src[1] < 0 || is_weight(g, nd[0].src[0]) || is_weight(g, nd[0].src[1]) ||
-        is_part(g, nd[0].src[0]) || is_part(g, nd[0].src[1]))
+        nd[1].dst < 0 || nd[0].src[0] < 0 || nd[0].src[1] < 0 || is_weight(g, nd[0].src[0]) ||
+        is_weight(g, nd[0].src[1]) || is_part(g, nd[0].src[0]) || is_part(g, nd[0].src[1]))
         return false;
     const uint8_t rows = gr->t[nd[0].dst].rows;
-    if (gr->t[nd[0].src[0]].rows != rows || gr->t[nd[0].src[1]].rows != rows || gr->t[nd[1].dst].rows != rows ||
-        gr->t[nd[0].src[0]].ne0 != gr->t[nd[0].dst].ne0 || gr->t[nd[0].src[1]].ne0 != gr->t[nd[0].dst].ne0)
+    if (gr->t[nd[0].src[0]].rows != rows || gr->t[nd[0].src[1]].rows != rows ||
+        gr->t[nd[1].dst].rows != rows || gr->t[nd[0].src[0]].ne0 != gr->t[nd[0].dst].ne0 ||
+        gr->t[nd[0].src[1]].ne0 != gr->t[nd[0].dst].ne0)
         return false;
     return true;
 }
@@ -324,12 +336,18 @@ static bool match_add_norm(const lw__gpu_model *g, int32_t i) {
 /* The element-wise family's op for a graph op. */
 static uint32_t elt_op(uint8_t op) {
     switch (op) {
-    case LW_OP_ADD: return LW_GPU_ELT_ADD;
-    case LW_OP_SCALE: return LW_GPU_ELT_SCALE;
-    case LW_OP_SOFTCAP: return LW_GPU_ELT_SOFTCAP;
-    case LW_OP_SWIGLU: return LW_GPU_ELT_SWIGLU;
-    case LW_OP_GEGLU: return LW_GPU_ELT_GEGLU;
-    default: return LW_GPU_ELT_COPY; /* OUT_ROWS */
+    case LW_OP_ADD:
+        return LW_GPU_ELT_ADD;
+    case LW_OP_SCALE:
+        return LW_GPU_ELT_SCALE;
+    case LW_OP_SOFTCAP:
+        return LW_GPU_ELT_SOFTCAP;
+    case LW_OP_SWIGLU:
+        return LW_GPU_ELT_SWIGLU;
+    case LW_OP_GEGLU:
+        return LW_GPU_ELT_GEGLU;
+    default:
+        return LW_GPU_ELT_COPY; /* OUT_ROWS */
     }
 }
 
@@ -351,9 +369,11 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         lw__gpu_rope_qkv_variant v = lw__gpu_rope_qkv_default(info, g->kv_type);
         v.qkv_one = v.qkv_bias = true;
         lw_gpu_pipeline pipe; /* (cached for the ROPE node) */
-        if ((st = lw__gpu_rope_qkv_pipeline(gpu, &g->cache, &g->alloc, &v, info, &pipe, g->err)) != LW_OK) return st;
+        if ((st = lw__gpu_rope_qkv_pipeline(gpu, &g->cache, &g->alloc, &v, info, &pipe, g->err)) != LW_OK)
+            return st;
         if (!match_rope_qkv(g, bias_rope)) /* planning kept the rows alive for it: cannot happen */
-            return lw__errorf(g->err, LW_ERR_INVALID_ARG, "bias fold: rope_qkv bindings overlap at node %d", bias_rope);
+            return lw__errorf(g->err, LW_ERR_INVALID_ARG, "bias fold: rope_qkv bindings overlap at node %d",
+                              bias_rope);
         g->nodes[i].fuse = GM_FUSE_DONE;
         return LW_OK;
     }
@@ -367,11 +387,19 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
                              for steps of several tokens when the graph is planned for them */
         const lw__tensor *w = &g->graph.t[nd->src[0]];
         gm_call mm = c;
-        c.v.mv = lw__gpu_matvec_tuned(g->p.tune, info, w->type); /* = _default(info, type) without overrides */
+        c.v.mv =
+            lw__gpu_matvec_tuned(g->p.tune, info, w->type); /* = _default(info, type) without overrides */
         c.v.mv.f16 = c.v.mv.f16 && g->f16;
         c.v.mv.subgroups = c.v.mv.subgroups && g->subgroups;
         if (!g->p.raw_acts) lw__gpu_matvec_round_acts(&c.v.mv);
-        if ((st = lw__gpu_matvec_pipeline(gpu, &g->cache, &g->alloc, &c.v.mv, info, &c.pipe, g->err)) != LW_OK) return st;
+        /* the CPU's order where it has one for this weight: llama.cpp repacks weights of a multiple of 8 rows
+         * that are not the tied embedding table (src/cpu/engine-ops.c) */
+        c.v.mv.exact =
+            c.v.mv.exact && !g->p.raw_acts && lw__gpu_matvec_has_exact(w->type, w->ne1 % 8 == 0 && !w->plain);
+        g->nodes[i].exact = c.v.mv.exact;
+        if ((st = lw__gpu_matvec_pipeline(gpu, &g->cache, &g->alloc, &c.v.mv, info, &c.pipe, g->err)) !=
+            LW_OK)
+            return st;
         bool batched = g->n_batch > 1 && rows_of(g, nd->dst, 2) > 1;
         if (batched) { /* only where the mat-mat kernel takes the shape (e.g. k a multiple of its block) */
             mm.v.mm = lw__gpu_matmat_tuned(g->p.tune, info, w->type);
@@ -381,32 +409,36 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             else
                 mm.v.mm.idot = false, mm.v.mm.actq = LW_GPU_ACTQ_NONE; /* integer products round X */
             const gm_piece *pc = &g->pieces[g->loc[nd->src[0]].piece0];
-            lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, g->n_batch, 0, 0, 0, 0, (uint64_t)w->ne1};
+            lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, g->n_batch, 0, 0, 0, 0,
+                                       (uint64_t)w->ne1};
             lw__gpu_matmat_params p;
             uint32_t grid[3];
             char why[LW_ERRMSG_SIZE];
             batched = lw__gpu_matmat_check(info, &mm.v.mm, why) == LW_OK &&
                       lw__gpu_matmat_plan(info, &mm.v.mm, &sh, &p, grid, why) == LW_OK;
         }
-        if (batched &&
-            (st = lw__gpu_matmat_pipeline(gpu, &g->cache, &g->alloc, &mm.v.mm, info, &mm.pipe, g->err)) != LW_OK)
+        if (batched && (st = lw__gpu_matmat_pipeline(gpu, &g->cache, &g->alloc, &mm.v.mm, info, &mm.pipe,
+                                                     g->err)) != LW_OK)
             return st;
         g->nodes[i].batched = batched;
         for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces && st == LW_OK; k++) {
             c.aux = mm.aux = g->loc[nd->src[0]].piece0 + k;
-            lw_gpu_bind b[4] = {lw__gm_piece(g, c.aux), lw__gm_act(g, nd->src[1]), lw__gm_act(g, nd->dst), lw__gm_params(g)};
+            lw_gpu_bind b[4] = {lw__gm_piece(g, c.aux), lw__gm_act(g, nd->src[1]), lw__gm_act(g, nd->dst),
+                                lw__gm_params(g)};
             st = lw__gm_add_call(g, &c, b, 4, false);
             if (st == LW_OK && batched) st = lw__gm_add_call(g, &mm, b, 4, false);
         }
         const int32_t s = st == LW_OK ? lw__gm_glu_source(g, i) : -1;
-        if (s >= 0) { /* one-row steps: the GLU in this mat-vec's x loads, reading gate|up (gpu-model-fuse.c) */
+        if (s >=
+            0) { /* one-row steps: the GLU in this mat-vec's x loads, reading gate|up (gpu-model-fuse.c) */
             const uint32_t glu = g->graph.nodes[s].op == LW_OP_SWIGLU ? LW_GPU_GLU_SILU : LW_GPU_GLU_GELU;
-            if ((st = lw__gpu_matvec_glu_pipeline(gpu, &g->cache, &g->alloc, &c.v.mv, glu, info, &c.pipe, g->err)) != LW_OK)
+            if ((st = lw__gpu_matvec_glu_pipeline(gpu, &g->cache, &g->alloc, &c.v.mv, glu, info, &c.pipe,
+                                                  g->err)) != LW_OK)
                 return st;
             for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces && st == LW_OK; k++) {
                 c.aux = g->loc[nd->src[0]].piece0 + k;
-                lw_gpu_bind b[5] = {lw__gm_piece(g, c.aux), lw__gm_act(g, g->graph.nodes[s].src[0]), lw__gm_act(g, nd->dst),
-                                    lw__gm_params(g), lw__gm_whole(g->gelu)};
+                lw_gpu_bind b[5] = {lw__gm_piece(g, c.aux), lw__gm_act(g, g->graph.nodes[s].src[0]),
+                                    lw__gm_act(g, nd->dst), lw__gm_params(g), lw__gm_whole(g->gelu)};
                 st = lw__gm_add_call(g, &c, b, glu == LW_GPU_GLU_GELU ? 5 : 4, false);
             }
             g->nodes[i].glu = true;
@@ -418,10 +450,13 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
     case LW_OP_GET_ROWS: { /* one call per part of the table; each writes the tokens whose id it holds */
         const lw__tensor *w = &g->graph.t[nd->src[0]];
         c.v.gr = lw__gpu_get_rows_default(info, w->type);
-        if ((st = lw__gpu_get_rows_pipeline(gpu, &g->cache, &g->alloc, &c.v.gr, info, &c.pipe, g->err)) != LW_OK) return st;
+        if ((st = lw__gpu_get_rows_pipeline(gpu, &g->cache, &g->alloc, &c.v.gr, info, &c.pipe, g->err)) !=
+            LW_OK)
+            return st;
         for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces && st == LW_OK; k++) {
             c.aux = g->loc[nd->src[0]].piece0 + k;
-            lw_gpu_bind b[4] = {lw__gm_piece(g, c.aux), lw__gm_whole(g->tokens), lw__gm_act(g, nd->dst), lw__gm_params(g)};
+            lw_gpu_bind b[4] = {lw__gm_piece(g, c.aux), lw__gm_whole(g->tokens), lw__gm_act(g, nd->dst),
+                                lw__gm_params(g)};
             st = lw__gm_add_call(g, &c, b, 4, false);
         }
         return st;
@@ -429,26 +464,30 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
     case LW_OP_RMS_NORM: {
         for (int32_t j = i + 1; j < g->graph.n_nodes && g->nodes[i].fuse == GM_FUSE_NONE; j++) {
             int32_t qa, ka; /* a per-head Q/K norm that the rope_qkv call reading it can do (qk_norm)? */
-            if (g->graph.nodes[j].op != LW_OP_ROPE || g->graph.nodes[j].src[0] != nd->dst || !match_rope_qkv(g, j) ||
-                !rope_qkv_norms(g, j, &qa, &ka) || qa != i)
+            if (g->graph.nodes[j].op != LW_OP_ROPE || g->graph.nodes[j].src[0] != nd->dst ||
+                !match_rope_qkv(g, j) || !rope_qkv_norms(g, j, &qa, &ka) || qa != i)
                 continue;
             lw__gpu_rope_qkv_variant v = lw__gpu_rope_qkv_default(info, g->kv_type);
             v.qkv_one = v.qk_norm = true;
             lw_gpu_pipeline pipe; /* (cached for the ROPE node; 7 storage bindings: WebGPU guarantees 8) */
-            if ((st = lw__gpu_rope_qkv_pipeline(gpu, &g->cache, &g->alloc, &v, info, &pipe, g->err)) != LW_OK) return st;
+            if ((st = lw__gpu_rope_qkv_pipeline(gpu, &g->cache, &g->alloc, &v, info, &pipe, g->err)) != LW_OK)
+                return st;
             g->nodes[qa].fuse = g->nodes[ka].fuse = GM_FUSE_DONE;
         }
         if (g->nodes[i].fuse == GM_FUSE_DONE) return LW_OK; /* done by the rope_qkv call */
         c.v.norm = lw__gpu_norm_default(info);
         c.v.norm.subgroups = c.v.norm.subgroups && g->subgroups;
         c.v.norm.add_input = g->nodes[i].fuse == GM_FUSE_ADD_NORM;
-        if ((st = lw__gpu_norm_pipeline(gpu, &g->cache, &g->alloc, &c.v.norm, info, &c.pipe, g->err)) != LW_OK) return st;
+        if ((st = lw__gpu_norm_pipeline(gpu, &g->cache, &g->alloc, &c.v.norm, info, &c.pipe, g->err)) !=
+            LW_OK)
+            return st;
         if (c.v.norm.add_input) {
             lw_gpu_bind b[LW_GPU_NORM_ADD_BINDINGS];
             add_norm_binds(g, i - 1, b);
             return lw__gm_add_call(g, &c, b, LW_GPU_NORM_ADD_BINDINGS, false);
         }
-        lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), bind_of(g, nd->src[1]), lw__gm_act(g, nd->dst), lw__gm_params(g)};
+        lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), bind_of(g, nd->src[1]), lw__gm_act(g, nd->dst),
+                            lw__gm_params(g)};
         return lw__gm_add_call(g, &c, b, 4, false);
     }
     case LW_OP_ROPE: {
@@ -456,10 +495,12 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         if (match_rope_qkv(g, i)) { /* ROPE(Q), ROPE(K) + KV_STORE(K), KV_STORE(V) in one call */
             c.v.qkv = lw__gpu_rope_qkv_default(info, g->kv_type);
             c.v.qkv.qkv_one = rope_qkv_one(g, i);
-            c.v.qkv.qk_norm = rope_qkv_norms(g, i, &qa, &ka) && g->nodes[qa].fuse == GM_FUSE_DONE; /* see RMS_NORM */
+            c.v.qkv.qk_norm =
+                rope_qkv_norms(g, i, &qa, &ka) && g->nodes[qa].fuse == GM_FUSE_DONE; /* see RMS_NORM */
             const int32_t bias = c.v.qkv.qk_norm ? -1 : rope_qkv_bias(g, i);
             c.v.qkv.qkv_bias = bias >= 0 && g->nodes[bias].fuse == GM_FUSE_DONE; /* see ADD */
-            if (lw__gpu_rope_qkv_pipeline(gpu, &g->cache, &g->alloc, &c.v.qkv, info, &c.pipe, g->err) == LW_OK) {
+            if (lw__gpu_rope_qkv_pipeline(gpu, &g->cache, &g->alloc, &c.v.qkv, info, &c.pipe, g->err) ==
+                LW_OK) {
                 lw_gpu_bind b[LW_GPU_ROPE_QKV_BINDINGS];
                 const uint32_t nb = rope_qkv_binds(g, i, b);
                 const int32_t s = rope_qkv_gap(&g->graph, i), sc = rope_qkv_scale(g, i);
@@ -473,14 +514,19 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             g->err[0] = 0; /* e.g. too few storage bindings per stage: the separate kernels */
         }
         c.v.rope = lw__gpu_rope_default(info);
-        if ((st = lw__gpu_rope_pipeline(gpu, &g->cache, &g->alloc, &c.v.rope, info, &c.pipe, g->err)) != LW_OK) return st;
-        lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), bind_of(g, nd->src[1]), lw__gm_act(g, nd->dst), lw__gm_params(g)};
+        if ((st = lw__gpu_rope_pipeline(gpu, &g->cache, &g->alloc, &c.v.rope, info, &c.pipe, g->err)) !=
+            LW_OK)
+            return st;
+        lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), bind_of(g, nd->src[1]), lw__gm_act(g, nd->dst),
+                            lw__gm_params(g)};
         return lw__gm_add_call(g, &c, b, 4, false);
     }
     case LW_OP_KV_STORE: {
         const uint32_t n_layer = g->m->hp.n_layer;
         c.v.kv = lw__gpu_kv_store_default(info, g->kv_type);
-        if ((st = lw__gpu_kv_store_pipeline(gpu, &g->cache, &g->alloc, &c.v.kv, info, &c.pipe, g->err)) != LW_OK) return st;
+        if ((st = lw__gpu_kv_store_pipeline(gpu, &g->cache, &g->alloc, &c.v.kv, info, &c.pipe, g->err)) !=
+            LW_OK)
+            return st;
         lw_gpu_buffer cache = g->kv[(uint32_t)nd->ip[1] * n_layer + (uint32_t)nd->ip[0]];
         lw_gpu_bind b[3] = {lw__gm_act(g, nd->src[0]), lw__gm_whole(cache), lw__gm_params(g)};
         return lw__gm_add_call(g, &c, b, 3, false);
@@ -488,12 +534,13 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
     case LW_OP_ATTN: { /* the three kernels of the family, same bindings */
         const uint32_t n_layer = g->m->hp.n_layer, il = (uint32_t)nd->ip[0];
         c.v.attn = attn_variant(g, nd);
-        lw_gpu_bind b[6] = {lw__gm_act(g, nd->src[0]), lw__gm_whole(g->kv[il]), lw__gm_whole(g->kv[n_layer + il]),
-                            lw__gm_act(g, nd->dst), lw__gm_whole(g->attn_scratch), lw__gm_params(g)};
+        lw_gpu_bind b[6] = {lw__gm_act(g, nd->src[0]),         lw__gm_whole(g->kv[il]),
+                            lw__gm_whole(g->kv[n_layer + il]), lw__gm_act(g, nd->dst),
+                            lw__gm_whole(g->attn_scratch),     lw__gm_params(g)};
         for (int k = 0; k < LW_GPU_ATTN_KERNELS && st == LW_OK; k++) {
             c.aux = k;
-            if ((st = lw__gpu_attn_pipeline(gpu, &g->cache, &g->alloc, &c.v.attn, (lw__gpu_attn_kernel)k, info, &c.pipe,
-                                            g->err)) != LW_OK)
+            if ((st = lw__gpu_attn_pipeline(gpu, &g->cache, &g->alloc, &c.v.attn, (lw__gpu_attn_kernel)k,
+                                            info, &c.pipe, g->err)) != LW_OK)
                 return st;
             st = lw__gm_add_call(g, &c, b, 6, false);
         }
@@ -502,8 +549,11 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
     default: { /* element-wise: ADD, SCALE, SOFTCAP, SWIGLU, GEGLU, OUT_ROWS (a row copy) */
         c.v.elt = lw__gpu_eltwise_default(info, elt_op(nd->op));
         /* both inputs parts of one fused output (gate|up): b is read from a's binding */
-        c.v.elt.b_in_a = nd->src[1] >= 0 && is_part(g, nd->src[0]) && lw__gm_base(g, nd->src[1]) == lw__gm_base(g, nd->src[0]);
-        if ((st = lw__gpu_eltwise_pipeline(gpu, &g->cache, &g->alloc, &c.v.elt, info, &c.pipe, g->err)) != LW_OK) return st;
+        c.v.elt.b_in_a = nd->src[1] >= 0 && is_part(g, nd->src[0]) &&
+                         lw__gm_base(g, nd->src[1]) == lw__gm_base(g, nd->src[0]);
+        if ((st = lw__gpu_eltwise_pipeline(gpu, &g->cache, &g->alloc, &c.v.elt, info, &c.pipe, g->err)) !=
+            LW_OK)
+            return st;
         lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS];
         const uint32_t n = lw__gpu_eltwise_layout(&c.v.elt, kinds);
         lw_gpu_bind b[5];
@@ -538,18 +588,22 @@ lw_status lw__gm_prepare_shared(lw__gpu_model *g) {
         if (nd->op != LW_OP_ATTN) continue;
         lw__gpu_attn_variant v = attn_variant(g, nd);
         uint64_t bytes;
-        if ((st = lw__gpu_attn_scratch_bytes(&v, (uint32_t)nd->ip[1], g->n_batch, g->n_ctx, &bytes, g->err)) != LW_OK)
+        if ((st = lw__gpu_attn_scratch_bytes(&v, (uint32_t)nd->ip[1], g->n_batch, g->n_ctx, &bytes,
+                                             g->err)) != LW_OK)
             return st;
         if (bytes > g->attn_scratch_bytes) g->attn_scratch_bytes = bytes;
     }
-    if ((st = lw__gm_new_buffer(g, g->attn_scratch_bytes, rw, "attention scratch", &g->attn_scratch)) != LW_OK ||
+    if ((st = lw__gm_new_buffer(g, g->attn_scratch_bytes, rw, "attention scratch", &g->attn_scratch)) !=
+            LW_OK ||
         (st = lw__gm_new_buffer(g, 256, rw, "dummy", &g->dummy)) != LW_OK)
         return st;
     /* sampling: the top-k plan is fixed (the logits never move), so its scratch is sized now */
     g->argmax[0].v.topk = lw__gpu_topk_default(&g->info);
-    if ((st = lw__gpu_topk_plan(&g->info, &g->argmax[0].v.topk, g->m->hp.n_vocab, 1, 0, 0, 0, &g->topk, g->err)) != LW_OK)
+    if ((st = lw__gpu_topk_plan(&g->info, &g->argmax[0].v.topk, g->m->hp.n_vocab, 1, 0, 0, 0, &g->topk,
+                                g->err)) != LW_OK)
         return st;
-    if ((st = lw__gm_new_buffer(g, (uint64_t)g->topk.scratch_pairs * 8 + 16, rw, "top-k scratch", &g->topk_scratch)) != LW_OK)
+    if ((st = lw__gm_new_buffer(g, (uint64_t)g->topk.scratch_pairs * 8 + 16, rw, "top-k scratch",
+                                &g->topk_scratch)) != LW_OK)
         return st;
     /* ggml's GELU table for GEGLU (128 KiB, written once) */
     if (geglu) {
@@ -557,7 +611,8 @@ lw_status lw__gm_prepare_shared(lw__gpu_model *g) {
         if (!words) return lw__errorf(g->err, LW_ERR_NOMEM, "out of memory");
         lw__gpu_gelu_table(words);
         st = lw__gm_new_buffer(g, LW_GPU_GELU_TABLE_WORDS * 4, rw, "GELU table", &g->gelu);
-        if (st == LW_OK) st = g->inner.ops->buffer_write(g->inner.ctx, g->gelu, 0, words, LW_GPU_GELU_TABLE_WORDS * 4);
+        if (st == LW_OK)
+            st = g->inner.ops->buffer_write(g->inner.ctx, g->gelu, 0, words, LW_GPU_GELU_TABLE_WORDS * 4);
         lw__free(&g->alloc, words);
         if (st != LW_OK) return lw__errorf(g->err, st, "GELU table upload failed");
     } else {
@@ -571,8 +626,10 @@ lw_status lw__gm_prepare_argmax(lw__gpu_model *g) {
     lw_status st;
     gm_call c = g->argmax[0];
     g->argmax[0] = g->argmax[1] = c;
-    if ((st = lw__gpu_topk_pipeline(gpu, &g->cache, &g->alloc, &c.v.topk, false, &g->info, &g->argmax[0].pipe, g->err)) ||
-        (st = lw__gpu_topk_pipeline(gpu, &g->cache, &g->alloc, &c.v.topk, true, &g->info, &g->argmax[1].pipe, g->err)))
+    if ((st = lw__gpu_topk_pipeline(gpu, &g->cache, &g->alloc, &c.v.topk, false, &g->info, &g->argmax[0].pipe,
+                                    g->err)) ||
+        (st = lw__gpu_topk_pipeline(gpu, &g->cache, &g->alloc, &c.v.topk, true, &g->info, &g->argmax[1].pipe,
+                                    g->err)))
         return st;
     lw_gpu_bind b1[3] = {lw__gm_act(g, g->logits), lw__gm_whole(g->topk_scratch), lw__gm_params(g)};
     lw_gpu_bind b2[3] = {lw__gm_whole(g->topk_scratch), lw__gm_whole(g->result), lw__gm_params(g)};
@@ -585,10 +642,10 @@ lw_status lw__gm_prepare_argmax(lw__gpu_model *g) {
  * ------------------------------------------------------------------------------------------------------- */
 
 /* A kernel family's plan refused a shape that planning accepted: a bug, reported with its message. */
-#define PLAN(call)                                                                                               \
-    do {                                                                                                         \
-        lw_status st_ = (call);                                                                                  \
-        if (st_ != LW_OK) return st_;                                                                            \
+#define PLAN(call)                                                                                           \
+    do {                                                                                                     \
+        lw_status st_ = (call);                                                                              \
+        if (st_ != LW_OK) return st_;                                                                        \
     } while (0)
 
 lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int32_t pos0) {
@@ -605,7 +662,8 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         lw__gpu_rope_args_from_node(nd, &a);
         a.rows = (uint64_t)n_tokens;
         a.pos0 = (uint64_t)pos0;
-        const uint64_t row = (uint64_t)kn->ip[0] * (uint64_t)kn->ip[1]; /* a cache cell: K/V heads x head dim */
+        const uint64_t row =
+            (uint64_t)kn->ip[0] * (uint64_t)kn->ip[1]; /* a cache cell: K/V heads x head dim */
         lw__gpu_kv_dest kv;
         memset(&kv, 0, sizeof kv);
         kv.n_head_kv = (uint32_t)kn->ip[0];
@@ -619,7 +677,8 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         lw__gm_part(g, vn->src[0], &kv.v_offset, &kv.v_stride);
         lw__gpu_rope_qkv_params p;
         PLAN(lw__gpu_rope_qkv_plan(info, &calls[0].v.qkv, &a, &kv, &p, grid, g->err));
-        if (g->nodes[i + 2].fuse == GM_FUSE_DONE && nd[2].op == LW_OP_SCALE) p.q_scale = nd[2].fp[0]; /* folded */
+        if (g->nodes[i + 2].fuse == GM_FUSE_DONE && nd[2].op == LW_OP_SCALE)
+            p.q_scale = nd[2].fp[0]; /* folded */
         if (norms) p.qk_eps = g->graph.nodes[qa].fp[0];
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
         return LW_OK;
@@ -645,11 +704,12 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
             }
             return LW_OK;
         }
-        if (rows_t > 1 && per_piece == 2) { /* several tokens: one mat-mat call per piece */
+        if (rows_t > 1 && per_piece == 2 &&
+            !(gn->exact && rows_t <= GM_EXACT_TOKENS)) { /* one mat-mat per piece */
             for (int32_t k = 1; k < gn->n_calls; k += 2) {
                 const gm_piece *pc = &g->pieces[calls[k].aux];
-                lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, rows_t, 0, 0, 0, (uint64_t)pc->row0,
-                                           (uint64_t)w->ne1};
+                lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, rows_t, 0, 0, 0,
+                                           (uint64_t)pc->row0, (uint64_t)w->ne1};
                 lw__gpu_matmat_params p;
                 PLAN(lw__gpu_matmat_plan(info, &calls[k].v.mm, &sh, &p, grid, g->err));
                 lw__gm_emit(g, &calls[k], &p, sizeof p, grid);
@@ -661,8 +721,8 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
                 const gm_piece *pc = &g->pieces[calls[k].aux];
                 lw__gpu_matvec_params p;
                 PLAN(lw__gpu_matvec_plan(info, &calls[k].v.mv, (uint64_t)pc->rows, (uint64_t)w->ne0, 0,
-                                         t * (uint64_t)w->ne0, t * (uint64_t)w->ne1 + (uint64_t)pc->row0, &p, grid,
-                                         g->err));
+                                         t * (uint64_t)w->ne0, t * (uint64_t)w->ne1 + (uint64_t)pc->row0, &p,
+                                         grid, g->err));
                 lw__gm_emit(g, &calls[k], &p, sizeof p, grid);
             }
         return LW_OK;
@@ -672,8 +732,8 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         for (int32_t k = 0; k < gn->n_calls; k++) {
             const gm_piece *pc = &g->pieces[calls[k].aux];
             lw__gpu_get_rows_params p;
-            PLAN(lw__gpu_get_rows_plan(info, &calls[k].v.gr, (uint64_t)w->ne0, (uint64_t)n_tokens, (uint64_t)pc->row0,
-                                       (uint64_t)pc->rows, 0, 0, 0, 0, &p, grid, g->err));
+            PLAN(lw__gpu_get_rows_plan(info, &calls[k].v.gr, (uint64_t)w->ne0, (uint64_t)n_tokens,
+                                       (uint64_t)pc->row0, (uint64_t)pc->rows, 0, 0, 0, 0, &p, grid, g->err));
             lw__gm_emit(g, &calls[k], &p, sizeof p, grid);
         }
         return LW_OK;
@@ -684,12 +744,14 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         lw__gpu_norm_params p;
         if (gn->fuse == GM_FUSE_ADD_NORM) { /* a, b and the sum (x) at the start of their bindings */
             PLAN(lw__gpu_norm_add_plan(info, &calls[0].v.norm, (uint64_t)x->ne0, (uint64_t)nd->ip[0],
-                                       rows_of(g, nd->dst, n_tokens), 0, 0, 0, 0, w_len, 0, nd->fp[0], &p, grid, g->err));
+                                       rows_of(g, nd->dst, n_tokens), 0, 0, 0, 0, w_len, 0, nd->fp[0], &p,
+                                       grid, g->err));
         } else { /* x may be a part of a fused output (per-head q/k norms) */
             uint64_t xo, xs;
             lw__gm_part(g, nd->src[0], &xo, &xs);
             PLAN(lw__gpu_norm_plan(info, &calls[0].v.norm, (uint64_t)x->ne0, (uint64_t)nd->ip[0],
-                                   rows_of(g, nd->dst, n_tokens), xo, 0, w_len, 0, nd->fp[0], &p, grid, g->err));
+                                   rows_of(g, nd->dst, n_tokens), xo, 0, w_len, 0, nd->fp[0], &p, grid,
+                                   g->err));
             PLAN(lw__gpu_norm_strides(&p, xs, 0, g->err));
         }
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
@@ -712,8 +774,8 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         lw__gpu_kv_store_params p;
         uint64_t xo, xs;
         lw__gm_part(g, nd->src[0], &xo, &xs);
-        PLAN(lw__gpu_kv_store_plan(info, &calls[0].v.kv, (uint64_t)x->ne0, (uint64_t)n_tokens, xo, xs, 0, (uint64_t)pos0,
-                                   g->n_ctx, &p, grid, g->err));
+        PLAN(lw__gpu_kv_store_plan(info, &calls[0].v.kv, (uint64_t)x->ne0, (uint64_t)n_tokens, xo, xs, 0,
+                                   (uint64_t)pos0, g->n_ctx, &p, grid, g->err));
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
         return LW_OK;
     }
@@ -741,7 +803,8 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         lw__gpu_eltwise_params p;
         if (nd->op == LW_OP_OUT_ROWS) {
             const uint64_t src_rows = rows_of(g, nd->src[0], n_tokens);
-            PLAN(lw__gpu_out_rows_plan(info, &calls[0].v.elt, (uint64_t)a->ne0, src_rows - 1, 1, 0, 0, &p, grid, g->err));
+            PLAN(lw__gpu_out_rows_plan(info, &calls[0].v.elt, (uint64_t)a->ne0, src_rows - 1, 1, 0, 0, &p,
+                                       grid, g->err));
         } else {
             uint64_t b_rows = 1;
             if (nd->src[1] >= 0 && !is_weight(g, nd->src[1])) b_rows = rows_of(g, nd->src[1], n_tokens);
@@ -749,8 +812,8 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
             uint64_t ao, as, bo = 0, bs = 0; /* inputs may be parts of a fused output (gate|up, q|k|v) */
             lw__gm_part(g, nd->src[0], &ao, &as);
             if (nd->src[1] >= 0 && !is_weight(g, nd->src[1])) lw__gm_part(g, nd->src[1], &bo, &bs);
-            PLAN(lw__gpu_eltwise_plan(info, &calls[0].v.elt, (uint64_t)a->ne0, rows, ao, bo, b_rows, 0, nd->fp[0], nd->fp[1],
-                                      &p, grid, g->err));
+            PLAN(lw__gpu_eltwise_plan(info, &calls[0].v.elt, (uint64_t)a->ne0, rows, ao, bo, b_rows, 0,
+                                      nd->fp[0], nd->fp[1], &p, grid, g->err));
             PLAN(lw__gpu_eltwise_strides(&p, as, bs, 0, g->err));
         }
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);

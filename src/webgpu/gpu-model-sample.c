@@ -30,15 +30,19 @@ lw_status lw__gm_prepare_sample(lw__gpu_model *g) {
     lw__gpu_topk_variant v = lw__gpu_topk_default(&g->info);
     s->k_max = lw__gpu_topk_max_k(&v, n_vocab);
     lw__gpu_topk_plan_out widest;
-    if ((st = lw__gpu_topk_plan(&g->info, &v, n_vocab, s->k_max, 0, 0, 0, &widest, g->err)) != LW_OK) return st;
-    s->pass[0].v.topk = v;
-    s->pass[1].v.topk = lw__gpu_sample_variant(&v, widest.scratch_pairs); /* one workgroup: as small as fits */
-    if ((st = lw__gm_new_buffer(g, (uint64_t)widest.scratch_pairs * 8 + 16, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST,
-                                "sampling scratch", &s->scratch)) != LW_OK)
+    if ((st = lw__gpu_topk_plan(&g->info, &v, n_vocab, s->k_max, 0, 0, 0, &widest, g->err)) != LW_OK)
         return st;
-    if ((st = lw__gpu_topk_pipeline(gpu, &g->cache, &g->alloc, &v, false, &g->info, &s->pass[0].pipe, g->err)) != LW_OK ||
-        (st = lw__gpu_sample_pipeline(gpu, &g->cache, &g->alloc, &s->pass[1].v.topk, &g->info, &s->pass[1].pipe,
-                                      g->err)) != LW_OK)
+    s->pass[0].v.topk = v;
+    s->pass[1].v.topk =
+        lw__gpu_sample_variant(&v, widest.scratch_pairs); /* one workgroup: as small as fits */
+    if ((st = lw__gm_new_buffer(g, (uint64_t)widest.scratch_pairs * 8 + 16,
+                                LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, "sampling scratch",
+                                &s->scratch)) != LW_OK)
+        return st;
+    if ((st = lw__gpu_topk_pipeline(gpu, &g->cache, &g->alloc, &v, false, &g->info, &s->pass[0].pipe,
+                                    g->err)) != LW_OK ||
+        (st = lw__gpu_sample_pipeline(gpu, &g->cache, &g->alloc, &s->pass[1].v.topk, &g->info,
+                                      &s->pass[1].pipe, g->err)) != LW_OK)
         return st;
     lw_gpu_bind b1[3] = {lw__gm_act(g, g->logits), lw__gm_whole(s->scratch), lw__gm_params(g)};
     lw_gpu_bind b2[3] = {lw__gm_whole(s->scratch), lw__gm_whole(g->result), lw__gm_params(g)};
@@ -61,7 +65,8 @@ lw_status lw__gpu_model_set_sampling(lw__gpu_model *g, const lw_sampler_params *
     const uint32_t k = sp->top_k > 0 && (uint32_t)sp->top_k < s->k_max ? (uint32_t)sp->top_k : s->k_max;
     lw__gpu_topk_plan_out plan;
     lw__gpu_sample_params params;
-    lw_status st = lw__gpu_topk_plan(&g->info, &s->pass[0].v.topk, g->m->hp.n_vocab, k, 0, 0, 0, &plan, g->err);
+    lw_status st =
+        lw__gpu_topk_plan(&g->info, &s->pass[0].v.topk, g->m->hp.n_vocab, k, 0, 0, 0, &plan, g->err);
     if (st == LW_OK) st = lw__gpu_sample_setup(&plan.pass2, sp, &params, g->err);
     if (st != LW_OK) return st; /* the previous parameters stay */
     s->k = k;
@@ -113,12 +118,15 @@ int lw__gpu_model_variants_json(const lw__gpu_model *g, char *dst, size_t cap) {
             if (type >= LW_TYPE_COUNT || seen[type] || !tt) continue;
             seen[type] = true;
             if (fam)
-                snprintf(item, sizeof item, "%s\"%s\":\"tm%u tn%u tk%u rm%u rn%u f16 %d\"", first ? "" : ",", tt->name,
-                         c->v.mm.tm, c->v.mm.tn, c->v.mm.tk, c->v.mm.rm, c->v.mm.rn, c->v.mm.f16 ? 1 : 0);
+                snprintf(item, sizeof item, "%s\"%s\":\"tm%u tn%u tk%u rm%u rn%u f16 %d\"", first ? "" : ",",
+                         tt->name, c->v.mm.tm, c->v.mm.tn, c->v.mm.tk, c->v.mm.rm, c->v.mm.rn,
+                         c->v.mm.f16 ? 1 : 0);
             else
-                snprintf(item, sizeof item, "%s\"%s\":\"wg%u rows%u blocks%d f16 %d sg %d stage %u actq %u\"",
+                snprintf(item, sizeof item,
+                         "%s\"%s\":\"wg%u rows%u blocks%d f16 %d sg %d stage %u actq %u exact %d\"",
                          first ? "" : ",", tt->name, c->v.mv.wg_size, c->v.mv.rows, c->v.mv.blocks ? 1 : 0,
-                         c->v.mv.f16 ? 1 : 0, c->v.mv.subgroups ? 1 : 0, c->v.mv.stage, c->v.mv.actq);
+                         c->v.mv.f16 ? 1 : 0, c->v.mv.subgroups ? 1 : 0, c->v.mv.stage, c->v.mv.actq,
+                         c->v.mv.exact ? 1 : 0);
             first = false;
             ok = put(dst, cap, &n, item);
         }

@@ -110,7 +110,7 @@ int32_t lw__gpu_model_token(const lw__gpu_model *g);
  * 16384) takes the cap; penalties are refused (LW_ERR_UNSUPPORTED). Creates nothing; *k_used (may be NULL):
  * the top-k in effect. */
 lw_status lw__gpu_model_set_sampling(lw__gpu_model *g, const lw_sampler_params *sp, uint32_t *k_used);
-/* The kernel variants the plan uses, as JSON: {"matvec": {"<format>": "wg64 rows4 blocks1 f16 0 sg 1 stage 0 actq 0"},
+/* The kernel variants the plan uses, as JSON: {"matvec": {"<format>": "wg64 rows4 blocks1 f16 0 sg 1 stage 0 actq 0 exact 0"},
  * "matmat": {"<format>": "tm64 tn64 tk32 rm8 rn8 f16 0"}} (the first mat-vec / mat-mat call of each weight
  * format; tests check that tune overrides reach the plan). Returns the length, -1 when cap is too small. */
 int lw__gpu_model_variants_json(const lw__gpu_model *g, char *dst, size_t cap);

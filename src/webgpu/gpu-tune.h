@@ -26,16 +26,18 @@ enum {
     LW_GPU_TUNE_MV_F16,    /* "f16": 0 = f32 arithmetic even where shader-f16 exists    */
     LW_GPU_TUNE_MV_SG,     /* "sg": 0 = workgroup-memory reduction even with subgroups  */
     LW_GPU_TUNE_MV_STAGE,  /* "stage": words per row of a staged weight tile (0: off)   */
+    LW_GPU_TUNE_MV_EXACT,  /* "exact": 1 = the CPU engine's bits where the format has an
+                              exact kernel (lw__gpu_matvec_has_exact), 0 = float sums  */
     LW_GPU_TUNE_MV_KEYS
 };
 /* Mat-mat keys, in the order of lw__gpu_tune.matmat's second index. */
 enum {
-    LW_GPU_TUNE_MM_TM,  /* "tm": rows per tile (1..256)                     */
-    LW_GPU_TUNE_MM_TN,  /* "tn": tokens per tile (1..256)                   */
-    LW_GPU_TUNE_MM_TK,  /* "tk": K per step, a multiple of 8 (8..256)       */
-    LW_GPU_TUNE_MM_RM,  /* "rm": rows per invocation (1..16)                */
-    LW_GPU_TUNE_MM_RN,  /* "rn": tokens per invocation (1..16)              */
-    LW_GPU_TUNE_MM_F16, /* "f16": 0 = f32 arithmetic even with shader-f16   */
+    LW_GPU_TUNE_MM_TM,   /* "tm": rows per tile (1..256)                     */
+    LW_GPU_TUNE_MM_TN,   /* "tn": tokens per tile (1..256)                   */
+    LW_GPU_TUNE_MM_TK,   /* "tk": K per step, a multiple of 8 (8..256)       */
+    LW_GPU_TUNE_MM_RM,   /* "rm": rows per invocation (1..16)                */
+    LW_GPU_TUNE_MM_RN,   /* "rn": tokens per invocation (1..16)              */
+    LW_GPU_TUNE_MM_F16,  /* "f16": 0 = f32 arithmetic even with shader-f16   */
     LW_GPU_TUNE_MM_IDOT, /* "idot": 1 = integer products (matmat-q8.wgsl)  */
     LW_GPU_TUNE_MM_KEYS
 };

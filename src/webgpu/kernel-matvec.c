@@ -15,6 +15,21 @@ uint32_t lw__gpu_matvec_block(uint32_t type) {
     return f ? f->block : 0;
 }
 
+bool lw__gpu_matvec_has_exact(uint32_t type, bool repacked) {
+    switch (type) {
+    case LW_TYPE_TQ1_0:
+    case LW_TYPE_TQ2_0:
+    case LW_TYPE_IQ1_S:
+    case LW_TYPE_IQ1_M:
+        return true;
+    case LW_TYPE_Q2_K:
+    case LW_TYPE_Q4_K:
+        return repacked;
+    default:
+        return false;
+    }
+}
+
 /* The measured defaults live with the run-time overrides in gpu-tune.c. */
 lw__gpu_matvec_variant lw__gpu_matvec_default(const lw_gpu_info *info, uint32_t type) {
     return lw__gpu_matvec_tuned(NULL, info, type);
@@ -57,34 +72,56 @@ static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
         (uint64_t)v->wg_size * v->rows * 4 > info->max_compute_workgroup_storage_size)
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "matvec: %u rows per workgroup of %u do not suit this device", v->rows, v->wg_size);
+    char wg[16], rows[16], actq[4], xglu[4], stage[16];
+    snprintf(xglu, sizeof xglu, "%u", glu);
+    snprintf(wg, sizeof wg, "%u", v->wg_size);
+    snprintf(rows, sizeof rows, "%u", v->rows);
+    char label[LW_GPU_CACHE_KEY];
+    static const lw_gpu_binding_kind kinds[LW_GPU_MATVEC_BINDINGS + 1] = {
+        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM,
+        LW_GPU_BIND_STORAGE_READ}; /* X_GLU=2: the GELU table */
+    const uint32_t n_kinds = LW_GPU_MATVEC_BINDINGS + (glu == LW_GPU_GLU_GELU);
+    if (v->exact) { /* the CPU's order: integer sums shared through workgroup atomics, one float chain per row
+                     */
+        if (!lw__gpu_matvec_has_exact(v->type, true))
+            return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: no exact CPU order for type %s",
+                              ti ? ti->name : "?");
+        snprintf(label, sizeof label, "matvec-exact %s wg%u r%u%s", ti ? ti->name : "?", v->wg_size, v->rows,
+                 glu == LW_GPU_GLU_SILU   ? " swiglu"
+                 : glu == LW_GPU_GLU_GELU ? " geglu"
+                                          : "");
+        lw__wgsl_define defs[] = {
+            {"WEIGHT_TYPE", f->define}, {"WG_SIZE", wg}, {"ROWS", rows}, {"X_GLU", xglu}};
+        return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec-exact.wgsl", defs,
+                                      sizeof defs / sizeof defs[0], kinds, n_kinds, out, err);
+    }
 
     const uint32_t ab = lw__gpu_actq_block(v->actq);
     if (v->actq > LW_GPU_ACTQ_BF16 || (ab && ((!v->blocks && !v->stage) || v->f16 || f->block % ab)))
-        return lw__errorf(err, LW_ERR_INVALID_ARG,
-                          "matvec: activation rounding %u needs whole blocks of a multiple of its size and f32",
-                          v->actq);
+        return lw__errorf(
+            err, LW_ERR_INVALID_ARG,
+            "matvec: activation rounding %u needs whole blocks of a multiple of its size and f32", v->actq);
     /* STAGE: ROWS tiles of stage words (at least one block and its misalignment), plus the step's activation
      * scales, beside the reduction's ROWS x WG_SIZE floats */
     const uint64_t nb = v->stage ? ((uint64_t)v->stage * 4 - 3) / f->block_bytes : 0;
-    const uint64_t stage_bytes = (uint64_t)v->rows * v->stage * 4 +
-                                 (ab ? nb * (f->block / ab) * 8 : 0);
-    if (v->stage && (v->stage > 8192 || nb < 1 ||
-                     (uint64_t)v->wg_size * v->rows * 4 + stage_bytes > info->max_compute_workgroup_storage_size))
+    const uint64_t stage_bytes = (uint64_t)v->rows * v->stage * 4 + (ab ? nb * (f->block / ab) * 8 : 0);
+    if (v->stage &&
+        (v->stage > 8192 || nb < 1 ||
+         (uint64_t)v->wg_size * v->rows * 4 + stage_bytes > info->max_compute_workgroup_storage_size))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
-                          "matvec: a weight tile of %u words per row does not suit this format or device", v->stage);
+                          "matvec: a weight tile of %u words per row does not suit this format or device",
+                          v->stage);
 
-    char label[LW_GPU_CACHE_KEY];
     char st[16] = "";
     if (v->stage) snprintf(st, sizeof st, " s%u", v->stage);
-    snprintf(label, sizeof label, "matvec %s%s%s wg%u r%u%s a%u%s%s", ti ? ti->name : "?", v->f16 ? " f16" : "",
-             v->subgroups ? " sg" : "", v->wg_size, v->rows, v->blocks ? " b" : "", v->actq, st,
-             glu == LW_GPU_GLU_SILU ? " swiglu" : glu == LW_GPU_GLU_GELU ? " geglu" : "");
-    char wg[16], rows[16], actq[4], xglu[4], stage[16];
+    snprintf(label, sizeof label, "matvec %s%s%s wg%u r%u%s a%u%s%s", ti ? ti->name : "?",
+             v->f16 ? " f16" : "", v->subgroups ? " sg" : "", v->wg_size, v->rows, v->blocks ? " b" : "",
+             v->actq, st,
+             glu == LW_GPU_GLU_SILU   ? " swiglu"
+             : glu == LW_GPU_GLU_GELU ? " geglu"
+                                      : "");
     snprintf(stage, sizeof stage, "%u", v->stage);
-    snprintf(xglu, sizeof xglu, "%u", glu);
     snprintf(actq, sizeof actq, "%u", v->actq);
-    snprintf(wg, sizeof wg, "%u", v->wg_size);
-    snprintf(rows, sizeof rows, "%u", v->rows);
     lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define},
                               {"F16", v->f16 ? "1" : "0"},
                               {"SUBGROUPS", v->subgroups ? "1" : "0"},
@@ -94,11 +131,8 @@ static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
                               {"ACTQ", actq},
                               {"X_GLU", xglu},
                               {"STAGE", stage}};
-    static const lw_gpu_binding_kind kinds[LW_GPU_MATVEC_BINDINGS + 1] = {
-        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM,
-        LW_GPU_BIND_STORAGE_READ}; /* X_GLU=2: the GELU table */
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec.wgsl", defs, sizeof defs / sizeof defs[0],
-                                  kinds, LW_GPU_MATVEC_BINDINGS + (glu == LW_GPU_GLU_GELU), out, err);
+                                  kinds, n_kinds, out, err);
 }
 
 lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
@@ -107,9 +141,10 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
     return matvec_pipeline(gpu, cache, alloc, v, 0, info, out, err);
 }
 
-lw_status lw__gpu_matvec_glu_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                      const lw__gpu_matvec_variant *v, uint32_t glu, const lw_gpu_info *info,
-                                      lw_gpu_pipeline *out, char *err) {
+lw_status lw__gpu_matvec_glu_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                      const lw_allocator *alloc, const lw__gpu_matvec_variant *v,
+                                      uint32_t glu, const lw_gpu_info *info, lw_gpu_pipeline *out,
+                                      char *err) {
     if (glu != LW_GPU_GLU_SILU && glu != LW_GPU_GLU_GELU)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: unknown GLU %u", glu);
     return matvec_pipeline(gpu, cache, alloc, v, glu, info, out, err);
@@ -139,14 +174,15 @@ lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_vari
                           (unsigned long long)w_offset, (unsigned long long)x_offset);
     uint64_t stride, w_end, last;
     /* the shader indexes bytes with u32: the whole matrix must lie below 4 GiB of its binding */
-    if (!lw__mul_u64(plain ? k : k / f->block, plain ? f->block_bytes / f->block : f->block_bytes, &stride) || !lw__mul_u64(stride, rows - 1, &last) ||
-        !lw__add_u64(last, stride, &w_end) || !lw__add_u64(w_end, w_offset, &w_end) || w_end > UINT32_MAX ||
+    if (!lw__mul_u64(plain ? k : k / f->block, plain ? f->block_bytes / f->block : f->block_bytes, &stride) ||
+        !lw__mul_u64(stride, rows - 1, &last) || !lw__add_u64(last, stride, &w_end) ||
+        !lw__add_u64(w_end, w_offset, &w_end) || w_end > UINT32_MAX ||
         w_end > info->max_storage_buffer_binding_size)
         return lw__errorf(err, LW_ERR_TOO_LARGE,
                           "matvec: %llu x %llu weights exceed one binding (%llu bytes)",
                           (unsigned long long)rows, (unsigned long long)k,
                           (unsigned long long)info->max_storage_buffer_binding_size);
-    if (rows > UINT32_MAX || x_offset / 4 > UINT32_MAX || y_offset > UINT32_MAX - rows)
+    if (rows > UINT32_MAX || x_offset / 4 > UINT32_MAX || y_offset > UINT32_MAX - rows || k >= 0x80000000u)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec: offsets or rows beyond 32 bits");
     uint32_t gmax =
         info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
@@ -176,7 +212,8 @@ lw_status lw__gpu_matvec_glu_plan(const lw_gpu_info *info, const lw__gpu_matvec_
     if (st != LW_OK) return st;
     if (u_offset % 4 || u_offset < g_offset + k || (u_offset - g_offset) / 4 > UINT32_MAX ||
         u_offset / 4 > UINT32_MAX - k / 4)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: u at %llu must be a multiple of 4 after g (%llu + %llu)",
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matvec: u at %llu must be a multiple of 4 after g (%llu + %llu)",
                           (unsigned long long)u_offset, (unsigned long long)g_offset, (unsigned long long)k);
     p->x_up = (uint32_t)((u_offset - g_offset) / 4);
     return LW_OK;

@@ -88,6 +88,9 @@ typedef struct lw__gpu_matvec_variant {
                          blocks or stage, and f32 arithmetic)                      */
     uint32_t stage;   /* 0, or words per row of a workgroup-memory weight tile that
                          each K step fills with coalesced loads (matvec.wgsl STAGE) */
+    bool exact;       /* the CPU engine's bits (matvec-exact.wgsl; formats with
+                         lw__gpu_matvec_has_exact; wg_size and rows kept, the rest
+                         ignored)                                                  */
 } lw__gpu_matvec_variant;
 
 /* The uniform parameter block of one mat-vec call (MatvecParams in matvec.wgsl; 32 bytes). */
@@ -110,6 +113,10 @@ _Static_assert(sizeof(lw__gpu_matvec_params) == 32, "matvec params block");
 bool lw__gpu_matvec_supported(uint32_t type);
 /* Elements per block of the template's loop for type (k must be a multiple); 0 when unsupported. */
 uint32_t lw__gpu_matvec_block(uint32_t type);
+/* Whether type has a mat-vec in the CPU engine's exact order (matvec-exact.wgsl): TQ1_0, TQ2_0, IQ1_S and
+ * IQ1_M always; Q2_K and Q4_K in llama.cpp's repacked order only, which the CPU uses for weights of a
+ * multiple of 8 rows that are not the tied embedding table (repacked). */
+bool lw__gpu_matvec_has_exact(uint32_t type, bool repacked);
 
 /* The default variant for a device: the measured defaults of gpu-tune.c (lw__gpu_matvec_tuned with no
  * overrides): subgroups where the device has them, f16 only when a tune override asks for it. */
@@ -132,9 +139,9 @@ lw_status lw__gpu_matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
  * Bindings otherwise as the plain pipeline, x being the gate|up activation. */
 #define LW_GPU_GLU_SILU 1u
 #define LW_GPU_GLU_GELU 2u
-lw_status lw__gpu_matvec_glu_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                      const lw__gpu_matvec_variant *v, uint32_t glu, const lw_gpu_info *info,
-                                      lw_gpu_pipeline *out, char *err);
+lw_status lw__gpu_matvec_glu_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                      const lw_allocator *alloc, const lw__gpu_matvec_variant *v,
+                                      uint32_t glu, const lw_gpu_info *info, lw_gpu_pipeline *out, char *err);
 /* As lw__gpu_matvec_plan with g (k elements) at element g_offset of x and u at u_offset (a multiple of 4,
  * at or after g's end). */
 lw_status lw__gpu_matvec_glu_plan(const lw_gpu_info *info, const lw__gpu_matvec_variant *v, uint64_t rows,

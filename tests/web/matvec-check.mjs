@@ -24,8 +24,9 @@ function fail(M, h, what) {
   throw new Error(what + ': ' + M.UTF8ToString(M._lw_wasm_matvec_error(h)));
 }
 
-// Returns the NMSE of one run (cpu: against the CPU engine's own product, x rounded as it rounds it); throws with C's or the GPU's message on failure.
-export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: perWg = 1, blocks = 0, seed = 1, viaHost = false, chunk = 0, actq = 0, cpu = false, stage = 0 } = {}) {
+// Runs one variant on a fresh problem and returns measure(h) (after the GPU finished); throws with C's or the
+// GPU's message on failure.
+async function runMatvec(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: perWg = 1, blocks = 0, seed = 1, viaHost = false, chunk = 0, actq = 0, stage = 0, exact = 0 } = {}, measure) {
   const h = M._lw_wasm_matvec_new(typeId, rows, k, seed);
   if (!h) throw new Error('out of memory');
   let src = 0;
@@ -42,15 +43,24 @@ export async function matvecNmse(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64,
     if (M._lw_wasm_matvec_upload(h, src) !== 0) fail(M, h, 'upload');
     let err = await M.lwGpu.settle();
     if (err) throw new Error('GPU error after upload: ' + err);
-    if (M._lw_wasm_matvec_run(h, f16, sg, wg, perWg, blocks, actq, stage) !== 0) fail(M, h, 'run');
+    if (M._lw_wasm_matvec_run(h, f16, sg, wg, perWg, blocks, actq, stage, exact) !== 0) fail(M, h, 'run');
     err = await M.lwGpu.settle();
     if (err) throw new Error('GPU error: ' + err);
-    const nmse = cpu ? M._lw_wasm_matvec_nmse_cpu(h) : M._lw_wasm_matvec_nmse(h);
-    if (!(nmse >= 0)) fail(M, h, 'check');
-    return nmse;
+    const r = measure(h);
+    if (!(r >= 0)) fail(M, h, 'check');
+    return r;
   } finally {
     M.lwGpu.chunkBytes = 8 << 20;
     if (src) M.lwGpu.removeSource(src);
     M._lw_wasm_matvec_free(h);
   }
 }
+
+// The NMSE of one run (cpu: against the CPU engine's own product, x rounded as it rounds it).
+export const matvecNmse = (M, typeId, rows, k, opts = {}) =>
+  runMatvec(M, typeId, rows, k, opts, (h) => (opts.cpu ? M._lw_wasm_matvec_nmse_cpu(h) : M._lw_wasm_matvec_nmse(h)));
+
+// The number of rows whose bits differ from the CPU engine's product, in its plain order or (repacked) the
+// order it uses for repacked weights.
+export const matvecMismatch = (M, typeId, rows, k, opts = {}) =>
+  runMatvec(M, typeId, rows, k, opts, (h) => M._lw_wasm_matvec_mismatch(h, opts.repacked ? 1 : 0));

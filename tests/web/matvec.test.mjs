@@ -6,7 +6,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { setup } from '../../web/lw-node.mjs';
-import { TYPES, BOUND, kFor, matvecNmse, actqOf } from './matvec-check.mjs';
+import { TYPES, BOUND, kFor, matvecNmse, matvecMismatch, actqOf } from './matvec-check.mjs';
 
 const ctx = await setup();
 const skip = ctx.skip || false;
@@ -91,6 +91,25 @@ test('activation rounding: every format matches the CPU engine\'s own product', 
     worst.actq = Math.max(worst.actq, nmse);
   }
   console.log(`# worst rounded ${worst.actq.toExponential(2)}, best plain ${worst.plain.toExponential(2)}`);
+});
+
+// The CPU-order kernel (matvec-exact.wgsl): every row bit-identical to the CPU engine's product, in its generic
+// order (TQ1_0, TQ2_0, IQ1_S, IQ1_M) or llama.cpp's repacked gemv order (Q2_K, Q4_K), over one and several
+// super-blocks (the repacked orders chain fmaf over them) and with 1 or several rows per workgroup. The
+// float-summing kernel differs in most rows, which keeps the check honest.
+test('exact order: the CPU engine\'s bits in every row', { skip }, async () => {
+  const cases = [['TQ1_0', 0], ['TQ2_0', 0], ['IQ1_S', 0], ['IQ1_M', 0], ['Q2_K', 1], ['Q4_K', 1]];
+  for (const [type, repacked] of cases) {
+    for (const k of [256, 768, 2304]) {
+      for (const rows of [1, 4]) {
+        const bad = await matvecMismatch(M, TYPES[type], 67, k, { exact: 1, rows, repacked, seed: 3 + rows });
+        assert.equal(bad, 0, `${type} k=${k} rows=${rows}: ${bad} of 67 rows differ from the CPU's bits`);
+      }
+    }
+    const float = await matvecMismatch(M, TYPES[type], 67, 2304, { blocks: 1, rows: 4, actq: actqOf(type), repacked, seed: 5 });
+    console.log(`# ${type}: exact kernel 0 of 67 rows differ at k 256/768/2304; float-summing kernel ${float} of 67`);
+    assert.ok(float > 0, `${type}: the float kernel matched every row too (the check would not see a wrong order)`);
+  }
 });
 
 test('several rows per workgroup (x chunks shared; a partial last group), whole blocks per invocation', { skip }, async () => {

@@ -2,6 +2,16 @@
 // and a chunk's 4 contiguous elements usually sit in the 4 bytes of one little-endian word, one per byte.
 #pragma once
 
+// A chunk's integer codes, for the formats whose CPU dot sums q_w * q_x in integers per super-block before any
+// float step (dqx_chunk in their dequant-<format>.wgsl; matvec-exact.wgsl): the element value is
+// d * sc * q - dmin * mn for the half's sub-block (d, dmin from dqx_scales).
+struct DqX {
+    lo: vec4<i32>, // codes of elements dq_lo_at(c) .. + 3
+    hi: vec4<i32>, // codes of elements dq_hi_at(c) .. + 3
+    sc: vec2<i32>, // integer scales of lo's and hi's sub-blocks
+    mn: vec2<i32>, // integer mins of them (Q2_K, Q4_K), else 0
+}
+
 // Field (mask) at bit s of each of the 4 bytes of u, one byte per lane: s = 0 / 4 with mask 0xf gives low /
 // high nibbles, s = 2k with mask 3 the k-th 2-bit quant, mask 1 a single bit.
 fn dq_field(u: u32, s: u32, mask: u32) -> vec4<u32> {

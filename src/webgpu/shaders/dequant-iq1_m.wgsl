@@ -15,7 +15,14 @@ const IQ1M_DELTA: f32 = 0.125;
 fn dq_lo_at(c: u32) -> u32 { return 8u * c; }
 fn dq_hi_at(c: u32) -> u32 { return 8u * c + 4u; }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
+// Group c's 3-bit scale s, its qh nibble (bit 3: delta's sign) and the super-block scale d.
+struct Iq1mGroup {
+    s: u32,
+    hn: u32,
+    d: f32,
+}
+
+fn iq1m_group(b: u32, c: u32) -> Iq1mGroup {
     let ib = c >> 2u;
     let sc01 = w_u32(b + 48u);
     let sc23 = w_u32(b + 52u);
@@ -23,9 +30,23 @@ fn dq_chunk(b: u32, c: u32) -> Dq8 {
     let dbits = ((sc01 >> 12u) & 0xfu) | ((sc01 >> 24u) & 0xf0u) | ((sc23 >> 4u) & 0xf00u) | ((sc23 >> 16u) & 0xf000u);
     let sc = select(sc01, sc23, ib >= 4u) >> (16u * ((ib >> 1u) & 1u)); // u16 ib / 2
     let s = (sc >> (6u * (ib & 1u) + 3u * ((c >> 1u) & 1u))) & 7u;
-    let dl = ftype(unpack2x16float(dbits).x * f32(2u * s + 1u));
     let hn = dq_u8(b + 32u + (c >> 1u)) >> (4u * (c & 1u)); // this group's nibble of qh
-    let delta = ftype(select(IQ1M_DELTA, -IQ1M_DELTA, (hn & 8u) != 0u));
-    let g = iq1_grid(dq_u8(b + c) | ((hn & 7u) << 8u));
+    return Iq1mGroup(s, hn, unpack2x16float(dbits).x);
+}
+
+fn dqx_chunk(b: u32, c: u32) -> DqX {
+    let g = iq1m_group(b, c);
+    return iq1_dqx(dq_u8(b + c) | ((g.hn & 7u) << 8u), (g.hn & 8u) != 0u, 2u * g.s + 1u);
+}
+
+fn dqx_scales(b: u32) -> vec2<f32> {
+    return vec2<f32>(iq1m_group(b, 0u).d, 0.0f);
+}
+
+fn dq_chunk(b: u32, c: u32) -> Dq8 {
+    let gr = iq1m_group(b, c);
+    let dl = ftype(gr.d * f32(2u * gr.s + 1u));
+    let delta = ftype(select(IQ1M_DELTA, -IQ1M_DELTA, (gr.hn & 8u) != 0u));
+    let g = iq1_grid(dq_u8(b + c) | ((gr.hn & 7u) << 8u));
     return Dq8(dl * (g.lo + delta), dl * (g.hi + delta));
 }

@@ -13,6 +13,16 @@ const IQ1S_DELTA: f32 = 0.125;
 fn dq_lo_at(c: u32) -> u32 { return 8u * c; }
 fn dq_hi_at(c: u32) -> u32 { return 8u * c + 4u; }
 
+fn dqx_chunk(b: u32, c: u32) -> DqX {
+    let qh = w_u16(b + 34u + 2u * (c >> 2u));
+    return iq1_dqx(dq_u8(b + 2u + c) | (((qh >> (3u * (c & 3u))) & 7u) << 8u), (qh & 0x8000u) != 0u,
+                   2u * ((qh >> 12u) & 7u) + 1u);
+}
+
+fn dqx_scales(b: u32) -> vec2<f32> {
+    return vec2<f32>(w_f16(b), 0.0f);
+}
+
 fn dq_chunk(b: u32, c: u32) -> Dq8 {
     let qh = w_u16(b + 34u + 2u * (c >> 2u));
     let dl = ftype(w_f16(b) * f32(2u * ((qh >> 12u) & 7u) + 1u));

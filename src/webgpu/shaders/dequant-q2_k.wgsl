@@ -13,15 +13,25 @@ const DQ_CHUNKS: u32 = 32u;
 fn dq_lo_at(c: u32) -> u32 { return 128u * ((c & 15u) >> 3u) + 64u * (c >> 4u) + 4u * (c & 7u); }
 fn dq_hi_at(c: u32) -> u32 { return dq_lo_at(c) + 32u; }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
-    let dm = unpack2x16float(w_u32(b + 80u));
-    let j = dq_lo_at(c) >> 4u;                                  // sub-block of the low half; + 2 for the high
-    let sc = w_u32(b + (j & 14u)) >> ((j & 1u) * 8u);           // its scale byte in bits 0..7, the other's 16..23
-    let d_lo = ftype(dm.x * f32(sc & 0xfu));
-    let m_lo = ftype(dm.y * f32((sc >> 4u) & 0xfu));
-    let d_hi = ftype(dm.x * f32((sc >> 16u) & 0xfu));
-    let m_hi = ftype(dm.y * f32((sc >> 20u) & 0xfu));
+// Chunk c's 2-bit codes, with the scale (low nibble) and min (high nibble) of the sub-blocks lo / 16 and
+// lo / 16 + 2, whose scale bytes share one word.
+fn dqx_chunk(b: u32, c: u32) -> DqX {
+    let j = dq_lo_at(c) >> 4u;                        // sub-block of the low half; + 2 for the high
+    let sc = w_u32(b + (j & 14u)) >> ((j & 1u) * 8u); // its scale byte in bits 0..7, the other's 16..23
     let u = w_u32(b + 16u + 4u * (c & 15u));
     let s = 4u * (c >> 4u);
-    return Dq8(d_lo * fvec4(dq_field(u, s, 3u)) - m_lo, d_hi * fvec4(dq_field(u, s + 2u, 3u)) - m_hi);
+    return DqX(vec4<i32>(dq_field(u, s, 3u)), vec4<i32>(dq_field(u, s + 2u, 3u)),
+               vec2<i32>(i32(sc & 0xfu), i32((sc >> 16u) & 0xfu)), vec2<i32>(i32((sc >> 4u) & 0xfu), i32((sc >> 20u) & 0xfu)));
+}
+
+fn dqx_scales(b: u32) -> vec2<f32> {
+    return unpack2x16float(w_u32(b + 80u)); // (d, dmin)
+}
+
+fn dq_chunk(b: u32, c: u32) -> Dq8 {
+    let dm = dqx_scales(b);
+    let q = dqx_chunk(b, c);
+    let d = dm.x * vec2<f32>(q.sc);
+    let m = dm.y * vec2<f32>(q.mn);
+    return Dq8(ftype(d.x) * fvec4(q.lo) - ftype(m.x), ftype(d.y) * fvec4(q.hi) - ftype(m.y));
 }

@@ -13,12 +13,20 @@ const DQ_CHUNKS: u32 = 32u;
 fn dq_lo_at(c: u32) -> u32 { return 64u * (c >> 3u) + 4u * (c & 7u); }
 fn dq_hi_at(c: u32) -> u32 { return dq_lo_at(c) + 32u; }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
-    let dm = unpack2x16float(w_u32(b));
-    let p = vec4<f32>(kscale_pairs(dq_u32x3(b + 4u), c >> 3u));
-    let dl = vec2<f32>(dm.x) * p.xy;
-    let ml = vec2<f32>(dm.y) * p.zw;
+fn dqx_chunk(b: u32, c: u32) -> DqX {
+    let p = vec4<i32>(kscale_pairs(dq_u32x3(b + 4u), c >> 3u)); // (sc 2g, sc 2g + 1, m 2g, m 2g + 1)
     let u = w_u32(b + 16u + 4u * c);
-    return Dq8(ftype(dl.x) * fvec4(dq_field(u, 0u, 0xfu)) - ftype(ml.x),
-               ftype(dl.y) * fvec4(dq_field(u, 4u, 0xfu)) - ftype(ml.y));
+    return DqX(vec4<i32>(dq_field(u, 0u, 0xfu)), vec4<i32>(dq_field(u, 4u, 0xfu)), p.xy, p.zw);
+}
+
+fn dqx_scales(b: u32) -> vec2<f32> {
+    return unpack2x16float(w_u32(b)); // (d, dmin)
+}
+
+fn dq_chunk(b: u32, c: u32) -> Dq8 {
+    let dm = dqx_scales(b);
+    let q = dqx_chunk(b, c);
+    let dl = vec2<f32>(dm.x) * vec2<f32>(q.sc);
+    let ml = vec2<f32>(dm.y) * vec2<f32>(q.mn);
+    return Dq8(ftype(dl.x) * fvec4(q.lo) - ftype(ml.x), ftype(dl.y) * fvec4(q.hi) - ftype(ml.y));
 }

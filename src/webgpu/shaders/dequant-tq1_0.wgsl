@@ -24,12 +24,20 @@ fn tq1_trits(u: u32, n: u32) -> vec4<i32> {
     return vec4<i32>((q * vec4<u32>(3u)) >> vec4<u32>(8u)) - vec4<i32>(1);
 }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
-    let d = ftype(w_f16(b + 52u));
-    let lo = tq1_trits(w_u32(b + 4u * (c & 7u)), c >> 3u);
-    // element 128 + 4c: qs word c, digit 4 (c < 8); qs[32 + 4 (c % 4)], digit (c - 8) / 4 (c < 28); qh, c - 28
+// Chunk c's integer codes (t - 1): 4 elements of qs word c % 8 at digit c / 8, and at element 128 + 4c: qs
+// word c, digit 4 (c < 8); qs[32 + 4 (c % 4)], digit (c - 8) / 4 (c < 28); qh, digit c - 28.
+fn dqx_chunk(b: u32, c: u32) -> DqX {
     let off = select(select(32u + 4u * (c & 3u), 48u, c >= 28u), 4u * c, c < 8u);
     let n = select(select((c - 8u) >> 2u, c - 28u, c >= 28u), 4u, c < 8u);
-    let hi = tq1_trits(w_u32(b + off), n);
-    return Dq8(d * fvec4(lo), d * fvec4(hi));
+    return DqX(tq1_trits(w_u32(b + 4u * (c & 7u)), c >> 3u), tq1_trits(w_u32(b + off), n), vec2<i32>(1), vec2<i32>(0));
+}
+
+fn dqx_scales(b: u32) -> vec2<f32> {
+    return vec2<f32>(w_f16(b + 52u), 0.0f);
+}
+
+fn dq_chunk(b: u32, c: u32) -> Dq8 {
+    let d = ftype(dqx_scales(b).x);
+    let q = dqx_chunk(b, c);
+    return Dq8(d * fvec4(q.lo), d * fvec4(q.hi));
 }

@@ -13,9 +13,19 @@ const DQ_CHUNKS: u32 = 32u;
 fn dq_lo_at(c: u32) -> u32 { return 128u * ((c & 15u) >> 3u) + 64u * (c >> 4u) + 4u * (c & 7u); }
 fn dq_hi_at(c: u32) -> u32 { return dq_lo_at(c) + 32u; }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
-    let d = ftype(w_f16(b + 64u));
+fn dqx_chunk(b: u32, c: u32) -> DqX {
     let u = w_u32(b + 4u * (c & 15u));
     let s = 4u * (c >> 4u);
-    return Dq8(d * (fvec4(dq_field(u, s, 3u)) - fvec4(1.0)), d * (fvec4(dq_field(u, s + 2u, 3u)) - fvec4(1.0)));
+    let one = vec4<i32>(1);
+    return DqX(vec4<i32>(dq_field(u, s, 3u)) - one, vec4<i32>(dq_field(u, s + 2u, 3u)) - one, vec2<i32>(1), vec2<i32>(0));
+}
+
+fn dqx_scales(b: u32) -> vec2<f32> {
+    return vec2<f32>(w_f16(b + 64u), 0.0f);
+}
+
+fn dq_chunk(b: u32, c: u32) -> Dq8 {
+    let d = ftype(dqx_scales(b).x);
+    let q = dqx_chunk(b, c);
+    return Dq8(d * fvec4(q.lo), d * fvec4(q.hi));
 }

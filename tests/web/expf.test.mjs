@@ -1,0 +1,49 @@
+// musl's expf in WGSL (src/webgpu/shaders/expf-musl.wgsl: the double arithmetic of musl's algorithm carried
+// out in integers) against C's expf in the same wasm module, which is musl's (Emscripten's libc), bit for bit
+// (any NaN matches any NaN), over inputs aimed at the algorithm's edges (web/lw-wasm-expf.c lists the
+// groups): random floats over [-110, 100], near 0, subnormal results, the overflow edge, integers and
+// multiples of ln 2 / 32, specials, and about a million random bit patterns in the softmax range [-80, 0].
+// WGSL's own exp() runs on the same inputs: its mismatch count shows the comparison can fail.
+// Run: LW_WASM_DIR=... VK_ICD_FILENAMES=... node --test tests/web/expf.test.mjs
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { setup } from '../../web/lw-node.mjs';
+
+const ctx = await setup();
+const skip = ctx.skip || false;
+if (skip) console.log('SKIP: ' + skip);
+const M = ctx.Module;
+after(() => setTimeout(() => process.exit(process.exitCode ?? 0), 100)); // Dawn keeps the process alive (web/lw-node.mjs)
+
+const GROUPS = ['random [-110, 100]', 'near 0', 'subnormal results', 'overflow edge / |x| >= 88',
+  'integers, k ln2/32', 'specials', 'bit patterns in [-80, 0]'];
+
+test('expf_musl gives musl expf bits', { skip }, async () => {
+  const h = M._lw_wasm_expf_new();
+  assert.ok(h, 'out of memory');
+  const msg = () => M.UTF8ToString(M._lw_wasm_expf_error(h));
+  try {
+    const t0 = performance.now();
+    assert.equal(M._lw_wasm_expf_run(h, 20261130, 262144, 1 << 20), 0, msg());
+    const err = await M.lwGpu.settle();
+    assert.equal(err || null, null, 'GPU error');
+    const ms = performance.now() - t0;
+    let musl = 0, plain = 0;
+    for (let g = 0; g < GROUPS.length; g++) {
+      const n = M._lw_wasm_expf_stat(h, g, 0), bad = M._lw_wasm_expf_stat(h, g, 1), bp = M._lw_wasm_expf_stat(h, g, 2);
+      assert.ok(n > 0 && bad >= 0 && bp >= 0, msg());
+      console.log(`# ${GROUPS[g]}: ${n} inputs, expf_musl ${bad} differ, exp() ${bp} differ`);
+      if (bad) console.log(`#   first: ${msg()}`);
+      musl += bad;
+      plain += bp;
+    }
+    const n = M._lw_wasm_expf_stat(h, -1, 0);
+    console.log(`# all: ${n} inputs, expf_musl ${musl} differ from musl's expf, WGSL exp() ${plain} ` +
+      `(${(100 * plain / n).toFixed(2)} %); run + read-back ${ms.toFixed(0)} ms on ${ctx.info.vendor} ${ctx.info.architecture}`);
+    assert.equal(musl, 0, 'expf_musl must give the bits of musl\'s expf');
+    // the check is not vacuous: the hardware exp is off on many of these inputs
+    assert.ok(plain > 0, 'WGSL exp() agreed everywhere: the comparison would not see a wrong result');
+  } finally {
+    M._lw_wasm_expf_free(h);
+  }
+});

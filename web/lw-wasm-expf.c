@@ -13,6 +13,7 @@
  *     close to an integer k (r tiny) or to a rounding tie of k
  *   5 specials: +-0, +-inf, NaNs (quiet, signalling, negative), +-FLT_MAX, +-FLT_MIN, the smallest subnormal
  *   6 random bit patterns whose floats lie in the softmax range [-80, 0]
+ * lw_wasm_expf_run_range() takes consecutive bit patterns instead (exhaustive sweeps, slice by slice).
  * lw_wasm_expf_stat() then counts mismatches per group (any NaN matches any NaN). Compiled only by the wasm
  * build. */
 #include "core/core.h"
@@ -225,22 +226,8 @@ static lw_status build_pipeline(lw_wasm_expf *c) {
     return LW_OK;
 }
 
-/* Builds the inputs (seed; n_rand random floats over [-110, 100]; n_soft random bit patterns in [-80, 0]),
- * dispatches the test kernel and schedules the read-backs. Returns an lw_status (lw_wasm_expf_error). */
-EMSCRIPTEN_KEEPALIVE int lw_wasm_expf_run(lw_wasm_expf *c, uint32_t seed, uint32_t n_rand, uint32_t n_soft) {
-    if (!c->gpu.ops) return LW_ERR_IO;
-    release(c);
-    if (n_rand > (1u << 24) || n_soft > (1u << 24))
-        return lw__errorf(c->err, LW_ERR_INVALID_ARG, "at most 2^24 random inputs per kind");
-    inputs in = {NULL, 0, (size_t)n_rand + n_soft + 600000u}; /* the fixed groups: about 0.46 M */
-    c->x = malloc(in.cap * 4);
-    c->y_musl = malloc(in.cap * 4);
-    c->y_plain = malloc(in.cap * 4);
-    if (!c->x || !c->y_musl || !c->y_plain) return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
-    in.x = c->x;
-    make_inputs(c, &in, seed, n_rand, n_soft);
-    if (in.n == in.cap) return lw__errorf(c->err, LW_ERR_TOO_LARGE, "input array full");
-    c->n = in.n;
+/* Dispatches the test kernel over c->x[0..c->n) and schedules the read-backs. */
+static lw_status dispatch(lw_wasm_expf *c) {
     const uint64_t bytes = (uint64_t)c->n * 4;
     lw_status st = build_pipeline(c);
     const uint32_t usage[3] = {LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST,
@@ -267,6 +254,45 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_expf_run(lw_wasm_expf *c, uint32_t seed, uint32
     if (st == LW_OK) st = c->gpu.ops->read(c->gpu.ctx, c->bufs[2], 0, c->y_plain, bytes);
     if (st != LW_OK && !c->err[0]) lw__errorf(c->err, st, "GPU run failed");
     return st;
+}
+
+/* Room for cap inputs and their two results. */
+static lw_status alloc_arrays(lw_wasm_expf *c, size_t cap) {
+    c->x = malloc(cap * 4);
+    c->y_musl = malloc(cap * 4);
+    c->y_plain = malloc(cap * 4);
+    return c->x && c->y_musl && c->y_plain ? LW_OK : lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
+}
+
+/* Builds the inputs (seed; n_rand random floats over [-110, 100]; n_soft random bit patterns in [-80, 0]),
+ * dispatches the test kernel and schedules the read-backs. Returns an lw_status (lw_wasm_expf_error). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_expf_run(lw_wasm_expf *c, uint32_t seed, uint32_t n_rand, uint32_t n_soft) {
+    if (!c->gpu.ops) return LW_ERR_IO;
+    release(c);
+    if (n_rand > (1u << 24) || n_soft > (1u << 24))
+        return lw__errorf(c->err, LW_ERR_INVALID_ARG, "at most 2^24 random inputs per kind");
+    inputs in = {NULL, 0, (size_t)n_rand + n_soft + 600000u}; /* the fixed groups: about 0.46 M */
+    lw_status st = alloc_arrays(c, in.cap);
+    if (st != LW_OK) return st;
+    in.x = c->x;
+    make_inputs(c, &in, seed, n_rand, n_soft);
+    if (in.n == in.cap) return lw__errorf(c->err, LW_ERR_TOO_LARGE, "input array full");
+    c->n = in.n;
+    return dispatch(c);
+}
+
+/* The inputs are the count (1 .. 2^24) consecutive bit patterns from first (wrapping past 0xffffffff), all in
+ * group 0: exhaustive sweeps in slices. Returns an lw_status (lw_wasm_expf_error). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_expf_run_range(lw_wasm_expf *c, uint32_t first, uint32_t count) {
+    if (!c->gpu.ops) return LW_ERR_IO;
+    release(c);
+    if (count == 0 || count > (1u << 24)) return lw__errorf(c->err, LW_ERR_INVALID_ARG, "1 .. 2^24 inputs per slice");
+    lw_status st = alloc_arrays(c, count);
+    if (st != LW_OK) return st;
+    for (uint32_t i = 0; i < count; i++) c->x[i] = first + i;
+    c->n = count;
+    for (int g = 0; g < EXPF_GROUPS; g++) c->group_end[g] = count;
+    return dispatch(c);
 }
 
 /* Whether two results agree: the same bits, or both NaN. */

@@ -47,3 +47,37 @@ test('expf_musl gives musl expf bits', { skip }, async () => {
     M._lw_wasm_expf_free(h);
   }
 });
+
+// Exhaustive sweep, on request (LW_EXPF_SWEEP=main: every float with 2^-31 <= |x| < 104, the range where the
+// double arithmetic runs, ~630 M inputs; LW_EXPF_SWEEP=all: all 2^32 bit patterns), in slices of 2^24.
+const SWEEP = process.env.LW_EXPF_SWEEP;
+const SLICE = 1 << 24;
+const ranges = SWEEP === 'all' ? [[0, 2 ** 32]]
+  : SWEEP === 'main' ? [[0x30000000, 0x42d00000], [0xb0000000, 0xc2d00000]] : [];
+test('expf_musl: exhaustive sweep (LW_EXPF_SWEEP=main|all)', { skip: skip || (!ranges.length && 'set LW_EXPF_SWEEP=main or all') }, async () => {
+  const h = M._lw_wasm_expf_new();
+  assert.ok(h, 'out of memory');
+  const msg = () => M.UTF8ToString(M._lw_wasm_expf_error(h));
+  try {
+    const t0 = performance.now();
+    let n = 0, bad = 0;
+    for (const [lo, hi] of ranges) {
+      for (let first = lo; first < hi; first += SLICE) {
+        const count = Math.min(SLICE, hi - first);
+        assert.equal(M._lw_wasm_expf_run_range(h, first >>> 0, count), 0, msg());
+        const err = await M.lwGpu.settle();
+        assert.equal(err || null, null, 'GPU error');
+        const b = M._lw_wasm_expf_stat(h, -1, 1);
+        assert.ok(b >= 0, msg());
+        if (b) console.log(`# slice 0x${first.toString(16)}: ${b} differ; first: ${msg()}`);
+        n += count;
+        bad += b;
+      }
+    }
+    console.log(`# sweep ${SWEEP}: ${n} inputs, expf_musl ${bad} differ from musl's expf ` +
+      `(${((performance.now() - t0) / 1000).toFixed(1)} s on ${ctx.info.vendor} ${ctx.info.architecture})`);
+    assert.equal(bad, 0);
+  } finally {
+    M._lw_wasm_expf_free(h);
+  }
+});

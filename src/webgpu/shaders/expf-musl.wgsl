@@ -49,24 +49,51 @@ const EXPF_T = array<u32, 64>(
     0x995ad3adu, 0x3feee89fu, 0xf2fb5e47u, 0x3feeff76u, 0xdd85529cu, 0x3fef199bu, 0xdcef9069u, 0x3fef3720u,
     0xdcfba487u, 0x3fef5818u, 0x337b9b5fu, 0x3fef7c97u, 0xa2a490dau, 0x3fefa4afu, 0x5b6e4540u, 0x3fefd076u);
 
-// m >> sh rounded to nearest, ties to even, for 0 < sh < 64 (the result may carry into the next bit).
+// x >> s and x << s for a (low, high) value and any 0 <= s < 64, without branches (exact-arith.wgsl's
+// shr_wide / shl_wide branch on s, which costs both paths where lanes disagree). The word crossing is shifted
+// in two steps so that s = 0 moves nothing across.
+fn dbl_shr(x: vec2<u32>, s: u32) -> vec2<u32> {
+    let t = s & 31u;
+    let lo = (x.x >> t) | ((x.y << 1u) << (31u - t));
+    let hi = x.y >> t;
+    return select(vec2<u32>(lo, hi), vec2<u32>(hi, 0u), s >= 32u);
+}
+
+fn dbl_shl(x: vec2<u32>, s: u32) -> vec2<u32> {
+    let t = s & 31u;
+    let hi = (x.y << t) | ((x.x >> 1u) >> (31u - t));
+    let lo = x.x << t;
+    return select(vec2<u32>(lo, hi), vec2<u32>(0u, lo), s >= 32u);
+}
+
+// m >> sh rounded to nearest, ties to even, for 0 < sh < 64 and m + 2^(sh-1) < 2^64 (the result may carry
+// into the next bit): (m + 2^(sh-1) - 1 + lsb) >> sh, lsb the last bit kept.
 fn dbl_rne_shr(m: vec2<u32>, sh: u32) -> vec2<u32> {
-    let kept = shr_wide(m, sh);
-    let rest = sub_wide(m, shl_wide(kept, sh));
-    let o = cmp_wide(rest, shl_wide(vec2<u32>(1u, 0u), sh - 1u));
-    return add_wide(kept, vec2<u32>(select(0u, 1u, o > 0 || (o == 0 && (kept.x & 1u) == 1u)), 0u));
+    let lsb = dbl_shr(m, sh).x & 1u;
+    let bias = sub_wide(dbl_shl(vec2<u32>(1u, 0u), sh - 1u), vec2<u32>(1u - lsb, 0u));
+    return dbl_shr(add_wide(m, bias), sh);
 }
 
 // A significand just rounded (2^52 <= m <= 2^53) back into [2^52, 2^53).
 fn dbl_make(m: vec2<u32>, e: i32, neg: u32) -> Dbl {
-    if (m.y == 0x200000u) {
-        return Dbl(vec2<u32>(0u, 0x100000u), e + 1, neg);
-    }
-    return Dbl(m, e, neg);
+    let carry = m.y == 0x200000u;
+    return Dbl(select(m, vec2<u32>(0u, 0x100000u), carry), e + select(0, 1, carry), neg);
+}
+
+// The 128-bit value (w0, w1, w2, w3) >> sh rounded to 53 bits, for a value in [2^(sh+52), 2^(sh+53)) and
+// 32 < sh < 64: the kept bits come from w1..w3, w0 and w1's low bits decide the rounding.
+fn dbl_round128(w0: u32, w1: u32, w23: vec2<u32>, sh: u32) -> vec2<u32> {
+    let t = sh - 32u;
+    let m = vec2<u32>((w1 >> t) | (w23.x << (32u - t)), (w23.x >> t) | (w23.y << (32u - t)));
+    let half = 1u << (t - 1u);
+    let below = w1 & ((half << 1u) - 1u);
+    let up = below > half || (below == half && (w0 != 0u || (m.x & 1u) == 1u));
+    return add_wide(m, vec2<u32>(select(0u, 1u, up), 0u));
 }
 
 // a * b rounded to a double. The exact product of the 53-bit significands has 105 or 106 bits, summed from
-// four 64-bit partial products into words w0..w3; its top 53 bits are kept and the rest decides the rounding.
+// four 64-bit partial products (16 u32 multiplies: most of this file's time) into words w0..w3; its top 53
+// bits are kept and the rest decides the rounding.
 fn dbl_mul(a: Dbl, b: Dbl) -> Dbl {
     let p00 = mul_wide(a.m.x, b.m.x);
     let p01 = mul_wide(a.m.x, b.m.y);
@@ -74,41 +101,25 @@ fn dbl_mul(a: Dbl, b: Dbl) -> Dbl {
     let p11 = mul_wide(a.m.y, b.m.y);
     let mid = add_wide(add_wide(vec2<u32>(p00.y, 0u), vec2<u32>(p01.x, 0u)), vec2<u32>(p10.x, 0u)); // w1 + carry
     let hi = add_wide(add_wide(add_wide(vec2<u32>(p01.y, 0u), vec2<u32>(p10.y, 0u)), p11), vec2<u32>(mid.y, 0u));
-    let w0 = p00.x;
-    let w1 = mid.x;
     let top = (hi.y >> 9u) & 1u; // bit 105 of the product
-    let sh = 20u + top;          // bits of w1 below the kept 53 (52 or 53 bits below in all)
-    var m = vec2<u32>((w1 >> sh) | (hi.x << (32u - sh)), (hi.x >> sh) | (hi.y << (32u - sh)));
-    let half = 1u << (sh - 1u);
-    let below = w1 & ((half << 1u) - 1u);
-    let up = below > half || (below == half && (w0 != 0u || (m.x & 1u) == 1u));
-    m = add_wide(m, vec2<u32>(select(0u, 1u, up), 0u));
+    let m = dbl_round128(p00.x, mid.x, hi, 52u + top);
     return dbl_make(m, a.e + b.e + 52 + i32(top), a.neg ^ b.neg);
 }
 
-// a + b rounded to a double, for sums far from cancelling (here |b| < |a| / 40 or the reverse, so the sum is
-// never 0). The larger operand's significand sits at bits 62..10 of a 64-bit word, the smaller one is shifted
-// down to its scale with the bits shifted out ORed into bit 0: ten guard bits and a sticky bit round sums and
-// differences correctly.
-fn dbl_add(a0: Dbl, b0: Dbl) -> Dbl {
-    let swap = b0.e > a0.e || (b0.e == a0.e && cmp_wide(b0.m, a0.m) > 0);
-    var a = a0;
-    var b = b0;
-    if (swap) {
-        a = b0;
-        b = a0;
-    }
-    let am = shl_wide(a.m, 10u);
-    let bm = shr_sticky(shl_wide(b.m, 10u), u32(a.e - b.e));
+// a + b rounded to a double, for |a| > 40 |b| (so the sum loses at most its top bit to cancellation and is
+// never 0; every sum of the algorithm is such: C1 + C0 r, 1 + C2 r, y + zp r^2). a's significand sits at bits
+// 62..10 of a 64-bit word, b is shifted down to its scale with the bits shifted out ORed into bit 0: ten guard
+// bits and a sticky bit round sums and differences correctly; the sum has its top bit at 63, 62 or 61.
+fn dbl_add(a: Dbl, b: Dbl) -> Dbl {
+    let am = dbl_shl(a.m, 10u);
+    let bw = dbl_shl(b.m, 10u);
+    let d = min(u32(a.e - b.e), 63u); // b's top bit at 62 - d: all of b is shifted out when d = 63
+    let bs = dbl_shr(bw, d);
+    let back = dbl_shl(bs, d);
+    let bm = vec2<u32>(bs.x | select(0u, 1u, back.x != bw.x || back.y != bw.y), bs.y);
     let s = select(sub_wide(am, bm), add_wide(am, bm), a.neg == b.neg);
-    let r = 11 - i32(clz_wide(s)); // bits below the 53 kept (negative: exact, shifted up)
-    var m: vec2<u32>;
-    if (r <= 0) {
-        m = shl_wide(s, u32(-r));
-    } else {
-        m = dbl_rne_shr(s, u32(r));
-    }
-    return dbl_make(m, a.e - 10 + r, a.neg);
+    let r = 11u - clz_wide(s); // bits below the 53 kept: 9, 10 or 11 (s >= 2^63 * 39/40 > 2^61)
+    return dbl_make(dbl_rne_shr(s, r), a.e - 10 + i32(r), a.neg);
 }
 
 // (float)d: rounded to nearest even, to a normal float, a subnormal one (below 2^-126), 0 or infinity.
@@ -155,27 +166,28 @@ fn expf_musl_bits(xb: u32) -> u32 {
     }
 
     // z = InvLn2N * x with InvLn2N = 0x1.71547652b82fep+0 * 32 (x is normal here: 24-bit significand at 52)
+    // (x's 24-bit significand mx times InvLn2N's 53: 77 bits in [2^75, 2^77), 2 partial products)
     let mx = (xb & 0x7fffffu) | 0x800000u;
-    let xd = Dbl(vec2<u32>(mx << 29u, mx >> 3u), i32(ax >> 23u) - 179, xb >> 31u);
-    let z = dbl_mul(dbl_const(0x652b82feu, 0x40471547u), xd);
+    let inv = dbl_const(0x652b82feu, 0x40471547u);
+    let p0 = mul_wide(inv.m.x, mx);
+    let p12 = add_wide(mul_wide(inv.m.y, mx), vec2<u32>(p0.y, 0u)); // words 1, 2
+    let ztop = (p12.y >> 12u) & 1u; // bit 76
+    let z = dbl_make(dbl_round128(0u, p0.x, p12, 55u + ztop), inv.e + i32(ax >> 23u) - 150 + 23 + i32(ztop),
+                     xb >> 31u);
 
     // k = z rounded to an integer, ties to even (musl: kd = z + 0x1.8p52, a double whose ulp is 1), and
     // r = z - k, exact (musl's r = z - kd loses nothing). |z| < 4803, so z's bit 0 is 2^-40 or finer:
-    // sh = -z.e >= 40 bits of z lie below the binary point; sh > 53 means |z| < 1/2: k = 0, r = z.
-    let sh = u32(-z.e);
-    var k = 0u;
-    var rm = z.m;
-    var rneg = z.neg;
-    if (sh <= 53u) {
-        let ip = shr_wide(z.m, sh);
-        let frac = sub_wide(z.m, shl_wide(ip, sh));
-        let half = shl_wide(vec2<u32>(1u, 0u), sh - 1u);
-        let o = cmp_wide(frac, half);
-        let up = o > 0 || (o == 0 && (ip.x & 1u) == 1u);
-        k = ip.x + select(0u, 1u, up);
-        rm = select(frac, sub_wide(shl_wide(half, 1u), frac), up);
-        rneg = z.neg ^ select(0u, 1u, up);
-    }
+    // sh = -z.e >= 40 bits of z lie below the binary point. |z| < 1/2 (sh > 53) gives k = 0, r = z, and so
+    // does sh capped at 54 (then the integer part is 0 and the fraction below one half): no branch.
+    let sh = min(u32(-z.e), 54u);
+    let ip = dbl_shr(z.m, sh);
+    let frac = sub_wide(z.m, dbl_shl(ip, sh));
+    let half = dbl_shl(vec2<u32>(1u, 0u), sh - 1u);
+    let o = cmp_wide(frac, half);
+    let up = o > 0 || (o == 0 && (ip.x & 1u) == 1u);
+    let k = ip.x + select(0u, 1u, up);
+    let rm = select(frac, sub_wide(dbl_shl(half, 1u), frac), up);
+    let rneg = z.neg ^ select(0u, 1u, up);
     let ks = select(i32(k), -i32(k), z.neg == 1u);
 
     // s = 2^(k/32): musl's asdouble(T[k % 32] + (k << 47)), i.e. 2^((k & 31)/32) (in [1, 2)) times
@@ -189,7 +201,7 @@ fn expf_musl_bits(xb: u32) -> u32 {
         return dbl_to_f32_bits(s);
     }
     let n = clz_wide(rm) - 11u; // rm < 2^53: normalize (exactly)
-    let r = Dbl(shl_wide(rm, n), z.e - i32(n), rneg);
+    let r = Dbl(dbl_shl(rm, n), z.e - i32(n), rneg);
 
     // y = (C0 * r + C1) * (r * r) + (C2 * r + 1), in musl's order; C = musl's poly_scaled (the coefficients
     // divided by 32^3, 32^2, 32: exact), as IEEE bits
@@ -197,10 +209,10 @@ fn expf_musl_bits(xb: u32) -> u32 {
     let c1 = dbl_const(0x50fac4f3u, 0x3f2ebfceu); // 0x1.ebfce50fac4f3p-13
     let c2 = dbl_const(0xff0c52d6u, 0x3f962e42u); // 0x1.62e42ff0c52d6p-6
     let one = Dbl(vec2<u32>(0u, 0x100000u), -52, 0u);
-    let zp = dbl_add(dbl_mul(c0, r), c1);
+    let zp = dbl_add(c1, dbl_mul(c0, r)); // (a sum rounds the same in either order)
     let r2 = dbl_mul(r, r);
-    let y1 = dbl_add(dbl_mul(c2, r), one);
-    let y = dbl_add(dbl_mul(zp, r2), y1);
+    let y1 = dbl_add(one, dbl_mul(c2, r));
+    let y = dbl_add(y1, dbl_mul(zp, r2));
     return dbl_to_f32_bits(dbl_mul(y, s));
 }
 

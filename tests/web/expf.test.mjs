@@ -13,7 +13,8 @@ const ctx = await setup();
 const skip = ctx.skip || false;
 if (skip) console.log('SKIP: ' + skip);
 const M = ctx.Module;
-after(() => setTimeout(() => process.exit(process.exitCode ?? 0), 100)); // Dawn keeps the process alive (web/lw-node.mjs)
+// Dawn may keep the process alive (web/lw-node.mjs)
+after(() => setTimeout(() => process.exit(process.exitCode ?? 0), 100));
 
 const GROUPS = ['random [-110, 100]', 'near 0', 'subnormal results', 'overflow edge / |x| >= 88',
   'integers, k ln2/32', 'specials', 'bit patterns in [-80, 0]'];
@@ -30,7 +31,7 @@ test('expf_musl gives musl expf bits', { skip }, async () => {
     const ms = performance.now() - t0;
     let musl = 0, plain = 0;
     for (let g = 0; g < GROUPS.length; g++) {
-      const n = M._lw_wasm_expf_stat(h, g, 0), bad = M._lw_wasm_expf_stat(h, g, 1), bp = M._lw_wasm_expf_stat(h, g, 2);
+      const [n, bad, bp] = [0, 1, 2].map((w) => M._lw_wasm_expf_stat(h, g, w));
       assert.ok(n > 0 && bad >= 0 && bp >= 0, msg());
       console.log(`# ${GROUPS[g]}: ${n} inputs, expf_musl ${bad} differ, exp() ${bp} differ`);
       if (bad) console.log(`#   first: ${msg()}`);
@@ -39,7 +40,8 @@ test('expf_musl gives musl expf bits', { skip }, async () => {
     }
     const n = M._lw_wasm_expf_stat(h, -1, 0);
     console.log(`# all: ${n} inputs, expf_musl ${musl} differ from musl's expf, WGSL exp() ${plain} ` +
-      `(${(100 * plain / n).toFixed(2)} %); run + read-back ${ms.toFixed(0)} ms on ${ctx.info.vendor} ${ctx.info.architecture}`);
+      `(${(100 * plain / n).toFixed(2)} %); run + read-back ${ms.toFixed(0)} ms on ` +
+      `${ctx.info.vendor} ${ctx.info.architecture}`);
     assert.equal(musl, 0, 'expf_musl must give the bits of musl\'s expf');
     // the check is not vacuous: the hardware exp is off on many of these inputs
     assert.ok(plain > 0, 'WGSL exp() agreed everywhere: the comparison would not see a wrong result');
@@ -54,7 +56,8 @@ const SWEEP = process.env.LW_EXPF_SWEEP;
 const SLICE = 1 << 24;
 const ranges = SWEEP === 'all' ? [[0, 2 ** 32]]
   : SWEEP === 'main' ? [[0x30000000, 0x42d00000], [0xb0000000, 0xc2d00000]] : [];
-test('expf_musl: exhaustive sweep (LW_EXPF_SWEEP=main|all)', { skip: skip || (!ranges.length && 'set LW_EXPF_SWEEP=main or all') }, async () => {
+const sweepSkip = skip || (!ranges.length && 'set LW_EXPF_SWEEP=main or all');
+test('expf_musl: exhaustive sweep (LW_EXPF_SWEEP=main|all)', { skip: sweepSkip }, async () => {
   const h = M._lw_wasm_expf_new();
   assert.ok(h, 'out of memory');
   const msg = () => M.UTF8ToString(M._lw_wasm_expf_error(h));

@@ -23,7 +23,7 @@ static void test_pipelines(void) {
     lw__gpu_pipeline_cache cache;
     lw__gpu_cache_init(&cache, NULL);
     char err[LW_ERRMSG_SIZE];
-    static const char *const files[] = {"attn-decode", "attn-reduce", "attn-prefill"};
+    static const char *const files[] = {"attn-decode", "attn-reduce", "attn-prefill", "attn-exact"};
     const uint32_t dims[] = {64, 80, 128, 256}, groups[] = {1, 2, 4, 7, 8, 16};
     for (int f16 = 0; f16 < 2; f16++)
         for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
@@ -38,6 +38,10 @@ static void test_pipelines(void) {
                     const int before = f->creates;
                     lw_status st =
                         lw__gpu_attn_pipeline(&gpu, &cache, NULL, &v, (lw__gpu_attn_kernel)k, &info, &p, err);
+                    if (k == LW_GPU_ATTN_EXACT && f16 && D % 64) { /* the CPU sums that tail in double */
+                        CHECK_MSG(st == LW_ERR_UNSUPPORTED && f->creates == before, "D %u: %s", D, err);
+                        continue;
+                    }
                     CHECK_MSG(st == LW_OK && p != 0, "D %u G %u kernel %d: %s", D, G, k, err);
                     CHECK(f->creates == before + 1);
                     CHECK(strncmp(f->label, files[k], strlen(files[k])) == 0);

@@ -63,7 +63,10 @@ static void test_variants(void) {
         const lw_type_info *ti = lw_type_get(types[t]);
         const bool has = lw__gpu_matvec_has_exact(types[t], true);
         CHECK(has == (types[t] == LW_TYPE_TQ1_0 || types[t] == LW_TYPE_TQ2_0 || types[t] == LW_TYPE_IQ1_S ||
-                      types[t] == LW_TYPE_IQ1_M || types[t] == LW_TYPE_Q2_K || types[t] == LW_TYPE_Q4_K));
+                      types[t] == LW_TYPE_IQ1_M || types[t] == LW_TYPE_Q2_K || types[t] == LW_TYPE_Q4_K ||
+                      types[t] == LW_TYPE_IQ2_XXS || types[t] == LW_TYPE_IQ2_XS ||
+                      types[t] == LW_TYPE_IQ2_S || types[t] == LW_TYPE_IQ3_XXS || types[t] == LW_TYPE_IQ3_S ||
+                      types[t] == LW_TYPE_Q3_K || types[t] == LW_TYPE_Q5_K || types[t] == LW_TYPE_Q6_K));
         CHECK(lw__gpu_matvec_has_exact(types[t], false) ==
               (has && types[t] != LW_TYPE_Q2_K && types[t] != LW_TYPE_Q4_K));
         lw__gpu_matvec_variant v = {types[t], false, false, 64, 2, false, 0, 0, true};

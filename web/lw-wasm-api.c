@@ -178,6 +178,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;
+    p.order = exact == 2;                    /* exact 2: the repacked gemm order (Q2_K, Q4_K) */
     memset(m->y, 0xff, (size_t)m->rows * 4); /* NaN: a row the kernel does not write fails the check */
     if ((st = o->buffer_write(c, m->by, 0, m->y, (uint64_t)m->rows * 4)) != LW_OK ||
         (st = o->buffer_write(c, m->bp, 0, &p, sizeof p)) != LW_OK)
@@ -247,8 +248,8 @@ EMSCRIPTEN_KEEPALIVE double lw_wasm_matvec_nmse(lw_wasm_matvec *m) {
 }
 
 /* After settle(): how many of the rows differ in their bits from the CPU engine's product in its plain order
- * (repacked 0) or llama.cpp's repacked gemv order (1), or -1 with the reason in lw_wasm_matvec_error(). The
- * target of the exact variant (matvec-exact.wgsl), which must match every row. */
+ * (repacked 0) or llama.cpp's repacked gemv (1) or gemm (2) order, or -1 with the reason in
+ * lw_wasm_matvec_error(). The target of the exact variant (matvec-exact.wgsl), which must match every row. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_mismatch(lw_wasm_matvec *m, int repacked) {
     if (lw_wasm_matvec_nmse(m) < 0) return -1;
     double *ref = malloc((size_t)m->rows * sizeof(double));

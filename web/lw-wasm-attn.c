@@ -26,24 +26,24 @@ typedef struct lw_wasm_attn_gpu {
 
 /* One attention problem: host data, the two CPU results, and the GPU objects that run it. */
 typedef struct lw_wasm_attn {
-    lw_wasm_attn_gpu *g;               /* the GPU it runs on (set by its first run)             */
-    uint32_t kv_type;                  /* LW_TYPE_F16 or LW_TYPE_F32                            */
-    int n_head, n_head_kv, hd;         /* heads, KV heads, head dim                             */
-    int n_tokens, pos0, n_ctx, swa;    /* query tokens, first position, cache cells, window     */
-    float scale, softcap;              /* score scale and soft-cap                              */
-    size_t q_n, cache_bytes;           /* floats of Q (= of the output), bytes of one cache     */
-    float *q;                          /* n_tokens x n_head x hd                                */
-    uint8_t *kc, *vc;                  /* n_ctx cells of n_head_kv x hd elements                */
-    float *ref[2];                     /* CPU results: [0] flash attention, [1] classic path    */
-    float *out;                        /* GPU result (read-back target)                         */
+    lw_wasm_attn_gpu *g;                  /* the GPU it runs on (set by its first run)             */
+    uint32_t kv_type;                     /* LW_TYPE_F16 or LW_TYPE_F32                            */
+    int n_head, n_head_kv, hd;            /* heads, KV heads, head dim                             */
+    int n_tokens, pos0, n_ctx, swa;       /* query tokens, first position, cache cells, window     */
+    float scale, softcap;                 /* score scale and soft-cap                              */
+    size_t q_n, cache_bytes;              /* floats of Q (= of the output), bytes of one cache     */
+    float *q;                             /* n_tokens x n_head x hd                                */
+    uint8_t *kc, *vc;                     /* n_ctx cells of n_head_kv x hd elements                */
+    float *ref[2];                        /* CPU results: [0] flash attention, [1] classic path    */
+    float *out;                           /* GPU result (read-back target)                         */
     lw_gpu_buffer bq, bk, bv, bo, bs, bp; /* Q, K, V, output, scratch, params                  */
-    uint64_t scratch_bytes;            /* size of bs                                            */
-    lw__gpu_attn_variant var;          /* variant of the last run                               */
-    lw__gpu_attn_dispatch disp;        /* its dispatches                                        */
-    lw__gpu_attn_params params;        /* its parameter block                                   */
-    lw_gpu_pipeline pipe[2];           /* its pipelines, per dispatch                           */
-    lw_gpu_bind_group group[2];        /* their bind groups                                     */
-    char err[LW_ERRMSG_SIZE];          /* why the last call failed                              */
+    uint64_t scratch_bytes;               /* size of bs                                            */
+    lw__gpu_attn_variant var;             /* variant of the last run                               */
+    lw__gpu_attn_dispatch disp;           /* its dispatches                                        */
+    lw__gpu_attn_params params;           /* its parameter block                                   */
+    lw_gpu_pipeline pipe[2];              /* its pipelines, per dispatch                           */
+    lw_gpu_bind_group group[2];           /* their bind groups                                     */
+    char err[LW_ERRMSG_SIZE];             /* why the last call failed                              */
 } lw_wasm_attn;
 
 /* Opens the GPU for a test run; NULL when there is no device or memory. */
@@ -155,9 +155,9 @@ EMSCRIPTEN_KEEPALIVE void lw_wasm_attn_free(lw_wasm_attn *a) {
 /* Makes a problem: Q uniform in [-qmag, qmag), K and V uniform in [-1, 1) for the cells the tokens see and
  * NaN beyond them (a kernel reading past the causal end fails the check), then both CPU references.
  * kv_f16: the cache type. Returns NULL only when memory runs out; otherwise check lw_wasm_attn_error(). */
-EMSCRIPTEN_KEEPALIVE lw_wasm_attn *lw_wasm_attn_new(int kv_f16, int n_head, int n_head_kv, int hd, int n_tokens,
-                                                    int pos0, int n_ctx, int swa, float scale, float softcap,
-                                                    float qmag, uint32_t seed) {
+EMSCRIPTEN_KEEPALIVE lw_wasm_attn *lw_wasm_attn_new(int kv_f16, int n_head, int n_head_kv, int hd,
+                                                    int n_tokens, int pos0, int n_ctx, int swa, float scale,
+                                                    float softcap, float qmag, uint32_t seed) {
     lw_wasm_attn *a = calloc(1, sizeof *a);
     if (!a) return NULL;
     a->kv_type = kv_f16 ? LW_TYPE_F16 : LW_TYPE_F32;
@@ -170,8 +170,9 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_attn *lw_wasm_attn_new(int kv_f16, int n_head, int 
     a->swa = swa;
     a->scale = scale;
     a->softcap = softcap;
-    if (n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv || hd <= 0 || hd % 4 || n_tokens <= 0 || pos0 < 0 ||
-        n_ctx < pos0 + n_tokens || swa < 0 || n_ctx > (1 << 20) || n_head > 256 || hd > 1024 || n_tokens > 4096) {
+    if (n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv || hd <= 0 || hd % 4 || n_tokens <= 0 ||
+        pos0 < 0 || n_ctx < pos0 + n_tokens || swa < 0 || n_ctx > (1 << 20) || n_head > 256 || hd > 1024 ||
+        n_tokens > 4096) {
         lw__errorf(a->err, LW_ERR_INVALID_ARG, "bad problem shape");
         return a;
     }
@@ -237,30 +238,18 @@ static lw_status attn_upload(lw_wasm_attn *a, lw_wasm_attn_gpu *g) {
     return LW_OK;
 }
 
-/* Runs the kernels on the problem: the device's default variant with the given tunables overriding it
- * (0: keep the default), as the plan says (decode + reduce, or prefill). Poisons the output first; the JS
- * caller awaits lwGpu.settle() before lw_wasm_attn_nmse(). Returns an lw_status. */
-EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run(lw_wasm_attn *a, lw_wasm_attn_gpu *g, int wg_size, int chunk, int splits,
-                                          int min_chunk, int decode_max, int bq, int bk) {
+EMSCRIPTEN_KEEPALIVE double lw_wasm_attn_nmse(lw_wasm_attn *a, int which);
+
+/* Runs variant v on problem a (the GPU opened by g) as its plan says (decode + reduce, prefill, or exact).
+ * Poisons the output first; the JS caller awaits lwGpu.settle() before lw_wasm_attn_nmse(). */
+static lw_status run_variant(lw_wasm_attn *a, lw_wasm_attn_gpu *g, lw__gpu_attn_variant v) {
     lw_status st;
-    if (a->err[0]) return LW_ERR_INVALID_ARG;
-    if (!g) return lw__errorf(a->err, LW_ERR_INVALID_ARG, "no GPU");
-    if ((st = attn_upload(a, g)) != LW_OK) return st;
     const lw_gpu_ops *o = g->gpu.ops;
     void *c = g->gpu.ctx;
-    lw__gpu_attn_variant v =
-        lw__gpu_attn_default(&g->info, a->kv_type, (uint32_t)a->hd, (uint32_t)(a->n_head / a->n_head_kv));
-    if (wg_size > 0) v.wg_size = (uint32_t)wg_size;
-    if (chunk > 0) v.chunk = (uint32_t)chunk;
-    if (splits >= 0) v.splits = (uint32_t)splits;
-    if (min_chunk > 0) v.min_chunk = (uint32_t)min_chunk;
-    if (decode_max >= 0) v.decode_max = (uint32_t)decode_max;
-    if (bq > 0) v.bq = (uint32_t)bq;
-    if (bk > 0) v.bk = (uint32_t)bk;
     a->var = v;
     uint64_t need;
-    if ((st = lw__gpu_attn_scratch_bytes(&v, (uint32_t)a->n_head, (uint32_t)a->n_tokens, (uint64_t)a->n_ctx, &need,
-                                         a->err)) != LW_OK)
+    if ((st = lw__gpu_attn_scratch_bytes(&v, (uint32_t)a->n_head, (uint32_t)a->n_tokens, (uint64_t)a->n_ctx,
+                                         &need, a->err)) != LW_OK)
         return st;
     if (need > a->scratch_bytes) { /* a test harness: a real runner sizes it once at load */
         if (a->bs) o->buffer_destroy(c, a->bs);
@@ -284,30 +273,81 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run(lw_wasm_attn *a, lw_wasm_attn_gpu *g, 
         (st = o->buffer_write(c, a->bp, 0, &a->params, sizeof a->params)))
         return lw__errorf(a->err, st, "writing output/params failed");
     lw_gpu_bind b[LW_GPU_ATTN_BINDINGS] = {{a->bq, 0, 0}, {a->bk, 0, 0}, {a->bv, 0, 0},
-                                          {a->bo, 0, 0}, {a->bs, 0, 0}, {a->bp, 0, 0}};
+                                           {a->bo, 0, 0}, {a->bs, 0, 0}, {a->bp, 0, 0}};
     for (uint32_t i = 0; i < a->disp.n; i++) {
         if ((st = lw__gpu_attn_pipeline(&g->gpu, &g->cache, NULL, &v, (lw__gpu_attn_kernel)a->disp.kernel[i],
                                         &g->info, &a->pipe[i], a->err)) != LW_OK)
             return st;
         if ((st = o->bind_group_create(c, a->pipe[i], b, LW_GPU_ATTN_BINDINGS, &a->group[i])) != LW_OK)
             return lw__errorf(a->err, st, "bind group: %s", o->error(c) ? o->error(c) : "");
-        o->dispatch(c, a->pipe[i], a->group[i], 0, a->disp.grid[i][0], a->disp.grid[i][1], a->disp.grid[i][2]);
+        o->dispatch(c, a->pipe[i], a->group[i], 0, a->disp.grid[i][0], a->disp.grid[i][1],
+                    a->disp.grid[i][2]);
     }
     if ((st = o->submit(c)) != LW_OK) return lw__errorf(a->err, st, "submit failed");
-    if ((st = o->read(c, a->bo, 0, a->out, a->q_n * 4)) != LW_OK) return lw__errorf(a->err, st, "read failed");
+    if ((st = o->read(c, a->bo, 0, a->out, a->q_n * 4)) != LW_OK)
+        return lw__errorf(a->err, st, "read failed");
     return LW_OK;
+}
+
+/* The default variant of problem a on g. */
+static lw__gpu_attn_variant default_variant(const lw_wasm_attn *a, const lw_wasm_attn_gpu *g) {
+    return lw__gpu_attn_default(&g->info, a->kv_type, (uint32_t)a->hd, (uint32_t)(a->n_head / a->n_head_kv));
+}
+
+/* Runs the kernels on the problem: the device's default variant with the given tunables overriding it
+ * (0: keep the default). Returns an lw_status. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run(lw_wasm_attn *a, lw_wasm_attn_gpu *g, int wg_size, int chunk,
+                                          int splits, int min_chunk, int decode_max, int bq, int bk) {
+    lw_status st;
+    if (a->err[0]) return LW_ERR_INVALID_ARG;
+    if (!g) return lw__errorf(a->err, LW_ERR_INVALID_ARG, "no GPU");
+    if ((st = attn_upload(a, g)) != LW_OK) return st;
+    lw__gpu_attn_variant v = default_variant(a, g);
+    if (wg_size > 0) v.wg_size = (uint32_t)wg_size;
+    if (chunk > 0) v.chunk = (uint32_t)chunk;
+    if (splits >= 0) v.splits = (uint32_t)splits;
+    if (min_chunk > 0) v.min_chunk = (uint32_t)min_chunk;
+    if (decode_max >= 0) v.decode_max = (uint32_t)decode_max;
+    if (bq > 0) v.bq = (uint32_t)bq;
+    if (bk > 0) v.bk = (uint32_t)bk;
+    return run_variant(a, g, v);
+}
+
+/* Runs the CPU-order kernel (attn-exact.wgsl; exact_fma: its FMAs in integers, else the device's fma) with
+ * wg_size invocations (0: the default). Check with lw_wasm_attn_mismatch(). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run_exact(lw_wasm_attn *a, lw_wasm_attn_gpu *g, int exact_fma,
+                                                int wg_size) {
+    lw_status st;
+    if (a->err[0]) return LW_ERR_INVALID_ARG;
+    if (!g) return lw__errorf(a->err, LW_ERR_INVALID_ARG, "no GPU");
+    if ((st = attn_upload(a, g)) != LW_OK) return st;
+    lw__gpu_attn_variant v = default_variant(a, g);
+    v.exact = true;
+    v.exact_fma = exact_fma != 0;
+    if (wg_size > 0) v.wg_size = (uint32_t)wg_size;
+    return run_variant(a, g, v);
+}
+
+/* After settle(): output elements whose bits differ from the CPU engine's flash attention, or -1. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_mismatch(lw_wasm_attn *a) {
+    if (lw_wasm_attn_nmse(a, 0) < 0) return -1;
+    int bad = 0;
+    for (size_t i = 0; i < a->q_n; i++) bad += memcmp(&a->out[i], &a->ref[0][i], 4) != 0;
+    return bad;
 }
 
 /* Benchmark step after a run: records the run's dispatches iters times in one compute pass (creating
  * nothing), submits, and schedules the read of the output; the JS caller times it up to settle(). */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_bench(lw_wasm_attn *a, int iters) {
     if (a->err[0]) return LW_ERR_INVALID_ARG;
-    if (!a->g || !a->disp.n || iters <= 0) return lw__errorf(a->err, LW_ERR_INVALID_ARG, "run first; iters > 0");
+    if (!a->g || !a->disp.n || iters <= 0)
+        return lw__errorf(a->err, LW_ERR_INVALID_ARG, "run first; iters > 0");
     const lw_gpu_ops *o = a->g->gpu.ops;
     void *c = a->g->gpu.ctx;
     for (int it = 0; it < iters; it++)
         for (uint32_t i = 0; i < a->disp.n; i++)
-            o->dispatch(c, a->pipe[i], a->group[i], 0, a->disp.grid[i][0], a->disp.grid[i][1], a->disp.grid[i][2]);
+            o->dispatch(c, a->pipe[i], a->group[i], 0, a->disp.grid[i][0], a->disp.grid[i][1],
+                        a->disp.grid[i][2]);
     return o->read(c, a->bo, 0, a->out, a->q_n * 4);
 }
 
@@ -316,12 +356,13 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_bench(lw_wasm_attn *a, int iters) {
 EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_plan_json(const lw_wasm_attn *a, char *dst, int cap) {
     const lw__gpu_attn_dispatch *d = &a->disp;
     const lw__gpu_attn_variant *v = &a->var;
-    int n = snprintf(dst, (size_t)cap,
-                     "{\"dispatches\":%u,\"kernel\":[%u,%u],\"grid\":[[%u,%u,%u],[%u,%u,%u]],\"splits\":%u,"
-                     "\"chunk\":%u,\"base\":%u,\"wg\":%u,\"chunkMax\":%u,\"bq\":%u,\"bk\":%u,\"scratch\":%llu}",
-                     d->n, d->kernel[0], d->kernel[1], d->grid[0][0], d->grid[0][1], d->grid[0][2], d->grid[1][0],
-                     d->grid[1][1], d->grid[1][2], a->params.n_splits, a->params.chunk, a->params.base, v->wg_size,
-                     v->chunk, v->bq, v->bk, (unsigned long long)a->scratch_bytes);
+    int n =
+        snprintf(dst, (size_t)cap,
+                 "{\"dispatches\":%u,\"kernel\":[%u,%u],\"grid\":[[%u,%u,%u],[%u,%u,%u]],\"splits\":%u,"
+                 "\"chunk\":%u,\"base\":%u,\"wg\":%u,\"chunkMax\":%u,\"bq\":%u,\"bk\":%u,\"scratch\":%llu}",
+                 d->n, d->kernel[0], d->kernel[1], d->grid[0][0], d->grid[0][1], d->grid[0][2], d->grid[1][0],
+                 d->grid[1][1], d->grid[1][2], a->params.n_splits, a->params.chunk, a->params.base,
+                 v->wg_size, v->chunk, v->bq, v->bk, (unsigned long long)a->scratch_bytes);
     return n < cap ? n : -1;
 }
 

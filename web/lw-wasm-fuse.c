@@ -21,21 +21,21 @@
 
 lw_status lw_wasm_gpu_open(const lw_allocator *alloc, lw_gpu *out); /* lw-gpu-wasm.c */
 
-#define GLU_BUFS 10   /* GPU buffers of one case                                   */
-#define GLU_PAD 4     /* floats before g in the gate|up buffer                     */
-#define GLU_GAP 8     /* floats between g's end and u (the runner has 0)           */
+#define GLU_BUFS 10 /* GPU buffers of one case                                   */
+#define GLU_PAD  4  /* floats before g in the gate|up buffer                     */
+#define GLU_GAP  8  /* floats between g's end and u (the runner has 0)           */
 
 typedef struct lw_wasm_glu {
-    lw_gpu gpu;                    /* the HAL                                             */
-    lw_gpu_info info;              /* its device                                          */
-    lw__gpu_pipeline_cache cache;  /* pipelines by variant                                */
-    lw_gpu_buffer bufs[GLU_BUFS];  /* the last case's buffers                             */
-    int n_bufs;                    /* used                                                */
-    int rows, k;                   /* the last case's shape                               */
-    float *fused, *split, *h;      /* GPU results: X_GLU mat-vec, GLU + mat-vec, the GLU  */
-    float *h_cpu;                  /* the CPU engine's GLU                                */
-    double *y_ref, *y_cpu;         /* dequantized product in double; the CPU's product    */
-    char err[LW_ERRMSG_SIZE];      /* why the last call failed                            */
+    lw_gpu gpu;                   /* the HAL                                             */
+    lw_gpu_info info;             /* its device                                          */
+    lw__gpu_pipeline_cache cache; /* pipelines by variant                                */
+    lw_gpu_buffer bufs[GLU_BUFS]; /* the last case's buffers                             */
+    int n_bufs;                   /* used                                                */
+    int rows, k;                  /* the last case's shape                               */
+    float *fused, *split, *h;     /* GPU results: X_GLU mat-vec, GLU + mat-vec, the GLU  */
+    float *h_cpu;                 /* the CPU engine's GLU                                */
+    double *y_ref, *y_cpu;        /* dequantized product in double; the CPU's product    */
+    char err[LW_ERRMSG_SIZE];     /* why the last call failed                            */
 } lw_wasm_glu;
 
 static void release(lw_wasm_glu *c) {
@@ -79,11 +79,12 @@ EMSCRIPTEN_KEEPALIVE const char *lw_wasm_glu_error(const lw_wasm_glu *c) {
     return c ? c->err : "out of memory";
 }
 
-static lw_status new_buffer(lw_wasm_glu *c, uint64_t size, uint32_t usage, const char *label, const void *data,
-                            lw_gpu_buffer *out) {
+static lw_status new_buffer(lw_wasm_glu *c, uint64_t size, uint32_t usage, const char *label,
+                            const void *data, lw_gpu_buffer *out) {
     if (c->n_bufs == GLU_BUFS) return lw__errorf(c->err, LW_ERR_TOO_LARGE, "too many buffers");
     const uint64_t padded = (size + 3) & ~3ull;
-    lw_status st = c->gpu.ops->buffer_create(c->gpu.ctx, padded ? padded : 4, usage | LW_GPU_USAGE_COPY_DST, label, out);
+    lw_status st =
+        c->gpu.ops->buffer_create(c->gpu.ctx, padded ? padded : 4, usage | LW_GPU_USAGE_COPY_DST, label, out);
     if (st != LW_OK) return lw__errorf(c->err, st, "buffer %s failed", label);
     c->bufs[c->n_bufs++] = *out;
     if (!data || !size) return LW_OK;
@@ -144,8 +145,8 @@ static lw_status cpu_glu(lw_wasm_glu *c, int op, const float *g, const float *u,
 
 /* Runs one case (glu: LW_GPU_GLU_SILU or LW_GPU_GLU_GELU; the mat-vec variant's switches; seed) and schedules
  * the read-backs. Returns an lw_status (message: lw_wasm_glu_error). */
-EMSCRIPTEN_KEEPALIVE int lw_wasm_glu_run(lw_wasm_glu *c, int type, int glu, int rows, int k, int f16, int sg, int wg,
-                                         int per_wg, int blocks, int actq, uint32_t seed) {
+EMSCRIPTEN_KEEPALIVE int lw_wasm_glu_run(lw_wasm_glu *c, int type, int glu, int rows, int k, int f16, int sg,
+                                         int wg, int per_wg, int blocks, int actq, uint32_t seed) {
     if (!c->gpu.ops) return LW_ERR_IO;
     release(c);
     c->rows = rows;
@@ -189,7 +190,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_glu_run(lw_wasm_glu *c, int type, int glu, int 
     const uint32_t rw = LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_SRC;
     if (st == LW_OK) st = new_buffer(c, wq_bytes, LW_GPU_USAGE_STORAGE, "W", wq, &bw);
     if (st == LW_OK) st = new_buffer(c, n_gu * 4, rw, "gate|up", gu, &bx);
-    if (st == LW_OK) st = new_buffer(c, LW_GPU_GELU_TABLE_WORDS * 4, LW_GPU_USAGE_STORAGE, "table", table, &bt);
+    if (st == LW_OK)
+        st = new_buffer(c, LW_GPU_GELU_TABLE_WORDS * 4, LW_GPU_USAGE_STORAGE, "table", table, &bt);
     if (st == LW_OK) st = new_buffer(c, (uint64_t)rows * 4, rw, "y fused", NULL, &byf);
     if (st == LW_OK) st = new_buffer(c, (uint64_t)k * 4, rw, "h", NULL, &bh);
     if (st == LW_OK) st = new_buffer(c, (uint64_t)rows * 4, rw, "y split", NULL, &bys);
@@ -200,32 +202,37 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_glu_run(lw_wasm_glu *c, int type, int glu, int 
     v.rows = (uint32_t)per_wg;
     v.blocks = blocks != 0;
     v.actq = (uint32_t)actq;
+    v.exact = v.exact && actq != 0; /* (the exact kernel rounds x as the CPU does) */
     lw__gpu_matvec_params p;
     uint32_t grid[3];
     lw_gpu_pipeline pipe;
     /* fused: one X_GLU mat-vec over gate|up */
     if (st == LW_OK)
-        st = lw__gpu_matvec_glu_plan(&c->info, &v, (uint64_t)rows, (uint64_t)k, 0, GLU_PAD, GLU_PAD + (uint64_t)k + GLU_GAP, 0,
-                                     &p, grid, c->err);
-    if (st == LW_OK) st = lw__gpu_matvec_glu_pipeline(&c->gpu, &c->cache, NULL, &v, (uint32_t)glu, &c->info, &pipe, c->err);
+        st = lw__gpu_matvec_glu_plan(&c->info, &v, (uint64_t)rows, (uint64_t)k, 0, GLU_PAD,
+                                     GLU_PAD + (uint64_t)k + GLU_GAP, 0, &p, grid, c->err);
+    if (st == LW_OK)
+        st =
+            lw__gpu_matvec_glu_pipeline(&c->gpu, &c->cache, NULL, &v, (uint32_t)glu, &c->info, &pipe, c->err);
     if (st == LW_OK) {
         lw_gpu_bind b[5] = {{bw, 0, 0}, {bx, 0, 0}, {byf, 0, 0}, {0, 0, 0}, {bt, 0, 0}};
         st = run1(c, pipe, b, glu == (int)LW_GPU_GLU_GELU ? 5 : 4, 3, &p, sizeof p, grid);
     }
     /* split: the eltwise GLU (b_in_a, as the runner's prompt steps), then the plain mat-vec over h */
-    lw__gpu_eltwise_variant ev = lw__gpu_eltwise_default(&c->info, op == LW_OP_SWIGLU ? LW_GPU_ELT_SWIGLU : LW_GPU_ELT_GEGLU);
+    lw__gpu_eltwise_variant ev =
+        lw__gpu_eltwise_default(&c->info, op == LW_OP_SWIGLU ? LW_GPU_ELT_SWIGLU : LW_GPU_ELT_GEGLU);
     ev.b_in_a = true;
     lw__gpu_eltwise_params ep;
     if (st == LW_OK)
-        st = lw__gpu_eltwise_plan(&c->info, &ev, (uint64_t)k, 1, GLU_PAD, GLU_PAD + (uint64_t)k + GLU_GAP, 1, 0, 0.0f, 0.0f,
-                                  &ep, grid, c->err);
+        st = lw__gpu_eltwise_plan(&c->info, &ev, (uint64_t)k, 1, GLU_PAD, GLU_PAD + (uint64_t)k + GLU_GAP, 1,
+                                  0, 0.0f, 0.0f, &ep, grid, c->err);
     if (st == LW_OK) st = lw__gpu_eltwise_pipeline(&c->gpu, &c->cache, NULL, &ev, &c->info, &pipe, c->err);
     if (st == LW_OK) {
         lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS];
         lw_gpu_bind b[4] = {{bx, 0, 0}, {bh, 0, 0}, {0, 0, 0}, {bt, 0, 0}};
         st = run1(c, pipe, b, lw__gpu_eltwise_layout(&ev, kinds), 2, &ep, sizeof ep, grid);
     }
-    if (st == LW_OK) st = lw__gpu_matvec_plan(&c->info, &v, (uint64_t)rows, (uint64_t)k, 0, 0, 0, &p, grid, c->err);
+    if (st == LW_OK)
+        st = lw__gpu_matvec_plan(&c->info, &v, (uint64_t)rows, (uint64_t)k, 0, 0, 0, &p, grid, c->err);
     if (st == LW_OK) st = lw__gpu_matvec_pipeline(&c->gpu, &c->cache, NULL, &v, &c->info, &pipe, c->err);
     if (st == LW_OK) {
         lw_gpu_bind b[4] = {{bw, 0, 0}, {bh, 0, 0}, {bys, 0, 0}, {0, 0, 0}};
@@ -243,8 +250,9 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_glu_run(lw_wasm_glu *c, int type, int glu, int 
 }
 
 /* After settle: statistic `what` of the last case, or -1 with a message:
- *   0 elements of y where fused and split differ in their bits    1 elements of h where GPU and CPU GLUs differ
- *   2 NMSE of fused against the dequantized product in double      3 NMSE of fused against the CPU's product */
+ *   0 elements of y where fused and split differ in their bits    1 elements of h where GPU and CPU GLUs
+ * differ 2 NMSE of fused against the dequantized product in double      3 NMSE of fused against the CPU's
+ * product */
 EMSCRIPTEN_KEEPALIVE double lw_wasm_glu_stat(lw_wasm_glu *c, int what) {
     if (c->err[0] || !c->gpu.ops || !c->fused) return -1;
     const char *e = c->gpu.ops->error(c->gpu.ctx);
@@ -264,8 +272,11 @@ EMSCRIPTEN_KEEPALIVE double lw_wasm_glu_stat(lw_wasm_glu *c, int what) {
     case 1:
         for (int i = 0; i < c->k; i++) diff += memcmp(&c->h[i], &c->h_cpu[i], 4) != 0;
         return diff;
-    case 2: return lw_wasm_nmse(c->fused, c->y_ref, (size_t)c->rows, c->err);
-    case 3: return lw_wasm_nmse(c->fused, c->y_cpu, (size_t)c->rows, c->err);
-    default: return -1;
+    case 2:
+        return lw_wasm_nmse(c->fused, c->y_ref, (size_t)c->rows, c->err);
+    case 3:
+        return lw_wasm_nmse(c->fused, c->y_cpu, (size_t)c->rows, c->err);
+    default:
+        return -1;
     }
 }

@@ -116,7 +116,9 @@ lw_status lw_wasm_cpu_product_order(uint32_t type, int rows, int k, const uint8_
         mm->from_float(x, a, k);
     else
         memcpy(a, x, a_bytes);
-    float (*dot)(int64_t, const void *, const void *) = repacked ? mm->dot_repack : mm->dot;
+    float (*dot)(int64_t, const void *, const void *) = repacked == 2 ? mm->dot_repack_gemm
+                                                        : repacked    ? mm->dot_repack
+                                                                      : mm->dot;
     if (!dot) {
         free(a);
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "no repacked CPU order for %s", ti->name);

@@ -26,8 +26,9 @@ void lw_wasm_ref_matvec(const float *deq, int rows, int k, const float *x, doubl
 lw_status lw_wasm_cpu_product(uint32_t type, int rows, int k, const uint8_t *wq, const float *x, double *y,
                               char *err);
 
-/* The same in the order the engine uses for a repacked weight (repacked != 0: llama.cpp's gemv order, for
- * types it repacks; LW_ERR_UNSUPPORTED for the others) or a plain one (0, as lw_wasm_cpu_product). */
+/* The same in the order the engine uses for a repacked weight (repacked 1: llama.cpp's gemv order, 2: its
+ * gemm order, for types it repacks; LW_ERR_UNSUPPORTED for the others) or a plain one (0, as
+ * lw_wasm_cpu_product). */
 lw_status lw_wasm_cpu_product_order(uint32_t type, int rows, int k, const uint8_t *wq, const float *x,
                                     int repacked, double *y, char *err);
 

@@ -113,7 +113,8 @@ float lw__cpu_dot_f16_gemm(int64_t n, const void *w, const void *a) {
     const uint16_t *x = w, *y = a;
     float s[16] = {0};
     for (int64_t i = 0; i < n; i += 16)
-        for (int l = 0; l < 16; l++) s[l] = fmaf(lw__fp16_to_fp32(x[i + l]), lw__fp16_to_fp32(y[i + l]), s[l]);
+        for (int l = 0; l < 16; l++)
+            s[l] = fmaf(lw__fp16_to_fp32(x[i + l]), lw__fp16_to_fp32(y[i + l]), s[l]);
     return reduce16(s);
 }
 
@@ -181,7 +182,8 @@ static void scale_f16(uint16_t *y, float v, int64_t n) {
 
 /* ggml_vec_mad_f16 (its SIMD body and its compiled tail both fuse the multiply-add) */
 static void mad_f16(uint16_t *y, const uint16_t *x, float v, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = lw__fp32_to_fp16(fmaf(lw__fp16_to_fp32(x[i]), v, lw__fp16_to_fp32(y[i])));
+    for (int64_t i = 0; i < n; i++)
+        y[i] = lw__fp32_to_fp16(fmaf(lw__fp16_to_fp32(x[i]), v, lw__fp16_to_fp32(y[i])));
 }
 
 static void fa_kq(int64_t D, const float *Kt, const float *q, float *kq);
@@ -189,8 +191,20 @@ static double fa_softmax(float *kq, float M);
 static void fa_vacc(int64_t D, int64_t m, const float *V, const float *kq, float *vkq);
 
 static const lw__cpu_kernels ref_kernels = {
-    "scalar", lw__cpu_dot_f32, lw__cpu_dot_f32_gemm, lw__cpu_dot_f16, lw__cpu_dot_f16_gemm,
-    f32_to_f16_row, f16_to_f32_row, scale_f16, mad_f16, NULL, NULL, fa_kq, fa_softmax, fa_vacc,
+    "scalar",
+    lw__cpu_dot_f32,
+    lw__cpu_dot_f32_gemm,
+    lw__cpu_dot_f16,
+    lw__cpu_dot_f16_gemm,
+    f32_to_f16_row,
+    f16_to_f32_row,
+    scale_f16,
+    mad_f16,
+    NULL,
+    NULL,
+    fa_kq,
+    fa_softmax,
+    fa_vacc,
 };
 
 const lw__cpu_kernels *lw__cpu_kernels_ref(void) {
@@ -210,10 +224,13 @@ static void choose_kernels(void) {
     if (!x86) x86 = lw__cpu_kernels_wasm(); /* wasm simd128 build (engine-wasm.c) */
     if (x86 && !(force && !strcmp(force, "scalar"))) best_kernels = x86;
     const lw__cpu_kernels *k = best_kernels;
-    mm_table[LW_TYPE_F32] = (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL, NULL, NULL, NULL};
-    mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16, NULL, NULL, NULL, NULL, NULL};
+    mm_table[LW_TYPE_F32] = (lw__cpu_mm){
+        LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL, NULL, NULL, NULL};
+    mm_table[LW_TYPE_F16] = (lw__cpu_mm){
+        LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16, NULL, NULL, NULL, NULL, NULL};
     /* BF16: the scalar orders on every target (no SIMD twins yet) */
-    mm_table[LW_TYPE_BF16] = (lw__cpu_mm){LW_TYPE_BF16, f32_to_bf16_row, dot_bf16, dot_bf16_gemm, NULL, NULL, NULL, NULL, NULL, NULL};
+    mm_table[LW_TYPE_BF16] = (lw__cpu_mm){
+        LW_TYPE_BF16, f32_to_bf16_row, dot_bf16, dot_bf16_gemm, NULL, NULL, NULL, NULL, NULL, NULL};
     /* quantized weights: ggml's pairing with a quantized activation row (quant-dot.h). On x86 llama.cpp
      * quantizes Q8_0/Q8_1 activations with its SIMD rounding, so we do too there. Its SIMD dot products add
      * block results in other orders than these references: close to llama.cpp, not bit-identical yet. */
@@ -228,10 +245,10 @@ static void choose_kernels(void) {
     /* ggml's x86 dot orders (quant-dot.h), as its AVX-512 build runs them, on every target so results are
      * the same everywhere; llama.cpp's repacked types get their gemv/gemm orders too */
     static const struct {
-        uint32_t type;                                       /* weight type                 */
-        float (*dot)(int64_t, const void *, const void *);   /* plain weights (NULL: keep)  */
-        float (*rp)(int64_t, const void *, const void *);    /* repacked: gemv              */
-        float (*rpg)(int64_t, const void *, const void *);   /* repacked: gemm (or NULL)    */
+        uint32_t type;                                     /* weight type                 */
+        float (*dot)(int64_t, const void *, const void *); /* plain weights (NULL: keep)  */
+        float (*rp)(int64_t, const void *, const void *);  /* repacked: gemv              */
+        float (*rpg)(int64_t, const void *, const void *); /* repacked: gemm (or NULL)    */
     } xq[] = {
         {LW_TYPE_Q8_0, lw__vec_dot_q8_0_q8_0_x86, NULL, NULL},
         {LW_TYPE_Q4_1, lw__vec_dot_q4_1_q8_1_x86, NULL, NULL},
@@ -240,8 +257,10 @@ static void choose_kernels(void) {
         {LW_TYPE_Q3_K, lw__vec_dot_q3_K_q8_K_x86, NULL, NULL},
         {LW_TYPE_Q5_K, lw__vec_dot_q5_K_q8_K_x86, NULL, NULL},
         {LW_TYPE_Q6_K, lw__vec_dot_q6_K_q8_K_x86, NULL, NULL},
-        {LW_TYPE_Q2_K, lw__vec_dot_q2_K_q8_K_x86, lw__vec_dot_q2_K_q8_K_x86_repack, lw__vec_dot_q2_K_q8_K_x86_repack_gemm},
-        {LW_TYPE_Q4_K, lw__vec_dot_q4_K_q8_K_x86, lw__vec_dot_q4_K_q8_K_x86_repack, lw__vec_dot_q4_K_q8_K_x86_repack_gemm},
+        {LW_TYPE_Q2_K, lw__vec_dot_q2_K_q8_K_x86, lw__vec_dot_q2_K_q8_K_x86_repack,
+         lw__vec_dot_q2_K_q8_K_x86_repack_gemm},
+        {LW_TYPE_Q4_K, lw__vec_dot_q4_K_q8_K_x86, lw__vec_dot_q4_K_q8_K_x86_repack,
+         lw__vec_dot_q4_K_q8_K_x86_repack_gemm},
         {LW_TYPE_Q4_0, NULL, lw__vec_dot_q4_0_q8_0_x86_repack, NULL},
         {LW_TYPE_IQ4_NL, NULL, lw__vec_dot_iq4_nl_q8_0_x86_repack, NULL},
         {LW_TYPE_MXFP4, NULL, lw__vec_dot_mxfp4_q8_0_x86_repack, NULL},
@@ -257,12 +276,14 @@ static void choose_kernels(void) {
         /* the decode kernels (lw__quant_gemv_fast) stay unused: faster in cache, but whole-model decode
          * measured slower with them (Q4_0 1 thread: 10.7 vs 15 tok/s), reading 16 rows' blocks at a time */
         e->qgemv_repack = NULL;
-        e->dot = lw__quant_dot_fast(e->dot); /* SIMD twins where this CPU has them: same bits, quant-dot-simd.h */
+        e->dot =
+            lw__quant_dot_fast(e->dot); /* SIMD twins where this CPU has them: same bits, quant-dot-simd.h */
         e->dot_repack = lw__quant_dot_fast(e->dot_repack);
         e->dot_repack_gemm = lw__quant_dot_fast(e->dot_repack_gemm);
     }
     for (uint32_t t = 0; t < LW_TYPE_COUNT; t++) /* the rest (generic orders, e.g. IQ4_XS): SIMD twins too */
-        if (lw__quant_dot(t) && mm_table[t].dot == lw__quant_dot(t)->dot) mm_table[t].dot = lw__quant_dot_fast(mm_table[t].dot);
+        if (lw__quant_dot(t) && mm_table[t].dot == lw__quant_dot(t)->dot)
+            mm_table[t].dot = lw__quant_dot_fast(mm_table[t].dot);
 }
 
 const lw__cpu_kernels *lw__cpu_kernels_best(void) {
@@ -352,7 +373,8 @@ static void op_rms_norm(const lw__exec *ex, const lw__node *nd, int ith, int nth
     }
 }
 
-/* Fewest tokens for which the tiled kernels beat row-by-row dots (they rebuild each weight panel per call). */
+/* Fewest tokens for which the tiled kernels beat row-by-row dots (they rebuild each weight panel per call).
+ */
 #define QGEMM_MIN_TOKENS 2
 
 static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
@@ -367,7 +389,8 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
     if (mm->from_float) {
         act_stride = row_size(mm->vec_dot_type, k);
         split(nt, ith, nth, &r0, &r1);
-        for (int64_t t = r0; t < r1; t++) mm->from_float(row_f32(x, t), ex->scratch + (size_t)t * act_stride, k);
+        for (int64_t t = r0; t < r1; t++)
+            mm->from_float(row_f32(x, t), ex->scratch + (size_t)t * act_stride, k);
         lw__pool_barrier(ex->pool);
         act = ex->scratch;
     }
@@ -377,7 +400,8 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
      *     order where llama.cpp's repacked gemm and gemv orders differ. */
     const int repacked = mm->dot_repack && m % 8 == 0 && !w->plain;
     lw__quant_gemm_fn qg = repacked ? mm->qgemm_repack : mm->qgemm;
-    if (nt < QGEMM_MIN_TOKENS) qg = repacked && mm->qgemv_repack ? mm->qgemv_repack : NULL; /* decode: gemv order */
+    if (nt < QGEMM_MIN_TOKENS)
+        qg = repacked && mm->qgemv_repack ? mm->qgemv_repack : NULL; /* decode: gemv order */
     if (qg) {
         const int64_t n_tiled = repacked && mm->dot_repack_gemm && nt >= QGEMM_MIN_TOKENS ? nt / 4 * 4 : nt;
         const int64_t P = LW_QUANT_GEMM_ROWS, np = (m + P - 1) / P;
@@ -386,16 +410,18 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
         r0 = p0 * P;
         r1 = p1 * P < m ? p1 * P : m;
         if (r1 > r0)
-            qg(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0, act, act_stride, n_tiled,
-               row_f32(dst, 0) + r0, (size_t)dst->ne0, ex->thread_scratch + (size_t)ith * ex->thread_floats);
+            qg(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0, act,
+               act_stride, n_tiled, row_f32(dst, 0) + r0, (size_t)dst->ne0,
+               ex->thread_scratch + (size_t)ith * ex->thread_floats);
         if (n_tiled < nt && r1 > r0 && mm->qgemv_repack) /* the last nt % 4 tokens: llama.cpp's gemv order */
             mm->qgemv_repack(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0,
-                             act + (size_t)n_tiled * act_stride, act_stride, nt - n_tiled, row_f32(dst, n_tiled) + r0,
-                             (size_t)dst->ne0, NULL);
+                             act + (size_t)n_tiled * act_stride, act_stride, nt - n_tiled,
+                             row_f32(dst, n_tiled) + r0, (size_t)dst->ne0, NULL);
         else
             for (int64_t r = r0; r < r1; r++) {
                 const void *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-                for (int64_t t = n_tiled; t < nt; t++) row_f32(dst, t)[r] = mm->dot_repack(k, wr, act + (size_t)t * act_stride);
+                for (int64_t t = n_tiled; t < nt; t++)
+                    row_f32(dst, t)[r] = mm->dot_repack(k, wr, act + (size_t)t * act_stride);
             }
         return;
     }
@@ -412,7 +438,8 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
         if (gemm && mm->gemm) {
             if (r1 > r0)
                 mm->gemm(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0,
-                         act + (size_t)t0 * act_stride, act_stride, t1 - t0, row_f32(dst, t0) + r0, (size_t)dst->ne0);
+                         act + (size_t)t0 * act_stride, act_stride, t1 - t0, row_f32(dst, t0) + r0,
+                         (size_t)dst->ne0);
             continue;
         }
         if (mm->dot_repack && m % 8 == 0 && !w->plain) {
@@ -454,8 +481,9 @@ static float v_expf(float x) {
     const float n = z - r;
     const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
     const float u = b * b;
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
-                         fmaf(0x1.ffffecp-1f, b, 1.0f));
+    const float j =
+        fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+             fmaf(0x1.ffffecp-1f, b, 1.0f));
     if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
     return ldexpf(j, (int)n); /* _mm512_scalef_ps(j, n): n is integral here */
 }
@@ -474,41 +502,49 @@ static void op_swiglu(const lw__exec *ex, const lw__node *nd, int ith, int nth) 
     }
 }
 
+void lw__rope_cache(const lw__node *nd, const float *ff, int64_t pos, int64_t n_pairs, float *cache) {
+    const int64_t n_rot = nd->ip[2];
+    const float freq_base = nd->fp[0], freq_scale = nd->fp[1], ext_factor = nd->fp[2],
+                attn_factor = nd->fp[3];
+    const float corr0 = nd->fp[4], corr1 = nd->fp[5];
+    /* YaRN's magnitude correction (rope_yarn: mscale *= 1 + 0.1 log(1/freq_scale), fused by ggml's compiler)
+     */
+    const float mscale =
+        ext_factor != 0.0f ? attn_factor * fmaf(0.1f, logf(1.0f / freq_scale), 1.0f) : attn_factor;
+    const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    for (int64_t i = 0; i < n_pairs; i++) {
+        /* pairs past n_rot are copied, not rotated: their entries are unused (and have no factor) */
+        const float extrap = ff && 2 * i < n_rot ? theta / ff[i] : theta;
+        float th = freq_scale * extrap;
+        if (ext_factor != 0.0f) { /* YaRN: blend interpolation and extrapolation over the ramp */
+            const float y = ((float)i - corr0) / fmaxf(0.001f, corr1 - corr0);
+            const float ramp = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * ext_factor;
+            th = fmaf(th, 1.0f - ramp, extrap * ramp); /* ggml's compiler fuses the first product */
+        }
+        cache[2 * i] = cosf(th) * mscale;
+        cache[2 * i + 1] = sinf(th) * mscale;
+        theta *= theta_scale;
+    }
+}
+
 static void op_rope(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *x = &ex->g->t[nd->src[0]];
     const int64_t n_head = nd->ip[0], hd = nd->ip[1], n_rot = nd->ip[2];
     const int mode = nd->ip[3];
-    const float freq_base = nd->fp[0], freq_scale = nd->fp[1], ext_factor = nd->fp[2], attn_factor = nd->fp[3];
-    const float corr0 = nd->fp[4], corr1 = nd->fp[5];
-    /* YaRN's magnitude correction (rope_yarn: mscale *= 1 + 0.1 log(1/freq_scale), fused by ggml's compiler) */
-    const float mscale = ext_factor != 0.0f ? attn_factor * fmaf(0.1f, logf(1.0f / freq_scale), 1.0f) : attn_factor;
-    const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
     /* frequency factors (llama 3): ggml divides the extrapolated angle by them before scaling */
     const float *ff = nd->src[1] >= 0 ? (const float *)ex->g->t[nd->src[1]].data : NULL;
     float *cache = ex->thread_scratch + (size_t)ith * ex->thread_floats; /* hd floats: cos, sin pairs */
     int64_t r0, r1;
     split(n_rows(ex, dst), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        /* the sin/cos table of this position, as ggml_rope_cache_init and rope_yarn */
-        float theta = (float)(ex->pos0 + r);
-        for (int64_t i0 = 0; i0 < hd; i0 += 2) {
-            /* pairs past n_rot are copied, not rotated: their table entries are unused (and have no factor) */
-            const float extrap = ff && i0 < n_rot ? theta / ff[i0 / 2] : theta;
-            float th = freq_scale * extrap;
-            if (ext_factor != 0.0f) { /* YaRN: blend interpolation and extrapolation over the ramp */
-                const float y = ((float)(i0 / 2) - corr0) / fmaxf(0.001f, corr1 - corr0);
-                const float ramp = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * ext_factor;
-                th = fmaf(th, 1.0f - ramp, extrap * ramp); /* ggml's compiler fuses the first product */
-            }
-            cache[i0] = cosf(th) * mscale;
-            cache[i0 + 1] = sinf(th) * mscale;
-            theta *= theta_scale;
-        }
+        lw__rope_cache(nd, ff, ex->pos0 + r, hd / 2, cache); /* this position's table */
         for (int64_t h = 0; h < n_head; h++) {
             const float *s = row_f32(x, r) + h * hd;
             float *d = row_f32(dst, r) + h * hd;
             for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
-                const int64_t a = mode == LW_ROPE_NEOX ? i0 / 2 : i0, b = mode == LW_ROPE_NEOX ? a + n_rot / 2 : a + 1;
+                const int64_t a = mode == LW_ROPE_NEOX ? i0 / 2 : i0,
+                              b = mode == LW_ROPE_NEOX ? a + n_rot / 2 : a + 1;
                 const float x0 = s[a], x1 = s[b], c = cache[i0], sn = cache[i0 + 1];
                 /* ggml's `x0*cos - x1*sin` as its compiler contracted it: the first product fused */
                 d[a] = fmaf(x0, c, -(x1 * sn));
@@ -579,7 +615,8 @@ static size_t fa_tiled_floats(int64_t D) {
 static void op_attn_tiled(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *q = &ex->g->t[nd->src[0]];
     const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3], nt = n_rows(ex, q);
-    const float softcap = nd->fp[1], scale = softcap != 0.0f ? nd->fp[0] / softcap : nd->fp[0]; /* as one-chunk */
+    const float softcap = nd->fp[1],
+                scale = softcap != 0.0f ? nd->fp[0] / softcap : nd->fp[0]; /* as one-chunk */
     const int f16 = ex->kv_type == LW_TYPE_F16;
     const size_t rb = row_size(ex->kv_type, ex->kv_row);
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
@@ -596,28 +633,32 @@ static void op_attn_tiled(const lw__exec *ex, const lw__node *nd, int ith, int n
         for (int64_t r = 0; r < t1 - t0; r++) M[r] = -INFINITY, S[r] = 0.0f;
         memset(vkq, 0, sizeof(float) * (size_t)(FA_TILE * D));
         memset(Kt, 0, sizeof(float) * (size_t)(FA_TILE * D)); /* cells past the end stay finite */
-        const int64_t n_kv_max = ex->pos0 + t1; /* cells the last row sees */
+        const int64_t n_kv_max = ex->pos0 + t1;               /* cells the last row sees */
         for (int64_t c0 = 0; c0 < n_kv_max; c0 += FA_TILE) {
             const int64_t n = n_kv_max - c0 < FA_TILE ? n_kv_max - c0 : FA_TILE;
             for (int64_t j = 0; j < n; j++) { /* widen the tile once for every row */
                 const uint8_t *kr = kc + (size_t)(c0 + j) * rb, *vr = vc + (size_t)(c0 + j) * rb;
                 float *vd = V32 + j * D;
-                if (f16) K->f16_to_f32((const uint16_t *)vr + hk * D, vd, D);
-                else memcpy(vd, (const float *)vr + hk * D, sizeof(float) * (size_t)D);
+                if (f16)
+                    K->f16_to_f32((const uint16_t *)vr + hk * D, vd, D);
+                else
+                    memcpy(vd, (const float *)vr + hk * D, sizeof(float) * (size_t)D);
                 for (int64_t d = 0; d < D; d++)
-                    Kt[d * FA_TILE + j] = f16 ? lw__fp16_to_fp32(((const uint16_t *)kr)[hk * D + d]) : ((const float *)kr)[hk * D + d];
+                    Kt[d * FA_TILE + j] = f16 ? lw__fp16_to_fp32(((const uint16_t *)kr)[hk * D + d])
+                                              : ((const float *)kr)[hk * D + d];
             }
             for (int64_t r = 0; r < t1 - t0; r++) {
                 const int64_t nv = ex->pos0 + t0 + r + 1; /* cells row r sees: [lo, nv) */
                 const int64_t lo = nd->swa > 0 && nv > nd->swa ? nv - nd->swa : 0;
-                if (c0 >= nv || c0 + n <= lo) continue;   /* fully masked tile: no change */
+                if (c0 >= nv || c0 + n <= lo) continue; /* fully masked tile: no change */
                 const int64_t m = nv - c0 < n ? nv - c0 : n;
                 K->fa_kq(D, Kt, row_f32(q, t0 + r) + h * D, kq);
                 float tile_max = -INFINITY;
                 for (int64_t j = 0; j < FA_TILE; j++) {
                     /* ggml: scale, tanh and the soft-cap over the tile, then the mask (0 or -inf) */
-                    kq[j] = j < m && c0 + j >= lo ? (softcap != 0.0f ? tanhf(kq[j] * scale) * softcap : kq[j] * scale)
-                                                  : -INFINITY;
+                    kq[j] = j < m && c0 + j >= lo
+                                ? (softcap != 0.0f ? tanhf(kq[j] * scale) * softcap : kq[j] * scale)
+                                : -INFINITY;
                     tile_max = kq[j] > tile_max ? kq[j] : tile_max;
                 }
                 float *acc = vkq + r * D;
@@ -664,7 +705,7 @@ static void op_attn_classic(const lw__exec *ex, const lw__node *nd, int ith, int
     const int batch = ex->n_tokens >= 2;
     const int64_t npad = classic_pad(ex->pos0 + ex->n_tokens, ex->n_ctx);
     float *kq = ex->thread_scratch + (size_t)ith * ex->thread_floats; /* npad floats            */
-    uint16_t *kq16 = (uint16_t *)(kq + npad);                        /* npad halves            */
+    uint16_t *kq16 = (uint16_t *)(kq + npad);                         /* npad halves            */
     uint16_t *col = kq16 + npad;                                      /* npad halves (V column) */
     uint16_t *q16 = col + npad;                                       /* D halves               */
     float *colf = (float *)kq16; /* f32 cache: the column reuses kq16 + col as npad floats */
@@ -677,7 +718,8 @@ static void op_attn_classic(const lw__exec *ex, const lw__node *nd, int ith, int
         const int64_t lo = nd->swa > 0 && nv > nd->swa ? nv - nd->swa : 0;
         if (f16) K->f32_to_f16(qr, q16, D);
         float (*dk)(int64_t, const void *, const void *) =
-            f16 ? (batch && D % 16 == 0 ? K->dot_f16_gemm : K->dot_f16) : (batch && D % 16 == 0 ? K->dot_f32_gemm : K->dot_f32);
+            f16 ? (batch && D % 16 == 0 ? K->dot_f16_gemm : K->dot_f16)
+                : (batch && D % 16 == 0 ? K->dot_f32_gemm : K->dot_f32);
         float mx = -INFINITY;
         for (int64_t c = 0; c < npad; c++) {
             if (c >= nv || c < lo) {
@@ -685,7 +727,9 @@ static void op_attn_classic(const lw__exec *ex, const lw__node *nd, int ith, int
                 continue;
             }
             const uint8_t *kr = kc + (size_t)c * rb;
-            float s = dk(D, f16 ? (const void *)((const uint16_t *)kr + hk * D) : (const void *)((const float *)kr + hk * D),
+            float s = dk(D,
+                         f16 ? (const void *)((const uint16_t *)kr + hk * D)
+                             : (const void *)((const float *)kr + hk * D),
                          f16 ? (const void *)q16 : (const void *)qr);
             /* llama.cpp soft-caps KQ (scale 1/c, tanh, scale c) before ggml_soft_max_ext scales it */
             if (softcap != 0.0f) s = tanhf(s * inv_cap) * softcap;
@@ -705,15 +749,19 @@ static void op_attn_classic(const lw__exec *ex, const lw__node *nd, int ith, int
         float *y = row_f32(dst, t) + h * D;
         if (f16) {
             K->f32_to_f16(kq, kq16, npad);
-            float (*dv)(int64_t, const void *, const void *) = batch && npad % 16 == 0 ? K->dot_f16_gemm : K->dot_f16;
+            float (*dv)(int64_t, const void *, const void *) =
+                batch && npad % 16 == 0 ? K->dot_f16_gemm : K->dot_f16;
             for (int64_t d = 0; d < D; d++) {
-                for (c = 0; c < npad; c++) col[c] = c < nv ? ((const uint16_t *)(vc + (size_t)c * rb))[hk * D + d] : 0;
+                for (c = 0; c < npad; c++)
+                    col[c] = c < nv ? ((const uint16_t *)(vc + (size_t)c * rb))[hk * D + d] : 0;
                 y[d] = dv(npad, col, kq16);
             }
         } else { /* an f32 cache: the same with f32 probabilities (llama.cpp would use f16 here) */
-            float (*dv)(int64_t, const void *, const void *) = batch && npad % 16 == 0 ? K->dot_f32_gemm : K->dot_f32;
+            float (*dv)(int64_t, const void *, const void *) =
+                batch && npad % 16 == 0 ? K->dot_f32_gemm : K->dot_f32;
             for (int64_t d = 0; d < D; d++) {
-                for (c = 0; c < npad; c++) colf[c] = c < nv ? ((const float *)(vc + (size_t)c * rb))[hk * D + d] : 0.0f;
+                for (c = 0; c < npad; c++)
+                    colf[c] = c < nv ? ((const float *)(vc + (size_t)c * rb))[hk * D + d] : 0.0f;
                 y[d] = dv(npad, colf, kq);
             }
         }
@@ -743,16 +791,17 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const size_t rb = row_size(ex->kv_type, ex->kv_row);
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
     float *ts = ex->thread_scratch + (size_t)ith * ex->thread_floats;
-    float *vkq32 = ts;                        /* D floats   */
-    uint16_t *vkq16 = (uint16_t *)(ts + D);   /* D halves   */
-    uint16_t *q16 = vkq16 + D;                /* D halves   */
+    float *vkq32 = ts;                      /* D floats   */
+    uint16_t *vkq16 = (uint16_t *)(ts + D); /* D halves   */
+    uint16_t *q16 = vkq16 + D;              /* D halves   */
     int64_t r0, r1;
     split(n_rows(ex, q) * n_head, ith, nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
         const int64_t t = ir / n_head, h = ir % n_head, hk = h / (n_head / n_head_kv);
         const float *qr = row_f32(q, t) + h * D;
         const int64_t n_kv = ex->pos0 + t + 1;
-        const int64_t lo = nd->swa > 0 && n_kv > nd->swa ? n_kv - nd->swa : 0; /* sliding window: first cell seen */
+        const int64_t lo =
+            nd->swa > 0 && n_kv > nd->swa ? n_kv - nd->swa : 0; /* sliding window: first cell seen */
         float *y = row_f32(dst, t) + h * D;
         float S = 0.0f, M = -INFINITY;
         if (f16) {
@@ -763,7 +812,8 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
         }
         for (int64_t ic = lo; ic < n_kv; ic++) {
             const uint8_t *kr = kc + (size_t)ic * rb, *vr = vc + (size_t)ic * rb;
-            float s = f16 ? K->dot_f16(D, (const uint16_t *)kr + hk * D, q16) : K->dot_f32(D, (const float *)kr + hk * D, qr);
+            float s = f16 ? K->dot_f16(D, (const uint16_t *)kr + hk * D, q16)
+                          : K->dot_f32(D, (const float *)kr + hk * D, qr);
             s = s * scale;
             if (softcap != 0.0f) s = softcap * tanhf(s);
             const float Mold = M;
@@ -843,7 +893,9 @@ static void op_geglu(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
         const float *x = row_f32(a, r), *g = row_f32(b, r);
         float *z = row_f32(dst, r);
         for (int64_t i = 0; i < dst->ne0; i++)
-            z[i] = x[i] <= -10.0f ? 0.0f : x[i] >= 10.0f ? x[i] * g[i] : lw__cpu_gelu_f16(lw__fp32_to_fp16(x[i])) * g[i];
+            z[i] = x[i] <= -10.0f  ? 0.0f
+                   : x[i] >= 10.0f ? x[i] * g[i]
+                                   : lw__cpu_gelu_f16(lw__fp32_to_fp16(x[i])) * g[i];
     }
 }
 
@@ -871,13 +923,15 @@ lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, int64_t 
             if (!mm) return LW_ERR_UNSUPPORTED;
             if (mm->from_float) {
                 uint64_t b;
-                if (!lw__mul_u64((uint64_t)max_tokens, row_size(mm->vec_dot_type, w->ne0), &b)) return LW_ERR_OVERFLOW;
+                if (!lw__mul_u64((uint64_t)max_tokens, row_size(mm->vec_dot_type, w->ne0), &b))
+                    return LW_ERR_OVERFLOW;
                 if (b > shared) shared = b;
             }
             if ((mm->qgemm || mm->qgemm_repack) && max_tokens >= QGEMM_MIN_TOKENS) {
                 /* the tiled kernels' panel and per-block activation data (quant-gemm.h) */
                 if (w->ne0 > INT32_MAX || max_tokens > INT32_MAX) return LW_ERR_OVERFLOW;
-                const uint64_t f = (lw__quant_gemm_scratch(w->ne0, max_tokens) + sizeof(float) - 1) / sizeof(float);
+                const uint64_t f =
+                    (lw__quant_gemm_scratch(w->ne0, max_tokens) + sizeof(float) - 1) / sizeof(float);
                 if (f > per_thread) per_thread = f;
             }
         } else if (nd->op == LW_OP_ATTN) {

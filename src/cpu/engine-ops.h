@@ -15,15 +15,15 @@
  * ------------------------------------------------------------------------------------------------------- */
 
 typedef struct lw__cpu_mm {
-    uint32_t vec_dot_type;                                   /* type activations are converted to        */
-    void (*from_float)(const float *x, void *y, int64_t n);  /* NULL when vec_dot_type is f32            */
-    float (*dot)(int64_t n, const void *w, const void *a);   /* one weight row . one converted row       */
+    uint32_t vec_dot_type;                                      /* type activations are converted to        */
+    void (*from_float)(const float *x, void *y, int64_t n);     /* NULL when vec_dot_type is f32            */
+    float (*dot)(int64_t n, const void *w, const void *a);      /* one weight row . one converted row       */
     float (*dot_gemm)(int64_t n, const void *w, const void *a); /* the same in ggml's batched order, for
                                                                    steps of 2+ tokens, n % 16 == 0; or NULL */
     /* c[t * c_stride + r] = dot_gemm(w row r, a row t) for r < m, t < nt: the batched product, blocked
      * for registers and cache (NULL: mul_mat loops over dot_gemm). Strides in bytes except c's (floats). */
-    void (*gemm)(int64_t k, const void *w, size_t w_stride, int64_t m, const void *a, size_t a_stride, int64_t nt,
-                 float *c, size_t c_stride);
+    void (*gemm)(int64_t k, const void *w, size_t w_stride, int64_t m, const void *a, size_t a_stride,
+                 int64_t nt, float *c, size_t c_stride);
     /* llama.cpp on x86 repacks some quantized types (weights with a multiple of 8 rows, not the tied
      * embedding table) and multiplies them with other kernels: their order for one token (gemv) and for
      * groups of 4 tokens (gemm; NULL: the same as gemv). NULL when the type is not repacked. */
@@ -41,6 +41,12 @@ const lw__cpu_mm *lw__cpu_mm_get(uint32_t type);
 /* Whether a tensor of this type can be an embedding table (row lookup with dequantization). */
 int lw__cpu_get_rows_supported(uint32_t type);
 
+/* The sin/cos table of ROPE node nd at position pos, as ggml_rope_cache_init and rope_yarn build it:
+ * cache[2i], cache[2i + 1] = cos, sin of pair i's angle times mscale, for pairs i < n_pairs; ff: the node's
+ * frequency factors (n_rot / 2 floats) or NULL. The CPU op and the WebGPU plan (which uploads it for the
+ * step's positions: shaders/rope-common.wgsl) both use it, so their angles have the same bits. */
+void lw__rope_cache(const lw__node *nd, const float *ff, int64_t pos, int64_t n_pairs, float *cache);
+
 /* GELU of an f16 value as ggml's ggml_table_gelu_f16 holds it (also used by tests). */
 float lw__cpu_gelu_f16(uint16_t h);
 
@@ -56,20 +62,20 @@ float lw__cpu_dot_f16_gemm(int64_t n, const void *w, const void *a);
  * ------------------------------------------------------------------------------------------------------- */
 
 typedef struct lw__cpu_kernels {
-    const char *name;                                                  /* "scalar", "avx512"          */
-    float (*dot_f32)(int64_t n, const void *w, const void *a);         /* ggml vec_dot order          */
-    float (*dot_f32_gemm)(int64_t n, const void *w, const void *a);    /* tinyBLAS order, n % 16 == 0 */
+    const char *name;                                               /* "scalar", "avx512"          */
+    float (*dot_f32)(int64_t n, const void *w, const void *a);      /* ggml vec_dot order          */
+    float (*dot_f32_gemm)(int64_t n, const void *w, const void *a); /* tinyBLAS order, n % 16 == 0 */
     float (*dot_f16)(int64_t n, const void *w, const void *a);
     float (*dot_f16_gemm)(int64_t n, const void *w, const void *a);
-    void (*f32_to_f16)(const float *x, void *y, int64_t n);            /* round to nearest even       */
+    void (*f32_to_f16)(const float *x, void *y, int64_t n); /* round to nearest even       */
     void (*f16_to_f32)(const void *x, float *y, int64_t n);
-    void (*scale_f16)(uint16_t *y, float v, int64_t n);                /* y = f16(y * v)              */
+    void (*scale_f16)(uint16_t *y, float v, int64_t n);                  /* y = f16(y * v)              */
     void (*mad_f16)(uint16_t *y, const uint16_t *x, float v, int64_t n); /* y = f16(fma(x, v, y))     */
     /* blocked dot_*_gemm over many rows and tokens (see lw__cpu_mm.gemm); NULL when not faster */
-    void (*gemm_f32)(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as, int64_t nt, float *c,
-                     size_t cs);
-    void (*gemm_f16)(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as, int64_t nt, float *c,
-                     size_t cs);
+    void (*gemm_f32)(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as, int64_t nt,
+                     float *c, size_t cs);
+    void (*gemm_f16)(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as, int64_t nt,
+                     float *c, size_t cs);
     /* tiled flash attention, 64 cells at a time: scores (Kt is D x 64), ggml_v_expf softmax (returns the
      * sum), and the V accumulation over the first m cells (V is m x D) */
     void (*fa_kq)(int64_t D, const float *Kt, const float *q, float *kq);
@@ -93,27 +99,28 @@ const lw__cpu_kernels *lw__cpu_kernels_wasm(void);
 
 /* Everything a step needs besides the graph: the batch, the KV cache, scratch memory and the threads. */
 typedef struct lw__exec {
-    const lw__graph *g;       /* planned and bound graph                                              */
+    const lw__graph *g;          /* planned and bound graph                                              */
     const lw__cpu_kernels *kern; /* kernel set (lw__cpu_kernels_best)                                 */
-    lw__pool *pool;           /* threads (1 thread: no workers)                                       */
-    int32_t n_tokens;         /* rows this step (<= the planned maximum)                              */
-    int32_t n_outputs;        /* output rows this step                                                */
-    const int32_t *tokens;    /* n_tokens token ids                                                   */
-    const int32_t *out_rows;  /* n_outputs row indices (ascending) that produce outputs               */
-    int32_t pos0;             /* position of the first token = cache cells already filled            */
-    int32_t flash_attn;       /* 1: ggml's flash attention (llama.cpp's CPU default); 0: its KQ,
-                                 softmax, KQV path (llama.cpp with flash attention off)               */
-    int64_t n_ctx;            /* cache cells (the classic path pads rows as llama.cpp's KV view)      */
-    uint32_t kv_type;         /* LW_TYPE_F16 or LW_TYPE_F32                                           */
-    int64_t kv_row;           /* elements per cache row (KV heads x head dim)                         */
-    void *const *k;           /* per layer: K cache, cell p at k[l] + p * kv_row elements             */
-    void *const *v;           /* per layer: V cache, same layout (not transposed, as flash attention) */
-    uint8_t *scratch;         /* shared: activations converted for a matmul                           */
-    float *thread_scratch;    /* per thread: thread_floats floats each                                */
-    size_t thread_floats;     /* floats of thread scratch per thread                                  */
+    lw__pool *pool;              /* threads (1 thread: no workers)                                       */
+    int32_t n_tokens;            /* rows this step (<= the planned maximum)                              */
+    int32_t n_outputs;           /* output rows this step                                                */
+    const int32_t *tokens;       /* n_tokens token ids                                                   */
+    const int32_t *out_rows;     /* n_outputs row indices (ascending) that produce outputs               */
+    int32_t pos0;                /* position of the first token = cache cells already filled            */
+    int32_t flash_attn;          /* 1: ggml's flash attention (llama.cpp's CPU default); 0: its KQ,
+                                    softmax, KQV path (llama.cpp with flash attention off)               */
+    int64_t n_ctx;               /* cache cells (the classic path pads rows as llama.cpp's KV view)      */
+    uint32_t kv_type;            /* LW_TYPE_F16 or LW_TYPE_F32                                           */
+    int64_t kv_row;              /* elements per cache row (KV heads x head dim)                         */
+    void *const *k;              /* per layer: K cache, cell p at k[l] + p * kv_row elements             */
+    void *const *v;              /* per layer: V cache, same layout (not transposed, as flash attention) */
+    uint8_t *scratch;            /* shared: activations converted for a matmul                           */
+    float *thread_scratch;       /* per thread: thread_floats floats each                                */
+    size_t thread_floats;        /* floats of thread scratch per thread                                  */
     /* optional observer, called on thread 0 after each node with an output (see lw_eval_fn) */
-    void (*on_node)(void *user, const char *name, int32_t layer, const float *data, int64_t ne0, int64_t rows);
-    void *on_node_user;       /* its argument                                                         */
+    void (*on_node)(void *user, const char *name, int32_t layer, const float *data, int64_t ne0,
+                    int64_t rows);
+    void *on_node_user; /* its argument                                                         */
 } lw__exec;
 
 /* Bytes of shared scratch and floats of per-thread scratch a graph needs for steps of up to max_tokens. */

@@ -88,16 +88,22 @@ typedef struct gm_call {
  * short prompt's K/V carry the CPU's bits; longer ones take the mat-mat's speed. */
 #define GM_EXACT_TOKENS 32
 
+/* Distinct RoPE configurations the host table serves (models have one; gemma3's local and global layers
+ * two); ROPE nodes of further ones compute their angles on the GPU. */
+#define GM_ROPE_CONFIGS 4
+
 typedef struct gm_node {
-    int32_t call0;      /* first entry in calls[]     */
-    int32_t n_calls;    /* entries                    */
-    bool batched;       /* MUL_MAT: a mat-mat call follows each mat-vec call (steps of several tokens) */
-    bool exact;         /* MUL_MAT: the mat-vec has the CPU's bits (matvec-exact.wgsl): steps of up to
-                           GM_EXACT_TOKENS tokens run it per token instead of the mat-mat             */
-    uint8_t fuse;       /* GM_FUSE_*                  */
-    bool glu;           /* MUL_MAT: X_GLU mat-vec calls (one per piece) follow the others, for one-row
-                           steps: they read the GLU node glu_node's inputs instead of its output       */
-    int32_t glu_node;   /* that node                 */
+    int32_t call0;    /* first entry in calls[]     */
+    int32_t n_calls;  /* entries                    */
+    bool batched;     /* MUL_MAT: a mat-mat call follows each mat-vec call (steps of several tokens) */
+    bool exact;       /* MUL_MAT: the mat-vec has the CPU's bits (matvec-exact.wgsl): steps of up to
+                         GM_EXACT_TOKENS tokens run it per token instead of the mat-mat             */
+    uint8_t fuse;     /* GM_FUSE_*                  */
+    bool glu;         /* MUL_MAT: X_GLU mat-vec calls (one per piece) follow the others, for one-row
+                         steps: they read the GLU node glu_node's inputs instead of its output       */
+    int32_t glu_node; /* that node                 */
+    int8_t
+        rope_cfg; /* ROPE: its configuration in the host table (rope_node), -1: angles computed on the GPU */
     int32_t qk_norm[2]; /* ROPE of a rope_qkv call with qk_norm: the Q and K RMS_NORM nodes it does (planned
                            at load, so a step does not search the graph) */
 } gm_node;
@@ -113,6 +119,7 @@ struct lw__gpu_model {
     lw__gpu_model_params p;         /* resolved parameters                                        */
     bool f16, subgroups;            /* variant switches in use                                    */
     bool glu_fold;                  /* X_GLU down mat-vecs (lw__gpu_model_params.glu_fold)        */
+    bool exact_attn;                /* attention in the CPU's bits (lw__gpu_model_params.exact_attn) */
     uint32_t n_ctx, n_batch;        /* KV cells, most tokens per step                             */
     uint32_t n_past;                /* cells in use                                               */
     lw__graph graph;                /* built and planned once                                     */
@@ -149,11 +156,18 @@ struct lw__gpu_model {
     uint64_t attn_scratch_bytes;    /* its size                                                   */
     lw_gpu_buffer gelu;             /* ggml's GELU table (GEGLU), when the graph has GEGLU        */
     lw_gpu_buffer dummy;            /* bound where a kernel's optional input is absent            */
-    lw__gpu_pipeline_cache cache;   /* pipelines by variant                                      */
-    int32_t token_out;              /* read-back target of LW_GPU_OUT_ARGMAX                      */
-    float *logits_out;              /* read-back target of LW_GPU_OUT_LOGITS (n_vocab floats)     */
-    lw__gpu_model_counters cnt;     /* what was created and recorded                              */
-    uint64_t step_dispatches;       /* dispatches of the last one-token step                      */
+    /* RoPE angles from the host (gpu-model-rope.c): the CPU's sin/cos table of each distinct RoPE
+     * configuration for the step's positions, written before each step, so rotations get its bits */
+    lw_gpu_buffer rope_tab;             /* n_rope x n_batch x rope_pairs (cos, sin) f32 pairs           */
+    float *rope_host;                   /* its host copy (one configuration's rows at a time)          */
+    int32_t rope_node[GM_ROPE_CONFIGS]; /* a ROPE node of each configuration                       */
+    uint32_t n_rope;                    /* configurations in the table                                 */
+    uint32_t rope_pairs;                /* most pairs (n_rot / 2) of one row                           */
+    lw__gpu_pipeline_cache cache;       /* pipelines by variant                                      */
+    int32_t token_out;                  /* read-back target of LW_GPU_OUT_ARGMAX                      */
+    float *logits_out;                  /* read-back target of LW_GPU_OUT_LOGITS (n_vocab floats)     */
+    lw__gpu_model_counters cnt;         /* what was created and recorded                              */
+    uint64_t step_dispatches;           /* dispatches of the last one-token step                      */
 };
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -215,6 +229,15 @@ int32_t lw__gm_bias_fold(const lw__gpu_model *g, int32_t a);
 int32_t lw__gm_rope_qkv_scale(const lw__gpu_model *g, int32_t i);
 /* Creates the buffers the ops share: attention and top-k scratch, the GELU table, a dummy binding. */
 lw_status lw__gm_prepare_shared(lw__gpu_model *g);
+/* gpu-model-rope.c: assigns ROPE nodes (without frequency factors) to host-table configurations and creates
+ * the table; call before preparing the nodes. */
+lw_status lw__gm_plan_rope(lw__gpu_model *g);
+/* The binding of ROPE node i's angle input: the table when it has a configuration there, else ff. */
+lw_gpu_bind lw__gm_rope_bind(const lw__gpu_model *g, int32_t i, lw_gpu_bind ff);
+/* Points a at the table rows of ROPE node i's configuration (no change when it has none). */
+void lw__gm_rope_table_args(const lw__gpu_model *g, int32_t i, lw__gpu_rope_args *a);
+/* Writes every configuration's table for the positions pos0 .. pos0 + n_tokens - 1 (before recording). */
+lw_status lw__gm_write_rope(lw__gpu_model *g, int32_t n_tokens, int32_t pos0);
 /* Whether every node of the graph has GPU kernels (LW_ERR_UNSUPPORTED naming the first that has none). */
 lw_status lw__gm_check_ops(lw__gpu_model *g);
 /* Compiles the pipelines and creates the bind groups of node i (g->nodes[i]). */

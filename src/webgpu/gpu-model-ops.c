@@ -200,7 +200,7 @@ static uint32_t rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[
         b[0] = lw__gm_act(g, norms       ? g->graph.nodes[qa].src[0]
                              : bias >= 0 ? g->graph.nodes[bias].src[0]
                                          : nd[0].src[0]);
-        b[1] = bind_of(g, nd[0].src[1]);
+        b[1] = lw__gm_rope_bind(g, i, bind_of(g, nd[0].src[1]));
         b[2] = lw__gm_act(g, q_out);
         b[3] = lw__gm_whole(g->kv[il]);
         b[4] = lw__gm_whole(g->kv[n_layer + il]);
@@ -215,7 +215,7 @@ static uint32_t rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[
         return LW_GPU_ROPE_QKV_NORM_BINDINGS;
     }
     b[0] = lw__gm_act(g, nd[0].src[0]);
-    b[1] = bind_of(g, nd[0].src[1]);
+    b[1] = lw__gm_rope_bind(g, i, bind_of(g, nd[0].src[1]));
     b[2] = lw__gm_act(g, q_out);
     b[3] = lw__gm_act(g, nd[1].src[0]);
     b[4] = lw__gm_whole(g->kv[il]);
@@ -486,8 +486,8 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             add_norm_binds(g, i - 1, b);
             return lw__gm_add_call(g, &c, b, LW_GPU_NORM_ADD_BINDINGS, false);
         }
-        lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), bind_of(g, nd->src[1]), lw__gm_act(g, nd->dst),
-                            lw__gm_params(g)};
+        lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), lw__gm_rope_bind(g, i, bind_of(g, nd->src[1])),
+                            lw__gm_act(g, nd->dst), lw__gm_params(g)};
         return lw__gm_add_call(g, &c, b, 4, false);
     }
     case LW_OP_ROPE: {
@@ -517,8 +517,8 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         if ((st = lw__gpu_rope_pipeline(gpu, &g->cache, &g->alloc, &c.v.rope, info, &c.pipe, g->err)) !=
             LW_OK)
             return st;
-        lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), bind_of(g, nd->src[1]), lw__gm_act(g, nd->dst),
-                            lw__gm_params(g)};
+        lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), lw__gm_rope_bind(g, i, bind_of(g, nd->src[1])),
+                            lw__gm_act(g, nd->dst), lw__gm_params(g)};
         return lw__gm_add_call(g, &c, b, 4, false);
     }
     case LW_OP_KV_STORE: {
@@ -531,13 +531,15 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         lw_gpu_bind b[3] = {lw__gm_act(g, nd->src[0]), lw__gm_whole(cache), lw__gm_params(g)};
         return lw__gm_add_call(g, &c, b, 3, false);
     }
-    case LW_OP_ATTN: { /* the three kernels of the family, same bindings */
+    case LW_OP_ATTN: { /* the kernels of the family, same bindings */
         const uint32_t n_layer = g->m->hp.n_layer, il = (uint32_t)nd->ip[0];
         c.v.attn = attn_variant(g, nd);
+        c.v.attn.exact = g->exact_attn && (g->kv_type == LW_TYPE_F32 || nd->ip[3] % 64 == 0);
         lw_gpu_bind b[6] = {lw__gm_act(g, nd->src[0]),         lw__gm_whole(g->kv[il]),
                             lw__gm_whole(g->kv[n_layer + il]), lw__gm_act(g, nd->dst),
                             lw__gm_whole(g->attn_scratch),     lw__gm_params(g)};
-        for (int k = 0; k < LW_GPU_ATTN_KERNELS && st == LW_OK; k++) {
+        /* calls[k] is kernel k's (EXACT last, only when used) */
+        for (int k = 0; k < LW_GPU_ATTN_KERNELS - !c.v.attn.exact && st == LW_OK; k++) {
             c.aux = k;
             if ((st = lw__gpu_attn_pipeline(gpu, &g->cache, &g->alloc, &c.v.attn, (lw__gpu_attn_kernel)k,
                                             info, &c.pipe, g->err)) != LW_OK)
@@ -660,6 +662,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         lw__gpu_rope_args a;
         memset(&a, 0, sizeof a);
         lw__gpu_rope_args_from_node(nd, &a);
+        lw__gm_rope_table_args(g, i, &a);
         a.rows = (uint64_t)n_tokens;
         a.pos0 = (uint64_t)pos0;
         const uint64_t row =
@@ -723,6 +726,9 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
                 PLAN(lw__gpu_matvec_plan(info, &calls[k].v.mv, (uint64_t)pc->rows, (uint64_t)w->ne0, 0,
                                          t * (uint64_t)w->ne0, t * (uint64_t)w->ne1 + (uint64_t)pc->row0, &p,
                                          grid, g->err));
+                /* the CPU multiplies repacked weights in groups of 4 tokens of a step in its gemm order, the
+                 * rest in its gemv order (engine-ops.c) */
+                p.order = rows_t > 1 && t < rows_t / 4 * 4;
                 lw__gm_emit(g, &calls[k], &p, sizeof p, grid);
             }
         return LW_OK;
@@ -761,6 +767,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         lw__gpu_rope_args a;
         memset(&a, 0, sizeof a);
         lw__gpu_rope_args_from_node(nd, &a);
+        lw__gm_rope_table_args(g, i, &a);
         a.rows = (uint64_t)n_tokens;
         a.pos0 = (uint64_t)pos0;
         lw__gm_part(g, nd->src[0], &a.x_offset, &a.x_stride);

@@ -14,6 +14,7 @@ lw__gpu_model_params lw__gpu_model_default_params(void) {
     p.subgroups = -1;
     p.kv_type = LW_TYPE_F16;
     p.glu_fold = -1;
+    p.exact_attn = -1;
     return p;
 }
 
@@ -28,7 +29,8 @@ lw__gpu_model_params lw__gpu_model_default_params(void) {
 static lw_status d_info(void *ctx, lw_gpu_info *o) {
     return INNER(ctx).ops->info(INNER(ctx).ctx, o);
 }
-static lw_status d_buffer_create(void *ctx, uint64_t size, uint32_t usage, const char *label, lw_gpu_buffer *o) {
+static lw_status d_buffer_create(void *ctx, uint64_t size, uint32_t usage, const char *label,
+                                 lw_gpu_buffer *o) {
     return INNER(ctx).ops->buffer_create(INNER(ctx).ctx, size, usage, label, o);
 }
 static void d_buffer_destroy(void *ctx, lw_gpu_buffer b) {
@@ -37,8 +39,9 @@ static void d_buffer_destroy(void *ctx, lw_gpu_buffer b) {
 static lw_status d_buffer_write(void *ctx, lw_gpu_buffer b, uint64_t off, const void *data, uint64_t size) {
     return INNER(ctx).ops->buffer_write(INNER(ctx).ctx, b, off, data, size);
 }
-static lw_status d_pipeline_create(void *ctx, const char *wgsl, const char *entry, const lw_gpu_binding_kind *kinds,
-                                   uint32_t n, const char *label, lw_gpu_pipeline *out) {
+static lw_status d_pipeline_create(void *ctx, const char *wgsl, const char *entry,
+                                   const lw_gpu_binding_kind *kinds, uint32_t n, const char *label,
+                                   lw_gpu_pipeline *out) {
     lw_gpu_binding_kind k[LW_GPU_MAX_BINDINGS];
     if (n > LW_GPU_MAX_BINDINGS) return LW_ERR_INVALID_ARG;
     int dynamic = 0;
@@ -54,8 +57,8 @@ static lw_status d_bind_group_create(void *ctx, lw_gpu_pipeline p, const lw_gpu_
                                      lw_gpu_bind_group *o) {
     return INNER(ctx).ops->bind_group_create(INNER(ctx).ctx, p, b, n, o);
 }
-static void d_dispatch(void *ctx, lw_gpu_pipeline p, lw_gpu_bind_group g, uint32_t dyn, uint32_t x, uint32_t y,
-                       uint32_t z) {
+static void d_dispatch(void *ctx, lw_gpu_pipeline p, lw_gpu_bind_group g, uint32_t dyn, uint32_t x,
+                       uint32_t y, uint32_t z) {
     INNER(ctx).ops->dispatch(INNER(ctx).ctx, p, g, dyn, x, y, z);
 }
 static void d_copy(void *ctx, lw_gpu_buffer s, uint64_t so, lw_gpu_buffer d, uint64_t dof, uint64_t n) {
@@ -78,8 +81,21 @@ static void d_destroy(void *ctx) {
 }
 
 static const lw_gpu_ops dynamic_ops = {
-    d_info, d_buffer_create, d_buffer_destroy, d_buffer_write, NULL, d_pipeline_create, d_bind_group_create,
-    d_dispatch, d_copy, d_submit, d_read, d_pending, NULL, d_error, d_destroy,
+    d_info,
+    d_buffer_create,
+    d_buffer_destroy,
+    d_buffer_write,
+    NULL,
+    d_pipeline_create,
+    d_bind_group_create,
+    d_dispatch,
+    d_copy,
+    d_submit,
+    d_read,
+    d_pending,
+    NULL,
+    d_error,
+    d_destroy,
 };
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -87,7 +103,8 @@ static const lw_gpu_ops dynamic_ops = {
  * ------------------------------------------------------------------------------------------------------- */
 
 /* Creates a buffer and remembers it for destruction. */
-lw_status lw__gm_new_buffer(lw__gpu_model *g, uint64_t size, uint32_t usage, const char *label, lw_gpu_buffer *out) {
+lw_status lw__gm_new_buffer(lw__gpu_model *g, uint64_t size, uint32_t usage, const char *label,
+                            lw_gpu_buffer *out) {
     *out = 0;
     if (g->n_bufs == g->cap_bufs) {
         uint32_t cap = g->cap_bufs ? 2 * g->cap_bufs : 64;
@@ -102,8 +119,8 @@ lw_status lw__gm_new_buffer(lw__gpu_model *g, uint64_t size, uint32_t usage, con
     lw_status st = g->inner.ops->buffer_create(g->inner.ctx, size ? size : 4, usage, label, out);
     if (st != LW_OK) {
         const char *e = g->inner.ops->error(g->inner.ctx);
-        return lw__errorf(g->err, st, "creating %s (%llu bytes) failed%s%.160s", label, (unsigned long long)size,
-                          e ? ": " : "", e ? e : "");
+        return lw__errorf(g->err, st, "creating %s (%llu bytes) failed%s%.160s", label,
+                          (unsigned long long)size, e ? ": " : "", e ? e : "");
     }
     g->bufs[g->n_bufs++] = *out;
     g->cnt.buffers++;
@@ -147,8 +164,8 @@ static lw_status plan_weights(lw__gpu_model *g) {
             continue;
         }
         if (w->row_bytes == 0 || w->row_bytes > cap)
-            return lw__errorf(g->err, LW_ERR_TOO_LARGE, "weight %s: a row of %zu bytes exceeds a binding", w->name,
-                              w->row_bytes);
+            return lw__errorf(g->err, LW_ERR_TOO_LARGE, "weight %s: a row of %zu bytes exceeds a binding",
+                              w->name, w->row_bytes);
         int64_t per = (int64_t)(cap / w->row_bytes);
         n += (int32_t)((w->ne1 + per - 1) / per);
     }
@@ -163,7 +180,8 @@ static lw_status plan_weights(lw__gpu_model *g) {
     for (int32_t i = 0; i < g->n_fus; i++) {
         const gm_fusion *f = &g->fus[i];
         uint64_t total = 0, at;
-        for (int32_t k = 0; k < f->n_parts; k++) total += (uint64_t)gr->t[f->w[k]].ne1 * gr->t[f->w[k]].row_bytes;
+        for (int32_t k = 0; k < f->n_parts; k++)
+            total += (uint64_t)gr->t[f->w[k]].ne1 * gr->t[f->w[k]].row_bytes;
         if (n_wbufs == 0 || !lw__align_up_u64(buf_size[n_wbufs - 1], align, &at) || at + total > cap) {
             n_wbufs++;
             at = 0;
@@ -222,7 +240,8 @@ static lw_status plan_weights(lw__gpu_model *g) {
     for (int32_t i = 0; st == LW_OK && i < n_wbufs; i++) {
         char label[32];
         snprintf(label, sizeof label, "weights %d", i);
-        st = lw__gm_new_buffer(g, buf_size[i], LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, label, &handles[i]);
+        st = lw__gm_new_buffer(g, buf_size[i], LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, label,
+                               &handles[i]);
         g->weight_bytes += buf_size[i];
     }
     for (int32_t i = 0; st == LW_OK && i < g->n_pieces; i++) g->pieces[i].buf = handles[g->pieces[i].buf];
@@ -250,7 +269,8 @@ static lw_status upload_weights(lw__gpu_model *g) {
             const uint64_t src = w->offset + (uint64_t)p->row0 * w->row_bytes;
             if (g->p.host_source) {
                 st = g->inner.ops->buffer_write_host
-                         ? g->inner.ops->buffer_write_host(g->inner.ctx, p->buf, p->off, g->p.host_source, src, p->bytes)
+                         ? g->inner.ops->buffer_write_host(g->inner.ctx, p->buf, p->off, g->p.host_source,
+                                                           src, p->bytes)
                          : LW_ERR_UNSUPPORTED;
                 if (st != LW_OK) lw__errorf(g->err, st, "streaming %s failed", w->name);
                 continue;
@@ -300,7 +320,8 @@ static lw_status plan_acts(lw__gpu_model *g) {
         unsigned used = 0;
         for (int k = 0; k < 3; k++) {
             const int32_t s = lw__gm_base(g, nd->src[k]);
-            if (s >= 0 && gr->t[s].kind != LW_T_WEIGHT && g->loc[s].colour >= 0) used |= 1u << g->loc[s].colour;
+            if (s >= 0 && gr->t[s].kind != LW_T_WEIGHT && g->loc[s].colour >= 0)
+                used |= 1u << g->loc[s].colour;
         }
         const int32_t glu = nd->op == LW_OP_MUL_MAT ? lw__gm_glu_source(g, n) : -1;
         if (glu >= 0) { /* its X_GLU calls read the GLU's gate|up input (read-only binding) */
@@ -309,7 +330,8 @@ static lw_status plan_acts(lw__gpu_model *g) {
         }
         if (lw__gm_add_norm_shape(g, n - 1)) /* fused with the ADD before it: binds that ADD's inputs too */
             for (int k = 0; k < 2; k++)
-                if (g->loc[gr->nodes[n - 1].src[k]].colour >= 0) used |= 1u << g->loc[gr->nodes[n - 1].src[k]].colour;
+                if (g->loc[gr->nodes[n - 1].src[k]].colour >= 0)
+                    used |= 1u << g->loc[gr->nodes[n - 1].src[k]].colour;
         int c = 0;
         while (used & (1u << c)) c++;
         g->loc[dst].colour = (int8_t)c;
@@ -323,7 +345,8 @@ static lw_status plan_acts(lw__gpu_model *g) {
         memcpy(tc, gr->t, (size_t)gr->n_t * sizeof *tc);
         memcpy(nc, gr->nodes, (size_t)gr->n_nodes * sizeof *nc);
         for (int32_t t = 0; t < gr->n_t; t++) /* other colours and parts are hidden (as weights) */
-            if (tc[t].kind != LW_T_WEIGHT && (g->loc[t].colour != c || g->loc[t].base >= 0)) tc[t].kind = LW_T_WEIGHT;
+            if (tc[t].kind != LW_T_WEIGHT && (g->loc[t].colour != c || g->loc[t].base >= 0))
+                tc[t].kind = LW_T_WEIGHT;
         for (int32_t n = 0; n < gr->n_nodes; n++) {
             for (int k = 0; k < 3; k++) nc[n].src[k] = lw__gm_base(g, nc[n].src[k]);
             nc[n].dst = lw__gm_base(g, nc[n].dst);
@@ -337,7 +360,8 @@ static lw_status plan_acts(lw__gpu_model *g) {
             nc[n].dst = -1;
             nc[n].src[0] = nc[n].src[1] = -1;
         }
-        for (int32_t n = 0; n < gr->n_nodes; n++) { /* a folded SCALE's output is written by the rope_qkv call */
+        for (int32_t n = 0; n < gr->n_nodes;
+             n++) { /* a folded SCALE's output is written by the rope_qkv call */
             const int32_t sc = lw__gm_rope_qkv_scale(g, n);
             if (sc < 0) continue;
             nc[n].dst = nc[sc].dst;
@@ -355,8 +379,9 @@ static lw_status plan_acts(lw__gpu_model *g) {
         g->act_bytes[c] = sub.arena_size;
         char label[32];
         snprintf(label, sizeof label, "activations %d", c);
-        if ((st = lw__gm_new_buffer(g, sub.arena_size, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_SRC | LW_GPU_USAGE_COPY_DST,
-                             label, &g->act[c])) != LW_OK)
+        if ((st = lw__gm_new_buffer(g, sub.arena_size,
+                                    LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_SRC | LW_GPU_USAGE_COPY_DST,
+                                    label, &g->act[c])) != LW_OK)
             break;
         for (int32_t t = 0; t < gr->n_t; t++) {
             if (gr->t[t].kind == LW_T_WEIGHT || g->loc[t].colour != c) continue;
@@ -367,8 +392,9 @@ static lw_status plan_acts(lw__gpu_model *g) {
             g->loc[t].off = tc[t].offset;
             g->loc[t].size = tc[t].size;
             if (tc[t].size > g->info.max_storage_buffer_binding_size)
-                st = lw__errorf(g->err, LW_ERR_TOO_LARGE, "activation %s: %llu bytes exceed a binding (n_batch %u)",
-                                gr->t[t].name, (unsigned long long)tc[t].size, g->n_batch);
+                st = lw__errorf(g->err, LW_ERR_TOO_LARGE,
+                                "activation %s: %llu bytes exceed a binding (n_batch %u)", gr->t[t].name,
+                                (unsigned long long)tc[t].size, g->n_batch);
         }
     }
     for (int32_t t = 0; st == LW_OK && t < gr->n_t; t++) { /* a part's binding is its base's */
@@ -430,7 +456,8 @@ lw_status lw__gm_add_call(lw__gpu_model *g, gm_call *c, const lw_gpu_bind *binds
 /* Writes the used parameter slots and submits what was recorded. */
 static lw_status flush(lw__gpu_model *g) {
     lw_status st = LW_OK;
-    if (g->slot) st = g->inner.ops->buffer_write(g->inner.ctx, g->params, 0, g->shadow, (uint64_t)g->slot * GM_SLOT);
+    if (g->slot)
+        st = g->inner.ops->buffer_write(g->inner.ctx, g->params, 0, g->shadow, (uint64_t)g->slot * GM_SLOT);
     if (st == LW_OK && g->since_submit) {
         st = g->inner.ops->submit(g->inner.ctx);
         g->cnt.submits++;
@@ -440,7 +467,8 @@ static lw_status flush(lw__gpu_model *g) {
     return st;
 }
 
-void lw__gm_emit(lw__gpu_model *g, const gm_call *c, const void *params, size_t bytes, const uint32_t grid[3]) {
+void lw__gm_emit(lw__gpu_model *g, const gm_call *c, const void *params, size_t bytes,
+                 const uint32_t grid[3]) {
     if (!grid[0] || !grid[1] || !grid[2]) return;
     if (g->slot == g->slots) flush(g);
     memcpy(g->shadow + (size_t)g->slot * GM_SLOT, params, bytes < GM_SLOT ? bytes : GM_SLOT);
@@ -459,18 +487,22 @@ static lw_status create(lw__gpu_model *g) {
     lw_model *m = g->m;
     const lw__hparams *hp = &m->hp;
     lw_status st;
-    if ((st = g->inner.ops->info(g->inner.ctx, &g->info)) != LW_OK) return lw__errorf(g->err, st, "no device info");
+    if ((st = g->inner.ops->info(g->inner.ctx, &g->info)) != LW_OK)
+        return lw__errorf(g->err, st, "no device info");
     g->f16 = g->p.f16 < 0 ? g->info.has_f16 : g->p.f16 != 0;
     g->subgroups = g->p.subgroups < 0 ? g->info.has_subgroups : g->p.subgroups != 0;
     g->glu_fold = g->p.glu_fold < 0 ? !lw__gpu_cpu_adapter(&g->info) : g->p.glu_fold != 0;
+    g->exact_attn = g->p.exact_attn < 0 ? lw__gpu_cpu_adapter(&g->info) : g->p.exact_attn != 0;
     if ((g->f16 && !g->info.has_f16) || (g->subgroups && !g->info.has_subgroups))
-        return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "the device lacks %s", g->f16 && !g->info.has_f16 ? "shader-f16" : "subgroups");
+        return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "the device lacks %s",
+                          g->f16 && !g->info.has_f16 ? "shader-f16" : "subgroups");
     /* GPUs: 32, so the GPU starts on a step's first dispatches while the rest are recorded (H200,
      * llama-3.2-1b shape tg128: Q4_0 180.6 -> 204.9 tok/s, Q4_K_M 82.9 -> 89.1, Q8_0 188.5 -> 215.3 against
      * 256); CPU adapters run a command buffer on the recording thread's cores anyway: 256 */
     if (!g->p.submit_every) g->p.submit_every = lw__gpu_cpu_adapter(&g->info) ? 256 : 32;
     g->n_ctx = g->p.n_ctx ? g->p.n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    if (g->n_ctx == 0 || g->n_ctx > (1u << 24)) return lw__errorf(g->err, LW_ERR_INVALID_ARG, "bad n_ctx %u", g->n_ctx);
+    if (g->n_ctx == 0 || g->n_ctx > (1u << 24))
+        return lw__errorf(g->err, LW_ERR_INVALID_ARG, "bad n_ctx %u", g->n_ctx);
     g->n_batch = g->p.n_batch ? g->p.n_batch : 128;
     if (g->n_batch > g->n_ctx) g->n_batch = g->n_ctx;
     lw__gpu_cache_init(&g->cache, &g->alloc);
@@ -485,33 +517,37 @@ static lw_status create(lw__gpu_model *g) {
     g->logits_out = lw__calloc(&g->alloc, hp->n_vocab, sizeof(float));
     g->slots = g->p.submit_every + 1;
     g->shadow = lw__calloc(&g->alloc, g->slots, GM_SLOT);
-    if (!g->loc || !g->nodes || !g->logits_out || !g->shadow) return lw__errorf(g->err, LW_ERR_NOMEM, "out of memory");
+    if (!g->loc || !g->nodes || !g->logits_out || !g->shadow)
+        return lw__errorf(g->err, LW_ERR_NOMEM, "out of memory");
     if ((st = lw__gm_plan_fusions(g)) != LW_OK || (st = lw__gm_check_ops(g)) != LW_OK) return st;
 
     /* buffers: weights, KV cache, activations, parameters, tokens, result */
     if ((st = plan_weights(g)) != LW_OK || (st = plan_acts(g)) != LW_OK) return st;
     const uint64_t kv_row = (uint64_t)hp->n_head_kv * hp->n_embd_head_k;
     g->kv_type = g->p.kv_type == LW_TYPE_F32 ? LW_TYPE_F32 : LW_TYPE_F16; /* f16: the CPU context's default */
-    if (!lw__mul_u64(kv_row * (g->kv_type == LW_TYPE_F32 ? 4 : 2), g->n_ctx, &g->kv_layer_bytes) || g->kv_layer_bytes > bind_max(&g->info))
-        return lw__errorf(g->err, LW_ERR_TOO_LARGE, "a block's KV cache exceeds a binding (n_ctx %u)", g->n_ctx);
+    if (!lw__mul_u64(kv_row * (g->kv_type == LW_TYPE_F32 ? 4 : 2), g->n_ctx, &g->kv_layer_bytes) ||
+        g->kv_layer_bytes > bind_max(&g->info))
+        return lw__errorf(g->err, LW_ERR_TOO_LARGE, "a block's KV cache exceeds a binding (n_ctx %u)",
+                          g->n_ctx);
     g->kv = lw__calloc(&g->alloc, 2 * (size_t)hp->n_layer, sizeof *g->kv);
     if (!g->kv) return lw__errorf(g->err, LW_ERR_NOMEM, "out of memory");
     for (uint32_t l = 0; l < 2 * hp->n_layer; l++) {
         char label[32];
         snprintf(label, sizeof label, "%s cache %u", l < hp->n_layer ? "K" : "V", l % hp->n_layer);
-        if ((st = lw__gm_new_buffer(g, g->kv_layer_bytes, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, label, &g->kv[l])) != LW_OK)
+        if ((st = lw__gm_new_buffer(g, g->kv_layer_bytes, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, label,
+                                    &g->kv[l])) != LW_OK)
             return st;
     }
-    if ((st = lw__gm_new_buffer(g, (uint64_t)g->slots * GM_SLOT, LW_GPU_USAGE_UNIFORM | LW_GPU_USAGE_COPY_DST, "parameters",
-                         &g->params)) != LW_OK ||
-        (st = lw__gm_new_buffer(g, (uint64_t)g->n_batch * 4, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, "tokens",
-                         &g->tokens)) != LW_OK ||
-        (st = lw__gm_new_buffer(g, 256, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_SRC | LW_GPU_USAGE_COPY_DST, "result",
-                         &g->result)) != LW_OK)
+    if ((st = lw__gm_new_buffer(g, (uint64_t)g->slots * GM_SLOT, LW_GPU_USAGE_UNIFORM | LW_GPU_USAGE_COPY_DST,
+                                "parameters", &g->params)) != LW_OK ||
+        (st = lw__gm_new_buffer(g, (uint64_t)g->n_batch * 4, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST,
+                                "tokens", &g->tokens)) != LW_OK ||
+        (st = lw__gm_new_buffer(g, 256, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_SRC | LW_GPU_USAGE_COPY_DST,
+                                "result", &g->result)) != LW_OK)
         return st;
 
     /* pipelines and bind groups of every node, then the weights */
-    if ((st = lw__gm_prepare_shared(g)) != LW_OK) return st;
+    if ((st = lw__gm_plan_rope(g)) != LW_OK || (st = lw__gm_prepare_shared(g)) != LW_OK) return st;
     for (int32_t i = 0; i < g->graph.n_nodes; i++) {
         g->nodes[i].call0 = g->n_calls;
         if ((st = lw__gm_prepare_node(g, i)) != LW_OK) return st;
@@ -562,6 +598,7 @@ void lw__gpu_model_free(lw__gpu_model *g) {
     lw__free(&a, g->fus);
     lw__free(&a, g->kv);
     lw__free(&a, g->shadow);
+    lw__free(&a, g->rope_host);
     lw__free(&a, g->calls);
     lw__free(&a, g->nodes);
     lw__free(&a, g->logits_out);
@@ -580,11 +617,13 @@ lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t 
     if (!g || !g->calls) return LW_ERR_INVALID_ARG;
     if (!tokens || n <= 0) return lw__errorf(g->err, LW_ERR_INVALID_ARG, "no tokens");
     if ((uint64_t)g->n_past + (uint64_t)n > g->n_ctx)
-        return lw__errorf(g->err, LW_ERR_TOO_LARGE, "%d tokens after %u do not fit the %u-cell context", n, g->n_past, g->n_ctx);
+        return lw__errorf(g->err, LW_ERR_TOO_LARGE, "%d tokens after %u do not fit the %u-cell context", n,
+                          g->n_past, g->n_ctx);
     const int32_t n_vocab = (int32_t)g->m->hp.n_vocab;
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
-            return lw__errorf(g->err, LW_ERR_INVALID_ARG, "token %d at %d is outside the vocabulary (%d)", tokens[i], i, n_vocab);
+            return lw__errorf(g->err, LW_ERR_INVALID_ARG, "token %d at %d is outside the vocabulary (%d)",
+                              tokens[i], i, n_vocab);
     const lw_gpu_ops *o = g->inner.ops;
     lw_status st;
     for (int32_t done = 0; done < n;) {
@@ -592,6 +631,7 @@ lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t 
         /* the token ids of this step: queue order puts the write after the previous step's submission */
         if ((st = o->buffer_write(g->inner.ctx, g->tokens, 0, tokens + done, (uint64_t)step * 4)) != LW_OK)
             return lw__errorf(g->err, st, "writing token ids failed");
+        if ((st = lw__gm_write_rope(g, step, (int32_t)g->n_past)) != LW_OK) return st;
         const uint64_t before = g->cnt.dispatches;
         for (int32_t i = 0; i < g->graph.n_nodes; i++)
             if ((st = lw__gm_record_node(g, i, step, (int32_t)g->n_past)) != LW_OK) return st;
@@ -599,8 +639,10 @@ lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t 
         g->cnt.steps++;
         g->n_past += (uint32_t)step;
         done += step;
-        if (done == n && out == LW_GPU_OUT_SAMPLE) lw__gm_record_sample(g);
-        else if (done == n && out != LW_GPU_OUT_NONE) lw__gm_record_argmax(g);
+        if (done == n && out == LW_GPU_OUT_SAMPLE)
+            lw__gm_record_sample(g);
+        else if (done == n && out != LW_GPU_OUT_NONE)
+            lw__gm_record_argmax(g);
         if ((st = flush(g)) != LW_OK) return lw__errorf(g->err, st, "submit failed");
     }
     st = LW_OK;
@@ -617,19 +659,23 @@ lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t 
 
 lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n, int32_t node, float *dst,
                               uint64_t cap) {
-    if (!g || !g->calls || !tokens || n <= 0 || (uint32_t)n > g->n_batch || node < 0 || node >= g->graph.n_nodes ||
-        g->graph.nodes[node].dst < 0 || (uint64_t)g->n_past + (uint64_t)n > g->n_ctx)
+    if (!g || !g->calls || !tokens || n <= 0 || (uint32_t)n > g->n_batch || node < 0 ||
+        node >= g->graph.n_nodes || g->graph.nodes[node].dst < 0 ||
+        (uint64_t)g->n_past + (uint64_t)n > g->n_ctx)
         return LW_ERR_INVALID_ARG;
-    if (g->nodes[node].fuse == GM_FUSE_DONE) return LW_ERR_UNSUPPORTED; /* fused away: its dst is never written */
-    if (g->nodes[node].fuse == GM_FUSE_ROPE_QKV && node + 2 < g->graph.n_nodes && g->nodes[node + 2].fuse == GM_FUSE_DONE &&
-        g->graph.nodes[node + 2].op == LW_OP_SCALE)
+    if (g->nodes[node].fuse == GM_FUSE_DONE)
+        return LW_ERR_UNSUPPORTED; /* fused away: its dst is never written */
+    if (g->nodes[node].fuse == GM_FUSE_ROPE_QKV && node + 2 < g->graph.n_nodes &&
+        g->nodes[node + 2].fuse == GM_FUSE_DONE && g->graph.nodes[node + 2].op == LW_OP_SCALE)
         return LW_ERR_UNSUPPORTED; /* the rotated Q went straight into the folded SCALE's output */
-    if (g->nodes[node].fuse == GM_FUSE_GLU && (n == 1 || g->graph.t[g->graph.nodes[node].dst].rows == LW_ROWS_OUTPUTS))
+    if (g->nodes[node].fuse == GM_FUSE_GLU &&
+        (n == 1 || g->graph.t[g->graph.nodes[node].dst].rows == LW_ROWS_OUTPUTS))
         return LW_ERR_UNSUPPORTED; /* computed inside the next mat-vec in one-row steps */
     const lw__tensor *t = &g->graph.t[g->graph.nodes[node].dst];
     const uint64_t rows = t->rows == LW_ROWS_OUTPUTS ? 1 : (uint64_t)n, count = rows * (uint64_t)t->ne0;
     if (count > cap) return LW_ERR_TOO_LARGE;
     lw_status st = g->inner.ops->buffer_write(g->inner.ctx, g->tokens, 0, tokens, (uint64_t)n * 4);
+    if (st == LW_OK) st = lw__gm_write_rope(g, n, (int32_t)g->n_past);
     for (int32_t i = 0; st == LW_OK && i <= node; i++) st = lw__gm_record_node(g, i, n, (int32_t)g->n_past);
     if (st == LW_OK) st = flush(g);
     const gm_loc *l = &g->loc[g->graph.nodes[node].dst];
@@ -637,7 +683,8 @@ lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n
     return st;
 }
 
-int32_t lw__gpu_model_node(const lw__gpu_model *g, int32_t i, const char **name, int32_t *layer, int64_t *ne0) {
+int32_t lw__gpu_model_node(const lw__gpu_model *g, int32_t i, const char **name, int32_t *layer,
+                           int64_t *ne0) {
     if (i >= 0 && i < g->graph.n_nodes) {
         const lw__node *nd = &g->graph.nodes[i];
         const lw__tensor *t = nd->dst >= 0 ? &g->graph.t[nd->dst] : NULL;
@@ -656,7 +703,8 @@ const float *lw__gpu_model_logits(const lw__gpu_model *g) {
 }
 lw_status lw__gpu_model_set_n_past(lw__gpu_model *g, uint32_t n_past) {
     if (n_past > g->n_past)
-        return lw__errorf(g->err, LW_ERR_INVALID_ARG, "n_past %u is beyond the %u cells in use", n_past, g->n_past);
+        return lw__errorf(g->err, LW_ERR_INVALID_ARG, "n_past %u is beyond the %u cells in use", n_past,
+                          g->n_past);
     g->n_past = n_past;
     return LW_OK;
 }

@@ -44,12 +44,15 @@ typedef struct lw__gpu_model_params {
     uint32_t kv_type;      /* KV cache elements: LW_TYPE_F16 (default, as the CPU context) or F32        */
     const struct lw__gpu_tune *tune; /* kernel overrides (gpu-tune.h), read during creation only;
                               NULL: the measured defaults                                            */
-    int raw_acts;          /* 1: mat-vecs take f32 activations; 0 (default): rounded as the CPU engine
-                              rounds them for each weight format (shaders/actq.wgsl), for its results  */
-    int glu_fold;          /* the FFN's GLU in the down mat-vec's x loads (X_GLU, one dispatch less per
-                              block in one-token steps, every workgroup recomputing it): 1 on, 0 off,
-                              -1 (default) on but for CPU adapters (llvmpipe, SwiftShader), where the
-                              recomputation costs more than the dispatch (lavapipe: 17 -> 11 tokens/s)  */
+    int raw_acts;   /* 1: mat-vecs take f32 activations; 0 (default): rounded as the CPU engine
+                       rounds them for each weight format (shaders/actq.wgsl), for its results  */
+    int glu_fold;   /* the FFN's GLU in the down mat-vec's x loads (X_GLU, one dispatch less per
+                       block in one-token steps, every workgroup recomputing it): 1 on, 0 off,
+                       -1 (default) on but for CPU adapters (llvmpipe, SwiftShader), where the
+                       recomputation costs more than the dispatch (lavapipe: 17 -> 11 tokens/s)  */
+    int exact_attn; /* attention in the CPU engine's order with its bits (attn-exact.wgsl: musl's expf
+                       in software, sequential chains per row) for steps of < 64 tokens: 1 on, 0 off,
+                       -1 (default) on for CPU adapters only (GPUs keep the split-KV kernel's speed) */
 } lw__gpu_model_params;
 
 lw__gpu_model_params lw__gpu_model_default_params(void);
@@ -100,7 +103,8 @@ lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t 
 lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n, int32_t node, float *dst,
                               uint64_t cap);
 /* Graph node i: its output's name and block (-1 outside blocks) and elements per row; the node count. */
-int32_t lw__gpu_model_node(const lw__gpu_model *g, int32_t i, const char **name, int32_t *layer, int64_t *ne0);
+int32_t lw__gpu_model_node(const lw__gpu_model *g, int32_t i, const char **name, int32_t *layer,
+                           int64_t *ne0);
 /* The token id read by the last LW_GPU_OUT_ARGMAX, LW_GPU_OUT_LOGITS or LW_GPU_OUT_SAMPLE decode. */
 int32_t lw__gpu_model_token(const lw__gpu_model *g);
 /* Sampling parameters of LW_GPU_OUT_SAMPLE decodes (the CPU sampler's, lw_sampler_params; default:
@@ -110,9 +114,10 @@ int32_t lw__gpu_model_token(const lw__gpu_model *g);
  * 16384) takes the cap; penalties are refused (LW_ERR_UNSUPPORTED). Creates nothing; *k_used (may be NULL):
  * the top-k in effect. */
 lw_status lw__gpu_model_set_sampling(lw__gpu_model *g, const lw_sampler_params *sp, uint32_t *k_used);
-/* The kernel variants the plan uses, as JSON: {"matvec": {"<format>": "wg64 rows4 blocks1 f16 0 sg 1 stage 0 actq 0 exact 0"},
- * "matmat": {"<format>": "tm64 tn64 tk32 rm8 rn8 f16 0"}} (the first mat-vec / mat-mat call of each weight
- * format; tests check that tune overrides reach the plan). Returns the length, -1 when cap is too small. */
+/* The kernel variants the plan uses, as JSON: {"matvec": {"<format>": "wg64 rows4 blocks1 f16 0 sg 1 stage 0
+ * actq 0 exact 0"}, "matmat": {"<format>": "tm64 tn64 tk32 rm8 rn8 f16 0"}} (the first mat-vec / mat-mat call
+ * of each weight format; tests check that tune overrides reach the plan). Returns the length, -1 when cap is
+ * too small. */
 int lw__gpu_model_variants_json(const lw__gpu_model *g, char *dst, size_t cap);
 /* The logits read by the last LW_GPU_OUT_LOGITS decode (n_vocab floats). */
 const float *lw__gpu_model_logits(const lw__gpu_model *g);

@@ -379,10 +379,13 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
         /* same (Q4_K_M: Q4_K and Q6_K): 2 rows 113 t/s, 4 rows 101, 1 row 90, 8 rows 78 */
         def[LW_GPU_TUNE_MV_ROWS] = 2;
     }
-    /* the CPU's bits for the formats whose float-summing mat-vec was seen to diverge from it (greedy
-     * agreement over 1000 tokens of tiny-256: TQ1_0 98.4 %, TQ2_0 98.1, IQ1_M 98.3, Q2_K 99.3 %); Q4_K
-     * (already 100 %) keeps the faster float kernel unless asked */
-    def[LW_GPU_TUNE_MV_EXACT] = type != LW_TYPE_Q4_K;
+    /* the CPU's bits where the format has the kernel (with float sums, greedy agreement over 1000 tokens of
+     * tiny-256 was TQ1_0 98.4 %, TQ2_0 98.1, IQ1_M 98.3, Q2_K 99.3). It re-rounds x per workgroup and chains
+     * floats per row: on lavapipe 1024 x 2048 Q4_K 4.3 -> 21.6 ms, Q6_K 9.2 -> 26.8, TQ1_0 2.4 -> 16.5. GPUs
+     * keep the float kernels of the K-quants, whose speed matters most (Q4_K_M, Q6_K outputs) */
+    def[LW_GPU_TUNE_MV_EXACT] =
+        lw__gpu_cpu_adapter(info) || !(type == LW_TYPE_Q2_K || type == LW_TYPE_Q3_K || type == LW_TYPE_Q4_K ||
+                                       type == LW_TYPE_Q5_K || type == LW_TYPE_Q6_K);
     for (int k = 0; k < LW_GPU_TUNE_MV_KEYS; k++) v[k] = pick(t, 0, type, k, def[k]);
     lw__gpu_matvec_variant r;
     memset(&r, 0, sizeof r); /* by field name: fields this file does not tune (added later) start at 0 */

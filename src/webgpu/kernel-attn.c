@@ -12,7 +12,7 @@
  * ------------------------------------------------------------------------------------------------------- */
 
 #define ATTN_MAX_HEAD_DIM 256u /* the largest D: Gemma's 256 */
-#define ATTN_MAX_GROUP 16u     /* the largest GQA ratio (query heads per KV head) */
+#define ATTN_MAX_GROUP    16u  /* the largest GQA ratio (query heads per KV head) */
 
 bool lw__gpu_attn_supported(uint32_t kv_type, uint32_t head_dim, uint32_t group) {
     return (kv_type == LW_TYPE_F16 || kv_type == LW_TYPE_F32) && head_dim >= 4 && head_dim % 4 == 0 &&
@@ -26,6 +26,8 @@ uint64_t lw__gpu_attn_wg_bytes(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
         return 16 * g * d4 + 4 * g * v->chunk + 8 * wg + (g * d4 < wg ? 16 * wg : 0);
     case LW_GPU_ATTN_PREFILL: /* qs, kvs (padded cells), ss */
         return 16 * ((uint64_t)v->bq * d4 + (uint64_t)v->bk * (d4 + 1)) + 4 * (uint64_t)v->bq * v->bk;
+    case LW_GPU_ATTN_EXACT: /* qv, 4 arrays of 256 cells, s_final */
+        return 16 * d4 + 16 * 256 + 4;
     default:
         return 0;
     }
@@ -37,31 +39,41 @@ static lw_status check_variant(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
     if (!lw__gpu_attn_supported(v->kv_type, v->head_dim, v->group))
         return lw__errorf(err, LW_ERR_UNSUPPORTED,
                           "attn: no GPU kernel for a %s cache, head dim %u, %u query heads per KV head",
-                          v->kv_type == LW_TYPE_F16 ? "f16" : v->kv_type == LW_TYPE_F32 ? "f32" : "?",
+                          v->kv_type == LW_TYPE_F16   ? "f16"
+                          : v->kv_type == LW_TYPE_F32 ? "f32"
+                                                      : "?",
                           v->head_dim, v->group);
-    if ((unsigned)k >= LW_GPU_ATTN_KERNELS) return lw__errorf(err, LW_ERR_INVALID_ARG, "attn: kernel %d", (int)k);
+    if ((unsigned)k >= LW_GPU_ATTN_KERNELS)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "attn: kernel %d", (int)k);
     if (v->wg_size == 0 || (v->wg_size & (v->wg_size - 1)) ||
-        v->wg_size > info->max_compute_invocations_per_workgroup || v->wg_size > info->max_compute_workgroup_size_x)
+        v->wg_size > info->max_compute_invocations_per_workgroup ||
+        v->wg_size > info->max_compute_workgroup_size_x)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "attn: workgroup size %u does not suit this device",
                           v->wg_size);
     if (k == LW_GPU_ATTN_DECODE && (v->wg_size < v->group || v->chunk == 0))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
-                          "attn-decode: workgroup size %u must be at least the group (%u), chunk > 0", v->wg_size,
-                          v->group);
+                          "attn-decode: workgroup size %u must be at least the group (%u), chunk > 0",
+                          v->wg_size, v->group);
     if (k == LW_GPU_ATTN_PREFILL && (v->bq == 0 || v->wg_size % v->bq || v->bk == 0))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
-                          "attn-prefill: %u rows per tile must divide the workgroup size %u (cells %u)", v->bq,
-                          v->wg_size, v->bk);
+                          "attn-prefill: %u rows per tile must divide the workgroup size %u (cells %u)",
+                          v->bq, v->wg_size, v->bk);
+    if (k == LW_GPU_ATTN_EXACT && v->kv_type == LW_TYPE_F16 && v->head_dim % 64)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED,
+                          "attn-exact: an f16 cache needs a head dim that is a multiple of 64 (not %u)",
+                          v->head_dim);
     const uint64_t bytes = lw__gpu_attn_wg_bytes(v, k);
     if (bytes > info->max_compute_workgroup_storage_size)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "attn: %llu bytes of workgroup memory exceed the device's %u",
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "attn: %llu bytes of workgroup memory exceed the device's %u",
                           (unsigned long long)bytes, info->max_compute_workgroup_storage_size);
     return LW_OK;
 }
 
 lw__gpu_attn_variant lw__gpu_attn_default(const lw_gpu_info *info, uint32_t kv_type, uint32_t head_dim,
                                           uint32_t group) {
-    lw__gpu_attn_variant v = {kv_type, head_dim, group, 64, 256, 16, 64, 4, 16, 32};
+    lw__gpu_attn_variant v = {kv_type, head_dim, group, 64, 256,   16,
+                              64,      4,        16,    32, false, lw__gpu_cpu_adapter(info)};
     /* GPUs: 128 invocations and up to 32 splits of at least 32 cells, so a short context still fills the
      * device (H200, llama-3.2-1b shape decoding after 512 tokens: 9 splits x 8 KV heads = 72 workgroups took
      * 46 us per layer, more and smaller splits ~15 us, plus a reduce that grows with the splits: 32 x 32 was
@@ -96,15 +108,18 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     *out = 0;
     lw_status st = check_variant(v, k, info, err);
     if (st != LW_OK) return st;
-    static const char *const names[LW_GPU_ATTN_KERNELS] = {"decode", "reduce", "prefill"};
+    static const char *const names[LW_GPU_ATTN_KERNELS] = {"decode", "reduce", "prefill", "exact"};
     char label[LW_GPU_CACHE_KEY], dim[16], grp[16], wg[16], a[16], b[16];
     const char *kv = v->kv_type == LW_TYPE_F16 ? "f16" : "f32";
     if (k == LW_GPU_ATTN_DECODE)
-        snprintf(label, sizeof label, "attn-decode %s d%u g%u wg%u c%u", kv, v->head_dim, v->group, v->wg_size,
-                 v->chunk);
+        snprintf(label, sizeof label, "attn-decode %s d%u g%u wg%u c%u", kv, v->head_dim, v->group,
+                 v->wg_size, v->chunk);
     else if (k == LW_GPU_ATTN_PREFILL)
         snprintf(label, sizeof label, "attn-prefill %s d%u g%u wg%u q%u k%u", kv, v->head_dim, v->group,
                  v->wg_size, v->bq, v->bk);
+    else if (k == LW_GPU_ATTN_EXACT)
+        snprintf(label, sizeof label, "attn-exact %s d%u g%u wg%u%s", kv, v->head_dim, v->group, v->wg_size,
+                 v->exact_fma ? " fma_rn" : "");
     else
         snprintf(label, sizeof label, "attn-reduce %s d%u g%u wg%u", kv, v->head_dim, v->group, v->wg_size);
     snprintf(dim, sizeof dim, "%u", v->head_dim);
@@ -122,6 +137,8 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     } else if (k == LW_GPU_ATTN_PREFILL) {
         defs[n_defs++] = (lw__wgsl_define){"TILE_Q", a};
         defs[n_defs++] = (lw__wgsl_define){"TILE_K", b};
+    } else if (k == LW_GPU_ATTN_EXACT) {
+        defs[n_defs++] = (lw__wgsl_define){"EXACT_FMA", v->exact_fma ? "1" : "0"};
     }
     char file[32];
     snprintf(file, sizeof file, "attn-%s.wgsl", names[k]);
@@ -129,8 +146,8 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     static const lw_gpu_binding_kind kinds[LW_GPU_ATTN_BINDINGS] = {LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
                                                                     LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
                                                                     LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, file, defs, n_defs, kinds, LW_GPU_ATTN_BINDINGS, out,
-                                  err);
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, file, defs, n_defs, kinds, LW_GPU_ATTN_BINDINGS,
+                                  out, err);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -171,8 +188,9 @@ static bool fits_u32(uint64_t off, uint64_t count) {
     return off <= UINT32_MAX && count <= (uint64_t)UINT32_MAX + 1 - off;
 }
 
-lw_status lw__gpu_attn_plan(const lw_gpu_info *info, const lw__gpu_attn_variant *v, const lw__gpu_attn_shape *s,
-                            uint64_t scratch_bytes, lw__gpu_attn_params *p, lw__gpu_attn_dispatch *d, char *err) {
+lw_status lw__gpu_attn_plan(const lw_gpu_info *info, const lw__gpu_attn_variant *v,
+                            const lw__gpu_attn_shape *s, uint64_t scratch_bytes, lw__gpu_attn_params *p,
+                            lw__gpu_attn_dispatch *d, char *err) {
     memset(p, 0, sizeof *p);
     memset(d, 0, sizeof *d);
     if (!lw__gpu_attn_supported(v->kv_type, v->head_dim, v->group))
@@ -187,24 +205,27 @@ lw_status lw__gpu_attn_plan(const lw_gpu_info *info, const lw__gpu_attn_variant 
                           s->n_tokens, s->pos0, (unsigned long long)s->n_ctx);
     const uint64_t row = (uint64_t)s->n_head * D, qs = s->q_stride ? s->q_stride : row,
                    os = s->o_stride ? s->o_stride : row;
-    if (s->q_offset % 4 || s->o_offset % 4 || qs % 4 || os % 4 || qs < row || os < row || s->k_offset % quad ||
-        s->v_offset % quad)
-        return lw__errorf(err, LW_ERR_INVALID_ARG,
-                          "attn: Q/output offsets and strides must be multiples of 4 elements (rows of %llu), "
-                          "cache offsets of %llu bytes",
-                          (unsigned long long)row, (unsigned long long)quad);
+    if (s->q_offset % 4 || s->o_offset % 4 || qs % 4 || os % 4 || qs < row || os < row ||
+        s->k_offset % quad || s->v_offset % quad)
+        return lw__errorf(
+            err, LW_ERR_INVALID_ARG,
+            "attn: Q/output offsets and strides must be multiples of 4 elements (rows of %llu), "
+            "cache offsets of %llu bytes",
+            (unsigned long long)row, (unsigned long long)quad);
     const uint64_t kv_stride = (uint64_t)s->n_head_kv * d4; /* quads per cell */
     uint64_t cache_quads, k_end, v_end;
-    if (!lw__mul_u64(kv_stride, s->n_ctx, &cache_quads) || !lw__add_u64(s->k_offset / quad, cache_quads, &k_end) ||
+    if (!lw__mul_u64(kv_stride, s->n_ctx, &cache_quads) ||
+        !lw__add_u64(s->k_offset / quad, cache_quads, &k_end) ||
         !lw__add_u64(s->v_offset / quad, cache_quads, &v_end) || k_end > UINT32_MAX || v_end > UINT32_MAX ||
-        k_end > info->max_storage_buffer_binding_size / quad || v_end > info->max_storage_buffer_binding_size / quad)
+        k_end > info->max_storage_buffer_binding_size / quad ||
+        v_end > info->max_storage_buffer_binding_size / quad)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "attn: a KV cache of %llu cells exceeds one binding",
                           (unsigned long long)s->n_ctx);
     if (!fits_u32(s->q_offset / 4, ((uint64_t)(s->n_tokens - 1) * qs + row) / 4) ||
         !fits_u32(s->o_offset / 4, ((uint64_t)(s->n_tokens - 1) * os + row) / 4))
         return lw__errorf(err, LW_ERR_TOO_LARGE, "attn: Q or output beyond 32-bit indices");
-    const uint32_t gmax = info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension
-                                                                      : 65535;
+    const uint32_t gmax =
+        info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
     *p = (lw__gpu_attn_params){.n_tokens = s->n_tokens,
                                .pos0 = s->pos0,
                                .n_head = s->n_head,
@@ -220,6 +241,18 @@ lw_status lw__gpu_attn_plan(const lw_gpu_info *info, const lw__gpu_attn_variant 
                                .scale = s->scale,
                                .softcap = s->softcap};
 
+    if (v->exact && s->n_tokens < LW_GPU_ATTN_EXACT_TOKENS) { /* one workgroup per (head, token) */
+        if (s->n_head > gmax || s->n_tokens > gmax)
+            return lw__errorf(err, LW_ERR_TOO_LARGE,
+                              "attn-exact: %u heads x %u tokens exceed the dispatch grid", s->n_head,
+                              s->n_tokens);
+        d->n = 1;
+        d->kernel[0] = LW_GPU_ATTN_EXACT;
+        d->grid[0][0] = s->n_head;
+        d->grid[0][1] = s->n_tokens;
+        d->grid[0][2] = 1;
+        return LW_OK;
+    }
     if (s->n_tokens <= v->decode_max) {
         /* cells seen by any token: from the first token's window start to the last token's position */
         const uint64_t nv0 = (uint64_t)s->pos0 + 1, lo = s->swa && nv0 > s->swa ? nv0 - s->swa : 0;

@@ -21,6 +21,14 @@ bool lw__gpu_matvec_has_exact(uint32_t type, bool repacked) {
     case LW_TYPE_TQ2_0:
     case LW_TYPE_IQ1_S:
     case LW_TYPE_IQ1_M:
+    case LW_TYPE_IQ2_XXS:
+    case LW_TYPE_IQ2_XS:
+    case LW_TYPE_IQ2_S:
+    case LW_TYPE_IQ3_XXS:
+    case LW_TYPE_IQ3_S:
+    case LW_TYPE_Q3_K:
+    case LW_TYPE_Q5_K:
+    case LW_TYPE_Q6_K:
         return true;
     case LW_TYPE_Q2_K:
     case LW_TYPE_Q4_K:
@@ -198,7 +206,9 @@ lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_vari
                                  (uint32_t)(x_offset / 4),
                                  (uint32_t)y_offset,
                                  (uint32_t)gx,
-                                 0};
+                                 0,
+                                 0,
+                                 {0, 0, 0}};
     grid[0] = (uint32_t)gx;
     grid[1] = (uint32_t)gy;
     grid[2] = 1;

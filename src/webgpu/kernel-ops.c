@@ -17,12 +17,14 @@
 /* Splits `groups` work items into a grid under maxComputeWorkgroupsPerDimension. */
 lw_status lw__gpu_ops_grid(const lw_gpu_info *info, uint64_t groups, uint32_t grid[3], uint32_t *groups_x,
                            const char *what, char *err) {
-    uint64_t gmax = info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
+    uint64_t gmax =
+        info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
     uint64_t gx = groups < gmax ? groups : gmax;
     if (gx == 0) gx = 1;
     uint64_t gy = (groups + gx - 1) / gx;
-    if (gy > gmax) return lw__errorf(err, LW_ERR_TOO_LARGE, "%s: %llu workgroups exceed the dispatch grid", what,
-                                     (unsigned long long)groups);
+    if (gy > gmax)
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "%s: %llu workgroups exceed the dispatch grid", what,
+                          (unsigned long long)groups);
     grid[0] = (uint32_t)gx;
     grid[1] = gy ? (uint32_t)gy : 1;
     grid[2] = 1;
@@ -34,7 +36,8 @@ lw_status lw__gpu_ops_grid(const lw_gpu_info *info, uint64_t groups, uint32_t gr
 lw_status lw__gpu_ops_check_wg(const lw_gpu_info *info, uint32_t wg, bool pow2, const char *what, char *err) {
     if (wg == 0 || (pow2 && (wg & (wg - 1))) || wg > info->max_compute_invocations_per_workgroup ||
         (info->max_compute_workgroup_size_x && wg > info->max_compute_workgroup_size_x))
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "%s: workgroup size %u does not suit this device", what, wg);
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "%s: workgroup size %u does not suit this device", what,
+                          wg);
     return LW_OK;
 }
 
@@ -83,9 +86,9 @@ uint32_t lw__gpu_eltwise_layout(const lw__gpu_eltwise_variant *v, lw_gpu_binding
     return n;
 }
 
-lw_status lw__gpu_eltwise_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                   const lw__gpu_eltwise_variant *v, const lw_gpu_info *info,
-                                   lw_gpu_pipeline *out, char *err) {
+lw_status lw__gpu_eltwise_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                   const lw_allocator *alloc, const lw__gpu_eltwise_variant *v,
+                                   const lw_gpu_info *info, lw_gpu_pipeline *out, char *err) {
     *out = 0;
     lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS];
     uint32_t nk = lw__gpu_eltwise_layout(v, kinds);
@@ -101,14 +104,14 @@ lw_status lw__gpu_eltwise_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *ca
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     lw__wgsl_define defs[] = {
         {"OP", op}, {"WG_SIZE", wg}, {"GELU_TABLE", table ? "1" : "0"}, {"B_IN_A", b_in_a ? "1" : "0"}};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "eltwise.wgsl", defs, sizeof defs / sizeof defs[0],
-                                  kinds, nk, out, err);
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "eltwise.wgsl", defs,
+                                  sizeof defs / sizeof defs[0], kinds, nk, out, err);
 }
 
 lw_status lw__gpu_eltwise_plan(const lw_gpu_info *info, const lw__gpu_eltwise_variant *v, uint64_t n,
                                uint64_t rows, uint64_t a_offset, uint64_t b_offset, uint64_t b_rows,
-                               uint64_t d_offset, float f0, float f1, lw__gpu_eltwise_params *p, uint32_t grid[3],
-                               char *err) {
+                               uint64_t d_offset, float f0, float f1, lw__gpu_eltwise_params *p,
+                               uint32_t grid[3], char *err) {
     if (v->op < LW_GPU_ELT_ADD || v->op > LW_GPU_ELT_COPY)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "eltwise: unknown op %u", v->op);
     if (v->wg_size == 0) return lw__errorf(err, LW_ERR_INVALID_ARG, "eltwise: workgroup size 0");
@@ -121,10 +124,12 @@ lw_status lw__gpu_eltwise_plan(const lw_gpu_info *info, const lw__gpu_eltwise_va
                           (unsigned long long)b_rows);
     if (!mul_u32(n, rows, &total) || !fits_u32(a_offset, total) || !fits_u32(d_offset, total) ||
         (bin && !fits_u32(b_offset, b_rows == 1 ? n : total)))
-        return lw__errorf(err, LW_ERR_TOO_LARGE, "eltwise %s: %llu x %llu at these offsets exceeds 32-bit indices",
-                          elt_names[v->op], (unsigned long long)rows, (unsigned long long)n);
+        return lw__errorf(err, LW_ERR_TOO_LARGE,
+                          "eltwise %s: %llu x %llu at these offsets exceeds 32-bit indices", elt_names[v->op],
+                          (unsigned long long)rows, (unsigned long long)n);
     memset(p, 0, sizeof *p);
-    lw_status st = lw__gpu_ops_grid(info, (total + v->wg_size - 1) / v->wg_size, grid, &p->groups_x, "eltwise", err);
+    lw_status st =
+        lw__gpu_ops_grid(info, (total + v->wg_size - 1) / v->wg_size, grid, &p->groups_x, "eltwise", err);
     if (st != LW_OK) return st;
     p->n = (uint32_t)n;
     p->rows = (uint32_t)rows;
@@ -150,10 +155,12 @@ lw_status lw__gpu_eltwise_strides(lw__gpu_eltwise_params *p, uint64_t a_stride, 
     if (!a_stride) a_stride = p->n;
     if (!b_stride) b_stride = p->n;
     if (!d_stride) d_stride = p->n;
-    if (!strided_fits(p->a_offset, p->rows, a_stride, p->n) || !strided_fits(p->d_offset, p->rows, d_stride, p->n) ||
+    if (!strided_fits(p->a_offset, p->rows, a_stride, p->n) ||
+        !strided_fits(p->d_offset, p->rows, d_stride, p->n) ||
         (p->b_rows != 1 && !strided_fits(p->b_offset, p->rows, b_stride, p->n)))
-        return lw__errorf(err, LW_ERR_TOO_LARGE, "eltwise: strides %llu/%llu/%llu below the row or past 32 bits",
-                          (unsigned long long)a_stride, (unsigned long long)b_stride, (unsigned long long)d_stride);
+        return lw__errorf(
+            err, LW_ERR_TOO_LARGE, "eltwise: strides %llu/%llu/%llu below the row or past 32 bits",
+            (unsigned long long)a_stride, (unsigned long long)b_stride, (unsigned long long)d_stride);
     p->a_stride = (uint32_t)a_stride;
     p->b_stride = (uint32_t)b_stride;
     p->d_stride = (uint32_t)d_stride;
@@ -163,7 +170,8 @@ lw_status lw__gpu_eltwise_strides(lw__gpu_eltwise_params *p, uint64_t a_stride, 
 lw_status lw__gpu_out_rows_plan(const lw_gpu_info *info, const lw__gpu_eltwise_variant *v, uint64_t n,
                                 uint64_t first, uint64_t count, uint64_t src_offset, uint64_t d_offset,
                                 lw__gpu_eltwise_params *p, uint32_t grid[3], char *err) {
-    if (v->op != LW_GPU_ELT_COPY) return lw__errorf(err, LW_ERR_INVALID_ARG, "out_rows: needs the copy variant");
+    if (v->op != LW_GPU_ELT_COPY)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "out_rows: needs the copy variant");
     uint64_t skip;
     if (!lw__mul_u64(first, n, &skip) || !lw__add_u64(skip, src_offset, &skip))
         return lw__errorf(err, LW_ERR_TOO_LARGE, "out_rows: row %llu too far", (unsigned long long)first);
@@ -185,7 +193,8 @@ void lw__gpu_gelu_table(uint32_t *words) {
 lw__gpu_norm_variant lw__gpu_norm_default(const lw_gpu_info *info) {
     /* GPUs 512 invocations: one workgroup takes a row, and each strided step over it waits on memory (H200,
      * llama-3.2-1b shape: 4 steps over a 2048-wide row instead of 16); CPU adapters keep 128 */
-    lw__gpu_norm_variant v = {info->has_subgroups, fit_wg(info, lw__gpu_cpu_adapter(info) ? 128 : 512), false};
+    lw__gpu_norm_variant v = {info->has_subgroups, fit_wg(info, lw__gpu_cpu_adapter(info) ? 128 : 512),
+                              false};
     return v;
 }
 
@@ -210,14 +219,15 @@ lw_status lw__gpu_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,      LW_GPU_BIND_UNIFORM_DYNAMIC};
     static const lw_gpu_binding_kind plain[LW_GPU_NORM_BINDINGS] = {
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "rms-norm.wgsl", defs, sizeof defs / sizeof defs[0],
-                                  v->add_input ? kinds : plain,
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "rms-norm.wgsl", defs,
+                                  sizeof defs / sizeof defs[0], v->add_input ? kinds : plain,
                                   v->add_input ? LW_GPU_NORM_ADD_BINDINGS : LW_GPU_NORM_BINDINGS, out, err);
 }
 
-lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant *v, uint64_t n, uint64_t group,
-                            uint64_t rows, uint64_t x_offset, uint64_t w_offset, uint64_t w_len,
-                            uint64_t d_offset, float eps, lw__gpu_norm_params *p, uint32_t grid[3], char *err) {
+lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant *v, uint64_t n,
+                            uint64_t group, uint64_t rows, uint64_t x_offset, uint64_t w_offset,
+                            uint64_t w_len, uint64_t d_offset, float eps, lw__gpu_norm_params *p,
+                            uint32_t grid[3], char *err) {
     (void)v;
     if (group == 0) group = n;
     uint64_t total, items;
@@ -251,8 +261,10 @@ lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant 
 lw_status lw__gpu_norm_strides(lw__gpu_norm_params *p, uint64_t x_stride, uint64_t d_stride, char *err) {
     if (!x_stride) x_stride = p->n;
     if (!d_stride) d_stride = p->n;
-    if (!strided_fits(p->x_offset, p->rows, x_stride, p->n) || !strided_fits(p->d_offset, p->rows, d_stride, p->n) ||
-        !strided_fits(p->b_offset, p->rows, x_stride, p->n) || !strided_fits(p->sum_offset, p->rows, x_stride, p->n))
+    if (!strided_fits(p->x_offset, p->rows, x_stride, p->n) ||
+        !strided_fits(p->d_offset, p->rows, d_stride, p->n) ||
+        !strided_fits(p->b_offset, p->rows, x_stride, p->n) ||
+        !strided_fits(p->sum_offset, p->rows, x_stride, p->n))
         return lw__errorf(err, LW_ERR_TOO_LARGE, "rms_norm: strides %llu/%llu below the row or past 32 bits",
                           (unsigned long long)x_stride, (unsigned long long)d_stride);
     p->x_stride = (uint32_t)x_stride;
@@ -264,8 +276,10 @@ lw_status lw__gpu_norm_add_plan(const lw_gpu_info *info, const lw__gpu_norm_vari
                                 uint64_t group, uint64_t rows, uint64_t a_offset, uint64_t b_offset,
                                 uint64_t sum_offset, uint64_t w_offset, uint64_t w_len, uint64_t d_offset,
                                 float eps, lw__gpu_norm_params *p, uint32_t grid[3], char *err) {
-    if (!v->add_input) return lw__errorf(err, LW_ERR_INVALID_ARG, "rms_norm: add plan for a variant without add");
-    lw_status st = lw__gpu_norm_plan(info, v, n, group, rows, a_offset, w_offset, w_len, d_offset, eps, p, grid, err);
+    if (!v->add_input)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "rms_norm: add plan for a variant without add");
+    lw_status st =
+        lw__gpu_norm_plan(info, v, n, group, rows, a_offset, w_offset, w_len, d_offset, eps, p, grid, err);
     if (st != LW_OK) return st;
     uint64_t total = (uint64_t)p->n * p->rows;
     if (!fits_u32(b_offset, total) || !fits_u32(sum_offset, total))
@@ -296,8 +310,8 @@ lw_status lw__gpu_rope_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     lw__wgsl_define defs[] = {{"WG_SIZE", wg}, {"OUT_F16", v->out_f16 ? "1" : "0"}};
     static const lw_gpu_binding_kind kinds[LW_GPU_ROPE_BINDINGS] = {
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "rope.wgsl", defs, sizeof defs / sizeof defs[0], kinds,
-                                  LW_GPU_ROPE_BINDINGS, out, err);
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "rope.wgsl", defs, sizeof defs / sizeof defs[0],
+                                  kinds, LW_GPU_ROPE_BINDINGS, out, err);
 }
 
 void lw__gpu_rope_args_from_node(const lw__node *nd, lw__gpu_rope_args *a) {
@@ -314,25 +328,30 @@ void lw__gpu_rope_args_from_node(const lw__node *nd, lw__gpu_rope_args *a) {
     a->has_ff = nd->src[1] >= 0;
 }
 
-lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant *v, const lw__gpu_rope_args *a,
-                            lw__gpu_rope_params *p, uint32_t grid[3], char *err) {
+lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant *v,
+                            const lw__gpu_rope_args *a, lw__gpu_rope_params *p, uint32_t grid[3], char *err) {
     if (a->n_head == 0 || a->head_dim == 0 || a->head_dim % 2 || a->n_rot == 0 || a->n_rot % 2 ||
         a->n_rot > a->head_dim || (a->mode != LW_ROPE_NORMAL && a->mode != LW_ROPE_NEOX) || a->rows == 0 ||
         v->wg_size == 0)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "rope: bad shape (heads %u, head dim %u, rotated %u, mode %u)",
-                          a->n_head, a->head_dim, a->n_rot, a->mode);
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "rope: bad shape (heads %u, head dim %u, rotated %u, mode %u)", a->n_head,
+                          a->head_dim, a->n_rot, a->mode);
     uint64_t row = (uint64_t)a->n_head * a->head_dim, xs = a->x_stride ? a->x_stride : row,
              ds = a->d_stride ? a->d_stride : row, span_x, span_d, pairs;
     if (v->out_f16 && (a->d_offset % 2 || ds % 2))
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "rope: an f16 destination needs even offsets (%llu, stride %llu)",
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "rope: an f16 destination needs even offsets (%llu, stride %llu)",
                           (unsigned long long)a->d_offset, (unsigned long long)ds);
     if (xs < row || ds < row || !mul_u32(xs, a->rows, &span_x) || !mul_u32(ds, a->rows, &span_d) ||
-        !fits_u32(a->x_offset, span_x) || !fits_u32(a->d_offset, span_d) || !fits_u32(a->ff_offset, a->n_rot / 2) ||
-        !mul_u32(row / 2, a->rows, &pairs) || !fits_u32(a->pos0, a->rows) || a->pos0 + a->rows > (1u << 24))
-        return lw__errorf(err, LW_ERR_TOO_LARGE, "rope: %llu rows at these offsets/positions exceed the kernel's range",
+        !fits_u32(a->x_offset, span_x) || !fits_u32(a->d_offset, span_d) ||
+        !fits_u32(a->ff_offset, (a->table ? a->rows : 1) * a->n_rot) || !mul_u32(row / 2, a->rows, &pairs) ||
+        !fits_u32(a->pos0, a->rows) || a->pos0 + a->rows > (1u << 24))
+        return lw__errorf(err, LW_ERR_TOO_LARGE,
+                          "rope: %llu rows at these offsets/positions exceed the kernel's range",
                           (unsigned long long)a->rows);
     memset(p, 0, sizeof *p);
-    lw_status st = lw__gpu_ops_grid(info, (pairs + v->wg_size - 1) / v->wg_size, grid, &p->groups_x, "rope", err);
+    lw_status st =
+        lw__gpu_ops_grid(info, (pairs + v->wg_size - 1) / v->wg_size, grid, &p->groups_x, "rope", err);
     if (st != LW_OK) return st;
     p->n_head = a->n_head;
     p->head_dim = a->head_dim;
@@ -345,7 +364,7 @@ lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant 
     p->d_offset = (uint32_t)a->d_offset;
     p->d_stride = (uint32_t)ds;
     p->ff_offset = (uint32_t)a->ff_offset;
-    p->has_ff = a->has_ff;
+    p->has_ff = a->table ? 2 : a->has_ff;
     /* the host computes what the CPU computes once per node, with the same expressions (engine-ops.c) */
     p->theta_scale = powf(a->freq_base, -2.0f / (float)a->n_rot);
     p->freq_scale = a->freq_scale;
@@ -366,9 +385,9 @@ lw__gpu_rope_qkv_variant lw__gpu_rope_qkv_default(const lw_gpu_info *info, uint3
     return v;
 }
 
-lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                    const lw__gpu_rope_qkv_variant *v, const lw_gpu_info *info,
-                                    lw_gpu_pipeline *out, char *err) {
+lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                    const lw_allocator *alloc, const lw__gpu_rope_qkv_variant *v,
+                                    const lw_gpu_info *info, lw_gpu_pipeline *out, char *err) {
     *out = 0;
     lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, false, "rope_qkv", err);
     if (st != LW_OK) return st;
@@ -376,23 +395,26 @@ lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *c
         return lw__errorf(err, LW_ERR_INVALID_ARG, "rope_qkv: qk_norm or qkv_bias (not both) need qkv_one");
     const uint32_t n_storage = v->qkv_one ? (v->qk_norm ? 7 : v->qkv_bias ? 6 : 5) : 7;
     if (info->max_storage_buffers_per_shader_stage && info->max_storage_buffers_per_shader_stage < n_storage)
-        return lw__errorf(err, LW_ERR_UNSUPPORTED, "rope_qkv: needs %u storage buffers per stage (device: %u)",
-                          n_storage, info->max_storage_buffers_per_shader_stage);
+        return lw__errorf(err, LW_ERR_UNSUPPORTED,
+                          "rope_qkv: needs %u storage buffers per stage (device: %u)", n_storage,
+                          info->max_storage_buffers_per_shader_stage);
     char label[LW_GPU_CACHE_KEY], wg[16];
-    snprintf(label, sizeof label, "rope_qkv %s%s%s%s wg%u", v->kv_f16 ? "f16" : "f32", v->qkv_one ? " one" : "",
-             v->qk_norm ? " qknorm" : "", v->qkv_bias ? " bias" : "", v->wg_size);
+    snprintf(label, sizeof label, "rope_qkv %s%s%s%s wg%u", v->kv_f16 ? "f16" : "f32",
+             v->qkv_one ? " one" : "", v->qk_norm ? " qknorm" : "", v->qkv_bias ? " bias" : "", v->wg_size);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
-    lw__wgsl_define defs[] = {
-        {"WG_SIZE", wg}, {"KV_F16", v->kv_f16 ? "1" : "0"}, {"QKV_ONE", v->qkv_one ? "1" : "0"},
-        {"QK_NORM", v->qk_norm ? "1" : "0"}, {"QKV_BIAS", v->qkv_bias ? "1" : "0"}};
+    lw__wgsl_define defs[] = {{"WG_SIZE", wg},
+                              {"KV_F16", v->kv_f16 ? "1" : "0"},
+                              {"QKV_ONE", v->qkv_one ? "1" : "0"},
+                              {"QK_NORM", v->qk_norm ? "1" : "0"},
+                              {"QKV_BIAS", v->qkv_bias ? "1" : "0"}};
     static const lw_gpu_binding_kind kinds[LW_GPU_ROPE_QKV_BINDINGS] = {
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,      LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
     static const lw_gpu_binding_kind one[LW_GPU_ROPE_QKV_NORM_BINDINGS] = {
-        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE,        LW_GPU_BIND_STORAGE,
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ,    LW_GPU_BIND_STORAGE,      LW_GPU_BIND_STORAGE,
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "rope-qkv.wgsl", defs, sizeof defs / sizeof defs[0],
-                                  v->qkv_one ? one : kinds,
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "rope-qkv.wgsl", defs,
+                                  sizeof defs / sizeof defs[0], v->qkv_one ? one : kinds,
                                   v->qkv_one ? (v->qk_norm    ? LW_GPU_ROPE_QKV_NORM_BINDINGS
                                                 : v->qkv_bias ? LW_GPU_ROPE_QKV_ONE_BINDINGS + 1
                                                               : LW_GPU_ROPE_QKV_ONE_BINDINGS)
@@ -413,15 +435,16 @@ lw_status lw__gpu_rope_qkv_plan(const lw_gpu_info *info, const lw__gpu_rope_qkv_
     uint64_t span[4], items;
     if (kv->n_head_kv == 0 || ks < row || kcs < row || vs < row || vcs < row ||
         (v->kv_f16 && (kv->kc_offset % 2 || kv->vc_offset % 2 || kcs % 2 || vcs % 2)))
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "rope_qkv: bad K/V layout (%u heads; f16 caches need even offsets)",
-                          kv->n_head_kv);
-    if (!mul_u32(ks, q->rows, &span[0]) || !fits_u32(kv->k_offset, span[0]) || !mul_u32(kcs, q->rows, &span[1]) ||
-        !fits_u32(kv->kc_offset, span[1]) || !mul_u32(vs, q->rows, &span[2]) || !fits_u32(kv->v_offset, span[2]) ||
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "rope_qkv: bad K/V layout (%u heads; f16 caches need even offsets)", kv->n_head_kv);
+    if (!mul_u32(ks, q->rows, &span[0]) || !fits_u32(kv->k_offset, span[0]) ||
+        !mul_u32(kcs, q->rows, &span[1]) || !fits_u32(kv->kc_offset, span[1]) ||
+        !mul_u32(vs, q->rows, &span[2]) || !fits_u32(kv->v_offset, span[2]) ||
         !mul_u32(vcs, q->rows, &span[3]) || !fits_u32(kv->vc_offset, span[3]) ||
         !mul_u32((uint64_t)(q->n_head + 2 * (uint64_t)kv->n_head_kv) * (q->head_dim / 2), q->rows, &items))
         return lw__errorf(err, LW_ERR_TOO_LARGE, "rope_qkv: K/V ranges exceed 32-bit indices");
-    if ((st = lw__gpu_ops_grid(info, (items + v->wg_size - 1) / v->wg_size, grid, &p->rope.groups_x, "rope_qkv",
-                               err)) != LW_OK)
+    if ((st = lw__gpu_ops_grid(info, (items + v->wg_size - 1) / v->wg_size, grid, &p->rope.groups_x,
+                               "rope_qkv", err)) != LW_OK)
         return st;
     p->rope.pad = kv->n_head_kv;
     p->k_offset = (uint32_t)kv->k_offset;
@@ -445,9 +468,9 @@ lw__gpu_kv_store_variant lw__gpu_kv_store_default(const lw_gpu_info *info, uint3
     return v;
 }
 
-lw_status lw__gpu_kv_store_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                    const lw__gpu_kv_store_variant *v, const lw_gpu_info *info,
-                                    lw_gpu_pipeline *out, char *err) {
+lw_status lw__gpu_kv_store_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                    const lw_allocator *alloc, const lw__gpu_kv_store_variant *v,
+                                    const lw_gpu_info *info, lw_gpu_pipeline *out, char *err) {
     *out = 0;
     lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, false, "kv_store", err);
     if (st != LW_OK) return st;
@@ -455,31 +478,34 @@ lw_status lw__gpu_kv_store_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *c
     snprintf(label, sizeof label, "kv_store %s wg%u", v->f16_cache ? "f16" : "f32", v->wg_size);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     lw__wgsl_define defs[] = {{"WG_SIZE", wg}, {"F16_CACHE", v->f16_cache ? "1" : "0"}};
-    static const lw_gpu_binding_kind kinds[LW_GPU_KV_STORE_BINDINGS] = {LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
-                                                                        LW_GPU_BIND_UNIFORM_DYNAMIC};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "kv-store.wgsl", defs, sizeof defs / sizeof defs[0],
-                                  kinds, LW_GPU_KV_STORE_BINDINGS, out, err);
+    static const lw_gpu_binding_kind kinds[LW_GPU_KV_STORE_BINDINGS] = {
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "kv-store.wgsl", defs,
+                                  sizeof defs / sizeof defs[0], kinds, LW_GPU_KV_STORE_BINDINGS, out, err);
 }
 
 lw_status lw__gpu_kv_store_plan(const lw_gpu_info *info, const lw__gpu_kv_store_variant *v, uint64_t row_len,
                                 uint64_t rows, uint64_t x_offset, uint64_t x_stride, uint64_t cache_offset,
-                                uint64_t cell0, uint64_t n_cells, lw__gpu_kv_store_params *p, uint32_t grid[3],
-                                char *err) {
+                                uint64_t cell0, uint64_t n_cells, lw__gpu_kv_store_params *p,
+                                uint32_t grid[3], char *err) {
     if (!x_stride) x_stride = row_len;
     if (row_len == 0 || rows == 0 || x_stride < row_len || v->wg_size == 0 ||
         (v->f16_cache && (row_len % 2 || cache_offset % 2)))
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "kv_store: bad shape (row %llu, rows %llu, cache offset %llu)",
-                          (unsigned long long)row_len, (unsigned long long)rows, (unsigned long long)cache_offset);
+        return lw__errorf(
+            err, LW_ERR_INVALID_ARG, "kv_store: bad shape (row %llu, rows %llu, cache offset %llu)",
+            (unsigned long long)row_len, (unsigned long long)rows, (unsigned long long)cache_offset);
     if (cell0 > n_cells || rows > n_cells - cell0)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "kv_store: cells %llu..%llu outside a cache of %llu",
-                          (unsigned long long)cell0, (unsigned long long)(cell0 + rows), (unsigned long long)n_cells);
+                          (unsigned long long)cell0, (unsigned long long)(cell0 + rows),
+                          (unsigned long long)n_cells);
     uint64_t span_x, span_c, words;
     if (!mul_u32(x_stride, rows, &span_x) || !fits_u32(x_offset, span_x) ||
         !mul_u32(row_len, cell0 + rows, &span_c) || !fits_u32(cache_offset, span_c))
         return lw__errorf(err, LW_ERR_TOO_LARGE, "kv_store: cache range exceeds 32-bit indices");
     words = (v->f16_cache ? row_len / 2 : row_len) * rows;
     memset(p, 0, sizeof *p);
-    lw_status st = lw__gpu_ops_grid(info, (words + v->wg_size - 1) / v->wg_size, grid, &p->groups_x, "kv_store", err);
+    lw_status st =
+        lw__gpu_ops_grid(info, (words + v->wg_size - 1) / v->wg_size, grid, &p->groups_x, "kv_store", err);
     if (st != LW_OK) return st;
     p->row_len = (uint32_t)row_len;
     p->rows = (uint32_t)rows;
@@ -499,13 +525,15 @@ lw__gpu_get_rows_variant lw__gpu_get_rows_default(const lw_gpu_info *info, uint3
     return v;
 }
 
-lw_status lw__gpu_get_rows_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                    const lw__gpu_get_rows_variant *v, const lw_gpu_info *info,
-                                    lw_gpu_pipeline *out, char *err) {
+lw_status lw__gpu_get_rows_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                    const lw_allocator *alloc, const lw__gpu_get_rows_variant *v,
+                                    const lw_gpu_info *info, lw_gpu_pipeline *out, char *err) {
     *out = 0;
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
-    if (!f) return lw__errorf(err, LW_ERR_UNSUPPORTED, "get_rows: no GPU kernel for type %s", ti ? ti->name : "?");
+    if (!f)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "get_rows: no GPU kernel for type %s",
+                          ti ? ti->name : "?");
     lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, false, "get_rows", err);
     if (st != LW_OK) return st;
     char label[LW_GPU_CACHE_KEY], wg[16];
@@ -514,8 +542,8 @@ lw_status lw__gpu_get_rows_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *c
     lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define}, {"WG_SIZE", wg}, {"F16", "0"}, {"SUBGROUPS", "0"}};
     static const lw_gpu_binding_kind kinds[LW_GPU_GET_ROWS_BINDINGS] = {
         LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "get-rows.wgsl", defs, sizeof defs / sizeof defs[0],
-                                  kinds, LW_GPU_GET_ROWS_BINDINGS, out, err);
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "get-rows.wgsl", defs,
+                                  sizeof defs / sizeof defs[0], kinds, LW_GPU_GET_ROWS_BINDINGS, out, err);
 }
 
 static uint64_t gcd_u64(uint64_t a, uint64_t b) {
@@ -529,11 +557,11 @@ static uint64_t gcd_u64(uint64_t a, uint64_t b) {
 
 lw_status lw__gpu_get_rows_split(const lw_gpu_info *info, uint64_t n_rows, uint64_t row_bytes,
                                  uint64_t *rows_per_part, uint64_t *n_parts, char *err) {
-    uint64_t align = info->min_storage_buffer_offset_alignment ? info->min_storage_buffer_offset_alignment : 256;
+    uint64_t align =
+        info->min_storage_buffer_offset_alignment ? info->min_storage_buffer_offset_alignment : 256;
     uint64_t max = info->max_storage_buffer_binding_size;
     if (max > UINT32_MAX) max = UINT32_MAX; /* byte offsets are u32 in the kernel */
-    if (n_rows == 0 || row_bytes == 0)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "get_rows: empty table");
+    if (n_rows == 0 || row_bytes == 0) return lw__errorf(err, LW_ERR_INVALID_ARG, "get_rows: empty table");
     uint64_t step = align / gcd_u64(row_bytes, align), fit = max / row_bytes / step * step;
     if (fit == 0)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "get_rows: a row of %llu bytes does not fit one binding",
@@ -558,12 +586,14 @@ lw_status lw__gpu_get_rows_plan(const lw_gpu_info *info, const lw__gpu_get_rows_
                           (unsigned long long)row_count, (unsigned long long)w_offset);
     uint64_t stride, bytes, end, span_d;
     if (!lw__mul_u64(n / f->block, f->block_bytes, &stride) || !lw__mul_u64(stride, row_count, &bytes) ||
-        !lw__add_u64(bytes, w_offset, &end) || end > UINT32_MAX || end > info->max_storage_buffer_binding_size)
-        return lw__errorf(err, LW_ERR_TOO_LARGE, "get_rows: %llu rows of %llu elements exceed one binding (%llu bytes)",
+        !lw__add_u64(bytes, w_offset, &end) || end > UINT32_MAX ||
+        end > info->max_storage_buffer_binding_size)
+        return lw__errorf(err, LW_ERR_TOO_LARGE,
+                          "get_rows: %llu rows of %llu elements exceed one binding (%llu bytes)",
                           (unsigned long long)row_count, (unsigned long long)n,
                           (unsigned long long)info->max_storage_buffer_binding_size);
-    if (!fits_u32(row_base, row_count) || !fits_u32(ids_offset, n_tokens) || !mul_u32(d_stride, n_tokens, &span_d) ||
-        !fits_u32(d_offset, span_d))
+    if (!fits_u32(row_base, row_count) || !fits_u32(ids_offset, n_tokens) ||
+        !mul_u32(d_stride, n_tokens, &span_d) || !fits_u32(d_offset, span_d))
         return lw__errorf(err, LW_ERR_TOO_LARGE, "get_rows: offsets exceed 32-bit indices");
     memset(p, 0, sizeof *p);
     lw_status st = lw__gpu_ops_grid(info, n_tokens, grid, &p->groups_x, "get_rows", err);

@@ -26,12 +26,17 @@
 
 #include "webgpu/kernels.h"
 
+/* Steps of this many query tokens or more take the CPU engine's tiled kernel (engine-ops.c op_attn_tiled),
+ * whose order EXACT does not follow. */
+#define LW_GPU_ATTN_EXACT_TOKENS 64u
+
 /* The kernels of the family. */
 typedef enum lw__gpu_attn_kernel {
     LW_GPU_ATTN_DECODE = 0,  /* split-KV partials (or the output with one split) */
     LW_GPU_ATTN_REDUCE = 1,  /* merges the partials of the decode kernel         */
     LW_GPU_ATTN_PREFILL = 2, /* tiled flash attention                            */
-    LW_GPU_ATTN_KERNELS = 3
+    LW_GPU_ATTN_EXACT = 3,   /* the CPU engine's order and bits (attn-exact.wgsl) */
+    LW_GPU_ATTN_KERNELS = 4
 } lw__gpu_attn_kernel;
 
 /* One compiled variant: the model's shape (head dim, group) and the tunables. */
@@ -46,6 +51,9 @@ typedef struct lw__gpu_attn_variant {
     uint32_t decode_max; /* calls of at most this many query tokens use DECODE (+ REDUCE)            */
     uint32_t bq;         /* prefill: rows ((token, head) pairs) per tile, divides wg_size           */
     uint32_t bk;         /* prefill: cells per K/V tile                                              */
+    bool exact;          /* calls of fewer than LW_GPU_ATTN_EXACT_TOKENS tokens use EXACT (the CPU's
+                            bits; f16 caches need a head dim that is a multiple of 64)                */
+    bool exact_fma;      /* EXACT's FMAs in integers (fma_rn), for devices whose fma may be unfused  */
 } lw__gpu_attn_variant;
 
 /* The uniform parameter block of one call, shared by the three kernels (AttnParams in attn-common.wgsl;
@@ -98,9 +106,9 @@ typedef struct lw__gpu_attn_shape {
 
 /* What to record for one call: n dispatches, in order, with the same bind group per kernel. */
 typedef struct lw__gpu_attn_dispatch {
-    uint32_t n;            /* 1 or 2                                  */
-    uint8_t kernel[2];     /* lw__gpu_attn_kernel of each dispatch    */
-    uint32_t grid[2][3];   /* its workgroups                          */
+    uint32_t n;          /* 1 or 2                                  */
+    uint8_t kernel[2];   /* lw__gpu_attn_kernel of each dispatch    */
+    uint32_t grid[2][3]; /* its workgroups                          */
 } lw__gpu_attn_dispatch;
 
 /* Whether a cache type, head dim and group can run at all (before any device limit). */
@@ -131,7 +139,8 @@ lw_status lw__gpu_attn_scratch_bytes(const lw__gpu_attn_variant *v, uint32_t n_h
 /* Checks the shape and fills the parameter block and the dispatches of one call of variant v. Decode
  * calls (n_tokens <= decode_max) need scratch_bytes of scratch, no more than lw__gpu_attn_scratch_bytes()
  * said for max_tokens >= n_tokens. LW_ERR_INVALID_ARG / LW_ERR_TOO_LARGE with a message on bad shapes. */
-lw_status lw__gpu_attn_plan(const lw_gpu_info *info, const lw__gpu_attn_variant *v, const lw__gpu_attn_shape *s,
-                            uint64_t scratch_bytes, lw__gpu_attn_params *p, lw__gpu_attn_dispatch *d, char *err);
+lw_status lw__gpu_attn_plan(const lw_gpu_info *info, const lw__gpu_attn_variant *v,
+                            const lw__gpu_attn_shape *s, uint64_t scratch_bytes, lw__gpu_attn_params *p,
+                            lw__gpu_attn_dispatch *d, char *err);
 
 #endif

@@ -116,14 +116,14 @@ _Static_assert(sizeof(lw__gpu_eltwise_params) == 48, "eltwise params block");
 lw__gpu_eltwise_variant lw__gpu_eltwise_default(const lw_gpu_info *info, uint32_t op);
 /* Binding kinds of variant v into kinds (LW_GPU_MAX_BINDINGS entries); returns how many (0: bad op). */
 uint32_t lw__gpu_eltwise_layout(const lw__gpu_eltwise_variant *v, lw_gpu_binding_kind *kinds);
-lw_status lw__gpu_eltwise_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                   const lw__gpu_eltwise_variant *v, const lw_gpu_info *info,
-                                   lw_gpu_pipeline *out, char *err);
+lw_status lw__gpu_eltwise_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                   const lw_allocator *alloc, const lw__gpu_eltwise_variant *v,
+                                   const lw_gpu_info *info, lw_gpu_pipeline *out, char *err);
 /* rows x n elements; b_rows must be 1 or rows (binary ops; ignored by unary ones). */
 lw_status lw__gpu_eltwise_plan(const lw_gpu_info *info, const lw__gpu_eltwise_variant *v, uint64_t n,
                                uint64_t rows, uint64_t a_offset, uint64_t b_offset, uint64_t b_rows,
-                               uint64_t d_offset, float f0, float f1, lw__gpu_eltwise_params *p, uint32_t grid[3],
-                               char *err);
+                               uint64_t d_offset, float f0, float f1, lw__gpu_eltwise_params *p,
+                               uint32_t grid[3], char *err);
 /* Rows further apart than n (0: n): e.g. SWIGLU on a fused gate|up projection, a = gate at offset 0 and
  * b = up at offset n, both with stride 2n. Call after a successful plan; LW_ERR_TOO_LARGE past 32 bits. */
 lw_status lw__gpu_eltwise_strides(lw__gpu_eltwise_params *p, uint64_t a_stride, uint64_t b_stride,
@@ -181,15 +181,16 @@ typedef struct lw__gpu_norm_params {
 _Static_assert(sizeof(lw__gpu_norm_params) == 64, "norm params block");
 
 lw__gpu_norm_variant lw__gpu_norm_default(const lw_gpu_info *info);
-#define LW_GPU_NORM_BINDINGS 4u     /* x, w, d, params              */
+#define LW_GPU_NORM_BINDINGS     4u /* x, w, d, params              */
 #define LW_GPU_NORM_ADD_BINDINGS 6u /* a, w, d, b, sum, params      */
 lw_status lw__gpu_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
                                 const lw__gpu_norm_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
                                 char *err);
 /* group: 0 = the whole row; w_len: elements of the weight (0: none; group or n). */
-lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant *v, uint64_t n, uint64_t group,
-                            uint64_t rows, uint64_t x_offset, uint64_t w_offset, uint64_t w_len,
-                            uint64_t d_offset, float eps, lw__gpu_norm_params *p, uint32_t grid[3], char *err);
+lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant *v, uint64_t n,
+                            uint64_t group, uint64_t rows, uint64_t x_offset, uint64_t w_offset,
+                            uint64_t w_len, uint64_t d_offset, float eps, lw__gpu_norm_params *p,
+                            uint32_t grid[3], char *err);
 /* Rows of x (and b, sum) and of d further apart than n (0: n), e.g. per-head q/k norms reading the q or k
  * part of a fused QKV projection. Call after a successful plan. */
 lw_status lw__gpu_norm_strides(lw__gpu_norm_params *p, uint64_t x_stride, uint64_t d_stride, char *err);
@@ -222,24 +223,27 @@ typedef struct lw__gpu_rope_variant {
 
 /* One ROPE call: the node's parameters plus where the rows are. */
 typedef struct lw__gpu_rope_args {
-    uint32_t n_head;   /* ip[0]                                     */
-    uint32_t head_dim; /* ip[1]                                     */
-    uint32_t n_rot;    /* ip[2]                                     */
-    uint32_t mode;     /* ip[3]: LW_ROPE_NORMAL or LW_ROPE_NEOX     */
-    float freq_base;   /* fp[0]                                     */
-    float freq_scale;  /* fp[1]                                     */
-    float ext_factor;  /* fp[2] (0: no YaRN)                        */
-    float attn_factor; /* fp[3]                                     */
-    float corr0;       /* fp[4]                                     */
-    float corr1;       /* fp[5]                                     */
-    bool has_ff;       /* src1 present: frequency factors           */
-    uint64_t rows;     /* tokens of this step                       */
-    uint64_t pos0;     /* position of the first                     */
-    uint64_t x_offset; /* first element of x; rows x_stride apart   */
-    uint64_t x_stride; /* 0: n_head * head_dim                      */
-    uint64_t d_offset; /* first element of d                        */
-    uint64_t d_stride; /* 0: n_head * head_dim                      */
-    uint64_t ff_offset;/* first frequency factor                    */
+    uint32_t n_head;    /* ip[0]                                     */
+    uint32_t head_dim;  /* ip[1]                                     */
+    uint32_t n_rot;     /* ip[2]                                     */
+    uint32_t mode;      /* ip[3]: LW_ROPE_NORMAL or LW_ROPE_NEOX     */
+    float freq_base;    /* fp[0]                                     */
+    float freq_scale;   /* fp[1]                                     */
+    float ext_factor;   /* fp[2] (0: no YaRN)                        */
+    float attn_factor;  /* fp[3]                                     */
+    float corr0;        /* fp[4]                                     */
+    float corr1;        /* fp[5]                                     */
+    bool has_ff;        /* src1 present: frequency factors           */
+    uint64_t rows;      /* tokens of this step                       */
+    uint64_t pos0;      /* position of the first                     */
+    uint64_t x_offset;  /* first element of x; rows x_stride apart   */
+    uint64_t x_stride;  /* 0: n_head * head_dim                      */
+    uint64_t d_offset;  /* first element of d                        */
+    uint64_t d_stride;  /* 0: n_head * head_dim                      */
+    uint64_t ff_offset; /* first frequency factor, or (table) the first entry of the table  */
+    bool table;         /* binding 1 holds the host's sin/cos table (lw__rope_cache) of the
+                           rows' positions from ff_offset: rows x n_rot / 2 (cos, sin) pairs;
+                           the CPU's angles to the bit (the kernel's own are within an ulp) */
 } lw__gpu_rope_args;
 
 /* RopeParams in rope.wgsl (80 bytes). */
@@ -248,7 +252,7 @@ typedef struct lw__gpu_rope_params {
     uint32_t rows, pos0;                    /* tokens, first position                              */
     uint32_t x_offset, x_stride;            /* x: first element, elements between rows             */
     uint32_t d_offset, d_stride;            /* d: the same                                         */
-    uint32_t ff_offset, has_ff;             /* frequency factors                                   */
+    uint32_t ff_offset, has_ff;             /* frequency factors (1) or the host's table (2)        */
     float theta_scale;                      /* freq_base^(-2/n_rot) by powf, as the CPU            */
     float freq_scale, ext_factor;           /* as the node                                         */
     float mscale;                           /* attn_factor (x YaRN's magnitude correction)         */
@@ -264,8 +268,8 @@ lw_status lw__gpu_rope_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
                                 char *err);
 /* Fills a's node fields from a ROPE node (the rest are left as they are). */
 void lw__gpu_rope_args_from_node(const lw__node *nd, lw__gpu_rope_args *a);
-lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant *v, const lw__gpu_rope_args *a,
-                            lw__gpu_rope_params *p, uint32_t grid[3], char *err);
+lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant *v,
+                            const lw__gpu_rope_args *a, lw__gpu_rope_params *p, uint32_t grid[3], char *err);
 
 /* ---------------------------------------------------------------------------------------------------------
  * The attention block's epilogue in one dispatch (shaders/rope-qkv.wgsl): ROPE(Q) -> q_out, ROPE(K) ->
@@ -296,38 +300,38 @@ typedef struct lw__gpu_rope_qkv_variant {
 
 /* Where K and V come from and go (elements; strides 0: n_head_kv * head_dim). */
 typedef struct lw__gpu_kv_dest {
-    uint32_t n_head_kv;   /* K/V heads                                   */
-    uint64_t k_offset;    /* first element of k                          */
-    uint64_t k_stride;    /* elements between rows of k                  */
-    uint64_t kc_offset;   /* element of cell pos0 in the K cache binding  */
-    uint64_t kc_stride;   /* elements between cache cells                */
-    uint64_t v_offset;    /* first element of v                          */
-    uint64_t v_stride;    /* elements between rows of v                  */
-    uint64_t vc_offset;   /* element of cell pos0 in the V cache binding  */
-    uint64_t vc_stride;   /* elements between cache cells                */
+    uint32_t n_head_kv; /* K/V heads                                   */
+    uint64_t k_offset;  /* first element of k                          */
+    uint64_t k_stride;  /* elements between rows of k                  */
+    uint64_t kc_offset; /* element of cell pos0 in the K cache binding  */
+    uint64_t kc_stride; /* elements between cache cells                */
+    uint64_t v_offset;  /* first element of v                          */
+    uint64_t v_stride;  /* elements between rows of v                  */
+    uint64_t vc_offset; /* element of cell pos0 in the V cache binding  */
+    uint64_t vc_stride; /* elements between cache cells                */
 } lw__gpu_kv_dest;
 
 /* QkvParams in rope-qkv.wgsl (128 bytes): RopeParams' fields, then K/V's. */
 typedef struct lw__gpu_rope_qkv_params {
-    lw__gpu_rope_params rope;         /* Q's RoPE block (x = q, d = q_out); rope.pad = n_head_kv */
-    uint32_t k_offset, k_stride;      /* k                                                       */
-    uint32_t kc_offset, kc_stride;    /* K cache                                                 */
-    uint32_t v_offset, v_stride;      /* v                                                       */
-    uint32_t vc_offset, vc_stride;    /* V cache                                                 */
-    float q_scale;                    /* q_out = rotated q * q_scale (plan: 1; a SCALE node of the
-                                         rotated Q folded in: its factor, the same bits)           */
-    float qk_eps;                     /* qk_norm: the norms' epsilon                             */
-    uint32_t pad[2];                  /* (size)                                                  */
+    lw__gpu_rope_params rope;      /* Q's RoPE block (x = q, d = q_out); rope.pad = n_head_kv */
+    uint32_t k_offset, k_stride;   /* k                                                       */
+    uint32_t kc_offset, kc_stride; /* K cache                                                 */
+    uint32_t v_offset, v_stride;   /* v                                                       */
+    uint32_t vc_offset, vc_stride; /* V cache                                                 */
+    float q_scale;                 /* q_out = rotated q * q_scale (plan: 1; a SCALE node of the
+                                      rotated Q folded in: its factor, the same bits)           */
+    float qk_eps;                  /* qk_norm: the norms' epsilon                             */
+    uint32_t pad[2];               /* (size)                                                  */
 } lw__gpu_rope_qkv_params;
 _Static_assert(sizeof(lw__gpu_rope_qkv_params) == 128, "rope qkv params block");
 
 lw__gpu_rope_qkv_variant lw__gpu_rope_qkv_default(const lw_gpu_info *info, uint32_t kv_type);
-#define LW_GPU_ROPE_QKV_BINDINGS 8u     /* separate q, k, v */
-#define LW_GPU_ROPE_QKV_ONE_BINDINGS 6u /* qkv_one          */
+#define LW_GPU_ROPE_QKV_BINDINGS      8u /* separate q, k, v */
+#define LW_GPU_ROPE_QKV_ONE_BINDINGS  6u /* qkv_one          */
 #define LW_GPU_ROPE_QKV_NORM_BINDINGS 8u /* qkv_one + qk_norm */
-lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                    const lw__gpu_rope_qkv_variant *v, const lw_gpu_info *info,
-                                    lw_gpu_pipeline *out, char *err);
+lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                    const lw_allocator *alloc, const lw__gpu_rope_qkv_variant *v,
+                                    const lw_gpu_info *info, lw_gpu_pipeline *out, char *err);
 /* q: Q's ROPE call (node fields, rows, pos0, q at x_offset/x_stride, q_out at d_offset/d_stride). */
 lw_status lw__gpu_rope_qkv_plan(const lw_gpu_info *info, const lw__gpu_rope_qkv_variant *v,
                                 const lw__gpu_rope_args *q, const lw__gpu_kv_dest *kv,
@@ -359,15 +363,15 @@ _Static_assert(sizeof(lw__gpu_kv_store_params) == 32, "kv store params block");
 
 lw__gpu_kv_store_variant lw__gpu_kv_store_default(const lw_gpu_info *info, uint32_t kv_type);
 #define LW_GPU_KV_STORE_BINDINGS 3u
-lw_status lw__gpu_kv_store_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                    const lw__gpu_kv_store_variant *v, const lw_gpu_info *info,
-                                    lw_gpu_pipeline *out, char *err);
+lw_status lw__gpu_kv_store_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                    const lw_allocator *alloc, const lw__gpu_kv_store_variant *v,
+                                    const lw_gpu_info *info, lw_gpu_pipeline *out, char *err);
 /* n_cells: cells of the cache binding from cache_offset (cell0 + rows must fit). x_stride 0: row_len.
  * f16: row_len and cache_offset even. */
 lw_status lw__gpu_kv_store_plan(const lw_gpu_info *info, const lw__gpu_kv_store_variant *v, uint64_t row_len,
                                 uint64_t rows, uint64_t x_offset, uint64_t x_stride, uint64_t cache_offset,
-                                uint64_t cell0, uint64_t n_cells, lw__gpu_kv_store_params *p, uint32_t grid[3],
-                                char *err);
+                                uint64_t cell0, uint64_t n_cells, lw__gpu_kv_store_params *p,
+                                uint32_t grid[3], char *err);
 
 /* ---------------------------------------------------------------------------------------------------------
  * GET_ROWS (shaders/get-rows.wgsl): d[t] = dequantized row ids[t] of a weight table in any format of the
@@ -402,9 +406,9 @@ _Static_assert(sizeof(lw__gpu_get_rows_params) == 48, "get_rows params block");
 
 lw__gpu_get_rows_variant lw__gpu_get_rows_default(const lw_gpu_info *info, uint32_t type);
 #define LW_GPU_GET_ROWS_BINDINGS 4u
-lw_status lw__gpu_get_rows_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                    const lw__gpu_get_rows_variant *v, const lw_gpu_info *info,
-                                    lw_gpu_pipeline *out, char *err);
+lw_status lw__gpu_get_rows_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                    const lw_allocator *alloc, const lw__gpu_get_rows_variant *v,
+                                    const lw_gpu_info *info, lw_gpu_pipeline *out, char *err);
 /* Rows per part for a table of n_rows rows of row_bytes: as many as fit one binding, rounded down so
  * that a part's byte size is a multiple of minStorageBufferOffsetAlignment (parts may then be ranges of one
  * buffer); *n_parts parts. */
@@ -484,8 +488,8 @@ uint32_t lw__gpu_topk_max_k(const lw__gpu_topk_variant *v, uint64_t n);
  * ------------------------------------------------------------------------------------------------------- */
 
 #define LW_GPU_SAMPLE_GREEDY 1u /* flags: the best candidate (temperature <= 0)  */
-#define LW_GPU_SAMPLE_TOP_P 2u  /* flags: top-p applies (top_p < 1)              */
-#define LW_GPU_SAMPLE_MIN_P 4u  /* flags: min-p applies (min_p > 0)              */
+#define LW_GPU_SAMPLE_TOP_P  2u /* flags: top-p applies (top_p < 1)              */
+#define LW_GPU_SAMPLE_MIN_P  4u /* flags: min-p applies (min_p > 0)              */
 
 /* TopkParams in topk.wgsl with SAMPLE=1 (64 bytes). */
 typedef struct lw__gpu_sample_params {
@@ -505,8 +509,8 @@ _Static_assert(sizeof(lw__gpu_sample_params) == 64, "sample params block");
  * instead of 256 (on CPU drivers, where a barrier costs per invocation, 6x faster draws). */
 lw__gpu_topk_variant lw__gpu_sample_variant(const lw__gpu_topk_variant *v, uint64_t pairs);
 lw_status lw__gpu_sample_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                  const lw__gpu_topk_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
-                                  char *err);
+                                  const lw__gpu_topk_variant *v, const lw_gpu_info *info,
+                                  lw_gpu_pipeline *out, char *err);
 /* Fills p from pass 2 of a top-k plan and the sampler parameters sp (temp, top_p, min_p; top_k is the plan's
  * k; u = 0 until lw__gpu_sample_u). LW_ERR_UNSUPPORTED for penalties (penalty_repeat != 1, penalty_freq or
  * penalty_present != 0 with penalty_last_n > 0), LW_ERR_INVALID_ARG for NaN parameters. */
@@ -520,12 +524,12 @@ float lw__gpu_sample_u(double u);
  * the k best (*id: its id); *margin (may be NULL): distance of u from the nearest boundary of the drawn
  * interval, in units of u (a GPU's exp may differ from expf by a few ulp: only draws with a margin above
  * ~1e-5 must agree exactly). */
-uint32_t lw__gpu_sample_ref(const uint32_t *ids, const float *values, uint32_t n, const lw__gpu_sample_params *p,
-                            uint32_t *id, double *margin);
+uint32_t lw__gpu_sample_ref(const uint32_t *ids, const float *values, uint32_t n,
+                            const lw__gpu_sample_params *p, uint32_t *id, double *margin);
 /* Its two halves: the k best of n pairs, best first (top_ids/top_values: k entries; (-inf, 0xffffffff) when
  * fewer than k are left), and the draw's index among k sorted candidate values cv (margin as above). */
-void lw__gpu_sample_ref_topk(const uint32_t *ids, const float *values, uint32_t n, uint32_t k, uint32_t *top_ids,
-                             float *top_values);
+void lw__gpu_sample_ref_topk(const uint32_t *ids, const float *values, uint32_t n, uint32_t k,
+                             uint32_t *top_ids, float *top_values);
 uint32_t lw__gpu_sample_ref_draw(const float *cv, uint32_t k, const lw__gpu_sample_params *p, double *margin);
 
 #endif

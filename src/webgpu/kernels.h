@@ -93,7 +93,7 @@ typedef struct lw__gpu_matvec_variant {
                          ignored)                                                  */
 } lw__gpu_matvec_variant;
 
-/* The uniform parameter block of one mat-vec call (MatvecParams in matvec.wgsl; 32 bytes). */
+/* The uniform parameter block of one mat-vec call (MatvecParams in matvec-common.wgsl; 48 bytes). */
 typedef struct lw__gpu_matvec_params {
     uint32_t k;          /* elements per row                            */
     uint32_t rows;       /* rows of W                                   */
@@ -103,8 +103,12 @@ typedef struct lw__gpu_matvec_params {
     uint32_t y_offset;   /* offset of y inside its binding, elements    */
     uint32_t groups_x;   /* workgroups along x of the grid              */
     uint32_t x_up;       /* X_GLU: u's offset from g in x, vec4 units    */
+    uint32_t order;      /* exact kernel, Q2_K / Q4_K: 1 = llama.cpp's
+                            repacked gemm order (tokens in groups of 4
+                            of a multi-token step), 0 = its gemv order  */
+    uint32_t pad[3];     /* (a uniform block is a multiple of 16 bytes)  */
 } lw__gpu_matvec_params;
-_Static_assert(sizeof(lw__gpu_matvec_params) == 32, "matvec params block");
+_Static_assert(sizeof(lw__gpu_matvec_params) == 48, "matvec params block");
 
 /* Binding kinds of the mat-vec pipeline: weights, x, y, params. */
 #define LW_GPU_MATVEC_BINDINGS 4u
@@ -113,9 +117,9 @@ _Static_assert(sizeof(lw__gpu_matvec_params) == 32, "matvec params block");
 bool lw__gpu_matvec_supported(uint32_t type);
 /* Elements per block of the template's loop for type (k must be a multiple); 0 when unsupported. */
 uint32_t lw__gpu_matvec_block(uint32_t type);
-/* Whether type has a mat-vec in the CPU engine's exact order (matvec-exact.wgsl): TQ1_0, TQ2_0, IQ1_S and
- * IQ1_M always; Q2_K and Q4_K in llama.cpp's repacked order only, which the CPU uses for weights of a
- * multiple of 8 rows that are not the tied embedding table (repacked). */
+/* Whether type has a mat-vec in the CPU engine's exact order (matvec-exact.wgsl): TQ1_0, TQ2_0, IQ1_S, IQ1_M
+ * the IQ2 / IQ3 grid formats, Q3_K, Q5_K and Q6_K always; Q2_K and Q4_K in llama.cpp's repacked order only,
+ * which the CPU uses for weights of a multiple of 8 rows that are not the tied embedding table (repacked). */
 bool lw__gpu_matvec_has_exact(uint32_t type, bool repacked);
 
 /* The default variant for a device: the measured defaults of gpu-tune.c (lw__gpu_matvec_tuned with no

@@ -60,7 +60,7 @@ async function runMatvec(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: p
 export const matvecNmse = (M, typeId, rows, k, opts = {}) =>
   runMatvec(M, typeId, rows, k, opts, (h) => (opts.cpu ? M._lw_wasm_matvec_nmse_cpu(h) : M._lw_wasm_matvec_nmse(h)));
 
-// The number of rows whose bits differ from the CPU engine's product, in its plain order or (repacked) the
-// order it uses for repacked weights.
+// The number of rows whose bits differ from the CPU engine's product, in its plain order (repacked 0) or the
+// gemv (1) or gemm (2) order it uses for repacked weights.
 export const matvecMismatch = (M, typeId, rows, k, opts = {}) =>
-  runMatvec(M, typeId, rows, k, opts, (h) => M._lw_wasm_matvec_mismatch(h, opts.repacked ? 1 : 0));
+  runMatvec(M, typeId, rows, k, opts, (h) => M._lw_wasm_matvec_mismatch(h, opts.repacked ?? 0));

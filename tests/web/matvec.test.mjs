@@ -94,17 +94,25 @@ test('activation rounding: every format matches the CPU engine\'s own product', 
 });
 
 // The CPU-order kernel (matvec-exact.wgsl): every row bit-identical to the CPU engine's product, in its generic
-// order (TQ1_0, TQ2_0, IQ1_S, IQ1_M) or llama.cpp's repacked gemv order (Q2_K, Q4_K), over one and several
-// super-blocks (the repacked orders chain fmaf over them) and with 1 or several rows per workgroup. The
-// float-summing kernel differs in most rows, which keeps the check honest.
+// order (TQ1_0, TQ2_0, IQ1_S, IQ1_M, the IQ2 / IQ3 grids), ggml's x86 lanes (Q3_K, Q5_K, Q6_K) or llama.cpp's
+// repacked gemv and gemm orders (Q2_K, Q4_K), over one and several super-blocks (the repacked orders chain
+// fmaf over them) and with 1 or several rows per workgroup. The float-summing kernel differs in most rows,
+// which keeps the check honest.
 test('exact order: the CPU engine\'s bits in every row', { skip }, async () => {
-  const cases = [['TQ1_0', 0], ['TQ2_0', 0], ['IQ1_S', 0], ['IQ1_M', 0], ['Q2_K', 1], ['Q4_K', 1]];
+  const cases = [['TQ1_0', 0], ['TQ2_0', 0], ['IQ1_S', 0], ['IQ1_M', 0], ['IQ2_XXS', 0], ['IQ2_XS', 0], ['IQ2_S', 0],
+    ['IQ3_XXS', 0], ['IQ3_S', 0], ['Q3_K', 0], ['Q5_K', 0], ['Q6_K', 0], ['Q2_K', 1], ['Q4_K', 1]];
   for (const [type, repacked] of cases) {
     for (const k of [256, 768, 2304]) {
       for (const rows of [1, 4]) {
         const bad = await matvecMismatch(M, TYPES[type], 67, k, { exact: 1, rows, repacked, seed: 3 + rows });
         assert.equal(bad, 0, `${type} k=${k} rows=${rows}: ${bad} of 67 rows differ from the CPU's bits`);
       }
+    }
+    if (repacked) { // the gemm order of tokens in groups of 4 (exact = 2)
+      const bad = await matvecMismatch(M, TYPES[type], 67, 768, { exact: 2, rows: 4, repacked: 2, seed: 9 });
+      assert.equal(bad, 0, `${type} gemm order: ${bad} of 67 rows differ from the CPU's bits`);
+      const other = await matvecMismatch(M, TYPES[type], 67, 768, { exact: 1, rows: 4, repacked: 2, seed: 9 });
+      assert.ok(other > 0, `${type}: the gemv order matched the gemm order's bits in every row`);
     }
     const float = await matvecMismatch(M, TYPES[type], 67, 2304, { blocks: 1, rows: 4, actq: actqOf(type), repacked, seed: 5 });
     console.log(`# ${type}: exact kernel 0 of 67 rows differ at k 256/768/2304; float-summing kernel ${float} of 67`);

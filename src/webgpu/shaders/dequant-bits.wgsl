@@ -9,7 +9,7 @@ struct DqX {
     lo: vec4<i32>, // codes of elements dq_lo_at(c) .. + 3
     hi: vec4<i32>, // codes of elements dq_hi_at(c) .. + 3
     sc: vec2<i32>, // integer scales of lo's and hi's sub-blocks
-    mn: vec2<i32>, // integer mins of them (Q2_K, Q4_K), else 0
+    mn: vec2<i32>, // integer mins of them (Q2_K, Q4_K, Q5_K), else 0
 }
 
 // Field (mask) at bit s of each of the 4 bytes of u, one byte per lane: s = 0 / 4 with mask 0xf gives low /

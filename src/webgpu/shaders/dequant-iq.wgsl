@@ -2,6 +2,7 @@
 // dequant-mxfp4.wgsl, dequant-nvfp4.wgsl): byte access, sign bytes, and decoding packed grid entries.
 #pragma once
 #include "weights.wgsl"
+#include "dequant-bits.wgsl"
 
 // The byte at byte offset b (any alignment).
 fn dq_u8(b: u32) -> u32 {
@@ -36,10 +37,14 @@ fn dq_codes3(e: u32) -> vec4<u32> {
     return (vec4<u32>(e) >> vec4<u32>(0u, 3u, 6u, 9u)) & vec4<u32>(7u);
 }
 
-// The 8 magnitudes of an IQ2 grid entry (IQ2XXS_GRID, IQ2XS_GRID, IQ2S_GRID): codes 0, 1, 2 are 8, 25, 43.
-fn dq_iq2_grid(e: u32) -> Dq8 {
-    let lo = dq_codes2(e, 0u);
-    let hi = dq_codes2(e, 8u);
-    return Dq8(fvec4(vec4<u32>(8u) + 17u * lo + (lo >> vec4<u32>(1u))),
-               fvec4(vec4<u32>(8u) + 17u * hi + (hi >> vec4<u32>(1u))));
+// Magnitudes 4 .. 7 (shift 8) or 0 .. 3 (shift 0) of an IQ2 grid entry (IQ2XXS_GRID, IQ2XS_GRID, IQ2S_GRID):
+// codes 0, 1, 2 are 8, 25, 43.
+fn dq_iq2_mag4(e: u32, shift: u32) -> vec4<i32> {
+    let c = dq_codes2(e, shift);
+    return vec4<i32>(vec4<u32>(8u) + 17u * c + (c >> vec4<u32>(1u)));
+}
+
+// +1 or -1 per element from bits 0..3 of s, as integers (dq_signs4).
+fn dqx_signs4(s: u32) -> vec4<i32> {
+    return select(vec4<i32>(1), vec4<i32>(-1), (vec4<u32>(s) & vec4<u32>(1u, 2u, 4u, 8u)) != vec4<u32>(0u));
 }

@@ -12,13 +12,21 @@ const DQ_CHUNKS: u32 = 32u;
 fn dq_lo_at(c: u32) -> u32 { return 8u * c; }
 fn dq_hi_at(c: u32) -> u32 { return 8u * c + 4u; }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
+const DQX_K: f32 = 0.125;
+
+fn dqx_chunk(b: u32, c: u32) -> DqX {
     let ib = c >> 2u;
     let l = c & 3u;
     let s = (dq_u8(b + 74u + ib) >> (2u * (c & 2u))) & 0xfu;
-    let db = ftype(w_f16(b) * (0.5 + f32(s)) * 0.25);
     let idx = dq_u8(b + 2u + c) | (((dq_u8(b + 66u + ib) >> (2u * l)) & 3u) << 8u);
-    let g = dq_iq2_grid(dq_grid16(IQ2S_GRID[idx >> 3u], idx));
+    let e = dq_grid16(IQ2S_GRID[idx >> 3u], idx);
     let signs = dq_u8(b + 34u + c);
-    return Dq8(db * g.lo * dq_signs4(signs), db * g.hi * dq_signs4(signs >> 4u));
+    return DqX(dq_iq2_mag4(e, 0u) * dqx_signs4(signs), dq_iq2_mag4(e, 8u) * dqx_signs4(signs >> 4u),
+               vec2<i32>(i32(2u * s + 1u)), vec2<i32>(0));
 }
+
+fn dqx_scales(b: u32) -> vec2<f32> {
+    return vec2<f32>(w_f16(b), 0.0f);
+}
+
+#include "dequant-iq-grid.wgsl"

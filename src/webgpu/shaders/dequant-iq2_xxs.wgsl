@@ -12,13 +12,21 @@ const DQ_CHUNKS: u32 = 32u;
 fn dq_lo_at(c: u32) -> u32 { return 8u * c; }
 fn dq_hi_at(c: u32) -> u32 { return 8u * c + 4u; }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
+const DQX_K: f32 = 0.125;
+
+fn dqx_chunk(b: u32, c: u32) -> DqX {
     let q = b + 2u + 8u * (c >> 2u);
     let l = c & 3u;
     let aux = w_u32(q + 4u);
-    let db = ftype(w_f16(b) * (0.5 + f32(aux >> 28u)) * 0.25);
     let idx = (w_u32(q) >> (8u * l)) & 0xffu;
-    let g = dq_iq2_grid(dq_grid16(IQ2XXS_GRID[idx >> 3u], idx));
+    let e = dq_grid16(IQ2XXS_GRID[idx >> 3u], idx);
     let s = dq_ksigns((aux >> (7u * l)) & 127u);
-    return Dq8(db * g.lo * dq_signs4(s), db * g.hi * dq_signs4(s >> 4u));
+    return DqX(dq_iq2_mag4(e, 0u) * dqx_signs4(s), dq_iq2_mag4(e, 8u) * dqx_signs4(s >> 4u),
+               vec2<i32>(i32(2u * (aux >> 28u) + 1u)), vec2<i32>(0));
 }
+
+fn dqx_scales(b: u32) -> vec2<f32> {
+    return vec2<f32>(w_f16(b), 0.0f);
+}
+
+#include "dequant-iq-grid.wgsl"

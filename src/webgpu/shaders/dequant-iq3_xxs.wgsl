@@ -13,15 +13,24 @@ fn dq_lo_at(c: u32) -> u32 { return 8u * c; }
 fn dq_hi_at(c: u32) -> u32 { return 8u * c + 4u; }
 
 // The 4 magnitudes of grid entry i: codes c are 4 + 8c, except 62 for c = 7.
-fn iq3xxs_grid(i: u32) -> fvec4 {
+// The 4 magnitudes of IQ3XXS_GRID entry i: codes 0..7 are 4, 12, .., 52, 62.
+fn iq3xxs_mag4(i: u32) -> vec4<i32> {
     let c = dq_codes3(dq_grid16(IQ3XXS_GRID[i >> 3u], i));
-    return fvec4(vec4<u32>(4u) + 8u * c + 2u * (c / vec4<u32>(7u)));
+    return vec4<i32>(vec4<u32>(4u) + 8u * c + 2u * (c / vec4<u32>(7u)));
 }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
+const DQX_K: f32 = 0.25;
+
+fn dqx_chunk(b: u32, c: u32) -> DqX {
     let aux = w_u32(b + 66u + 4u * (c >> 2u));
-    let db = ftype(w_f16(b) * (0.5 + f32(aux >> 28u)) * 0.5);
     let idx = w_u16(b + 2u + 2u * c);
     let s = dq_ksigns((aux >> (7u * (c & 3u))) & 127u);
-    return Dq8(db * iq3xxs_grid(idx & 0xffu) * dq_signs4(s), db * iq3xxs_grid(idx >> 8u) * dq_signs4(s >> 4u));
+    return DqX(iq3xxs_mag4(idx & 0xffu) * dqx_signs4(s), iq3xxs_mag4(idx >> 8u) * dqx_signs4(s >> 4u),
+               vec2<i32>(i32(2u * (aux >> 28u) + 1u)), vec2<i32>(0));
 }
+
+fn dqx_scales(b: u32) -> vec2<f32> {
+    return vec2<f32>(w_f16(b), 0.0f);
+}
+
+#include "dequant-iq-grid.wgsl"

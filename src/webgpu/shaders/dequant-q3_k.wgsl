@@ -12,8 +12,7 @@ const DQ_CHUNKS: u32 = 32u;
 fn dq_lo_at(c: u32) -> u32 { return 128u * ((c & 15u) >> 3u) + 64u * (c >> 4u) + 4u * (c & 7u); }
 fn dq_hi_at(c: u32) -> u32 { return dq_lo_at(c) + 32u; }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
-    let d = w_f16(b + 108u);
+fn dqx_chunk(b: u32, c: u32) -> DqX {
     let lo_at = dq_lo_at(c);
     let j = lo_at >> 4u; // j % 4 is 0 or 1, so j and j + 2 have the same j / 4 and j / 8
     // scale j = low 4 bits (byte j % 8, low nibble for j < 8, high for j >= 8) | 2 high bits (byte 8 + j % 4,
@@ -29,5 +28,15 @@ fn dq_chunk(b: u32, c: u32) -> Dq8 {
     let hb = lo_at >> 5u; // high-bit index of the low half; + 1 for the high half
     let q_lo = vec4<i32>(dq_field(u, s, 3u) | (dq_field(hm, hb, 1u) << vec4<u32>(2u))) - vec4<i32>(4);
     let q_hi = vec4<i32>(dq_field(u, s + 2u, 3u) | (dq_field(hm, hb + 1u, 1u) << vec4<u32>(2u))) - vec4<i32>(4);
-    return Dq8(ftype(d * f32(sc_lo)) * fvec4(q_lo), ftype(d * f32(sc_hi)) * fvec4(q_hi));
+    return DqX(q_lo, q_hi, vec2<i32>(sc_lo, sc_hi), vec2<i32>(0));
+}
+
+fn dqx_scales(b: u32) -> vec2<f32> {
+    return vec2<f32>(w_f16(b + 108u), 0.0f);
+}
+
+fn dq_chunk(b: u32, c: u32) -> Dq8 {
+    let d = dqx_scales(b).x;
+    let q = dqx_chunk(b, c);
+    return Dq8(ftype(d * f32(q.sc.x)) * fvec4(q.lo), ftype(d * f32(q.sc.y)) * fvec4(q.hi));
 }

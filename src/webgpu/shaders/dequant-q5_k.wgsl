@@ -12,15 +12,24 @@ const DQ_CHUNKS: u32 = 32u;
 fn dq_lo_at(c: u32) -> u32 { return 64u * (c >> 3u) + 4u * (c & 7u); }
 fn dq_hi_at(c: u32) -> u32 { return dq_lo_at(c) + 32u; }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
-    let dm = unpack2x16float(w_u32(b));
+fn dqx_chunk(b: u32, c: u32) -> DqX {
     let g = c >> 3u;
-    let p = vec4<f32>(kscale_pairs(dq_u32x3(b + 4u), g));
-    let dl = vec2<f32>(dm.x) * p.xy;
-    let ml = vec2<f32>(dm.y) * p.zw;
+    let p = vec4<i32>(kscale_pairs(dq_u32x3(b + 4u), g)); // (sc 2g, sc 2g + 1, m 2g, m 2g + 1)
     let u = w_u32(b + 48u + 4u * c);
     let h = w_u32(b + 16u + 4u * (c & 7u));
     let lo = dq_field(u, 0u, 0xfu) | (dq_field(h, 2u * g, 1u) << vec4<u32>(4u));
     let hi = dq_field(u, 4u, 0xfu) | (dq_field(h, 2u * g + 1u, 1u) << vec4<u32>(4u));
-    return Dq8(ftype(dl.x) * fvec4(lo) - ftype(ml.x), ftype(dl.y) * fvec4(hi) - ftype(ml.y));
+    return DqX(vec4<i32>(lo), vec4<i32>(hi), p.xy, p.zw);
+}
+
+fn dqx_scales(b: u32) -> vec2<f32> {
+    return unpack2x16float(w_u32(b)); // (d, dmin)
+}
+
+fn dq_chunk(b: u32, c: u32) -> Dq8 {
+    let dm = dqx_scales(b);
+    let q = dqx_chunk(b, c);
+    let dl = vec2<f32>(dm.x) * vec2<f32>(q.sc);
+    let ml = vec2<f32>(dm.y) * vec2<f32>(q.mn);
+    return Dq8(ftype(dl.x) * fvec4(q.lo) - ftype(ml.x), ftype(dl.y) * fvec4(q.hi) - ftype(ml.y));
 }

@@ -19,8 +19,7 @@ fn q6k_scale(a: u32) -> i32 {
     return extractBits(bitcast<i32>(w_u16(a & ~1u) >> ((a & 1u) * 8u)), 0u, 8u);
 }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
-    let d = w_f16(b + 208u);
+fn dqx_chunk(b: u32, c: u32) -> DqX {
     let lo_at = dq_lo_at(c);
     let p = c >> 4u;
     let ql = w_u32(b + 64u * ((c & 15u) >> 3u) + 32u * p + 4u * (c & 7u));
@@ -28,6 +27,15 @@ fn dq_chunk(b: u32, c: u32) -> Dq8 {
     let j = lo_at >> 4u;                                    // sub-block of the low half; + 4 for the high half
     let q_lo = vec4<i32>(dq_field(ql, 0u, 0xfu) | (dq_field(qh, 2u * p, 3u) << vec4<u32>(4u))) - vec4<i32>(32);
     let q_hi = vec4<i32>(dq_field(ql, 4u, 0xfu) | (dq_field(qh, 2u * p + 4u, 3u) << vec4<u32>(4u))) - vec4<i32>(32);
-    return Dq8(ftype(d * f32(q6k_scale(b + 192u + j))) * fvec4(q_lo),
-               ftype(d * f32(q6k_scale(b + 196u + j))) * fvec4(q_hi));
+    return DqX(q_lo, q_hi, vec2<i32>(q6k_scale(b + 192u + j), q6k_scale(b + 196u + j)), vec2<i32>(0));
+}
+
+fn dqx_scales(b: u32) -> vec2<f32> {
+    return vec2<f32>(w_f16(b + 208u), 0.0f);
+}
+
+fn dq_chunk(b: u32, c: u32) -> Dq8 {
+    let d = dqx_scales(b).x;
+    let q = dqx_chunk(b, c);
+    return Dq8(ftype(d * f32(q.sc.x)) * fvec4(q.lo), ftype(d * f32(q.sc.y)) * fvec4(q.hi));
 }

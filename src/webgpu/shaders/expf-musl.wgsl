@@ -121,7 +121,8 @@ fn dbl_add(a: Dbl, b: Dbl) -> Dbl {
     let back = dbl_shl(bs, d);
     let bm = vec2<u32>(bs.x | select(0u, 1u, back.x != bw.x || back.y != bw.y), bs.y);
     let s = select(sub_wide(am, bm), add_wide(am, bm), a.neg == b.neg);
-    let r = 11u - clz_wide(s); // bits below the 53 kept: 9, 10 or 11 (s >= 2^63 * 39/40 > 2^61)
+    // bits below the 53 kept: 9, 10 or 11 (2^61 < 2^62 * 39/40 < s < 2^63 * 41/40: the rounding's bias fits)
+    let r = 11u - clz_wide(s);
     return dbl_make(dbl_rne_shr(s, r), a.e - 10 + i32(r), a.neg);
 }
 
@@ -168,8 +169,8 @@ fn expf_musl_bits(xb: u32) -> u32 {
         return 0x3f800000u;
     }
 
-    // z = InvLn2N * x with InvLn2N = 0x1.71547652b82fep+0 * 32 (x is normal here: 24-bit significand at 52)
-    // (x's 24-bit significand mx times InvLn2N's 53: 77 bits in [2^75, 2^77), 2 partial products)
+    // z = InvLn2N * x with InvLn2N = 0x1.71547652b82fep+0 * 32: x is normal here, and its 24-bit significand mx
+    // times InvLn2N's 53 bits is a 77-bit product in [2^75, 2^77) from 2 partial products, rounded to 53 bits
     let mx = (xb & 0x7fffffu) | 0x800000u;
     let inv = dbl_const(0x652b82feu, 0x40471547u);
     let p0 = mul_wide(inv.m.x, mx);

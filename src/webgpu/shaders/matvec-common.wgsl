@@ -16,6 +16,10 @@ struct MatvecParams {
     y_offset: u32,   // offset of y in the y binding, in elements
     groups_x: u32,   // workgroups along x in the dispatch grid
     x_up: u32,       // X_GLU: offset of u from g in the x binding, in vec4 units
+    order: u32,      // matvec-exact.wgsl, Q2_K / Q4_K: 1 = the repacked gemm order, 0 = gemv
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
@@ -40,7 +44,7 @@ fn x_in(i: u32) -> vec4<f32> {
         let g = uv[j];
 #if X_GLU == 1
         let e = select(exp(-xx), ggml_v_expf(0.0f - xx), col0 + j < (params.k & ~15u));
-        r[j] = xx / (1.0f + e) * g;
+        r[j] = div_rn(xx, 1.0f + e) * g;
 #else
         var yy = xx * g;
         if (xx <= -10.0f) {

@@ -4,6 +4,7 @@
 // rounding direction of those conversions to the implementation; ggml (and lw__fp32_to_fp16) round to
 // nearest even, and KV cache writes and GELU's table index must agree with the CPU to the bit.
 #pragma once
+#include "exact-arith.wgsl"
 
 const F32_INF: u32 = 0x7f800000u;
 
@@ -61,10 +62,10 @@ fn ggml_v_expf(x: f32) -> f32 {
     // ggml rounds x / ln 2 to an integer by adding 1.5 * 2^23; compilers may fold that add-then-subtract
     // away, so round() says it directly (the same integer but for ties of the rounded product)
     let n = round(x * 0x1.715476p+0f);
-    let b = fma(-n, 0x1.7f7d1cp-20f, fma(-n, 0x1.62e4p-1f, x));
+    let b = fma_rn(-n, 0x1.7f7d1cp-20f, fma_rn(-n, 0x1.62e4p-1f, x));
     let u = b * b;
-    let j = fma(fma(fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
-                fma(0x1.ffffecp-1f, b, 1.0f));
+    let j = fma_rn(fma_rn(fma_rn(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fma_rn(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                   fma_rn(0x1.ffffecp-1f, b, 1.0f));
     if (abs(n) > 192.0f) {
         return select(f32_from_bits(F32_INF), 0.0f, n <= 0.0f);
     }

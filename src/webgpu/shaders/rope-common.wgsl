@@ -28,14 +28,20 @@ fn sincos(v: f32) -> vec2<f32> {
     return vec2<f32>(-c, s);
 }
 
-// (cos, sin) * mscale of pair p at position pos: the CPU's sin/cos cache entry.
+// (cos, sin) * mscale of pair p at position pos: the CPU's sin/cos cache entry. has_ff = 2: read from the
+// host's table (lw__rope_cache, the CPU's cosf/sinf to the bit) of the call's rows, n_rot / 2 pairs each;
+// else computed here (sincos: within an ulp of the CPU's libm, not always its bits).
 fn rope_cs(pos: u32, p: u32) -> vec2<f32> {
+    if (params.has_ff == 2u) {
+        let i = params.ff_offset + 2u * ((pos - params.pos0) * (params.n_rot / 2u) + p);
+        return vec2<f32>(ff[i], ff[i + 1u]);
+    }
     var theta = f32(pos);
     for (var j = 0u; j < p; j++) {
         theta = theta * params.theta_scale;
     }
     var extrap = theta;
-    if (params.has_ff != 0u) {
+    if (params.has_ff == 1u) {
         extrap = div_rn(theta, ff[params.ff_offset + p]);
     }
     var th = params.freq_scale * extrap;
@@ -46,7 +52,7 @@ fn rope_cs(pos: u32, p: u32) -> vec2<f32> {
         // angles an ulp off at far positions)
         let zero = params.n_rot >> 31u; // n_rot < 2^31: 0, unknown to the compiler
         let ramp = unfused((1.0f - min(1.0f, max(0.0f, y))) * params.ext_factor, zero);
-        th = fma(th, 1.0f - ramp, unfused(extrap * ramp, zero));
+        th = fma_rn(th, 1.0f - ramp, unfused(extrap * ramp, zero));
     }
     let sc = sincos(th);
     return vec2<f32>(sc.y * params.mscale, sc.x * params.mscale);
@@ -71,8 +77,18 @@ fn rope_elem(which: u32, xb: u32, pos: u32, e: u32) -> f32 {
     let x0 = rope_src(which, xb + ia);
     let x1 = rope_src(which, xb + ib);
     if (e == ia) {
-        return fma(x0, cs.x, -(x1 * cs.y));
+        return rope_rot0(x0, x1, cs);
     }
-    return fma(x0, cs.y, x1 * cs.x);
+    return rope_rot1(x0, x1, cs);
+}
+
+// The rotated pair as the CPU computes it, fmaf(x0, cos, -(x1 sin)) and fmaf(x0, sin, x1 cos) (ggml's
+// contraction of x0*cos - x1*sin): fma_rn, as WGSL's fma may be computed unfused (lavapipe's is at times).
+fn rope_rot0(x0: f32, x1: f32, cs: vec2<f32>) -> f32 {
+    return fma_rn(x0, cs.x, -(x1 * cs.y));
+}
+
+fn rope_rot1(x0: f32, x1: f32, cs: vec2<f32>) -> f32 {
+    return fma_rn(x0, cs.y, x1 * cs.x);
 }
 

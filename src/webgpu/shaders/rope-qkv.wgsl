@@ -53,7 +53,7 @@ struct QkvParams {
     d_offset: u32,     // Q: first element of q_out
     d_stride: u32,     // Q: elements between rows of q_out
     ff_offset: u32,    // first frequency factor
-    has_ff: u32,       // 1: divide each pair's angle by ff[p]
+    has_ff: u32,       // 1: divide each pair's angle by ff[p]; 2: ff is the host's sin/cos table
     theta_scale: f32,  // freq_base^(-2 / n_rot) (host powf, as the CPU)
     freq_scale: f32,   // ggml's freq_scale
     ext_factor: f32,   // YaRN mix (0: off)
@@ -203,8 +203,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         let x0 = rope_src(0u, xb + ia);
         let x1 = rope_src(0u, xb + ib);
-        let r0 = fma(x0, cs.x, -(x1 * cs.y));
-        let r1 = fma(x0, cs.y, x1 * cs.x);
+        let r0 = rope_rot0(x0, x1, cs);
+        let r1 = rope_rot1(x0, x1, cs);
         q_out[db + ia] = r0 * params.q_scale;
         q_out[db + ib] = r1 * params.q_scale;
         return;
@@ -225,8 +225,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             let cs = rope_cs(pos, p);
             let x0 = rope_src(1u, xb + 2u * p);
             let x1 = rope_src(1u, xb + 2u * p + 1u);
-            v0 = fma(x0, cs.x, -(x1 * cs.y));
-            v1 = fma(x0, cs.y, x1 * cs.x);
+            v0 = rope_rot0(x0, x1, cs);
+            v1 = rope_rot1(x0, x1, cs);
         } else {
             v0 = rope_elem(1u, xb, pos, 2u * p);
             v1 = rope_elem(1u, xb, pos, 2u * p + 1u);
@@ -247,8 +247,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         let x0 = rope_src(1u, xb + ia);
         let x1 = rope_src(1u, xb + ib);
-        kc[cb + ia] = fma(x0, cs.x, -(x1 * cs.y));
-        kc[cb + ib] = fma(x0, cs.y, x1 * cs.x);
+        kc[cb + ia] = rope_rot0(x0, x1, cs);
+        kc[cb + ib] = rope_rot1(x0, x1, cs);
 #endif
         return;
     }

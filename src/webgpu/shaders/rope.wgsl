@@ -13,7 +13,8 @@
 // writes one word, elements (2q, 2q + 1) of its head, rounded to nearest even as the CPU's cache write;
 // d_offset, d_stride and head_dim are then in elements and even.
 // Defines: WG_SIZE (default 64), OUT_F16 (0/1).
-// Bindings: 0 x (read_write), 1 ff (read, f32 frequency factors; unused when has_ff = 0), 2 d (read_write),
+// Bindings: 0 x (read_write), 1 ff (read, f32 frequency factors, or (has_ff = 2) the host's sin/cos table of the
+// rows: rope-common.wgsl; unused when has_ff = 0), 2 d (read_write),
 // 3 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups = ceil(rows * n_head * head_dim / 2 /
 // WG_SIZE).
 #include "ops-common.wgsl"
@@ -36,7 +37,7 @@ struct RopeParams {
     d_offset: u32,     // first element of d in its binding
     d_stride: u32,     // elements between rows of d
     ff_offset: u32,    // first element of the frequency factors in their binding
-    has_ff: u32,       // 1: divide each pair's angle by ff[p]
+    has_ff: u32,       // 1: divide each pair's angle by ff[p]; 2: ff is the host's sin/cos table
     theta_scale: f32,  // freq_base^(-2 / n_rot), computed on the host with powf as the CPU does
     freq_scale: f32,   // ggml's freq_scale
     ext_factor: f32,   // YaRN extrapolation mix (0: off)
@@ -83,8 +84,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let cs = rope_cs(pos, p);
         let x0 = x[xb + 2u * p];
         let x1 = x[xb + 2u * p + 1u];
-        v0 = fma(x0, cs.x, -(x1 * cs.y));
-        v1 = fma(x0, cs.y, x1 * cs.x);
+        v0 = rope_rot0(x0, x1, cs);
+        v1 = rope_rot1(x0, x1, cs);
     } else {
         v0 = rope_elem(0u, xb, pos, 2u * p);
         v1 = rope_elem(0u, xb, pos, 2u * p + 1u);
@@ -105,7 +106,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let x0 = x[xb + ia];
     let x1 = x[xb + ib];
-    d[db + ia] = fma(x0, cs.x, -(x1 * cs.y));
-    d[db + ib] = fma(x0, cs.y, x1 * cs.x);
+    d[db + ia] = rope_rot0(x0, x1, cs);
+    d[db + ib] = rope_rot1(x0, x1, cs);
 #endif
 }

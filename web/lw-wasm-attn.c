@@ -313,17 +313,15 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run(lw_wasm_attn *a, lw_wasm_attn_gpu *g, 
     return run_variant(a, g, v);
 }
 
-/* Runs the CPU-order kernel (attn-exact.wgsl; exact_fma: its FMAs in integers, else the device's fma) with
- * wg_size invocations (0: the default). Check with lw_wasm_attn_mismatch(). */
-EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run_exact(lw_wasm_attn *a, lw_wasm_attn_gpu *g, int exact_fma,
-                                                int wg_size) {
+/* Runs the CPU-order kernel (attn-exact.wgsl) with wg_size invocations (0: the default). Check with
+ * lw_wasm_attn_mismatch(). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run_exact(lw_wasm_attn *a, lw_wasm_attn_gpu *g, int wg_size) {
     lw_status st;
     if (a->err[0]) return LW_ERR_INVALID_ARG;
     if (!g) return lw__errorf(a->err, LW_ERR_INVALID_ARG, "no GPU");
     if ((st = attn_upload(a, g)) != LW_OK) return st;
     lw__gpu_attn_variant v = default_variant(a, g);
     v.exact = true;
-    v.exact_fma = exact_fma != 0;
     if (wg_size > 0) v.wg_size = (uint32_t)wg_size;
     return run_variant(a, g, v);
 }

@@ -72,8 +72,7 @@ static lw_status check_variant(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
 
 lw__gpu_attn_variant lw__gpu_attn_default(const lw_gpu_info *info, uint32_t kv_type, uint32_t head_dim,
                                           uint32_t group) {
-    lw__gpu_attn_variant v = {kv_type, head_dim, group, 64, 256,   16,
-                              64,      4,        16,    32, false, lw__gpu_cpu_adapter(info)};
+    lw__gpu_attn_variant v = {kv_type, head_dim, group, 64, 256, 16, 64, 4, 16, 32, false};
     /* GPUs: 128 invocations and up to 32 splits of at least 32 cells, so a short context still fills the
      * device (H200, llama-3.2-1b shape decoding after 512 tokens: 9 splits x 8 KV heads = 72 workgroups took
      * 46 us per layer, more and smaller splits ~15 us, plus a reduce that grows with the splits: 32 x 32 was
@@ -118,8 +117,7 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
         snprintf(label, sizeof label, "attn-prefill %s d%u g%u wg%u q%u k%u", kv, v->head_dim, v->group,
                  v->wg_size, v->bq, v->bk);
     else if (k == LW_GPU_ATTN_EXACT)
-        snprintf(label, sizeof label, "attn-exact %s d%u g%u wg%u%s", kv, v->head_dim, v->group, v->wg_size,
-                 v->exact_fma ? " fma_rn" : "");
+        snprintf(label, sizeof label, "attn-exact %s d%u g%u wg%u", kv, v->head_dim, v->group, v->wg_size);
     else
         snprintf(label, sizeof label, "attn-reduce %s d%u g%u wg%u", kv, v->head_dim, v->group, v->wg_size);
     snprintf(dim, sizeof dim, "%u", v->head_dim);
@@ -137,8 +135,6 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     } else if (k == LW_GPU_ATTN_PREFILL) {
         defs[n_defs++] = (lw__wgsl_define){"TILE_Q", a};
         defs[n_defs++] = (lw__wgsl_define){"TILE_K", b};
-    } else if (k == LW_GPU_ATTN_EXACT) {
-        defs[n_defs++] = (lw__wgsl_define){"EXACT_FMA", v->exact_fma ? "1" : "0"};
     }
     char file[32];
     snprintf(file, sizeof file, "attn-%s.wgsl", names[k]);

@@ -53,7 +53,6 @@ typedef struct lw__gpu_attn_variant {
     uint32_t bk;         /* prefill: cells per K/V tile                                              */
     bool exact;          /* calls of fewer than LW_GPU_ATTN_EXACT_TOKENS tokens use EXACT (the CPU's
                             bits; f16 caches need a head dim that is a multiple of 64)                */
-    bool exact_fma;      /* EXACT's FMAs in integers (fma_rn), for devices whose fma may be unfused  */
 } lw__gpu_attn_variant;
 
 /* The uniform parameter block of one call, shared by the three kernels (AttnParams in attn-common.wgsl;

@@ -1,10 +1,13 @@
 /* Pipeline cache: compiled pipelines by variant key ("matvec q4_0 f16 sg wg64"), so each variant is expanded
  * and compiled once, at load, and generation only looks handles up. Pipelines belong to the HAL; the cache
  * holds their handles. */
+#include "webgpu/gpu-tune.h"
 #include "webgpu/kernels.h"
 #include "webgpu/kernels-dequant.h"
 
 #include <string.h>
+
+#define LW_GPU_MAX_DEFINES 32 /* a template's defines per pipeline (the families pass at most ~12) */
 
 /* One cached pipeline. */
 struct lw__gpu_cache_entry {
@@ -63,7 +66,21 @@ lw_status lw__gpu_build_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
     lw__gpu_shader_files files; /* the embedded shaders + the format tables generated from src/quant */
     if (lw__gpu_shader_files_make(&a, &files) != LW_OK)
         return lw__errorf(err, LW_ERR_NOMEM, "%s: out of memory for the shader tables", label);
-    lw__wgsl_pp_params pp = {files.files, files.n, defs, n_defs, 0, 0};
+    /* every template also sees EXACT_ARITH: 1 on CPU adapters (lavapipe, SwiftShader), whose fma may be
+     * computed unfused, so ops-common.wgsl's fma_x / div_x decide those results in integers there (the CPU
+     * engine's bits); GPUs keep the hardware fma and division (speed) */
+    lw__wgsl_define all[LW_GPU_MAX_DEFINES + 1];
+    if (n_defs > LW_GPU_MAX_DEFINES) {
+        lw__gpu_shader_files_free(&a, &files);
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "%s: %zu defines", label, n_defs);
+    }
+    lw_gpu_info info;
+    memset(&info, 0, sizeof info);
+    const bool exact =
+        !gpu->ops->info || gpu->ops->info(gpu->ctx, &info) != LW_OK || lw__gpu_cpu_adapter(&info);
+    for (size_t i = 0; i < n_defs; i++) all[i] = defs[i];
+    all[n_defs] = (lw__wgsl_define){"EXACT_ARITH", exact ? "1" : "0"};
+    lw__wgsl_pp_params pp = {files.files, files.n, all, n_defs + 1, 0, 0};
     char *wgsl = NULL;
     lw_status st = lw__wgsl_pp(&a, template_name, &pp, &wgsl, NULL, err);
     lw__gpu_shader_files_free(&a, &files);

@@ -159,7 +159,7 @@ test('either kernel for any token count: decode of 8 tokens, prefill of 1, a sma
 // The CPU-order kernel (attn-exact.wgsl): every output element bit-identical to the CPU engine's flash
 // attention (its dot lanes, musl's expf, the online softmax chains in cell order), for one and several query
 // tokens, several 256-cell chunks, GQA, a sliding window, f32 caches of any head dim and f16 caches of head
-// dims that are multiples of 64; FMAs in integers (fma_rn). The split-KV kernel is shown to differ.
+// dims that are multiples of 64 (FMAs in integers on CPU adapters). The split-KV kernel is shown to differ.
 test('exact: the CPU engine\'s bits in every element', { skip }, async () => {
   const cases = [
     { f16: 0, nh: 4, nkv: 4, d: 64, nt: 1, pos0: 40 },
@@ -175,7 +175,7 @@ test('exact: the CPU engine\'s bits in every element', { skip }, async () => {
     const err = () => M.UTF8ToString(M._lw_wasm_attn_error(h));
     try {
       assert.equal(err(), '');
-      assert.equal(M._lw_wasm_attn_run_exact(h, G, 1, 0), 0, err());
+      assert.equal(M._lw_wasm_attn_run_exact(h, G, 0), 0, err());
       assert.ok(!(await M.lwGpu.settle()), "GPU error");
       const bad = M._lw_wasm_attn_mismatch(h);
       assert.ok(bad >= 0, err());

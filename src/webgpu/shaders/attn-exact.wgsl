@@ -12,15 +12,12 @@
 // its own dimensions (one FMA per cell). Where time goes: the exps (software double arithmetic) and the
 // per-cell FMA chains; much slower than attn-decode.wgsl's split-KV sums, so runners use it where the CPU's
 // bits are wanted (CPU adapters by default).
-// Defines (attn-common.wgsl): HEAD_DIM, GROUP, KV_F16, WG_SIZE; EXACT_FMA (1: fma_rn, the CPU's fmaf in
-// integers, for devices whose fma may be unfused; 0: the hardware fma). Bindings and parameters: those of the
-// family (binding 4, the split scratch, unused). Dispatch: (n_head, n_tokens, 1) workgroups.
+// Defines (attn-common.wgsl): HEAD_DIM, GROUP, KV_F16, WG_SIZE (FMAs through ops-common.wgsl's fma_x: in
+// integers on CPU adapters). Bindings and parameters: those of the family (binding 4, the split scratch,
+// unused). Dispatch: (n_head, n_tokens, 1) workgroups.
 #include "attn-common.wgsl"
 #include "numerics.wgsl"
 #include "expf-musl.wgsl"
-#ifndef EXACT_FMA
-#define EXACT_FMA 1
-#endif
 #if KV_F16 && HEAD_DIM % 64 != 0
 #error attn-exact.wgsl: an f16 cache needs a head dim that is a multiple of 64 (the CPU's tail sums in double)
 #endif
@@ -34,14 +31,6 @@ var<workgroup> mprev: array<f32, CH>;    // the running maximum before each cell
 var<workgroup> ems: array<f32, CH>;      // ms of a cell that raised the maximum, else -1
 var<workgroup> evs: array<f32, CH>;      // vs of each cell
 var<workgroup> s_final: f32;             // S after the last cell
-
-fn fmx(a: f32, b: f32, c: f32) -> f32 {
-#if EXACT_FMA
-    return fma_rn(a, b, c);
-#else
-    return fma(a, b, c);
-#endif
-}
 
 // Element e of cell `cell`'s K row of KV head hk.
 fn k_at(cell: u32, hk: u32, e: u32) -> f32 {
@@ -59,7 +48,7 @@ fn score(cell: u32, hk: u32, z: u32) -> f32 {
         for (var i = 0u; i < np; i += 64u) {
             for (var j = 0u; j < 4u; j++) {
                 let e = i + 16u * j + l;
-                s[j] = fmx(k_at(cell, hk, e), qv[e], s[j]);
+                s[j] = fma_x(k_at(cell, hk, e), qv[e], s[j]);
             }
         }
         t[l] = (s[0] + s[2]) + (s[1] + s[3]);
@@ -85,7 +74,7 @@ fn score(cell: u32, hk: u32, z: u32) -> f32 {
         i += 8u;
     }
     for (; i < HEAD_DIM; i++) {
-        sum = fmx(k_at(cell, hk, i), qv[i], sum);
+        sum = fma_x(k_at(cell, hk, i), qv[i], sum);
     }
     return sum;
 }
@@ -161,7 +150,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                             a = f16_round(a);
 #endif
                         }
-                        a = fmx(vr[e], evs[j], a);
+                        a = fma_x(vr[e], evs[j], a);
 #if KV_F16
                         a = f16_round(a);
 #endif

@@ -165,8 +165,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             let steps = select(1u, 4u, params.order == 1u);
 #endif
             for (var g = 0u; g < steps; g++) {
-                acc[0] = fma_rn(i32_to_f32_rn(atomicLoad(&sums[NS * lid + 2u * g])), d.x * dx, acc[0]);
-                acc[1] = fma_rn(i32_to_f32_rn(atomicLoad(&sums[NS * lid + 2u * g + 1u])), d.y * dx, acc[1]);
+                acc[0] = fma_x(i32_to_f32_rn(atomicLoad(&sums[NS * lid + 2u * g])), d.x * dx, acc[0]);
+                acc[1] = fma_x(i32_to_f32_rn(atomicLoad(&sums[NS * lid + 2u * g + 1u])), d.y * dx, acc[1]);
             }
 #elif TAIL == 4
             acc[0] = acc[0] + unfused((d.x * dx) * si, z);
@@ -176,10 +176,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #if WEIGHT_TYPE == TYPE_Q6_K
                 l -= 32 * atomicLoad(&sums[NS * lid + 8u + k]);
 #endif
-                acc[k] = fma_rn(dx * d.x, i32_to_f32_rn(l), acc[k]);
+                acc[k] = fma_x(dx * d.x, i32_to_f32_rn(l), acc[k]);
             }
 #if WEIGHT_TYPE == TYPE_Q5_K
-            acc[8] = fma_rn(-dx * d.y, i32_to_f32_rn(atomicLoad(&sums[NS * lid + 16u])), acc[8]);
+            acc[8] = fma_x(-dx * d.y, i32_to_f32_rn(atomicLoad(&sums[NS * lid + 16u])), acc[8]);
 #endif
 #endif
             for (var k = 0u; k < NS; k++) {

@@ -5,6 +5,28 @@
 // nearest even, and KV cache writes and GELU's table index must agree with the CPU to the bit.
 #pragma once
 #include "exact-arith.wgsl"
+#ifndef EXACT_ARITH
+#define EXACT_ARITH 1
+#endif
+
+// fma and division where the CPU's bits matter per element: on CPU adapters (EXACT_ARITH=1, set by the
+// pipeline builder: lavapipe computes fma unfused at times) decided in integers (exact-arith.wgsl), else the
+// device's own, an order of magnitude cheaper (NVIDIA's fma is fused; its `/` may be off by ulps).
+fn fma_x(a: f32, b: f32, c: f32) -> f32 {
+#if EXACT_ARITH
+    return fma_rn(a, b, c);
+#else
+    return fma(a, b, c);
+#endif
+}
+
+fn div_x(a: f32, b: f32) -> f32 {
+#if EXACT_ARITH
+    return div_rn(a, b);
+#else
+    return a / b;
+#endif
+}
 
 const F32_INF: u32 = 0x7f800000u;
 
@@ -62,10 +84,10 @@ fn ggml_v_expf(x: f32) -> f32 {
     // ggml rounds x / ln 2 to an integer by adding 1.5 * 2^23; compilers may fold that add-then-subtract
     // away, so round() says it directly (the same integer but for ties of the rounded product)
     let n = round(x * 0x1.715476p+0f);
-    let b = fma_rn(-n, 0x1.7f7d1cp-20f, fma_rn(-n, 0x1.62e4p-1f, x));
+    let b = fma_x(-n, 0x1.7f7d1cp-20f, fma_x(-n, 0x1.62e4p-1f, x));
     let u = b * b;
-    let j = fma_rn(fma_rn(fma_rn(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fma_rn(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
-                   fma_rn(0x1.ffffecp-1f, b, 1.0f));
+    let j = fma_x(fma_x(fma_x(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fma_x(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                  fma_x(0x1.ffffecp-1f, b, 1.0f));
     if (abs(n) > 192.0f) {
         return select(f32_from_bits(F32_INF), 0.0f, n <= 0.0f);
     }

@@ -52,7 +52,7 @@ fn rope_cs(pos: u32, p: u32) -> vec2<f32> {
         // angles an ulp off at far positions)
         let zero = params.n_rot >> 31u; // n_rot < 2^31: 0, unknown to the compiler
         let ramp = unfused((1.0f - min(1.0f, max(0.0f, y))) * params.ext_factor, zero);
-        th = fma_rn(th, 1.0f - ramp, unfused(extrap * ramp, zero));
+        th = fma_x(th, 1.0f - ramp, unfused(extrap * ramp, zero));
     }
     let sc = sincos(th);
     return vec2<f32>(sc.y * params.mscale, sc.x * params.mscale);
@@ -83,12 +83,12 @@ fn rope_elem(which: u32, xb: u32, pos: u32, e: u32) -> f32 {
 }
 
 // The rotated pair as the CPU computes it, fmaf(x0, cos, -(x1 sin)) and fmaf(x0, sin, x1 cos) (ggml's
-// contraction of x0*cos - x1*sin): fma_rn, as WGSL's fma may be computed unfused (lavapipe's is at times).
+// contraction of x0*cos - x1*sin): fma_x (ops-common.wgsl).
 fn rope_rot0(x0: f32, x1: f32, cs: vec2<f32>) -> f32 {
-    return fma_rn(x0, cs.x, -(x1 * cs.y));
+    return fma_x(x0, cs.x, -(x1 * cs.y));
 }
 
 fn rope_rot1(x0: f32, x1: f32, cs: vec2<f32>) -> f32 {
-    return fma_rn(x0, cs.y, x1 * cs.x);
+    return fma_x(x0, cs.y, x1 * cs.x);
 }
 

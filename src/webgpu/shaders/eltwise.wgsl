@@ -109,7 +109,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let y = tanh(x * params.f0) * params.f1;
 #elif OP == OP_SWIGLU
     let e = select(exp(-x), ggml_v_expf(0.0f - x), col < (params.n & ~15u));
-    let y = div_x(x, 1.0f + e) * g;
+    let y = div_rn(x, 1.0f + e) * g;
 #elif OP == OP_GEGLU
     var y = x * g;
     if (x <= -10.0f) {

@@ -4,6 +4,9 @@
 // the repacked K-quant chains) these helpers decide the result with exact integer comparisons, out of the
 // reach of any compiler freedom with floats. Included by ops-common.wgsl, so every kernel has them.
 #pragma once
+#ifndef EXACT_ARITH
+#define EXACT_ARITH 1
+#endif
 
 // WGSL lets sqrt and division be off by ulps; where the CPU's sqrtf and 1.0f / x bits matter (the RMS norm's
 // scale: one per row) the hardware result is corrected by exact integer comparisons with the midpoints to
@@ -102,12 +105,24 @@ fn cmp_scaled(m1: vec2<u32>, e1: i32, m2: vec2<u32>, e2: i32) -> i32 {
     return cmp_wide(m1, shl_wide(m2, u32(e2 - e1)));
 }
 
-// a / b correctly rounded (the CPU's division), for finite a and b != 0 with a normal quotient: |q| is right
-// when mid(q-, q) * |b| <= |a| < mid(q, q+) * |b| (never equal: a midpoint's odd 25-bit significand times
-// b's is no 24-bit significand). The hardware quotient is only a first guess: WGSL lets `/` be off by 2.5
-// ulp, and the fma-residual correction used before is only as good as the driver's fma (lavapipe's is not
-// always fused: the Q8_K scale -127 / 0.988973498 came out an ulp off).
+// a / b as the CPU divides: checked in integers (div_checked) on CPU adapters (EXACT_ARITH), whose fma is not
+// always fused (lavapipe: the Q8_K scale -127 / 0.988973498 came out an ulp off through the fma residual).
 fn div_rn(a: f32, b: f32) -> f32 {
+#if EXACT_ARITH
+    return div_checked(a, b);
+#else
+    // where fma is fused (GPUs): one residual step, r = a - q b exact by fma, q + r / b lands on the rounded
+    // quotient in nearly every case, for a fraction of the integer check's cost (the 8-bit activation scales
+    // of every mat-vec and mat-mat workgroup go through here)
+    let q = a / b;
+    return fma(fma(-q, b, a), 1.0f / b, q);
+#endif
+}
+
+// a / b correctly rounded, for finite a and b != 0 with a normal quotient: |q| is right when
+// mid(q-, q) * |b| <= |a| < mid(q, q+) * |b| (never equal: a midpoint's odd 25-bit significand times b's is
+// no 24-bit significand). The hardware quotient (WGSL lets `/` be off by 2.5 ulp) is only a first guess.
+fn div_checked(a: f32, b: f32) -> f32 {
     let guess = a / b;
     let gb = bitcast<u32>(guess) & 0x7fffffffu;
     if (a == 0.0f || gb == 0u || gb >= 0x7f800000u) {

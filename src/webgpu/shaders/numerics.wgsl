@@ -47,5 +47,5 @@ fn sqrt_rn(v: f32) -> f32 {
 
 // 1 / y correctly rounded, for y positive and normal with a normal reciprocal (the CPU's 1.0f / y).
 fn rcp_rn(y: f32) -> f32 {
-    return div_rn(1.0f, y);
+    return div_checked(1.0f, y); // once per row: the integer check on every device
 }

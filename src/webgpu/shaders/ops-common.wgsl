@@ -5,26 +5,15 @@
 // nearest even, and KV cache writes and GELU's table index must agree with the CPU to the bit.
 #pragma once
 #include "exact-arith.wgsl"
-#ifndef EXACT_ARITH
-#define EXACT_ARITH 1
-#endif
 
-// fma and division where the CPU's bits matter per element: on CPU adapters (EXACT_ARITH=1, set by the
-// pipeline builder: lavapipe computes fma unfused at times) decided in integers (exact-arith.wgsl), else the
-// device's own, an order of magnitude cheaper (NVIDIA's fma is fused; its `/` may be off by ulps).
+// fma where the CPU's bits matter per element: on CPU adapters (EXACT_ARITH=1, set by the pipeline builder:
+// lavapipe computes fma unfused at times) decided in integers (exact-arith.wgsl), else the device's own, an
+// order of magnitude cheaper (NVIDIA's is fused). Division: div_rn (exact-arith.wgsl) likewise.
 fn fma_x(a: f32, b: f32, c: f32) -> f32 {
 #if EXACT_ARITH
     return fma_rn(a, b, c);
 #else
     return fma(a, b, c);
-#endif
-}
-
-fn div_x(a: f32, b: f32) -> f32 {
-#if EXACT_ARITH
-    return div_rn(a, b);
-#else
-    return a / b;
 #endif
 }
 

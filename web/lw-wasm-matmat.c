@@ -251,6 +251,13 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_run(lw_wasm_matmat *m, int f16, int tm, 
     const lw_gpu_ops *o = m->gpu.ops;
     void *c = m->gpu.ctx;
     lw__gpu_matmat_variant v = variant_of(m, f16, tm, tn, tk, rm, rn);
+    if (!tm && round_acts != 2 && v.idot) { /* the default without integer products: its own (f32) tiles */
+        lw__gpu_tune t;
+        lw__gpu_tune_init(&t);
+        t.matmat[m->type][LW_GPU_TUNE_MM_IDOT] = 0;
+        v = lw__gpu_matmat_tuned(&t, &m->info, m->type);
+        v.f16 = f16 != 0;
+    }
     if (round_acts) lw__gpu_matmat_round_acts(&v);
     v.idot = round_acts == 2;
     uint32_t grid[3];

@@ -402,7 +402,17 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             return st;
         bool batched = g->n_batch > 1 && rows_of(g, nd->dst, 2) > 1;
         if (batched) { /* only where the mat-mat kernel takes the shape (e.g. k a multiple of its block) */
-            mm.v.mm = lw__gpu_matmat_tuned(g->p.tune, info, w->type);
+            if (g->p.raw_acts) { /* f32 products: the tiles chosen for them, not those of integer products */
+                lw__gpu_tune t;
+                if (g->p.tune)
+                    t = *g->p.tune;
+                else
+                    lw__gpu_tune_init(&t);
+                t.matmat[w->type][LW_GPU_TUNE_MM_IDOT] = 0;
+                mm.v.mm = lw__gpu_matmat_tuned(&t, info, w->type);
+            } else {
+                mm.v.mm = lw__gpu_matmat_tuned(g->p.tune, info, w->type);
+            }
             mm.v.mm.f16 = mm.v.mm.f16 && g->f16;
             if (!g->p.raw_acts)
                 lw__gpu_matmat_round_acts(&mm.v.mm);

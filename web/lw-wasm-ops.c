@@ -27,26 +27,26 @@ lw_status lw_wasm_gpu_open(const lw_allocator *alloc, lw_gpu *out); /* lw-gpu-wa
  * Test context
  * ------------------------------------------------------------------------------------------------------- */
 
-#define OPS_MAX_BUFS 8   /* GPU buffers of one case          */
-#define OPS_SLOT 256u    /* parameter slot used: 1 x this    */
+#define OPS_MAX_BUFS 8    /* GPU buffers of one case          */
+#define OPS_SLOT     256u /* parameter slot used: 1 x this    */
 
 typedef struct lw_wasm_ops {
-    lw_gpu gpu;                    /* the HAL                                                        */
-    lw_gpu_info info;              /* its device                                                     */
-    lw__gpu_pipeline_cache cache;  /* pipelines by variant                                           */
+    lw_gpu gpu;                       /* the HAL                                                        */
+    lw_gpu_info info;                 /* its device                                                     */
+    lw__gpu_pipeline_cache cache;     /* pipelines by variant                                           */
     lw_gpu_buffer bufs[OPS_MAX_BUFS]; /* the last case's buffers (destroyed by the next case)        */
-    int n_bufs;                    /* used                                                           */
-    float *ref;                    /* CPU result of the last case                                    */
-    float *out;                    /* GPU result (read-back target)                                  */
-    size_t count;                  /* floats in ref and out                                          */
-    uint32_t *pairs;               /* top-k: GPU result pairs (id, value bits)                       */
-    float *logits;                 /* top-k: the logits                                              */
-    uint32_t topk_n, topk_k;       /* top-k: logits, candidates                                      */
-    uint8_t *raw;                  /* rope_qkv: the two caches as read back (f16 or f32)             */
-    size_t raw_elems;              /* elements of both caches                                        */
-    size_t raw_at;                 /* where in out they go once widened                              */
-    int raw_f16;                   /* the caches are f16                                             */
-    char err[LW_ERRMSG_SIZE];      /* why the last call failed                                       */
+    int n_bufs;                       /* used                                                           */
+    float *ref;                       /* CPU result of the last case                                    */
+    float *out;                       /* GPU result (read-back target)                                  */
+    size_t count;                     /* floats in ref and out                                          */
+    uint32_t *pairs;                  /* top-k: GPU result pairs (id, value bits)                       */
+    float *logits;                    /* top-k: the logits                                              */
+    uint32_t topk_n, topk_k;          /* top-k: logits, candidates                                      */
+    uint8_t *raw;                     /* rope_qkv: the two caches as read back (f16 or f32)             */
+    size_t raw_elems;                 /* elements of both caches                                        */
+    size_t raw_at;                    /* where in out they go once widened                              */
+    int raw_f16;                      /* the caches are f16                                             */
+    char err[LW_ERRMSG_SIZE];         /* why the last call failed                                       */
 } lw_wasm_ops;
 
 static float rnd(uint32_t *s) {
@@ -117,7 +117,8 @@ static lw_status begin_case(lw_wasm_ops *c, size_t n) {
     return LW_OK;
 }
 
-static lw_status new_buffer(lw_wasm_ops *c, uint64_t size, uint32_t usage, const char *label, lw_gpu_buffer *out) {
+static lw_status new_buffer(lw_wasm_ops *c, uint64_t size, uint32_t usage, const char *label,
+                            lw_gpu_buffer *out) {
     if (c->n_bufs == OPS_MAX_BUFS) return lw__errorf(c->err, LW_ERR_TOO_LARGE, "too many buffers");
     lw_status st = c->gpu.ops->buffer_create(c->gpu.ctx, size ? size : 4, usage, label, out);
     if (st != LW_OK) return lw__errorf(c->err, st, "buffer %s: %s", label, c->gpu.ops->error(c->gpu.ctx));
@@ -146,13 +147,16 @@ static lw_status arena_upload(lw_wasm_ops *c, const arena *a, const void *const 
     lw_status st = new_buffer(c, a->top, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST | LW_GPU_USAGE_COPY_SRC,
                               "arena", buf);
     for (int i = 0; st == LW_OK && i < a->n; i++)
-        if (data[i] && bytes[i]) st = c->gpu.ops->buffer_write(c->gpu.ctx, *buf, a->off[i], data[i], bytes[i]);
+        if (data[i] && bytes[i])
+            st = c->gpu.ops->buffer_write(c->gpu.ctx, *buf, a->off[i], data[i], bytes[i]);
     return st;
 }
 
 /* Uploads bytes (padded to 4) into a new read-only-usage buffer. */
-static lw_status upload(lw_wasm_ops *c, const void *data, uint64_t bytes, const char *label, lw_gpu_buffer *buf) {
-    lw_status st = new_buffer(c, (bytes + 3) & ~(uint64_t)3, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, label, buf);
+static lw_status upload(lw_wasm_ops *c, const void *data, uint64_t bytes, const char *label,
+                        lw_gpu_buffer *buf) {
+    lw_status st =
+        new_buffer(c, (bytes + 3) & ~(uint64_t)3, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST, label, buf);
     if (st != LW_OK || !bytes) return st;
     if (bytes % 4) { /* writes are multiples of 4 bytes */
         uint8_t *pad = calloc(1, (bytes + 3) & ~(uint64_t)3);
@@ -168,7 +172,8 @@ static lw_status upload(lw_wasm_ops *c, const void *data, uint64_t bytes, const 
 /* Writes the parameter block into slot 1 of a new uniform buffer, binds binds[0..n) + the params (the
  * last binding, dynamic), records one dispatch. */
 static lw_status dispatch(lw_wasm_ops *c, lw_gpu_pipeline pipe, lw_gpu_bind *binds, uint32_t n_storage,
-                          uint32_t params_at, const void *params, size_t params_size, const uint32_t grid[3]) {
+                          uint32_t params_at, const void *params, size_t params_size,
+                          const uint32_t grid[3]) {
     const lw_gpu_ops *o = c->gpu.ops;
     lw_gpu_buffer ub;
     uint8_t slots[2 * OPS_SLOT];
@@ -180,8 +185,10 @@ static lw_status dispatch(lw_wasm_ops *c, lw_gpu_pipeline pipe, lw_gpu_bind *bin
     lw_gpu_bind all[LW_GPU_MAX_BINDINGS];
     uint32_t n = 0;
     for (uint32_t i = 0; i < n_storage + 1; i++) {
-        if (i == params_at) all[n++] = (lw_gpu_bind){ub, 0, OPS_SLOT};
-        else all[n++] = *binds++;
+        if (i == params_at)
+            all[n++] = (lw_gpu_bind){ub, 0, OPS_SLOT};
+        else
+            all[n++] = *binds++;
     }
     lw_gpu_bind_group group;
     if ((st = o->bind_group_create(c->gpu.ctx, pipe, all, n, &group)) != LW_OK)
@@ -209,8 +216,8 @@ static lw_gpu_bind bind_range(lw_gpu_buffer buf, const arena *a, int i) {
 /* A one-node graph. Inputs are "weight" tensors (any data the node reads); dst is an activation pointed at
  * c->ref. */
 typedef struct ref_graph {
-    lw__graph g;  /* the graph        */
-    lw__exec ex;  /* its execution    */
+    lw__graph g; /* the graph        */
+    lw__exec ex; /* its execution    */
 } ref_graph;
 
 static lw_status ref_run(lw_wasm_ops *c, ref_graph *r, int64_t n_ctx) {
@@ -340,8 +347,8 @@ EMSCRIPTEN_KEEPALIVE double lw_wasm_ops_max_rel(lw_wasm_ops *c) {
  * rows, 1 rows 7 elements further apart than n (a, b, d), 2 b inside a's binding as a fused gate|up
  * projection (rows [a | b], stride 2n; binary ops, b_rows = rows). Returns an lw_status. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_eltwise(lw_wasm_ops *c, int op, int n, int rows, int b_rows, int table,
-                                             int wg, uint32_t seed, float f0, float f1, float range, int b_ones,
-                                             int layout) {
+                                             int wg, uint32_t seed, float f0, float f1, float range,
+                                             int b_ones, int layout) {
     size_t total = (size_t)n * (size_t)rows, tb = (size_t)n * (size_t)b_rows;
     lw_status st = begin_case(c, total);
     if (st != LW_OK) return st;
@@ -365,7 +372,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_eltwise(lw_wasm_ops *c, int op, int n, int 
     int32_t tbi = lw__graph_weight(&r.g, "b", LW_TYPE_F32, n, b_rows, b);
     int32_t td = ref_dst(&r, c->ref, n, rows, LW_ROWS_TOKENS);
     const bool bin = op == LW_GPU_ELT_ADD || op == LW_GPU_ELT_SWIGLU || op == LW_GPU_ELT_GEGLU;
-    lw__node *nd = op >= 1 && op <= 5 ? lw__graph_node(&r.g, (lw__op)gop[op], td, ta, bin ? tbi : -1, -1) : NULL;
+    lw__node *nd =
+        op >= 1 && op <= 5 ? lw__graph_node(&r.g, (lw__op)gop[op], td, ta, bin ? tbi : -1, -1) : NULL;
     if (!nd) {
         free(a);
         free(b);
@@ -391,20 +399,22 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_eltwise(lw_wasm_ops *c, int op, int n, int 
     const size_t na = sa * (size_t)rows, nb = sb * (size_t)b_rows, ndl = sd * (size_t)rows;
     float *ga = malloc(na * 4), *gb = malloc(nb * 4), *gd = malloc(ndl * 4);
     if (!ga || !gb || !gd) st = LW_ERR_NOMEM;
-    if (layout == 2 && (!bin || b_rows != rows)) st = lw__errorf(c->err, LW_ERR_INVALID_ARG, "layout 2: binary ops");
+    if (layout == 2 && (!bin || b_rows != rows))
+        st = lw__errorf(c->err, LW_ERR_INVALID_ARG, "layout 2: binary ops");
     for (int rr = 0; st == LW_OK && rr < rows; rr++) {
         memcpy(ga + (size_t)rr * sa, a + (size_t)rr * n, (size_t)n * 4);
         if (layout == 2) memcpy(ga + (size_t)rr * sa + n, b + (size_t)rr * n, (size_t)n * 4);
         memset(gd + (size_t)rr * sd, 0xff, sd * 4);
     }
-    for (int rr = 0; st == LW_OK && rr < b_rows; rr++) memcpy(gb + (size_t)rr * sb, b + (size_t)rr * n, (size_t)n * 4);
+    for (int rr = 0; st == LW_OK && rr < b_rows; rr++)
+        memcpy(gb + (size_t)rr * sb, b + (size_t)rr * n, (size_t)n * 4);
     v.b_in_a = layout == 2;
     arena ar = {0};
     int ia = arena_add(&ar, na * 4), ib = arena_add(&ar, nb * 4), id = arena_add(&ar, ndl * 4);
     lw_gpu_buffer buf = 0, tbuf = 0;
     if (st == LW_OK)
-        st = lw__gpu_eltwise_plan(&c->info, &v, n, rows, 0, layout == 2 ? (uint64_t)n : 0, b_rows, 0, f0, f1, &p,
-                                  grid, c->err);
+        st = lw__gpu_eltwise_plan(&c->info, &v, n, rows, 0, layout == 2 ? (uint64_t)n : 0, b_rows, 0, f0, f1,
+                                  &p, grid, c->err);
     if (st == LW_OK && layout) st = lw__gpu_eltwise_strides(&p, sa, layout == 2 ? sa : sb, sd, c->err);
     if (st == LW_OK) st = lw__gpu_eltwise_pipeline(&c->gpu, &c->cache, NULL, &v, &c->info, &pipe, c->err);
     if (st == LW_OK) {
@@ -414,7 +424,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_eltwise(lw_wasm_ops *c, int op, int n, int 
     }
     if (st == LW_OK && op == LW_GPU_ELT_GEGLU && v.gelu_table) {
         gt = malloc(LW_GPU_GELU_TABLE_WORDS * 4);
-        if (!gt) st = LW_ERR_NOMEM;
+        if (!gt)
+            st = LW_ERR_NOMEM;
         else {
             lw__gpu_gelu_table(gt);
             st = upload(c, gt, LW_GPU_GELU_TABLE_WORDS * 4, "gelu table", &tbuf);
@@ -569,10 +580,13 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm(lw_wasm_ops *c, int n, int group, 
     lw_gpu_buffer buf = 0, wbuf = 0;
     /* the weight at an odd element offset inside its buffer, as a slice of a larger weight buffer */
     float *wpad = calloc((size_t)wlen + 8, sizeof(float));
-    if (!wpad) st = LW_ERR_NOMEM;
-    else memcpy(wpad + 3, w, (size_t)wlen * sizeof(float));
+    if (!wpad)
+        st = LW_ERR_NOMEM;
+    else
+        memcpy(wpad + 3, w, (size_t)wlen * sizeof(float));
     if (st == LW_OK)
-        st = add ? lw__gpu_norm_add_plan(&c->info, &v, n, group, rows, 0, 0, 0, 3, wlen, 0, eps, &p, grid, c->err)
+        st = add ? lw__gpu_norm_add_plan(&c->info, &v, n, group, rows, 0, 0, 0, 3, wlen, 0, eps, &p, grid,
+                                         c->err)
                  : lw__gpu_norm_plan(&c->info, &v, n, group, rows, 0, 3, wlen, 0, eps, &p, grid, c->err);
     if (st == LW_OK && pad > 0 && !add) { /* strided rows: x re-laid, d read whole and compacted */
         const size_t stride = (size_t)n + (size_t)pad, sp = stride * (size_t)rows;
@@ -582,7 +596,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm(lw_wasm_ops *c, int n, int group, 
             free(xs);
             st = LW_ERR_NOMEM;
         } else {
-            for (int rr = 0; rr < rows; rr++) memcpy(xs + (size_t)rr * stride, x + (size_t)rr * n, (size_t)n * 4);
+            for (int rr = 0; rr < rows; rr++)
+                memcpy(xs + (size_t)rr * stride, x + (size_t)rr * n, (size_t)n * 4);
             memset(c->raw, 0xff, sp * 4);
             free(x);
             x = xs;
@@ -606,12 +621,16 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm(lw_wasm_ops *c, int n, int group, 
     }
     if (st == LW_OK) st = upload(c, wpad, ((size_t)wlen + 8) * 4, "norm weight", &wbuf);
     if (st == LW_OK) {
-        lw_gpu_bind binds[5] = {bind_range(buf, &ar, ix), {wbuf, 0, 0}, bind_range(buf, &ar, id),
-                                bind_range(buf, &ar, ib), bind_range(buf, &ar, isum)};
+        lw_gpu_bind binds[5] = {bind_range(buf, &ar, ix),
+                                {wbuf, 0, 0},
+                                bind_range(buf, &ar, id),
+                                bind_range(buf, &ar, ib),
+                                bind_range(buf, &ar, isum)};
         st = dispatch(c, pipe, binds, add ? 5 : 3, add ? 5 : 3, &p, sizeof p, grid);
     }
     if (st == LW_OK)
-        st = c->raw ? finish(c, buf, ar.off[id], c->raw, ar.size[id]) : finish(c, buf, ar.off[id], c->out, total * 4);
+        st = c->raw ? finish(c, buf, ar.off[id], c->raw, ar.size[id])
+                    : finish(c, buf, ar.off[id], c->out, total * 4);
     if (st == LW_OK && add) st = c->gpu.ops->read(c->gpu.ctx, buf, ar.off[isum], c->out + total, total * 4);
     free(x);
     free(b);
@@ -628,9 +647,14 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm(lw_wasm_ops *c, int n, int group, 
 /* rows tokens at positions pos0.. of n_head heads of hd; n_rot rotated; mode 0 / 2; ff: frequency factors;
  * yarn: ext_factor 1 with correction dims (2, n_rot/2 - 3) and freq_scale 0.25. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope(lw_wasm_ops *c, int n_head, int hd, int n_rot, int mode, int rows,
-                                          int pos0, int ff, int yarn, uint32_t seed, float freq_base, int kv16) {
+                                          int pos0, int ff, int yarn, uint32_t seed, float freq_base,
+                                          int kv16) {
     const int n = n_head * hd;
     size_t total = (size_t)n * (size_t)rows;
+    /* ff 2: no frequency factors, and the kernel reads the host's sin/cos table of the rows (has_ff 2, as the
+     * model runs it: gpu-model-rope.c), made by the CPU op's own lw__rope_cache */
+    const int table = ff == 2;
+    if (table) ff = 0;
     /* kv16: RoPE fused with KV_STORE into an f16 cache of pos0 + rows + 1 cells (compared whole, widened
      * with lw_wasm_ops_kv_widen; CPU: ROPE then KV_STORE) */
     const size_t cells = (size_t)n * (size_t)(pos0 + rows + 1), cache_bytes = cells * 2;
@@ -695,7 +719,12 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope(lw_wasm_ops *c, int n_head, int hd, in
     r.ex.n_outputs = rows;
     r.ex.pos0 = pos0;
     lw__gpu_rope_args args = {0};
-    if (nd) lw__gpu_rope_args_from_node(nd, &args);
+    lw__node rope_node; /* (ref_run frees the graph) */
+    memset(&rope_node, 0, sizeof rope_node);
+    if (nd) {
+        lw__gpu_rope_args_from_node(nd, &args);
+        rope_node = *nd;
+    }
     st = ref_run(c, &r, kv16 ? pos0 + rows + 1 : 1);
     if (st == LW_OK && kv16)
         for (size_t i = 0; i < cells; i++) c->ref[i] = lw__fp16_to_fp32(cache[i]);
@@ -712,9 +741,16 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope(lw_wasm_ops *c, int n_head, int hd, in
     args.pos0 = (uint64_t)pos0;
     args.ff_offset = 1;
     if (kv16) args.d_offset = (uint64_t)pos0 * (uint64_t)n; /* cell pos0 of the cache */
-    float *fpad = calloc((size_t)n_rot / 2 + 2, sizeof(float));
-    if (!fpad) st = LW_ERR_NOMEM;
-    else memcpy(fpad + 1, fr, (size_t)n_rot / 2 * sizeof(float));
+    const size_t f_floats = table ? 1 + (size_t)rows * (size_t)n_rot : (size_t)n_rot / 2 + 2;
+    float *fpad = calloc(f_floats, sizeof(float));
+    args.table = table != 0;
+    if (!fpad)
+        st = LW_ERR_NOMEM;
+    else if (table && nd)
+        for (int r = 0; r < rows; r++)
+            lw__rope_cache(&rope_node, NULL, pos0 + r, n_rot / 2, fpad + 1 + (size_t)r * (size_t)n_rot);
+    else
+        memcpy(fpad + 1, fr, (size_t)n_rot / 2 * sizeof(float));
     if (st == LW_OK) st = lw__gpu_rope_plan(&c->info, &v, &args, &p, grid, c->err);
     if (st == LW_OK) st = lw__gpu_rope_pipeline(&c->gpu, &c->cache, NULL, &v, &c->info, &pipe, c->err);
     if (st == LW_OK) {
@@ -722,7 +758,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope(lw_wasm_ops *c, int n_head, int hd, in
         const uint64_t bytes[2] = {total * 4, kv16 ? (cache_bytes + 3) & ~(uint64_t)3 : total * 4};
         st = arena_upload(c, &ar, data, bytes, &buf);
     }
-    if (st == LW_OK) st = upload(c, fpad, ((size_t)n_rot / 2 + 2) * 4, "freq factors", &fbuf);
+    if (st == LW_OK) st = upload(c, fpad, f_floats * 4, table ? "sin/cos table" : "freq factors", &fbuf);
     if (st == LW_OK) {
         lw_gpu_bind binds[3] = {bind_range(buf, &ar, ix), {fbuf, 0, 0}, bind_range(buf, &ar, id)};
         st = dispatch(c, pipe, binds, 3, 3, &p, sizeof p, grid);
@@ -743,9 +779,9 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope(lw_wasm_ops *c, int n_head, int hd, in
  * KV_STORE(V): the compared result is q_out, then the whole K cache, then the whole V cache (caches of
  * pos0 + rows + 1 cells, start pattern shared); call lw_wasm_ops_qkv_widen() after settle. one: the
  * qkv_one variant, q, k, v interleaved per row in one tensor [q | k | v] as a fused projection makes. */
-EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_head_kv, int hd, int n_rot, int mode,
-                                              int rows, int pos0, int ff, int kv16, uint32_t seed, float freq_base,
-                                              int one) {
+EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_head_kv, int hd, int n_rot,
+                                              int mode, int rows, int pos0, int ff, int kv16, uint32_t seed,
+                                              float freq_base, int one) {
     const size_t nq = (size_t)n_head * hd, nkv = (size_t)n_head_kv * hd, ncell = (size_t)(pos0 + rows + 1);
     const size_t tq = nq * rows, tkv = nkv * rows, cells = nkv * ncell, esz = kv16 ? 2 : 4;
     const size_t cbytes = (cells * esz + 3) & ~(size_t)3;
@@ -777,8 +813,9 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_
             ((float *)vc)[i] = b;
         }
     }
-    if (cbytes > cells * esz) memset(kc + cells * esz, 0, cbytes - cells * esz), memset(vc + cells * esz, 0, cbytes - cells * esz);
-    memcpy(c->raw, kc, cbytes);          /* the GPU's caches start as the CPU's */
+    if (cbytes > cells * esz)
+        memset(kc + cells * esz, 0, cbytes - cells * esz), memset(vc + cells * esz, 0, cbytes - cells * esz);
+    memcpy(c->raw, kc, cbytes); /* the GPU's caches start as the CPU's */
     memcpy(c->raw + cbytes, vc, cbytes);
 
     ref_graph r;
@@ -919,11 +956,21 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_kv_store(lw_wasm_ops *c, int f16, int row_l
         float v = rnd(&s);
         /* magnitudes from subnormal halves to past the f16 range, and exact ties of f16 rounding */
         switch (i % 8) {
-        case 0: v *= 1e-6f; break;
-        case 1: v *= 7e4f; break;
-        case 2: v = ldexpf(1.0f + ldexpf((float)(i % 1024) * 2.0f + 1.0f, -11), (int)(i % 9) - 4); break;
-        case 3: v *= 3e-5f; break;
-        default: v *= 10.0f; break;
+        case 0:
+            v *= 1e-6f;
+            break;
+        case 1:
+            v *= 7e4f;
+            break;
+        case 2:
+            v = ldexpf(1.0f + ldexpf((float)(i % 1024) * 2.0f + 1.0f, -11), (int)(i % 9) - 4);
+            break;
+        case 3:
+            v *= 3e-5f;
+            break;
+        default:
+            v *= 10.0f;
+            break;
         }
         x[i] = v;
     }
@@ -995,13 +1042,14 @@ EMSCRIPTEN_KEEPALIVE void lw_wasm_ops_kv_widen(lw_wasm_ops *c) {
 /* A table of n_rows rows of n elements of type, split into `parts` parts of ceil(n_rows / parts) rows (each
  * its own buffer and dispatch, row 0 of a part at byte offset 6 of it); n_tokens random ids (some
  * repeated). */
-EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_get_rows(lw_wasm_ops *c, int type, int n, int n_rows, int n_tokens, int parts,
-                                              uint32_t seed) {
+EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_get_rows(lw_wasm_ops *c, int type, int n, int n_rows, int n_tokens,
+                                              int parts, uint32_t seed) {
     size_t total = (size_t)n * (size_t)n_tokens, nt = (size_t)n * (size_t)n_rows;
     lw_status st = begin_case(c, total);
     if (st != LW_OK) return st;
     size_t rb = lw__row_size((uint32_t)type, n, &st);
-    if (st != LW_OK || parts < 1 || parts > 4) return lw__errorf(c->err, LW_ERR_INVALID_ARG, "bad type/shape");
+    if (st != LW_OK || parts < 1 || parts > 4)
+        return lw__errorf(c->err, LW_ERR_INVALID_ARG, "bad type/shape");
     float *w = malloc(nt * sizeof(float)), *imat = malloc((size_t)n * sizeof(float));
     uint8_t *q = malloc(rb * (size_t)n_rows + 8);
     int32_t *ids = malloc((size_t)n_tokens * sizeof(int32_t));
@@ -1017,8 +1065,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_get_rows(lw_wasm_ops *c, int type, int n, i
         for (int i = 0; i < n; i++) w[(size_t)r * n + i] = rnd(&s) * (0.25f + 0.25f * (float)(r % 7));
     for (int i = 0; i < n; i++) imat[i] = 1.0f;
     for (int t = 0; t < n_tokens; t++) ids[t] = (int32_t)(rndu(&s) % (uint32_t)n_rows);
-    if (n_tokens > 2) ids[n_tokens - 1] = ids[0];   /* a repeated id */
-    if (n_tokens > 3) ids[1] = n_rows - 1;          /* the last row  */
+    if (n_tokens > 2) ids[n_tokens - 1] = ids[0]; /* a repeated id */
+    if (n_tokens > 3) ids[1] = n_rows - 1;        /* the last row  */
     const lw__quant_traits_t *qt = lw__quant_traits((uint32_t)type);
     st = lw__quantize((uint32_t)type, w, q, n_rows, n, qt && qt->requires_imatrix ? imat : NULL);
     if (st != LW_OK) lw__errorf(c->err, st, "quantize type %d: %s", type, lw_status_str(st));
@@ -1089,7 +1137,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_get_rows_big(lw_wasm_ops *c, int n, int n_r
     const size_t rb = lw__row_size(type, n, &st);
     uint64_t per = 0, parts = 0;
     if (st != LW_OK || n_rows <= 0) return lw__errorf(c->err, LW_ERR_INVALID_ARG, "bad shape");
-    if ((st = lw__gpu_get_rows_split(&c->info, (uint64_t)n_rows, rb, &per, &parts, c->err)) != LW_OK) return st;
+    if ((st = lw__gpu_get_rows_split(&c->info, (uint64_t)n_rows, rb, &per, &parts, c->err)) != LW_OK)
+        return st;
     g_parts = (int)parts;
     int32_t ids[32];
     int n_tokens = 0;
@@ -1143,7 +1192,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_get_rows_big(lw_wasm_ops *c, int n, int n_r
         uint32_t grid[3];
         st = lw__gpu_get_rows_plan(&c->info, &v, n, n_tokens, b, cnt, 0, 0, 0, 0, &gp, grid, c->err);
         if (st == LW_OK) {
-            lw_gpu_bind binds[3] = {{tbuf, b * rb, (cnt * rb + 3) & ~(uint64_t)3}, bind_range(buf, &ar, ii),
+            lw_gpu_bind binds[3] = {{tbuf, b * rb, (cnt * rb + 3) & ~(uint64_t)3},
+                                    bind_range(buf, &ar, ii),
                                     bind_range(buf, &ar, id)};
             st = dispatch(c, pipe, binds, 3, 3, &gp, sizeof gp, grid);
         }
@@ -1182,7 +1232,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_block(int type) {
  * ------------------------------------------------------------------------------------------------------- */
 
 /* n logits (ties: dup > 0 copies some values to other ids; ninf: some -inf), top k on the GPU. */
-EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_topk(lw_wasm_ops *c, int n, int k, int dup, int wg, int per, uint32_t seed) {
+EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_topk(lw_wasm_ops *c, int n, int k, int dup, int wg, int per,
+                                          uint32_t seed) {
     lw_status st = begin_case(c, 0);
     if (st != LW_OK) return st;
     c->logits = malloc((size_t)n * sizeof(float));
@@ -1253,7 +1304,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_topk_check(lw_wasm_ops *c) {
             uint32_t pid = c->pairs[2 * j - 2];
             float pv = c->logits[pid];
             if (!(pv > v || (pv == v && pid < id))) {
-                if (!bad) lw__errorf(c->err, LW_ERR_INVALID_ARG, "pair %u (%u, %g) out of order", j, id, (double)v);
+                if (!bad)
+                    lw__errorf(c->err, LW_ERR_INVALID_ARG, "pair %u (%u, %g) out of order", j, id, (double)v);
                 bad++;
             }
         }
@@ -1272,8 +1324,9 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_topk_check(lw_wasm_ops *c) {
     for (uint32_t j = 0; j < k; j++) in[c->pairs[2 * j]] = 1;
     for (uint32_t i = 0; i < n; i++)
         if (!in[i] && (c->logits[i] > lv || (c->logits[i] == lv && i < lid))) {
-            if (!bad) lw__errorf(c->err, LW_ERR_INVALID_ARG, "logit %u (%g) belongs in the top %u", i,
-                                 (double)c->logits[i], k);
+            if (!bad)
+                lw__errorf(c->err, LW_ERR_INVALID_ARG, "logit %u (%g) belongs in the top %u", i,
+                           (double)c->logits[i], k);
             bad++;
         }
     /* the CPU sampler: greedy, and top-k draws from full vs candidate-only logits */
@@ -1304,8 +1357,9 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_topk_check(lw_wasm_ops *c) {
             lw_sampler_reset(s2, seed);
             int32_t a = lw_sampler_sample(s1, c->logits), b = lw_sampler_sample(s2, masked);
             if (a != b) {
-                if (!bad) lw__errorf(c->err, LW_ERR_INVALID_ARG, "seed %llu: full logits draw %d, candidates %d",
-                                     (unsigned long long)seed, a, b);
+                if (!bad)
+                    lw__errorf(c->err, LW_ERR_INVALID_ARG, "seed %llu: full logits draw %d, candidates %d",
+                               (unsigned long long)seed, a, b);
                 bad++;
             }
         }

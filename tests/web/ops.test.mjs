@@ -196,6 +196,13 @@ test('ROPE: normal and NeoX, partial rotation, frequency factors, YaRN, far posi
     const bound = ropeBound(pos0 + rows);
     console.log(`# ${name}: ${fmt(s)} (bound ${bound.toExponential(1)})`);
     assert.ok(s.nmse < bound, fmt(s));
+    if (!ff) { // the host's sin/cos table (as models run it: gpu-model-rope.c): the CPU's bits
+      const tname = `${name} host table`;
+      const { c: ct } = await run(tname, (c) => M._lw_wasm_ops_rope(c, nh, hd, nr, mode, rows, pos0, 2, yarn, hd + pos0, base, 0));
+      const st = stats(tname, ct);
+      console.log(`# ${tname}: ${fmt(st)}`);
+      assert.equal(st.equal, st.count, fmt(st));
+    }
   }
 });
 

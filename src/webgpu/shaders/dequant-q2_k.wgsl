@@ -28,10 +28,5 @@ fn dqx_scales(b: u32) -> vec2<f32> {
     return unpack2x16float(w_u32(b + 80u)); // (d, dmin)
 }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
-    let dm = dqx_scales(b);
-    let q = dqx_chunk(b, c);
-    let d = dm.x * vec2<f32>(q.sc);
-    let m = dm.y * vec2<f32>(q.mn);
-    return Dq8(ftype(d.x) * fvec4(q.lo) - ftype(m.x), ftype(d.y) * fvec4(q.hi) - ftype(m.y));
-}
+#define DQX_MIN 1
+#include "dequant-dqx.wgsl"

@@ -23,10 +23,5 @@ fn dqx_scales(b: u32) -> vec2<f32> {
     return unpack2x16float(w_u32(b)); // (d, dmin)
 }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
-    let dm = dqx_scales(b);
-    let q = dqx_chunk(b, c);
-    let dl = vec2<f32>(dm.x) * vec2<f32>(q.sc);
-    let ml = vec2<f32>(dm.y) * vec2<f32>(q.mn);
-    return Dq8(ftype(dl.x) * fvec4(q.lo) - ftype(ml.x), ftype(dl.y) * fvec4(q.hi) - ftype(ml.y));
-}
+#define DQX_MIN 1
+#include "dequant-dqx.wgsl"

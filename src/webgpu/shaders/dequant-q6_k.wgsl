@@ -34,8 +34,4 @@ fn dqx_scales(b: u32) -> vec2<f32> {
     return vec2<f32>(w_f16(b + 208u), 0.0f);
 }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
-    let d = dqx_scales(b).x;
-    let q = dqx_chunk(b, c);
-    return Dq8(ftype(d * f32(q.sc.x)) * fvec4(q.lo), ftype(d * f32(q.sc.y)) * fvec4(q.hi));
-}
+#include "dequant-dqx.wgsl"

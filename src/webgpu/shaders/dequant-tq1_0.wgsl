@@ -36,8 +36,4 @@ fn dqx_scales(b: u32) -> vec2<f32> {
     return vec2<f32>(w_f16(b + 52u), 0.0f);
 }
 
-fn dq_chunk(b: u32, c: u32) -> Dq8 {
-    let d = ftype(dqx_scales(b).x);
-    let q = dqx_chunk(b, c);
-    return Dq8(d * fvec4(q.lo), d * fvec4(q.hi));
-}
+#include "dequant-dqx.wgsl"

@@ -60,6 +60,7 @@ typedef struct lw_wasm_matvec {
                                      rounded to the format's vec_dot_type), or NULL     */
     float *y;                     /* rows GPU outputs (read-back target)                */
     lw_gpu_buffer bw, bx, by, bp; /* weights, x, y, params                            */
+    lw_gpu_buffer bq, bqp;        /* idot: x's 8-bit quants (actq-quant.wgsl), its params */
     lw_gpu_pipeline pipe;         /* pipeline of the last run                           */
     lw_gpu_bind_group group;      /* its bind group                                     */
     lw__gpu_pipeline_cache cache; /* pipelines by variant: each is compiled once          */
@@ -163,8 +164,34 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_upload(lw_wasm_matvec *m, uint32_t host_
 /* Runs one variant on the uploaded data: poisons y, writes the parameters, builds the variant's pipeline,
  * records the dispatch and schedules the read of y. The JS caller awaits lwGpu.settle() before
  * lw_wasm_matvec_nmse(). Returns an lw_status. */
+/* The integer mat-vec's quantizer pass (idot): x rounded to 8 bits into m->bq, recorded before the mat-vec. */
+static lw_status matvec_quant(lw_wasm_matvec *m, uint32_t actq) {
+    const lw_gpu_ops *o = m->gpu.ops;
+    void *c = m->gpu.ctx;
+    lw_status st;
+    lw__gpu_actq_quant_params qp;
+    uint32_t grid[3];
+    lw_gpu_pipeline qpipe;
+    lw_gpu_bind_group qg;
+    if ((st = lw__gpu_actq_quant_plan(&m->info, actq, (uint64_t)m->k, 0, &qp, grid, m->err)) != LW_OK ||
+        (st = lw__gpu_actq_quant_pipeline(&m->gpu, &m->cache, NULL, actq, &m->info, &qpipe, m->err)) != LW_OK)
+        return st;
+    if (!m->bq &&
+        ((st = o->buffer_create(c, lw__gpu_actq_quant_bytes((uint64_t)m->k), LW_GPU_USAGE_STORAGE, "xq",
+                                &m->bq)) ||
+         (st = o->buffer_create(c, sizeof qp, LW_GPU_USAGE_UNIFORM | LW_GPU_USAGE_COPY_DST, "xq params", &m->bqp))))
+        return lw__errorf(m->err, st, "buffer creation failed: %s", o->error(c) ? o->error(c) : "");
+    if ((st = o->buffer_write(c, m->bqp, 0, &qp, sizeof qp)) != LW_OK)
+        return lw__errorf(m->err, st, "writing quant params failed");
+    lw_gpu_bind b[LW_GPU_ACTQ_QUANT_BINDINGS] = {{m->bx, 0, 0}, {m->bq, 0, 0}, {m->bqp, 0, 0}};
+    if ((st = o->bind_group_create(c, qpipe, b, LW_GPU_ACTQ_QUANT_BINDINGS, &qg)) != LW_OK)
+        return lw__errorf(m->err, st, "bind group: %s", o->error(c) ? o->error(c) : "");
+    o->dispatch(c, qpipe, qg, 0, grid[0], grid[1], grid[2]);
+    return LW_OK;
+}
+
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subgroups, int wg_size, int rows,
-                                            int blocks, int actq, int stage, int exact) {
+                                            int blocks, int actq, int stage, int exact, int idot) {
     lw_status st;
     if (m->err[0]) return LW_ERR_INVALID_ARG;
     if (!m->bw) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first");
@@ -174,7 +201,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
     uint32_t grid[3];
     lw__gpu_matvec_variant v = {m->type,           f16 != 0,        subgroups != 0,
                                 (uint32_t)wg_size, (uint32_t)rows,  blocks != 0,
-                                (uint32_t)actq,    (uint32_t)stage, exact != 0};
+                                (uint32_t)actq,    (uint32_t)stage, exact != 0,     idot != 0};
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;
@@ -185,7 +212,9 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
         return lw__errorf(m->err, st, "writing y/params failed");
     if ((st = lw__gpu_matvec_pipeline(&m->gpu, &m->cache, NULL, &v, &m->info, &m->pipe, m->err)) != LW_OK)
         return st;
-    lw_gpu_bind b[LW_GPU_MATVEC_BINDINGS] = {{m->bw, 0, 0}, {m->bx, 0, 0}, {m->by, 0, 0}, {m->bp, 0, 0}};
+    if (idot && (st = matvec_quant(m, (uint32_t)actq)) != LW_OK) return st;
+    lw_gpu_bind b[LW_GPU_MATVEC_BINDINGS] = {
+        {m->bw, 0, 0}, {idot ? m->bq : m->bx, 0, 0}, {m->by, 0, 0}, {m->bp, 0, 0}};
     if ((st = o->bind_group_create(c, m->pipe, b, LW_GPU_MATVEC_BINDINGS, &m->group)) != LW_OK)
         return lw__errorf(m->err, st, "bind group: %s", o->error(c) ? o->error(c) : "");
     o->dispatch(c, m->pipe, m->group, 0, grid[0], grid[1], grid[2]);
@@ -201,7 +230,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
  * Returns an lw_status. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int subgroups, int wg_size,
                                               int rows, int blocks, int iters, int actq, int stage,
-                                              int exact) {
+                                              int exact, int idot) {
     lw_status st;
     if (m->err[0]) return LW_ERR_INVALID_ARG;
     if (!m->bw || iters <= 0) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first; iters > 0");
@@ -211,7 +240,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int su
     uint32_t grid[3];
     lw__gpu_matvec_variant v = {m->type,           f16 != 0,        subgroups != 0,
                                 (uint32_t)wg_size, (uint32_t)rows,  blocks != 0,
-                                (uint32_t)actq,    (uint32_t)stage, exact != 0};
+                                (uint32_t)actq,    (uint32_t)stage, exact != 0,     idot != 0};
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;
@@ -222,7 +251,10 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int su
         m->pipe = pipe;
         if ((st = o->buffer_write(c, m->bp, 0, &p, sizeof p)) != LW_OK)
             return lw__errorf(m->err, st, "params");
-        lw_gpu_bind b[LW_GPU_MATVEC_BINDINGS] = {{m->bw, 0, 0}, {m->bx, 0, 0}, {m->by, 0, 0}, {m->bp, 0, 0}};
+        /* idot: x quantized once (x does not change between iterations); only the mat-vec is timed */
+        if (idot && (st = matvec_quant(m, (uint32_t)actq)) != LW_OK) return st;
+        lw_gpu_bind b[LW_GPU_MATVEC_BINDINGS] = {
+            {m->bw, 0, 0}, {idot ? m->bq : m->bx, 0, 0}, {m->by, 0, 0}, {m->bp, 0, 0}};
         if ((st = o->bind_group_create(c, m->pipe, b, LW_GPU_MATVEC_BINDINGS, &m->group)) != LW_OK)
             return lw__errorf(m->err, st, "bind group");
     }

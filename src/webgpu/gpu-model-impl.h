@@ -102,6 +102,8 @@ typedef struct gm_node {
     bool glu;         /* MUL_MAT: X_GLU mat-vec calls (one per piece) follow the others, for one-row
                          steps: they read the GLU node glu_node's inputs instead of its output       */
     int32_t glu_node; /* that node                 */
+    bool q8;          /* MUL_MAT: calls[0] rounds x to 8 bits into the shared quant scratch
+                         (actq-quant.wgsl) that the mat-vec calls (variant idot) read          */
     int8_t
         rope_cfg; /* ROPE: its configuration in the host table (rope_node), -1: angles computed on the GPU */
     int32_t qk_norm[2]; /* ROPE of a rope_qkv call with qk_norm: the Q and K RMS_NORM nodes it does (planned
@@ -155,6 +157,7 @@ struct lw__gpu_model {
     lw_gpu_buffer attn_scratch;     /* split-KV partials of the decode attention                  */
     uint64_t attn_scratch_bytes;    /* its size                                                   */
     lw_gpu_buffer gelu;             /* ggml's GELU table (GEGLU), when the graph has GEGLU        */
+    lw_gpu_buffer actq_scratch;     /* x of the integer mat-vecs, rounded to 8 bits (one at a time) */
     lw_gpu_buffer dummy;            /* bound where a kernel's optional input is absent            */
     /* RoPE angles from the host (gpu-model-rope.c): the CPU's sin/cos table of each distinct RoPE
      * configuration for the step's positions, written before each step, so rotations get its bits */

@@ -397,9 +397,22 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         c.v.mv.exact =
             c.v.mv.exact && !g->p.raw_acts && lw__gpu_matvec_has_exact(w->type, w->ne1 % 8 == 0 && !w->plain);
         g->nodes[i].exact = c.v.mv.exact;
+        /* integer products round x themselves (their own pass): not for raw activations, and only where x's
+         * rows are whole blocks of the rounding */
+        c.v.mv.idot = c.v.mv.idot && !c.v.mv.exact && !g->p.raw_acts &&
+                      lw__gpu_actq_block(c.v.mv.actq) && w->ne0 % lw__gpu_actq_block(c.v.mv.actq) == 0;
         if ((st = lw__gpu_matvec_pipeline(gpu, &g->cache, &g->alloc, &c.v.mv, info, &c.pipe, g->err)) !=
             LW_OK)
             return st;
+        if (c.v.mv.idot) { /* calls[0]: x rounded into the scratch the mat-vecs read */
+            gm_call q = c;
+            if ((st = lw__gpu_actq_quant_pipeline(gpu, &g->cache, &g->alloc, c.v.mv.actq, info, &q.pipe,
+                                                  g->err)) != LW_OK)
+                return st;
+            lw_gpu_bind qb[3] = {lw__gm_act(g, nd->src[1]), lw__gm_whole(g->actq_scratch), lw__gm_params(g)};
+            if ((st = lw__gm_add_call(g, &q, qb, 3, false)) != LW_OK) return st;
+            g->nodes[i].q8 = true;
+        }
         bool batched = g->n_batch > 1 && rows_of(g, nd->dst, 2) > 1;
         if (batched) { /* only where the mat-mat kernel takes the shape (e.g. k a multiple of its block) */
             if (g->p.raw_acts) { /* f32 products: the tiles chosen for them, not those of integer products */
@@ -435,10 +448,12 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             c.aux = mm.aux = g->loc[nd->src[0]].piece0 + k;
             lw_gpu_bind b[4] = {lw__gm_piece(g, c.aux), lw__gm_act(g, nd->src[1]), lw__gm_act(g, nd->dst),
                                 lw__gm_params(g)};
-            st = lw__gm_add_call(g, &c, b, 4, false);
+            lw_gpu_bind bq[4] = {b[0], lw__gm_whole(g->actq_scratch), b[2], b[3]};
+            st = lw__gm_add_call(g, &c, c.v.mv.idot ? bq : b, 4, false);
             if (st == LW_OK && batched) st = lw__gm_add_call(g, &mm, b, 4, false);
         }
-        const int32_t s = st == LW_OK ? lw__gm_glu_source(g, i) : -1;
+        /* the GLU folded into the x loads: float mat-vecs only (integer ones read x already rounded) */
+        const int32_t s = st == LW_OK && !c.v.mv.idot ? lw__gm_glu_source(g, i) : -1;
         if (s >=
             0) { /* one-row steps: the GLU in this mat-vec's x loads, reading gate|up (gpu-model-fuse.c) */
             const uint32_t glu = g->graph.nodes[s].op == LW_OP_SWIGLU ? LW_GPU_GLU_SILU : LW_GPU_GLU_GELU;
@@ -605,6 +620,14 @@ lw_status lw__gm_prepare_shared(lw__gpu_model *g) {
             return st;
         if (bytes > g->attn_scratch_bytes) g->attn_scratch_bytes = bytes;
     }
+    /* the integer mat-vecs' rounded x: one at a time, so one buffer for the widest input */
+    uint64_t k_max = 0;
+    for (int32_t i = 0; i < gr->n_nodes; i++)
+        if (gr->nodes[i].op == LW_OP_MUL_MAT && (uint64_t)gr->t[gr->nodes[i].src[0]].ne0 > k_max)
+            k_max = (uint64_t)gr->t[gr->nodes[i].src[0]].ne0;
+    if ((st = lw__gm_new_buffer(g, lw__gpu_actq_quant_bytes(k_max) + 16, rw, "activation quants",
+                                &g->actq_scratch)) != LW_OK)
+        return st;
     if ((st = lw__gm_new_buffer(g, g->attn_scratch_bytes, rw, "attention scratch", &g->attn_scratch)) !=
             LW_OK ||
         (st = lw__gm_new_buffer(g, 256, rw, "dummy", &g->dummy)) != LW_OK)
@@ -701,6 +724,8 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         const lw__tensor *w = &g->graph.t[nd->src[0]];
         const uint64_t rows_t = rows_of(g, nd->dst, n_tokens);
         const int32_t per_piece = gn->batched ? 2 : 1; /* mat-vec (, mat-mat) */
+        const gm_call *quant = gn->q8 ? &calls[0] : NULL; /* rounds x for the integer mat-vecs */
+        if (quant) calls++;
         if (rows_t == 1 && gn->glu) { /* the GLU's inputs, gate and up parts of one fused output */
             const lw__node *glu = &g->graph.nodes[gn->glu_node];
             const int32_t n_pieces = g->loc[nd->src[0]].n_pieces;
@@ -719,7 +744,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         }
         if (rows_t > 1 && per_piece == 2 &&
             !(gn->exact && rows_t <= GM_EXACT_TOKENS)) { /* one mat-mat per piece */
-            for (int32_t k = 1; k < gn->n_calls; k += 2) {
+            for (int32_t k = 1; k < gn->n_calls - (quant ? 1 : 0); k += 2) {
                 const gm_piece *pc = &g->pieces[calls[k].aux];
                 lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, rows_t, 0, 0, 0,
                                            (uint64_t)pc->row0, (uint64_t)w->ne1};
@@ -729,18 +754,25 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
             }
             return LW_OK;
         }
-        for (uint64_t t = 0; t < rows_t; t++)
+        for (uint64_t t = 0; t < rows_t; t++) {
+            if (quant) { /* token t's x, rounded once for every piece */
+                lw__gpu_actq_quant_params qp;
+                PLAN(lw__gpu_actq_quant_plan(info, quant->v.mv.actq, (uint64_t)w->ne0, t * (uint64_t)w->ne0,
+                                             &qp, grid, g->err));
+                lw__gm_emit(g, quant, &qp, sizeof qp, grid);
+            }
             for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces * per_piece; k += per_piece) {
                 const gm_piece *pc = &g->pieces[calls[k].aux];
                 lw__gpu_matvec_params p;
                 PLAN(lw__gpu_matvec_plan(info, &calls[k].v.mv, (uint64_t)pc->rows, (uint64_t)w->ne0, 0,
-                                         t * (uint64_t)w->ne0, t * (uint64_t)w->ne1 + (uint64_t)pc->row0, &p,
-                                         grid, g->err));
+                                         quant ? 0 : t * (uint64_t)w->ne0,
+                                         t * (uint64_t)w->ne1 + (uint64_t)pc->row0, &p, grid, g->err));
                 /* the CPU multiplies repacked weights in groups of 4 tokens of a step in its gemm order, the
                  * rest in its gemv order (engine-ops.c) */
                 p.order = rows_t > 1 && t < rows_t / 4 * 4;
                 lw__gm_emit(g, &calls[k], &p, sizeof p, grid);
             }
+        }
         return LW_OK;
     }
     case LW_OP_GET_ROWS: {

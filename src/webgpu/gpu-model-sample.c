@@ -112,7 +112,7 @@ int lw__gpu_model_variants_json(const lw__gpu_model *g, char *dst, size_t cap) {
             const lw__node *nd = &g->graph.nodes[i];
             const gm_node *gn = &g->nodes[i];
             if (nd->op != LW_OP_MUL_MAT || gn->n_calls == 0 || (fam && !gn->batched)) continue;
-            const gm_call *c = &g->calls[gn->call0 + fam];
+            const gm_call *c = &g->calls[gn->call0 + (gn->q8 ? 1 : 0) + fam];
             const uint32_t type = fam ? c->v.mm.type : c->v.mv.type;
             const lw_type_info *tt = lw_type_get(type);
             if (type >= LW_TYPE_COUNT || seen[type] || !tt) continue;
@@ -123,10 +123,10 @@ int lw__gpu_model_variants_json(const lw__gpu_model *g, char *dst, size_t cap) {
                          c->v.mm.f16 ? 1 : 0);
             else
                 snprintf(item, sizeof item,
-                         "%s\"%s\":\"wg%u rows%u blocks%d f16 %d sg %d stage %u actq %u exact %d\"",
+                         "%s\"%s\":\"wg%u rows%u blocks%d f16 %d sg %d stage %u actq %u exact %d idot %d\"",
                          first ? "" : ",", tt->name, c->v.mv.wg_size, c->v.mv.rows, c->v.mv.blocks ? 1 : 0,
                          c->v.mv.f16 ? 1 : 0, c->v.mv.subgroups ? 1 : 0, c->v.mv.stage, c->v.mv.actq,
-                         c->v.mv.exact ? 1 : 0);
+                         c->v.mv.exact ? 1 : 0, c->v.mv.idot ? 1 : 0);
             first = false;
             ok = put(dst, cap, &n, item);
         }

@@ -64,6 +64,7 @@ static const tune_key matvec_keys[LW_GPU_TUNE_MV_KEYS] = {
     [LW_GPU_TUNE_MV_SG] = {"sg", 0, 1, 1, false},
     [LW_GPU_TUNE_MV_STAGE] = {"stage", 0, 8192, 1, false},
     [LW_GPU_TUNE_MV_EXACT] = {"exact", 0, 1, 1, false},
+    [LW_GPU_TUNE_MV_IDOT] = {"idot", 0, 1, 1, false},
 };
 static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = {"tm", 1, 256, 1, false},   [LW_GPU_TUNE_MM_TN] = {"tn", 1, 256, 1, false},
@@ -386,6 +387,10 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
     def[LW_GPU_TUNE_MV_EXACT] =
         lw__gpu_cpu_adapter(info) || !(type == LW_TYPE_Q2_K || type == LW_TYPE_Q3_K || type == LW_TYPE_Q4_K ||
                                        type == LW_TYPE_Q5_K || type == LW_TYPE_Q6_K);
+    /* integer products on GPUs: x rounded once per step by its own pass, dot4I8Packed over the weights' codes
+     * (the float kernel re-rounds x in every workgroup and dequantizes 8 weights per f32 dot). CPU adapters
+     * keep the float kernels, which the agreement tests pin */
+    def[LW_GPU_TUNE_MV_IDOT] = !lw__gpu_cpu_adapter(info) && info->has_dot4 && lw__gpu_matmat_has_idot(type);
     for (int k = 0; k < LW_GPU_TUNE_MV_KEYS; k++) v[k] = pick(t, 0, type, k, def[k]);
     lw__gpu_matvec_variant r;
     memset(&r, 0, sizeof r); /* by field name: fields this file does not tune (added later) start at 0 */
@@ -397,6 +402,7 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
     r.blocks = v[LW_GPU_TUNE_MV_BLOCKS] != 0;
     r.stage = (uint32_t)v[LW_GPU_TUNE_MV_STAGE];
     r.exact = v[LW_GPU_TUNE_MV_EXACT] && lw__gpu_matvec_has_exact(type, true); /* the plan checks the order */
+    r.idot = v[LW_GPU_TUNE_MV_IDOT] && !r.exact && info->has_dot4 && lw__gpu_matmat_has_idot(type);
     /* fit the device: fewer invocations, then fewer rows, until the limits hold */
     while (r.wg_size > 1 && (r.wg_size > info->max_compute_invocations_per_workgroup ||
                              r.wg_size > info->max_compute_workgroup_size_x))

@@ -28,6 +28,8 @@ enum {
     LW_GPU_TUNE_MV_STAGE,  /* "stage": words per row of a staged weight tile (0: off)   */
     LW_GPU_TUNE_MV_EXACT,  /* "exact": 1 = the CPU engine's bits where the format has an
                               exact kernel (lw__gpu_matvec_has_exact), 0 = float sums  */
+    LW_GPU_TUNE_MV_IDOT,   /* "idot": 1 = integer products over x quantized once per step
+                              (matvec-q8.wgsl) where the format and device have them     */
     LW_GPU_TUNE_MV_KEYS
 };
 /* Mat-mat keys, in the order of lw__gpu_tune.matmat's second index. */

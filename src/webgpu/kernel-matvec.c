@@ -1,5 +1,6 @@
 /* Mat-vec kernel family: variant choice, template expansion into a pipeline, and per-call planning. */
 #include "webgpu/gpu-tune.h"
+#include "webgpu/kernels-matmat.h"
 #include "webgpu/kernels.h"
 #include "webgpu/wgsl-pp.h"
 
@@ -102,6 +103,23 @@ static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
             {"WEIGHT_TYPE", f->define}, {"WG_SIZE", wg}, {"ROWS", rows}, {"X_GLU", xglu}};
         return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec-exact.wgsl", defs,
                                       sizeof defs / sizeof defs[0], kinds, n_kinds, out, err);
+    }
+
+    if (v->idot) { /* integer products over x quantized by lw__gpu_actq_quant_* */
+        if (glu || !lw__gpu_matmat_has_idot(v->type) || v->actq != f->actq || !info->has_dot4)
+            return lw__errorf(err, LW_ERR_UNSUPPORTED,
+                              "matvec: no integer-product variant for type %s here (GLU %u, actq %u, dot4 %d)",
+                              ti ? ti->name : "?", glu, v->actq, info->has_dot4 ? 1 : 0);
+        snprintf(label, sizeof label, "matvec-q8 %s%s wg%u r%u", ti ? ti->name : "?", v->subgroups ? " sg" : "",
+                 v->wg_size, v->rows);
+        snprintf(actq, sizeof actq, "%u", v->actq);
+        lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define},
+                                  {"WG_SIZE", wg},
+                                  {"ROWS", rows},
+                                  {"SUBGROUPS", v->subgroups ? "1" : "0"},
+                                  {"ACTQ", actq}};
+        return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec-q8.wgsl", defs,
+                                      sizeof defs / sizeof defs[0], kinds, LW_GPU_MATVEC_BINDINGS, out, err);
     }
 
     const uint32_t ab = lw__gpu_actq_block(v->actq);
@@ -226,5 +244,51 @@ lw_status lw__gpu_matvec_glu_plan(const lw_gpu_info *info, const lw__gpu_matvec_
                           "matvec: u at %llu must be a multiple of 4 after g (%llu + %llu)",
                           (unsigned long long)u_offset, (unsigned long long)g_offset, (unsigned long long)k);
     p->x_up = (uint32_t)((u_offset - g_offset) / 4);
+    return LW_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * The integer mat-vec's activation quantizer
+ * ------------------------------------------------------------------------------------------------------- */
+
+#define ACTQ_QUANT_WG 64u /* invocations (one per 32 elements): a 4096-wide x is 2 workgroups */
+
+uint64_t lw__gpu_actq_quant_bytes(uint64_t k) {
+    return k + k / 32 * 8;
+}
+
+lw_status lw__gpu_actq_quant_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                      const lw_allocator *alloc, uint32_t actq, const lw_gpu_info *info,
+                                      lw_gpu_pipeline *out, char *err) {
+    *out = 0;
+    if (actq != LW_GPU_ACTQ_Q8_0 && actq != LW_GPU_ACTQ_Q8_K)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "actq-quant: 8-bit kinds only (got %u)", actq);
+    if (!info->has_dot4)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "actq-quant: needs packed_4x8_integer_dot_product");
+    char label[LW_GPU_CACHE_KEY], kind[4], wg[8];
+    snprintf(label, sizeof label, "actq-quant a%u", actq);
+    snprintf(kind, sizeof kind, "%u", actq);
+    snprintf(wg, sizeof wg, "%u", ACTQ_QUANT_WG);
+    static const lw_gpu_binding_kind kinds[LW_GPU_ACTQ_QUANT_BINDINGS] = {
+        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
+    lw__wgsl_define defs[] = {{"ACTQ", kind}, {"WG_SIZE", wg}};
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "actq-quant.wgsl", defs, sizeof defs / sizeof defs[0],
+                                  kinds, LW_GPU_ACTQ_QUANT_BINDINGS, out, err);
+}
+
+lw_status lw__gpu_actq_quant_plan(const lw_gpu_info *info, uint32_t actq, uint64_t k, uint64_t x_offset,
+                                  lw__gpu_actq_quant_params *p, uint32_t grid[3], char *err) {
+    const uint64_t blk = lw__gpu_actq_block(actq);
+    if (!blk || k == 0 || k % blk || x_offset % 4 || k >= 0x80000000u || x_offset / 4 > UINT32_MAX - k / 4)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "actq-quant: k=%llu (kind %u) at %llu",
+                          (unsigned long long)k, actq, (unsigned long long)x_offset);
+    uint32_t gmax =
+        info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
+    uint64_t groups = (k / 32 + ACTQ_QUANT_WG - 1) / ACTQ_QUANT_WG, gx = groups < gmax ? groups : gmax,
+             gy = (groups + gx - 1) / gx;
+    *p = (lw__gpu_actq_quant_params){(uint32_t)k, (uint32_t)(x_offset / 4), (uint32_t)gx, 0};
+    grid[0] = (uint32_t)gx;
+    grid[1] = (uint32_t)gy;
+    grid[2] = 1;
     return LW_OK;
 }

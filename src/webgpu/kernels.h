@@ -91,6 +91,10 @@ typedef struct lw__gpu_matvec_variant {
     bool exact;       /* the CPU engine's bits (matvec-exact.wgsl; formats with
                          lw__gpu_matvec_has_exact; wg_size and rows kept, the rest
                          ignored)                                                  */
+    bool idot;        /* integer products (matvec-q8.wgsl) over x rounded to 8 bits
+                         once per step by the quantizer pass (actq-quant.wgsl);
+                         formats with lw__gpu_matmat_has_idot, a device with dot4;
+                         wg_size, rows and subgroups kept, the rest ignored        */
 } lw__gpu_matvec_variant;
 
 /* The uniform parameter block of one mat-vec call (MatvecParams in matvec-common.wgsl; 48 bytes). */
@@ -112,6 +116,25 @@ _Static_assert(sizeof(lw__gpu_matvec_params) == 48, "matvec params block");
 
 /* Binding kinds of the mat-vec pipeline: weights, x, y, params. */
 #define LW_GPU_MATVEC_BINDINGS 4u
+
+/* The activation quantizer of the integer mat-vec (actq-quant.wgsl): x (k elements) rounded to 8 bits as the
+ * CPU rounds it for the format (actq LW_GPU_ACTQ_Q8_0 or Q8_K), written to a scratch buffer that the mat-vec
+ * (variant idot) binds as its x. Parameter block: QuantParams (16 bytes). */
+typedef struct lw__gpu_actq_quant_params {
+    uint32_t k;        /* elements                                   */
+    uint32_t x_offset; /* first vec4 of x in its binding             */
+    uint32_t groups_x; /* workgroups along x of the grid             */
+    uint32_t pad;      /* (a uniform block is a multiple of 16 bytes) */
+} lw__gpu_actq_quant_params;
+#define LW_GPU_ACTQ_QUANT_BINDINGS 3u /* x (read), quants (read_write), params */
+/* Bytes of the quantizer's output for k elements: k quants and two words per 32 elements. */
+uint64_t lw__gpu_actq_quant_bytes(uint64_t k);
+lw_status lw__gpu_actq_quant_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                      const lw_allocator *alloc, uint32_t actq, const lw_gpu_info *info,
+                                      lw_gpu_pipeline *out, char *err);
+/* k elements from element x_offset (a multiple of 4) of x: k a multiple of the kind's block. */
+lw_status lw__gpu_actq_quant_plan(const lw_gpu_info *info, uint32_t actq, uint64_t k, uint64_t x_offset,
+                                  lw__gpu_actq_quant_params *p, uint32_t grid[3], char *err);
 
 /* Weight formats the mat-vec template has a dequantization routine for. */
 bool lw__gpu_matvec_supported(uint32_t type);

@@ -18,10 +18,13 @@ Object.assign(bytesPer, { BF16: 2, Q4_1: 20 / 32, Q5_0: 22 / 32, Q5_1: 24 / 32, 
   Q5_K: 176 / 256, Q6_K: 210 / 256, TQ1_0: 54 / 256, TQ2_0: 66 / 256, Q1_0: 18 / 128, Q2_0: 18 / 64 });
 Object.assign(bytesPer, { IQ4_NL: 18 / 32, IQ4_XS: 136 / 256, MXFP4: 17 / 32, NVFP4: 36 / 64, IQ2_XXS: 66 / 256, IQ2_XS: 74 / 256,
   IQ2_S: 82 / 256, IQ3_XXS: 98 / 256, IQ3_S: 110 / 256, IQ1_S: 50 / 256, IQ1_M: 56 / 256 });
-// LW_BENCH_TYPES=Q4_K,Q6_K picks formats; LW_BENCH_CONFIGS="64,1,0 128,4,1,512" picks (wg, rows, blocks[, stage])
-// (stage: words per row of the staged weight tile, matvec.wgsl STAGE). Activations are rounded as the model
+// LW_BENCH_TYPES=Q4_K,Q6_K picks formats; LW_BENCH_CONFIGS="64,1,0 128,4,1,512 128,4,0,0,1" picks (wg, rows,
+// blocks[, stage[, idot]]) (stage: words per row of the staged weight tile, matvec.wgsl STAGE; idot 1: the
+// integer mat-vec, matvec-q8.wgsl, x quantized once by its own pass, not timed). Activations are rounded as the model
 // runs them (the format's ACTQ; LW_BENCH_ACTQ=0: raw f32), so 8-bit kinds skip chunk-wise unstaged configs.
 const only = process.env.LW_BENCH_TYPES ? process.env.LW_BENCH_TYPES.split(',') : null;
+const IDOT = new Set(['Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'IQ4_NL', 'Q4_K', 'Q5_K', 'Q6_K']); // dequant-int.wgsl
+const IDOT_CONFIGS = [[64, 1, 0, 0, 1], [128, 1, 0, 0, 1], [128, 2, 0, 0, 1], [128, 4, 0, 0, 1], [256, 4, 0, 0, 1], [256, 8, 0, 0, 1], [64, 4, 0, 0, 1], [32, 4, 0, 0, 1]];
 const configs = process.env.LW_BENCH_CONFIGS ? process.env.LW_BENCH_CONFIGS.trim().split(/\s+/).map((c) => c.split(',').map(Number)) : null;
 for (const type of Object.keys(TYPES)) {
   if (only && !only.includes(type)) continue;
@@ -34,12 +37,13 @@ for (const type of Object.keys(TYPES)) {
     for (const sg of d.features.has('subgroups') ? [0, 1] : [0]) {
       const actq = process.env.LW_BENCH_ACTQ === '0' ? 0 : actqOf(type), q8 = actq === 1 || actq === 2;
       if (q8 && f16) continue;
-      for (const [wg, perWg, blocks, stage = 0] of configs || [[64, 1, 0], [256, 1, 0], [128, 4, 0], [64, 1, 1], [128, 4, 1], [256, 8, 1], [64, 8, 1],
-        [64, 4, 0, 256], [128, 4, 0, 512], [256, 4, 0, 512], [128, 8, 0, 256], [256, 2, 0, 1024]]) {
-        if (q8 && !blocks && !stage) continue;
+      for (const [wg, perWg, blocks, stage = 0, idot = 0] of configs || [[64, 1, 0], [256, 1, 0], [128, 4, 0], [64, 1, 1], [128, 4, 1], [256, 8, 1], [64, 8, 1],
+        [64, 4, 0, 256], [128, 4, 0, 512], [256, 4, 0, 512], [128, 8, 0, 256], [256, 2, 0, 1024], ...(IDOT.has(type) && q8 ? IDOT_CONFIGS : [])]) {
+        if (idot && (!IDOT.has(type) || !q8)) continue;
+        if (q8 && !blocks && !stage && !idot) continue;
         const run = async (n) => {
           const t0 = performance.now();
-          if (M._lw_wasm_matvec_bench(h, f16, sg, wg, perWg, blocks, n, actq, stage) !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_matvec_error(h)));
+          if (M._lw_wasm_matvec_bench(h, f16, sg, wg, perWg, blocks, n, actq, stage, 0, idot) !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_matvec_error(h)));
           const err = await M.lwGpu.settle();
           if (err) throw new Error(err);
           return performance.now() - t0;
@@ -51,10 +55,10 @@ for (const type of Object.keys(TYPES)) {
           for (let r = 0; r < 5; r++) t.push(await run(iters));
           t.sort((a, b) => a - b);
           const us = (t[2] * 1000) / iters, gbs = (rows * k * bytesPer[type]) / (us * 1e3);
-          console.log(`${type.padEnd(5)} f16=${f16} sg=${sg} wg=${String(wg).padEnd(3)} rows=${perWg} blocks=${blocks} stage=${String(stage).padEnd(4)} actq=${actq} ${us.toFixed(1).padStart(8)} us/matvec ` +
+          console.log(`${type.padEnd(5)} f16=${f16} sg=${sg} wg=${String(wg).padEnd(3)} rows=${perWg} blocks=${blocks} stage=${String(stage).padEnd(4)} actq=${actq}${idot ? ' idot' : '     '} ${us.toFixed(1).padStart(8)} us/matvec ` +
             `${gbs.toFixed(1).padStart(7)} GB/s of weights   nmse ${nmse.toExponential(2)}`);
         } catch (err) {
-          console.log(`${type} f16=${f16} sg=${sg} wg=${wg} rows=${perWg} blocks=${blocks} stage=${stage}: ${err.message}`);
+          console.log(`${type} f16=${f16} sg=${sg} wg=${wg} rows=${perWg} blocks=${blocks} stage=${stage} idot=${idot}: ${err.message}`);
         }
       }
     }

@@ -26,7 +26,7 @@ function fail(M, h, what) {
 
 // Runs one variant on a fresh problem and returns measure(h) (after the GPU finished); throws with C's or the
 // GPU's message on failure.
-async function runMatvec(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: perWg = 1, blocks = 0, seed = 1, viaHost = false, chunk = 0, actq = 0, stage = 0, exact = 0 } = {}, measure) {
+async function runMatvec(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: perWg = 1, blocks = 0, seed = 1, viaHost = false, chunk = 0, actq = 0, stage = 0, exact = 0, idot = 0 } = {}, measure) {
   const h = M._lw_wasm_matvec_new(typeId, rows, k, seed);
   if (!h) throw new Error('out of memory');
   let src = 0;
@@ -43,7 +43,7 @@ async function runMatvec(M, typeId, rows, k, { f16 = 0, sg = 0, wg = 64, rows: p
     if (M._lw_wasm_matvec_upload(h, src) !== 0) fail(M, h, 'upload');
     let err = await M.lwGpu.settle();
     if (err) throw new Error('GPU error after upload: ' + err);
-    if (M._lw_wasm_matvec_run(h, f16, sg, wg, perWg, blocks, actq, stage, exact) !== 0) fail(M, h, 'run');
+    if (M._lw_wasm_matvec_run(h, f16, sg, wg, perWg, blocks, actq, stage, exact, idot) !== 0) fail(M, h, 'run');
     err = await M.lwGpu.settle();
     if (err) throw new Error('GPU error: ' + err);
     const r = measure(h);

@@ -93,6 +93,26 @@ test('activation rounding: every format matches the CPU engine\'s own product', 
   console.log(`# worst rounded ${worst.actq.toExponential(2)}, best plain ${worst.plain.toExponential(2)}`);
 });
 
+// The integer mat-vec (matvec-q8.wgsl, what GPUs run): x rounded to 8 bits once by its own pass
+// (actq-quant.wgsl), dot4I8Packed over the weights' integer codes, the CPU's block terms in f32. Its result is
+// the CPU engine's own product up to float summation order, for every format that has integer codes, with
+// and without subgroups, one and several rows per workgroup, k with a tail past the workgroup's stride.
+const IDOT_TYPES = ['Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'IQ4_NL', 'Q4_K', 'Q5_K', 'Q6_K'];
+test('integer mat-vec: every format with integer codes matches the CPU engine\'s own product', { skip }, async () => {
+  const i = info();
+  for (const type of IDOT_TYPES) {
+    const k = kFor(type, 1024 + 96);
+    const out = [];
+    for (const [sg, rows, wg] of [[0, 1, 64], [i.subgroups ? 1 : 0, 4, 128], [0, 3, 32]]) {
+      const nmse = await matvec(type, 67, k, { sg, rows, wg, actq: actqOf(type), idot: 1, seed: 13 + rows, cpu: true });
+      const plain = await matvec(type, 67, k, { sg, rows, wg, blocks: 1, seed: 13 + rows, cpu: true });
+      assert.ok(nmse < 1e-9 && nmse < plain / 10, `${type} sg ${sg} rows ${rows}: nmse ${nmse} against the CPU product (unrounded x: ${plain})`);
+      out.push(nmse.toExponential(2));
+    }
+    console.log(`# ${type}: integer mat-vec nmse vs the CPU's product ${out.join(' / ')}`);
+  }
+});
+
 // The CPU-order kernel (matvec-exact.wgsl): every row bit-identical to the CPU engine's product, in its generic
 // order (TQ1_0, TQ2_0, IQ1_S, IQ1_M, the IQ2 / IQ3 grids), ggml's x86 lanes (Q3_K, Q5_K, Q6_K) or llama.cpp's
 // repacked gemv and gemm orders (Q2_K, Q4_K), over one and several super-blocks (the repacked orders chain

@@ -110,12 +110,7 @@ fn x_at(blk: u32, at: u32) -> vec4<f32> {
 #endif
 }
 
-#if SUBGROUPS
-var<workgroup> sg_sums: array<f32, WG_SIZE * ROWS>; // ROWS slots per subgroup (at most one per invocation)
-var<workgroup> sg_count: atomic<u32>;               // subgroups that stored sums (workgroup memory starts at 0)
-#else
-var<workgroup> partial: array<f32, WG_SIZE * ROWS>; // row r of invocation i at r * WG_SIZE + i
-#endif
+#include "matvec-reduce.wgsl"
 
 // Adds chunk c of block blk, times the matching x, to the sums of rows row0 .. row0 + ROWS - 1 (STAGE: from
 // the tile of the step starting at block blk0).
@@ -216,42 +211,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
 #endif
 #if SUBGROUPS
-    // Subgroup layout within the workgroup is not specified by WebGPU, so each subgroup claims a slot
-    // with an atomic counter instead of assuming lid / subgroup_size.
-    var s: array<f32, ROWS>;
-    for (var r = 0u; r < ROWS; r++) {
-        s[r] = subgroupAdd(acc[r]);
-    }
-    if (sg_lid == 0u) {
-        let slot = atomicAdd(&sg_count, 1u);
-        for (var r = 0u; r < ROWS; r++) {
-            sg_sums[slot * ROWS + r] = s[r];
-        }
-    }
-    workgroupBarrier();
-    if (lid < ROWS && row0 + lid < params.rows) {
-        let n = atomicLoad(&sg_count);
-        var total = 0.0;
-        for (var i = 0u; i < n; i++) {
-            total += sg_sums[i * ROWS + lid];
-        }
-        y[params.y_offset + row0 + lid] = total;
-    }
+    mv_store(&acc, row0, lid, sg_lid);
 #else
-    for (var r = 0u; r < ROWS; r++) {
-        partial[r * WG_SIZE + lid] = acc[r];
-    }
-    for (var s = WG_SIZE / 2u; s > 0u; s >>= 1u) {
-        workgroupBarrier();
-        if (lid < s) {
-            for (var r = 0u; r < ROWS; r++) {
-                partial[r * WG_SIZE + lid] += partial[r * WG_SIZE + lid + s];
-            }
-        }
-    }
-    workgroupBarrier();
-    if (lid < ROWS && row0 + lid < params.rows) {
-        y[params.y_offset + row0 + lid] = partial[lid * WG_SIZE];
-    }
+    mv_store(&acc, row0, lid, 0u);
 #endif
 }

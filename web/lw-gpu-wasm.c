@@ -30,7 +30,7 @@ extern void lw_js_copy(uint32_t src, double src_offset, uint32_t dst, double dst
 extern int lw_js_submit(void);
 extern int lw_js_read(uint32_t buf, double offset, void *dst, double size);
 extern uint32_t lw_js_pending(void);
-extern int lw_js_error(char *dst, int cap);
+extern int lw_js_error(uint32_t ctx, char *dst, int cap); /* the device's error, else this context's */
 extern void lw_js_context_destroy(uint32_t ctx);
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ static lw_status w_info(void *ctx, lw_gpu_info *o) {
 
 static const char *w_error(void *ctx) {
     wasm_gpu *g = ctx;
-    return lw_js_error(g->err, (int)sizeof g->err) ? g->err : NULL;
+    return lw_js_error(g->id, g->err, (int)sizeof g->err) ? g->err : NULL;
 }
 
 /* Status of a failed JS call, with the JS side's message kept. */

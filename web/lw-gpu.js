@@ -11,6 +11,13 @@
 // Host byte sources (weights that must not pass through the wasm heap) are registered from JS:
 //     const id = Module.lwGpu.addSource({ size, read: async (offset, length) => Uint8Array });
 // and C streams a range of one into a buffer with buffer_write_host (chunks of lwGpu.chunkBytes).
+// Streaming is bounded: every buffer_write_host call queues a job; at most lwGpu.load.maxInFlight chunks
+// (read started, not yet written and acknowledged by the queue) exist at once, issued in ascending source
+// offset (sequential reads per source); a failed read is retried lwGpu.load.retries times with exponential
+// backoff, then fails that HAL context only (its error carries a code, LW_ERR_READ; other contexts and the
+// device stay usable). lwGpu.loadStats: chunks, bytes, peak chunks in flight, retries, peak JS heap.
+// lwGpu.capLimits({maxBufferSize, maxStorageBufferBindingSize}) makes C plan for smaller limits than the
+// device's (tests: tensors split over many small buffers and bindings).
 //
 // Objects live in tables indexed by small integers (0 = none), the handles the C side holds.
 
@@ -29,6 +36,17 @@ var LibraryLwGpu = {
     promises: null,      // their promises (a Set, made on first use: this object is serialized at build time)
     error: null,         // first asynchronous error (sticky)
     chunkBytes: 8 << 20, // host-source streaming chunk
+    // streaming: chunks in flight at most, read retries, first retry delay (doubles each time), and whether
+    // a chunk counts in flight until the queue reports its write done (onSubmittedWorkDone)
+    load: { maxInFlight: 4, retries: 3, retryDelayMs: 50, waitQueue: true },
+    loadStats: null,     // {chunks, bytes, inFlight, peakInFlight, retries, failed, peakJsHeap, startMs, ms}
+    jobs: [],            // queued host-source writes, in source order
+    active: null,        // every unfinished one (a Set, made on first use)
+    jobsDirty: false,    // jobs needs sorting
+    inFlight: 0,         // chunks in flight now
+    ctxErrors: null,     // HAL context -> {message, code}: its streams failed (not sticky for the page)
+    srcErrors: null,     // host source id -> {message, code}
+    limitCaps: null,     // {limit name: cap} applied to what C sees (capLimits)
     staging: [],         // free MAP_READ staging buffers [{buf, size}]
     prof: null,          // profiling state while switched on (profileStart), else null: see "Profiling" below
     wgslFeatures: null,  // the GPU object's wgslLanguageFeatures when requestDevice made the device
@@ -118,7 +136,10 @@ var LibraryLwGpu = {
       LwGpu.sources.push(src);
       return LwGpu.sources.length - 1;
     },
-    removeSource: function (id) { LwGpu.sources[id] = null; },
+    removeSource: function (id) {
+      LwGpu.sources[id] = null;
+      if (LwGpu.srcErrors) delete LwGpu.srcErrors[id];
+    },
 
     // A source over bytes already in JS memory (tests; small models).
     bytesSource: function (bytes) {
@@ -158,17 +179,137 @@ var LibraryLwGpu = {
       }
     },
 
-    stream: async function (buf, offset, src, srcOffset, size) {
-      let done = 0;
-      const step = Math.max(4, LwGpu.chunkBytes - (LwGpu.chunkBytes % 4)); // keeps every offset 4-aligned
-      while (done < size) {
-        const len = Math.min(step, size - done);
-        const bytes = await src.read(srcOffset + done, len);
-        if (!bytes || bytes.length !== len) throw new Error('host source returned ' + (bytes ? bytes.length : 0) + ' of ' + len + ' bytes');
-        LwGpu.write(buf, offset + done, bytes);
-        done += len;
+    // Lower limits C plans for (tests; null clears): {maxBufferSize, maxStorageBufferBindingSize, ...}.
+    capLimits: function (caps) {
+      LwGpu.limitCaps = caps || null;
+    },
+
+    // JS heap in use now, where the runtime tells (Chrome's performance.memory, Node's process), else 0.
+    jsHeap: function () {
+      if (typeof performance !== 'undefined' && performance.memory) return performance.memory.usedJSHeapSize;
+      if (typeof process !== 'undefined' && process.memoryUsage) {
+        const m = process.memoryUsage();
+        return m.heapUsed + (m.arrayBuffers || 0);
       }
-      LwGpu.counters.bytesStreamed += size;
+      return 0;
+    },
+    // Load statistics from now on (GpuModel.open calls it before C plans the model).
+    resetLoadStats: function () {
+      LwGpu.loadStats = { chunks: 0, bytes: 0, inFlight: 0, peakInFlight: 0, retries: 0, failed: 0,
+        peakJsHeap: LwGpu.jsHeap(), startMs: performance.now(), ms: 0 };
+      return LwGpu.loadStats;
+    },
+    contextError: function (ctx) { return (LwGpu.ctxErrors && LwGpu.ctxErrors[ctx]) || null; },
+    sourceError: function (id) { return (LwGpu.srcErrors && LwGpu.srcErrors[id]) || null; },
+
+    // Queues a host-source write; the promise settles when every chunk is written (or the job failed or was
+    // cancelled: its context's error says which).
+    stream: function (rec, offset, srcId, srcOffset, size) {
+      const job = { rec: rec, ctx: rec.ctx, offset: offset, srcId: srcId, src: LwGpu.sources[srcId], srcOffset: srcOffset,
+        size: size, next: 0, done: 0, inFlight: 0, dead: false, resolve: null };
+      const p = new Promise((resolve) => { job.resolve = resolve; });
+      LwGpu.jobs.push(job);
+      if (!LwGpu.active) LwGpu.active = new Set();
+      LwGpu.active.add(job);
+      LwGpu.jobsDirty = true;
+      if (!LwGpu.loadStats) LwGpu.resetLoadStats();
+      // start once C has queued the whole plan (a microtask): reads then go in source order
+      Promise.resolve().then(LwGpu.pump);
+      return p;
+    },
+    jobSettle: function (job) {
+      if (job.inFlight || (!job.dead && job.done < job.size)) return;
+      if (!job.dead) LwGpu.counters.bytesStreamed += job.size;
+      LwGpu.active.delete(job);
+      job.resolve();
+    },
+    // Fails (or cancels: err null) every job of HAL context ctx: nothing more is read for them.
+    failContext: function (ctx, err) {
+      if (err) {
+        if (!LwGpu.ctxErrors) LwGpu.ctxErrors = {};
+        if (!LwGpu.ctxErrors[ctx]) LwGpu.ctxErrors[ctx] = err;
+      }
+      for (const j of LwGpu.active ? [...LwGpu.active] : []) {
+        if (j.ctx !== ctx || j.dead) continue;
+        j.dead = true;
+        if (err && j.srcId) {
+          if (!LwGpu.srcErrors) LwGpu.srcErrors = {};
+          if (!LwGpu.srcErrors[j.srcId]) LwGpu.srcErrors[j.srcId] = err;
+        }
+        LwGpu.jobSettle(j);
+      }
+      LwGpu.jobs = LwGpu.jobs.filter((j) => !j.dead);
+    },
+    sleep: function (ms) { return new Promise((r) => setTimeout(r, ms)); },
+    // One chunk's bytes, retried with backoff; throws an Error with code LW_ERR_READ when every try failed.
+    readChunk: async function (job, off, len) {
+      const L = LwGpu.load;
+      for (let attempt = 0; ; attempt++) {
+        let why;
+        try {
+          const bytes = await job.src.read(off, len);
+          if (bytes && bytes.length === len) return bytes;
+          why = 'returned ' + (bytes ? bytes.length : 0) + ' of ' + len + ' bytes';
+        } catch (e) {
+          why = e && e.message || String(e);
+        }
+        if (job.dead) return null;
+        if (attempt >= L.retries) {
+          const e = new Error('reading host source ' + job.srcId + ' at ' + off + ' (' + len + ' bytes) failed after ' +
+            (attempt + 1) + ' tries: ' + why);
+          e.code = 'LW_ERR_READ';
+          throw e;
+        }
+        if (LwGpu.loadStats) LwGpu.loadStats.retries++;
+        await LwGpu.sleep(L.retryDelayMs * Math.pow(2, attempt));
+        if (job.dead) return null;
+      }
+    },
+    // Starts chunks while fewer than load.maxInFlight are in flight: the job with the lowest source offset
+    // first (per source: ascending offsets), each job's chunks in order.
+    pump: function () {
+      const S = LwGpu.loadStats || LwGpu.resetLoadStats();
+      const cap = Math.max(1, LwGpu.load.maxInFlight | 0);
+      const step = Math.max(4, LwGpu.chunkBytes - (LwGpu.chunkBytes % 4)); // keeps every offset 4-aligned
+      if (LwGpu.jobsDirty) {
+        LwGpu.jobs.sort((a, b) => a.srcId - b.srcId || a.srcOffset - b.srcOffset);
+        LwGpu.jobsDirty = false;
+      }
+      while (LwGpu.inFlight < cap) {
+        while (LwGpu.jobs.length && (LwGpu.jobs[0].dead || LwGpu.jobs[0].next >= LwGpu.jobs[0].size)) LwGpu.jobs.shift();
+        const job = LwGpu.jobs[0];
+        if (!job) break;
+        const at = job.next, len = Math.min(step, job.size - at);
+        job.next += len;
+        job.inFlight++;
+        LwGpu.inFlight++;
+        S.inFlight = LwGpu.inFlight;
+        if (LwGpu.inFlight > S.peakInFlight) S.peakInFlight = LwGpu.inFlight;
+        LwGpu.chunk(job, at, len).catch((e) => {
+          S.failed++;
+          LwGpu.failContext(job.ctx, { message: e && e.message || String(e), code: e && e.code || 'LW_ERR_GPU' });
+        }).finally(() => {
+          job.inFlight--;
+          LwGpu.inFlight--;
+          S.inFlight = LwGpu.inFlight;
+          S.ms = performance.now() - S.startMs;
+          LwGpu.jobSettle(job);
+          LwGpu.pump();
+        });
+      }
+    },
+    chunk: async function (job, at, len) {
+      let bytes = await LwGpu.readChunk(job, job.srcOffset + at, len);
+      if (!bytes || job.dead) return; // cancelled: its buffers may be gone
+      LwGpu.write(job.rec.obj, job.offset + at, bytes);
+      bytes = null; // writeBuffer copied it: nothing keeps the chunk
+      const S = LwGpu.loadStats;
+      S.chunks++;
+      S.bytes += len;
+      const h = LwGpu.jsHeap();
+      if (h > S.peakJsHeap) S.peakJsHeap = h;
+      if (LwGpu.load.waitQueue && LwGpu.device.queue.onSubmittedWorkDone) await LwGpu.device.queue.onSubmittedWorkDone();
+      job.done += len;
     },
 
     stagingGet: function (size) {
@@ -239,6 +380,8 @@ var LibraryLwGpu = {
     // Releases the objects of one HAL context (others keep theirs).
     destroyContext: function (ctx) {
       LwGpu.submit(); // recorded work may still use them
+      LwGpu.failContext(ctx, null); // queued streams into its buffers: cancelled
+      if (LwGpu.ctxErrors) delete LwGpu.ctxErrors[ctx];
       for (let h = 1; h < LwGpu.objects.length; h++) {
         const r = LwGpu.objects[h];
         if (!r || r.ctx !== ctx) continue;
@@ -256,8 +399,10 @@ var LibraryLwGpu = {
   },
   lw_js_gpu_limit__deps: ['$LwGpu'],
   lw_js_gpu_limit: function (name) {
-    const v = LwGpu.device.limits[UTF8ToString(name)];
-    return v === undefined ? -1 : v;
+    const key = UTF8ToString(name);
+    const v = LwGpu.device.limits[key], cap = LwGpu.limitCaps && LwGpu.limitCaps[key];
+    if (v === undefined) return -1;
+    return cap !== undefined && cap !== null && cap < v ? cap : v;
   },
   lw_js_gpu_has_feature__deps: ['$LwGpu'],
   lw_js_gpu_has_feature: function (name) {
@@ -334,7 +479,7 @@ var LibraryLwGpu = {
       const src = LwGpu.sources[srcId];
       if (!src) throw new Error('no host source ' + srcId);
       if (src.size !== undefined && srcOffset + size > src.size) throw new Error('range past the end of host source ' + srcId);
-      LwGpu.track(LwGpu.stream(r.obj, offset, src, srcOffset, size));
+      LwGpu.track(LwGpu.stream(r, offset, srcId, srcOffset, size));
       return 0;
     } catch (e) {
       LwGpu.fail('buffer_write_host: ' + e.message);
@@ -475,9 +620,10 @@ var LibraryLwGpu = {
     return LwGpu.pending;
   },
   lw_js_error__deps: ['$LwGpu'],
-  lw_js_error: function (dst, cap) {
-    if (!LwGpu.error) return 0;
-    stringToUTF8(LwGpu.error, dst, cap);
+  lw_js_error: function (ctx, dst, cap) {
+    const e = LwGpu.error || (LwGpu.contextError(ctx) && LwGpu.contextError(ctx).message);
+    if (!e) return 0;
+    stringToUTF8(e, dst, cap);
     return 1;
   },
   lw_js_context_destroy__deps: ['$LwGpu'],

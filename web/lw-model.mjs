@@ -13,6 +13,17 @@
 // No top-level Node imports: this module is shared with the browser entry (web/llamaweb.mjs); node:fs is
 // looked up only when a Node file is opened (process.getBuiltinModule: Node >= 20.16).
 
+// Errors with a code, from open() and the engine: LW_ERR_READ (the byte source failed, after retries with
+// backoff), LW_ERR_GPU (the device reported an error), LW_ERR_MODEL (the file or its GPU plan was refused:
+// the message says why), LW_ERR_NOMEM (the wasm heap ran out). A failed open() has freed what it made.
+export class LlamawebError extends Error {
+  constructor(code, message, options) {
+    super(message, options);
+    this.name = 'LlamawebError';
+    this.code = code;
+  }
+}
+
 // A Node file as a host source: async reads for streaming, synchronous ones for the header.
 export function fileSource(path) {
   const { openSync, readSync, fstatSync, closeSync } = process.getBuiltinModule('node:fs');
@@ -81,29 +92,58 @@ export class GpuModel {
   // Opens and plans the model and awaits the weight upload. opts: nCtx, nBatch, submitEvery, f16, subgroups
   // (-1 or undefined: as the device offers), kvF32 (an f32 KV cache instead of f16), tune (kernel overrides,
   // src/webgpu/gpu-tune.h: the JSON text `node web/tune.mjs` prints, the same as an object, or an object of
-  // single keys {'matvec.q4_0.wg': 128}; a bad one throws before anything is opened).
+  // single keys {'matvec.q4_0.wg': 128}; a bad one throws before anything is opened). Streaming: maxInFlight
+  // (chunks read and not yet on the GPU, at most; default lwGpu.load's), retries (per chunk). Afterwards
+  // m.loadMs and m.loadStats ({ms, bytes, chunks, peakInFlight, retries, peakJsHeap}). Failures throw a
+  // LlamawebError and free what was made.
   static async open(M, source, opts = {}) {
     const tune = opts.tune === undefined || opts.tune === null || opts.tune === '' ? 0 : makeTune(M, opts.tune);
+    const L = M.lwGpu.load, saved = L ? { ...L } : null;
+    if (L && opts.maxInFlight > 0) L.maxInFlight = opts.maxInFlight;
+    if (L && opts.retries >= 0) L.retries = opts.retries;
+    try {
+      return await GpuModel.open_(M, source, tune, opts);
+    } finally {
+      if (saved) Object.assign(L, saved);
+    }
+  }
+
+  static async open_(M, source, tune, opts) {
     let id, h, t0;
     try {
       id = M.lwGpu.addSource(source);
       t0 = performance.now();
+      if (M.lwGpu.resetLoadStats) M.lwGpu.resetLoadStats();
       h = M._lw_wasm_model_open(id, source.size, opts.nCtx ?? 0, opts.nBatch ?? 0, opts.submitEvery ?? 0,
         opts.f16 ?? -1, opts.subgroups ?? -1, opts.kvF32 ? 1 : 0, tune);
     } finally {
       if (tune) M._lw_wasm_tune_free(tune); // read during open only
     }
-    if (!h) throw new Error('out of memory');
+    if (!h) {
+      M.lwGpu.removeSource(id);
+      throw new LlamawebError('LW_ERR_NOMEM', 'out of memory');
+    }
     const m = new GpuModel(M, h, id, source);
     const err = M.UTF8ToString(M._lw_wasm_model_error(h));
     if (err) {
+      m.free(); // first: cancels queued streams (nothing more is read)
       await M.lwGpu.settle();
-      m.free();
-      throw new Error(err);
+      throw new LlamawebError(/out of memory/.test(err) ? 'LW_ERR_NOMEM' : 'LW_ERR_MODEL', err);
     }
     await M.lwGpu.settle();
-    m.check();
+    const se = M.lwGpu.sourceError ? M.lwGpu.sourceError(id) : null;
+    try {
+      m.check();
+      if (se) throw new Error(se.message);
+    } catch (e) {
+      m.free();
+      await M.lwGpu.settle();
+      throw new LlamawebError(se ? se.code : 'LW_ERR_GPU', e.message);
+    }
     m.loadMs = performance.now() - t0;
+    const S = M.lwGpu.loadStats;
+    m.loadStats = S ? { ms: m.loadMs, bytes: S.bytes, chunks: S.chunks, peakInFlight: S.peakInFlight, retries: S.retries,
+      peakJsHeap: S.peakJsHeap } : { ms: m.loadMs };
     return m;
   }
 
@@ -119,7 +159,7 @@ export class GpuModel {
   }
 
   check() {
-    if (this.M._lw_wasm_model_check(this.h)) throw new Error(this.M.UTF8ToString(this.M._lw_wasm_model_error(this.h)));
+    if (this.M._lw_wasm_model_check(this.h)) throw new LlamawebError('LW_ERR_GPU', this.M.UTF8ToString(this.M._lw_wasm_model_error(this.h)));
   }
 
   // Token ids of text (addSpecial: BOS as the vocabulary asks).

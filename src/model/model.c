@@ -214,11 +214,11 @@ static lw_status bind(binder *b, lw__wt *w, const char *name, int64_t ne0, int64
 /* dst = rows [row0, row0 + rows) of a bound 2-D weight (no_weights: the model holds no bytes). */
 static void slice(lw__wt *dst, const lw__wt *src, int64_t row0, int64_t rows, int no_weights) {
     const lw_type_info *ti = lw_type_get(src->type);
-    const size_t skip = (size_t)row0 * (size_t)(src->ne0 / ti->block_size) * ti->type_size;
+    const uint64_t skip = (uint64_t)row0 * (uint64_t)(src->ne0 / ti->block_size) * ti->type_size;
     *dst = *src;
     dst->ne1 = rows;
     dst->file_off = src->file_off + skip;
-    if (!no_weights) dst->data = (uint8_t *)src->data + skip; /* else: the fused tensor's token */
+    if (!no_weights) dst->data = (uint8_t *)src->data + (size_t)skip; /* else: the fused tensor's token */
 }
 
 /* The tensors of a llama-family model (names as llama.cpp's llama-arch.cpp). */
@@ -335,14 +335,20 @@ static lw_status load(lw_model *m, lw_source *src) {
     if (!m->layers) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
     binder b = {m, 0, 0, 0};
     if ((st = bind_all(&b)) != LW_OK) return st;
-    if (b.offset > SIZE_MAX) return lw__errorf(m->err, LW_ERR_TOO_LARGE, "weights do not fit in memory");
     m->weight_bytes = b.offset;
-    if (m->no_weights) { /* header only: bind (tokens, file offsets) and stop */
+    if (m->no_weights) { /* header only: bind (tokens, file offsets) and stop; any size (64-bit offsets) */
         b.pass = 1;
         if ((st = bind_all(&b)) != LW_OK) return st;
         if (!m->output.data) m->output = m->tok_embd;
         return LW_OK;
     }
+    /* the CPU path holds every weight in one allocation of this address space */
+    if (b.offset > SIZE_MAX - WEIGHT_ALIGN)
+        return lw__errorf(
+            m->err, LW_ERR_TOO_LARGE,
+            "%llu bytes of weights do not fit this build's %zu-byte address space on the CPU path; "
+            "the GPU path (weights streamed to GPU buffers, lw_model_params.no_weights) takes any size",
+            (unsigned long long)b.offset, (size_t)SIZE_MAX);
     /* over-allocate by the alignment and align the base by hand (the allocator hook promises no alignment) */
     m->weights = lw__malloc(&m->alloc, (size_t)b.offset + WEIGHT_ALIGN);
     if (!m->weights) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory for %llu bytes of weights", (unsigned long long)b.offset);

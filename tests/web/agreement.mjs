@@ -26,7 +26,7 @@ export async function agreement(M, bytes, prompt, n, opts = {}) {
         cNext = c.decode([cNext]);
       }
     }
-    return { rate: same / n, worst, info: g.info() };
+    return { rate: same / n, worst, info: g.info(), variants: g.variants() };
   } finally {
     g.free();
     c.free();

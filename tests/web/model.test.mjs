@@ -157,6 +157,24 @@ for (const [preset, type] of CASES) {
   });
 }
 
+// The kernels real GPUs run by default, forced on this CPU adapter: integer mat-vecs over x rounded once per
+// step (matvec-q8.wgsl; the GLU then runs once in its own pass instead of in the down projection's loads).
+// Same bar as the float kernels: they compute the CPU's product up to float summation order.
+const GPU_CASES = SLOW ? [['tiny', 'q4_0'], ['tiny', 'q8_0'], ['tiny', 'q4_1'], ['tiny', 'q5_0'], ['tiny', 'iq4_nl'], ['tiny-256', 'q4_k_m'],
+  ['tiny-256', 'q5_k_m'], ['tiny-256', 'q6_k'], ['tiny-qwen3', 'q4_0'], ['tiny-gemma3', 'q8_0']] : [['tiny', 'q4_0'], ['tiny-256', 'q4_k_m']];
+for (const [preset, type] of GPU_CASES) {
+  test(`greedy agreement WebGPU vs CPU, integer mat-vecs: ${preset} ${type}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
+    const file = synth(preset, type);
+    const n = Number(process.env.LW_AGREE_TOKENS || (SLOW ? 1000 : 24));
+    const r = await agreement(file, [1, 5, 9, 200, 37], n, { kvF32: true, tune: { matvec: { '*': { idot: 1, exact: 0 } } } });
+    console.log(`# ${preset} ${type} integer mat-vecs: ${(100 * r.rate).toFixed(1)} % of ${n} greedy tokens agree, logits within ` +
+      `${(100 * r.worst).toFixed(4)} % of their range; ${r.info.stepDispatches} dispatches per token`);
+    assert.match(JSON.stringify(r.variants.matvec), /idot 1/, 'the integer mat-vec ran');
+    assert.ok(r.worst < 0.02, `logits differ by ${r.worst} of their range`);
+    assert.ok(r.rate >= 0.995, `agreement ${r.rate}`);
+  });
+}
+
 test('a token embedding larger than one 128 MiB binding (split by rows)', { skip: skip || (!cli && 'llamaweb CLI not built') || (!process.env.LW_TEST_BIG && 'set LW_TEST_BIG=1 (writes a ~300 MB model)') }, async () => {
   // the Llama 3.2 1B shape cut to one block: 128256 x 2048 Q8_0 = 266 MiB of embedding, tied to the output,
   // so on lavapipe both the row gather and the output mat-vec run over three pieces

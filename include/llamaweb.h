@@ -424,6 +424,72 @@ void lw_sampler_accept(lw_sampler *s, int32_t token);
 void lw_sampler_reset(lw_sampler *s, uint64_t seed);
 
 /* ------------------------------------------------------------------------------------------------------
+ * Grammars (structured output)
+ * A grammar constrains generation to a language: llama.cpp's GBNF dialect (rules `name ::= ...`,
+ * alternatives |, groups ( ), repetition * + ? {m} {m,} {m,n}, literals "..." with \x \u \U \n \t
+ * escapes, classes [a-z] [^...], any character ., # comments; UTF-8 throughout), a JSON Schema (converted to
+ * GBNF as llama.cpp's json-schema-to-grammar does, see lw_json_schema_to_gbnf), or any JSON value (schema NULL).
+ * Parsing is limited against hostile input (sizes, nesting, left recursion) and fails with a message.
+ *
+ * Made with a vocabulary, a grammar yields per step the mask of tokens that may come next (a token is
+ * allowed when its whole text keeps the output a prefix of the language; end-of-generation tokens when the
+ * output is complete; tokens without text never) and advances by the chosen token. Masks are cached per
+ * parse state, so most steps cost a copy of n_vocab bits. Attach one to a sampler and it samples only
+ * allowed tokens:
+ *
+ *     lw_grammar *g;
+ *     if (lw_grammar_parse("root ::= \"yes\" | \"no\"", 21, NULL, vocab, NULL, &g) != LW_OK)
+ *         puts(lw_grammar_error(g));              // g is set even on failure (unless memory ran out)
+ *     lw_sampler_set_grammar(sampler, g);         // sample + accept now follow the grammar
+ *     ...
+ *     lw_sampler_set_grammar(sampler, NULL); lw_grammar_free(g);
+ *
+ * One grammar serves one generation at a time; lw_grammar_reset starts over. Without a vocabulary (NULL),
+ * only lw_grammar_accept_text and the completeness queries work (matching text against a grammar).
+ * ---------------------------------------------------------------------------------------------------- */
+
+typedef struct lw_grammar lw_grammar;
+
+/* Parses GBNF text[0..len) starting at rule root ("root" when NULL) for vocab (may be NULL). */
+lw_status lw_grammar_parse(const char *gbnf, size_t len, const char *root, const lw_vocab *vocab,
+                           const lw_allocator *alloc, lw_grammar **out);
+/* A grammar from a JSON Schema document; schema NULL (len 0) gives JSON mode: any JSON value. */
+lw_status lw_grammar_from_json_schema(const char *schema, size_t len, const lw_vocab *vocab,
+                                      const lw_allocator *alloc, lw_grammar **out);
+/* The GBNF text for a JSON Schema (NULL: any JSON value), NUL-terminated, allocated with alloc: free it with
+ * lw_grammar_text_free. On failure a message goes to err (err_size bytes, may be NULL). */
+lw_status lw_json_schema_to_gbnf(const char *schema, size_t len, const lw_allocator *alloc, char **out,
+                                 size_t *out_len, char *err, size_t err_size);
+void lw_grammar_text_free(const lw_allocator *alloc, char *text);
+void lw_grammar_free(lw_grammar *g);
+/* Message for the last failure ("" when none). */
+const char *lw_grammar_error(const lw_grammar *g);
+/* Back to the start (nothing generated yet). */
+lw_status lw_grammar_reset(lw_grammar *g);
+/* The vocabulary size the masks cover (0 without a vocabulary). */
+int32_t lw_grammar_n_vocab(const lw_grammar *g);
+/* Allowed tokens now: bit t of bits[t / 32] (bits has n_words >= (n_vocab + 31) / 32 words). */
+lw_status lw_grammar_mask(lw_grammar *g, uint32_t *bits, size_t n_words);
+/* Sets logits of the tokens not allowed now to -INFINITY (n_vocab floats). */
+lw_status lw_grammar_apply(lw_grammar *g, float *logits);
+/* Advances by a token; LW_ERR_INVALID_ARG (nothing changed) when the grammar does not allow it. */
+lw_status lw_grammar_accept_token(lw_grammar *g, int32_t token);
+/* Advances by text bytes (a forced prefix, or matching text without a vocabulary); same errors. */
+lw_status lw_grammar_accept_text(lw_grammar *g, const char *text, size_t len);
+/* 1 when the output so far is a whole sentence of the grammar (generation may end here). */
+int lw_grammar_is_complete(const lw_grammar *g);
+/* 1 when nothing may follow (complete, and no continuation exists; or an end token was accepted). */
+int lw_grammar_is_finished(const lw_grammar *g);
+
+/* Attaches a grammar to the sampler (NULL detaches; the sampler does not own it: keep it alive while
+ * attached, or free it after detaching). Then lw_sampler_sample picks only allowed tokens (-1 when none is,
+ * with the reason in lw_grammar_error), and lw_sampler_accept advances the grammar by the token that
+ * lw_sampler_sample returned last (prompt tokens recorded for penalties do not move it). lw_sampler_reset
+ * also resets the grammar. LW_ERR_INVALID_ARG when the grammar has no vocabulary or more tokens than the
+ * sampler (tokens past the grammar's vocabulary are never allowed). */
+lw_status lw_sampler_set_grammar(lw_sampler *s, lw_grammar *g);
+
+/* ------------------------------------------------------------------------------------------------------
  * Tokenizers
  * Tokenizers compatible with llama.cpp (SPM, byte-level BPE with its pre-tokenizers, WPM, UGM, RWKV).
  *

@@ -5,6 +5,7 @@
 #include "sample/sample.h"
 
 #include "core/core.h"
+#include "grammar/grammar.h"
 
 #include <math.h>
 #include <string.h>
@@ -26,6 +27,8 @@ struct lw_sampler {
     int32_t ring_n;         /* tokens in ring                                       */
     int32_t ring_head;      /* next slot to write                                   */
     uint64_t rng[4];        /* xoshiro256** state                                   */
+    lw_grammar *grammar;    /* optional constraint (not owned)                      */
+    int32_t last_sampled;   /* the token lw_sampler_sample returned last; -1: none  */
 };
 
 lw_sampler_params lw_sampler_default_params(void) {
@@ -154,6 +157,7 @@ lw_status lw_sampler_create(int32_t n_vocab, const lw_sampler_params *params, co
         lw_sampler_free(s);
         return LW_ERR_NOMEM;
     }
+    s->last_sampled = -1;
     lw_sampler_reset(s, s->p.seed);
     *out = s;
     return LW_OK;
@@ -173,11 +177,24 @@ void lw_sampler_reset(lw_sampler *s, uint64_t seed) {
     memset(s->counts, 0, (size_t)s->n_vocab * sizeof(int32_t));
     s->ring_n = s->ring_head = 0;
     s->p.seed = seed;
+    s->last_sampled = -1;
+    if (s->grammar) lw_grammar_reset(s->grammar);
     uint64_t x = seed;
     for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
 }
 
+lw_status lw_sampler_set_grammar(lw_sampler *s, lw_grammar *g) {
+    if (!s) return LW_ERR_INVALID_ARG;
+    if (g && (lw_grammar_n_vocab(g) <= 0 || lw_grammar_n_vocab(g) > s->n_vocab)) return LW_ERR_INVALID_ARG;
+    s->grammar = g;
+    s->last_sampled = -1;
+    return LW_OK;
+}
+
 void lw_sampler_accept(lw_sampler *s, int32_t token) {
+    /* the grammar moves only by the token just sampled (prompt tokens come here too, for the penalties) */
+    if (s->grammar && token >= 0 && token == s->last_sampled) lw_grammar_accept_token(s->grammar, token);
+    s->last_sampled = -1;
     const int32_t cap = s->p.penalty_last_n;
     if (cap <= 0 || token < 0 || token >= s->n_vocab) return;
     if (s->ring_n == cap) s->counts[s->ring[s->ring_head]]--; /* the oldest leaves the window */
@@ -199,13 +216,27 @@ int32_t lw_sampler_sample(lw_sampler *s, const float *logits) {
     if (!s || !logits) return -1;
     const lw_sampler_params *p = &s->p;
     int32_t n = s->n_vocab;
-    for (int32_t i = 0; i < n; i++) s->c[i] = (cand){i, logits[i]};
+    s->last_sampled = -1;
+    if (s->grammar) { /* only the tokens the grammar allows are candidates */
+        const uint32_t *bits;
+        if (lw__grammar_mask_ref(s->grammar, &bits) != LW_OK) return -1;
+        const int32_t ng = lw_grammar_n_vocab(s->grammar);
+        n = 0;
+        for (int32_t w = 0; w < (ng + 31) / 32; w++)
+            for (uint32_t m = bits[w]; m; m &= m - 1) {
+                int32_t i = w * 32 + __builtin_ctz(m);
+                s->c[n++] = (cand){i, logits[i]};
+            }
+        if (n == 0) return -1;
+    } else {
+        for (int32_t i = 0; i < n; i++) s->c[i] = (cand){i, logits[i]};
+    }
 
     /* penalties, for tokens seen in the window */
     if (p->penalty_last_n > 0 && s->ring_n > 0 &&
         (p->penalty_repeat != 1.0f || p->penalty_freq != 0.0f || p->penalty_present != 0.0f))
         for (int32_t i = 0; i < n; i++) {
-            int32_t cnt = s->counts[i];
+            int32_t cnt = s->counts[s->c[i].id];
             if (cnt <= 0) continue;
             float l = s->c[i].logit;
             l = l <= 0 ? l * p->penalty_repeat : l / p->penalty_repeat;
@@ -216,7 +247,7 @@ int32_t lw_sampler_sample(lw_sampler *s, const float *logits) {
         int32_t best = 0;
         for (int32_t i = 1; i < n; i++)
             if (before(&s->c[i], &s->c[best])) best = i;
-        return s->c[best].id;
+        return s->last_sampled = s->c[best].id;
     }
 
     /* top-k (sorts the kept prefix; everything later needs sorted candidates) */
@@ -249,7 +280,7 @@ int32_t lw_sampler_sample(lw_sampler *s, const float *logits) {
     double u = rng_uniform(s->rng), cum = 0;
     for (int32_t i = 0; i < n; i++) {
         cum += s->prob[i];
-        if (u < cum) return s->c[i].id;
+        if (u < cum) return s->last_sampled = s->c[i].id;
     }
-    return s->c[n - 1].id; /* rounding left u above the total */
+    return s->last_sampled = s->c[n - 1].id; /* rounding left u above the total */
 }

@@ -271,6 +271,46 @@ static void check_determinism(void) {
     remove(a), remove(b), remove(c);
 }
 
+/* The thread count changes nothing in the file: every type of the list, 1 thread against 3 (uneven shares)
+ * and 8 (more threads than the rows of some tensors). A 3200-token built-in vocab makes the token
+ * embedding span two batches at 3 threads (3 x 1024 rows of 256), so rows at batch boundaries and at share
+ * boundaries are compared too. */
+static void check_thread_independence(const char *const *types, size_t n_types) {
+    char err[LW_ERRMSG_SIZE];
+    size_t n_files = 0, n_bytes = 0;
+    for (size_t k = 0; k < n_types; k++) {
+        static const int threads[] = {1, 3, 8};
+        unsigned char *d[3] = {0};
+        size_t n[3] = {0};
+        for (int i = 0; i < 3; i++) {
+            char path[700];
+            snprintf(path, sizeof path, "%s/synth-threads-%d.gguf", tmpdir, threads[i]);
+            lw__synth_params sp = {.preset = "tiny-256",
+                                   .type = types[k],
+                                   .vocab_path = "builtin",
+                                   .n_vocab = 3200,
+                                   .seed = 5,
+                                   .n_threads = threads[i]};
+            CHECK_MSG(lw__synth_write(&sp, path, NULL, NULL, err) == LW_OK, "%s, %d threads: %s", types[k],
+                      threads[i], err);
+            d[i] = slurp(path, &n[i]);
+            remove(path);
+        }
+        CHECK(d[0] && d[1] && d[2] && n[0] > 0);
+        for (int i = 1; i < 3 && d[0] && d[i]; i++)
+            CHECK_MSG(n[i] == n[0] && !memcmp(d[0], d[i], n[0]), "%s: %d threads gave other bytes than 1",
+                      types[k], threads[i]);
+        n_files += 3, n_bytes += n[0];
+        free(d[0]), free(d[1]), free(d[2]);
+    }
+    lw__synth_params bad = {.preset = "tiny", .type = "q4_0", .vocab_path = "builtin", .n_threads = 513};
+    char path[700];
+    snprintf(path, sizeof path, "%s/synth-threads-bad.gguf", tmpdir);
+    CHECK(lw__synth_write(&bad, path, NULL, NULL, err) == LW_ERR_INVALID_ARG);
+    printf("threads: %zu types x 1, 3, 8 threads -> identical files (%zu files, %zu bytes in all)\n", n_types,
+           n_files, n_bytes);
+}
+
 /* A q8_0 file and an f32 file of one seed hold the same underlying floats (rows are seeded by name and row).
  */
 static void check_type_independence(void) {
@@ -470,6 +510,10 @@ static void check_cli(void) {
     lw_source_close(src);
     snprintf(cmd, sizeof cmd, "%s synth --preset tiny --type nope -o %s 2> /dev/null", cli, path);
     CHECK(system(cmd) != 0);
+    snprintf(cmd, sizeof cmd, "%s synth --preset tiny --type q4_0 --threads 3 -o %s > /dev/null", cli, path);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "%s synth --preset tiny --type q4_0 --threads 0 -o %s 2> /dev/null", cli, path);
+    CHECK(system(cmd) != 0);
     snprintf(cmd, sizeof cmd, "%s synth --preset tiny 2> /dev/null", cli);
     CHECK(system(cmd) != 0);
     snprintf(cmd, sizeof cmd, "%s synth --list > /dev/null", cli);
@@ -509,6 +553,7 @@ int main(void) {
         printf("vocab copy: %s absent, not checked\n", vocab);
     }
     check_determinism();
+    check_thread_independence(types, sizeof types / sizeof types[0]);
     check_type_independence();
     check_mix_rules();
     check_errors();

@@ -1,11 +1,13 @@
 /* Writing synthetic models: vocabulary, metadata, seeded random rows quantized on the fly (see synth.h). */
 #include "synth/synth.h"
 
+#include "cpu/engine-threads.h"
 #include "quant/quant-iq.h"
 #include "quant/quant.h"
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -54,7 +56,7 @@ static uint64_t row_state(uint64_t tseed, int64_t row) {
  * Rows
  * ------------------------------------------------------------------------------------------------------- */
 
-#define BATCH_ELEMS (256 * 1024) /* floats generated per batch: 1 MB of scratch whatever the model size */
+#define BATCH_ELEMS (256 * 1024) /* floats generated per batch and thread: 1 MB of scratch per thread */
 
 typedef struct synth_ctx synth_ctx;
 
@@ -64,7 +66,7 @@ typedef struct job {
     lw__synth_tensor t; /* name, shape, kind, type                                    */
     uint64_t tseed;     /* tensor_seed                                                */
     size_t row_bytes;   /* bytes of one row in t.type                                 */
-    int64_t batch_rows; /* rows produced per batch                                    */
+    int64_t batch_rows; /* rows produced per batch (BATCH_ELEMS per thread)           */
     int random_blocks;  /* 1: IQ type without a quantizer here: random valid blocks   */
     float amax;         /* random blocks: bound on |value| giving standard dev. scale */
     float scale;        /* standard deviation of a matrix's values                    */
@@ -78,6 +80,12 @@ struct synth_ctx {
     const job *cur;            /* whose rows q holds (NULL: none)                  */
     int64_t r0, r1;            /* rows [r0, r1) are in q                           */
     char *err;                 /* message buffer (LW_ERRMSG_SIZE)                  */
+    lw__pool *pool;            /* threads that split each batch's rows             */
+    /* the batch being produced (read by every thread of the pool's run) */
+    const job *pjob; /* its tensor                                             */
+    int64_t prow;    /* first row                                              */
+    int64_t pend;    /* one past the last                                      */
+    atomic_int prc;  /* LW_OK, or the first thread's failure                   */
 };
 
 /* llama3 rope factors as convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors computes them (float32).
@@ -120,32 +128,57 @@ static void gen_row(const job *jb, int64_t row, float *dst) {
     }
 }
 
-/* Fills the scratch with rows [row, row + batch) of jb in its type. */
-static lw_status produce(const job *jb, int64_t row) {
+/* Rows [r0, r1) of the batch at c->prow in jb's type, at their place in the scratch. Returns LW_OK or why
+ * not (one thread's part of produce). */
+static lw_status produce_rows(const job *jb, int64_t r0, int64_t r1) {
     synth_ctx *c = jb->ctx;
-    const int64_t nrows = jb->t.ne[1], ne0 = jb->t.ne[0];
-    const int64_t end = row + jb->batch_rows < nrows ? row + jb->batch_rows : nrows;
-    c->cur = NULL;
+    const int64_t ne0 = jb->t.ne[0];
+    uint8_t *q = c->q + (size_t)(r0 - c->prow) * jb->row_bytes;
     if (jb->random_blocks) {
         const lw_type_info *ti = lw_type_get(jb->t.type);
         const int64_t nb = ne0 / ti->block_size;
-        for (int64_t r = row; r < end; r++) {
+        for (int64_t r = r0; r < r1; r++, q += jb->row_bytes) {
             uint64_t s = row_state(jb->tseed, r);
-            uint8_t *q = c->q + (size_t)(r - row) * jb->row_bytes;
             for (int64_t b = 0; b < nb; b++) {
                 lw_status rc = lw__iq_random_block(jb->t.type, &s, jb->amax, q + (size_t)b * ti->type_size);
-                if (rc != LW_OK)
-                    return lw__errorf(c->err, rc, "%s: random %s block failed", jb->t.name, ti->name);
+                if (rc != LW_OK) return rc;
             }
         }
-    } else {
-        for (int64_t r = row; r < end; r++) gen_row(jb, r, c->f + (size_t)(r - row) * (size_t)ne0);
-        lw_status rc = lw__quantize(jb->t.type, c->f, c->q, end - row, ne0, NULL);
-        if (rc != LW_OK)
-            return lw__errorf(c->err, rc, "%s: quantizing to %s failed (%s)", jb->t.name,
-                              lw_type_get(jb->t.type)->name, lw_status_str(rc));
+        return LW_OK;
     }
-    c->cur = jb, c->r0 = row, c->r1 = end;
+    float *f = c->f + (size_t)(r0 - c->prow) * (size_t)ne0;
+    for (int64_t r = r0; r < r1; r++) gen_row(jb, r, f + (size_t)(r - r0) * (size_t)ne0);
+    return lw__quantize(jb->t.type, f, q, r1 - r0, ne0, NULL);
+}
+
+/* lw__pool_fn: thread ith of nth takes the ith contiguous share of the batch's rows. */
+static void produce_share(void *arg, int ith, int nth) {
+    synth_ctx *c = arg;
+    const int64_t n = c->pend - c->prow;
+    const int64_t r0 = c->prow + n * ith / nth, r1 = c->prow + n * (ith + 1) / nth;
+    if (r0 == r1) return;
+    const lw_status rc = produce_rows(c->pjob, r0, r1);
+    int expected = LW_OK;
+    if (rc != LW_OK) atomic_compare_exchange_strong(&c->prc, &expected, (int)rc);
+}
+
+/* Fills the scratch with rows [row, row + batch) of jb in its type, the rows split over the pool. */
+static lw_status produce(const job *jb, int64_t row) {
+    synth_ctx *c = jb->ctx;
+    const int64_t nrows = jb->t.ne[1];
+    c->cur = NULL;
+    c->pjob = jb;
+    c->prow = row;
+    c->pend = row + jb->batch_rows < nrows ? row + jb->batch_rows : nrows;
+    atomic_store(&c->prc, LW_OK);
+    lw__pool_run(c->pool, produce_share, c);
+    const lw_status rc = (lw_status)atomic_load(&c->prc);
+    if (rc != LW_OK) {
+        const char *tn = lw_type_get(jb->t.type)->name;
+        if (jb->random_blocks) return lw__errorf(c->err, rc, "%s: random %s block failed", jb->t.name, tn);
+        return lw__errorf(c->err, rc, "%s: quantizing to %s failed (%s)", jb->t.name, tn, lw_status_str(rc));
+    }
+    c->cur = jb, c->r0 = row, c->r1 = c->pend;
     return LW_OK;
 }
 
@@ -378,8 +411,18 @@ lw_status lw__synth_write(const lw__synth_params *params, const char *path, cons
     lw__synth_tensor *ts = NULL;
     job *jobs = NULL;
     synth_ctx ctx = {.p = p, .err = err};
-    lw_status rc = lw_gguf_writer_new(alloc, &w);
-    if (rc != LW_OK) return lw__errorf(err, rc, "cannot create the writer");
+    atomic_init(&ctx.prc, LW_OK);
+    if (params->n_threads < 0 || params->n_threads > 512)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "%d threads is outside 1..512", params->n_threads);
+    const int n_threads = params->n_threads > 1 ? params->n_threads : 1;
+    lw_status rc = lw__pool_create(alloc, n_threads, &ctx.pool);
+    /* fewer threads than asked (none can be started where pthreads are absent): the file is the same */
+    if (rc != LW_OK && n_threads > 1) rc = lw__pool_create(alloc, 1, &ctx.pool);
+    if (rc != LW_OK) return lw__errorf(err, rc, "cannot create the thread pool");
+    if ((rc = lw_gguf_writer_new(alloc, &w)) != LW_OK) {
+        lw__pool_free(ctx.pool);
+        return lw__errorf(err, rc, "cannot create the writer");
+    }
 
     /* metadata: general, architecture, tokenizer */
     /* general.name stays free of model names: llama.cpp's vocab loader keys token attributes on it (a name
@@ -469,7 +512,7 @@ lw_status lw__synth_write(const lw__synth_params *params, const char *path, cons
             }
             jb->amax = jb->scale / r;
         }
-        int64_t br = BATCH_ELEMS / jb->t.ne[0];
+        int64_t br = (int64_t)BATCH_ELEMS * lw__pool_n_threads(ctx.pool) / jb->t.ne[0];
         br = br < 1 ? 1 : br > jb->t.ne[1] ? jb->t.ne[1] : br;
         jb->batch_rows = br;
         size_t fe, qb;
@@ -507,5 +550,6 @@ done:
     lw__free(&al, jobs);
     lw__free(&al, ts);
     lw_gguf_writer_free(w);
+    lw__pool_free(ctx.pool);
     return rc;
 }

@@ -9,7 +9,9 @@
  *     or one type for every 2-D weight ("pure" types such as q4_k or mxfp4, or --pure);
  *   - seeded random weights (same seed, same bytes), scaled so activations stay finite: matrices
  *     ~N(0, 1/fan_in) (a bounded normal-ish draw), norm weights ~1, small biases.
- * Tensor data is produced row by row in the writer's fill callback, so an 8B model needs a few MB of RAM.
+ * Tensor data is produced in batches of rows in the writer's fill callback, so an 8B model needs a few MB of
+ * RAM (about 2 MB per thread); with n_threads > 1 each batch's rows are generated and quantized on a thread
+ * pool, and the file's bytes do not depend on the thread count (every row is drawn and quantized on its own).
  *
  * Files: synth-presets.c (architectures and presets), synth-mix.c (file types and the type of each tensor),
  * synth.c (vocab, metadata, random rows, writing). */
@@ -116,16 +118,17 @@ uint32_t lw__synth_tensor_type(const lw__synth_ftype *ft, int pure, const lw__sy
 typedef struct lw__synth_params {
     const char *preset; /* preset name                                                             */
     const lw__synth_preset *custom; /* used instead of preset when not NULL (any shape; validated)      */
-    const char *type;       /* --type name (a file type or a pure tensor type)                         */
-    const char *vocab_path; /* vocab GGUF; NULL: the default (../shared llama-spm if present, else the
-                               built-in byte vocab); "builtin": the byte vocab                          */
-    const char *shared_dir; /* where the default vocab is looked up (NULL: "../shared")                 */
-    uint64_t seed;          /* random seed                                                             */
-    int pure;               /* 1: one type for every 2-D weight (llama-quantize --pure)                */
-    uint32_t n_layer;       /* 0: the preset's; else this many blocks (small test models)              */
-    int64_t n_vocab;        /* built-in vocab only: 0 for 259 tokens (bytes), else this many (padded)   */
+    const char *type;          /* --type name (a file type or a pure tensor type)                         */
+    const char *vocab_path;    /* vocab GGUF; NULL: the default (../shared llama-spm if present, else the
+                                  built-in byte vocab); "builtin": the byte vocab                          */
+    const char *shared_dir;    /* where the default vocab is looked up (NULL: "../shared")                 */
+    uint64_t seed;             /* random seed                                                             */
+    int pure;                  /* 1: one type for every 2-D weight (llama-quantize --pure)                */
+    uint32_t n_layer;          /* 0: the preset's; else this many blocks (small test models)              */
+    int64_t n_vocab;           /* built-in vocab only: 0 for 259 tokens (bytes), else this many (padded)   */
     const char *chat_template; /* NULL: the vocab file's own (if any); else this text as
                                   tokenizer.chat_template (replacing the vocab file's)               */
+    int n_threads;             /* threads quantizing rows; 0 or 1: the caller's only (at most 512)     */
 } lw__synth_params;
 
 /* What was made. */

@@ -370,8 +370,13 @@ static bool set_has_empty(lw_grammar *g, uint32_t s) {
 }
 
 /* Whether a character begun with pv (pn bytes to come) can still match some stack of set s. */
-static bool partial_alive(lw_grammar *g, uint32_t s, uint32_t pv, uint32_t pn) {
+static bool partial_alive(lw_grammar *g, uint32_t s, uint32_t pv, uint32_t pn, uint32_t plen) {
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
     uint32_t lo = pv << (6 * pn), hi = lo | ((1u << (6 * pn)) - 1);
+    /* only the characters this encoding may still become: no overlong forms, surrogates, or > U+10FFFF */
+    if (lo < min_cp[plen]) lo = min_cp[plen];
+    if (hi > 0x10FFFF) hi = 0x10FFFF;
+    if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return false;
     for (uint32_t i = 0; i < g->set_len[s]; i++) {
         uint32_t sid = g->set_words[g->set_off[s] + i];
         if (sid && class_overlaps(&g->prog, g->stk_pos[sid], lo, hi)) return true;
@@ -424,14 +429,14 @@ static uint32_t trans_compute(lw_grammar *g, uint32_t id, uint32_t b) {
             else if (b >= 0xE0 && b <= 0xEF) pv = b & 0x0F, pn = 2;
             else if (b >= 0xF0 && b <= 0xF4) pv = b & 0x07, pn = 3;
             else return 0;
-            to = partial_alive(g, d.set, pv, pn) ? state_intern(g, d.set, pv, pn, pn + 1) : 0;
+            to = partial_alive(g, d.set, pv, pn, pn + 1) ? state_intern(g, d.set, pv, pn, pn + 1) : 0;
         }
     } else {
         if ((b & 0xC0) != 0x80) return 0;
         uint32_t pv = (d.pv << 6) | (b & 0x3F), pn = d.pn - 1u;
         if (pn > 0) {
             /* overlong or out-of-range prefixes die here or at the end; the range check catches them */
-            to = partial_alive(g, d.set, pv, pn) ? state_intern(g, d.set, pv, pn, d.plen) : 0;
+            to = partial_alive(g, d.set, pv, pn, d.plen) ? state_intern(g, d.set, pv, pn, d.plen) : 0;
         } else {
             static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
             if (pv < min_cp[d.plen] || pv > 0x10FFFF || (pv >= 0xD800 && pv <= 0xDFFF)) return 0;

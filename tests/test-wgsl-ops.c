@@ -56,26 +56,50 @@ static void test_pipelines(void) {
     CHECK(lw__gpu_eltwise_layout(&bad, kinds) == 0);
     CHECK(lw__gpu_eltwise_pipeline(&gpu, NULL, NULL, &bad, &lvp, &p, err) == LW_ERR_INVALID_ARG);
 
-    /* RMS norm: plain and with the fused ADD; subgroups only where the device has them */
+    /* RMS norm: plain and with the fused ADD; subgroups only where the device has them; the exact sum
+     * (integer limbs) or the f32 one */
     for (int add = 0; add < 2; add++)
-        for (int sg = 0; sg < 2; sg++) {
-            lw__gpu_norm_variant v = {sg, 128, add};
-            CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &v, &lvp, &p, err) == LW_OK);
-            const lw_gpu_binding_kind pl[] = {S, R, S, U}, ad[] = {S, R, S, S, S, U};
-            CHECK(add ? layout_is(&f, ad, 6) : layout_is(&f, pl, 4));
-            CHECK((strstr(f.wgsl, "subgroupMax") != NULL) == sg); /* the largest square's exponent */
-            CHECK(strstr(f.wgsl, "limbs_add_square") != NULL);    /* the exact sum, every variant  */
-            CHECK((strstr(f.wgsl, "sum[params.sum_offset") != NULL) == add);
-        }
-    lw__gpu_norm_variant nsg = {true, 64, false};
+        for (int sg = 0; sg < 2; sg++)
+            for (int exact = 0; exact < 2; exact++) {
+                lw__gpu_norm_variant v = {sg, 128, add, exact};
+                CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &v, &lvp, &p, err) == LW_OK);
+                const lw_gpu_binding_kind pl[] = {S, R, S, U}, ad[] = {S, R, S, S, S, U};
+                CHECK(add ? layout_is(&f, ad, 6) : layout_is(&f, pl, 4));
+                /* the largest square's exponent (exact), the partial sums' (f32) */
+                CHECK((strstr(f.wgsl, "subgroupMax") != NULL) == (sg && exact));
+                CHECK((strstr(f.wgsl, "subgroupAdd(") != NULL) == sg);
+                CHECK((strstr(f.wgsl, "limbs_add_square") != NULL) == exact);
+                CHECK((strstr(f.wgsl, "inverseSqrt(") != NULL) == !exact);
+                CHECK((strstr(f.wgsl, "sum[params.sum_offset") != NULL) == add);
+            }
+    lw__gpu_norm_variant nsg = {true, 64, false, true};
     lw_gpu_info nosg = ss;
     nosg.has_subgroups = false;
     CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &nsg, &nosg, &p, err) == LW_ERR_UNSUPPORTED);
-    nsg = (lw__gpu_norm_variant){false, 96, false}; /* not a power of two: tree reduction */
+    nsg = (lw__gpu_norm_variant){false, 96, false, false}; /* not a power of two: tree reduction */
     CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &nsg, &lvp, &p, err) == LW_ERR_INVALID_ARG);
-    nsg = (lw__gpu_norm_variant){false, 1024, false}; /* the limbs would need 24 KiB of workgroup memory */
+    /* the exact sum's limbs would need 24 KiB of workgroup memory */
+    nsg = (lw__gpu_norm_variant){false, 1024, false, true};
     CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &nsg, &lvp, &p, err) == LW_ERR_UNSUPPORTED);
+    nsg.exact = false; /* the f32 sum: 4 KiB */
+    CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &nsg, &lvp, &p, err) == LW_OK);
     CHECK(!lw__gpu_norm_default(&nosg).subgroups && lw__gpu_norm_default(&lvp).subgroups);
+    /* the exact sum by default on CPU adapters only (the fakes' vendor alone names no CPU driver) */
+    lw_gpu_info cpu = lvp;
+    strcpy(cpu.architecture, "llvmpipe");
+    CHECK(lw__gpu_norm_default(&cpu).exact && !lw__gpu_norm_default(&lvp).exact);
+    CHECK(lw__gpu_norm_default(&cpu).wg_size == 128 && lw__gpu_norm_default(&lvp).wg_size == 512);
+    CHECK(lw__gpu_rope_qkv_default(&cpu, LW_TYPE_F16).exact_norm &&
+          !lw__gpu_rope_qkv_default(&lvp, LW_TYPE_F16).exact_norm);
+    for (int exact = 0; exact < 2; exact++) { /* per-head q/k norms in the attention epilogue */
+        lw__gpu_rope_qkv_variant v = lw__gpu_rope_qkv_default(exact ? &cpu : &lvp, LW_TYPE_F16);
+        v.qkv_one = v.qk_norm = true;
+        CHECK(lw__gpu_rope_qkv_pipeline(&gpu, NULL, NULL, &v, &lvp, &p, err) == LW_OK);
+        const lw_gpu_binding_kind k[] = {S, R, S, S, S, U, R, R};
+        CHECK(f.n_kinds == 8 && !memcmp(f.kinds, k, sizeof k));
+        CHECK((strstr(f.wgsl, "limbs_add_square") != NULL) == exact);
+        CHECK((strstr(f.wgsl, "inverseSqrt(") != NULL) == !exact);
+    }
 
     /* RoPE, f32 and f16-cache destinations */
     for (int f16 = 0; f16 < 2; f16++) {

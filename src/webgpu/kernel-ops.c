@@ -192,9 +192,11 @@ void lw__gpu_gelu_table(uint32_t *words) {
 
 lw__gpu_norm_variant lw__gpu_norm_default(const lw_gpu_info *info) {
     /* GPUs 512 invocations: one workgroup takes a row, and each strided step over it waits on memory (H200,
-     * llama-3.2-1b shape: 4 steps over a 2048-wide row instead of 16); CPU adapters keep 128 */
-    lw__gpu_norm_variant v = {info->has_subgroups, fit_wg(info, lw__gpu_cpu_adapter(info) ? 128 : 512),
-                              false};
+     * llama-3.2-1b shape: 4 steps over a 2048-wide row instead of 16); CPU adapters keep 128. The exact sum
+     * (the CPU's bits) only on CPU adapters, where tests compare bits: on the H200 it took ~26 us per 4,096
+     * floats (decode profile, rms_norm add) */
+    const bool cpu = lw__gpu_cpu_adapter(info);
+    lw__gpu_norm_variant v = {info->has_subgroups, fit_wg(info, cpu ? 128 : 512), false, cpu};
     return v;
 }
 
@@ -206,14 +208,17 @@ lw_status lw__gpu_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "rms_norm: subgroup variant needs the subgroups feature");
     lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, true, "rms_norm", err);
     if (st != LW_OK) return st;
-    if (v->wg_size > 512) /* the exact sum's limbs: 24 bytes of workgroup memory per invocation */
-        return lw__errorf(err, LW_ERR_UNSUPPORTED, "rms_norm: workgroup size %u above 512", v->wg_size);
+    if (v->exact && v->wg_size > 512) /* the exact sum's limbs: 24 bytes of workgroup memory per invocation */
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "rms_norm: exact sum with workgroup size %u above 512",
+                          v->wg_size);
     char label[LW_GPU_CACHE_KEY], wg[16];
-    snprintf(label, sizeof label, "rms_norm%s%s wg%u", v->add_input ? " add" : "", v->subgroups ? " sg" : "",
-             v->wg_size);
+    snprintf(label, sizeof label, "rms_norm%s%s%s wg%u", v->add_input ? " add" : "",
+             v->subgroups ? " sg" : "", v->exact ? " exact" : " f32", v->wg_size);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
-    lw__wgsl_define defs[] = {
-        {"WG_SIZE", wg}, {"SUBGROUPS", v->subgroups ? "1" : "0"}, {"ADD_INPUT", v->add_input ? "1" : "0"}};
+    lw__wgsl_define defs[] = {{"WG_SIZE", wg},
+                              {"SUBGROUPS", v->subgroups ? "1" : "0"},
+                              {"ADD_INPUT", v->add_input ? "1" : "0"},
+                              {"EXACT_SUM", v->exact ? "1" : "0"}};
     static const lw_gpu_binding_kind kinds[LW_GPU_NORM_ADD_BINDINGS] = {
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE,
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,      LW_GPU_BIND_UNIFORM_DYNAMIC};
@@ -231,7 +236,8 @@ lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant 
     (void)v;
     if (group == 0) group = n;
     uint64_t total, items;
-    /* group < 2^24: the exact mean's long division keeps its remainder times 256 in 32 bits */
+    /* group < 2^24: the exact mean's long division keeps its remainder times 256 in 32 bits (the f32 sum
+     * divides by f32(group), exact below 2^24 too) */
     if (n == 0 || rows == 0 || n % group || group >= (1u << 24) || (w_len && w_len != group && w_len != n))
         return lw__errorf(err, LW_ERR_INVALID_ARG, "rms_norm: bad shape %llu x %llu, group %llu, weight %llu",
                           (unsigned long long)rows, (unsigned long long)n, (unsigned long long)group,
@@ -381,7 +387,9 @@ lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant 
  * ------------------------------------------------------------------------------------------------------- */
 
 lw__gpu_rope_qkv_variant lw__gpu_rope_qkv_default(const lw_gpu_info *info, uint32_t kv_type) {
-    lw__gpu_rope_qkv_variant v = {fit_wg(info, 64), kv_type == LW_TYPE_F16, false, false, false};
+    /* exact_norm (qk_norm's integer limbs, the CPU's bits) on CPU adapters only, as the norm's exact */
+    const bool cpu = lw__gpu_cpu_adapter(info);
+    lw__gpu_rope_qkv_variant v = {fit_wg(info, 64), kv_type == LW_TYPE_F16, false, false, false, cpu};
     return v;
 }
 
@@ -400,12 +408,14 @@ lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *c
                           info->max_storage_buffers_per_shader_stage);
     char label[LW_GPU_CACHE_KEY], wg[16];
     snprintf(label, sizeof label, "rope_qkv %s%s%s%s wg%u", v->kv_f16 ? "f16" : "f32",
-             v->qkv_one ? " one" : "", v->qk_norm ? " qknorm" : "", v->qkv_bias ? " bias" : "", v->wg_size);
+             v->qkv_one ? " one" : "", v->qk_norm ? (v->exact_norm ? " qknorm exact" : " qknorm f32") : "",
+             v->qkv_bias ? " bias" : "", v->wg_size);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     lw__wgsl_define defs[] = {{"WG_SIZE", wg},
                               {"KV_F16", v->kv_f16 ? "1" : "0"},
                               {"QKV_ONE", v->qkv_one ? "1" : "0"},
                               {"QK_NORM", v->qk_norm ? "1" : "0"},
+                              {"EXACT_NORM", v->exact_norm ? "1" : "0"},
                               {"QKV_BIAS", v->qkv_bias ? "1" : "0"}};
     static const lw_gpu_binding_kind kinds[LW_GPU_ROPE_QKV_BINDINGS] = {
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,

@@ -145,18 +145,21 @@ void lw__gpu_gelu_table(uint32_t *words);
  * weight has `group` elements (shared by the groups: q/k norms) or n (one slice per group)).
  * Variant add_input also fuses the residual ADD that feeds the norm (an ADD node whose dst is the
  * RMS_NORM's src0): x = a + b is computed, stored to `sum` (the residual stream the next ADD reads) and
- * normalised: one dispatch instead of two, the same bits as ADD then RMS_NORM.
+ * normalised: one dispatch instead of two, the same bits as ADD then RMS_NORM (sum always; d where exact).
  * One workgroup per (row, group). Bindings: 0 x (rw f32; a with add_input), 1 w (read f32; when there is
  * no weight bind any small buffer not bound writable in the same dispatch), 2 d (rw f32), 3 params; with
  * add_input: 3 b (rw f32), 4 sum (rw f32), 5 params.
- * Numerics: the sum of squares is f32 (tree or subgroup order) where the CPU sums in double: results
- * within a few ulp.
+ * Numerics: exact (the default on CPU adapters only) sums the squares in integer limbs and rounds the
+ * scale correctly: the CPU's bits (it sums in double); else (GPUs) the sum is f32 (strided partials, then
+ * subgroupAdd or a tree) and the scale inverseSqrt: within a few ulp of the CPU (relative ~3e-7 on
+ * lavapipe), without the exact sum's integer work (H200, 4,096 floats: ~26 us exact).
  * ------------------------------------------------------------------------------------------------------- */
 
 typedef struct lw__gpu_norm_variant {
-    bool subgroups;   /* subgroup reduction (needs subgroups)           */
-    uint32_t wg_size; /* invocations per workgroup (power of two)       */
-    bool add_input;   /* fused residual ADD (x = a + b, stored to sum)  */
+    bool subgroups;   /* subgroup reduction (needs subgroups)                       */
+    uint32_t wg_size; /* invocations per workgroup (power of two; exact: <= 512)    */
+    bool add_input;   /* fused residual ADD (x = a + b, stored to sum)              */
+    bool exact;       /* EXACT_SUM: the CPU's bits (integer limbs); false: f32 sum  */
 } lw__gpu_norm_variant;
 
 /* NormParams in rms-norm.wgsl (64 bytes). */
@@ -290,12 +293,13 @@ typedef struct lw__gpu_rope_qkv_variant {
                          bindings 0 qkv, 1 ff, 2 q_out, 3 K cache, 4 V cache, 5 params        */
     bool qk_norm;     /* qkv_one only: q and k are first RMS-normalised per head with weights of
                          head_dim elements (qwen3, gemma3: the RMS_NORM nodes before the ROPEs;
-                         1/sqrt(mean of squares + qk_eps), then the weight, as rms-norm.wgsl but
-                         summed serially: within a few ulp of it): bindings 6 q_norm, 7 k_norm
-                         (read f32)                                                           */
+                         1/sqrt(mean of squares + qk_eps), then the weight, as rms-norm.wgsl,
+                         serially per head): bindings 6 q_norm, 7 k_norm (read f32)           */
     bool qkv_bias;    /* qkv_one only, not with qk_norm: q, k and v get their biases added first
                          (qwen2), binding 6 (read f32, [bq | bk | bv] laid out as one row of
                          binding 0, rows x_stride apart)                                      */
+    bool exact_norm;  /* qk_norm: EXACT_NORM, the CPU's bits (integer limbs, as the norm's exact;
+                         default on CPU adapters only); false: f32 sums, within a few ulp     */
 } lw__gpu_rope_qkv_variant;
 
 /* Where K and V come from and go (elements; strides 0: n_head_kv * head_dim). */

@@ -11,10 +11,12 @@
 // q_out is the rotated q times q_scale (1: as ROPE; else also the SCALE node some models apply to the
 // rotated Q, e.g. phi3 and gemma: one f32 product of the rotated value, the bits of the two ops).
 // QK_NORM=1 (with QKV_ONE) first RMS-normalises q and k per head (qwen3, gemma3: x / sqrt(mean(x^2) + qk_eps)
-// times the head_dim weights qn / kn, the CPU's bits as rms-norm.wgsl: rms-exact.wgsl, serially per head).
+// times the head_dim weights qn / kn, serially per head; EXACT_NORM=1, CPU adapters: the CPU's bits as
+// rms-norm.wgsl, rms-exact.wgsl; EXACT_NORM=0, GPUs: an f32 sum and inverseSqrt, within a few ulp).
 // QKV_BIAS=1 (with QKV_ONE) adds the biases qkvb (laid out as one row of binding 0: [bq | bk | bv]) to q, k
 // and v first (qwen2: the ADD node before the ROPEs; one f32 add each, the same bits).
-// Defines: WG_SIZE (default 64), KV_F16 (0/1), QKV_ONE (0/1), QK_NORM (0/1), QKV_BIAS (0/1).
+// Defines: WG_SIZE (default 64), KV_F16 (0/1), QKV_ONE (0/1), QK_NORM (0/1), EXACT_NORM (0/1, default 1),
+// QKV_BIAS (0/1).
 // Bindings: 0 q (rw f32), 1 ff (read f32), 2 q_out (rw f32), 3 k (rw f32), 4 kc (rw: u32 halves or f32),
 // 5 v (rw f32), 6 vc (rw, as kc), 7 params; QKV_ONE: 0 qkv, 1 ff, 2 q_out, 3 kc, 4 vc, 5 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups =
 // ceil(rows * (n_head + 2 n_head_kv) * head_dim / 2 / WG_SIZE).
@@ -33,6 +35,9 @@
 #endif
 #if QK_NORM && !QKV_ONE
 #error rope-qkv.wgsl: QK_NORM needs QKV_ONE
+#endif
+#ifndef EXACT_NORM
+#define EXACT_NORM 1
 #endif
 #ifndef QKV_BIAS
 #define QKV_BIAS 0
@@ -123,9 +128,10 @@ fn v_in(i: u32) -> f32 {
 }
 
 #if QK_NORM
-#include "rms-exact.wgsl"
 var<private> nrm_base: u32;  // first element of this invocation's head
 var<private> nrm_scale: f32; // 1 / sqrt(mean of its squares + eps)
+#if EXACT_NORM
+#include "rms-exact.wgsl"
 
 // Sets the norm of the head of input `which` at element xb: the CPU's bits (rms-exact.wgsl), serially.
 fn head_norm(which: u32, xb: u32) {
@@ -143,6 +149,19 @@ fn head_norm(which: u32, xb: u32) {
     nrm_base = xb;
     nrm_scale = rms_scale(limbs_mean(acc, params.head_dim, e_max) + params.qk_eps);
 }
+#else
+// Sets the norm of the head of input `which` at element xb: f32 sums of squares in two interleaved chains
+// (head_dim is even), inverseSqrt.
+fn head_norm(which: u32, xb: u32) {
+    var acc = vec2<f32>(0.0f);
+    for (var e = 0u; e < params.head_dim; e += 2u) {
+        let v = vec2<f32>(x[xb + e], x[xb + e + 1u]);
+        acc = fma(v, v, acc);
+    }
+    nrm_base = xb;
+    nrm_scale = inverseSqrt((acc.x + acc.y) / f32(params.head_dim) + params.qk_eps);
+}
+#endif
 #endif
 
 // Element i of input `which`: 0 = q, 1 = k (QK_NORM: normalised, times the weight).

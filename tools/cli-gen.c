@@ -21,7 +21,10 @@ void lw__cli_gen_usage(FILE *f) {
                "  --repeat-last-n N  (default 64)              --seed S    (default 0x5eed)\n"
                "  --threads N, -t N  (default: online CPUs, at most 8)\n"
                "  --kv f16|f32       KV cache type (default f16, as llama.cpp)\n"
-               "  --no-flash-attn    attention as llama.cpp with flash attention off\n");
+               "  --no-flash-attn    attention as llama.cpp with flash attention off\n"
+               "  --grammar FILE     constrain the output to a GBNF grammar (llama.cpp's dialect)\n"
+               "  --json-schema FILE constrain the output to JSON valid for a JSON Schema\n"
+               "  --json             constrain the output to one JSON value\n");
 }
 
 /* Parses a number; 0 when v is not entirely one. */
@@ -36,6 +39,16 @@ static int num(const char *v, double lo, double hi, double *out) {
 int lw__cli_gen_option(const char *a, const char *v, lw__cli_gen *o) {
     lw_sampler_params *sp = &o->sampler;
     double d;
+    if (!strcmp(a, "--grammar") || !strcmp(a, "--json-schema")) {
+        if (!v) return -1;
+        if (a[2] == 'g') o->grammar_file = v;
+        else o->schema_file = v;
+        return 2;
+    }
+    if (!strcmp(a, "--json")) {
+        o->json = 1;
+        return 1;
+    }
     if (!strcmp(a, "--no-flash-attn")) {
         o->flash_attn = 0;
         return 1;
@@ -95,7 +108,43 @@ int lw__cli_load_model(const char *cmd, const char *path, lw_model **m) {
     return 0;
 }
 
-int lw__cli_gen_context(const char *cmd, lw_model *m, const lw__cli_gen *o, uint32_t n_ctx, lw_context **c,
+/* Makes the grammar the options ask for and attaches it to the sampler; prints why and returns 1 on failure. */
+static int make_grammar(const char *cmd, lw_model *m, lw__cli_gen *o, lw_sampler *s) {
+    if (!!o->grammar_file + !!o->schema_file + !!o->json > 1) {
+        fprintf(stderr, "llamaweb %s: --grammar, --json-schema and --json exclude each other\n", cmd);
+        return 1;
+    }
+    const char *path = o->grammar_file ? o->grammar_file : o->schema_file;
+    if (!path && !o->json) return 0;
+    const lw_vocab *v = lw_model_vocab(m);
+    if (!v) {
+        fprintf(stderr, "llamaweb %s: a grammar needs the model's tokenizer\n", cmd);
+        return 1;
+    }
+    size_t len = 0;
+    char *text = NULL;
+    if (path && !(text = lw__cli_read_file(path, &len))) {
+        fprintf(stderr, "llamaweb %s: cannot read %s\n", cmd, path);
+        return 1;
+    }
+    lw_status st = o->grammar_file ? lw_grammar_parse(text, len, NULL, v, NULL, &o->grammar)
+                                   : lw_grammar_from_json_schema(text, len, v, NULL, &o->grammar);
+    free(text);
+    if (st == LW_OK) st = lw_sampler_set_grammar(s, o->grammar);
+    if (st != LW_OK) {
+        fprintf(stderr, "llamaweb %s: %s%s%s\n", cmd, path ? path : "--json", path ? ": " : ": ",
+                o->grammar ? lw_grammar_error(o->grammar) : lw_status_str(st));
+        return 1;
+    }
+    return 0;
+}
+
+void lw__cli_gen_free_grammar(lw__cli_gen *o) {
+    lw_grammar_free(o->grammar);
+    o->grammar = NULL;
+}
+
+int lw__cli_gen_context(const char *cmd, lw_model *m, lw__cli_gen *o, uint32_t n_ctx, lw_context **c,
                         lw_sampler **s) {
     *c = NULL, *s = NULL;
     lw_context_params cp = lw_context_default_params();
@@ -111,7 +160,7 @@ int lw__cli_gen_context(const char *cmd, lw_model *m, const lw__cli_gen *o, uint
         fprintf(stderr, "llamaweb %s: out of memory for the sampler\n", cmd);
         return 1;
     }
-    return 0;
+    return make_grammar(cmd, m, o, *s);
 }
 
 void lw__cli_gen_close(lw_model *m, lw_context *c, lw_sampler *s) {

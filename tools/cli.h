@@ -26,6 +26,10 @@ typedef struct lw__cli_gen {
     int32_t n_threads;         /* --threads / -t (0: the context's default)                            */
     uint32_t kv;               /* --kv f16|f32                                                         */
     int flash_attn;            /* 0 with --no-flash-attn                                               */
+    const char *grammar_file;  /* --grammar FILE (GBNF)                                                */
+    const char *schema_file;   /* --json-schema FILE                                                   */
+    int json;                  /* --json: any JSON value                                               */
+    lw_grammar *grammar;       /* made by lw__cli_gen_context from the three above; freed by _close    */
 } lw__cli_gen;
 
 void lw__cli_gen_defaults(lw__cli_gen *o);
@@ -38,9 +42,11 @@ int lw__cli_gen_option(const char *a, const char *v, lw__cli_gen *o);
 int lw__cli_load_model(const char *cmd, const char *path, lw_model **m);
 /* Creates the context (n_ctx cells, 0: the model's default) and the sampler; prints why and returns 1 on
  * failure (free what was made with lw__cli_gen_close). */
-int lw__cli_gen_context(const char *cmd, lw_model *m, const lw__cli_gen *o, uint32_t n_ctx, lw_context **c,
+int lw__cli_gen_context(const char *cmd, lw_model *m, lw__cli_gen *o, uint32_t n_ctx, lw_context **c,
                         lw_sampler **s);
 void lw__cli_gen_close(lw_model *m, lw_context *c, lw_sampler *s);
+/* Frees the grammar of --grammar / --json-schema / --json (after lw__cli_gen_close). */
+void lw__cli_gen_free_grammar(lw__cli_gen *o);
 /* Monotonic time in seconds. */
 double lw__cli_now(void);
 

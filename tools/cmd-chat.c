@@ -147,6 +147,7 @@ int lw__cmd_chat(int argc, char **argv) {
             if (interactive) fprintf(stderr, "[conversation reset]\n");
             continue;
         }
+        if (o.grammar) lw_grammar_reset(o.grammar); /* every reply follows the grammar from its start */
         if (turn(cs, c, s, line, n, verbose)) {
             fprintf(stderr, "llamaweb chat: out of memory\n");
             goto done;
@@ -158,5 +159,6 @@ done:
     free(line);
     lw_chat_session_free(cs);
     lw__cli_gen_close(m, c, s);
+    lw__cli_gen_free_grammar(&o);
     return rc;
 }

@@ -179,6 +179,8 @@ int lw__cmd_run(int argc, char **argv) {
     fflush(stdout);
     if (st != LW_OK) {
         fprintf(stderr, "llamaweb run: %s\n", lw_context_error(c));
+        if (o.grammar && lw_grammar_error(o.grammar)[0]) /* e.g. the grammar allowed no token */
+            fprintf(stderr, "llamaweb run: grammar: %s\n", lw_grammar_error(o.grammar));
         goto done;
     }
     int n = n_prompt + r.n_generated;
@@ -196,5 +198,6 @@ int lw__cmd_run(int argc, char **argv) {
 done:
     free(ids);
     lw__cli_gen_close(m, c, smp);
+    lw__cli_gen_free_grammar(&o);
     return rc;
 }

@@ -173,8 +173,9 @@ static lw_status matvec_quant(lw_wasm_matvec *m, uint32_t actq) {
     uint32_t grid[3];
     lw_gpu_pipeline qpipe;
     lw_gpu_bind_group qg;
-    if ((st = lw__gpu_actq_quant_plan(&m->info, actq, (uint64_t)m->k, 0, &qp, grid, m->err)) != LW_OK ||
-        (st = lw__gpu_actq_quant_pipeline(&m->gpu, &m->cache, NULL, actq, &m->info, &qpipe, m->err)) != LW_OK)
+    if ((st = lw__gpu_actq_quant_plan(&m->info, actq, (uint64_t)m->k, 0, 0, &qp, grid, m->err)) != LW_OK ||
+        (st = lw__gpu_actq_quant_pipeline(&m->gpu, &m->cache, NULL, actq, 0, &m->info, &qpipe, m->err)) !=
+            LW_OK)
         return st;
     if (!m->bq &&
         ((st = o->buffer_create(c, lw__gpu_actq_quant_bytes((uint64_t)m->k), LW_GPU_USAGE_STORAGE, "xq",

@@ -138,9 +138,13 @@ static bool match_bias(const lw__gpu_model *g, const gm_fusion *p, gm_fusion *f)
 
 /* (lw__gm_glu_source: gpu-model-impl.h.) */
 int32_t lw__gm_glu_source(const lw__gpu_model *g, int32_t d) {
+    return g->glu_fold ? lw__gm_glu_match(g, d) : -1;
+}
+
+/* (lw__gm_glu_match: gpu-model-impl.h.) */
+int32_t lw__gm_glu_match(const lw__gpu_model *g, int32_t d) {
     const lw__graph *gr = &g->graph;
     const lw__node *nd = &gr->nodes[d];
-    if (!g->glu_fold) return -1;
     const int32_t x = nd->src[1];
     if (nd->op != LW_OP_MUL_MAT || x < 0 || gr->t[x].kind != LW_T_ACT || nd->dst < 0) return -1;
     int32_t s = -1;

@@ -211,6 +211,9 @@ lw_status lw__gm_plan_fusions(lw__gpu_model *g);
  * are the gate and up parts (in that order) of one fused output; -1 when none. Planning gives d's output
  * another activation buffer than that fused output (it is bound read-only there). */
 int32_t lw__gm_glu_source(const lw__gpu_model *g, int32_t d);
+/* The same match whatever glu_fold says: the integer mat-vecs' quantizer folds SwiGLU in (actq-quant.wgsl
+ * X_GLU) and binds the gate|up output in its own dispatch, so it needs no separate buffers. */
+int32_t lw__gm_glu_match(const lw__gpu_model *g, int32_t d);
 /* The tensor holding t's rows: t's fused projection output when t is a part of one, else t. */
 int32_t lw__gm_base(const lw__gpu_model *g, int32_t t);
 /* Where t's elements are in lw__gm_base(t)'s rows: first element of row 0, elements between rows. */

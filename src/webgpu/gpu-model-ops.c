@@ -406,7 +406,7 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             return st;
         if (c.v.mv.idot) { /* calls[0]: x rounded into the scratch the mat-vecs read */
             gm_call q = c;
-            if ((st = lw__gpu_actq_quant_pipeline(gpu, &g->cache, &g->alloc, c.v.mv.actq, info, &q.pipe,
+            if ((st = lw__gpu_actq_quant_pipeline(gpu, &g->cache, &g->alloc, c.v.mv.actq, 0, info, &q.pipe,
                                                   g->err)) != LW_OK)
                 return st;
             lw_gpu_bind qb[3] = {lw__gm_act(g, nd->src[1]), lw__gm_whole(g->actq_scratch), lw__gm_params(g)};
@@ -452,8 +452,21 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             st = lw__gm_add_call(g, &c, c.v.mv.idot ? bq : b, 4, false);
             if (st == LW_OK && batched) st = lw__gm_add_call(g, &mm, b, 4, false);
         }
-        /* the GLU folded into the x loads: float mat-vecs only (integer ones read x already rounded) */
-        const int32_t s = st == LW_OK && !c.v.mv.idot ? lw__gm_glu_source(g, i) : -1;
+        const int32_t s = st != LW_OK ? -1 : c.v.mv.idot ? lw__gm_glu_match(g, i) : lw__gm_glu_source(g, i);
+        if (s >= 0 && c.v.mv.idot) { /* one-row steps: SwiGLU in the quantizer's loads, after the other calls */
+            if (g->graph.nodes[s].op != LW_OP_SWIGLU) return st; /* GEGLU runs on its own */
+            gm_call q = c;
+            if ((st = lw__gpu_actq_quant_pipeline(gpu, &g->cache, &g->alloc, c.v.mv.actq, LW_GPU_GLU_SILU, info,
+                                                  &q.pipe, g->err)) != LW_OK)
+                return st;
+            lw_gpu_bind qb[3] = {lw__gm_act(g, g->graph.nodes[s].src[0]), lw__gm_whole(g->actq_scratch),
+                                 lw__gm_params(g)};
+            if ((st = lw__gm_add_call(g, &q, qb, 3, false)) != LW_OK) return st;
+            g->nodes[i].glu = true;
+            g->nodes[i].glu_node = s;
+            g->nodes[s].fuse = GM_FUSE_GLU;
+            return st;
+        }
         if (s >=
             0) { /* one-row steps: the GLU in this mat-vec's x loads, reading gate|up (gpu-model-fuse.c) */
             const uint32_t glu = g->graph.nodes[s].op == LW_OP_SWIGLU ? LW_GPU_GLU_SILU : LW_GPU_GLU_GELU;
@@ -732,6 +745,20 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
             uint64_t go, uo, stride;
             lw__gm_part(g, glu->src[0], &go, &stride);
             lw__gm_part(g, glu->src[1], &uo, &stride);
+            if (quant) { /* SwiGLU folded into the quantizer, then the integer mat-vecs */
+                const gm_call *gq = &calls[n_pieces * per_piece];
+                lw__gpu_actq_quant_params qp;
+                PLAN(lw__gpu_actq_quant_plan(info, gq->v.mv.actq, (uint64_t)w->ne0, go, uo, &qp, grid, g->err));
+                lw__gm_emit(g, gq, &qp, sizeof qp, grid);
+                for (int32_t k = 0; k < n_pieces * per_piece; k += per_piece) {
+                    const gm_piece *pc = &g->pieces[calls[k].aux];
+                    lw__gpu_matvec_params p;
+                    PLAN(lw__gpu_matvec_plan(info, &calls[k].v.mv, (uint64_t)pc->rows, (uint64_t)w->ne0, 0, 0,
+                                             (uint64_t)pc->row0, &p, grid, g->err));
+                    lw__gm_emit(g, &calls[k], &p, sizeof p, grid);
+                }
+                return LW_OK;
+            }
             for (int32_t k = 0; k < n_pieces; k++) {
                 const gm_call *c = &calls[n_pieces * per_piece + k];
                 const gm_piece *pc = &g->pieces[c->aux];
@@ -757,7 +784,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         for (uint64_t t = 0; t < rows_t; t++) {
             if (quant) { /* token t's x, rounded once for every piece */
                 lw__gpu_actq_quant_params qp;
-                PLAN(lw__gpu_actq_quant_plan(info, quant->v.mv.actq, (uint64_t)w->ne0, t * (uint64_t)w->ne0,
+                PLAN(lw__gpu_actq_quant_plan(info, quant->v.mv.actq, (uint64_t)w->ne0, t * (uint64_t)w->ne0, 0,
                                              &qp, grid, g->err));
                 lw__gm_emit(g, quant, &qp, sizeof qp, grid);
             }

@@ -258,35 +258,39 @@ uint64_t lw__gpu_actq_quant_bytes(uint64_t k) {
 }
 
 lw_status lw__gpu_actq_quant_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
-                                      const lw_allocator *alloc, uint32_t actq, const lw_gpu_info *info,
-                                      lw_gpu_pipeline *out, char *err) {
+                                      const lw_allocator *alloc, uint32_t actq, uint32_t glu,
+                                      const lw_gpu_info *info, lw_gpu_pipeline *out, char *err) {
     *out = 0;
-    if (actq != LW_GPU_ACTQ_Q8_0 && actq != LW_GPU_ACTQ_Q8_K)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "actq-quant: 8-bit kinds only (got %u)", actq);
+    if ((actq != LW_GPU_ACTQ_Q8_0 && actq != LW_GPU_ACTQ_Q8_K) || (glu && glu != LW_GPU_GLU_SILU))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "actq-quant: 8-bit kinds and SwiGLU only (got %u, %u)", actq,
+                          glu);
     if (!info->has_dot4)
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "actq-quant: needs packed_4x8_integer_dot_product");
     char label[LW_GPU_CACHE_KEY], kind[4], wg[8];
-    snprintf(label, sizeof label, "actq-quant a%u", actq);
+    snprintf(label, sizeof label, "actq-quant a%u%s", actq, glu ? " swiglu" : "");
     snprintf(kind, sizeof kind, "%u", actq);
     snprintf(wg, sizeof wg, "%u", ACTQ_QUANT_WG);
     static const lw_gpu_binding_kind kinds[LW_GPU_ACTQ_QUANT_BINDINGS] = {
         LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
-    lw__wgsl_define defs[] = {{"ACTQ", kind}, {"WG_SIZE", wg}};
+    lw__wgsl_define defs[] = {{"ACTQ", kind}, {"WG_SIZE", wg}, {"X_GLU", glu ? "1" : "0"}};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "actq-quant.wgsl", defs, sizeof defs / sizeof defs[0],
                                   kinds, LW_GPU_ACTQ_QUANT_BINDINGS, out, err);
 }
 
 lw_status lw__gpu_actq_quant_plan(const lw_gpu_info *info, uint32_t actq, uint64_t k, uint64_t x_offset,
-                                  lw__gpu_actq_quant_params *p, uint32_t grid[3], char *err) {
+                                  uint64_t u_offset, lw__gpu_actq_quant_params *p, uint32_t grid[3], char *err) {
     const uint64_t blk = lw__gpu_actq_block(actq);
-    if (!blk || k == 0 || k % blk || x_offset % 4 || k >= 0x80000000u || x_offset / 4 > UINT32_MAX - k / 4)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "actq-quant: k=%llu (kind %u) at %llu",
-                          (unsigned long long)k, actq, (unsigned long long)x_offset);
+    if (!blk || k == 0 || k % blk || x_offset % 4 || k >= 0x80000000u || x_offset / 4 > UINT32_MAX - k / 4 ||
+        (u_offset && (u_offset % 4 || u_offset < x_offset + k || u_offset / 4 > UINT32_MAX - k / 4)))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "actq-quant: k=%llu (kind %u) at %llu, u at %llu",
+                          (unsigned long long)k, actq, (unsigned long long)x_offset,
+                          (unsigned long long)u_offset);
     uint32_t gmax =
         info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
     uint64_t groups = (k / 32 + ACTQ_QUANT_WG - 1) / ACTQ_QUANT_WG, gx = groups < gmax ? groups : gmax,
              gy = (groups + gx - 1) / gx;
-    *p = (lw__gpu_actq_quant_params){(uint32_t)k, (uint32_t)(x_offset / 4), (uint32_t)gx, 0};
+    *p = (lw__gpu_actq_quant_params){(uint32_t)k, (uint32_t)(x_offset / 4), (uint32_t)gx,
+                                     (uint32_t)(u_offset ? (u_offset - x_offset) / 4 : 0)};
     grid[0] = (uint32_t)gx;
     grid[1] = (uint32_t)gy;
     grid[2] = 1;

@@ -124,17 +124,19 @@ typedef struct lw__gpu_actq_quant_params {
     uint32_t k;        /* elements                                   */
     uint32_t x_offset; /* first vec4 of x in its binding             */
     uint32_t groups_x; /* workgroups along x of the grid             */
-    uint32_t pad;      /* (a uniform block is a multiple of 16 bytes) */
+    uint32_t x_up;     /* glu: u's offset from g in x, vec4 units     */
 } lw__gpu_actq_quant_params;
 #define LW_GPU_ACTQ_QUANT_BINDINGS 3u /* x (read), quants (read_write), params */
 /* Bytes of the quantizer's output for k elements: k quants and two words per 32 elements. */
 uint64_t lw__gpu_actq_quant_bytes(uint64_t k);
+/* glu = LW_GPU_GLU_SILU: x is a gate|up row and the rounded input silu(g) * u (SwiGLU folded in). */
 lw_status lw__gpu_actq_quant_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
-                                      const lw_allocator *alloc, uint32_t actq, const lw_gpu_info *info,
-                                      lw_gpu_pipeline *out, char *err);
-/* k elements from element x_offset (a multiple of 4) of x: k a multiple of the kind's block. */
+                                      const lw_allocator *alloc, uint32_t actq, uint32_t glu,
+                                      const lw_gpu_info *info, lw_gpu_pipeline *out, char *err);
+/* k elements from element x_offset (a multiple of 4) of x: k a multiple of the kind's block; with a GLU, g
+ * there and u from element u_offset (a multiple of 4 at or after g's end; 0 without). */
 lw_status lw__gpu_actq_quant_plan(const lw_gpu_info *info, uint32_t actq, uint64_t k, uint64_t x_offset,
-                                  lw__gpu_actq_quant_params *p, uint32_t grid[3], char *err);
+                                  uint64_t u_offset, lw__gpu_actq_quant_params *p, uint32_t grid[3], char *err);
 
 /* Weight formats the mat-vec template has a dequantization routine for. */
 bool lw__gpu_matvec_supported(uint32_t type);

@@ -9,7 +9,10 @@
 //   k / 4 + 2 g, k / 4 + 2 g + 1 group g of 32 elements: (d_x, s_x) as f32 bits, s_x the CPU's Q8_1 block sum
 //                               (ACTQ 1; unused by the symmetric formats), or (ACTQ 2) (d_x of the group's
 //                               super-block, the group's sum of quants as i32 bits: the K formats' minimums)
-// Defines: ACTQ (1 or 2), WG_SIZE. Bindings: 0 x as vec4<f32> (read), 1 q (read_write), 2 params.
+// X_GLU=1 folds the FFN's SwiGLU in: x holds a gate|up row (u at x_up vec4s after g) and the rounded input is
+// silu(g) * u (ops-common.wgsl swiglu_elem, as the SWIGLU op), so the down projection of a one-token step needs
+// neither a GLU dispatch nor its output.
+// Defines: ACTQ (1 or 2), WG_SIZE, X_GLU (0/1). Bindings: 0 x as vec4<f32> (read), 1 q (read_write), 2 params.
 // Dispatch: (groups_x, ceil(ceil(k / 32 / WG_SIZE) / groups_x), 1).
 #include "common.wgsl"
 #ifndef WG_SIZE
@@ -18,12 +21,16 @@
 #if ACTQ != 1 && ACTQ != 2
 #error actq-quant.wgsl: 8-bit activations only (ACTQ 1 or 2)
 #endif
+#ifndef X_GLU
+#define X_GLU 0
+#endif
+#include "ops-common.wgsl"
 
 struct QuantParams {
     k: u32,        // elements (a multiple of 32; of 256 for ACTQ 2)
     x_offset: u32, // first vec4 of x in its binding
     groups_x: u32, // workgroups along x of the grid
-    pad: u32,
+    x_up: u32,     // X_GLU: offset of u from g in x, vec4 units
 }
 
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
@@ -31,7 +38,18 @@ struct QuantParams {
 @group(0) @binding(2) var<uniform> params: QuantParams;
 
 fn actq_x(i: u32) -> vec4<f32> {
+#if X_GLU
+    let gv = x[i];
+    let uv = x[i + params.x_up];
+    let col0 = (i - params.x_offset) * 4u;
+    var r: vec4<f32>;
+    for (var j = 0u; j < 4u; j++) {
+        r[j] = swiglu_elem(gv[j], uv[j], col0 + j, params.k);
+    }
+    return r;
+#else
     return x[i];
+#endif
 }
 #include "actq.wgsl"
 
@@ -50,7 +68,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #endif
     var sum = 0;
     for (var v = 0u; v < 8u; v++) {
-        let qi = vec4<i32>(clamp(round(x[xb + v] * s.x), vec4<f32>(-128.0), vec4<f32>(127.0)));
+        let qi = vec4<i32>(clamp(round(actq_x(xb + v) * s.x), vec4<f32>(-128.0), vec4<f32>(127.0)));
         sum += qi.x + qi.y + qi.z + qi.w;
         q[g * 8u + v] = pack4xI8(qi);
     }

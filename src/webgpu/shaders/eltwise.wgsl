@@ -108,8 +108,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #elif OP == OP_SOFTCAP
     let y = tanh(x * params.f0) * params.f1;
 #elif OP == OP_SWIGLU
-    let e = select(exp(-x), ggml_v_expf(0.0f - x), col < (params.n & ~15u));
-    let y = div_rn(x, 1.0f + e) * g;
+    let y = swiglu_elem(x, g, col, params.n);
 #elif OP == OP_GEGLU
     var y = x * g;
     if (x <= -10.0f) {

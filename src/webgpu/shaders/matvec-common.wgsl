@@ -43,8 +43,7 @@ fn x_in(i: u32) -> vec4<f32> {
         let xx = gv[j];
         let g = uv[j];
 #if X_GLU == 1
-        let e = select(exp(-xx), ggml_v_expf(0.0f - xx), col0 + j < (params.k & ~15u));
-        r[j] = div_rn(xx, 1.0f + e) * g;
+        r[j] = swiglu_elem(xx, g, col0 + j, params.k);
 #else
         var yy = xx * g;
         if (xx <= -10.0f) {

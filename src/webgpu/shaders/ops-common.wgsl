@@ -89,3 +89,10 @@ fn ggml_v_expf(x: f32) -> f32 {
     }
     return ldexp(j, ni);
 }
+
+// silu(x) * g as ggml_vec_swiglu_f32 computes it for element col of a row of n: ggml_v_expf on the row's
+// first n & ~15 elements, exp on the rest (eltwise.wgsl's SWIGLU, the mat-vec's X_GLU loads, actq-quant.wgsl).
+fn swiglu_elem(x: f32, g: f32, col: u32, n: u32) -> f32 {
+    let e = select(exp(-x), ggml_v_expf(0.0f - x), col < (n & ~15u));
+    return div_rn(x, 1.0f + e) * g;
+}

@@ -237,7 +237,7 @@ static void repeat(gparse *g, uint32_t rule, uint32_t start, uint32_t m, uint32_
         fail(g, LW_ERR_NOMEM, "out of memory");
         return;
     }
-    memcpy(item, g->rules[rule].e + start, (size_t)len * sizeof(lw__gelem));
+    if (len) memcpy(item, g->rules[rule].e + start, (size_t)len * sizeof(lw__gelem));
     g->rules[rule].n = start;
     g->total -= len;
     for (uint32_t i = 0; i < m && g->st == LW_OK; i++) append(g, rule, item, len);

@@ -602,7 +602,7 @@ static lw_status build_vocab(lw_grammar *g) {
             }
             g->pieces = np;
         }
-        memcpy(g->pieces + total, buf, n);
+        if (n) memcpy(g->pieces + total, buf, n);
         g->piece_off[i] = (uint32_t)total;
         total += n;
     }

@@ -526,9 +526,11 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_out_rows(lw_wasm_ops *c, int n, int n_token
 
 /* rows x n, groups of `group` (0: whole row); weight: 0 none, 1 `group` elements, 2 n elements. add: the
  * fused residual ADD (x = a + b): the compared result is the normalised rows followed by the sum rows.
- * pad > 0 (without add): x and d rows on the GPU are n + pad elements apart (lw__gpu_norm_strides). */
+ * pad > 0 (without add): x and d rows on the GPU are n + pad elements apart (lw__gpu_norm_strides).
+ * sum: 0 the device's default variant (exact on CPU adapters only), 1 the f32 sum of squares forced (the
+ * GPUs' default), 2 the exact sum forced (the CPU's bits on any adapter). */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm(lw_wasm_ops *c, int n, int group, int rows, int weight, int sg,
-                                              int wg, uint32_t seed, float eps, int add, int pad) {
+                                              int wg, uint32_t seed, float eps, int add, int pad, int sum) {
     size_t total = (size_t)n * (size_t)rows;
     const int gs = group > 0 ? group : n, wlen = weight == 0 ? 0 : weight == 1 ? gs : n;
     lw_status st = begin_case(c, add ? 2 * total : total);
@@ -570,6 +572,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm(lw_wasm_ops *c, int n, int group, 
     lw__gpu_norm_variant v = lw__gpu_norm_default(&c->info);
     v.subgroups = sg != 0;
     v.add_input = add != 0;
+    if (sum) v.exact = sum == 2;
     if (wg > 0) v.wg_size = (uint32_t)wg;
     lw__gpu_norm_params p;
     uint32_t grid[3];
@@ -778,21 +781,27 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope(lw_wasm_ops *c, int n_head, int hd, in
 /* The attention epilogue (rope_qkv) against the engine's four nodes ROPE(Q), ROPE(K), KV_STORE(K),
  * KV_STORE(V): the compared result is q_out, then the whole K cache, then the whole V cache (caches of
  * pos0 + rows + 1 cells, start pattern shared); call lw_wasm_ops_qkv_widen() after settle. one: the
- * qkv_one variant, q, k, v interleaved per row in one tensor [q | k | v] as a fused projection makes. */
+ * qkv_one variant, q, k, v interleaved per row in one tensor [q | k | v] as a fused projection makes.
+ * qknorm (with one): q and k RMS-normalised per head first (the qk_norm variant against RMS_NORM nodes with
+ * head-dim weights before the ROPEs, eps 1e-6): 1 the device's default variant (exact on CPU adapters), 2
+ * forced f32 sums (the GPUs' default). */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_head_kv, int hd, int n_rot,
                                               int mode, int rows, int pos0, int ff, int kv16, uint32_t seed,
-                                              float freq_base, int one) {
+                                              float freq_base, int one, int qknorm) {
     const size_t nq = (size_t)n_head * hd, nkv = (size_t)n_head_kv * hd, ncell = (size_t)(pos0 + rows + 1);
     const size_t tq = nq * rows, tkv = nkv * rows, cells = nkv * ncell, esz = kv16 ? 2 : 4;
     const size_t cbytes = (cells * esz + 3) & ~(size_t)3;
     lw_status st = begin_case(c, tq + 2 * cells);
     if (st != LW_OK) return st;
+    if (qknorm && !one) return lw__errorf(c->err, LW_ERR_INVALID_ARG, "rope_qkv: qk norms need one");
+    const float qk_eps = 1e-6f;
     float *q = malloc(tq * 4), *k = malloc(tkv * 4), *v = malloc(tkv * 4), *krot = malloc(tkv * 4),
-          *fr = malloc(((size_t)n_rot / 2 + 2) * 4);
+          *fr = malloc(((size_t)n_rot / 2 + 2) * 4), *nw = malloc((size_t)hd * 2 * 4),
+          *qn = malloc(tq * 4 + tkv * 4);
     uint8_t *kc = malloc(cbytes), *vc = malloc(cbytes);
     c->raw = malloc(2 * cbytes);
-    if (!q || !k || !v || !krot || !fr || !kc || !vc || !c->raw) {
-        free(q), free(k), free(v), free(krot), free(fr), free(kc), free(vc);
+    if (!q || !k || !v || !krot || !fr || !nw || !qn || !kc || !vc || !c->raw) {
+        free(q), free(k), free(v), free(krot), free(fr), free(nw), free(qn), free(kc), free(vc);
         return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
     }
     c->raw_elems = cells;
@@ -803,6 +812,10 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_
     for (size_t i = 0; i < tkv; i++) k[i] = 2.0f * rnd(&s), v[i] = 3.0f * rnd(&s);
     fr[0] = 0.0f;
     for (int i = 0; i < n_rot / 2; i++) fr[i + 1] = 1.0f + 3.0f * (rnd(&s) + 1.0f);
+    /* the q norm's weight, then the k norm's; q heads of different magnitudes */
+    for (int i = 0; i < 2 * hd; i++) nw[i] = 1.0f + 0.5f * rnd(&s);
+    for (int r = 0; qknorm && r < rows; r++)
+        for (size_t i = 0; i < nq; i++) q[(size_t)r * nq + i] *= 0.05f + (float)((r + i / (size_t)hd) % 5);
     for (size_t i = 0; i < cells; i++) { /* small finite start values, so the NMSE is not swamped */
         float a = 0.25f * (float)(i % 7) - 1.0f, b = 0.5f - 0.125f * (float)(i % 5);
         if (kv16) {
@@ -820,9 +833,21 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_
 
     ref_graph r;
     memset(&r, 0, sizeof r);
-    lw__graph_init(&r.g, NULL, 8, 4);
+    lw__graph_init(&r.g, NULL, 12, 6);
     int32_t tq_ = lw__graph_weight(&r.g, "q", LW_TYPE_F32, (int64_t)nq, rows, q);
     int32_t tk = lw__graph_weight(&r.g, "k", LW_TYPE_F32, (int64_t)nkv, rows, k);
+    if (qknorm) { /* RMS_NORM(q), RMS_NORM(k) per head, with their weights, as qwen3's graph */
+        int32_t tqw = lw__graph_weight(&r.g, "q_norm", LW_TYPE_F32, hd, 1, nw);
+        int32_t tkw = lw__graph_weight(&r.g, "k_norm", LW_TYPE_F32, hd, 1, nw + hd);
+        int32_t tqn = ref_dst(&r, qn, (int64_t)nq, rows, LW_ROWS_TOKENS);
+        int32_t tkn = ref_dst(&r, qn + tq, (int64_t)nkv, rows, LW_ROWS_TOKENS);
+        lw__node *a = lw__graph_node(&r.g, LW_OP_RMS_NORM, tqn, tq_, tqw, -1);
+        if (a) a->ip[0] = hd, a->fp[0] = qk_eps;
+        lw__node *b = lw__graph_node(&r.g, LW_OP_RMS_NORM, tkn, tk, tkw, -1);
+        if (b) b->ip[0] = hd, b->fp[0] = qk_eps;
+        tq_ = tqn;
+        tk = tkn;
+    }
     int32_t tv = lw__graph_weight(&r.g, "v", LW_TYPE_F32, (int64_t)nkv, rows, v);
     int32_t tf = ff ? lw__graph_weight(&r.g, "ff", LW_TYPE_F32, n_rot / 2, 1, fr + 1) : -1;
     int32_t tqo = ref_dst(&r, c->ref, (int64_t)nq, rows, LW_ROWS_TOKENS);
@@ -865,6 +890,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_
 
     lw__gpu_rope_qkv_variant var = lw__gpu_rope_qkv_default(&c->info, kv16 ? LW_TYPE_F16 : LW_TYPE_F32);
     var.qkv_one = one != 0;
+    var.qk_norm = qknorm != 0;
+    if (qknorm == 2) var.exact_norm = false;
     const size_t fused = nq + 2 * nkv; /* row of the fused projection */
     float *qkv = one ? malloc(fused * (size_t)rows * 4) : NULL;
     if (one && !qkv) st = LW_ERR_NOMEM;
@@ -880,7 +907,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_
     int iq = arena_add(&ar, one ? fused * rows * 4 : tq * 4), iqo = arena_add(&ar, tq * 4),
         ik = arena_add(&ar, tkv * 4), ikc = arena_add(&ar, cbytes), iv = arena_add(&ar, tkv * 4),
         ivc = arena_add(&ar, cbytes);
-    lw_gpu_buffer buf = 0, fbuf = 0;
+    lw_gpu_buffer buf = 0, fbuf = 0, qnbuf = 0, knbuf = 0;
     args.rows = (uint64_t)rows;
     args.pos0 = (uint64_t)pos0;
     args.ff_offset = 1;
@@ -893,6 +920,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_
         kv.v_stride = fused;
     }
     if (st == LW_OK) st = lw__gpu_rope_qkv_plan(&c->info, &var, &args, &kv, &p, grid, c->err);
+    p.qk_eps = qk_eps;
     if (st == LW_OK) st = lw__gpu_rope_qkv_pipeline(&c->gpu, &c->cache, NULL, &var, &c->info, &pipe, c->err);
     if (st == LW_OK) {
         const void *data[6] = {one ? qkv : q, c->out, k, c->raw, v, c->raw + cbytes};
@@ -900,21 +928,25 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rope_qkv(lw_wasm_ops *c, int n_head, int n_
         st = arena_upload(c, &ar, data, bytes, &buf);
     }
     if (st == LW_OK) st = upload(c, fr, ((size_t)n_rot / 2 + 2) * 4, "freq factors", &fbuf);
+    if (st == LW_OK && qknorm) st = upload(c, nw, (size_t)hd * 4, "q norm", &qnbuf);
+    if (st == LW_OK && qknorm) st = upload(c, nw + hd, (size_t)hd * 4, "k norm", &knbuf);
     if (st == LW_OK) {
         lw_gpu_bind b[7] = {bind_range(buf, &ar, iq),  {fbuf, 0, 0},
                             bind_range(buf, &ar, iqo), bind_range(buf, &ar, ik),
                             bind_range(buf, &ar, ikc), bind_range(buf, &ar, iv),
                             bind_range(buf, &ar, ivc)};
-        if (one) { /* qkv, ff, q_out, K cache, V cache */
+        if (one) { /* qkv, ff, q_out, K cache, V cache (, params,) q norm, k norm */
             b[3] = b[4];
             b[4] = b[6];
+            b[5] = (lw_gpu_bind){qnbuf, 0, 0};
+            b[6] = (lw_gpu_bind){knbuf, 0, 0};
         }
-        st = dispatch(c, pipe, b, one ? 5 : 7, one ? 5 : 7, &p, sizeof p, grid);
+        st = dispatch(c, pipe, b, one ? (qknorm ? 7 : 5) : 7, one ? 5 : 7, &p, sizeof p, grid);
     }
     if (st == LW_OK) st = finish(c, buf, ar.off[iqo], c->out, tq * 4);
     if (st == LW_OK) st = c->gpu.ops->read(c->gpu.ctx, buf, ar.off[ikc], c->raw, cbytes);
     if (st == LW_OK) st = c->gpu.ops->read(c->gpu.ctx, buf, ar.off[ivc], c->raw + cbytes, cbytes);
-    free(q), free(k), free(v), free(krot), free(fr), free(kc), free(vc), free(qkv);
+    free(q), free(k), free(v), free(krot), free(fr), free(nw), free(qn), free(kc), free(vc), free(qkv);
     if (st != LW_OK && !c->err[0]) lw__errorf(c->err, st, "rope_qkv failed");
     return st;
 }

@@ -146,11 +146,12 @@ test('RMS_NORM with its weight: whole rows, per-head groups (q/k norm), no weigh
       for (const wg of [0, 32]) {
         const name = `rms_norm ${rows}x${n} group ${group} weight ${weight} ${sg ? 'subgroups' : 'workgroup'} wg ${wg || 'default'}${wg ? ' strided rows' : ''}`;
         const pad = wg ? 5 : 0; // rows further apart than n (a slice of a fused projection)
-        const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm(c, n, group, rows, weight, sg, wg, n + wg, eps, 0, pad));
+        const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm(c, n, group, rows, weight, sg, wg, n + wg, eps, 0, pad, 2));
         M._lw_wasm_ops_compact(c);
         const s = stats(name, c);
         console.log(`# ${name}: ${fmt(s)}`);
-        // the sum of squares is exact and the scale correctly rounded (rms-norm.wgsl): the CPU's bits
+        // the exact variant (forced: CPU adapters' default): the sum of squares is exact and the scale
+        // correctly rounded (rms-norm.wgsl): the CPU's bits
         assert.equal(s.equal, s.count, fmt(s));
       }
     }
@@ -163,12 +164,53 @@ test('residual ADD fused into RMS_NORM: the same bits as ADD then RMS_NORM', { s
     if (sg && !i.subgroups) continue;
     for (const [n, group, rows, weight] of [[2048 + 72, 0, 5, 2], [1000, 0, 1, 2], [4 * 96, 96, 3, 1]]) {
       const name = `add+rms_norm ${rows}x${n} group ${group} ${sg ? 'subgroups' : 'workgroup'}`;
-      const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm(c, n, group, rows, weight, sg, 0, n + 1, 1e-5, 1, 0));
+      const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm(c, n, group, rows, weight, sg, 0, n + 1, 1e-5, 1, 0, 2));
       const s = stats(name, c);
       console.log(`# ${name}: ${fmt(s)} (norm rows then sum rows)`);
       assert.equal(s.equal, s.count, fmt(s));
     }
   }
+});
+
+// The f32 sum of squares (EXACT_SUM=0: what GPUs run by default; CPU adapters default to the exact sum, so it
+// is forced here): partial sums, subgroupAdd or a tree, inverseSqrt. Every element's relative error is the
+// scale's (a few 1e-7: f32 roundings of the sum, the mean and the root) plus the products' rounding; 1e-5 is
+// far below any real mistake (a lost eps, weight or element: 1e-3 and more; an element not written: NaN).
+test('RMS_NORM with the f32 sum (GPUs\' default): within 1e-5 of the CPU, plain and with the fused ADD', { skip }, async () => {
+  const i = info();
+  const cases = [
+    // n, group, rows, weight (0 none, 1 group-sized, 2 row-sized), eps, fused ADD
+    [4096, 0, 3, 2, 1e-5, 0],
+    [2048, 0, 5, 2, 1e-6, 0],
+    [2048 + 72, 0, 2, 0, 1e-5, 0],
+    [8 * 128, 128, 3, 1, 1e-6, 0],
+    [6 * 64, 64, 2, 2, 1e-6, 0],
+    [777, 0, 1, 2, 1e-5, 0],
+    [4096, 0, 3, 2, 1e-5, 1],
+    [2048, 0, 2, 2, 1e-6, 1],
+    [4 * 96, 96, 3, 1, 1e-5, 1],
+  ];
+  let same = 0, all = 0;
+  for (const sg of [0, 1]) {
+    if (sg && !i.subgroups) continue;
+    for (const [n, group, rows, weight, eps, add] of cases) {
+      for (const wg of [0, 32]) {
+        const pad = wg && !add ? 3 : 0;
+        const name = `f32 ${add ? 'add+' : ''}rms_norm ${rows}x${n} group ${group} weight ${weight} ${sg ? 'subgroups' : 'workgroup'} wg ${wg || 'default'}${pad ? ' strided rows' : ''}`;
+        const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm(c, n, group, rows, weight, sg, wg, n + 7 * wg + add, eps, add, pad, 1));
+        M._lw_wasm_ops_compact(c);
+        const s = stats(name, c);
+        console.log(`# ${name}: ${fmt(s)}`);
+        assert.ok(s.maxRel < 1e-5, fmt(s)); // NaN (an element not written) fails too
+        same += s.equal;
+        all += s.count;
+      }
+    }
+  }
+  // the variant is really the f32 one: with ~1/3 of the rows' scales an ulp from the exact one, some of the
+  // elements differ from the CPU's bits
+  console.log(`# f32 rms_norm: ${same}/${all} identical to the CPU`);
+  assert.ok(same < all, 'every element identical: the exact sum ran');
 });
 
 // ---- ROPE ---------------------------------------------------------------------------------------------------
@@ -242,6 +284,28 @@ test('attention epilogue in one dispatch: ROPE(Q), ROPE(K) into the cache, V int
     const s = stats(name, c);
     console.log(`# ${name}: ${fmt(s)} (q_out, K cache, V cache)`);
     assert.ok(s.nmse < BOUND.ulp, fmt(s));
+  }
+});
+
+// The attention epilogue's per-head Q/K norms (qwen3, gemma3): the device's default (the exact limbs on CPU
+// adapters) and the f32 sums that GPUs default to (forced), both within the epilogue's usual bound (an NMSE
+// of 1e-11: an rms relative error ~3e-6; the f32 sums land near 4e-15, a wrong scale near 1e-6).
+test('attention epilogue with per-head Q/K norms: exact (CPU adapters) and f32 sums (GPUs)', { skip }, async () => {
+  const cases = [
+    // heads, kv heads, head dim, rotated, mode, rows, pos0, ff, f16 cache
+    [8, 2, 128, 128, 2, 3, 5, 0, 0],
+    [4, 2, 64, 64, 0, 2, 17, 1, 0],
+    [6, 3, 128, 64, 2, 1, 100, 0, 1],
+  ];
+  for (const qknorm of [1, 2]) {
+    for (const [nh, nkv, hd, nr, mode, rows, pos0, ff, kv16] of cases) {
+      const name = `rope_qkv + ${qknorm === 1 ? 'default' : 'f32'} q/k norms ${mode ? 'neox' : 'normal'} ${nh}/${nkv} heads x ${hd} rot ${nr} pos ${pos0}${ff ? ' ff' : ''} ${kv16 ? 'f16' : 'f32'} cache`;
+      const { c } = await run(name, (c) => M._lw_wasm_ops_rope_qkv(c, nh, nkv, hd, nr, mode, rows, pos0, ff, kv16, hd + pos0 + qknorm, 10000, 1, qknorm));
+      M._lw_wasm_ops_qkv_widen(c);
+      const s = stats(name, c);
+      console.log(`# ${name}: ${fmt(s)} (q_out, K cache, V cache)`);
+      assert.ok(s.nmse < BOUND.ulp, fmt(s));
+    }
   }
 });
 

@@ -28,6 +28,7 @@
 #define SOFT_SET_WORDS     (1u << 22)
 #define HARD_FACTOR        8u          /* ... and a step that grows them this far fails       */
 #define MAX_SET            (1u << 16)  /* stacks in one set: beyond, the grammar is too ambiguous */
+#define MAX_EXPAND         (1u << 18)  /* stacks visited by one expansion (same reason)         */
 #define MASK_BUDGET        (64u << 20) /* bytes of cached masks                              */
 #define MAX_PIECE          65535u      /* longer token pieces are never allowed              */
 
@@ -186,6 +187,7 @@ static uint32_t stack_intern(lw_grammar *g, uint32_t pos, uint32_t parent) {
  * g->out has a terminal on top (or is empty). Each stack is visited once per expansion (g->gen). */
 typedef struct expander {
     uint32_t nwork, nout; /* entries in g->work and g->out */
+    uint32_t visited;     /* stacks marked so far          */
     bool bad;             /* out of memory or over a limit */
 } expander;
 
@@ -195,12 +197,16 @@ static void mark(lw_grammar *g, expander *x, uint32_t sid) {
         return;
     }
     if (g->visit[sid] == g->gen) return;
+    if (++x->visited > MAX_EXPAND) {
+        x->bad = true;
+        return;
+    }
     g->visit[sid] = g->gen;
     g->work[x->nwork++] = sid;
 }
 
 static void begin(lw_grammar *g, expander *x) {
-    x->nwork = x->nout = 0, x->bad = false;
+    x->nwork = x->nout = x->visited = 0, x->bad = false;
     if (++g->gen == 0) { /* stamps wrapped: clear them */
         memset(g->visit, 0, (size_t)g->cap_stk * 4);
         g->gen = 1;
@@ -749,7 +755,7 @@ static lw_status finish_create(lw_grammar *g) {
     lw_status st;
     if (g->vocab && (st = build_vocab(g)) != LW_OK) return st;
     uint32_t s = start_state(g);
-    if (s == UNKNOWN) return oom(g);
+    if (s == UNKNOWN) return too_large(g, "the start expands to too many parse stacks (too ambiguous) or memory ran out");
     g->cur = s;
     return LW_OK;
 }

@@ -382,11 +382,11 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
     }
     /* the CPU's bits where the format has the kernel (with float sums, greedy agreement over 1000 tokens of
      * tiny-256 was TQ1_0 98.4 %, TQ2_0 98.1, IQ1_M 98.3, Q2_K 99.3). It re-rounds x per workgroup and chains
-     * floats per row: on lavapipe 1024 x 2048 Q4_K 4.3 -> 21.6 ms, Q6_K 9.2 -> 26.8, TQ1_0 2.4 -> 16.5. GPUs
-     * keep the float kernels of the K-quants, whose speed matters most (Q4_K_M, Q6_K outputs) */
-    def[LW_GPU_TUNE_MV_EXACT] =
-        lw__gpu_cpu_adapter(info) || !(type == LW_TYPE_Q2_K || type == LW_TYPE_Q3_K || type == LW_TYPE_Q4_K ||
-                                       type == LW_TYPE_Q5_K || type == LW_TYPE_Q6_K);
+     * floats per row: on lavapipe 1024 x 2048 Q4_K 4.3 -> 21.6 ms, Q6_K 9.2 -> 26.8, TQ1_0 2.4 -> 16.5.
+     * (CPU adapters only; below) */
+    /* GPUs take the float (or integer) kernels for every format: the exact order is a CPU adapter's test
+     * property (it also makes prompts of up to GM_EXACT_TOKENS tokens run one mat-vec per token) */
+    def[LW_GPU_TUNE_MV_EXACT] = lw__gpu_cpu_adapter(info);
     /* integer products on GPUs: x rounded once per step by its own pass, dot4I8Packed over the weights' codes
      * (the float kernel re-rounds x in every workgroup and dequantizes 8 weights per f32 dot). CPU adapters
      * keep the float kernels, which the agreement tests pin */

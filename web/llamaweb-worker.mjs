@@ -6,7 +6,7 @@
 //   page -> worker  {id, op: 'load' | 'memory' | 'open' | 'generate' | 'chat' | 'render' | 'stop' | 'free', ...}
 //                   conversations: {id, op: 'newChat', handle, opts} -> {chat, template};
 //                   {id, op: 'send' | 'chatMessages' | 'chatTokens' | 'chatAdd' | 'chatReset' | 'chatFree', chat, ...}
-//   worker -> page  {id, ok: true, value} | {id, ok: false, error} ; {id, token: text, tokenId} while generating;
+//   worker -> page  {id, ok: true, value} | {id, ok: false, error, code?} ; {id, token: text, tokenId} while generating;
 //                   {id, progress: [done, total]} while loading
 // Models and conversations are named by small integers (handles) in this worker.
 import { Llamaweb } from './llamaweb.mjs';
@@ -17,7 +17,7 @@ const chats = [null];    // chat handle -> Chat (model.newChat)
 
 // What the page learns about an open model (Model itself stays here).
 function describe(h, m) {
-  return { handle: h, info: m.info, loadMs: m.loadMs, headBytes: m.headBytes, headTries: m.headTries,
+  return { handle: h, info: m.info, loadMs: m.loadMs, loadStats: m.loadStats, headBytes: m.headBytes, headTries: m.headTries,
     chatTemplate: m.chatTemplate, chatError: m.chatError };
 }
 
@@ -73,5 +73,5 @@ async function handle(msg) {
 self.onmessage = (ev) => {
   const msg = ev.data;
   handle(msg).then((value) => postMessage({ id: msg.id, ok: true, value }),
-    (e) => postMessage({ id: msg.id, ok: false, error: String(e && e.message || e) }));
+    (e) => postMessage({ id: msg.id, ok: false, error: String(e && e.message || e), code: e && e.code }));
 };

@@ -71,6 +71,32 @@ export interface OpenOptions {
   headBytes?: number;
   /** Bytes read so far of the file while the weights stream into GPU buffers. */
   onProgress?: (bytesRead: number, fileSize: number) => void;
+  /** Chunks (lwGpu.chunkBytes, 8 MiB) read and not yet acknowledged by the GPU queue, at most (default 4). */
+  maxInFlight?: number;
+  /** Tries after a failed chunk read, with exponential backoff (default 3). */
+  retries?: number;
+}
+
+/** The weight upload of an open(). */
+export interface LoadStats {
+  /** open + plan + upload, ms */
+  ms: number;
+  /** weight bytes streamed, in this many chunks */
+  bytes: number;
+  chunks: number;
+  /** most chunks in flight at once (<= maxInFlight) */
+  peakInFlight: number;
+  /** chunk reads that failed and were tried again */
+  retries: number;
+  /** JS heap high-water during the upload, bytes (performance.memory / Node; 0 where unknown) */
+  peakJsHeap: number;
+}
+
+/** What open() and the engine reject with: code LW_ERR_READ (the source failed after retries), LW_ERR_GPU
+ * (the device reported an error), LW_ERR_MODEL (the file or its GPU plan was refused), LW_ERR_NOMEM. A
+ * failed open() has freed everything it made; the page stays usable. */
+export class LlamawebError extends Error {
+  readonly code: 'LW_ERR_READ' | 'LW_ERR_GPU' | 'LW_ERR_MODEL' | 'LW_ERR_NOMEM' | string;
 }
 
 export interface GenerateOptions {
@@ -207,6 +233,7 @@ export interface LlamawebWorker {
 /** A model in the worker: Model's interface but tokenize/detokenize (and renderChat is a promise). */
 export interface WorkerModel {
   readonly loadMs: number;
+  readonly loadStats: LoadStats;
   readonly info: ModelInfo;
   readonly headBytes: number;
   readonly headTries: number;
@@ -239,6 +266,7 @@ export class Llamaweb {
 export class Model {
   /** Open + plan + weight upload, ms. */
   readonly loadMs: number;
+  readonly loadStats: LoadStats;
   readonly info: ModelInfo;
   /** Header bytes that were prefetched, and in how many attempts. */
   readonly headBytes: number;

@@ -24,9 +24,9 @@
 // global code); loadInWorker() starts web/llamaweb-worker.mjs and talks to it with messages. Other options:
 // generate({keepContext, sampling, signal}), model.stream() (an async iterator), downloadToOpfs().
 // Types: web/llamaweb.d.mts.
-import { GpuModel, bytesSource } from './lw-model.mjs';
+import { GpuModel, LlamawebError, bytesSource } from './lw-model.mjs';
 
-export { GpuModel, bytesSource };
+export { GpuModel, LlamawebError, bytesSource };
 
 // ---------------------------------------------------------------------------------------------------------
 // Byte sources: {size, read(offset, length) -> Promise<Uint8Array>}, the shape lwGpu.addSource takes
@@ -260,7 +260,9 @@ export class Llamaweb {
   // Opens a model: what = File/Blob, URL (string or URL), {opfs: name}, or a byte source {size, read}.
   // opts: nCtx (KV cells; default 2048), nBatch, f16/subgroups (0/1; default as the device offers), kvF32,
   // tune (kernel overrides, as node web/tune.mjs prints them, where the engine takes them), headBytes (first
-  // header prefetch, default 256 KiB), onProgress(bytesRead, fileSize) while weights stream.
+  // header prefetch, default 256 KiB), onProgress(bytesRead, fileSize) while weights stream, maxInFlight
+  // (chunks read and not yet on the GPU, at most) and retries (per chunk read, with backoff). Failures throw a
+  // LlamawebError (code LW_ERR_READ, LW_ERR_GPU, LW_ERR_MODEL, LW_ERR_NOMEM) and free what was made.
   async open(what, opts = {}) {
     const t0 = performance.now();
     const src = await toSource(what);
@@ -280,8 +282,9 @@ export class Llamaweb {
       const s = await withHead(counted, headBytes);
       try {
         const g = await GpuModel.open(this.Module, s, { nCtx: opts.nCtx ?? 2048, nBatch: opts.nBatch, f16: opts.f16,
-          subgroups: opts.subgroups, kvF32: opts.kvF32, tune: opts.tune });
+          subgroups: opts.subgroups, kvF32: opts.kvF32, tune: opts.tune, maxInFlight: opts.maxInFlight, retries: opts.retries });
         const model = new Model(g, src, performance.now() - t0);
+        model.loadStats = g.loadStats; // {ms, bytes, chunks, peakInFlight, retries, peakJsHeap} of the upload
         model.headBytes = s.head.length; // header bytes prefetched (tests: never the whole file of a big model)
         model.headTries = tries;
         return model;
@@ -316,7 +319,7 @@ class WorkerRpc {
       if (m.ok === undefined) { if (c.onEvent) c.onEvent(m); return; }
       this.calls.delete(m.id);
       if (m.ok) c.resolve(m.value);
-      else c.reject(new Error(m.error));
+      else c.reject(m.code ? new LlamawebError(m.code, m.error) : new Error(m.error));
     };
     worker.onerror = (ev) => { // the worker script itself failed (not served, syntax, ...)
       ev.preventDefault && ev.preventDefault();
@@ -366,6 +369,7 @@ class WorkerModel {
     this.handle = d.handle;
     this.info = d.info;
     this.loadMs = d.loadMs;
+    this.loadStats = d.loadStats;
     this.headBytes = d.headBytes;
     this.headTries = d.headTries;
     this.chatTemplate = d.chatTemplate;

@@ -251,10 +251,10 @@ lw_status lw__gpu_matvec_glu_plan(const lw_gpu_info *info, const lw__gpu_matvec_
  * The integer mat-vec's activation quantizer
  * ------------------------------------------------------------------------------------------------------- */
 
-#define ACTQ_QUANT_WG 64u /* invocations (one per 32 elements): a 4096-wide x is 2 workgroups */
+#define ACTQ_QUANT_WG 256u /* invocations (one per 4 elements): a 4096-wide x is 4 workgroups */
 
 uint64_t lw__gpu_actq_quant_bytes(uint64_t k) {
-    return k + k / 32 * 8;
+    return k + (k / 32 + 1) / 2 * 16; /* the mat-vec reads the groups' pairs as vec4s: whole ones */
 }
 
 lw_status lw__gpu_actq_quant_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
@@ -287,7 +287,7 @@ lw_status lw__gpu_actq_quant_plan(const lw_gpu_info *info, uint32_t actq, uint64
                           (unsigned long long)u_offset);
     uint32_t gmax =
         info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
-    uint64_t groups = (k / 32 + ACTQ_QUANT_WG - 1) / ACTQ_QUANT_WG, gx = groups < gmax ? groups : gmax,
+    uint64_t groups = (k / 4 + ACTQ_QUANT_WG - 1) / ACTQ_QUANT_WG, gx = groups < gmax ? groups : gmax,
              gy = (groups + gx - 1) / gx;
     *p = (lw__gpu_actq_quant_params){(uint32_t)k, (uint32_t)(x_offset / 4), (uint32_t)gx,
                                      (uint32_t)(u_offset ? (u_offset - x_offset) / 4 : 0)};

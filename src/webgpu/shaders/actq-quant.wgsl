@@ -2,8 +2,10 @@
 // for the weight format (actq.wgsl): matvec-q8.wgsl then reads signed bytes and multiplies them with
 // dot4I8Packed. Without this pass every workgroup of the mat-vec would scan and round all of x again (a
 // 4096 x 14336 down projection has ~1,000 workgroups).
-// One invocation per 32 elements (a Q8_0 block; an eighth of a Q8_K super-block, whose scale each of its 8
-// invocations finds by scanning the 256 elements: 2 KB of cached reads, cheaper than a second pass).
+// One invocation per 4 elements (one vec4 load; with X_GLU the SwiGLU of each element is computed once), 256
+// per workgroup (32 groups of 32, 4 Q8_K super-blocks): a group's largest |x| and its sum of quants meet in
+// workgroup atomics (non-negative floats order as their bits), so a 14336-wide x is 14 workgroups of short
+// threads instead of 448 threads that each scan 32 (or 256) elements.
 // Output, words of q (k elements):
 //   [0, k / 4)                  the quants, four signed bytes to a word in element order
 //   k / 4 + 2 g, k / 4 + 2 g + 1 group g of 32 elements: (d_x, s_x) as f32 bits, s_x the CPU's Q8_1 block sum
@@ -13,10 +15,13 @@
 // silu(g) * u (ops-common.wgsl swiglu_elem, as the SWIGLU op), so the down projection of a one-token step needs
 // neither a GLU dispatch nor its output.
 // Defines: ACTQ (1 or 2), WG_SIZE, X_GLU (0/1). Bindings: 0 x as vec4<f32> (read), 1 q (read_write), 2 params.
-// Dispatch: (groups_x, ceil(ceil(k / 32 / WG_SIZE) / groups_x), 1).
+// Dispatch: (groups_x, ceil(ceil(k / 4 / WG_SIZE) / groups_x), 1).
 #include "common.wgsl"
 #ifndef WG_SIZE
-#define WG_SIZE 64
+#define WG_SIZE 256
+#endif
+#if WG_SIZE % 64 != 0
+#error actq-quant.wgsl: WG_SIZE must be a multiple of 64 (whole Q8_K super-blocks)
 #endif
 #if ACTQ != 1 && ACTQ != 2
 #error actq-quant.wgsl: 8-bit activations only (ACTQ 1 or 2)
@@ -53,30 +58,72 @@ fn actq_x(i: u32) -> vec4<f32> {
 }
 #include "actq.wgsl"
 
+var<workgroup> gmax: array<atomic<u32>, WG_SIZE / 8u>; // per 32-group: bits of its largest |x|
+var<workgroup> gsum: array<atomic<i32>, WG_SIZE / 8u>; // per 32-group: sum of its quants
+#if ACTQ == 2
+var<workgroup> smax: array<atomic<u32>, WG_SIZE / 64u>; // per super-block: bits of its largest |x|
+var<workgroup> sfirst: array<atomic<u32>, WG_SIZE / 64u>; // 255 - the first element of that magnitude
+var<workgroup> sval: array<f32, WG_SIZE / 64u>;          // that element, with its sign
+#endif
+
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let g = (wg.x + wg.y * params.groups_x) * WG_SIZE + lid;
-    if (g >= params.k / 32u) {
-        return;
+    let i = (wg.x + wg.y * params.groups_x) * WG_SIZE + lid; // vec4 of x (from x_offset)
+    let live = i < params.k / 4u;                            // whole groups are live or not (k % 32 == 0)
+    var v = vec4<f32>(0.0);
+    if (live) {
+        v = actq_x(params.x_offset + i);
     }
-    let xb = params.x_offset + g * 8u;
+    let a = abs(v);
+    let m = max(max(a.x, a.y), max(a.z, a.w));
 #if ACTQ == 1
-    let amax = actq_amax(xb);
+    atomicMax(&gmax[lid / 8u], bitcast<u32>(m));
+    workgroupBarrier();
+    let amax = bitcast<f32>(atomicLoad(&gmax[lid / 8u]));
     let s = actq_scale_of(amax);
 #else
-    let s = actq_scale(params.x_offset + (g / 8u) * 64u); // the super-block's (multiplier, d_x)
-#endif
-    var sum = 0;
-    for (var v = 0u; v < 8u; v++) {
-        let qi = vec4<i32>(clamp(round(actq_x(xb + v) * s.x), vec4<f32>(-128.0), vec4<f32>(127.0)));
-        sum += qi.x + qi.y + qi.z + qi.w;
-        q[g * 8u + v] = pack4xI8(qi);
+    // Q8_K: the scale comes from the first element of largest |x| in the super-block, with its sign
+    let sb = lid / 64u;
+    atomicMax(&smax[sb], bitcast<u32>(m));
+    workgroupBarrier();
+    let amax = bitcast<f32>(atomicLoad(&smax[sb]));
+    var first = 4u;
+    for (var j = 3; j >= 0; j--) {
+        if (a[j] == amax) {
+            first = u32(j);
+        }
     }
-    let info = params.k / 4u + 2u * g;
-    q[info] = bitcast<u32>(s.y);
-#if ACTQ == 1
-    q[info + 1u] = bitcast<u32>(actq_q8_1_sum(amax, f32(sum)));
-#else
-    q[info + 1u] = bitcast<u32>(sum);
+    if (first < 4u) {
+        atomicMax(&sfirst[sb], 255u - ((lid % 64u) * 4u + first));
+    }
+    workgroupBarrier();
+    let at = 255u - atomicLoad(&sfirst[sb]);
+    if ((lid % 64u) == at / 4u) {
+        sval[sb] = v[at % 4u];
+    }
+    workgroupBarrier();
+    var s = vec2<f32>(0.0);
+    if (amax != 0.0f) {
+        let mul = div_rn(-127.0f, sval[sb]);
+        s = vec2<f32>(mul, div_rn(1.0f, mul));
+    }
 #endif
+    let qi = vec4<i32>(clamp(round(v * s.x), vec4<f32>(-128.0), vec4<f32>(127.0)));
+    atomicAdd(&gsum[lid / 8u], qi.x + qi.y + qi.z + qi.w);
+    workgroupBarrier();
+    if (!live) {
+        return;
+    }
+    q[i] = pack4xI8(qi);
+    if (lid % 8u == 0u) { // the group's first invocation writes its (d_x, s_x or sum)
+        let g = i / 8u;
+        let sum = atomicLoad(&gsum[lid / 8u]);
+        let info = params.k / 4u + 2u * g;
+        q[info] = bitcast<u32>(s.y);
+#if ACTQ == 1
+        q[info + 1u] = bitcast<u32>(actq_q8_1_sum(amax, f32(sum)));
+#else
+        q[info + 1u] = bitcast<u32>(sum);
+#endif
+    }
 }

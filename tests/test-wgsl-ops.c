@@ -61,7 +61,7 @@ static void test_pipelines(void) {
     for (int add = 0; add < 2; add++)
         for (int sg = 0; sg < 2; sg++)
             for (int exact = 0; exact < 2; exact++) {
-                lw__gpu_norm_variant v = {sg, 128, add, exact};
+                lw__gpu_norm_variant v = {sg, 128, add, exact, 0};
                 CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &v, &lvp, &p, err) == LW_OK);
                 const lw_gpu_binding_kind pl[] = {S, R, S, U}, ad[] = {S, R, S, S, S, U};
                 CHECK(add ? layout_is(&f, ad, 6) : layout_is(&f, pl, 4));
@@ -72,14 +72,14 @@ static void test_pipelines(void) {
                 CHECK((strstr(f.wgsl, "inverseSqrt(") != NULL) == !exact);
                 CHECK((strstr(f.wgsl, "sum[params.sum_offset") != NULL) == add);
             }
-    lw__gpu_norm_variant nsg = {true, 64, false, true};
+    lw__gpu_norm_variant nsg = {true, 64, false, true, 0};
     lw_gpu_info nosg = ss;
     nosg.has_subgroups = false;
     CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &nsg, &nosg, &p, err) == LW_ERR_UNSUPPORTED);
-    nsg = (lw__gpu_norm_variant){false, 96, false, false}; /* not a power of two: tree reduction */
+    nsg = (lw__gpu_norm_variant){false, 96, false, false, 0}; /* not a power of two: tree reduction */
     CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &nsg, &lvp, &p, err) == LW_ERR_INVALID_ARG);
     /* the exact sum's limbs would need 24 KiB of workgroup memory */
-    nsg = (lw__gpu_norm_variant){false, 1024, false, true};
+    nsg = (lw__gpu_norm_variant){false, 1024, false, true, 0};
     CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &nsg, &lvp, &p, err) == LW_ERR_UNSUPPORTED);
     nsg.exact = false; /* the f32 sum: 4 KiB */
     CHECK(lw__gpu_norm_pipeline(&gpu, NULL, NULL, &nsg, &lvp, &p, err) == LW_OK);

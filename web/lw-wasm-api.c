@@ -164,7 +164,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_upload(lw_wasm_matvec *m, uint32_t host_
 /* Runs one variant on the uploaded data: poisons y, writes the parameters, builds the variant's pipeline,
  * records the dispatch and schedules the read of y. The JS caller awaits lwGpu.settle() before
  * lw_wasm_matvec_nmse(). Returns an lw_status. */
-/* The integer mat-vec's quantizer pass (idot): x rounded to 8 bits into m->bq, recorded before the mat-vec. */
+/* The integer mat-vec's quantizer pass (idot): x rounded to 8 bits into m->bq, recorded before the mat-vec.
+ */
 static lw_status matvec_quant(lw_wasm_matvec *m, uint32_t actq) {
     const lw_gpu_ops *o = m->gpu.ops;
     void *c = m->gpu.ctx;
@@ -177,10 +178,10 @@ static lw_status matvec_quant(lw_wasm_matvec *m, uint32_t actq) {
         (st = lw__gpu_actq_quant_pipeline(&m->gpu, &m->cache, NULL, actq, 0, &m->info, &qpipe, m->err)) !=
             LW_OK)
         return st;
-    if (!m->bq &&
-        ((st = o->buffer_create(c, lw__gpu_actq_quant_bytes((uint64_t)m->k), LW_GPU_USAGE_STORAGE, "xq",
-                                &m->bq)) ||
-         (st = o->buffer_create(c, sizeof qp, LW_GPU_USAGE_UNIFORM | LW_GPU_USAGE_COPY_DST, "xq params", &m->bqp))))
+    if (!m->bq && ((st = o->buffer_create(c, lw__gpu_actq_quant_bytes((uint64_t)m->k), LW_GPU_USAGE_STORAGE,
+                                          "xq", &m->bq)) ||
+                   (st = o->buffer_create(c, sizeof qp, LW_GPU_USAGE_UNIFORM | LW_GPU_USAGE_COPY_DST,
+                                          "xq params", &m->bqp))))
         return lw__errorf(m->err, st, "buffer creation failed: %s", o->error(c) ? o->error(c) : "");
     if ((st = o->buffer_write(c, m->bqp, 0, &qp, sizeof qp)) != LW_OK)
         return lw__errorf(m->err, st, "writing quant params failed");
@@ -200,9 +201,9 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
     void *c = m->gpu.ctx;
     lw__gpu_matvec_params p;
     uint32_t grid[3];
-    lw__gpu_matvec_variant v = {m->type,           f16 != 0,        subgroups != 0,
-                                (uint32_t)wg_size, (uint32_t)rows,  blocks != 0,
-                                (uint32_t)actq,    (uint32_t)stage, exact != 0,     idot != 0};
+    lw__gpu_matvec_variant v = {m->type,        f16 != 0,    subgroups != 0, (uint32_t)wg_size,
+                                (uint32_t)rows, blocks != 0, (uint32_t)actq, (uint32_t)stage,
+                                exact != 0,     idot != 0};
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;
@@ -230,8 +231,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
  * and bind group are made on the first call for a variant (rows: rows per workgroup) (call once to warm up).
  * Returns an lw_status. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int subgroups, int wg_size,
-                                              int rows, int blocks, int iters, int actq, int stage,
-                                              int exact, int idot) {
+                                              int rows, int blocks, int iters, int actq, int stage, int exact,
+                                              int idot) {
     lw_status st;
     if (m->err[0]) return LW_ERR_INVALID_ARG;
     if (!m->bw || iters <= 0) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first; iters > 0");
@@ -239,9 +240,9 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int su
     void *c = m->gpu.ctx;
     lw__gpu_matvec_params p;
     uint32_t grid[3];
-    lw__gpu_matvec_variant v = {m->type,           f16 != 0,        subgroups != 0,
-                                (uint32_t)wg_size, (uint32_t)rows,  blocks != 0,
-                                (uint32_t)actq,    (uint32_t)stage, exact != 0,     idot != 0};
+    lw__gpu_matvec_variant v = {m->type,        f16 != 0,    subgroups != 0, (uint32_t)wg_size,
+                                (uint32_t)rows, blocks != 0, (uint32_t)actq, (uint32_t)stage,
+                                exact != 0,     idot != 0};
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;

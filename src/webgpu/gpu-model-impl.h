@@ -104,6 +104,9 @@ typedef struct gm_node {
     int32_t glu_node; /* that node                 */
     bool q8;          /* MUL_MAT: calls[0] rounds x to 8 bits into the shared quant scratch
                          (actq-quant.wgsl) that the mat-vec calls (variant idot) read          */
+    bool q8_norm;     /* RMS_NORM: calls[1] is the same norm also rounding its row into the
+                         quant scratch (Q8_OUT), recorded instead in one-row steps          */
+    bool x_q8;        /* MUL_MAT: a q8_norm node rounds x in one-row steps: no quantizer then */
     int8_t
         rope_cfg; /* ROPE: its configuration in the host table (rope_node), -1: angles computed on the GPU */
     int32_t qk_norm[2]; /* ROPE of a rope_qkv call with qk_norm: the Q and K RMS_NORM nodes it does (planned

@@ -329,6 +329,47 @@ static bool match_add_norm(const lw__gpu_model *g, int32_t i) {
     return true;
 }
 
+/* The mat-vec variant MUL_MAT node j runs: tuned for its weight, fitted to the model's switches. */
+static lw__gpu_matvec_variant mm_variant(const lw__gpu_model *g, int32_t j) {
+    const lw__tensor *w = &g->graph.t[g->graph.nodes[j].src[0]];
+    lw__gpu_matvec_variant v = lw__gpu_matvec_tuned(g->p.tune, &g->info, w->type);
+    v.f16 = v.f16 && g->f16;
+    v.subgroups = v.subgroups && g->subgroups;
+    if (!g->p.raw_acts) lw__gpu_matvec_round_acts(&v);
+    /* the CPU's order where it has one for this weight: llama.cpp repacks weights of a multiple of 8 rows
+     * that are not the tied embedding table (src/cpu/engine-ops.c) */
+    v.exact = v.exact && !g->p.raw_acts && lw__gpu_matvec_has_exact(w->type, w->ne1 % 8 == 0 && !w->plain);
+    /* integer products round x themselves (their own pass): not for raw activations, and only where x's rows
+     * are whole blocks of the rounding */
+    const uint32_t ab = lw__gpu_actq_block(v.actq);
+    v.idot = v.idot && !v.exact && !g->p.raw_acts && ab && w->ne0 % ab == 0;
+    return v;
+}
+
+/* The 8-bit kind in which RMS_NORM node i can round its output for the integer mat-vecs that read it
+ * (Q8_OUT), or 0: a whole-row norm whose every reader is such a mat-vec of one kind (its x), with no other
+ * mat-vec between them that would round another x into the shared scratch. */
+static uint32_t norm_q8_kind(const lw__gpu_model *g, int32_t i) {
+    const lw__graph *gr = &g->graph;
+    const int32_t d = gr->nodes[i].dst;
+    if (d < 0 || lw__gm_base(g, d) != d || (gr->nodes[i].ip[0] && gr->nodes[i].ip[0] != gr->t[d].ne0))
+        return 0;
+    uint32_t kind = 0;
+    int32_t last = -1;
+    for (int32_t j = i + 1; j < gr->n_nodes; j++)
+        for (int k = 0; k < 3; k++) {
+            if (gr->nodes[j].src[k] != d) continue;
+            if (gr->nodes[j].op != LW_OP_MUL_MAT || k != 1) return 0;
+            const lw__gpu_matvec_variant v = mm_variant(g, j);
+            if (!v.idot || (kind && v.actq != kind)) return 0;
+            kind = v.actq;
+            last = j;
+        }
+    for (int32_t j = i + 1; j < last; j++)
+        if (gr->nodes[j].op == LW_OP_MUL_MAT && gr->nodes[j].src[1] != d) return 0;
+    return kind;
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * Preparing (plan time)
  * ------------------------------------------------------------------------------------------------------- */
@@ -387,20 +428,8 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
                              for steps of several tokens when the graph is planned for them */
         const lw__tensor *w = &g->graph.t[nd->src[0]];
         gm_call mm = c;
-        c.v.mv =
-            lw__gpu_matvec_tuned(g->p.tune, info, w->type); /* = _default(info, type) without overrides */
-        c.v.mv.f16 = c.v.mv.f16 && g->f16;
-        c.v.mv.subgroups = c.v.mv.subgroups && g->subgroups;
-        if (!g->p.raw_acts) lw__gpu_matvec_round_acts(&c.v.mv);
-        /* the CPU's order where it has one for this weight: llama.cpp repacks weights of a multiple of 8 rows
-         * that are not the tied embedding table (src/cpu/engine-ops.c) */
-        c.v.mv.exact =
-            c.v.mv.exact && !g->p.raw_acts && lw__gpu_matvec_has_exact(w->type, w->ne1 % 8 == 0 && !w->plain);
+        c.v.mv = mm_variant(g, i);
         g->nodes[i].exact = c.v.mv.exact;
-        /* integer products round x themselves (their own pass): not for raw activations, and only where x's
-         * rows are whole blocks of the rounding */
-        c.v.mv.idot = c.v.mv.idot && !c.v.mv.exact && !g->p.raw_acts &&
-                      lw__gpu_actq_block(c.v.mv.actq) && w->ne0 % lw__gpu_actq_block(c.v.mv.actq) == 0;
         if ((st = lw__gpu_matvec_pipeline(gpu, &g->cache, &g->alloc, &c.v.mv, info, &c.pipe, g->err)) !=
             LW_OK)
             return st;
@@ -453,11 +482,12 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             if (st == LW_OK && batched) st = lw__gm_add_call(g, &mm, b, 4, false);
         }
         const int32_t s = st != LW_OK ? -1 : c.v.mv.idot ? lw__gm_glu_match(g, i) : lw__gm_glu_source(g, i);
-        if (s >= 0 && c.v.mv.idot) { /* one-row steps: SwiGLU in the quantizer's loads, after the other calls */
+        if (s >= 0 &&
+            c.v.mv.idot) { /* one-row steps: SwiGLU in the quantizer's loads, after the other calls */
             if (g->graph.nodes[s].op != LW_OP_SWIGLU) return st; /* GEGLU runs on its own */
             gm_call q = c;
-            if ((st = lw__gpu_actq_quant_pipeline(gpu, &g->cache, &g->alloc, c.v.mv.actq, LW_GPU_GLU_SILU, info,
-                                                  &q.pipe, g->err)) != LW_OK)
+            if ((st = lw__gpu_actq_quant_pipeline(gpu, &g->cache, &g->alloc, c.v.mv.actq, LW_GPU_GLU_SILU,
+                                                  info, &q.pipe, g->err)) != LW_OK)
                 return st;
             lw_gpu_bind qb[3] = {lw__gm_act(g, g->graph.nodes[s].src[0]), lw__gm_whole(g->actq_scratch),
                                  lw__gm_params(g)};
@@ -519,14 +549,32 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         if ((st = lw__gpu_norm_pipeline(gpu, &g->cache, &g->alloc, &c.v.norm, info, &c.pipe, g->err)) !=
             LW_OK)
             return st;
+        lw_gpu_bind b[LW_GPU_NORM_ADD_BINDINGS + 1];
+        uint32_t nb = LW_GPU_NORM_BINDINGS;
         if (c.v.norm.add_input) {
-            lw_gpu_bind b[LW_GPU_NORM_ADD_BINDINGS];
             add_norm_binds(g, i - 1, b);
-            return lw__gm_add_call(g, &c, b, LW_GPU_NORM_ADD_BINDINGS, false);
+            nb = LW_GPU_NORM_ADD_BINDINGS;
+        } else {
+            b[0] = lw__gm_act(g, nd->src[0]);
+            b[1] = lw__gm_rope_bind(g, i, bind_of(g, nd->src[1]));
+            b[2] = lw__gm_act(g, nd->dst);
+            b[3] = lw__gm_params(g);
         }
-        lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), lw__gm_rope_bind(g, i, bind_of(g, nd->src[1])),
-                            lw__gm_act(g, nd->dst), lw__gm_params(g)};
-        return lw__gm_add_call(g, &c, b, 4, false);
+        if ((st = lw__gm_add_call(g, &c, b, nb, false)) != LW_OK) return st;
+        /* one-row steps: the same norm also rounds its row for the integer mat-vecs reading it */
+        const uint32_t q8 = norm_q8_kind(g, i);
+        if (!q8) return LW_OK;
+        c.v.norm.q8_out = q8;
+        if ((st = lw__gpu_norm_pipeline(gpu, &g->cache, &g->alloc, &c.v.norm, info, &c.pipe, g->err)) !=
+            LW_OK)
+            return st;
+        b[nb] = lw__gm_whole(g->actq_scratch);
+        if ((st = lw__gm_add_call(g, &c, b, nb + 1, false)) != LW_OK) return st;
+        g->nodes[i].q8_norm = true;
+        for (int32_t j = i + 1; j < g->graph.n_nodes; j++)
+            if (g->graph.nodes[j].op == LW_OP_MUL_MAT && g->graph.nodes[j].src[1] == nd->dst)
+                g->nodes[j].x_q8 = true;
+        return LW_OK;
     }
     case LW_OP_ROPE: {
         int32_t qa, ka;
@@ -736,7 +784,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     case LW_OP_MUL_MAT: {
         const lw__tensor *w = &g->graph.t[nd->src[0]];
         const uint64_t rows_t = rows_of(g, nd->dst, n_tokens);
-        const int32_t per_piece = gn->batched ? 2 : 1; /* mat-vec (, mat-mat) */
+        const int32_t per_piece = gn->batched ? 2 : 1;    /* mat-vec (, mat-mat) */
         const gm_call *quant = gn->q8 ? &calls[0] : NULL; /* rounds x for the integer mat-vecs */
         if (quant) calls++;
         if (rows_t == 1 && gn->glu) { /* the GLU's inputs, gate and up parts of one fused output */
@@ -748,7 +796,8 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
             if (quant) { /* SwiGLU folded into the quantizer, then the integer mat-vecs */
                 const gm_call *gq = &calls[n_pieces * per_piece];
                 lw__gpu_actq_quant_params qp;
-                PLAN(lw__gpu_actq_quant_plan(info, gq->v.mv.actq, (uint64_t)w->ne0, go, uo, &qp, grid, g->err));
+                PLAN(lw__gpu_actq_quant_plan(info, gq->v.mv.actq, (uint64_t)w->ne0, go, uo, &qp, grid,
+                                             g->err));
                 lw__gm_emit(g, gq, &qp, sizeof qp, grid);
                 for (int32_t k = 0; k < n_pieces * per_piece; k += per_piece) {
                     const gm_piece *pc = &g->pieces[calls[k].aux];
@@ -782,10 +831,10 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
             return LW_OK;
         }
         for (uint64_t t = 0; t < rows_t; t++) {
-            if (quant) { /* token t's x, rounded once for every piece */
+            if (quant && !(gn->x_q8 && rows_of(g, nd->src[1], n_tokens) == 1)) { /* token t's x, once */
                 lw__gpu_actq_quant_params qp;
-                PLAN(lw__gpu_actq_quant_plan(info, quant->v.mv.actq, (uint64_t)w->ne0, t * (uint64_t)w->ne0, 0,
-                                             &qp, grid, g->err));
+                PLAN(lw__gpu_actq_quant_plan(info, quant->v.mv.actq, (uint64_t)w->ne0, t * (uint64_t)w->ne0,
+                                             0, &qp, grid, g->err));
                 lw__gm_emit(g, quant, &qp, sizeof qp, grid);
             }
             for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces * per_piece; k += per_piece) {
@@ -829,7 +878,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
                                    g->err));
             PLAN(lw__gpu_norm_strides(&p, xs, 0, g->err));
         }
-        lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
+        lw__gm_emit(g, &calls[gn->q8_norm && rows_of(g, nd->dst, n_tokens) == 1 ? 1 : 0], &p, sizeof p, grid);
         return LW_OK;
     }
     case LW_OP_ROPE: {

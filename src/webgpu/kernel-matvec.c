@@ -107,11 +107,12 @@ static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
 
     if (v->idot) { /* integer products over x quantized by lw__gpu_actq_quant_* */
         if (glu || !lw__gpu_matmat_has_idot(v->type) || v->actq != f->actq || !info->has_dot4)
-            return lw__errorf(err, LW_ERR_UNSUPPORTED,
-                              "matvec: no integer-product variant for type %s here (GLU %u, actq %u, dot4 %d)",
-                              ti ? ti->name : "?", glu, v->actq, info->has_dot4 ? 1 : 0);
-        snprintf(label, sizeof label, "matvec-q8 %s%s wg%u r%u", ti ? ti->name : "?", v->subgroups ? " sg" : "",
-                 v->wg_size, v->rows);
+            return lw__errorf(
+                err, LW_ERR_UNSUPPORTED,
+                "matvec: no integer-product variant for type %s here (GLU %u, actq %u, dot4 %d)",
+                ti ? ti->name : "?", glu, v->actq, info->has_dot4 ? 1 : 0);
+        snprintf(label, sizeof label, "matvec-q8 %s%s wg%u r%u", ti ? ti->name : "?",
+                 v->subgroups ? " sg" : "", v->wg_size, v->rows);
         snprintf(actq, sizeof actq, "%u", v->actq);
         lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define},
                                   {"WG_SIZE", wg},
@@ -262,8 +263,8 @@ lw_status lw__gpu_actq_quant_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache 
                                       const lw_gpu_info *info, lw_gpu_pipeline *out, char *err) {
     *out = 0;
     if ((actq != LW_GPU_ACTQ_Q8_0 && actq != LW_GPU_ACTQ_Q8_K) || (glu && glu != LW_GPU_GLU_SILU))
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "actq-quant: 8-bit kinds and SwiGLU only (got %u, %u)", actq,
-                          glu);
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "actq-quant: 8-bit kinds and SwiGLU only (got %u, %u)",
+                          actq, glu);
     if (!info->has_dot4)
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "actq-quant: needs packed_4x8_integer_dot_product");
     char label[LW_GPU_CACHE_KEY], kind[4], wg[8];
@@ -273,12 +274,13 @@ lw_status lw__gpu_actq_quant_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache 
     static const lw_gpu_binding_kind kinds[LW_GPU_ACTQ_QUANT_BINDINGS] = {
         LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
     lw__wgsl_define defs[] = {{"ACTQ", kind}, {"WG_SIZE", wg}, {"X_GLU", glu ? "1" : "0"}};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "actq-quant.wgsl", defs, sizeof defs / sizeof defs[0],
-                                  kinds, LW_GPU_ACTQ_QUANT_BINDINGS, out, err);
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "actq-quant.wgsl", defs,
+                                  sizeof defs / sizeof defs[0], kinds, LW_GPU_ACTQ_QUANT_BINDINGS, out, err);
 }
 
 lw_status lw__gpu_actq_quant_plan(const lw_gpu_info *info, uint32_t actq, uint64_t k, uint64_t x_offset,
-                                  uint64_t u_offset, lw__gpu_actq_quant_params *p, uint32_t grid[3], char *err) {
+                                  uint64_t u_offset, lw__gpu_actq_quant_params *p, uint32_t grid[3],
+                                  char *err) {
     const uint64_t blk = lw__gpu_actq_block(actq);
     if (!blk || k == 0 || k % blk || x_offset % 4 || k >= 0x80000000u || x_offset / 4 > UINT32_MAX - k / 4 ||
         (u_offset && (u_offset % 4 || u_offset < x_offset + k || u_offset / 4 > UINT32_MAX - k / 4)))

@@ -196,7 +196,7 @@ lw__gpu_norm_variant lw__gpu_norm_default(const lw_gpu_info *info) {
      * (the CPU's bits) only on CPU adapters, where tests compare bits: on the H200 it took ~26 us per 4,096
      * floats (decode profile, rms_norm add) */
     const bool cpu = lw__gpu_cpu_adapter(info);
-    lw__gpu_norm_variant v = {info->has_subgroups, fit_wg(info, cpu ? 128 : 512), false, cpu};
+    lw__gpu_norm_variant v = {info->has_subgroups, fit_wg(info, cpu ? 128 : 512), false, cpu, 0};
     return v;
 }
 
@@ -211,22 +211,29 @@ lw_status lw__gpu_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     if (v->exact && v->wg_size > 512) /* the exact sum's limbs: 24 bytes of workgroup memory per invocation */
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "rms_norm: exact sum with workgroup size %u above 512",
                           v->wg_size);
-    char label[LW_GPU_CACHE_KEY], wg[16];
-    snprintf(label, sizeof label, "rms_norm%s%s%s wg%u", v->add_input ? " add" : "",
-             v->subgroups ? " sg" : "", v->exact ? " exact" : " f32", v->wg_size);
+    if (v->q8_out > LW_GPU_ACTQ_Q8_K || (v->q8_out && !info->has_dot4))
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "rms_norm: 8-bit output %u needs an 8-bit kind and dot4",
+                          v->q8_out);
+    char label[LW_GPU_CACHE_KEY], wg[16], q8[4] = "", q8l[8] = "";
+    if (v->q8_out) snprintf(q8l, sizeof q8l, " q8a%u", v->q8_out);
+    snprintf(q8, sizeof q8, "%u", v->q8_out);
+    snprintf(label, sizeof label, "rms_norm%s%s%s wg%u%s", v->add_input ? " add" : "",
+             v->subgroups ? " sg" : "", v->exact ? " exact" : " f32", v->wg_size, q8l);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     lw__wgsl_define defs[] = {{"WG_SIZE", wg},
                               {"SUBGROUPS", v->subgroups ? "1" : "0"},
                               {"ADD_INPUT", v->add_input ? "1" : "0"},
-                              {"EXACT_SUM", v->exact ? "1" : "0"}};
-    static const lw_gpu_binding_kind kinds[LW_GPU_NORM_ADD_BINDINGS] = {
-        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE,
-        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,      LW_GPU_BIND_UNIFORM_DYNAMIC};
-    static const lw_gpu_binding_kind plain[LW_GPU_NORM_BINDINGS] = {
-        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
+                              {"EXACT_SUM", v->exact ? "1" : "0"},
+                              {"Q8_OUT", q8}};
+    static const lw_gpu_binding_kind kinds[LW_GPU_NORM_ADD_BINDINGS + 1] = {
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ,    LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC, LW_GPU_BIND_STORAGE};
+    static const lw_gpu_binding_kind plain[LW_GPU_NORM_BINDINGS + 1] = {
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC,
+        LW_GPU_BIND_STORAGE};
+    const uint32_t n = (v->add_input ? LW_GPU_NORM_ADD_BINDINGS : LW_GPU_NORM_BINDINGS) + (v->q8_out ? 1 : 0);
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "rms-norm.wgsl", defs,
-                                  sizeof defs / sizeof defs[0], v->add_input ? kinds : plain,
-                                  v->add_input ? LW_GPU_NORM_ADD_BINDINGS : LW_GPU_NORM_BINDINGS, out, err);
+                                  sizeof defs / sizeof defs[0], v->add_input ? kinds : plain, n, out, err);
 }
 
 lw_status lw__gpu_norm_plan(const lw_gpu_info *info, const lw__gpu_norm_variant *v, uint64_t n,

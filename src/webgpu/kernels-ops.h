@@ -160,6 +160,9 @@ typedef struct lw__gpu_norm_variant {
     uint32_t wg_size; /* invocations per workgroup (power of two; exact: <= 512)    */
     bool add_input;   /* fused residual ADD (x = a + b, stored to sum)              */
     bool exact;       /* EXACT_SUM: the CPU's bits (integer limbs); false: f32 sum  */
+    uint32_t q8_out;  /* Q8_OUT: 0, or LW_GPU_ACTQ_Q8_0 / Q8_K: the row also rounded
+                         to 8 bits into one more binding (after the parameters), in
+                         the integer mat-vec's layout (actq-quant.wgsl); one row     */
 } lw__gpu_norm_variant;
 
 /* NormParams in rms-norm.wgsl (64 bytes). */

@@ -11,7 +11,7 @@
 // ADD_INPUT=1 fuses the residual ADD before the norm: x = a + b is computed here (the same f32 sum as the
 // ADD op), written to `sum` (the residual stream) and normalised.
 // Defines: WG_SIZE (power of two, default 64), SUBGROUPS (common.wgsl), ADD_INPUT (0/1), EXACT_SUM (0/1,
-// default 1).
+// default 1), Q8_OUT (0/1/2, below: one more binding, after the parameters).
 // Bindings: 0 x (read_write; a when ADD_INPUT), 1 w (read, f32 weight; unused when has_w = 0), 2 d
 // (read_write), 3 params; with ADD_INPUT: 3 b (read_write), 4 sum (read_write), 5 params.
 // Dispatch: (groups_x, ceil(rows * groups_per_row / groups_x), 1).
@@ -57,6 +57,59 @@ struct NormParams {
 @group(0) @binding(5) var<uniform> params: NormParams;
 #else
 @group(0) @binding(3) var<uniform> params: NormParams;
+#endif
+
+// ---- Q8_OUT: the output also rounded to 8 bits for the integer mat-vecs that read it (matvec-q8.wgsl) ------
+// Q8_OUT = 1 (Q8_0 blocks of 32) or 2 (Q8_K super-blocks of 256): after d is written, the workgroup reads it
+// back (storageBarrier) and writes actq-quant.wgsl's layout to qout, one invocation per 32 elements — so a
+// one-token step needs no quantizer dispatch between the norm and its projections. Whole rows, one row only.
+#ifndef Q8_OUT
+#define Q8_OUT 0
+#endif
+#if Q8_OUT
+#if ADD_INPUT
+@group(0) @binding(6) var<storage, read_write> qout: array<u32>;
+#else
+@group(0) @binding(4) var<storage, read_write> qout: array<u32>;
+#endif
+#if Q8_OUT == 1
+#define ACTQ 1
+#else
+#define ACTQ 2
+#endif
+var<private> q8_base: u32; // first element of the row in d
+fn actq_x(i: u32) -> vec4<f32> {
+    let e = q8_base + 4u * i;
+    return vec4<f32>(d[e], d[e + 1u], d[e + 2u], d[e + 3u]);
+}
+#include "actq.wgsl"
+
+fn q8_store(db: u32, lid: u32) {
+    storageBarrier();
+    q8_base = db;
+    let n = params.group;
+    for (var g = lid; g < n / 32u; g += WG_SIZE) {
+#if Q8_OUT == 1
+        let amax = actq_amax(g * 8u);
+        let s = actq_scale_of(amax);
+#else
+        let s = actq_scale((g / 8u) * 64u);
+#endif
+        var total = 0;
+        for (var v = 0u; v < 8u; v++) {
+            let qi = vec4<i32>(clamp(round(actq_x(g * 8u + v) * s.x), vec4<f32>(-128.0), vec4<f32>(127.0)));
+            total += qi.x + qi.y + qi.z + qi.w;
+            qout[g * 8u + v] = pack4xI8(qi);
+        }
+        let info = n / 4u + 2u * g;
+        qout[info] = bitcast<u32>(s.y);
+#if Q8_OUT == 1
+        qout[info + 1u] = bitcast<u32>(actq_q8_1_sum(amax, f32(total)));
+#else
+        qout[info + 1u] = bitcast<u32>(total);
+#endif
+    }
+}
 #endif
 
 // Element i of the row group starting at element offset o of x (and of b, sum when ADD_INPUT), written
@@ -137,6 +190,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         d[db + i] = v;
     }
+#if Q8_OUT
+    q8_store(db, lid);
+#endif
 }
 #else
 // ---- The sum of squares, exactly (rms-exact.wgsl) ----------------------------------------------------------
@@ -235,5 +291,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         d[db + i] = v;
     }
+#if Q8_OUT
+    q8_store(db, lid);
+#endif
 }
 #endif

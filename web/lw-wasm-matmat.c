@@ -304,8 +304,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_matvec(lw_wasm_matmat *m, int f16, int s
     lw__gpu_matvec_variant v = lw__gpu_matvec_default(&m->info, m->type);
     v.exact = v.idot = false; /* the f32 product of the reference: the exact and integer kernels round x */
     if (wg)
-        v = (lw__gpu_matvec_variant){m->type,     f16 != 0, sg != 0, (uint32_t)wg, (uint32_t)rows,
-                                     blocks != 0, 0,        0,       false,        false};
+        v = (lw__gpu_matvec_variant){m->type, f16 != 0, sg != 0, (uint32_t)wg, (uint32_t)rows, blocks != 0,
+                                     0,       0,        false,   false,        false};
     lw_gpu_pipeline pipe;
     uint32_t grid[3];
     if ((st = lw__gpu_matvec_pipeline(&m->gpu, &m->cache, NULL, &v, &m->info, &pipe, m->err)) != LW_OK)

@@ -111,14 +111,17 @@ static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
                 err, LW_ERR_UNSUPPORTED,
                 "matvec: no integer-product variant for type %s here (GLU %u, actq %u, dot4 %d)",
                 ti ? ti->name : "?", glu, v->actq, info->has_dot4 ? 1 : 0);
-        snprintf(label, sizeof label, "matvec-q8 %s%s wg%u r%u", ti ? ti->name : "?",
-                 v->subgroups ? " sg" : "", v->wg_size, v->rows);
+        if (v->pair && v->type != LW_TYPE_Q4_0 && v->type != LW_TYPE_Q8_0)
+            return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: block pairs are for Q4_0 and Q8_0");
+        snprintf(label, sizeof label, "matvec-q8 %s%s wg%u r%u%s", ti ? ti->name : "?",
+                 v->subgroups ? " sg" : "", v->wg_size, v->rows, v->pair ? " pair" : "");
         snprintf(actq, sizeof actq, "%u", v->actq);
         lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define},
                                   {"WG_SIZE", wg},
                                   {"ROWS", rows},
                                   {"SUBGROUPS", v->subgroups ? "1" : "0"},
-                                  {"ACTQ", actq}};
+                                  {"ACTQ", actq},
+                                  {"PAIR", v->pair ? "1" : "0"}};
         return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec-q8.wgsl", defs,
                                       sizeof defs / sizeof defs[0], kinds, LW_GPU_MATVEC_BINDINGS, out, err);
     }
@@ -209,6 +212,8 @@ lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_vari
                           "matvec: %llu x %llu weights exceed one binding (%llu bytes)",
                           (unsigned long long)rows, (unsigned long long)k,
                           (unsigned long long)info->max_storage_buffer_binding_size);
+    if (v->idot && v->pair && (k % 64 || stride % 4 || w_offset % 4))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: block pairs need k %% 64 == 0 and aligned rows");
     if (rows > UINT32_MAX || x_offset / 4 > UINT32_MAX || y_offset > UINT32_MAX - rows || k >= 0x80000000u)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec: offsets or rows beyond 32 bits");
     uint32_t gmax =

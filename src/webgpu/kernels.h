@@ -95,6 +95,8 @@ typedef struct lw__gpu_matvec_variant {
                          once per step by the quantizer pass (actq-quant.wgsl);
                          formats with lw__gpu_matmat_has_idot, a device with dot4;
                          wg_size, rows and subgroups kept, the rest ignored        */
+    bool pair;        /* idot, Q4_0 / Q8_0: two blocks per step, whole-word loads
+                         (rows of an even number of blocks, 4-byte aligned)        */
 } lw__gpu_matvec_variant;
 
 /* The uniform parameter block of one mat-vec call (MatvecParams in matvec-common.wgsl; 48 bytes). */
@@ -136,7 +138,8 @@ lw_status lw__gpu_actq_quant_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache 
 /* k elements from element x_offset (a multiple of 4) of x: k a multiple of the kind's block; with a GLU, g
  * there and u from element u_offset (a multiple of 4 at or after g's end; 0 without). */
 lw_status lw__gpu_actq_quant_plan(const lw_gpu_info *info, uint32_t actq, uint64_t k, uint64_t x_offset,
-                                  uint64_t u_offset, lw__gpu_actq_quant_params *p, uint32_t grid[3], char *err);
+                                  uint64_t u_offset, lw__gpu_actq_quant_params *p, uint32_t grid[3],
+                                  char *err);
 
 /* Weight formats the mat-vec template has a dequantization routine for. */
 bool lw__gpu_matvec_supported(uint32_t type);

@@ -109,6 +109,13 @@ test('integer mat-vec: every format with integer codes matches the CPU engine\'s
       assert.ok(nmse < 1e-9 && nmse < plain / 10, `${type} sg ${sg} rows ${rows}: nmse ${nmse} against the CPU product (unrounded x: ${plain})`);
       out.push(nmse.toExponential(2));
     }
+    if (type === 'Q4_0' || type === 'Q8_0') { // two blocks per step (idot 2: whole-word loads); k of 34 blocks
+      for (const [sg, rows, wg] of [[0, 1, 64], [i.subgroups ? 1 : 0, 2, 128], [0, 3, 32]]) {
+        const nmse = await matvec(type, 67, 1088, { sg, rows, wg, actq: 1, idot: 2, seed: 17 + rows, cpu: true });
+        assert.ok(nmse < 1e-9, `${type} pairs sg ${sg} rows ${rows}: nmse ${nmse} against the CPU product`);
+        out.push('pairs ' + nmse.toExponential(2));
+      }
+    }
     console.log(`# ${type}: integer mat-vec nmse vs the CPU's product ${out.join(' / ')}`);
   }
 });

@@ -8,7 +8,7 @@
 // consecutive blocks of a row, so a subgroup reads a contiguous run of weight bytes; x's bytes of the unit
 // are loaded once (two vec4 loads for 32 elements) for all ROWS rows.
 // Defines: WEIGHT_TYPE (a format with DQ_INT), WG_SIZE (power of two), ROWS (1..16), SUBGROUPS, ACTQ (1 or 2:
-// the format's activation kind; only checked here, actq-quant.wgsl applies it).
+// the format's activation kind; only checked here, actq-quant.wgsl applies it), PAIR (below).
 // Bindings: 0 weights (read), 1 x's quants as vec4 words (actq-quant.wgsl's output, read), 2 y (read_write),
 // 3 MatvecParams (uniform; x_offset unused: the quants start at 0).
 // Dispatch: (groups_x, ceil(groups / groups_x), 1) workgroups with groups = ceil(rows / ROWS).
@@ -44,6 +44,44 @@
 const NSUB: u32 = DQ_BLOCK / DQI_SUBW; // sub-blocks per block (1 for the 32-blocks)
 const SW: u32 = DQI_SUBW / 4u;         // words per sub-block (8 or 4)
 
+// PAIR=1 (Q4_0, Q8_0; rows of an even number of blocks, 4-byte aligned): the unit is two blocks, whose 36 /
+// 68 bytes are 9 / 17 whole words, loaded once each, where a single block is only 2-byte aligned and every
+// 32-bit read of it costs two loads and a funnel shift (weights.wgsl w_u32).
+#ifndef PAIR
+#define PAIR 0
+#endif
+#if PAIR && WEIGHT_TYPE != TYPE_Q4_0 && WEIGHT_TYPE != TYPE_Q8_0
+#error matvec-q8.wgsl: PAIR is for Q4_0 and Q8_0
+#endif
+#if PAIR
+const PW: u32 = DQ_BYTES / 2u; // words per pair of blocks
+#if WEIGHT_TYPE == TYPE_Q4_0
+const QW: u32 = 4u; // quant words per block (two nibbles a byte)
+#else
+const QW: u32 = 8u;
+#endif
+
+// q_w . q_x of a pair's two blocks: the first at bytes 0.. of ww (d in the low half of word 0, quants from
+// byte 2), the second at byte DQ_BYTES (d in the high half of word QW, quants word-aligned from QW + 1).
+fn pair_dots(ww: ptr<function, array<u32, PW>>, xw: ptr<function, array<u32, 16>>) -> vec2<i32> {
+    var s = vec2<i32>(0);
+    for (var i = 0u; i < QW; i++) {
+        let a = ((*ww)[i] >> 16u) | ((*ww)[i + 1u] << 16u);
+        let b = (*ww)[QW + 1u + i];
+#if WEIGHT_TYPE == TYPE_Q4_0
+        s.x += dot4I8Packed(dqi_sub_bytes(a & 0x0f0f0f0fu, 8u), (*xw)[i]) +
+               dot4I8Packed(dqi_sub_bytes((a >> 4u) & 0x0f0f0f0fu, 8u), (*xw)[4u + i]);
+        s.y += dot4I8Packed(dqi_sub_bytes(b & 0x0f0f0f0fu, 8u), (*xw)[8u + i]) +
+               dot4I8Packed(dqi_sub_bytes((b >> 4u) & 0x0f0f0f0fu, 8u), (*xw)[12u + i]);
+#else
+        s.x += dot4I8Packed(a, (*xw)[i]);
+        s.y += dot4I8Packed(b, (*xw)[8u + i]);
+#endif
+    }
+    return s;
+}
+#endif
+
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32
 #if SUBGROUPS
@@ -57,6 +95,31 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let n_units = (params.k / DQ_BLOCK) * NSUB;
     let info0 = params.k / 16u; // first vec4 of the groups' (d_x, s_x or sum) pairs
     var acc: array<f32, ROWS>;
+#if PAIR
+    for (var t = lid; t < n_units / 2u; t += WG_SIZE) {
+        var xw: array<u32, 16>; // x's quants of the pair's 64 elements
+        for (var v = 0u; v < 4u; v++) {
+            let p = bitcast<vec4<u32>>(x[t * 4u + v]);
+            xw[4u * v] = p.x;
+            xw[4u * v + 1u] = p.y;
+            xw[4u * v + 2u] = p.z;
+            xw[4u * v + 3u] = p.w;
+        }
+        let iv = bitcast<vec4<f32>>(x[info0 + t]); // (d_x, s_x) of both blocks
+        for (var r = 0u; r < ROWS; r++) {
+            let row = min(row0 + r, params.rows - 1u);
+            let wb = (params.w_offset + row * params.row_stride) / 4u + t * PW;
+            var ww: array<u32, PW>;
+            for (var j = 0u; j < PW; j++) {
+                ww[j] = w[wb + j];
+            }
+            let s = pair_dots(&ww, &xw);
+            let d0 = unpack2x16float(ww[0]).x;
+            let d1 = unpack2x16float(ww[QW]).y;
+            acc[r] += (d0 * iv.x) * f32(s.x) + (d1 * iv.z) * f32(s.y);
+        }
+    }
+#else
     for (var t = lid; t < n_units; t += WG_SIZE) {
         let blk = t / NSUB;
         let s = t % NSUB;
@@ -91,6 +154,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #endif
         }
     }
+#endif
 #if SUBGROUPS
     mv_store(&acc, row0, lid, sg_lid);
 #else

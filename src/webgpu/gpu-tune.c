@@ -394,9 +394,13 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
     if (def[LW_GPU_TUNE_MV_IDOT]) {
         /* H200, 8192 x 8192, subgroups (tests/web/bench-matvec.mjs idot configs), GB/s: Q4_0 wg32 r2 1847,
          * wg128 r2 1836, wg128 r4 1821, wg256 r4 1730; Q8_0 wg64 r1 1047, wg256 r4 1049, wg128 r4 1036; Q4_K
-         * wg32 r2 621, wg128 r2 617, wg128 r4 509; Q6_K wg128 r1 1196, wg128 r2 1186, wg128 r4 1075 */
+         * wg32 r2 621, wg128 r2 617, wg128 r4 509; Q6_K wg128 r1 1196, wg128 r2 1186, wg128 r4 1075. Q4_0 /
+         * Q8_0 in block pairs (the runner's choice for rows of an even number of blocks), 8192 x 8192 / 4096
+         * x 14336: Q4_0 wg128 r4 2090 / 1881, r2 1596 / 1751; Q8_0 wg128 r4 714 / 2379, r2 704 / 2150 */
         def[LW_GPU_TUNE_MV_WG] = 128;
-        def[LW_GPU_TUNE_MV_ROWS] = type == LW_TYPE_Q6_K || type == LW_TYPE_Q8_0 ? 1 : 2;
+        def[LW_GPU_TUNE_MV_ROWS] = type == LW_TYPE_Q6_K                           ? 1
+                                   : type == LW_TYPE_Q4_0 || type == LW_TYPE_Q8_0 ? 4
+                                                                                  : 2;
     }
     for (int k = 0; k < LW_GPU_TUNE_MV_KEYS; k++) v[k] = pick(t, 0, type, k, def[k]);
     lw__gpu_matvec_variant r;

@@ -212,6 +212,8 @@ lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_vari
                           "matvec: %llu x %llu weights exceed one binding (%llu bytes)",
                           (unsigned long long)rows, (unsigned long long)k,
                           (unsigned long long)info->max_storage_buffer_binding_size);
+    if (v->idot && (v->type == LW_TYPE_Q4_K || v->type == LW_TYPE_Q5_K) && w_offset % 4)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: integer Q4_K / Q5_K rows must be 4-byte aligned");
     if (v->idot && v->pair && (k % 64 || stride % 4 || w_offset % 4))
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: block pairs need k %% 64 == 0 and aligned rows");
     if (rows > UINT32_MAX || x_offset / 4 > UINT32_MAX || y_offset > UINT32_MAX - rows || k >= 0x80000000u)

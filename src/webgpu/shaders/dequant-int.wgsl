@@ -14,6 +14,19 @@
 // the formats that have these routines.
 #pragma once
 #include "dequant.wgsl"
+#ifndef DQI_ALIGNED
+#define DQI_ALIGNED 0
+#endif
+
+// 4 bytes at byte b of a block; DQI_ALIGNED (the includer's promise that blocks start on whole words: Q4_K and
+// Q5_K, of 144 and 176 bytes, at a 4-byte aligned offset) reads one word instead of two and a funnel shift.
+fn dqi_w(b: u32) -> u32 {
+#if DQI_ALIGNED
+    return w_word(b >> 2u);
+#else
+    return w_u32(b);
+#endif
+}
 
 struct DqSub {
     q: array<u32, 8>, // signed bytes of the sub-block (DQI_SUBW / 4 words used)
@@ -94,20 +107,24 @@ fn dqi_sub(b: u32, s: u32) -> DqSub {
     let h = s % 2u;
     for (var v = 0u; v < 8u; v++) {
 #if WEIGHT_TYPE == TYPE_Q4_K
-        r.q[v] = (w_u32(b + 16u + 32u * g + 4u * v) >> (4u * h)) & 0x0f0f0f0fu;
+        r.q[v] = (dqi_w(b + 16u + 32u * g + 4u * v) >> (4u * h)) & 0x0f0f0f0fu;
 #else
-        let hb = (w_u32(b + 16u + 4u * v) >> (2u * g + h)) & 0x01010101u;
-        r.q[v] = ((w_u32(b + 48u + 32u * g + 4u * v) >> (4u * h)) & 0x0f0f0f0fu) | (hb << 4u);
+        let hb = (dqi_w(b + 16u + 4u * v) >> (2u * g + h)) & 0x01010101u;
+        r.q[v] = ((dqi_w(b + 48u + 32u * g + 4u * v) >> (4u * h)) & 0x0f0f0f0fu) | (hb << 4u);
 #endif
     }
+#if DQI_ALIGNED
+    let p = kscale_pairs(vec3<u32>(dqi_w(b + 4u), dqi_w(b + 8u), dqi_w(b + 12u)), g);
+#else
     let p = kscale_pairs(dq_u32x3(b + 4u), g); // (sc 2g, sc 2g + 1, m 2g, m 2g + 1)
+#endif
     r.sc = i32(select(p.x, p.y, h == 1u));
     r.mn = i32(select(p.z, p.w, h == 1u));
     return r;
 }
 
 fn dqi_scales(b: u32) -> vec2<f32> {
-    return unpack2x16float(w_u32(b)); // (d, dmin)
+    return unpack2x16float(dqi_w(b)); // (d, dmin)
 }
 #elif WEIGHT_TYPE == TYPE_Q6_K
 #define DQ_INT 1

@@ -35,6 +35,9 @@
 #define X_GLU 0
 
 #include "matvec-common.wgsl"
+#if WEIGHT_TYPE == TYPE_Q4_K || WEIGHT_TYPE == TYPE_Q5_K
+#define DQI_ALIGNED 1 // whole-word blocks; the plan checks the weights' offset
+#endif
 #include "dequant-int.wgsl"
 #ifndef DQ_INT
 #error matvec-q8.wgsl: this weight format has no integer routine (dequant-int.wgsl)

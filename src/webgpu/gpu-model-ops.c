@@ -371,6 +371,25 @@ static uint32_t norm_q8_kind(const lw__gpu_model *g, int32_t i) {
     return kind;
 }
 
+/* Whether ATTN node i's REDUCE can round its one-token output for the integer mat-vec reading it (Q8_0 only:
+ * a head's elements are whole blocks of 32): its output's only reader is a MUL_MAT over all of it. */
+static bool attn_q8(const lw__gpu_model *g, int32_t i, const lw__gpu_attn_variant *v) {
+    const lw__graph *gr = &g->graph;
+    const int32_t d = gr->nodes[i].dst;
+    if (d < 0 || lw__gm_base(g, d) != d || v->head_dim % 32 || v->head_dim > 4 * v->wg_size) return false;
+    int32_t reader = -1;
+    for (int32_t j = 0; j < gr->n_nodes; j++)
+        for (int k = 0; k < 3; k++)
+            if (gr->nodes[j].src[k] == d) {
+                if (reader >= 0 || k != 1 || gr->nodes[j].op != LW_OP_MUL_MAT) return false;
+                reader = j;
+            }
+    if (reader < 0) return false;
+    const lw__gpu_matvec_variant mv = mm_variant(g, reader);
+    return mv.idot && mv.actq == LW_GPU_ACTQ_Q8_0 &&
+           gr->t[gr->nodes[reader].src[0]].ne0 == (int64_t)gr->nodes[i].ip[1] * (int64_t)v->head_dim;
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * Preparing (plan time)
  * ------------------------------------------------------------------------------------------------------- */
@@ -633,6 +652,15 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
                 return st;
             st = lw__gm_add_call(g, &c, b, 6, false);
         }
+        if (st == LW_OK && attn_q8(g, i, &c.v.attn)) { /* last: REDUCE rounding for the output projection */
+            c.aux = LW_GPU_ATTN_REDUCE;
+            c.v.attn.q8_out = LW_GPU_ACTQ_Q8_0;
+            if ((st = lw__gpu_attn_pipeline(gpu, &g->cache, &g->alloc, &c.v.attn, LW_GPU_ATTN_REDUCE, info,
+                                            &c.pipe, g->err)) != LW_OK)
+                return st;
+            lw_gpu_bind bq[7] = {b[0], b[1], b[2], b[3], b[4], b[5], lw__gm_whole(g->actq_scratch)};
+            if ((st = lw__gm_add_call(g, &c, bq, 7, false)) == LW_OK) g->nodes[i].q8_attn = true;
+        }
         return st;
     }
     default: { /* element-wise: ADD, SCALE, SOFTCAP, SWIGLU, GEGLU, OUT_ROWS (a row copy) */
@@ -751,6 +779,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     const gm_call *calls = g->calls + gn->call0;
     const lw_gpu_info *info = &g->info;
     uint32_t grid[3];
+    if (i == 0) g->q8_tensor = -1;              /* a step starts with nothing rounded */
     if (gn->fuse == GM_FUSE_DONE) return LW_OK; /* recorded with an earlier node */
     if (gn->fuse == GM_FUSE_ROPE_QKV) {
         const lw__node *kn = nd + 1; /* ROPE(K) */
@@ -832,7 +861,10 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
             return LW_OK;
         }
         for (uint64_t t = 0; t < rows_t; t++) {
-            if (quant && !(gn->x_q8 && rows_of(g, nd->src[1], n_tokens) == 1)) { /* token t's x, once */
+            const bool ready = rows_t == 1 && (g->q8_tensor == nd->src[1] ||
+                                               (gn->x_q8 && rows_of(g, nd->src[1], n_tokens) == 1));
+            g->q8_tensor = -1;     /* whatever it held is consumed or overwritten now */
+            if (quant && !ready) { /* token t's x, once */
                 lw__gpu_actq_quant_params qp;
                 PLAN(lw__gpu_actq_quant_plan(info, quant->v.mv.actq, (uint64_t)w->ne0, t * (uint64_t)w->ne0,
                                              0, &qp, grid, g->err));
@@ -879,7 +911,9 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
                                    g->err));
             PLAN(lw__gpu_norm_strides(&p, xs, 0, g->err));
         }
-        lw__gm_emit(g, &calls[gn->q8_norm && rows_of(g, nd->dst, n_tokens) == 1 ? 1 : 0], &p, sizeof p, grid);
+        const bool q8 = gn->q8_norm && rows_of(g, nd->dst, n_tokens) == 1;
+        if (q8) g->q8_tensor = -1; /* the scratch now holds this norm's row (its readers know: x_q8) */
+        lw__gm_emit(g, &calls[q8 ? 1 : 0], &p, sizeof p, grid);
         return LW_OK;
     }
     case LW_OP_ROPE: {
@@ -919,7 +953,11 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         lw__gpu_attn_params p;
         lw__gpu_attn_dispatch d;
         PLAN(lw__gpu_attn_plan(info, &calls[0].v.attn, &s, g->attn_scratch_bytes, &p, &d, g->err));
-        for (uint32_t k = 0; k < d.n; k++) lw__gm_emit(g, &calls[d.kernel[k]], &p, sizeof p, d.grid[k]);
+        for (uint32_t k = 0; k < d.n; k++) {
+            const bool q8 = gn->q8_attn && n_tokens == 1 && d.kernel[k] == LW_GPU_ATTN_REDUCE;
+            lw__gm_emit(g, &calls[q8 ? gn->n_calls - 1 : (int32_t)d.kernel[k]], &p, sizeof p, d.grid[k]);
+            if (q8) g->q8_tensor = nd->dst; /* the output projection finds it rounded */
+        }
         return LW_OK;
     }
     default: {

@@ -72,7 +72,7 @@ static lw_status check_variant(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
 
 lw__gpu_attn_variant lw__gpu_attn_default(const lw_gpu_info *info, uint32_t kv_type, uint32_t head_dim,
                                           uint32_t group) {
-    lw__gpu_attn_variant v = {kv_type, head_dim, group, 64, 256, 16, 64, 4, 16, 32, false};
+    lw__gpu_attn_variant v = {kv_type, head_dim, group, 64, 256, 16, 64, 4, 16, 32, false, 0};
     /* GPUs: 128 invocations and up to 32 splits of at least 32 cells, so a short context still fills the
      * device (H200, llama-3.2-1b shape decoding after 512 tokens: 9 splits x 8 KV heads = 72 workgroups took
      * 46 us per layer, more and smaller splits ~15 us, plus a reduce that grows with the splits: 32 x 32 was
@@ -119,17 +119,24 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     else if (k == LW_GPU_ATTN_EXACT)
         snprintf(label, sizeof label, "attn-exact %s d%u g%u wg%u", kv, v->head_dim, v->group, v->wg_size);
     else
-        snprintf(label, sizeof label, "attn-reduce %s d%u g%u wg%u", kv, v->head_dim, v->group, v->wg_size);
+        snprintf(label, sizeof label, "attn-reduce %s d%u g%u wg%u%s", kv, v->head_dim, v->group, v->wg_size,
+                 v->q8_out ? " q8" : "");
+    const bool q8 = k == LW_GPU_ATTN_REDUCE && v->q8_out;
+    if (q8 && (v->q8_out != LW_GPU_ACTQ_Q8_0 || v->head_dim % 32 || v->head_dim > 4 * v->wg_size ||
+               !info->has_dot4))
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "attn-reduce: no 8-bit output for head dim %u here",
+                          v->head_dim);
     snprintf(dim, sizeof dim, "%u", v->head_dim);
     snprintf(grp, sizeof grp, "%u", v->group);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     snprintf(a, sizeof a, "%u", k == LW_GPU_ATTN_PREFILL ? v->bq : v->chunk);
     snprintf(b, sizeof b, "%u", v->bk);
-    lw__wgsl_define defs[6] = {{"HEAD_DIM", dim},
+    lw__wgsl_define defs[7] = {{"HEAD_DIM", dim},
                                {"GROUP", grp},
                                {"KV_F16", v->kv_type == LW_TYPE_F16 ? "1" : "0"},
                                {"WG_SIZE", wg}};
     size_t n_defs = 4;
+    if (q8) defs[n_defs++] = (lw__wgsl_define){"Q8_OUT", "1"};
     if (k == LW_GPU_ATTN_DECODE) {
         defs[n_defs++] = (lw__wgsl_define){"CHUNK", a};
     } else if (k == LW_GPU_ATTN_PREFILL) {
@@ -139,11 +146,11 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     char file[32];
     snprintf(file, sizeof file, "attn-%s.wgsl", names[k]);
     /* Q and the caches read_write as every activation/cache binding (kernels-ops.h conventions) */
-    static const lw_gpu_binding_kind kinds[LW_GPU_ATTN_BINDINGS] = {LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
-                                                                    LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
-                                                                    LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, file, defs, n_defs, kinds, LW_GPU_ATTN_BINDINGS,
-                                  out, err);
+    static const lw_gpu_binding_kind kinds[LW_GPU_ATTN_BINDINGS + 1] = {
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM, LW_GPU_BIND_STORAGE}; /* (q8: the quants) */
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, file, defs, n_defs, kinds,
+                                  LW_GPU_ATTN_BINDINGS + (q8 ? 1 : 0), out, err);
 }
 
 /* ---------------------------------------------------------------------------------------------------------

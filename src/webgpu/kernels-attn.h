@@ -53,6 +53,9 @@ typedef struct lw__gpu_attn_variant {
     uint32_t bk;         /* prefill: cells per K/V tile                                              */
     bool exact;          /* calls of fewer than LW_GPU_ATTN_EXACT_TOKENS tokens use EXACT (the CPU's
                             bits; f16 caches need a head dim that is a multiple of 64)                */
+    uint32_t q8_out;     /* REDUCE: LW_GPU_ACTQ_Q8_0 also rounds the one-token output to 8 bits into a
+                            seventh binding for the integer mat-vec reading it (actq-quant.wgsl's layout;
+                            head dims of a multiple of 32 within 4 x wg_size), 0: not                  */
 } lw__gpu_attn_variant;
 
 /* The uniform parameter block of one call, shared by the three kernels (AttnParams in attn-common.wgsl;

@@ -166,8 +166,10 @@ for (const [preset, type] of GPU_CASES) {
   test(`greedy agreement WebGPU vs CPU, integer mat-vecs: ${preset} ${type}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
     const file = synth(preset, type);
     const n = Number(process.env.LW_AGREE_TOKENS || (SLOW ? 1000 : 24));
-    const r = await agreement(file, [1, 5, 9, 200, 37], n, { kvF32: true, tune: { matvec: { '*': { idot: 1, exact: 0 } } } });
-    console.log(`# ${preset} ${type} integer mat-vecs: ${(100 * r.rate).toFixed(1)} % of ${n} greedy tokens agree, logits within ` +
+    // (300 tokens: past 256 cells the decode attention splits the cache on this adapter, and its reduce also
+    // rounds the output for the output projection: attn-reduce.wgsl Q8_OUT)
+    const r = await agreement(file, [1, 5, 9, 200, 37], Math.max(n, SLOW ? n : 300), { kvF32: true, tune: { matvec: { '*': { idot: 1, exact: 0 } } } });
+    console.log(`# ${preset} ${type} integer mat-vecs: ${(100 * r.rate).toFixed(1)} % of ${Math.max(n, SLOW ? n : 300)} greedy tokens agree, logits within ` +
       `${(100 * r.worst).toFixed(4)} % of their range; ${r.info.stepDispatches} dispatches per token`);
     assert.match(JSON.stringify(r.variants.matvec), /idot 1/, 'the integer mat-vec ran');
     assert.ok(r.worst < 0.02, `logits differ by ${r.worst} of their range`);

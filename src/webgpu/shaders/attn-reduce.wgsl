@@ -8,6 +8,24 @@
 // Defines: attn-common.wgsl's. Dispatch: (n_head, tokens, 1).
 #include "attn-common.wgsl"
 
+// Q8_OUT=1 (one-token steps, HEAD_DIM a multiple of 32 within 4 WG_SIZE): the head's output is also rounded to
+// Q8_0 blocks into qout in actq-quant.wgsl's layout (x of n_head * HEAD_DIM elements), so the integer mat-vec of
+// the output projection needs no quantizer dispatch; a block's largest |x| and quant sum meet in workgroup
+// atomics over its 8 lanes.
+#ifndef Q8_OUT
+#define Q8_OUT 0
+#endif
+#if Q8_OUT
+@group(0) @binding(6) var<storage, read_write> qout: array<u32>;
+#define ACTQ 1
+fn actq_x(i: u32) -> vec4<f32> {
+    return o[i];
+}
+#include "actq.wgsl"
+var<workgroup> qmax: array<atomic<u32>, D4 / 8u>; // per block of the head: bits of its largest |x|
+var<workgroup> qsum: array<atomic<i32>, D4 / 8u>; // per block: sum of its quants
+#endif
+
 var<workgroup> wm: array<f32, WG_SIZE>; // a round's split maxima, then their weighted sums
 #if HEAD_DIM / 4 <= WG_SIZE
 const SG: u32 = WG / D4;                  // splits per round of the V sums
@@ -63,6 +81,28 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (g == 0u) {
         o[params.o_offset + t * params.o_stride + h * D4 + lane] = acc * inv;
     }
+#if Q8_OUT
+    let val = acc * inv;
+    let a = abs(val);
+    if (g == 0u) {
+        atomicMax(&qmax[lane / 8u], bitcast<u32>(max(max(a.x, a.y), max(a.z, a.w))));
+    }
+    workgroupBarrier();
+    let amax = bitcast<f32>(atomicLoad(&qmax[lane / 8u % (D4 / 8u)]));
+    let sc = actq_scale_of(amax);
+    let qi = vec4<i32>(clamp(round(val * sc.x), vec4<f32>(-128.0), vec4<f32>(127.0)));
+    if (g == 0u) {
+        atomicAdd(&qsum[lane / 8u], qi.x + qi.y + qi.z + qi.w);
+        qout[h * D4 + lane] = pack4xI8(qi);
+    }
+    workgroupBarrier();
+    if (g == 0u && lane % 8u == 0u) {
+        let gi = (h * D4 + lane) / 8u;
+        let info = params.n_head * D4 + 2u * gi;
+        qout[info] = bitcast<u32>(sc.y);
+        qout[info + 1u] = bitcast<u32>(actq_q8_1_sum(amax, f32(atomicLoad(&qsum[lane / 8u]))));
+    }
+#endif
 #else
     for (var lane = lid; lane < D4; lane += WG) {
         var acc = vec4<f32>(0.0);

@@ -414,6 +414,10 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
     r.stage = (uint32_t)v[LW_GPU_TUNE_MV_STAGE];
     r.exact = v[LW_GPU_TUNE_MV_EXACT] && lw__gpu_matvec_has_exact(type, true); /* the plan checks the order */
     r.idot = v[LW_GPU_TUNE_MV_IDOT] && !r.exact && info->has_dot4 && lw__gpu_matmat_has_idot(type);
+    if (r.idot) { /* integer products always take x rounded as the CPU rounds it for the format */
+        const lw__gpu_format *f = lw__gpu_format_of(type);
+        r.actq = f ? f->actq : LW_GPU_ACTQ_NONE;
+    }
     /* fit the device: fewer invocations, then fewer rows, until the limits hold */
     while (r.wg_size > 1 && (r.wg_size > info->max_compute_invocations_per_workgroup ||
                              r.wg_size > info->max_compute_workgroup_size_x))

@@ -1,6 +1,6 @@
 // The end of a mat-vec workgroup (matvec.wgsl, matvec-q8.wgsl): every invocation holds partial sums of the
 // workgroup's ROWS rows; mv_store adds them up and writes y[y_offset + row0 + r]. With SUBGROUPS each subgroup
-// adds its lanes (subgroupAdd) and one lane per subgroup claims a slot with an atomic counter (WebGPU does not
+// adds its lanes with a subgroup sum and one lane per subgroup claims a slot with an atomic counter (WebGPU does not
 // say how subgroups are laid out in a workgroup, so lid / subgroup_size would be a guess); otherwise a tree in
 // workgroup memory, log2(WG_SIZE) barriers. The includer defines WG_SIZE, ROWS, SUBGROUPS and declares
 // `y: array<f32>` and `params` with rows and y_offset.

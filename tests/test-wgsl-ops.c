@@ -50,7 +50,7 @@ static void test_pipelines(void) {
             CHECK(strstr(f.wgsl, "@workgroup_size(256)") != NULL);
             CHECK((strstr(f.wgsl, "gelu_table[") != NULL) == (op == LW_GPU_ELT_GEGLU && table));
             /* a call of the shared function (which every expansion defines) */
-            CHECK((strstr(f.wgsl, "= swiglu_elem(") != NULL) == (op == LW_GPU_ELT_SWIGLU));
+            CHECK((strstr(f.wgsl, "let y = swiglu_elem(") != NULL) == (op == LW_GPU_ELT_SWIGLU));
         }
     lw__gpu_eltwise_variant bad = {9, false, 64, false};
     lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS];

@@ -106,7 +106,6 @@ typedef struct gm_node {
                          (actq-quant.wgsl) that the mat-vec calls (variant idot) read          */
     bool q8_norm;     /* RMS_NORM: calls[1] is the same norm also rounding its row into the
                          quant scratch (Q8_OUT), recorded instead in one-row steps          */
-    bool x_q8;        /* MUL_MAT: a q8_norm node rounds x in one-row steps: no quantizer then */
     bool q8_attn;     /* ATTN: the last call is REDUCE also rounding its one-token output into the
                          quant scratch (attn-reduce.wgsl Q8_OUT), for the output projection        */
     int8_t
@@ -163,8 +162,10 @@ struct lw__gpu_model {
     uint64_t attn_scratch_bytes;    /* its size                                                   */
     lw_gpu_buffer gelu;             /* ggml's GELU table (GEGLU), when the graph has GEGLU        */
     lw_gpu_buffer actq_scratch;     /* x of the integer mat-vecs, rounded to 8 bits (one at a time) */
-    int32_t q8_tensor;              /* recording: the activation a q8_attn REDUCE just rounded into
-                                       actq_scratch (-1: none); its mat-vec then skips its quantizer  */
+    int32_t q8_tensor;              /* recording: the activation whose 8-bit rounding the quant
+                                       scratch holds (-1: none), written by the norms' and reduce's
+                                       Q8_OUT and the quantizer; its mat-vecs then skip the quantizer */
+    uint32_t q8_kind;               /* its rounding (LW_GPU_ACTQ_Q8_0 / Q8_K)                        */
     lw_gpu_buffer dummy;            /* bound where a kernel's optional input is absent            */
     /* RoPE angles from the host (gpu-model-rope.c): the CPU's sin/cos table of each distinct RoPE
      * configuration for the step's positions, written before each step, so rotations get its bits */

@@ -348,15 +348,14 @@ static lw__gpu_matvec_variant mm_variant(const lw__gpu_model *g, int32_t j) {
 }
 
 /* The 8-bit kind in which RMS_NORM node i can round its output for the integer mat-vecs that read it
- * (Q8_OUT), or 0: a whole-row norm whose every reader is such a mat-vec of one kind (its x), with no other
- * mat-vec between them that would round another x into the shared scratch. */
+ * (Q8_OUT), or 0: a whole-row norm whose every reader is such a mat-vec of one kind (its x). (Whether the
+ * scratch still holds it when a reader runs is tracked while recording: lw__gpu_model.q8_tensor.) */
 static uint32_t norm_q8_kind(const lw__gpu_model *g, int32_t i) {
     const lw__graph *gr = &g->graph;
     const int32_t d = gr->nodes[i].dst;
     if (d < 0 || lw__gm_base(g, d) != d || (gr->nodes[i].ip[0] && gr->nodes[i].ip[0] != gr->t[d].ne0))
         return 0;
     uint32_t kind = 0;
-    int32_t last = -1;
     for (int32_t j = i + 1; j < gr->n_nodes; j++)
         for (int k = 0; k < 3; k++) {
             if (gr->nodes[j].src[k] != d) continue;
@@ -364,10 +363,7 @@ static uint32_t norm_q8_kind(const lw__gpu_model *g, int32_t i) {
             const lw__gpu_matvec_variant v = mm_variant(g, j);
             if (!v.idot || (kind && v.actq != kind)) return 0;
             kind = v.actq;
-            last = j;
         }
-    for (int32_t j = i + 1; j < last; j++)
-        if (gr->nodes[j].op == LW_OP_MUL_MAT && gr->nodes[j].src[1] != d) return 0;
     return kind;
 }
 
@@ -591,9 +587,6 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         b[nb] = lw__gm_whole(g->actq_scratch);
         if ((st = lw__gm_add_call(g, &c, b, nb + 1, false)) != LW_OK) return st;
         g->nodes[i].q8_norm = true;
-        for (int32_t j = i + 1; j < g->graph.n_nodes; j++)
-            if (g->graph.nodes[j].op == LW_OP_MUL_MAT && g->graph.nodes[j].src[1] == nd->dst)
-                g->nodes[j].x_q8 = true;
         return LW_OK;
     }
     case LW_OP_ROPE: {
@@ -829,6 +822,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
                 PLAN(lw__gpu_actq_quant_plan(info, gq->v.mv.actq, (uint64_t)w->ne0, go, uo, &qp, grid,
                                              g->err));
                 lw__gm_emit(g, gq, &qp, sizeof qp, grid);
+                g->q8_tensor = nd->src[1], g->q8_kind = gq->v.mv.actq; /* the GLU's output, rounded */
                 for (int32_t k = 0; k < n_pieces * per_piece; k += per_piece) {
                     const gm_piece *pc = &g->pieces[calls[k].aux];
                     lw__gpu_matvec_params p;
@@ -861,14 +855,14 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
             return LW_OK;
         }
         for (uint64_t t = 0; t < rows_t; t++) {
-            const bool ready = rows_t == 1 && (g->q8_tensor == nd->src[1] ||
-                                               (gn->x_q8 && rows_of(g, nd->src[1], n_tokens) == 1));
-            g->q8_tensor = -1;     /* whatever it held is consumed or overwritten now */
-            if (quant && !ready) { /* token t's x, once */
+            /* token t's x, once for every piece, unless its producer rounded it already (one-row steps) */
+            if (quant && !(rows_t == 1 && g->q8_tensor == nd->src[1] && g->q8_kind == quant->v.mv.actq)) {
                 lw__gpu_actq_quant_params qp;
                 PLAN(lw__gpu_actq_quant_plan(info, quant->v.mv.actq, (uint64_t)w->ne0, t * (uint64_t)w->ne0,
                                              0, &qp, grid, g->err));
                 lw__gm_emit(g, quant, &qp, sizeof qp, grid);
+                g->q8_tensor = rows_t == 1 ? nd->src[1] : -1;
+                g->q8_kind = quant->v.mv.actq;
             }
             for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces * per_piece; k += per_piece) {
                 const gm_piece *pc = &g->pieces[calls[k].aux];
@@ -912,7 +906,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
             PLAN(lw__gpu_norm_strides(&p, xs, 0, g->err));
         }
         const bool q8 = gn->q8_norm && rows_of(g, nd->dst, n_tokens) == 1;
-        if (q8) g->q8_tensor = -1; /* the scratch now holds this norm's row (its readers know: x_q8) */
+        if (q8) g->q8_tensor = nd->dst, g->q8_kind = calls[1].v.norm.q8_out; /* its readers find it rounded */
         lw__gm_emit(g, &calls[q8 ? 1 : 0], &p, sizeof p, grid);
         return LW_OK;
     }
@@ -956,7 +950,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         for (uint32_t k = 0; k < d.n; k++) {
             const bool q8 = gn->q8_attn && n_tokens == 1 && d.kernel[k] == LW_GPU_ATTN_REDUCE;
             lw__gm_emit(g, &calls[q8 ? gn->n_calls - 1 : (int32_t)d.kernel[k]], &p, sizeof p, d.grid[k]);
-            if (q8) g->q8_tensor = nd->dst; /* the output projection finds it rounded */
+            if (q8) g->q8_tensor = nd->dst, g->q8_kind = LW_GPU_ACTQ_Q8_0; /* for the output projection */
         }
         return LW_OK;
     }

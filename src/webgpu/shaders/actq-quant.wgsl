@@ -44,14 +44,7 @@ struct QuantParams {
 
 fn actq_x(i: u32) -> vec4<f32> {
 #if X_GLU
-    let gv = x[i];
-    let uv = x[i + params.x_up];
-    let col0 = (i - params.x_offset) * 4u;
-    var r: vec4<f32>;
-    for (var j = 0u; j < 4u; j++) {
-        r[j] = swiglu_elem(gv[j], uv[j], col0 + j, params.k);
-    }
-    return r;
+    return swiglu4(x[i], x[i + params.x_up], (i - params.x_offset) * 4u, params.k);
 #else
     return x[i];
 #endif
@@ -108,7 +101,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         s = vec2<f32>(mul, div_rn(1.0f, mul));
     }
 #endif
-    let qi = vec4<i32>(clamp(round(v * s.x), vec4<f32>(-128.0), vec4<f32>(127.0)));
+    let qi = actq_quant4(v, s);
     atomicAdd(&gsum[lid / 8u], qi.x + qi.y + qi.z + qi.w);
     workgroupBarrier();
     if (!live) {
@@ -117,13 +110,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     q[i] = pack4xI8(qi);
     if (lid % 8u == 0u) { // the group's first invocation writes its (d_x, s_x or sum)
         let g = i / 8u;
-        let sum = atomicLoad(&gsum[lid / 8u]);
-        let info = params.k / 4u + 2u * g;
-        q[info] = bitcast<u32>(s.y);
-#if ACTQ == 1
-        q[info + 1u] = bitcast<u32>(actq_q8_1_sum(amax, f32(sum)));
-#else
-        q[info + 1u] = bitcast<u32>(sum);
-#endif
+        let gw = actq_group_words(s, amax, atomicLoad(&gsum[lid / 8u]));
+        q[params.k / 4u + 2u * g] = gw.x;
+        q[params.k / 4u + 2u * g + 1u] = gw.y;
     }
 }

@@ -101,6 +101,22 @@ fn actq_min_corr(xb: u32, amax: f32) -> f32 {
 }
 #endif
 
+// The 8-bit quants of 4 elements at (multiplier, scale) s.
+fn actq_quant4(v: vec4<f32>, s: vec2<f32>) -> vec4<i32> {
+    return vec4<i32>(clamp(round(v * s.x), vec4<f32>(-128.0), vec4<f32>(127.0)));
+}
+
+// The two words the integer mat-vec's x layout (actq-quant.wgsl) keeps per 32 elements after the quants, for
+// a group of scale s, largest |x| amax and quant sum sum: (d_x, the CPU's Q8_1 block sum) for Q8_0 / Q8_1,
+// (d_x of the super-block, sum) for Q8_K (the K formats' minimums).
+fn actq_group_words(s: vec2<f32>, amax: f32, sum: i32) -> vec2<u32> {
+#if ACTQ == 1
+    return vec2<u32>(bitcast<u32>(s.y), bitcast<u32>(actq_q8_1_sum(amax, f32(sum))));
+#else
+    return vec2<u32>(bitcast<u32>(s.y), bitcast<u32>(sum));
+#endif
+}
+
 fn actq_apply(v: vec4<f32>, s: vec2<f32>) -> vec4<f32> {
     return clamp(round(v * s.x), vec4<f32>(-128.0), vec4<f32>(127.0)) * s.y;
 }

@@ -88,19 +88,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         atomicMax(&qmax[lane / 8u], bitcast<u32>(max(max(a.x, a.y), max(a.z, a.w))));
     }
     workgroupBarrier();
-    let amax = bitcast<f32>(atomicLoad(&qmax[lane / 8u % (D4 / 8u)]));
+    let amax = bitcast<f32>(atomicLoad(&qmax[lane / 8u]));
     let sc = actq_scale_of(amax);
-    let qi = vec4<i32>(clamp(round(val * sc.x), vec4<f32>(-128.0), vec4<f32>(127.0)));
+    let qi = actq_quant4(val, sc);
     if (g == 0u) {
         atomicAdd(&qsum[lane / 8u], qi.x + qi.y + qi.z + qi.w);
         qout[h * D4 + lane] = pack4xI8(qi);
     }
     workgroupBarrier();
     if (g == 0u && lane % 8u == 0u) {
-        let gi = (h * D4 + lane) / 8u;
-        let info = params.n_head * D4 + 2u * gi;
-        qout[info] = bitcast<u32>(sc.y);
-        qout[info + 1u] = bitcast<u32>(actq_q8_1_sum(amax, f32(atomicLoad(&qsum[lane / 8u]))));
+        let info = params.n_head * D4 + 2u * ((h * D4 + lane) / 8u);
+        let gw = actq_group_words(sc, amax, atomicLoad(&qsum[lane / 8u]));
+        qout[info] = gw.x;
+        qout[info + 1u] = gw.y;
     }
 #endif
 #else

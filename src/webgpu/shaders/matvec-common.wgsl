@@ -38,13 +38,13 @@ fn x_in(i: u32) -> vec4<f32> {
     let gv = x[i];
     let uv = x[i + params.x_up];
     let col0 = (i - params.x_offset) * 4u;
+#if X_GLU == 1
+    return swiglu4(gv, uv, col0, params.k);
+#else
     var r: vec4<f32>;
     for (var j = 0u; j < 4u; j++) {
         let xx = gv[j];
         let g = uv[j];
-#if X_GLU == 1
-        r[j] = swiglu_elem(xx, g, col0 + j, params.k);
-#else
         var yy = xx * g;
         if (xx <= -10.0f) {
             yy = 0.0f;
@@ -53,9 +53,9 @@ fn x_in(i: u32) -> vec4<f32> {
             yy = unpack2x16float(gelu_table[h >> 1u] >> ((h & 1u) * 16u)).x * g;
         }
         r[j] = yy;
-#endif
     }
     return r;
+#endif
 #else
     return x[i];
 #endif

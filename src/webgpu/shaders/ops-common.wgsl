@@ -96,3 +96,12 @@ fn swiglu_elem(x: f32, g: f32, col: u32, n: u32) -> f32 {
     let e = select(exp(-x), ggml_v_expf(0.0f - x), col < (n & ~15u));
     return div_rn(x, 1.0f + e) * g;
 }
+
+// swiglu_elem of 4 elements from column col0.
+fn swiglu4(x: vec4<f32>, g: vec4<f32>, col0: u32, n: u32) -> vec4<f32> {
+    var r: vec4<f32>;
+    for (var j = 0u; j < 4u; j++) {
+        r[j] = swiglu_elem(x[j], g[j], col0 + j, n);
+    }
+    return r;
+}

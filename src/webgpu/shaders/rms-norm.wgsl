@@ -94,20 +94,17 @@ fn q8_store(db: u32, lid: u32) {
         let s = actq_scale_of(amax);
 #else
         let s = actq_scale((g / 8u) * 64u);
+        let amax = 0.0f; // (Q8_K keeps no block sum)
 #endif
         var total = 0;
         for (var v = 0u; v < 8u; v++) {
-            let qi = vec4<i32>(clamp(round(actq_x(g * 8u + v) * s.x), vec4<f32>(-128.0), vec4<f32>(127.0)));
+            let qi = actq_quant4(actq_x(g * 8u + v), s);
             total += qi.x + qi.y + qi.z + qi.w;
             qout[g * 8u + v] = pack4xI8(qi);
         }
-        let info = n / 4u + 2u * g;
-        qout[info] = bitcast<u32>(s.y);
-#if Q8_OUT == 1
-        qout[info + 1u] = bitcast<u32>(actq_q8_1_sum(amax, f32(total)));
-#else
-        qout[info + 1u] = bitcast<u32>(total);
-#endif
+        let gw = actq_group_words(s, amax, total);
+        qout[n / 4u + 2u * g] = gw.x;
+        qout[n / 4u + 2u * g + 1u] = gw.y;
     }
 }
 #endif
@@ -123,6 +120,22 @@ fn load_x(o: u32, i: u32, store: bool) -> f32 {
     return v;
 #else
     return x[params.x_offset + o + i];
+#endif
+}
+
+// d = x * scale (* w) for group g of row `row` (x's group at element ob), then (Q8_OUT) its 8-bit rounding.
+fn store_scaled(ob: u32, row: u32, g: u32, scale: f32, lid: u32) {
+    let db = params.d_offset + row * params.d_stride + g * params.group;
+    let wb = params.w_offset + g * params.w_step;
+    for (var i = lid; i < params.group; i += WG_SIZE) {
+        var v = load_x(ob, i, false) * scale;
+        if (params.has_w != 0u) {
+            v = v * w[wb + i];
+        }
+        d[db + i] = v;
+    }
+#if Q8_OUT
+    q8_store(db, lid);
 #endif
 }
 
@@ -181,18 +194,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let total = sum_squares(ob, lid);
 #endif
     let scale = inverseSqrt(total / f32(params.group) + params.eps);
-    let db = params.d_offset + row * params.d_stride + g * params.group;
-    let wb = params.w_offset + g * params.w_step;
-    for (var i = lid; i < params.group; i += WG_SIZE) {
-        var v = load_x(ob, i, false) * scale;
-        if (params.has_w != 0u) {
-            v = v * w[wb + i];
-        }
-        d[db + i] = v;
-    }
-#if Q8_OUT
-    q8_store(db, lid);
-#endif
+    store_scaled(ob, row, g, scale, lid);
 }
 #else
 // ---- The sum of squares, exactly (rms-exact.wgsl) ----------------------------------------------------------
@@ -282,17 +284,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #endif
     // 3. the CPU's scale: (float)(sum / n), then 1.0f / sqrtf(mean + eps)
     let scale = rms_scale(limbs_mean(total, params.group, e_max) + params.eps);
-    let db = params.d_offset + row * params.d_stride + g * params.group;
-    let wb = params.w_offset + g * params.w_step;
-    for (var i = lid; i < params.group; i += WG_SIZE) {
-        var v = load_x(ob, i, false) * scale;
-        if (params.has_w != 0u) {
-            v = v * w[wb + i];
-        }
-        d[db + i] = v;
-    }
-#if Q8_OUT
-    q8_store(db, lid);
-#endif
+    store_scaled(ob, row, g, scale, lid);
 }
 #endif

@@ -13,15 +13,58 @@
 // No top-level Node imports: this module is shared with the browser entry (web/llamaweb.mjs); node:fs is
 // looked up only when a Node file is opened (process.getBuiltinModule: Node >= 20.16).
 
-// Errors with a code, from open() and the engine: LW_ERR_READ (the byte source failed, after retries with
-// backoff), LW_ERR_GPU (the device reported an error), LW_ERR_MODEL (the file or its GPU plan was refused:
-// the message says why), LW_ERR_NOMEM (the wasm heap ran out). A failed open() has freed what it made.
+// Errors with a code. The public codes (what the package's API rejects with; web/llamaweb.d.mts):
+//   GPU_UNAVAILABLE    no WebGPU, no adapter or device, or the device failed
+//   UNSUPPORTED_MODEL  the file was refused (not GGUF, corrupt, an architecture or format this build lacks)
+//   NOT_ENOUGH_MEMORY  the wasm heap (or the address space) cannot hold what the model needs
+//   NETWORK            the byte source failed (HTTP, a File read), after retries with backoff
+//   QUOTA_EXCEEDED     browser storage (OPFS) is full
+//   ABORTED            the AbortSignal fired (or had fired before the call)
+//   CONTEXT_FULL       the prompt does not fit the context
+//   BAD_INPUT          an argument was refused (the message says which)
+// `status` is the C lw_status where one caused it (a number; `statusText` its lw_status_str), else null.
+// The GPU model below throws the engine's own codes (LW_ERR_READ: the source failed; LW_ERR_GPU: the device
+// reported an error; LW_ERR_MODEL: the file or its GPU plan was refused; LW_ERR_NOMEM: the wasm heap ran out),
+// which LlamawebError.from maps to the public ones. A failed open() has freed what it made.
 export class LlamawebError extends Error {
-  constructor(code, message, options) {
-    super(message, options);
+  constructor(code, message, options = {}) {
+    super(message, options.cause !== undefined ? { cause: options.cause } : undefined);
     this.name = 'LlamawebError';
     this.code = code;
+    this.status = options.status ?? null;
+    this.statusText = options.statusText ?? null;
   }
+
+  // e (anything thrown) as a LlamawebError with a public code; `code` is used when e says nothing better.
+  static from(e, code = 'BAD_INPUT') {
+    if (e instanceof LlamawebError && PUBLIC_CODES.has(e.code)) return e;
+    const legacy = e && LEGACY_CODES[e.code];
+    const dom = e && e.name === 'QuotaExceededError' ? 'QUOTA_EXCEEDED' : e && e.name === 'AbortError' ? 'ABORTED' : null;
+    const why = e && e.message ? e.message : String(e);
+    return new LlamawebError(legacy || dom || (/out of memory/i.test(why) ? 'NOT_ENOUGH_MEMORY' : code), why,
+      { cause: e, status: e && e.status, statusText: e && e.statusText });
+  }
+}
+
+const PUBLIC_CODES = new Set(['GPU_UNAVAILABLE', 'UNSUPPORTED_MODEL', 'NOT_ENOUGH_MEMORY', 'NETWORK', 'QUOTA_EXCEEDED',
+  'ABORTED', 'CONTEXT_FULL', 'BAD_INPUT']);
+const LEGACY_CODES = { LW_ERR_READ: 'NETWORK', LW_ERR_GPU: 'GPU_UNAVAILABLE', LW_ERR_MODEL: 'UNSUPPORTED_MODEL',
+  LW_ERR_NOMEM: 'NOT_ENOUGH_MEMORY' };
+
+// The public code of a C lw_status (include/llamaweb.h's order) from a call of kind 'open' or 'decode'.
+const S = { INVALID_ARG: 1, NOMEM: 2, IO: 3, TOO_LARGE: 8, NOT_FOUND: 18 };
+export function statusCode(status, kind = 'open') {
+  if (status === S.NOMEM) return 'NOT_ENOUGH_MEMORY';
+  if (status === S.IO) return 'NETWORK';
+  if (status === S.INVALID_ARG) return 'BAD_INPUT';
+  if (status === S.TOO_LARGE) return kind === 'decode' ? 'CONTEXT_FULL' : 'NOT_ENOUGH_MEMORY';
+  return kind === 'decode' ? 'BAD_INPUT' : 'UNSUPPORTED_MODEL';
+}
+
+// A LlamawebError for C status st of module M (its lw_status_str where the build has it).
+export function statusError(M, st, message, kind) {
+  const statusText = typeof M._lw_wasm_status_str === 'function' ? M.UTF8ToString(M._lw_wasm_status_str(st)) : null;
+  return new LlamawebError(statusCode(st, kind), message, { status: st, statusText });
 }
 
 // A Node file as a host source: async reads for streaming, synchronous ones for the header.
@@ -307,5 +350,252 @@ export class CpuModel {
   free() {
     this.M._lw_wasm_cpu_free(this.h);
     this.M._free(this.ids);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The CPU engine of the browser package (web/lw-wasm-cpu.c): GpuModel's interface (tokenize, pieceBytes,
+// isEog, setSampling, decode, nPast, info, free) over the CPU engine in the wasm heap
+// ---------------------------------------------------------------------------------------------------------
+
+// Lets the event loop run (a Stop click, an abort, a worker's 'stop' message) between synchronous CPU decodes:
+// a resolved promise would only run microtasks. A MessageChannel round trip costs ~0.05 ms (setTimeout is
+// clamped to 4 ms once nested; Node has setImmediate for it).
+let yieldPort = null;
+const yieldWaiters = [];
+function yieldToEventLoop() {
+  if (typeof setImmediate === 'function') return new Promise((r) => setImmediate(r));
+  if (typeof MessageChannel === 'undefined') return new Promise((r) => setTimeout(r, 0));
+  if (!yieldPort) {
+    const ch = new MessageChannel();
+    ch.port1.onmessage = () => { const r = yieldWaiters.shift(); if (r) r(); };
+    yieldPort = ch.port2;
+  }
+  return new Promise((r) => { yieldWaiters.push(r); yieldPort.postMessage(0); });
+}
+
+// Reads a byte source's ranges into the wasm heap in chunks of at most chunkBytes, maxInFlight reads at a
+// time, each chunk retried with backoff; onBytes(n) after each chunk. ranges: [{off, dst, n}] (file offset,
+// heap address, bytes). The heap is looked up after every await: it may have grown (a new buffer).
+async function streamIntoHeap(M, source, ranges, { chunkBytes = 8 << 20, maxInFlight = 4, retries = 3, retryDelayMs = 50,
+  onBytes, signal } = {}) {
+  const chunks = [];
+  for (const r of ranges.sort((a, b) => a.off - b.off)) {
+    for (let k = 0; k < r.n; k += chunkBytes) chunks.push({ off: r.off + k, dst: r.dst + k, n: Math.min(chunkBytes, r.n - k) });
+  }
+  let next = 0, failure = null, retried = 0;
+  const one = async (c) => {
+    for (let attempt = 0; ; attempt++) {
+      let why;
+      try {
+        const b = await source.read(c.off, c.n);
+        if (b && b.length === c.n) {
+          M.HEAPU8.set(b, c.dst);
+          return;
+        }
+        why = `returned ${b ? b.length : 0} of ${c.n} bytes`;
+      } catch (e) {
+        why = e && e.message || String(e);
+      }
+      if (attempt >= retries) {
+        throw new LlamawebError('NETWORK', `reading the model at ${c.off} (${c.n} bytes) failed after ${attempt + 1} tries: ${why}`);
+      }
+      retried++;
+      await new Promise((r) => setTimeout(r, retryDelayMs * 2 ** attempt));
+    }
+  };
+  const worker = async () => {
+    while (!failure && next < chunks.length) {
+      if (signal && signal.aborted) throw new LlamawebError('ABORTED', 'the model load was aborted');
+      const c = chunks[next++];
+      await one(c);
+      if (onBytes) onBytes(c.n);
+    }
+  };
+  const workers = Array.from({ length: Math.max(1, Math.min(maxInFlight, chunks.length)) }, () => worker().catch((e) => { failure = failure || e; }));
+  await Promise.all(workers);
+  if (failure) throw failure;
+  return { chunks: chunks.length, retries: retried };
+}
+
+export class CpuEngine {
+  // Opens the model of source ({size, read(offset, length) -> Promise<Uint8Array>, name?}) on the CPU engine
+  // of module M: the header from a prefetched head of the file (grown when the header is longer), then every
+  // tensor streamed from the source straight to its place in the heap. opts: nCtx (default: the model's
+  // training context, at most 4096), nBatch, threads (default 1; a pthreads module can run more), kvF32,
+  // headBytes (first head, default 256 KiB), onProgress(bytesRead, fileSize), chunkBytes (8 MiB),
+  // maxInFlight (reads at a time, 4), retries (per chunk, 3), signal. Afterwards e.loadMs, e.loadStats,
+  // e.headBytes, e.headTries. Failures throw a LlamawebError (public codes) and free what was made.
+  static async open(M, source, opts = {}) {
+    if (typeof M._lw_wasm_cpum_open !== 'function') {
+      throw new LlamawebError('UNSUPPORTED_MODEL', 'this wasm build has no CPU engine (web/lw-wasm-cpu.c)');
+    }
+    if (!M.lwCpu) M.lwCpu = { sources: [null] }; // read by lw_js_cpu_read (web/lw-wasm-cpu.c)
+    const t0 = performance.now();
+    let read = 0;
+    const progress = (n) => {
+      read += n;
+      if (opts.onProgress) opts.onProgress(Math.min(read, source.size), source.size);
+    };
+    let headBytes = Math.min(source.size, opts.headBytes || (256 << 10)), tries = 1;
+    for (;;) {
+      const head = await source.read(0, headBytes);
+      if (!head || head.length !== headBytes) throw new LlamawebError('NETWORK', `reading the model's first ${headBytes} bytes failed`);
+      progress(head.length);
+      const pending = [];
+      let miss = 0;
+      const host = {
+        // lw_js_cpu_read: serves the head now; records tensor reads past it (deferrable) for streamIntoHeap
+        readInto(off, dst, n, deferrable) {
+          if (off + n <= head.length) {
+            M.HEAPU8.set(head.subarray(off, off + n), dst);
+            return true;
+          }
+          if (deferrable) {
+            pending.push({ off, dst, n });
+            return true;
+          }
+          miss = Math.max(miss, off + n);
+          return false;
+        },
+      };
+      const id = M.lwCpu.sources.push(host) - 1;
+      let h = 0;
+      try {
+        h = M._lw_wasm_cpum_open(id, source.size, opts.nCtx ?? 0, opts.nBatch ?? 0, opts.threads ?? 1, opts.kvF32 ? 1 : 0);
+        if (!h) throw new LlamawebError('NOT_ENOUGH_MEMORY', 'out of memory');
+        const err = M.UTF8ToString(M._lw_wasm_cpum_error(h));
+        if (err) {
+          if (miss && head.length < source.size) { // the header goes on past the head: read more and try again
+            M._lw_wasm_cpum_free(h);
+            h = 0;
+            headBytes = Math.min(source.size, Math.max(2 * head.length, miss + (miss >> 1)));
+            tries++;
+            read = 0;
+            continue;
+          }
+          throw statusError(M, M._lw_wasm_cpum_status(h), err, 'open');
+        }
+        // tensor bytes already in the head were copied while binding; the rest streams now
+        const st = await streamIntoHeap(M, source, pending, { chunkBytes: opts.chunkBytes, maxInFlight: opts.maxInFlight,
+          retries: opts.retries, onBytes: progress, signal: opts.signal });
+        M._lw_wasm_cpum_loaded(h);
+        const e = new CpuEngine(M, h);
+        h = 0;
+        e.loadMs = performance.now() - t0;
+        const bytes = pending.reduce((a, r) => a + r.n, 0);
+        e.loadStats = { ms: e.loadMs, bytes, chunks: st.chunks, peakInFlight: Math.min(opts.maxInFlight || 4, st.chunks),
+          retries: st.retries, peakJsHeap: 0 };
+        e.headBytes = head.length;
+        e.headTries = tries;
+        return e;
+      } finally {
+        M.lwCpu.sources[id] = null;
+        if (h) M._lw_wasm_cpum_free(h);
+      }
+    }
+  }
+
+  constructor(M, h) {
+    this.M = M;
+    this.h = h;
+    this.device = 'cpu';
+    this.m = M._lw_wasm_cpum_model(h); // the lw_model (tokenizer, chat template)
+    this.nVocab = JSON.parse(this.infoText()).n_vocab;
+    this.ids = M._malloc(4 * 65536); // token ids passed to C
+    this.idsCap = 65536;
+    this.sampling = null; // JSON of the parameters in effect (null: none yet)
+  }
+
+  infoText() {
+    const M = this.M, p = M._malloc(1024);
+    try {
+      if (M._lw_wasm_cpum_info_json(this.h, p, 1024) < 0) throw new Error('info failed');
+      return M.UTF8ToString(p);
+    } finally {
+      M._free(p);
+    }
+  }
+
+  // Model facts: arch, n_vocab, n_layer, n_embd, n_ctx, n_batch, threads (running) and threadsWanted,
+  // weightBytes, contextBytes (KV cache + activations).
+  info() {
+    return JSON.parse(this.infoText());
+  }
+
+  // The lw_model under this engine (chat templates and sessions read it).
+  lwModel() {
+    return this.m;
+  }
+
+  tokenize(text, addSpecial = true) {
+    const M = this.M, n = M.lengthBytesUTF8(text), p = M._malloc(n + 1), cap = n + 8, out = M._malloc(4 * cap);
+    try {
+      M.stringToUTF8(text, p, n + 1);
+      const k = M._lw_wasm_text_tokenize(this.m, p, n, addSpecial ? 1 : 0, out, cap);
+      if (k < 0) throw new LlamawebError('BAD_INPUT', 'tokenize failed (the model has no tokenizer this build reads)');
+      return Array.from(M.HEAP32.subarray(out >> 2, (out >> 2) + k));
+    } finally {
+      M._free(p);
+      M._free(out);
+    }
+  }
+
+  pieceBytes(id) {
+    const M = this.M, p = M._malloc(256);
+    try {
+      const n = M._lw_wasm_text_piece(this.m, id, p, 256);
+      return n < 0 ? new Uint8Array(0) : M.HEAPU8.slice(p, p + n);
+    } finally {
+      M._free(p);
+    }
+  }
+
+  isEog(id) {
+    return this.M._lw_wasm_text_is_eog(this.m, id) !== 0;
+  }
+
+  // As GpuModel.setSampling (the CPU sampler; topK <= 0 is off, not capped); reseeds. Returns the top-k.
+  setSampling(params = {}) {
+    const p = { ...SAMPLING_DEFAULTS, ...params };
+    const k = this.M._lw_wasm_cpum_set_sampling(this.h, p.temp, p.topK, p.topP, p.minP, Number(p.seed));
+    if (k < 0) throw new LlamawebError('BAD_INPUT', this.M.UTF8ToString(this.M._lw_wasm_cpum_sampling_error(this.h)));
+    this.sampling = JSON.stringify(p);
+    return k;
+  }
+
+  // As GpuModel.decode: out 'argmax' | 'logits' | 'none' | 'sample' | sampling parameters. Runs synchronously
+  // in the wasm module, then lets the event loop run once.
+  async decode(ids, out = 'argmax') {
+    const M = this.M;
+    if (!this.h) throw new LlamawebError('BAD_INPUT', 'model was freed');
+    if (ids.length > this.idsCap) throw new LlamawebError('BAD_INPUT', 'too many tokens in one call');
+    if (out !== null && typeof out === 'object') {
+      if (JSON.stringify({ ...SAMPLING_DEFAULTS, ...out }) !== this.sampling) this.setSampling(out);
+      out = 'sample';
+    }
+    const kind = out === 'logits' ? 2 : out === 'none' ? 0 : out === 'sample' ? 3 : 1;
+    M.HEAP32.set(ids, this.ids >> 2);
+    const st = M._lw_wasm_cpum_decode(this.h, this.ids, ids.length, kind);
+    if (st !== 0) throw statusError(M, st, M.UTF8ToString(M._lw_wasm_cpum_decode_error(this.h)), 'decode');
+    const id = M._lw_wasm_cpum_token(this.h);
+    const logits = kind === 2 ? M.HEAPF32.slice(M._lw_wasm_cpum_logits(this.h) >> 2, (M._lw_wasm_cpum_logits(this.h) >> 2) + this.nVocab) : null;
+    await yieldToEventLoop();
+    if (kind === 2) return { id, logits };
+    return kind === 0 ? null : id;
+  }
+
+  get nPast() {
+    return this.M._lw_wasm_cpum_n_past(this.h);
+  }
+  set nPast(n) {
+    if (this.M._lw_wasm_cpum_set_n_past(this.h, n) !== 0) throw new LlamawebError('BAD_INPUT', 'bad n_past ' + n);
+  }
+
+  free() {
+    if (!this.h) return;
+    this.M._lw_wasm_cpum_free(this.h);
+    this.M._free(this.ids);
+    this.h = 0;
   }
 }

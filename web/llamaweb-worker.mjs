@@ -3,10 +3,12 @@
 // web/llamaweb.mjs, which gives the page the same interface as Llamaweb.load(); this file is the worker side.
 //
 // Protocol (structured clone; one request at a time per model, as the engine's):
-//   page -> worker  {id, op: 'load' | 'memory' | 'open' | 'generate' | 'chat' | 'render' | 'stop' | 'free', ...}
+//   page -> worker  {id, op: 'load' | 'memory' | 'open' | 'generate' | 'chat' | 'render' | 'tokenize' | 'detokenize' |
+//                   'stop' | 'free', ...}
 //                   conversations: {id, op: 'newChat', handle, opts} -> {chat, template};
 //                   {id, op: 'send' | 'chatMessages' | 'chatTokens' | 'chatAdd' | 'chatReset' | 'chatFree', chat, ...}
-//   worker -> page  {id, ok: true, value} | {id, ok: false, error, code?} ; {id, token: text, tokenId} while generating;
+//   worker -> page  {id, ok: true, value} | {id, ok: false, error, code?, status?, statusText?} (a LlamawebError's
+//                   fields); {id, token: text, tokenId} while generating;
 //                   {id, progress: [done, total]} while loading
 // Models and conversations are named by small integers (handles) in this worker.
 import { Llamaweb } from './llamaweb.mjs';
@@ -17,15 +19,15 @@ const chats = [null];    // chat handle -> Chat (model.newChat)
 
 // What the page learns about an open model (Model itself stays here).
 function describe(h, m) {
-  return { handle: h, info: m.info, loadMs: m.loadMs, loadStats: m.loadStats, headBytes: m.headBytes, headTries: m.headTries,
-    chatTemplate: m.chatTemplate, chatError: m.chatError };
+  return { handle: h, name: m.name, device: m.device, info: m.info, loadMs: m.loadMs, loadStats: m.loadStats,
+    headBytes: m.headBytes, headTries: m.headTries, gpuFailure: m.gpuFailure, chatTemplate: m.chatTemplate, chatError: m.chatError };
 }
 
 async function handle(msg) {
   const { id, op } = msg;
   if (op === 'load') {
     lw = await Llamaweb.load(msg.opts || {});
-    return { adapter: lw.adapter, canSample: lw.canSample };
+    return { adapter: lw.adapter, canSample: lw.canSample, preference: lw.preference, gpuError: lw.gpuError };
   }
   if (!lw) throw new Error('llamaweb worker: load first');
   if (op === 'memory') return lw.memory();
@@ -61,6 +63,8 @@ async function handle(msg) {
     return op === 'chat' ? m.chat(msg.prompt, opts) : m.generate(msg.prompt, opts);
   }
   if (op === 'render') return m.renderChat(msg.messages, msg.addGenerationPrompt);
+  if (op === 'tokenize') return msg.special ? m.tokenizeSpecial(msg.text, msg.addSpecial) : m.tokenize(msg.text, msg.addSpecial);
+  if (op === 'detokenize') return m.detokenize(msg.ids);
   if (op === 'stop') return m.stop();
   if (op === 'free') {
     m.free();
@@ -73,5 +77,6 @@ async function handle(msg) {
 self.onmessage = (ev) => {
   const msg = ev.data;
   handle(msg).then((value) => postMessage({ id: msg.id, ok: true, value }),
-    (e) => postMessage({ id: msg.id, ok: false, error: String(e && e.message || e), code: e && e.code }));
+    (e) => postMessage({ id: msg.id, ok: false, error: String(e && e.message || e), code: e && e.code,
+      status: e && e.status, statusText: e && e.statusText }));
 };

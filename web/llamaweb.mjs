@@ -149,6 +149,11 @@ async function withHead(src, headBytes) {
   return s;
 }
 
+import { CpuEngine, statusError } from './lw-model.mjs';
+import { attachOpenAI } from './lw-openai.mjs';
+
+export { CpuEngine };
+
 // ---------------------------------------------------------------------------------------------------------
 // WebGPU checks
 // ---------------------------------------------------------------------------------------------------------
@@ -166,45 +171,87 @@ export function webgpuMissingReason() {
   return null;
 }
 
+// Whether an adapter is a CPU rasterizer posing as a GPU (SwiftShader, lavapipe / llvmpipe, WARP): the
+// browser says so (GPUAdapterInfo.isFallbackAdapter) or its names do.
+export function isSoftwareAdapter(info) {
+  if (!info) return false;
+  if (info.isFallbackAdapter === true) return true;
+  const names = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ');
+  return /swiftshader|lavapipe|llvmpipe|softpipe|microsoft basic render|\bwarp\b/i.test(names);
+}
+
+// device 'auto' with a software adapter: models whose file is at most this many bytes run on WebGPU, larger
+// ones on the CPU engine. Measured in headless Chromium on SwiftShader (2 cores; README "Choosing the
+// device"): the CPU engine decodes even stories260K (1.1 MiB) faster, so only files too small to be real
+// models stay on the adapter.
+export const SOFTWARE_ADAPTER_MAX_BYTES = 2 << 20;
+
 // ---------------------------------------------------------------------------------------------------------
 // The engine
 // ---------------------------------------------------------------------------------------------------------
 
-// Loads the Emscripten factory (a classic script defining createLlamaweb) once per page or worker.
-async function loadScript(src) {
-  if (globalThis.createLlamaweb) return globalThis.createLlamaweb;
+// Loads an Emscripten factory (a classic script defining globalThis[name]) once per page or worker.
+async function loadScript(src, name = 'createLlamaweb') {
+  if (globalThis[name]) return globalThis[name];
+  const missing = (why) => new LlamawebError('UNSUPPORTED_MODEL', `could not load ${src}${why} (is the wasm module built? scripts/build-wasm.sh)`);
   if (typeof document === 'undefined') {
     // a module worker has neither <script> nor importScripts: run the classic script as global code
     const r = await fetch(src);
-    if (!r.ok) throw new Error(`could not load ${src}: HTTP ${r.status} (is the wasm module built? scripts/build-wasm.sh)`);
+    if (!r.ok) throw missing(`: HTTP ${r.status}`);
     (0, eval)(await r.text() + '\n//# sourceURL=' + src);
-    if (!globalThis.createLlamaweb) throw new Error(`${src} did not define createLlamaweb`);
-    return globalThis.createLlamaweb;
+    if (!globalThis[name]) throw new LlamawebError('UNSUPPORTED_MODEL', `${src} did not define ${name}`);
+    return globalThis[name];
   }
   return new Promise((resolve, reject) => {
     const el = document.createElement('script');
     el.src = src;
-    el.onload = () => (globalThis.createLlamaweb ? resolve(globalThis.createLlamaweb)
-      : reject(new Error(`${src} did not define createLlamaweb`)));
-    el.onerror = () => reject(new Error(`could not load ${src} (is the wasm module built? scripts/build-wasm.sh)`));
+    el.onload = () => (globalThis[name] ? resolve(globalThis[name])
+      : reject(new LlamawebError('UNSUPPORTED_MODEL', `${src} did not define ${name}`)));
+    el.onerror = () => reject(missing(''));
     document.head.appendChild(el);
   });
 }
 
+// The folder of the wasm builds, ending in '/'.
+function wasmDir(opts) {
+  const base = String(opts.wasmBase ? new URL(opts.wasmBase, globalThis.location.href) : new URL('wasm/', import.meta.url));
+  return base.endsWith('/') ? base : base + '/';
+}
+
+// An instance of the wasm build `file` (llamaweb-wasm.js: WebGPU glue and the CPU engine, one thread).
+async function instantiate(dir, file, factoryName, opts, extra = {}) {
+  const factory = await loadScript(dir + file, factoryName);
+  return factory({
+    locateFile: (p) => dir + p,
+    print: opts.print || ((s) => console.log(s)),
+    printErr: opts.printErr || ((s) => console.warn(s)),
+    ...extra,
+  });
+}
+
+const DEVICES = ['auto', 'webgpu', 'cpu'];
+
+function checkDevice(d) {
+  if (d !== undefined && !DEVICES.includes(d)) throw new LlamawebError('BAD_INPUT', `device must be one of ${DEVICES.join(', ')} (got ${JSON.stringify(d)})`);
+  return d;
+}
+
 export class Llamaweb {
   // The same engine in a dedicated module Worker (web/llamaweb-worker.mjs): an object with the interface of
-  // Llamaweb (adapter, canSample, open) whose models generate off the page's main thread (Model's interface
-  // but tokenize/detokenize; open() takes a File/Blob, a URL or {opfs: name}). opts as load's, and
-  // workerUrl (where llamaweb-worker.mjs is served; default: next to this file).
+  // Llamaweb (adapter, canSample, open) whose models generate off the page's main thread (Model's interface,
+  // its methods promises; open() takes a File/Blob, a URL or {opfs: name}). opts as load's, and workerUrl
+  // (where llamaweb-worker.mjs is served; default: next to this file).
   static async loadInWorker(opts = {}) {
+    const device = checkDevice(opts.device) ?? 'auto';
     const why = webgpuMissingReason();
-    if (why) throw new Error(why);
+    if (why && device === 'webgpu') throw new LlamawebError('GPU_UNAVAILABLE', why);
     const worker = new Worker(opts.workerUrl || new URL('./llamaweb-worker.mjs', import.meta.url), { type: 'module' });
     const rpc = new WorkerRpc(worker);
     // URLs are resolved here: the worker's base is its own script
     const wasmBase = opts.wasmBase ? String(new URL(opts.wasmBase, globalThis.location.href)) : undefined;
     try {
-      const r = await rpc.call({ op: 'load', opts: { wasmBase, adapterOptions: opts.adapterOptions } });
+      const r = await rpc.call({ op: 'load', opts: { wasmBase, adapterOptions: opts.adapterOptions, device,
+        threads: opts.threads, softwareAdapterMaxBytes: opts.softwareAdapterMaxBytes, gpuMissing: why } });
       return new WorkerLlamaweb(rpc, r);
     } catch (e) {
       worker.terminate();
@@ -212,60 +259,122 @@ export class Llamaweb {
     }
   }
 
-  // The wasm module with a WebGPU device. opts: wasmBase (URL of the folder holding llamaweb-wasm.js/.wasm),
-  // adapterOptions (for requestAdapter), print/printErr (module output).
+  // The wasm module and, where the device choice wants one, a WebGPU device. opts: device ('auto' (default):
+  // WebGPU where it works, else the CPU engine, which also takes the models above softwareAdapterMaxBytes
+  // when the adapter is a software one; 'webgpu': rejects with GPU_UNAVAILABLE without it; 'cpu'), wasmBase
+  // (URL of the folder holding the wasm builds), adapterOptions (for requestAdapter), threads (CPU engine;
+  // default 1), softwareAdapterMaxBytes, print/printErr (module output).
   static async load(opts = {}) {
-    const why = webgpuMissingReason();
-    if (why) throw new Error(why);
-    const base = String(opts.wasmBase ? new URL(opts.wasmBase, globalThis.location.href) : new URL('wasm/', import.meta.url));
-    const dir = base.endsWith('/') ? base : base + '/';
-    const factory = await loadScript(dir + 'llamaweb-wasm.js');
-    const M = await factory({
-      locateFile: (p) => dir + p,
-      print: opts.print || ((s) => console.log(s)),
-      printErr: opts.printErr || ((s) => console.warn(s)),
-    });
-    let device;
-    try {
-      device = await M.lwGpu.requestDevice(navigator.gpu, opts.adapterOptions);
-    } catch (e) {
-      throw new Error('WebGPU is exposed but no adapter/device could be created (' + e.message + '): the GPU ' +
-        'may be blocklisted or WebGPU disabled for it (see chrome://gpu).');
+    const device = checkDevice(opts.device) ?? 'auto';
+    const why = device === 'cpu' ? null : opts.gpuMissing ?? webgpuMissingReason();
+    if (why && device === 'webgpu') throw new LlamawebError('GPU_UNAVAILABLE', why);
+    const M = await instantiate(wasmDir(opts), 'llamaweb-wasm.js', 'createLlamaweb', opts);
+    let gpu = null, gpuError = device === 'cpu' ? 'device: cpu' : why;
+    if (!gpuError) {
+      try {
+        gpu = await M.lwGpu.requestDevice(navigator.gpu, opts.adapterOptions);
+        M.lwGpu.init(gpu);
+      } catch (e) {
+        gpuError = 'WebGPU is exposed but no adapter/device could be created (' + e.message + '): the GPU ' +
+          'may be blocklisted or WebGPU disabled for it (see chrome://gpu).';
+        if (device === 'webgpu') throw new LlamawebError('GPU_UNAVAILABLE', gpuError, { cause: e });
+      }
     }
-    M.lwGpu.init(device);
-    return new Llamaweb(M, device);
+    return new Llamaweb(M, gpu, { ...opts, device, gpuError });
   }
 
-  constructor(M, device) {
+  // M: the wasm module; device: its WebGPU device (lwGpu.init done), or null for the CPU engine alone.
+  // opts: device preference, threads, softwareAdapterMaxBytes, gpuError (why there is no device).
+  constructor(M, device, opts = {}) {
     this.Module = M;
-    this.device = device;
-    const a = M.lwGpu.adapterInfo || {};
-    // what the demo shows and the kernels pick their variants from
-    this.adapter = {
-      vendor: a.vendor || '', architecture: a.architecture || '', device: a.device || '', description: a.description || '',
-      f16: device.features.has('shader-f16'), subgroups: device.features.has('subgroups'),
-      subgroupMinSize: a.subgroupMinSize, subgroupMaxSize: a.subgroupMaxSize,
-      maxBufferSize: device.limits.maxBufferSize, maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,
-    };
-    // whether generate({sampling}) can draw tokens on the GPU (engine and module both have it)
-    this.canSample = typeof GpuModel.prototype.setSampling === 'function' && typeof M._lw_wasm_model_set_sampling === 'function';
+    this.device = device; // the GPUDevice, or null
+    // made directly with a device (tests, Node): that device unless told otherwise; load() defaults to 'auto'
+    this.preference = checkDevice(opts.device) ?? (device ? 'webgpu' : 'cpu');
+    this.gpuError = device ? null : opts.gpuError || 'no WebGPU device';
+    this.threads = opts.threads ?? 1;
+    this.softwareAdapterMaxBytes = opts.softwareAdapterMaxBytes ?? SOFTWARE_ADAPTER_MAX_BYTES;
+    this.adapter = null;
+    if (device) {
+      const a = M.lwGpu.adapterInfo || {};
+      // what the demo shows and the kernels pick their variants from
+      this.adapter = {
+        vendor: a.vendor || '', architecture: a.architecture || '', device: a.device || '', description: a.description || '',
+        f16: device.features.has('shader-f16'), subgroups: device.features.has('subgroups'),
+        subgroupMinSize: a.subgroupMinSize, subgroupMaxSize: a.subgroupMaxSize,
+        maxBufferSize: device.limits.maxBufferSize, maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,
+        software: isSoftwareAdapter(a),
+      };
+    }
+    // whether generate({sampling}) can draw tokens (the CPU sampler always can; the GPU where the build has it)
+    this.canSample = !device || (typeof GpuModel.prototype.setSampling === 'function' && typeof M._lw_wasm_model_set_sampling === 'function');
+    this.cpu = typeof M._lw_wasm_cpum_open === 'function'; // the module has the CPU engine
   }
 
-  // Memory now: the wasm heap (it stays small: weights live in GPU buffers) and, where the browser tells
-  // (Chrome's performance.memory), the JS heap; bytes.
+  // Memory now: the wasm heap (small on the GPU path: weights live in GPU buffers; the weights themselves
+  // on the CPU engine) and, where the browser tells (Chrome's performance.memory), the JS heap; bytes.
   memory() {
     return { wasmHeap: this.Module.HEAPU8.length, jsHeap: globalThis.performance && performance.memory ? performance.memory.usedJSHeapSize : null };
   }
 
+  // Which engine opens a file of `size` bytes: 'webgpu' or 'cpu' (opts.device overrides the preference).
+  pick(size, opts = {}) {
+    const pref = checkDevice(opts.device) ?? this.preference;
+    if (pref === 'cpu') return 'cpu';
+    if (pref === 'webgpu') {
+      if (!this.device) throw new LlamawebError('GPU_UNAVAILABLE', this.gpuError);
+      return 'webgpu';
+    }
+    if (!this.device) return 'cpu';
+    return this.adapter.software && size > this.softwareAdapterMaxBytes && this.cpu ? 'cpu' : 'webgpu';
+  }
+
   // Opens a model: what = File/Blob, URL (string or URL), {opfs: name}, or a byte source {size, read}.
-  // opts: nCtx (KV cells; default 2048), nBatch, f16/subgroups (0/1; default as the device offers), kvF32,
-  // tune (kernel overrides, as node web/tune.mjs prints them, where the engine takes them), headBytes (first
-  // header prefetch, default 256 KiB), onProgress(bytesRead, fileSize) while weights stream, maxInFlight
-  // (chunks read and not yet on the GPU, at most) and retries (per chunk read, with backoff). Failures throw a
-  // LlamawebError (code LW_ERR_READ, LW_ERR_GPU, LW_ERR_MODEL, LW_ERR_NOMEM) and free what was made.
+  // opts: device (this open's engine: 'auto' | 'webgpu' | 'cpu'), nCtx (KV cells; default 2048), nBatch,
+  // kvF32, headBytes (first header prefetch, default 256 KiB), onProgress(bytesRead, fileSize) while weights
+  // stream, maxInFlight (chunks read and not yet in place, at most) and retries (per chunk read, with
+  // backoff); on WebGPU f16/subgroups (0/1; default as the device offers) and tune (kernel overrides, as node
+  // web/tune.mjs prints them); on the CPU threads. With device 'auto', a model WebGPU fails to open (a plan
+  // the adapter's limits refuse, a device error) opens on the CPU engine. Failures throw a LlamawebError
+  // (codes NETWORK, UNSUPPORTED_MODEL, NOT_ENOUGH_MEMORY, GPU_UNAVAILABLE, BAD_INPUT) and free what was made.
   async open(what, opts = {}) {
     const t0 = performance.now();
-    const src = await toSource(what);
+    const url = typeof what === 'string' || what instanceof URL;
+    const src = await toSource(what).catch((e) => { throw LlamawebError.from(e, url ? 'NETWORK' : 'BAD_INPUT'); });
+    const engine = this.pick(src.size, opts);
+    if (engine === 'cpu') return this.openCpu(src, opts, t0);
+    try {
+      return await this.openGpu(src, opts, t0);
+    } catch (e) {
+      const err = LlamawebError.from(e, 'UNSUPPORTED_MODEL');
+      const auto = (checkDevice(opts.device) ?? this.preference) === 'auto';
+      if (!auto || !this.cpu || err.code === 'NETWORK' || err.code === 'ABORTED') throw err;
+      try {
+        return await this.openCpu(src, opts, t0, err.message);
+      } catch (e2) {
+        const err2 = LlamawebError.from(e2, 'UNSUPPORTED_MODEL');
+        err2.message += ` (WebGPU failed first: ${err.message})`;
+        throw err2;
+      }
+    }
+  }
+
+  // The CPU engine (web/lw-model.mjs CpuEngine): the weights in the wasm heap.
+  async openCpu(src, opts, t0, gpuFailure = null) {
+    if (!this.cpu) throw new LlamawebError('UNSUPPORTED_MODEL', 'this wasm build has no CPU engine (web/lw-wasm-cpu.c)');
+    const e = await CpuEngine.open(this.Module, src, { nCtx: opts.nCtx ?? 2048, nBatch: opts.nBatch, threads: opts.threads ?? this.threads,
+      kvF32: opts.kvF32, headBytes: opts.headBytes, onProgress: opts.onProgress, maxInFlight: opts.maxInFlight,
+      retries: opts.retries, signal: opts.signal });
+    const model = new Model(e, src, performance.now() - t0);
+    model.loadStats = e.loadStats;
+    model.headBytes = e.headBytes;
+    model.headTries = e.headTries;
+    model.gpuFailure = gpuFailure; // device 'auto': why WebGPU did not take it
+    return model;
+  }
+
+  // The GPU model (web/lw-model.mjs GpuModel): C parses the header from a prefetched head (grown and tried
+  // again when the header is longer), the glue streams the weights into GPU buffers.
+  async openGpu(src, opts, t0) {
     let readBytes = 0;
     const counted = {
       size: src.size, name: src.name,
@@ -319,11 +428,11 @@ class WorkerRpc {
       if (m.ok === undefined) { if (c.onEvent) c.onEvent(m); return; }
       this.calls.delete(m.id);
       if (m.ok) c.resolve(m.value);
-      else c.reject(m.code ? new LlamawebError(m.code, m.error) : new Error(m.error));
+      else c.reject(m.code ? new LlamawebError(m.code, m.error, { status: m.status, statusText: m.statusText }) : new Error(m.error));
     };
     worker.onerror = (ev) => { // the worker script itself failed (not served, syntax, ...)
       ev.preventDefault && ev.preventDefault();
-      const e = new Error('llamaweb worker failed: ' + (ev.message || 'could not start web/llamaweb-worker.mjs'));
+      const e = new LlamawebError('UNSUPPORTED_MODEL', 'llamaweb worker failed: ' + (ev.message || 'could not start web/llamaweb-worker.mjs'));
       for (const c of this.calls.values()) c.reject(e);
       this.calls.clear();
     };
@@ -337,19 +446,32 @@ class WorkerRpc {
   }
 }
 
+// A call whose AbortSignal (opts.signal) stops it in the worker: one already aborted rejects at once with
+// ABORTED and nothing is sent; the listener goes when the call ends.
+function withSignal(signal, stop, call) {
+  if (!signal) return call();
+  if (signal.aborted) return Promise.reject(new LlamawebError('ABORTED', 'the signal was already aborted'));
+  signal.addEventListener('abort', stop, { once: true });
+  return call().finally(() => signal.removeEventListener('abort', stop));
+}
+
 class WorkerLlamaweb {
   constructor(rpc, r) {
     this.rpc = rpc;
     this.adapter = r.adapter;
     this.canSample = r.canSample;
+    this.preference = r.preference;
+    this.gpuError = r.gpuError;
     this.inWorker = true;
   }
   async open(what, opts = {}) {
-    const { onProgress, ...rest } = opts;
+    const { onProgress, signal, ...rest } = opts;
     if (typeof what === 'string' || what instanceof URL) what = String(new URL(what, globalThis.location.href));
     else if (!(what instanceof Blob) && !(what && typeof what.opfs === 'string')) {
-      throw new Error('open() in a worker takes a File/Blob, a URL or {opfs: name} (a byte source object cannot be sent)');
+      throw new LlamawebError('BAD_INPUT', 'open() in a worker takes a File/Blob, a URL or {opfs: name} (a byte source object cannot be sent)');
     }
+    checkDevice(opts.device);
+    if (signal && signal.aborted) throw new LlamawebError('ABORTED', 'the signal was already aborted');
     const d = await this.rpc.call({ op: 'open', what, opts: rest }, (ev) => { if (ev.progress && onProgress) onProgress(...ev.progress); });
     return new WorkerModel(this.rpc, d);
   }
@@ -367,19 +489,22 @@ class WorkerModel {
   constructor(rpc, d) {
     this.rpc = rpc;
     this.handle = d.handle;
+    this.name = d.name;
+    this.device = d.device;
     this.info = d.info;
     this.loadMs = d.loadMs;
     this.loadStats = d.loadStats;
     this.headBytes = d.headBytes;
     this.headTries = d.headTries;
+    this.gpuFailure = d.gpuFailure;
     this.chatTemplate = d.chatTemplate;
     this.chatError = d.chatError;
+    attachOpenAI(this);
   }
   generate(prompt, opts = {}, op = 'generate') {
     const { onToken, signal, ...rest } = opts;
-    if (signal) signal.addEventListener('abort', () => this.stop(), { once: true });
-    return this.rpc.call({ op, handle: this.handle, prompt, opts: rest },
-      (ev) => { if (ev.token !== undefined && onToken) onToken(ev.token, ev.tokenId); });
+    return withSignal(signal, () => this.stop(), () => this.rpc.call({ op, handle: this.handle, prompt, opts: rest },
+      (ev) => { if (ev.token !== undefined && onToken) onToken(ev.token, ev.tokenId); }));
   }
   chat(messages, opts = {}) {
     return this.generate(messages, opts, 'chat');
@@ -388,9 +513,18 @@ class WorkerModel {
   newChat(opts = {}) {
     return new WorkerChat(this, opts);
   }
-  // Model.renderChat in the worker, as a promise.
+  // Model.renderChat, tokenize, tokenizeSpecial and detokenize in the worker, as promises.
   renderChat(messages, addGenerationPrompt = true) {
     return this.rpc.call({ op: 'render', handle: this.handle, messages, addGenerationPrompt });
+  }
+  tokenize(text, addSpecial = true) {
+    return this.rpc.call({ op: 'tokenize', handle: this.handle, text: String(text), addSpecial });
+  }
+  tokenizeSpecial(text, addSpecial = false) {
+    return this.rpc.call({ op: 'tokenize', handle: this.handle, text: String(text), addSpecial, special: true });
+  }
+  detokenize(ids) {
+    return this.rpc.call({ op: 'detokenize', handle: this.handle, ids: Array.from(ids) });
   }
   stop() {
     this.rpc.call({ op: 'stop', handle: this.handle }).catch(() => {});
@@ -400,51 +534,108 @@ class WorkerModel {
   }
 }
 
-// What GpuModel.decode takes for a generation: 'argmax' (greedy) or the sampling parameters, after which
+// ---------------------------------------------------------------------------------------------------------
+// Generation shared by Model.generate and Chat.send
+// ---------------------------------------------------------------------------------------------------------
+
+// What an engine's decode takes for a generation: 'argmax' (greedy) or the sampling parameters, after which
 // the generator is seeded afresh (the same seed, the same text).
 function samplingOut(g, sampling) {
   if (!sampling || !(Number(sampling.temp) > 0)) return 'argmax';
-  if (typeof g.setSampling !== 'function' || typeof g.M._lw_wasm_model_set_sampling !== 'function') {
-    throw new Error('this build cannot sample on the GPU (no setSampling): use temperature 0');
+  if (typeof g.setSampling !== 'function' || (g instanceof GpuModel && typeof g.M._lw_wasm_model_set_sampling !== 'function')) {
+    throw new LlamawebError('BAD_INPUT', 'this build cannot sample on the GPU (no setSampling): use temperature 0');
   }
   g.setSampling(sampling); // reseeds
   return { ...sampling };
 }
 
-// A model ready to generate. One generation at a time.
+// Stop strings over generated text: holds back the end of the text while it could be the start of one, so
+// what is handed on never contains a stop string nor has to be taken back. push(piece) -> {text (safe to
+// hand on now), hit (a stop string ended it: text is what came before it)}; flush() -> the held back rest.
+class StopStrings {
+  constructor(stops) {
+    const list = stops === undefined || stops === null ? [] : typeof stops === 'string' ? [stops] : stops;
+    if (!Array.isArray(list) || !list.every((x) => typeof x === 'string')) throw new LlamawebError('BAD_INPUT', 'stop must be a string or an array of strings');
+    this.stops = list.filter((x) => x.length > 0);
+    this.held = '';
+  }
+  push(piece) {
+    if (!this.stops.length) return { text: piece, hit: false };
+    const t = this.held + piece;
+    let at = -1;
+    for (const s of this.stops) {
+      const i = t.indexOf(s);
+      if (i >= 0 && (at < 0 || i < at)) at = i;
+    }
+    if (at >= 0) {
+      this.held = '';
+      return { text: t.slice(0, at), hit: true };
+    }
+    let keep = 0; // the longest end of t that begins a stop string
+    for (const s of this.stops) {
+      for (let k = Math.min(s.length - 1, t.length); k > keep; k--) {
+        if (t.endsWith(s.slice(0, k))) { keep = k; break; }
+      }
+    }
+    this.held = t.slice(t.length - keep);
+    return { text: t.slice(0, t.length - keep), hit: false };
+  }
+  flush() {
+    const h = this.held;
+    this.held = '';
+    return h;
+  }
+}
+
+const abortedBefore = () => new LlamawebError('ABORTED', 'the signal was already aborted');
+
+// The lw_model of an engine (chat templates and sessions read it).
+function lwModelOf(engine) {
+  return typeof engine.lwModel === 'function' ? engine.lwModel() : engine.M._lw_wasm_model_model(engine.h);
+}
+
+// A model ready to generate, on WebGPU (GpuModel) or the CPU engine (CpuEngine). One generation at a time.
 export class Model {
-  constructor(gpuModel, source, loadMs) {
-    this.gpu = gpuModel;
+  constructor(engine, source, loadMs) {
+    this.engine = engine;
+    this.device = engine instanceof GpuModel ? 'webgpu' : 'cpu';
     this.source = source;
+    this.name = source && source.name || 'model';
     this.loadMs = loadMs;        // open + plan + weight upload, ms
-    this.info = gpuModel.info(); // arch, n_layer, n_vocab, n_ctx, weightBytes, ...
+    this.info = engine.info();   // arch, n_layer, n_vocab, n_ctx, weightBytes, ...
     this.stopping = false;       // set by stop(), read between tokens
     this.busy = false;           // a generation is running
-    this.freed = false;          // free() was called (the GPU model goes once no generation uses it)
+    this.freed = false;          // free() was called (the engine goes once no generation uses it)
     this.pending = -1;           // the last generated token, not yet in the KV cache (-1: none)
     this.chats = new Set();      // conversations (newChat) over this model, freed with it
-    this.cacheOwner = null;      // the Chat whose conversation the GPU KV cache holds (null: none / generate's)
+    this.cacheOwner = null;      // the Chat whose conversation the KV cache holds (null: none / generate's)
     // the chat template of the GGUF header (web/lw-wasm-chat.c), parsed once
-    const M = gpuModel.M;
+    const M = engine.M;
     this.chat_ = 0;
     this.chatTemplate = false;   // chat() can render conversations
     this.chatError = 'this build has no chat templates';
     if (typeof M._lw_wasm_chat_new === 'function') {
-      this.chat_ = M._lw_wasm_chat_new(M._lw_wasm_model_model(gpuModel.h));
+      this.chat_ = M._lw_wasm_chat_new(lwModelOf(engine));
       this.chatError = this.chat_ ? M.UTF8ToString(M._lw_wasm_chat_error(this.chat_)) : 'out of memory';
       this.chatTemplate = !!this.chat_ && !this.chatError;
     }
+    attachOpenAI(this);
+  }
+
+  // The engine under the model by its former name (GpuModel or CpuEngine).
+  get gpu() {
+    return this.engine;
   }
 
   tokenize(text, addSpecial = true) {
-    return this.gpu.tokenize(text, addSpecial);
+    return this.engine.tokenize(text, addSpecial);
   }
 
   // Token ids of text with control-token texts (<|user|>, <s>, ...) as their ids, as a rendered chat
   // prompt needs; addSpecial off by default (templates write BOS themselves).
   tokenizeSpecial(text, addSpecial = false) {
-    const M = this.gpu.M;
-    if (typeof M._lw_wasm_tokenize_special !== 'function') throw new Error(this.chatError);
+    const M = this.engine.M;
+    if (typeof M._lw_wasm_tokenize_special !== 'function') throw new LlamawebError('BAD_INPUT', this.chatError);
     const n = M.lengthBytesUTF8(text);
     const p = M._malloc(n + 1);
     let cap = n + 8, out = 0;
@@ -452,8 +643,8 @@ export class Model {
       M.stringToUTF8(text, p, n + 1);
       for (;;) {
         out = M._malloc(4 * cap);
-        const k = M._lw_wasm_tokenize_special(M._lw_wasm_model_model(this.gpu.h), p, n, addSpecial ? 1 : 0, out, cap);
-        if (k < 0) throw new Error('tokenize failed');
+        const k = M._lw_wasm_tokenize_special(lwModelOf(this.engine), p, n, addSpecial ? 1 : 0, out, cap);
+        if (k < 0) throw new LlamawebError('BAD_INPUT', 'tokenize failed');
         if (k <= cap) return Array.from(M.HEAP32.subarray(out >> 2, (out >> 2) + k));
         M._free(out);
         out = 0;
@@ -469,8 +660,8 @@ export class Model {
   // assistant, ...) by the model's chat template, ending with the assistant's header unless
   // addGenerationPrompt is false. Throws when the model has no template (chatTemplate false).
   renderChat(messages, addGenerationPrompt = true) {
-    if (!this.chatTemplate) throw new Error(this.chatError);
-    const M = this.gpu.M;
+    if (!this.chatTemplate) throw new LlamawebError('BAD_INPUT', this.chatError);
+    const M = this.engine.M;
     const n = messages.length;
     const strs = [];
     const put = (v) => {
@@ -487,7 +678,7 @@ export class Model {
         M.HEAPU32[(contents >> 2) + i] = put(messages[i].content);
       }
       const out = M._lw_wasm_chat_render(this.chat_, roles, contents, n, addGenerationPrompt ? 1 : 0, len);
-      if (!out) throw new Error(M.UTF8ToString(M._lw_wasm_chat_error(this.chat_)));
+      if (!out) throw new LlamawebError('BAD_INPUT', M.UTF8ToString(M._lw_wasm_chat_error(this.chat_)));
       const text = M.UTF8ToString(out, M.HEAP32[len >> 2]);
       M._lw_wasm_chat_string_free(this.chat_, out);
       return text;
@@ -500,7 +691,8 @@ export class Model {
   }
 
   // The assistant's reply to a conversation: renderChat(messages), its control tokens parsed, generated as
-  // generate() does (a fresh context; opts as generate's).
+  // generate() does (a fresh context; opts as generate's). chat.completions.create (web/lw-openai.mjs) hangs
+  // on this function.
   chat(messages, opts = {}) {
     return this.generate(this.tokenizeSpecial(this.renderChat(messages, true)), { ...opts, keepContext: false });
   }
@@ -509,7 +701,7 @@ export class Model {
   detokenize(ids) {
     const dec = new TextDecoder('utf-8');
     let s = '';
-    for (const id of ids) s += dec.decode(this.gpu.pieceBytes(id), { stream: true });
+    for (const id of ids) s += dec.decode(this.engine.pieceBytes(id), { stream: true });
     return s + dec.decode();
   }
 
@@ -518,22 +710,32 @@ export class Model {
     this.stopping = true;
   }
 
-  // Greedy generation from prompt (text, or an array of token ids). opts: maxTokens (default 128), addSpecial (BOS etc.; default true on a
-  // fresh context), keepContext (go on from the previous generation: its last token, then prompt, which may
-  // be '', are appended to the context instead of starting afresh), sampling ({temp, topK, topP, minP, seed}:
-  // tokens drawn on the GPU, reproducible for one seed; absent or temp <= 0: greedy), onToken(text, id) for
-  // each generated piece (text may be '' while a UTF-8 character is incomplete), signal (AbortSignal, as stop()). Resolves to
-  // {text, tokens, promptTokens, promptMs, genMs, promptTokensPerSecond, tokensPerSecond,
-  //  reason: 'eog' | 'length' | 'context' | 'stopped'}.
-  async generate(prompt, opts = {}) {
-    if (this.busy) throw new Error('a generation is already running on this model');
-    if (this.freed) throw new Error('model was freed');
+  // Checks that a generation may start now and takes the model for it.
+  begin(signal) {
+    if (signal && signal.aborted) throw abortedBefore();
+    if (this.busy) throw new LlamawebError('BAD_INPUT', 'a generation is already running on this model');
+    if (this.freed) throw new LlamawebError('BAD_INPUT', 'model was freed');
     this.busy = true;
     this.stopping = false;
+  }
+
+  // Generation from prompt (text, or an array of token ids). opts: maxTokens (default 128), addSpecial (BOS
+  // etc.; default true on a fresh context), keepContext (go on from the previous generation: its last token,
+  // then prompt, which may be '', are appended to the context instead of starting afresh), sampling ({temp,
+  // topK, topP, minP, seed}: tokens drawn by the engine, reproducible for one seed; absent or temp <= 0:
+  // greedy), stop (a string or strings: the text ends before the first one, which is not part of it),
+  // onToken(text, id) for each generated token (text may be '' while a UTF-8 character is incomplete or
+  // while it could begin a stop string; id -1: held back text handed on at the end), signal (an AbortSignal,
+  // as stop(); one already aborted rejects with ABORTED). Resolves to {text, tokens, promptTokens, promptMs,
+  // genMs, promptTokensPerSecond, tokensPerSecond, reason: 'eog' | 'length' | 'context' | 'stopped' |
+  // 'stopString'}. A prompt that does not fit rejects with CONTEXT_FULL.
+  async generate(prompt, opts = {}) {
+    const stops = new StopStrings(opts.stop);
+    this.begin(opts.signal);
     this.cacheOwner = null; // the KV cache is generate's from here: a conversation re-decodes what it reuses
     try {
       const maxTokens = opts.maxTokens ?? 128;
-      const g = this.gpu;
+      const g = this.engine;
       const out = samplingOut(g, opts.sampling); // decode's out: 'argmax' or the sampling parameters
       const keep = !!opts.keepContext && g.nPast > 0;
       // the previous generation's last token was produced but never decoded: it goes first
@@ -541,10 +743,10 @@ export class Model {
       if (Array.isArray(prompt)) ids.push(...prompt); // token ids (chat)
       else if (prompt) ids.push(...g.tokenize(prompt, opts.addSpecial ?? !keep));
       else if (!keep && (opts.addSpecial ?? true)) ids.push(...g.tokenize('', true));
-      if (ids.length === 0) throw new Error('empty prompt (and the model adds no BOS)');
+      if (ids.length === 0) throw new LlamawebError('BAD_INPUT', 'empty prompt (and the model adds no BOS)');
       const base = keep ? g.nPast : 0;
       if (base + ids.length > this.info.n_ctx) {
-        throw new Error(`${ids.length} tokens do not fit the context (${base} of ${this.info.n_ctx} cells used)`);
+        throw new LlamawebError('CONTEXT_FULL', `${ids.length} tokens do not fit the context (${base} of ${this.info.n_ctx} cells used)`);
       }
       if (!keep) g.nPast = 0;
       this.pending = -1;
@@ -555,12 +757,16 @@ export class Model {
       t0 = performance.now();
       const tokens = [];
       let text = '', steps = 0, reason = 'length';
+      const hand = (piece, id) => {
+        const f = stops.push(piece);
+        text += f.text;
+        if (opts.onToken) opts.onToken(f.text, id);
+        return f.hit;
+      };
       while (tokens.length < maxTokens) {
         if (g.isEog(next)) { reason = 'eog'; break; }
-        const piece = dec.decode(g.pieceBytes(next), { stream: true });
         tokens.push(next);
-        text += piece;
-        if (opts.onToken) opts.onToken(piece, next);
+        if (hand(dec.decode(g.pieceBytes(next), { stream: true }), next)) { reason = 'stopString'; break; }
         if (this.stopping || (opts.signal && opts.signal.aborted)) { reason = 'stopped'; break; }
         if (tokens.length >= maxTokens) break;
         if (g.nPast >= this.info.n_ctx) { reason = 'context'; break; }
@@ -569,13 +775,19 @@ export class Model {
       }
       this.pending = next; // produced, not decoded: keepContext feeds it first
       const genMs = performance.now() - t0;
-      const tail = dec.decode();
-      if (tail) { text += tail; if (opts.onToken) opts.onToken(tail, -1); }
+      if (reason !== 'stopString') {
+        const tail = dec.decode();
+        if (tail && hand(tail, -1)) reason = 'stopString';
+        const held = stops.flush();
+        if (held && reason !== 'stopString') { text += held; if (opts.onToken) opts.onToken(held, -1); }
+      }
       return {
         text, tokens, promptTokens: ids.length, promptMs, genMs, reason,
         promptTokensPerSecond: ids.length / promptMs * 1000,
         tokensPerSecond: steps > 0 ? steps / genMs * 1000 : 0, // decode steps per second
       };
+    } catch (e) {
+      throw LlamawebError.from(e);
     } finally {
       this.busy = false;
       if (this.freed) this.release_(); // free() came during the generation
@@ -610,12 +822,13 @@ export class Model {
     }
   }
 
-  // Releases the model's GPU buffers; during a generation, it stops it and releases them once it ends.
+  // Releases the model (GPU buffers or heap weights); during a generation, it stops it and releases them once
+  // it ends.
   free() {
     this.stopping = true;
     this.freed = true;
     if (this.chat_) { // it points into the model's header
-      this.gpu.M._lw_wasm_chat_free(this.chat_);
+      this.engine.M._lw_wasm_chat_free(this.chat_);
       this.chat_ = 0;
     }
     this.chatTemplate = false;
@@ -623,17 +836,19 @@ export class Model {
     if (!this.busy) this.release_();
   }
 
-  // The conversations (they point into the model's header), then the GPU model.
+  // The conversations (they point into the model's header), then the engine.
   release_() {
     for (const c of this.chats) c.release_();
     this.chats.clear();
-    this.gpu.free();
+    this.engine.free();
   }
 }
 
+WorkerModel.prototype.stream = Model.prototype.stream; // built on generate() and stop() only
+
 // ---------------------------------------------------------------------------------------------------------
 // Conversations: a chat session (web/lw-wasm-session.c over lw_chat_session_new_model) whose KV cache is the
-// GPU model's, kept across turns
+// engine's, kept across turns
 // ---------------------------------------------------------------------------------------------------------
 
 // Result slots of web/lw-wasm-session.c (LW_WS_*): one int32 each in the session's result area.
@@ -645,15 +860,15 @@ const STOP_NONE = 0, STOP_EOG = 1, STOP_CONTEXT = 4;
 const utf8 = new TextEncoder(), fromUtf8 = new TextDecoder();
 
 // A conversation with a model (model.newChat): C renders it with the chat template and plans each turn
-// (which cells the KV cache already holds, the ids of the new part), JS decodes on the GPU and samples the
+// (which cells the KV cache already holds, the ids of the new part), JS decodes on the engine and samples the
 // reply token by token as generate() does. Texts may hold NUL characters. One send() at a time per model
 // (generate() too); a generate() or another conversation in between costs the next send() a re-decode of
 // the cells it reuses, nothing else.
 export class Chat {
   constructor(model, opts = {}) {
-    if (model.freed) throw new Error('model was freed');
-    const M = model.gpu.M;
-    if (typeof M._lw_wasm_session_new !== 'function') throw new Error('this build has no chat sessions (web/lw-wasm-session.c)');
+    if (model.freed) throw new LlamawebError('BAD_INPUT', 'model was freed');
+    const M = model.engine.M;
+    if (typeof M._lw_wasm_session_new !== 'function') throw new LlamawebError('UNSUPPORTED_MODEL', 'this build has no chat sessions (web/lw-wasm-session.c)');
     this.model = model;
     this.M = M;
     this.w = 0;          // the wasm session
@@ -669,19 +884,19 @@ export class Chat {
     };
     const sp = sys ? put(sys) : 0, tp = tmpl ? put(tmpl) : 0;
     try {
-      this.w = M._lw_wasm_session_new(M._lw_wasm_model_model(model.gpu.h), model.info.n_ctx, sp, sys ? sys.length : -1,
+      this.w = M._lw_wasm_session_new(lwModelOf(model.engine), model.info.n_ctx, sp, sys ? sys.length : -1,
         tp, opts.special ? 1 : 0);
     } finally {
       if (sp) M._free(sp);
       if (tp) M._free(tp);
     }
-    if (!this.w) throw new Error('out of memory');
+    if (!this.w) throw new LlamawebError('NOT_ENOUGH_MEMORY', 'out of memory');
     this.out = M._lw_wasm_session_out(this.w) >> 2;
     if (this.slot(WS.status) !== 0) {
-      const e = this.error();
+      const e = this.failure();
       M._lw_wasm_session_free(this.w);
       this.w = 0;
-      throw new Error(e);
+      throw e;
     }
     // which template renders the conversation: 'model' (the GGUF's), 'given' (opts.template) or 'plain'
     this.template = ['given', 'model', 'plain'][M._lw_wasm_session_template(this.w)];
@@ -696,13 +911,18 @@ export class Chat {
     return this.M.UTF8ToString(this.M._lw_wasm_session_error(this.w)) || 'chat session failed';
   }
 
+  // The last call's failure as a LlamawebError with its C status (a message too long: CONTEXT_FULL).
+  failure() {
+    return statusError(this.M, this.slot(WS.status), this.error(), 'decode');
+  }
+
   // Bytes at heap address p as text (NUL characters kept).
   text(p, n) {
     return n > 0 ? fromUtf8.decode(this.M.HEAPU8.subarray(p, p + n)) : '';
   }
 
   check() {
-    if (this.freed || !this.w) throw new Error('chat was freed');
+    if (this.freed || !this.w) throw new LlamawebError('BAD_INPUT', 'chat was freed');
   }
 
   // The conversation: [{role, content}], the system prompt first (a restart drops the messages between it
@@ -729,35 +949,35 @@ export class Chat {
   // with the rest.
   add(role, content) {
     this.check();
-    if (this.sending) throw new Error('a reply is being generated');
+    if (this.sending) throw new LlamawebError('BAD_INPUT', 'a reply is being generated');
     const M = this.M, r = utf8.encode(String(role)), c = utf8.encode(String(content ?? ''));
     const rp = M._malloc(r.length + 1), cp = M._malloc(c.length + 1);
     try {
       M.HEAPU8.set(r, rp);
       M.HEAPU8[rp + r.length] = 0;
       M.HEAPU8.set(c, cp);
-      if (M._lw_wasm_session_add(this.w, rp, cp, c.length) !== 0) throw new Error(this.error());
+      if (M._lw_wasm_session_add(this.w, rp, cp, c.length) !== 0) throw this.failure();
     } finally {
       M._free(rp);
       M._free(cp);
     }
   }
 
-  // The user's message text, answered: resolves to {text (the reply as the conversation keeps it), tokens
-  // (reply ids, an end-of-generation one excluded), decodedTokens (prompt ids decoded for this turn),
-  // fromCell (where they went: cells before it were reused), restarted (the context was full: the
-  // conversation started over from the system prompt and this message), resumed, reason ('eog' | 'length' |
-  // 'context' | 'stopped'), promptMs, genMs, promptTokensPerSecond, tokensPerSecond}. opts: maxTokens
-  // (default 128), sampling (as generate's), onToken(text, id), signal (an AbortSignal: ends the reply
-  // after the current token; the reply so far joins the conversation). A failed turn leaves the conversation
-  // as it was before (a too long message is refused: the error says so).
+  // The user's message text, answered: resolves to {text (the reply as the conversation keeps it; with a
+  // stop string, the part before it), tokens (reply ids, an end-of-generation one excluded), decodedTokens
+  // (prompt ids decoded for this turn), fromCell (where they went: cells before it were reused), restarted
+  // (the context was full: the conversation started over from the system prompt and this message), resumed,
+  // reason ('eog' | 'length' | 'context' | 'stopped' | 'stopString'), promptMs, genMs,
+  // promptTokensPerSecond, tokensPerSecond}. opts: maxTokens (default 128), sampling (as generate's), stop
+  // (as generate's: the reply ends there; the conversation keeps the tokens generated), onToken(text, id),
+  // signal (an AbortSignal: ends the reply after the current token; the reply so far joins the
+  // conversation; one already aborted rejects with ABORTED). A failed turn leaves the conversation as it was
+  // before (a too long message is refused with CONTEXT_FULL).
   async send(message, opts = {}) {
     this.check();
-    const m = this.model, g = m.gpu, M = this.M;
-    if (m.busy) throw new Error('a generation is already running on this model');
-    if (m.freed) throw new Error('model was freed');
-    m.busy = true;
-    m.stopping = false;
+    const stops = new StopStrings(opts.stop);
+    const m = this.model, g = m.engine, M = this.M;
+    m.begin(opts.signal);
     this.sending = true;
     try {
       const maxTokens = opts.maxTokens ?? 128;
@@ -767,13 +987,13 @@ export class Chat {
       M.HEAPU8.set(bytes, p);
       const st = M._lw_wasm_session_user(this.w, p, bytes.length);
       M._free(p);
-      if (st !== 0) throw new Error(this.error());
+      if (st !== 0) throw this.failure();
       const restarted = this.slot(WS.restarted) !== 0, resumed = this.slot(WS.resumed) !== 0;
       let at = this.slot(WS.fromCell);
       const pp = this.slot(WS.prompt) >> 2;
       let ids = Array.from(M.HEAP32.subarray(pp, pp + this.slot(WS.nPrompt)));
-      // The GPU cache holds this conversation only if nothing else decoded since its last turn: otherwise
-      // the reused cells are decoded again (the session keeps their ids).
+      // The engine's cache holds this conversation only if nothing else decoded since its last turn:
+      // otherwise the reused cells are decoded again (the session keeps their ids).
       if (at > 0 && m.cacheOwner !== this) {
         ids = [...this.tokens().slice(0, at), ...ids];
         at = 0;
@@ -785,7 +1005,13 @@ export class Chat {
       m.cacheOwner = null; // in flux until the turn ends
       m.pending = -1;
       const tokens = [];
-      let reason = 'length', steps = 0, promptMs = 0, t0 = performance.now();
+      let reason = 'length', steps = 0, promptMs = 0, t0 = performance.now(), said = '', cut = false;
+      const hand = (piece, id) => {
+        const f = stops.push(piece);
+        said += f.text;
+        if (opts.onToken) opts.onToken(f.text, id);
+        return f.hit;
+      };
       try {
         g.nPast = at;
         let next = await g.decode(ids, out);
@@ -793,30 +1019,30 @@ export class Chat {
         t0 = performance.now();
         for (let left = maxTokens; ;) {
           if (left <= 0) { // maxTokens 0: no reply
-            if (M._lw_wasm_session_end_reply(this.w) !== 0) throw new Error(this.error());
+            if (M._lw_wasm_session_end_reply(this.w) !== 0) throw this.failure();
             break;
           }
-          if (M._lw_wasm_session_push(this.w, next) !== 0) throw new Error(this.error());
+          if (M._lw_wasm_session_push(this.w, next) !== 0) throw this.failure();
           const stop = this.slot(WS.stop), decode = this.slot(WS.decode) !== 0;
           const piece = this.text(this.slot(WS.piece), this.slot(WS.pieceLen));
           if (stop === STOP_EOG) { // not in the cache nor the reply; a character left incomplete may end here
-            if (piece && opts.onToken) opts.onToken(piece, -1);
-            reason = 'eog';
+            if (piece && hand(piece, -1)) cut = true;
+            reason = cut ? 'stopString' : 'eog';
             break;
           }
           tokens.push(next);
           left--;
-          if (opts.onToken) opts.onToken(piece, next);
+          cut = hand(piece, next);
           if (stop !== STOP_NONE) { // the context is full: the next turn starts over
             if (decode) await g.decode([next], 'none');
-            reason = stop === STOP_CONTEXT ? 'context' : 'length';
+            reason = cut ? 'stopString' : stop === STOP_CONTEXT ? 'context' : 'length';
             break;
           }
           const stopped = m.stopping || (opts.signal && opts.signal.aborted);
-          if (stopped || left <= 0) { // the cache keeps the whole reply: its last token is decoded too
+          if (cut || stopped || left <= 0) { // the cache keeps the whole reply: its last token is decoded too
             await g.decode([next], 'none');
-            if (M._lw_wasm_session_end_reply(this.w) !== 0) throw new Error(this.error());
-            reason = stopped ? 'stopped' : 'length';
+            if (M._lw_wasm_session_end_reply(this.w) !== 0) throw this.failure();
+            reason = cut ? 'stopString' : stopped ? 'stopped' : 'length';
             break;
           }
           next = await g.decode([next], out);
@@ -829,13 +1055,21 @@ export class Chat {
       m.cacheOwner = this;
       const genMs = performance.now() - t0;
       M._lw_wasm_session_reply(this.w);
+      let text = this.text(this.slot(WS.text), this.slot(WS.textLen));
+      if (cut) text = said;
+      else {
+        const held = stops.flush();
+        if (held && opts.onToken) opts.onToken(held, -1);
+      }
       return {
-        text: this.text(this.slot(WS.text), this.slot(WS.textLen)), tokens, decodedTokens: ids.length, fromCell: at,
+        text, tokens, decodedTokens: ids.length, fromCell: at,
         promptTokens: ids.length, // as generate()'s result names it
         restarted, resumed, reason, promptMs, genMs,
         promptTokensPerSecond: ids.length / promptMs * 1000,
         tokensPerSecond: steps > 0 ? steps / genMs * 1000 : 0, // decode steps per second
       };
+    } catch (e) {
+      throw LlamawebError.from(e);
     } finally {
       this.sending = false;
       m.busy = false;
@@ -847,7 +1081,7 @@ export class Chat {
   // Starts over: back to the system prompt (the next send decodes from cell 0).
   reset() {
     this.check();
-    if (this.sending) throw new Error('a reply is being generated');
+    if (this.sending) throw new LlamawebError('BAD_INPUT', 'a reply is being generated');
     this.M._lw_wasm_session_reset(this.w);
     if (this.model.cacheOwner === this) this.model.cacheOwner = null;
   }
@@ -885,8 +1119,8 @@ class WorkerChat {
   }
   send(text, opts = {}) {
     const { onToken, signal, ...rest } = opts;
-    if (signal) signal.addEventListener('abort', () => this.model.stop(), { once: true });
-    return this.call('send', { text: String(text), opts: rest }, (ev) => { if (ev.token !== undefined && onToken) onToken(ev.token, ev.tokenId); });
+    return withSignal(signal, () => this.model.stop(), () => this.call('send', { text: String(text), opts: rest },
+      (ev) => { if (ev.token !== undefined && onToken) onToken(ev.token, ev.tokenId); }));
   }
   messages() {
     return this.call('chatMessages');
@@ -904,5 +1138,3 @@ class WorkerChat {
     this.call('chatFree').catch(() => {});
   }
 }
-
-WorkerModel.prototype.stream = Model.prototype.stream; // built on generate() and stop() only

@@ -21,14 +21,16 @@
 
 /* Synchronous read of host source id (Module.lwCpu.sources[id].readInto): bytes [off, off + n) into dst now,
  * or, when deferrable (tensor data), possibly recorded to be written at dst later. Returns 0 on success. */
+// clang-format off
 EM_JS(int, lw_js_cpu_read, (uint32_t id, double off, void *dst, double n, int deferrable), {
     try {
         const s = Module['lwCpu'].sources[id];
-        return s && s.readInto(off, dst, n, deferrable != = 0) ? 0 : 1;
+        return s && s.readInto(off, dst, n, deferrable !== 0) ? 0 : 1;
     } catch (e) {
         return 1;
     }
 });
+// clang-format on
 
 /* ---------------------------------------------------------------------------------------------------------
  * State

@@ -589,6 +589,17 @@ class StopStrings {
 
 const abortedBefore = () => new LlamawebError('ABORTED', 'the signal was already aborted');
 
+// Where a decode of ids (from cell 0) may start when the KV cache holds `cached` (trusted only when its
+// length is the engine's nPast): after the longest common prefix, leaving at least two ids to decode so the
+// result is a fresh decode's (a one-token step runs the mat-vec kernels, whose sums differ from the prompt
+// GEMMs' in the last bits; steps of two or more tokens give each row the same bits).
+function reusableCells(engine, cached, ids) {
+  if (!cached || cached.length !== engine.nPast) return 0;
+  let n = 0;
+  while (n < ids.length && n < cached.length && ids[n] === cached[n]) n++;
+  return Math.max(0, Math.min(n, ids.length - 2));
+}
+
 // The lw_model of an engine (chat templates and sessions read it).
 function lwModelOf(engine) {
   return typeof engine.lwModel === 'function' ? engine.lwModel() : engine.M._lw_wasm_model_model(engine.h);
@@ -609,6 +620,8 @@ export class Model {
     this.pending = -1;           // the last generated token, not yet in the KV cache (-1: none)
     this.chats = new Set();      // conversations (newChat) over this model, freed with it
     this.cacheOwner = null;      // the Chat whose conversation the KV cache holds (null: none / generate's)
+    this.cached = [];            // the ids in the engine's KV cache, cell by cell (trusted while its length
+                                 // is the engine's nPast; null: unknown)
     // the chat template of the GGUF header (web/lw-wasm-chat.c), parsed once
     const M = engine.M;
     this.chat_ = 0;
@@ -721,14 +734,17 @@ export class Model {
 
   // Generation from prompt (text, or an array of token ids). opts: maxTokens (default 128), addSpecial (BOS
   // etc.; default true on a fresh context), keepContext (go on from the previous generation: its last token,
-  // then prompt, which may be '', are appended to the context instead of starting afresh), sampling ({temp,
+  // then prompt, which may be '', are appended to the context instead of starting afresh), reusePrefix (a
+  // fresh context whose cells that the KV cache already holds, the longest common prefix of the ids, are
+  // kept, not decoded again: result.fromCell of them; the text is a fresh decode's), sampling ({temp,
   // topK, topP, minP, seed}: tokens drawn by the engine, reproducible for one seed; absent or temp <= 0:
   // greedy), stop (a string or strings: the text ends before the first one, which is not part of it),
   // onToken(text, id) for each generated token (text may be '' while a UTF-8 character is incomplete or
   // while it could begin a stop string; id -1: held back text handed on at the end), signal (an AbortSignal,
   // as stop(); one already aborted rejects with ABORTED). Resolves to {text, tokens, promptTokens, promptMs,
-  // genMs, promptTokensPerSecond, tokensPerSecond, reason: 'eog' | 'length' | 'context' | 'stopped' |
-  // 'stopString'}. A prompt that does not fit rejects with CONTEXT_FULL.
+  // genMs, promptTokensPerSecond, tokensPerSecond, fromCell (where the decoded prompt ids went), reason:
+  // 'eog' | 'length' | 'context' | 'stopped' | 'stopString'}. A prompt that does not fit rejects with
+  // CONTEXT_FULL.
   async generate(prompt, opts = {}) {
     const stops = new StopStrings(opts.stop);
     this.begin(opts.signal);
@@ -744,15 +760,24 @@ export class Model {
       else if (prompt) ids.push(...g.tokenize(prompt, opts.addSpecial ?? !keep));
       else if (!keep && (opts.addSpecial ?? true)) ids.push(...g.tokenize('', true));
       if (ids.length === 0) throw new LlamawebError('BAD_INPUT', 'empty prompt (and the model adds no BOS)');
-      const base = keep ? g.nPast : 0;
+      let base = keep ? g.nPast : 0;
       if (base + ids.length > this.info.n_ctx) {
         throw new LlamawebError('CONTEXT_FULL', `${ids.length} tokens do not fit the context (${base} of ${this.info.n_ctx} cells used)`);
       }
-      if (!keep) g.nPast = 0;
+      const prompt0 = ids.length;
+      if (!keep) {
+        base = opts.reusePrefix ? reusableCells(g, this.cached, ids) : 0;
+        ids.splice(0, base);
+        g.nPast = base;
+      }
+      // the cells kept: none, or the first `base` of what the cache held (unknown when it was unknown)
+      const cached = base === 0 ? [] : this.cached && this.cached.length >= base ? this.cached.slice(0, base) : null;
+      this.cached = null; // in flux until the prompt is in
       this.pending = -1;
       const dec = new TextDecoder('utf-8');
       let t0 = performance.now();
       let next = await g.decode(ids, out);
+      this.cached = cached ? cached.concat(ids) : null;
       const promptMs = performance.now() - t0;
       t0 = performance.now();
       const tokens = [];
@@ -770,7 +795,9 @@ export class Model {
         if (this.stopping || (opts.signal && opts.signal.aborted)) { reason = 'stopped'; break; }
         if (tokens.length >= maxTokens) break;
         if (g.nPast >= this.info.n_ctx) { reason = 'context'; break; }
-        next = await g.decode([next], out);
+        const id = next;
+        next = await g.decode([id], out);
+        if (this.cached) this.cached.push(id);
         steps++;
       }
       this.pending = next; // produced, not decoded: keepContext feeds it first
@@ -782,11 +809,12 @@ export class Model {
         if (held && reason !== 'stopString') { text += held; if (opts.onToken) opts.onToken(held, -1); }
       }
       return {
-        text, tokens, promptTokens: ids.length, promptMs, genMs, reason,
+        text, tokens, promptTokens: keep ? ids.length : prompt0, decodedTokens: ids.length, fromCell: base, promptMs, genMs, reason,
         promptTokensPerSecond: ids.length / promptMs * 1000,
         tokensPerSecond: steps > 0 ? steps / genMs * 1000 : 0, // decode steps per second
       };
     } catch (e) {
+      this.cached = null;
       throw LlamawebError.from(e);
     } finally {
       this.busy = false;
@@ -969,7 +997,8 @@ export class Chat {
   // (the context was full: the conversation started over from the system prompt and this message), resumed,
   // reason ('eog' | 'length' | 'context' | 'stopped' | 'stopString'), promptMs, genMs,
   // promptTokensPerSecond, tokensPerSecond}. opts: maxTokens (default 128), sampling (as generate's), stop
-  // (as generate's: the reply ends there; the conversation keeps the tokens generated), onToken(text, id),
+  // (as generate's: the reply ends there; the conversation keeps the tokens generated), reusePrefix (keep
+  // the cells the KV cache holds anyway, whoever decoded them, as generate's), onToken(text, id),
   // signal (an AbortSignal: ends the reply after the current token; the reply so far joins the
   // conversation; one already aborted rejects with ABORTED). A failed turn leaves the conversation as it was
   // before (a too long message is refused with CONTEXT_FULL).
@@ -993,16 +1022,19 @@ export class Chat {
       const pp = this.slot(WS.prompt) >> 2;
       let ids = Array.from(M.HEAP32.subarray(pp, pp + this.slot(WS.nPrompt)));
       // The engine's cache holds this conversation only if nothing else decoded since its last turn:
-      // otherwise the reused cells are decoded again (the session keeps their ids).
-      if (at > 0 && m.cacheOwner !== this) {
-        ids = [...this.tokens().slice(0, at), ...ids];
-        at = 0;
+      // otherwise the reused cells are decoded again (the session keeps their ids). With reusePrefix, the
+      // cells the cache holds anyway (the longest common prefix) are kept whoever decoded them.
+      if (opts.reusePrefix || (at > 0 && m.cacheOwner !== this)) {
+        const all = [...this.tokens().slice(0, at), ...ids];
+        at = opts.reusePrefix ? reusableCells(g, m.cached, all) : 0;
+        ids = all.slice(at);
       }
       if (ids.length === 0) { // a template that renders nothing new: logits come from the last cell again
         ids = [this.tokens()[at - 1]];
         at--;
       }
       m.cacheOwner = null; // in flux until the turn ends
+      m.cached = null;
       m.pending = -1;
       const tokens = [];
       let reason = 'length', steps = 0, promptMs = 0, t0 = performance.now(), said = '', cut = false;
@@ -1053,6 +1085,7 @@ export class Chat {
         throw e;
       }
       m.cacheOwner = this;
+      m.cached = this.tokens(); // what the session says the cache holds
       const genMs = performance.now() - t0;
       M._lw_wasm_session_reply(this.w);
       let text = this.text(this.slot(WS.text), this.slot(WS.textLen));

@@ -51,20 +51,23 @@ const PUBLIC_CODES = new Set(['GPU_UNAVAILABLE', 'UNSUPPORTED_MODEL', 'NOT_ENOUG
 const LEGACY_CODES = { LW_ERR_READ: 'NETWORK', LW_ERR_GPU: 'GPU_UNAVAILABLE', LW_ERR_MODEL: 'UNSUPPORTED_MODEL',
   LW_ERR_NOMEM: 'NOT_ENOUGH_MEMORY' };
 
-// The public code of a C lw_status (include/llamaweb.h's order) from a call of kind 'open' or 'decode'.
-const S = { INVALID_ARG: 1, NOMEM: 2, IO: 3, TOO_LARGE: 8, NOT_FOUND: 18 };
-export function statusCode(status, kind = 'open') {
+// The public code of C status `status` (include/llamaweb.h's order) with `message` from a call of kind 'open'
+// or 'decode'. LW_ERR_TOO_LARGE at open is a file announcing absurd sizes, or weights beyond the address
+// space (the loader's message says so); at decode, a prompt past the context.
+const S = { INVALID_ARG: 1, NOMEM: 2, IO: 3, TOO_LARGE: 8 };
+export function statusCode(status, kind = 'open', message = '') {
   if (status === S.NOMEM) return 'NOT_ENOUGH_MEMORY';
   if (status === S.IO) return 'NETWORK';
   if (status === S.INVALID_ARG) return 'BAD_INPUT';
-  if (status === S.TOO_LARGE) return kind === 'decode' ? 'CONTEXT_FULL' : 'NOT_ENOUGH_MEMORY';
+  if (status === S.TOO_LARGE && kind === 'decode') return 'CONTEXT_FULL';
+  if (status === S.TOO_LARGE && /address space/.test(message)) return 'NOT_ENOUGH_MEMORY';
   return kind === 'decode' ? 'BAD_INPUT' : 'UNSUPPORTED_MODEL';
 }
 
 // A LlamawebError for C status st of module M (its lw_status_str where the build has it).
 export function statusError(M, st, message, kind) {
   const statusText = typeof M._lw_wasm_status_str === 'function' ? M.UTF8ToString(M._lw_wasm_status_str(st)) : null;
-  return new LlamawebError(statusCode(st, kind), message, { status: st, statusText });
+  return new LlamawebError(statusCode(st, kind, message), message, { status: st, statusText });
 }
 
 // A Node file as a host source: async reads for streaming, synchronous ones for the header.

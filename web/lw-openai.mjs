@@ -17,10 +17,11 @@
 // fields (model, n: 1, user, ...) are accepted and ignored; anything else refused is a BAD_INPUT error.
 //
 // A chat completion is a chat session (Model.newChat: the model's template, or the plain "User:/Assistant:"
-// format without one) given the messages and answering the last, which must be the user's. The model keeps
-// the session of its last completion: a request that repeats that conversation and adds a user message
-// decodes only the new part (usage.prompt_tokens_details.cached_tokens says how many prompt tokens were
-// reused), as a chat UI calling the stateless API wants. Completions decode from a fresh context.
+// format without one) given the messages and answering the last, which must be the user's. Requests are
+// stateless, yet the KV cache's cells that a request's prompt begins with (the longest common prefix of the
+// ids, as llama.cpp's server does) are kept rather than decoded again: a chat UI sending the conversation
+// again with one more message decodes only the new part (usage.prompt_tokens_details.cached_tokens), and the
+// reply is a fresh context's. Completions reuse the cache the same way.
 import { LlamawebError } from './lw-model.mjs';
 
 // ---------------------------------------------------------------------------------------------------------
@@ -148,22 +149,6 @@ function parseMessages(messages) {
   return { system, before: all, last: last.content };
 }
 
-const sameMessages = (a, b) => a.length === b.length && a.every((m, i) => m.role === b[i].role && m.content === b[i].content);
-
-// The chat session for a request: the model's last one when the request goes on from its conversation,
-// else a new one given the earlier messages. Returns {chat, reused}.
-async function sessionFor(model, system, before) {
-  const held = model.openaiChat_;
-  if (held && held.system === system && sameMessages(held.messages, before)) return { chat: held.chat, reused: true };
-  if (held) held.chat.free();
-  model.openaiChat_ = null;
-  const chat = model.newChat(system !== null ? { system } : {});
-  if (chat.ready) await chat.ready; // a worker's session: made asynchronously
-  for (const m of before) await chat.add(m.role, m.content);
-  model.openaiChat_ = { chat, system, messages: [] };
-  return { chat, reused: false };
-}
-
 async function chatCompletion(model, req) {
   const opts = commonOptions(req);
   const { system, before, last } = parseMessages(req && req.messages);
@@ -174,22 +159,13 @@ async function chatCompletion(model, req) {
     total_tokens: r.fromCell + r.decodedTokens + r.tokens.length, prompt_tokens_details: { cached_tokens: r.fromCell },
   });
   const start = async (onToken, signal) => {
-    if (opts.signal && opts.signal.aborted) throw aborted();
-    const { chat } = await sessionFor(model, system, before);
+    const chat = model.newChat(system !== null ? { system } : {});
     try {
+      for (const m of before) await chat.add(m.role, m.content);
       return await chat.send(last, { maxTokens: opts.maxTokens, sampling: opts.sampling, stop: opts.stop, signal,
-        onToken: (text) => onToken(text) });
+        reusePrefix: true, onToken: (text) => onToken(text) });
     } finally {
-      // what the session now holds (a failed or restarted turn included), for the next request to match
-      const held = model.openaiChat_;
-      if (held && held.chat === chat) {
-        try {
-          const msgs = await chat.messages();
-          held.messages = msgs.slice(system !== null && msgs.length && msgs[0].role === 'system' ? 1 : 0);
-        } catch {
-          model.openaiChat_ = null;
-        }
-      }
+      chat.free();
     }
   };
   let sentRole = false;
@@ -225,9 +201,10 @@ async function completion(model, req) {
   if (typeof prompt !== 'string' && !ids) throw bad('prompt must be a string, [string] or an array of token ids');
   const id = newId('cmpl-'), created = Math.floor(Date.now() / 1000), name = req.model || model.name || 'llamaweb';
   const base = (choices) => ({ id, object: 'text_completion', created, model: name, choices });
-  const usage = (r) => ({ prompt_tokens: r.promptTokens, completion_tokens: r.tokens.length, total_tokens: r.promptTokens + r.tokens.length });
+  const usage = (r) => ({ prompt_tokens: r.promptTokens, completion_tokens: r.tokens.length, total_tokens: r.promptTokens + r.tokens.length,
+    prompt_tokens_details: { cached_tokens: r.fromCell } });
   const start = (onToken, signal) => model.generate(prompt, { maxTokens: opts.maxTokens, sampling: opts.sampling, stop: opts.stop,
-    signal, onToken: (text) => onToken(text) });
+    signal, reusePrefix: true, onToken: (text) => onToken(text) });
   const chunk = (text) => base([{ index: 0, text, logprobs: null, finish_reason: null }]);
   return run(model, opts, start, chunk, (r, streaming) => {
     const choice = (text) => ({ index: 0, text, logprobs: null, finish_reason: finishReason(r.reason) });
@@ -248,6 +225,5 @@ export function attachOpenAI(model) {
   chat.completions = { create: (req) => chatCompletion(model, req) };
   model.chat = chat;
   model.completions = { create: (req) => completion(model, req) };
-  model.openaiChat_ = null; // {chat, system, messages}: the session of the last chat completion
   model.openaiRunning_ = false; // a create() is running (one at a time per model)
 }

@@ -22,132 +22,17 @@
 // to this file unless Llamaweb.load({ wasmBase }) says where; node web/serve.mjs serves it there. load() runs
 // the engine on the calling thread (a page, or a module worker: the classic loader script is then run as
 // global code); loadInWorker() starts web/llamaweb-worker.mjs and talks to it with messages. Other options:
-// generate({keepContext, sampling, signal}), model.stream() (an async iterator), downloadToOpfs().
+// generate({keepContext, sampling, signal}), model.stream() (an async iterator); open(url) keeps the file in
+// the OPFS model cache (web/lw-cache.mjs: listCached, deleteCached, cacheModel).
 // Types: web/llamaweb.d.mts.
 import { GpuModel, LlamawebError, bytesSource } from './lw-model.mjs';
+import { modelSource, withHead } from './lw-sources.mjs';
+import { abortError } from './lw-cache.mjs';
 
 export { GpuModel, LlamawebError, bytesSource };
-
-// ---------------------------------------------------------------------------------------------------------
-// Byte sources: {size, read(offset, length) -> Promise<Uint8Array>}, the shape lwGpu.addSource takes
-// ---------------------------------------------------------------------------------------------------------
-
-// A File or Blob (a picked or dropped file, an OPFS file): each chunk is sliced and read on demand.
-export function blobSource(blob) {
-  return {
-    size: blob.size,
-    name: blob.name || 'blob',
-    read: async (off, len) => new Uint8Array(await blob.slice(off, off + len).arrayBuffer()),
-  };
-}
-
-// A URL read with HTTP range requests (one request per chunk). The server must answer ranges with 206 and a
-// Content-Range header (node web/serve.mjs does; so do static hosts and CDNs); cross-origin servers must
-// also send CORS (and, on a cross-origin isolated page, CORP) headers.
-export async function urlSource(url, { headers = {} } = {}) {
-  const href = String(new URL(url, globalThis.location ? globalThis.location.href : undefined));
-  const probe = await fetch(href, { headers: { ...headers, Range: 'bytes=0-0' } });
-  // a server that ignores Range answers 200 with the whole file: never read that body
-  const drop = (r) => { if (r.body) r.body.cancel().catch(() => {}); };
-  if (!probe.ok) { drop(probe); throw new Error(`${href}: HTTP ${probe.status} ${probe.statusText}`); }
-  if (probe.status !== 206) {
-    drop(probe);
-    throw new Error(`${href}: the server does not answer HTTP range requests (status ${probe.status}); ` +
-      'download the file into OPFS instead (downloadToOpfs)');
-  }
-  const range = probe.headers.get('Content-Range') || '';
-  await probe.arrayBuffer(); // drain (one byte)
-  const m = /\/(\d+)\s*$/.exec(range);
-  let size = m ? Number(m[1]) : NaN;
-  if (!m) {
-    // a cross-origin server that does not expose Content-Range: the size from a HEAD's Content-Length
-    const head = await fetch(href, { method: 'HEAD', headers });
-    size = head.ok ? Number(head.headers.get('Content-Length')) : NaN;
-    if (!(size > 0)) throw new Error(`${href}: the file size is unknown (no Content-Range nor Content-Length)`);
-  }
-  const read = async (off, len) => {
-    const r = await fetch(href, { headers: { ...headers, Range: `bytes=${off}-${off + len - 1}` } });
-    if (r.status !== 206) { drop(r); throw new Error(`${href}: range ${off}+${len}: HTTP ${r.status}`); }
-    const b = new Uint8Array(await r.arrayBuffer());
-    if (b.length !== len) throw new Error(`${href}: range ${off}+${len}: got ${b.length} bytes`);
-    return b;
-  };
-  return { size, name: href.split('/').pop() || href, read };
-}
-
-// A file in the origin private file system (OPFS) by name.
-export async function opfsSource(name) {
-  const dir = await navigator.storage.getDirectory();
-  const fh = await dir.getFileHandle(name);
-  return blobSource(await fh.getFile());
-}
-
-// Names and sizes of the files in the OPFS root.
-export async function listOpfs() {
-  const dir = await navigator.storage.getDirectory();
-  const out = [];
-  for await (const [name, h] of dir.entries()) {
-    if (h.kind === 'file') out.push({ name, size: (await h.getFile()).size });
-  }
-  return out;
-}
-
-// Streams url into OPFS file `name` (chunk by chunk, never whole in memory) so later visits open it
-// offline with opfsSource(name). onProgress(bytesDone, bytesTotal or 0); signal: an AbortSignal.
-export async function downloadToOpfs(url, name, { onProgress, signal } = {}) {
-  const r = await fetch(url, { signal });
-  if (!r.ok || !r.body) throw new Error(`${url}: HTTP ${r.status} ${r.statusText}`);
-  const total = Number(r.headers.get('Content-Length')) || 0;
-  const dir = await navigator.storage.getDirectory();
-  const fh = await dir.getFileHandle(name, { create: true });
-  const w = await fh.createWritable();
-  let done = 0;
-  try {
-    const reader = r.body.getReader();
-    for (;;) {
-      const { value, done: end } = await reader.read();
-      if (end) break;
-      await w.write(value);
-      done += value.length;
-      if (onProgress) onProgress(done, total);
-    }
-    await w.close();
-  } catch (e) {
-    await w.abort().catch(() => {});
-    await dir.removeEntry(name).catch(() => {});
-    throw e;
-  }
-  return opfsSource(name);
-}
-
-// Whatever open() was given, as a byte source.
-async function toSource(what) {
-  if (typeof Blob !== 'undefined' && what instanceof Blob) return blobSource(what);
-  if (typeof what === 'string' || what instanceof URL) return urlSource(what);
-  if (what && typeof what.opfs === 'string') return opfsSource(what.opfs);
-  if (what && typeof what.read === 'function' && Number.isFinite(what.size)) return what;
-  throw new Error('open(): expected a File/Blob, a URL, {opfs: name} or a byte source {size, read}');
-}
-
-// C parses the header synchronously (lw_js_source_read_sync), which a Blob or a fetch cannot serve: it is
-// served from a prefetched head of the file. A read past the head is recorded (miss) and fails the open;
-// open() then retries with a longer head. Only the header lives here, never the tensor data.
-async function withHead(src, headBytes) {
-  const head = await src.read(0, Math.min(src.size, headBytes));
-  const s = {
-    size: src.size,
-    name: src.name,
-    read: src.read,
-    head,
-    miss: 0, // furthest byte a synchronous read wanted past the head
-    readSync(off, len) {
-      if (off + len <= head.length) return head.subarray(off, off + len);
-      s.miss = Math.max(s.miss, off + len);
-      throw new Error('read past the prefetched head');
-    },
-  };
-  return s;
-}
+// byte sources (File/Blob, URL, OPFS, split GGUF) and the OPFS model cache: web/lw-sources.mjs, web/lw-cache.mjs
+export { blobSource, urlSource, opfsSource, listOpfs, downloadToOpfs, splitSource, splitUrls } from './lw-sources.mjs';
+export { cacheModel, listCached, deleteCached, clearCache, cacheAvailable } from './lw-cache.mjs';
 
 import { CpuEngine, statusError } from './lw-model.mjs';
 import { attachOpenAI } from './lw-openai.mjs';
@@ -328,10 +213,14 @@ export class Llamaweb {
     return this.adapter.software && size > this.softwareAdapterMaxBytes && this.cpu ? 'cpu' : 'webgpu';
   }
 
-  // Opens a model: what = File/Blob, URL (string or URL), {opfs: name}, or a byte source {size, read}.
+  // Opens a model: what = File/Blob, URL (string or URL), {opfs: name}, a byte source {size, read}, or an
+  // array of them (a split GGUF's parts; the URL of any part brings every part). URLs go through the OPFS
+  // model cache where the browser has OPFS (web/lw-cache.mjs; opts cache: false reads by range requests
+  // instead; sha256, headers, revalidate, partBytes, parallel, retryDelayMs as cacheModel's); signal (an
+  // AbortSignal) stops the download and the load (ABORTED).
   // opts: device (this open's engine: 'auto' | 'webgpu' | 'cpu'), nCtx (KV cells; default 2048), nBatch,
-  // kvF32, headBytes (first header prefetch, default 256 KiB), onProgress(bytesRead, fileSize) while weights
-  // stream, maxInFlight (chunks read and not yet in place, at most) and retries (per chunk read, with
+  // kvF32, headBytes (first header prefetch, default 256 KiB), onProgress(done, total, phase: 'download' |
+  // 'verify' | 'upload'), maxInFlight (chunks read and not yet in place, at most) and retries (per chunk read, with
   // backoff); on WebGPU f16/subgroups (0/1; default as the device offers) and tune (kernel overrides, as node
   // web/tune.mjs prints them); on the CPU threads. With device 'auto', a model WebGPU fails to open (a plan
   // the adapter's limits refuse, a device error) opens on the CPU engine. Failures throw a LlamawebError
@@ -339,7 +228,7 @@ export class Llamaweb {
   async open(what, opts = {}) {
     const t0 = performance.now();
     const url = typeof what === 'string' || what instanceof URL;
-    const src = await toSource(what).catch((e) => { throw LlamawebError.from(e, url ? 'NETWORK' : 'BAD_INPUT'); });
+    const src = await modelSource(what, opts).catch((e) => { throw LlamawebError.from(e, url ? 'NETWORK' : 'BAD_INPUT'); });
     const engine = this.pick(src.size, opts);
     if (engine === 'cpu') return this.openCpu(src, opts, t0);
     try {
@@ -362,7 +251,7 @@ export class Llamaweb {
   async openCpu(src, opts, t0, gpuFailure = null) {
     if (!this.cpu) throw new LlamawebError('UNSUPPORTED_MODEL', 'this wasm build has no CPU engine (web/lw-wasm-cpu.c)');
     const e = await CpuEngine.open(this.Module, src, { nCtx: opts.nCtx ?? 2048, nBatch: opts.nBatch, threads: opts.threads ?? this.threads,
-      kvF32: opts.kvF32, headBytes: opts.headBytes, onProgress: opts.onProgress, maxInFlight: opts.maxInFlight,
+      kvF32: opts.kvF32, headBytes: opts.headBytes, onProgress: opts.onProgress && ((d, n) => opts.onProgress(d, n, 'upload')), maxInFlight: opts.maxInFlight,
       retries: opts.retries, signal: opts.signal });
     const model = new Model(e, src, performance.now() - t0);
     model.loadStats = e.loadStats;
@@ -381,7 +270,7 @@ export class Llamaweb {
       read: async (off, len) => {
         const b = await src.read(off, len);
         readBytes += b.length;
-        if (opts.onProgress) opts.onProgress(Math.min(readBytes, src.size), src.size);
+        if (opts.onProgress) opts.onProgress(Math.min(readBytes, src.size), src.size, 'upload');
         return b;
       },
     };
@@ -398,6 +287,7 @@ export class Llamaweb {
         model.headTries = tries;
         return model;
       } catch (e) {
+        if (opts.signal && opts.signal.aborted) throw abortError(opts.signal); // the source's reads stopped
         if (!s.miss || s.head.length >= src.size) {
           // the glue's first asynchronous GPU error is sticky (web/lw-gpu.js): later models would fail too
           if (this.Module.lwGpu.error) e.message += ' (the WebGPU device reported an error: reload the page to start over)';

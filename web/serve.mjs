@@ -26,12 +26,15 @@ function inside(dir, rel) {
   return existsSync(file) && statSync(file).isFile() ? file : null;
 }
 
-// Answers one file, honouring a single "Range: bytes=a-b" (also "a-" and "-n").
+// Answers one file, honouring a single "Range: bytes=a-b" (also "a-" and "-n"). ETag and Last-Modified
+// (from size and modification time) tell the page's model cache whether the file is the one it holds parts of.
 function sendFile(req, res, file) {
-  const size = statSync(file).size;
+  const st = statSync(file), size = st.size;
   res.setHeader('Content-Type', MIME[path.extname(file)] || 'application/octet-stream');
   res.setHeader('Accept-Ranges', 'bytes');
   res.setHeader('Cache-Control', 'no-cache');
+  res.setHeader('ETag', `"${size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`);
+  res.setHeader('Last-Modified', st.mtime.toUTCString());
   let start = 0, end = size - 1;
   const range = req.headers.range;
   if (range) {
@@ -47,7 +50,9 @@ function sendFile(req, res, file) {
   createReadStream(file, { start, end }).on('error', () => res.destroy()).pipe(res);
 }
 
-// Starts the server; resolves to {server, url, port}. opts: port (0: any free), host, wasmDir, modelsDir, log.
+// Starts the server; resolves to {server, url, port}. opts: port (0: any free), host, wasmDir, modelsDir, log,
+// intercept(req, res, pathname) -> true when it answered the request itself (tests: pages and faults of their
+// own; the COOP/COEP/CORP headers are already set).
 export async function startServer(opts = {}) {
   const web = path.join(root, 'web');
   const wasmDir = path.resolve(root, opts.wasmDir || process.env.LW_WASM_DIR || 'build/wasm');
@@ -64,6 +69,7 @@ export async function startServer(opts = {}) {
       res.statusCode = 400; res.end(); return;
     }
     if (opts.log) opts.log(`${req.method} ${p}${req.headers.range ? ' ' + req.headers.range : ''}`);
+    if (opts.intercept && opts.intercept(req, res, p)) return;
     if (p === '/') { res.statusCode = 302; res.setHeader('Location', '/demo/'); res.end(); return; }
     if (p === '/models/' && modelsDir) {
       const list = existsSync(modelsDir) ? readdirSync(modelsDir).filter((f) => f.endsWith('.gguf'))

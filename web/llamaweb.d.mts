@@ -69,12 +69,63 @@ export interface OpenOptions {
   tune?: string | object;
   /** First prefetch of the GGUF header (default 256 KiB; grows as the header needs). */
   headBytes?: number;
-  /** Bytes read so far of the file while the weights stream into GPU buffers. */
-  onProgress?: (bytesRead: number, fileSize: number) => void;
+  /** Bytes done of total in a phase: 'download' (a URL into the model cache), 'verify' (its SHA-256),
+   * 'upload' (the file read while the weights stream into place). */
+  onProgress?: (done: number, total: number, phase: ProgressPhase) => void;
+  /** Stops the download and the load: open() rejects with code ABORTED and frees what it made. */
+  signal?: AbortSignal;
   /** Chunks (lwGpu.chunkBytes, 8 MiB) read and not yet acknowledged by the GPU queue, at most (default 4). */
   maxInFlight?: number;
   /** Tries after a failed chunk read, with exponential backoff (default 3). */
   retries?: number;
+  /** A URL through the OPFS model cache (default true where the browser has OPFS; false: range requests). */
+  cache?: boolean;
+  /** The rest as cacheModel's (sha256, headers, revalidate, partBytes, parallel, retryDelayMs). */
+  sha256?: CacheOptions['sha256'];
+  headers?: Record<string, string>;
+  revalidate?: boolean;
+  partBytes?: number;
+  parallel?: number;
+  retryDelayMs?: number;
+}
+
+export type ProgressPhase = 'download' | 'verify' | 'upload';
+
+/** cacheModel's options. */
+export interface CacheOptions {
+  /** The file's SHA-256 (hex; for a split GGUF opened by URL, one per part in order), checked before the
+   * entry is complete; the server's Repr-Digest / Digest is used when none is given. */
+  sha256?: string | (string | null)[];
+  /** Request headers (e.g. Authorization). */
+  headers?: Record<string, string>;
+  /** Ask the server whether a complete entry is still its file (size, ETag, Last-Modified). */
+  revalidate?: boolean;
+  /** Bytes per range request and part file (default 64 MiB). */
+  partBytes?: number;
+  /** Range requests at once (default 3). */
+  parallel?: number;
+  /** Failures in a row without progress, per part, before NETWORK (default 5). */
+  retries?: number;
+  /** First backoff after a failure, doubling up to 8 s (default 250). */
+  retryDelayMs?: number;
+  signal?: AbortSignal;
+  onProgress?: (done: number, total: number, phase: 'download' | 'verify') => void;
+}
+
+/** An entry of the model cache (listCached). */
+export interface CachedModel {
+  url: string;
+  /** The file's size, and the bytes of it in the cache now. */
+  size: number;
+  bytes: number;
+  /** Every byte is there (and its SHA-256 checked when one was known); only complete entries are used. */
+  complete: boolean;
+  etag: string | null;
+  lastModified: string | null;
+  sha256: string | null;
+  /** Date.now() when made and last used. */
+  created: number;
+  used: number;
 }
 
 /** The weight upload of an open(). */
@@ -209,7 +260,9 @@ export interface WorkerChat {
 }
 
 /** What Llamaweb.open accepts. */
-export type ModelInput = Blob | string | URL | { opfs: string } | ByteSource;
+export type ModelInput = Blob | string | URL | { opfs: string } | ByteSource
+  /** the parts of a split GGUF (model-00001-of-00003.gguf, ...), in any order */
+  | (Blob | string | URL | { opfs: string } | ByteSource)[];
 
 /** Bytes of memory in use (Llamaweb.memory). */
 export interface MemoryUse {
@@ -301,6 +354,19 @@ export function opfsSource(name: string): Promise<ByteSource>;
 export function listOpfs(): Promise<{ name: string; size: number }[]>;
 export function downloadToOpfs(url: string | URL, name: string,
   opts?: { onProgress?: (done: number, total: number) => void; signal?: AbortSignal }): Promise<ByteSource>;
+/** Downloads (or resumes) url into the OPFS model cache; resolves to the cached file. */
+export function cacheModel(url: string | URL, opts?: CacheOptions): Promise<Blob>;
+/** The model cache's entries, complete or not. */
+export function listCached(): Promise<CachedModel[]>;
+/** Removes url's entry (after a download of it in progress ends); whether there was one. */
+export function deleteCached(url: string | URL): Promise<boolean>;
+export function clearCache(): Promise<void>;
+/** Whether this browser has OPFS (the cache's storage). */
+export function cacheAvailable(): boolean;
+/** The parts of a split GGUF as one GGUF file for the loader (one unsplit source: itself). */
+export function splitSource(parts: ByteSource[]): Promise<ByteSource & { parts?: number }>;
+/** Every part's URL when url names a part of a split GGUF, else null. */
+export function splitUrls(url: string | URL): string[] | null;
 /** Why WebGPU cannot run on this page, or null. */
 export function webgpuMissingReason(): string | null;
 /** The engine under Model (web/lw-model.mjs). */

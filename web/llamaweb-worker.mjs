@@ -20,7 +20,8 @@ const chats = [null];    // chat handle -> Chat (model.newChat)
 // What the page learns about an open model (Model itself stays here).
 function describe(h, m) {
   return { handle: h, name: m.name, device: m.device, info: m.info, loadMs: m.loadMs, loadStats: m.loadStats,
-    headBytes: m.headBytes, headTries: m.headTries, gpuFailure: m.gpuFailure, chatTemplate: m.chatTemplate, chatError: m.chatError };
+    headBytes: m.headBytes, headTries: m.headTries, gpuFailure: m.gpuFailure, build: m.build, threadsError: m.threadsError,
+    chatTemplate: m.chatTemplate, chatError: m.chatError };
 }
 
 async function handle(msg) {

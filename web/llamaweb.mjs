@@ -75,26 +75,43 @@ export const SOFTWARE_ADAPTER_MAX_BYTES = 2 << 20;
 // The engine
 // ---------------------------------------------------------------------------------------------------------
 
-// Loads an Emscripten factory (a classic script defining globalThis[name]) once per page or worker.
-async function loadScript(src, name = 'createLlamaweb') {
-  if (globalThis[name]) return globalThis[name];
+// Loads an Emscripten factory (a classic script defining globalThis[name]) once per script and page or
+// worker. The single-thread and threaded builds both define createLlamaweb: each script's factory is kept
+// by its URL and the global is left to the first one loaded.
+const factories = new Map(); // script URL -> Promise<factory>
+function loadScript(src, name = 'createLlamaweb') {
+  if (!factories.has(src)) {
+    const p = loadScriptOnce(src, name);
+    factories.set(src, p);
+    p.catch(() => factories.delete(src)); // a later call may try again (the build may appear)
+  }
+  return factories.get(src);
+}
+
+async function loadScriptOnce(src, name) {
+  const prev = globalThis[name];
   const missing = (why) => new LlamawebError('UNSUPPORTED_MODEL', `could not load ${src}${why} (is the wasm module built? scripts/build-wasm.sh)`);
+  const take = () => {
+    const f = globalThis[name];
+    if (typeof f !== 'function' || f === prev) throw new LlamawebError('UNSUPPORTED_MODEL', `${src} did not define ${name}`);
+    if (prev !== undefined) globalThis[name] = prev;
+    return f;
+  };
   if (typeof document === 'undefined') {
     // a module worker has neither <script> nor importScripts: run the classic script as global code
     const r = await fetch(src);
     if (!r.ok) throw missing(`: HTTP ${r.status}`);
     (0, eval)(await r.text() + '\n//# sourceURL=' + src);
-    if (!globalThis[name]) throw new LlamawebError('UNSUPPORTED_MODEL', `${src} did not define ${name}`);
-    return globalThis[name];
+    return take();
   }
-  return new Promise((resolve, reject) => {
+  await new Promise((resolve, reject) => {
     const el = document.createElement('script');
     el.src = src;
-    el.onload = () => (globalThis[name] ? resolve(globalThis[name])
-      : reject(new LlamawebError('UNSUPPORTED_MODEL', `${src} did not define ${name}`)));
+    el.onload = resolve;
     el.onerror = () => reject(missing(''));
     document.head.appendChild(el);
   });
+  return take();
 }
 
 // The folder of the wasm builds, ending in '/'.
@@ -103,15 +120,25 @@ function wasmDir(opts) {
   return base.endsWith('/') ? base : base + '/';
 }
 
-// An instance of the wasm build `file` (llamaweb-wasm.js: WebGPU glue and the CPU engine, one thread).
-async function instantiate(dir, file, factoryName, opts, extra = {}) {
-  const factory = await loadScript(dir + file, factoryName);
+// An instance of the wasm build in folder dir: llamaweb-wasm.js (WebGPU glue and the CPU engine; in wasm/
+// one thread, in wasm/mt/ pthreads, whose workers load the same script: mainScriptUrlOrBlob).
+async function instantiate(dir, opts, extra = {}) {
+  const factory = await loadScript(dir + 'llamaweb-wasm.js');
   return factory({
     locateFile: (p) => dir + p,
+    mainScriptUrlOrBlob: dir + 'llamaweb-wasm.js',
     print: opts.print || ((s) => console.log(s)),
     printErr: opts.printErr || ((s) => console.warn(s)),
     ...extra,
   });
+}
+
+// Threads of the CPU engine unless told: where the threaded build can run (cross-origin isolated), the
+// processors, at most 4 (a decode step is bandwidth-bound: more threads mostly wait); else 1.
+function defaultThreads() {
+  if (!globalThis.crossOriginIsolated) return 1;
+  const n = globalThis.navigator && navigator.hardwareConcurrency || 1;
+  return Math.max(1, Math.min(4, n));
 }
 
 const DEVICES = ['auto', 'webgpu', 'cpu'];
@@ -153,7 +180,7 @@ export class Llamaweb {
     const device = checkDevice(opts.device) ?? 'auto';
     const why = device === 'cpu' ? null : opts.gpuMissing ?? webgpuMissingReason();
     if (why && device === 'webgpu') throw new LlamawebError('GPU_UNAVAILABLE', why);
-    const M = await instantiate(wasmDir(opts), 'llamaweb-wasm.js', 'createLlamaweb', opts);
+    const M = await instantiate(wasmDir(opts), opts);
     let gpu = null, gpuError = device === 'cpu' ? 'device: cpu' : why;
     if (!gpuError) {
       try {
@@ -165,7 +192,7 @@ export class Llamaweb {
         if (device === 'webgpu') throw new LlamawebError('GPU_UNAVAILABLE', gpuError, { cause: e });
       }
     }
-    return new Llamaweb(M, gpu, { ...opts, device, gpuError });
+    return new Llamaweb(M, gpu, { ...opts, device, gpuError, wasmDir: wasmDir(opts) });
   }
 
   // M: the wasm module; device: its WebGPU device (lwGpu.init done), or null for the CPU engine alone.
@@ -176,7 +203,10 @@ export class Llamaweb {
     // made directly with a device (tests, Node): that device unless told otherwise; load() defaults to 'auto'
     this.preference = checkDevice(opts.device) ?? (device ? 'webgpu' : 'cpu');
     this.gpuError = device ? null : opts.gpuError || 'no WebGPU device';
-    this.threads = opts.threads ?? 1;
+    this.threads = opts.threads ?? defaultThreads();
+    this.wasmDir = opts.wasmDir || null; // where the threaded build is looked up (wasmDir + 'mt/'); null: none
+    this.print = { print: opts.print, printErr: opts.printErr };
+    this.mt_ = null; // Promise of {M, build, threads, error}: the CPU engine's module, made once
     this.softwareAdapterMaxBytes = opts.softwareAdapterMaxBytes ?? SOFTWARE_ADAPTER_MAX_BYTES;
     this.adapter = null;
     if (device) {
@@ -247,10 +277,32 @@ export class Llamaweb {
     }
   }
 
+  // The module that runs CPU models with `threads` threads: the threaded build (wasm/mt/, its pool of
+  // threads - 1 workers started once, at the first call) where the page is cross-origin isolated and more
+  // than one thread is wanted, else this.Module; when the threaded build cannot start (not built, not
+  // served, no SharedArrayBuffer, the browser refused the memory or the workers: iOS runs out of memory
+  // there) also this.Module, with the reason. Resolves to {M, build: 'threads' | 'single', threads, error}.
+  cpuModule(threads) {
+    if (threads <= 1) return Promise.resolve({ M: this.Module, build: 'single', threads: 1, error: null });
+    if (!globalThis.crossOriginIsolated || !this.wasmDir) {
+      const error = !this.wasmDir ? 'no threaded build given' : 'the page is not cross-origin isolated (COOP/COEP headers): one thread';
+      return Promise.resolve({ M: this.Module, build: 'single', threads: 1, error });
+    }
+    if (!this.mt_) {
+      const pool = threads - 1;
+      this.mt_ = instantiate(this.wasmDir + 'mt/', this.print, { lwPoolSize: pool })
+        .then((M) => ({ M, build: 'threads', threads: pool + 1, error: null }),
+          (e) => ({ M: this.Module, build: 'single', threads: 1, error: 'the threaded build did not start: ' + (e && e.message || e) }));
+    }
+    return this.mt_;
+  }
+
   // The CPU engine (web/lw-model.mjs CpuEngine): the weights in the wasm heap.
   async openCpu(src, opts, t0, gpuFailure = null) {
     if (!this.cpu) throw new LlamawebError('UNSUPPORTED_MODEL', 'this wasm build has no CPU engine (web/lw-wasm-cpu.c)');
-    const e = await CpuEngine.open(this.Module, src, { nCtx: opts.nCtx ?? 2048, nBatch: opts.nBatch, threads: opts.threads ?? this.threads,
+    const want = Math.max(1, Math.floor(opts.threads ?? this.threads));
+    const mod = await this.cpuModule(want);
+    const e = await CpuEngine.open(mod.M, src, { nCtx: opts.nCtx ?? 2048, nBatch: opts.nBatch, threads: Math.min(want, mod.threads),
       kvF32: opts.kvF32, headBytes: opts.headBytes, onProgress: opts.onProgress && ((d, n) => opts.onProgress(d, n, 'upload')), maxInFlight: opts.maxInFlight,
       retries: opts.retries, signal: opts.signal });
     const model = new Model(e, src, performance.now() - t0);
@@ -258,6 +310,8 @@ export class Llamaweb {
     model.headBytes = e.headBytes;
     model.headTries = e.headTries;
     model.gpuFailure = gpuFailure; // device 'auto': why WebGPU did not take it
+    model.build = mod.build;       // 'threads' (wasm/mt/) or 'single'
+    model.threadsError = mod.error; // why the single-thread build runs it, when more threads were asked for
     return model;
   }
 
@@ -387,6 +441,8 @@ class WorkerModel {
     this.headBytes = d.headBytes;
     this.headTries = d.headTries;
     this.gpuFailure = d.gpuFailure;
+    this.build = d.build;
+    this.threadsError = d.threadsError;
     this.chatTemplate = d.chatTemplate;
     this.chatError = d.chatError;
     attachOpenAI(this);
@@ -834,9 +890,10 @@ export class Chat {
     return statusError(this.M, this.slot(WS.status), this.error(), 'decode');
   }
 
-  // Bytes at heap address p as text (NUL characters kept).
+  // Bytes at heap address p as text (NUL characters kept; a copy: a threaded build's heap is shared memory,
+  // which TextDecoder refuses).
   text(p, n) {
-    return n > 0 ? fromUtf8.decode(this.M.HEAPU8.subarray(p, p + n)) : '';
+    return n > 0 ? fromUtf8.decode(this.M.HEAPU8.slice(p, p + n)) : '';
   }
 
   check() {

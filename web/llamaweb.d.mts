@@ -24,9 +24,12 @@ export interface AdapterSummary {
   subgroupMaxSize?: number;
   maxBufferSize: number;
   maxStorageBufferBindingSize: number;
+  /** A CPU rasterizer posing as a GPU (SwiftShader, lavapipe, ...: isFallbackAdapter or its names). */
+  software: boolean;
 }
 
-/** Plan facts of an open model (lw_wasm_model_info_json). */
+/** Facts of an open model: the GPU plan's (lw_wasm_model_info_json) or the CPU engine's
+ * (lw_wasm_cpum_info_json); keys of the other engine are absent. */
 export interface ModelInfo {
   arch: string;
   n_vocab: number;
@@ -34,19 +37,36 @@ export interface ModelInfo {
   n_embd: number;
   n_ctx: number;
   weightBytes: number;
-  kvBytes: number;
-  actBytes: number;
-  buffers: number;
-  pipelines: number;
-  bindGroups: number;
-  dispatches: number;
-  submits: number;
-  steps: number;
-  stepDispatches: number;
+  /** WebGPU */
+  kvBytes?: number;
+  actBytes?: number;
+  buffers?: number;
+  pipelines?: number;
+  bindGroups?: number;
+  dispatches?: number;
+  submits?: number;
+  steps?: number;
+  stepDispatches?: number;
+  /** CPU engine: tokens per prompt step, threads running (and asked for), KV cache + activations bytes */
+  n_batch?: number;
+  threads?: number;
+  threadsWanted?: number;
+  contextBytes?: number;
 }
 
+/** Which engine runs a model: 'auto' (WebGPU where it works, the CPU engine without it, for files above
+ * softwareAdapterMaxBytes on a software adapter, and for a model WebGPU fails to open), 'webgpu', 'cpu'. */
+export type DeviceChoice = 'auto' | 'webgpu' | 'cpu';
+
 export interface LoadOptions {
-  /** Folder holding llamaweb-wasm.js and llamaweb-wasm.wasm (default: wasm/ next to llamaweb.mjs). */
+  /** Default 'auto'; 'webgpu' rejects with GPU_UNAVAILABLE without a device; 'cpu' asks for no device. */
+  device?: DeviceChoice;
+  /** CPU engine threads (default: cross-origin isolated pages min(4, hardwareConcurrency), else 1); more
+   * than one runs the threaded build (wasm/mt/), which needs COOP/COEP headers on the page. */
+  threads?: number;
+  /** device 'auto' on a software adapter: files up to this size stay on WebGPU (default 2 MiB). */
+  softwareAdapterMaxBytes?: number;
+  /** Folder holding the wasm builds: llamaweb-wasm.js/.wasm and mt/ (default: wasm/ next to llamaweb.mjs). */
   wasmBase?: string | URL;
   /** Passed to navigator.gpu.requestAdapter (default: high-performance). */
   adapterOptions?: GPURequestAdapterOptions;
@@ -55,6 +75,10 @@ export interface LoadOptions {
 }
 
 export interface OpenOptions {
+  /** This model's engine (default: the Llamaweb's device choice). */
+  device?: DeviceChoice;
+  /** CPU engine threads (default: the Llamaweb's). */
+  threads?: number;
   /** KV cache cells (default 2048). */
   nCtx?: number;
   /** Tokens per prompt step. */
@@ -143,11 +167,26 @@ export interface LoadStats {
   peakJsHeap: number;
 }
 
-/** What open() and the engine reject with: code LW_ERR_READ (the source failed after retries), LW_ERR_GPU
- * (the device reported an error), LW_ERR_MODEL (the file or its GPU plan was refused), LW_ERR_NOMEM. A
- * failed open() has freed everything it made; the page stays usable. */
+/** What the package rejects with. A failed open() has freed everything it made; the page stays usable. */
+export type LlamawebErrorCode =
+  | 'GPU_UNAVAILABLE'   // no WebGPU, no adapter or device, or the device failed
+  | 'UNSUPPORTED_MODEL' // the file was refused: not GGUF, corrupt, an architecture or format this build lacks
+  | 'NOT_ENOUGH_MEMORY' // the wasm heap (or the address space) cannot hold what the model needs
+  | 'NETWORK'           // the byte source failed (HTTP, a File read) after retries
+  | 'QUOTA_EXCEEDED'    // browser storage (OPFS) is full
+  | 'ABORTED'           // the AbortSignal fired, or had fired before the call (then nothing was done)
+  | 'CONTEXT_FULL'      // the prompt does not fit the context
+  | 'BAD_INPUT';        // an argument was refused (the message says which)
+
 export class LlamawebError extends Error {
-  readonly code: 'LW_ERR_READ' | 'LW_ERR_GPU' | 'LW_ERR_MODEL' | 'LW_ERR_NOMEM' | string;
+  constructor(code: LlamawebErrorCode | string, message: string, options?: { cause?: unknown; status?: number; statusText?: string });
+  readonly code: LlamawebErrorCode | string;
+  /** The C lw_status that caused it (include/llamaweb.h), or null. */
+  readonly status: number | null;
+  /** Its lw_status_str, or null. */
+  readonly statusText: string | null;
+  /** Anything thrown, as a LlamawebError with a public code (code: when nothing says better). */
+  static from(e: unknown, code?: LlamawebErrorCode): LlamawebError;
 }
 
 export interface GenerateOptions {
@@ -157,11 +196,16 @@ export interface GenerateOptions {
   addSpecial?: boolean;
   /** Go on from the previous generation (its last token, then this prompt, possibly '') instead of a fresh context. */
   keepContext?: boolean;
-  /** Draw tokens on the GPU (the same seed, the same text); absent or temp <= 0: greedy. */
+  /** Draw tokens (on the GPU or by the CPU sampler; the same seed, the same text); absent or temp <= 0: greedy. */
   sampling?: { temp: number; topK?: number; topP?: number; minP?: number; seed?: number };
-  /** Called with each piece of text as it is generated ('' while a UTF-8 character is incomplete). */
+  /** The text ends before the first of these (which is not part of it); reason 'stopString'. */
+  stop?: string | string[];
+  /** A fresh context that keeps the KV cache's cells the prompt begins with (fromCell of them). */
+  reusePrefix?: boolean;
+  /** Called with each piece of text as it is generated ('' while a UTF-8 character is incomplete or could
+   * begin a stop string; id -1: text held back until the end). */
   onToken?: (text: string, id: number) => void;
-  /** Ends the generation like Model.stop(). */
+  /** Ends the generation like Model.stop(); one already aborted rejects with ABORTED. */
   signal?: AbortSignal;
 }
 
@@ -174,7 +218,10 @@ export interface GenerateResult {
   promptTokensPerSecond: number;
   /** Decode steps per second. */
   tokensPerSecond: number;
-  reason: 'eog' | 'length' | 'context' | 'stopped';
+  /** Prompt ids decoded, and the cell they went to (reusePrefix: the cells before it were kept). */
+  decodedTokens: number;
+  fromCell: number;
+  reason: 'eog' | 'length' | 'context' | 'stopped' | 'stopString';
 }
 
 /** One message of a conversation, as chat templates see it. */
@@ -198,11 +245,16 @@ export interface ChatOptions {
 export interface SendOptions {
   /** Most reply tokens (default 128). */
   maxTokens?: number;
-  /** Draw tokens on the GPU (the same seed, the same reply); absent or temp <= 0: greedy. */
+  /** Draw tokens (the same seed, the same reply); absent or temp <= 0: greedy. */
   sampling?: { temp: number; topK?: number; topP?: number; minP?: number; seed?: number };
+  /** The reply ends before the first of these (the conversation keeps the tokens generated). */
+  stop?: string | string[];
+  /** Keep the KV cache's cells the conversation begins with, whoever decoded them. */
+  reusePrefix?: boolean;
   /** Called with each piece of the reply as it is generated (id -1: bytes of a character left incomplete). */
   onToken?: (text: string, id: number) => void;
-  /** Ends the reply after the current token (as Model.stop()); the part joins the conversation. */
+  /** Ends the reply after the current token (as Model.stop()); the part joins the conversation. One
+   * already aborted rejects with ABORTED. */
   signal?: AbortSignal;
 }
 
@@ -221,7 +273,7 @@ export interface SendResult {
   restarted: boolean;
   /** The template rendered earlier text differently: decoding resumed at an earlier boundary. */
   resumed: boolean;
-  reason: 'eog' | 'length' | 'context' | 'stopped';
+  reason: 'eog' | 'length' | 'context' | 'stopped' | 'stopString';
   promptMs: number;
   genMs: number;
   promptTokensPerSecond: number;
@@ -259,6 +311,93 @@ export interface WorkerChat {
   free(): void;
 }
 
+// ---- the OpenAI-shaped API (web/lw-openai.mjs): model.chat.completions.create, model.completions.create ----
+
+/** What both requests take. Other fields (model, n: 1, user, ...) are accepted and ignored. */
+export interface CompletionRequestBase {
+  /** Most tokens to generate (default: until the end of generation or a full context). */
+  max_tokens?: number | null;
+  max_completion_tokens?: number | null;
+  /** 0..2, default 1; 0 is greedy. */
+  temperature?: number | null;
+  top_p?: number | null;
+  /** 0: off (the GPU caps it at 256). */
+  top_k?: number | null;
+  min_p?: number | null;
+  /** The same seed, the same text (default: random). */
+  seed?: number | null;
+  stop?: string | string[] | null;
+  /** Rejects (or ends the stream) with ABORTED; one already aborted decodes nothing. */
+  signal?: AbortSignal;
+  stream?: boolean;
+  model?: string;
+  [other: string]: unknown;
+}
+
+export interface ChatCompletionMessage {
+  role: 'system' | 'developer' | 'user' | 'assistant' | string;
+  content: string | null | { type: 'text'; text: string }[];
+}
+
+export interface ChatCompletionRequest extends CompletionRequestBase {
+  /** The conversation; the last message must be the user's. */
+  messages: ChatCompletionMessage[];
+}
+
+export interface CompletionRequest extends CompletionRequestBase {
+  /** Text, [text] or token ids (BOS added as the vocabulary asks to text). */
+  prompt: string | [string] | number[];
+}
+
+export interface CompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  /** Prompt tokens the KV cache already held (not decoded again). */
+  prompt_tokens_details: { cached_tokens: number };
+}
+
+export type FinishReason = 'stop' | 'length';
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: { index: 0; message: { role: 'assistant'; content: string }; logprobs: null; finish_reason: FinishReason }[];
+  usage: CompletionUsage;
+}
+
+/** A streamed piece: the first has delta.role, the last an empty delta, finish_reason and usage. */
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: { index: 0; delta: { role?: 'assistant'; content?: string }; logprobs: null; finish_reason: FinishReason | null }[];
+  usage?: CompletionUsage;
+}
+
+export interface Completion {
+  id: string;
+  object: 'text_completion';
+  created: number;
+  model: string;
+  choices: { index: 0; text: string; logprobs: null; finish_reason: FinishReason | null }[];
+  /** On the result, and on a stream's last chunk. */
+  usage?: CompletionUsage;
+}
+
+export interface ChatCompletions {
+  create(req: ChatCompletionRequest & { stream: true }): Promise<AsyncIterable<ChatCompletionChunk>>;
+  create(req: ChatCompletionRequest & { stream?: false }): Promise<ChatCompletion>;
+}
+
+export interface Completions {
+  create(req: CompletionRequest & { stream: true }): Promise<AsyncIterable<Completion>>;
+  create(req: CompletionRequest & { stream?: false }): Promise<Completion>;
+}
+
 /** What Llamaweb.open accepts. */
 export type ModelInput = Blob | string | URL | { opfs: string } | ByteSource
   /** the parts of a split GGUF (model-00001-of-00003.gguf, ...), in any order */
@@ -266,7 +405,8 @@ export type ModelInput = Blob | string | URL | { opfs: string } | ByteSource
 
 /** Bytes of memory in use (Llamaweb.memory). */
 export interface MemoryUse {
-  /** The wasm heap: stays small whatever the model (weights live in GPU buffers). */
+  /** The wasm heap: small on WebGPU whatever the model (weights live in GPU buffers); on the CPU engine it
+   * holds the weights. */
   wasmHeap: number;
   /** Chrome's performance.memory.usedJSHeapSize where available, else null. */
   jsHeap: number | null;
@@ -274,7 +414,10 @@ export interface MemoryUse {
 
 /** The engine in a module Worker (Llamaweb.loadInWorker). */
 export interface LlamawebWorker {
-  readonly adapter: AdapterSummary;
+  /** null: no WebGPU device in the worker (gpuError says why). */
+  readonly adapter: AdapterSummary | null;
+  readonly preference: DeviceChoice;
+  readonly gpuError: string | null;
   readonly canSample: boolean;
   readonly inWorker: true;
   open(what: Blob | string | URL | { opfs: string }, opts?: OpenOptions): Promise<WorkerModel>;
@@ -283,8 +426,13 @@ export interface LlamawebWorker {
   terminate(): void;
 }
 
-/** A model in the worker: Model's interface but tokenize/detokenize (and renderChat is a promise). */
+/** A model in the worker: Model's interface, its methods promises. */
 export interface WorkerModel {
+  readonly name: string;
+  readonly device: 'webgpu' | 'cpu';
+  readonly build?: 'threads' | 'single';
+  readonly threadsError?: string | null;
+  readonly gpuFailure?: string | null;
   readonly loadMs: number;
   readonly loadStats: LoadStats;
   readonly info: ModelInfo;
@@ -293,8 +441,13 @@ export interface WorkerModel {
   readonly chatTemplate: boolean;
   readonly chatError: string;
   generate(prompt: string | number[], opts?: GenerateOptions): Promise<GenerateResult>;
-  chat(messages: ChatMessage[], opts?: GenerateOptions): Promise<GenerateResult>;
+  /** chat(messages, opts) as Model's; chat.completions.create: the OpenAI-shaped call. */
+  chat: ((messages: ChatMessage[], opts?: GenerateOptions) => Promise<GenerateResult>) & { completions: ChatCompletions };
+  completions: Completions;
   renderChat(messages: ChatMessage[], addGenerationPrompt?: boolean): Promise<string>;
+  tokenize(text: string, addSpecial?: boolean): Promise<number[]>;
+  tokenizeSpecial(text: string, addSpecial?: boolean): Promise<number[]>;
+  detokenize(ids: number[]): Promise<string>;
   /** A conversation kept in the worker (Model.newChat). */
   newChat(opts?: ChatOptions): WorkerChat;
   stream(prompt: string, opts?: GenerateOptions): AsyncGenerator<string, void, undefined>;
@@ -303,20 +456,40 @@ export interface WorkerModel {
 }
 
 export class Llamaweb {
-  /** The wasm module with a WebGPU device; rejects with a readable message when WebGPU is missing. */
+  /** The wasm module and, as opts.device asks, a WebGPU device; device 'webgpu' rejects with
+   * GPU_UNAVAILABLE (and a readable message) when WebGPU is missing. */
   static load(opts?: LoadOptions): Promise<Llamaweb>;
   /** The same engine in a module Worker (web/llamaweb-worker.mjs, or workerUrl). */
   static loadInWorker(opts?: LoadOptions & { workerUrl?: string | URL }): Promise<LlamawebWorker>;
+  /** M: the wasm module; device: its WebGPU device (lwGpu.init done) or null (the CPU engine only). */
+  constructor(M: any, device: GPUDevice | null, opts?: LoadOptions & { gpuError?: string });
   readonly Module: any;
-  readonly device: GPUDevice;
-  readonly adapter: AdapterSummary;
-  /** Whether generate({sampling}) can draw tokens on the GPU in this build. */
+  /** null: no WebGPU (gpuError says why): models run on the CPU engine. */
+  readonly device: GPUDevice | null;
+  readonly adapter: AdapterSummary | null;
+  readonly gpuError: string | null;
+  /** The device choice open() follows. */
+  readonly preference: DeviceChoice;
+  /** CPU engine threads by default. */
+  readonly threads: number;
+  /** Whether generate({sampling}) can draw tokens in this build. */
   readonly canSample: boolean;
+  /** The engine open() would pick for a file of size bytes. */
+  pick(size: number, opts?: { device?: DeviceChoice }): 'webgpu' | 'cpu';
   open(what: ModelInput, opts?: OpenOptions): Promise<Model>;
   memory(): MemoryUse;
 }
 
 export class Model {
+  /** Where it runs: WebGPU or the CPU engine in the wasm heap. */
+  readonly device: 'webgpu' | 'cpu';
+  /** The source's name (the OpenAI objects' model). */
+  readonly name: string;
+  /** CPU engine: the wasm build running it, and why not the threaded one when threads were asked for. */
+  readonly build?: 'threads' | 'single';
+  readonly threadsError?: string | null;
+  /** device 'auto': why WebGPU did not take it (the CPU engine did). */
+  readonly gpuFailure?: string | null;
   /** Open + plan + weight upload, ms. */
   readonly loadMs: number;
   readonly loadStats: LoadStats;
@@ -333,8 +506,11 @@ export class Model {
   detokenize(ids: number[]): string;
   /** The prompt text of a conversation by the model's chat template. */
   renderChat(messages: ChatMessage[], addGenerationPrompt?: boolean): string;
-  /** The assistant's reply: renderChat, tokenizeSpecial, generate (a fresh context). */
-  chat(messages: ChatMessage[], opts?: GenerateOptions): Promise<GenerateResult>;
+  /** chat(messages, opts): the assistant's reply by renderChat, tokenizeSpecial, generate (a fresh context);
+   * chat.completions.create: the OpenAI-shaped call (a chat session; the plain format without a template). */
+  chat: ((messages: ChatMessage[], opts?: GenerateOptions) => Promise<GenerateResult>) & { completions: ChatCompletions };
+  /** completions.create: the OpenAI-shaped raw-prompt call. */
+  completions: Completions;
   /** A conversation whose KV cache is kept across turns (any model: the plain format without a template). */
   newChat(opts?: ChatOptions): Chat;
   /** Generation from text or token ids, from a fresh context unless opts.keepContext. */
@@ -343,7 +519,7 @@ export class Model {
   stream(prompt: string, opts?: GenerateOptions): AsyncGenerator<string, void, undefined>;
   /** Ends the running generation after the current token. */
   stop(): void;
-  /** Releases the GPU buffers (after the running generation, if any). */
+  /** Releases the GPU buffers or the heap weights (after the running generation, if any). */
   free(): void;
 }
 
@@ -369,5 +545,10 @@ export function splitSource(parts: ByteSource[]): Promise<ByteSource & { parts?:
 export function splitUrls(url: string | URL): string[] | null;
 /** Why WebGPU cannot run on this page, or null. */
 export function webgpuMissingReason(): string | null;
-/** The engine under Model (web/lw-model.mjs). */
+/** Whether an adapter (GPUAdapterInfo or AdapterSummary-like names) is a software one. */
+export function isSoftwareAdapter(info: { isFallbackAdapter?: boolean; vendor?: string; architecture?: string; device?: string; description?: string } | null): boolean;
+/** device 'auto''s default softwareAdapterMaxBytes (2 MiB). */
+export const SOFTWARE_ADAPTER_MAX_BYTES: number;
+/** The engines under Model (web/lw-model.mjs). */
 export const GpuModel: any;
+export const CpuEngine: any;

@@ -3,9 +3,10 @@
 // the KV cache keeps the earlier turns), see load time, tokens/s and what the GPU offers. Uses only the
 // package's browser entry.
 //
-// The page's progress is mirrored in document.body.dataset.state ('starting', 'no-webgpu', 'gpu-ready',
-// 'loading', 'loaded', 'generating', 'done', 'error') and window.lwDemo (adapter, model, last result,
-// error) so automated tests (tests/web/demo.test.mjs) can follow it.
+// The page's progress is mirrored in document.body.dataset.state ('starting', 'no-webgpu', 'gpu-ready' (or
+// 'cpu-ready': the CPU engine alone, ?device=auto|cpu without WebGPU), 'loading', 'loaded', 'generating',
+// 'done', 'error') and window.lwDemo (adapter, model, last result, error) so automated tests
+// (tests/web/demo.test.mjs) can follow it. ?device= picks the engine (default webgpu; the select reloads).
 import { Llamaweb, listOpfs, downloadToOpfs, webgpuMissingReason } from '../llamaweb.mjs';
 
 const $ = (id) => document.getElementById(id);
@@ -39,6 +40,19 @@ function pill(label, yes) {
   s.className = 'pill' + (yes ? ' yes' : '');
   s.textContent = `${label}: ${yes ? 'yes' : 'no'}`;
   return s;
+}
+
+// No WebGPU device: the CPU engine (wasm, simd128; threads on cross-origin isolated pages).
+function showCpu(why, inWorker, threads) {
+  const el = $('adapter');
+  el.textContent = '';
+  const line = document.createElement('div');
+  line.textContent = `CPU engine (wasm): ${threads} thread${threads === 1 ? '' : 's'} wanted`;
+  const hint = document.createElement('div');
+  hint.className = 'hint';
+  hint.textContent = `no WebGPU: ${why}; cross-origin isolated: ${self.crossOriginIsolated ? 'yes' : 'no'}; ` +
+    `engine ${inWorker ? 'in a worker' : 'on the page\'s thread'}`;
+  el.append(line, hint);
 }
 
 function showAdapter(a, inWorker) {
@@ -106,9 +120,13 @@ async function openModel(what, label) {
     $('chat').checked = model.chatTemplate;
     $('chat-kind').textContent = model.chatTemplate ? 'the model\'s chat template' : 'the plain "User: / Assistant:" format (the model has no chat template)';
     demo.loadMs = model.loadMs;
+    demo.device = model.device;
+    const where = model.device === 'cpu'
+      ? `weights ${mib(i.weightBytes)} + context ${mib(i.contextBytes)} in the wasm heap (CPU engine, ${i.threads} ` +
+        `thread${i.threads === 1 ? '' : 's'}, ${model.build} build${model.gpuFailure ? '; WebGPU failed: ' + model.gpuFailure : ''})`
+      : `weights ${mib(i.weightBytes)} + KV cache ${mib(i.kvBytes)} on the GPU`;
     $('model-info').textContent = `${label}: ${i.arch}, ${i.n_layer} blocks, embedding ${i.n_embd}, vocab ${i.n_vocab}, ` +
-      `context ${i.n_ctx}; weights ${mib(i.weightBytes)} + KV cache ${mib(i.kvBytes)} on the GPU; ` +
-      `loaded in ${model.loadMs.toFixed(0)} ms`;
+      `context ${i.n_ctx}; ${where}; loaded in ${model.loadMs.toFixed(0)} ms`;
     setState('loaded');
   } catch (e) {
     $('model-info').textContent = '';
@@ -169,7 +187,7 @@ function samplingParams() {
 }
 
 function showDecoding() {
-  $('decoding').textContent = samplingParams() ? 'sampling on the GPU' : 'greedy decoding';
+  $('decoding').textContent = samplingParams() ? `sampling on the ${model && model.device === 'cpu' ? 'CPU' : 'GPU'}` : 'greedy decoding';
 }
 
 // more: go on from where the last text stopped (same context) instead of starting again from the prompt.
@@ -288,17 +306,25 @@ async function main() {
   if (q.has('temp')) $('temp').value = q.get('temp');
   if (q.has('seed')) $('seed').value = q.get('seed');
 
+  const device = ['webgpu', 'auto', 'cpu'].includes(q.get('device')) ? q.get('device') : 'webgpu';
+  $('device').value = device;
+  $('device').addEventListener('change', () => {
+    const u = new URL(location.href);
+    u.searchParams.set('device', $('device').value);
+    location.href = u.href;
+  });
+  const threads = q.has('threads') ? Number(q.get('threads')) : undefined;
   const why = webgpuMissingReason();
-  if (why) {
+  if (why && device === 'webgpu') {
     $('adapter').textContent = 'WebGPU is not available.';
-    showError(why);
+    showError(why + ' (or choose the CPU engine: device auto or cpu)');
     setState('no-webgpu');
     return;
   }
   // the engine in a worker (the page never waits on it) unless ?worker=0 puts it on this thread
   const inWorker = q.get('worker') !== '0';
   try {
-    lw = inWorker ? await Llamaweb.loadInWorker() : await Llamaweb.load();
+    lw = inWorker ? await Llamaweb.loadInWorker({ device, threads }) : await Llamaweb.load({ device, threads });
   } catch (e) {
     const gpu = /WebGPU|adapter/.test(e.message); // else the module itself (not built, not served, ...)
     $('adapter').textContent = gpu ? 'WebGPU is not available.' : 'The engine could not start.';
@@ -316,8 +342,13 @@ async function main() {
   // memory now: the wasm heap (stays small: weights live in GPU buffers) and, where Chrome tells, the JS heap
   demo.memory = async () => lw.memory();
   demo.conversation = () => conversation; // the Chat (WorkerChat in the worker) while one is going on
-  showAdapter(lw.adapter, inWorker);
-  setState('gpu-ready');
+  if (lw.adapter) {
+    showAdapter(lw.adapter, inWorker);
+    setState('gpu-ready');
+  } else {
+    showCpu(lw.gpuError, inWorker, threads ?? (self.crossOriginIsolated ? Math.min(4, navigator.hardwareConcurrency || 1) : 1));
+    setState('cpu-ready');
+  }
   busy(false);
   await Promise.all([refreshServed(), refreshOpfs()]);
   if (q.has('model')) {

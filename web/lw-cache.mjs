@@ -180,8 +180,18 @@ async function get(url, headers, range, signal) {
 // OPFS helpers
 // ---------------------------------------------------------------------------------------------------------
 
+// Whether this browser has what the cache writes with: OPFS and its writable streams (Safari before 18.4
+// has OPFS without createWritable).
 export function cacheAvailable() {
-  return typeof navigator !== 'undefined' && !!navigator.storage && typeof navigator.storage.getDirectory === 'function';
+  return typeof navigator !== 'undefined' && !!navigator.storage && typeof navigator.storage.getDirectory === 'function' &&
+    typeof FileSystemFileHandle !== 'undefined' && typeof FileSystemFileHandle.prototype.createWritable === 'function';
+}
+
+// cacheAvailable() and OPFS opens here (it may refuse: some private browsing modes), asked once.
+let usable = null;
+export function cacheUsable() {
+  if (!usable) usable = cacheAvailable() ? navigator.storage.getDirectory().then(() => true, () => false) : Promise.resolve(false);
+  return usable;
 }
 
 async function cacheRoot() {

@@ -4,7 +4,7 @@
 // split GGUF (llama.cpp's gguf-split: model-00001-of-00003.gguf, ...) presented to the loader as one file.
 // Re-exported by web/llamaweb.mjs; modelSource() is what Llamaweb.open() reads a model through.
 import { LlamawebError } from './lw-model.mjs';
-import { cacheAvailable, cacheFiles, throwIfAborted } from './lw-cache.mjs';
+import { cacheFiles, cacheUsable, throwIfAborted } from './lw-cache.mjs';
 
 // A File or Blob (a picked or dropped file, an OPFS file): each chunk is sliced and read on demand.
 export function blobSource(blob) {
@@ -325,10 +325,9 @@ export async function splitSource(parts) {
 const isUrl = (w) => typeof w === 'string' || (typeof URL !== 'undefined' && w instanceof URL);
 
 // A URL, or the parts of a split GGUF named by the URL of any of them: through the cache (opts.cache,
-// default on where OPFS exists) or by range requests.
+// default on where OPFS can be written) or by range requests.
 async function urlSources(urls, opts) {
-  const useCache = opts.cache ?? cacheAvailable();
-  if (useCache && cacheAvailable()) {
+  if (opts.cache !== false && await cacheUsable()) {
     const names = urls.map((u) => decodeURIComponent(String(u).split(/[?#]/)[0].split('/').pop() || 'model.gguf'));
     const blobs = await cacheFiles(urls, opts);
     return blobs.map((b, i) => ({ ...blobSource(b), name: names[i] }));

@@ -19,7 +19,8 @@
 //  - with the wasm build and ../shared: open(url) of stories260K on WebGPU downloads it ('download' then
 //    'upload' phases) and generates; the URL of any part of a split stories260K (3 parts,
 //    tests/web/gguf-split.mjs) opens all parts through the cache, same tokens; an abort during the upload
-//    gives ABORTED; the reloaded page opens both from OPFS with no request (CPU engine), same tokens.
+//    gives ABORTED; the reloaded page opens both from OPFS with no request (CPU engine), same tokens;
+//    {cache: false} reads by range requests and stores nothing.
 // Skips (visibly) without Chromium; the model cases without the wasm build or ../shared.
 // Run: LW_WASM_DIR=... node --test tests/web/cache.test.mjs
 import { test, before, after } from 'node:test';
@@ -389,4 +390,10 @@ test('open(url): stories260K through the cache (download, then upload); a split 
     assert.deepEqual(await phases(), ['upload']);
   }
   assert.equal(log.length, n, 'the reloaded page read the models from OPFS only');
+  // opted out: range requests, and no new entry
+  const r6 = await call(`t.open('/m/stories260K.gguf?direct', { device: 'cpu', cache: false })`);
+  assert.deepEqual(r6.tokens, r1.tokens);
+  const direct = log.slice(n).map((x) => x.range);
+  assert.ok(direct.length >= 2 && direct.every((x) => /^bytes=\d+-\d+$/.test(x)), `range requests: ${direct.join(', ')}`);
+  assert.equal((await call('t.list()')).some((x) => x.url.includes('?direct')), false);
 });

@@ -100,7 +100,8 @@ export interface OpenOptions {
   signal?: AbortSignal;
   /** Chunks (lwGpu.chunkBytes, 8 MiB) read and not yet acknowledged by the GPU queue, at most (default 4). */
   maxInFlight?: number;
-  /** Tries after a failed chunk read, with exponential backoff (default 3). */
+  /** Tries after a failed chunk read, with exponential backoff (default 3); for a URL through the cache also
+   * the download's failures in a row per part (default 5). */
   retries?: number;
   /** A URL through the OPFS model cache (default true where the browser has OPFS; false: range requests). */
   cache?: boolean;

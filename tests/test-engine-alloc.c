@@ -5,6 +5,7 @@
  *  - failing the N-th allocation of load + context creation, for every N, returns LW_ERR_NOMEM (or another
  *    error) cleanly, without crashing or leaking (ASAN builds check the leaks). */
 #include "llamaweb.h"
+#include "synth/synth.h"
 #include "test.h"
 #include "engine-synth.h"
 
@@ -208,6 +209,14 @@ int main(void) {
     check_no_alloc_during_decode(path, 3, LW_TYPE_F32);
     check_no_alloc_during_generate(path);
     check_failing_allocations(path);
+
+    /* a mixture of experts (src/synth's tiny-qwen3moe): routing, grouped expert products, the weighted sum */
+    lw__synth_params mp = {
+        .preset = "tiny-qwen3moe", .type = "q4_0", .vocab_path = "builtin", .seed = 3, .n_vocab = 320};
+    char err[LW_ERRMSG_SIZE];
+    synth_path(path, sizeof(path), "alloc-synth-qwen3moe.gguf");
+    CHECK_MSG(lw__synth_write(&mp, path, NULL, NULL, err) == LW_OK, "%s", err);
+    check_no_alloc_during_decode(path, 2, LW_TYPE_F16);
 
     char shared[1024];
     snprintf(shared, sizeof(shared), "%s/models/stories260K.gguf", test_shared_dir());

@@ -38,7 +38,7 @@ static void check_types(const lw__synth_preset *p, int pure) {
         ll.ggml_set_name(tensors[i], ts[i].name);
     }
     const uint32_t hd = lw__synth_head_dim(p);
-    ll_quant_model_desc d = {p->arch, p->n_embd, p->n_ff, nl, p->n_head, p->n_head_kv, 0, hd, hd};
+    ll_quant_model_desc d = {p->arch, p->n_embd, p->n_ff, nl, p->n_head, p->n_head_kv, p->n_expert, hd, hd};
     void *model = ll.quant_model_from_metadata(&d);
     ll_quantize_params qp = ll.model_quantize_default_params();
     qp.pure = pure != 0;

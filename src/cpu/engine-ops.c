@@ -17,6 +17,7 @@
  * Most of the time is spent in mul_mat (every weight row is read once per step). */
 #include "cpu/engine-ops.h"
 
+#include "cpu/engine-moe.h"
 #include "cpu/quant-dot.h"
 #include "cpu/quant-dot-simd.h"
 #include "quant/quant.h"
@@ -225,12 +226,13 @@ static void choose_kernels(void) {
     if (x86 && !(force && !strcmp(force, "scalar"))) best_kernels = x86;
     const lw__cpu_kernels *k = best_kernels;
     mm_table[LW_TYPE_F32] = (lw__cpu_mm){
-        LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL, NULL, NULL, NULL};
-    mm_table[LW_TYPE_F16] = (lw__cpu_mm){
-        LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16, NULL, NULL, NULL, NULL, NULL};
+        LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL, NULL, NULL, NULL, NULL};
+    mm_table[LW_TYPE_F16] =
+        (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16, NULL, NULL, NULL,
+                     NULL,        NULL,          NULL};
     /* BF16: the scalar orders on every target (no SIMD twins yet) */
     mm_table[LW_TYPE_BF16] = (lw__cpu_mm){
-        LW_TYPE_BF16, f32_to_bf16_row, dot_bf16, dot_bf16_gemm, NULL, NULL, NULL, NULL, NULL, NULL};
+        LW_TYPE_BF16, f32_to_bf16_row, dot_bf16, dot_bf16_gemm, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     /* quantized weights: ggml's pairing with a quantized activation row (quant-dot.h). On x86 llama.cpp
      * quantizes Q8_0/Q8_1 activations with its SIMD rounding, so we do too there. Its SIMD dot products add
      * block results in other orders than these references: close to llama.cpp, not bit-identical yet. */
@@ -240,7 +242,8 @@ static void choose_kernels(void) {
         lw__from_float_fn act = qd->act_from_float;
         if (qd->vec_dot_type == LW_TYPE_Q8_0) act = lw__quantize_row_q8_0_x86;
         if (qd->vec_dot_type == LW_TYPE_Q8_1) act = lw__quantize_row_q8_1_x86;
-        mm_table[t] = (lw__cpu_mm){qd->vec_dot_type, act, qd->dot, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+        mm_table[t] =
+            (lw__cpu_mm){qd->vec_dot_type, act, qd->dot, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     }
     /* ggml's x86 dot orders (quant-dot.h), as its AVX-512 build runs them, on every target so results are
      * the same everywhere; llama.cpp's repacked types get their gemv/gemm orders too */
@@ -273,6 +276,7 @@ static void choose_kernels(void) {
         e->dot_repack_gemm = xq[i].rpg;
         e->qgemm = lw__quant_gemm_fast(e->dot);
         e->qgemm_repack = xq[i].rp ? lw__quant_gemm_fast(xq[i].rpg ? xq[i].rpg : xq[i].rp) : NULL;
+        e->qgemm_repack_gemv = xq[i].rp ? lw__quant_gemm_fast(xq[i].rp) : NULL;
         /* the decode kernels (lw__quant_gemv_fast) stay unused: faster in cache, but whole-model decode
          * measured slower with them (Q4_0 1 thread: 10.7 vs 15 tok/s), reading 16 rows' blocks at a time */
         e->qgemv_repack = NULL;
@@ -303,8 +307,7 @@ int lw__cpu_get_rows_supported(uint32_t type) {
     return qt && qt->to_float;
 }
 
-/* Bytes of one row of n elements of type (n a whole number of blocks; checked when tensors are made). */
-static size_t row_size(uint32_t type, int64_t n) {
+size_t lw__cpu_row_size(uint32_t type, int64_t n) {
     const lw_type_info *ti = lw_type_get(type);
     return (size_t)(n / ti->block_size) * ti->type_size;
 }
@@ -313,21 +316,8 @@ static size_t row_size(uint32_t type, int64_t n) {
  * Helpers shared by the ops
  * ------------------------------------------------------------------------------------------------------- */
 
-/* Rows of an activation in this step. */
-static int64_t n_rows(const lw__exec *ex, const lw__tensor *t) {
-    if (t->kind == LW_T_WEIGHT) return t->ne1;
-    return t->rows == LW_ROWS_OUTPUTS ? ex->n_outputs : ex->n_tokens;
-}
-
-/* Contiguous share [*r0, *r1) of n items for thread ith of nth. */
-static void split(int64_t n, int ith, int nth, int64_t *r0, int64_t *r1) {
-    int64_t per = (n + nth - 1) / nth;
-    *r0 = per * ith < n ? per * ith : n;
-    *r1 = *r0 + per < n ? *r0 + per : n;
-}
-
 static float *row_f32(const lw__tensor *t, int64_t r) {
-    return (float *)((uint8_t *)t->data + (size_t)r * t->row_bytes);
+    return (float *)lw__cpu_row(t, r);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -337,7 +327,7 @@ static float *row_f32(const lw__tensor *t, int64_t r) {
 static void op_get_rows(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *w = &ex->g->t[nd->src[0]];
     int64_t r0, r1;
-    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    lw__cpu_split(lw__cpu_rows(ex, dst), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         int64_t id = ex->tokens[r];
         const uint8_t *src = (const uint8_t *)w->data + (size_t)id * w->row_bytes;
@@ -358,7 +348,7 @@ static void op_rms_norm(const lw__exec *ex, const lw__node *nd, int ith, int nth
     const int64_t ne0 = x->ne0, gs = nd->ip[0] > 0 ? nd->ip[0] : ne0;
     const float eps = nd->fp[0];
     int64_t r0, r1;
-    split(n_rows(ex, dst) * (ne0 / gs), ith, nth, &r0, &r1);
+    lw__cpu_split(lw__cpu_rows(ex, dst) * (ne0 / gs), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         int64_t row = r / (ne0 / gs), g0 = (r % (ne0 / gs)) * gs;
         const float *xr = row_f32(x, row) + g0;
@@ -373,22 +363,18 @@ static void op_rms_norm(const lw__exec *ex, const lw__node *nd, int ith, int nth
     }
 }
 
-/* Fewest tokens for which the tiled kernels beat row-by-row dots (they rebuild each weight panel per call).
- */
-#define QGEMM_MIN_TOKENS 2
-
 static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *w = &ex->g->t[nd->src[0]], *x = &ex->g->t[nd->src[1]];
     const lw__cpu_mm *mm = lw__cpu_mm_get(w->type);
-    const int64_t nt = n_rows(ex, x), k = w->ne0, m = w->ne1;
+    const int64_t nt = lw__cpu_rows(ex, x), k = w->ne0, m = w->ne1;
     int64_t r0, r1;
 
     /* 1. activations into the weight's vec_dot_type (rows split over threads) */
     const uint8_t *act = (const uint8_t *)x->data;
     size_t act_stride = x->row_bytes;
     if (mm->from_float) {
-        act_stride = row_size(mm->vec_dot_type, k);
-        split(nt, ith, nth, &r0, &r1);
+        act_stride = lw__cpu_row_size(mm->vec_dot_type, k);
+        lw__cpu_split(nt, ith, nth, &r0, &r1);
         for (int64_t t = r0; t < r1; t++)
             mm->from_float(row_f32(x, t), ex->scratch + (size_t)t * act_stride, k);
         lw__pool_barrier(ex->pool);
@@ -398,15 +384,16 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
     /* 2a. many tokens and a tiled kernel (quant-gemm.h): panels of weight rows split over threads; each
      *     thread's panels meet every token in registers. Tokens past the last group of 4 take the gemv
      *     order where llama.cpp's repacked gemm and gemv orders differ. */
-    const int repacked = mm->dot_repack && m % 8 == 0 && !w->plain;
+    const int repacked = lw__cpu_mm_repacked(mm, m) && !w->plain;
     lw__quant_gemm_fn qg = repacked ? mm->qgemm_repack : mm->qgemm;
-    if (nt < QGEMM_MIN_TOKENS)
+    if (nt < LW_QGEMM_MIN_TOKENS)
         qg = repacked && mm->qgemv_repack ? mm->qgemv_repack : NULL; /* decode: gemv order */
     if (qg) {
-        const int64_t n_tiled = repacked && mm->dot_repack_gemm && nt >= QGEMM_MIN_TOKENS ? nt / 4 * 4 : nt;
+        const int64_t n_tiled =
+            repacked && mm->dot_repack_gemm && nt >= LW_QGEMM_MIN_TOKENS ? nt / 4 * 4 : nt;
         const int64_t P = LW_QUANT_GEMM_ROWS, np = (m + P - 1) / P;
         int64_t p0, p1;
-        split(np, ith, nth, &p0, &p1);
+        lw__cpu_split(np, ith, nth, &p0, &p1);
         r0 = p0 * P;
         r1 = p1 * P < m ? p1 * P : m;
         if (r1 > r0)
@@ -428,7 +415,7 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
 
     /* 2b. output columns (weight rows) split over threads; tokens in blocks so a block of activations stays
      *     in cache while the weight rows stream by */
-    split(m, ith, nth, &r0, &r1);
+    lw__cpu_split(m, ith, nth, &r0, &r1);
     /* ggml hands steps of 2+ tokens with k a multiple of 16 to tinyBLAS, whose summation order differs */
     const int gemm = nt >= 2 && k % 16 == 0 && mm->dot_gemm;
     float (*dot)(int64_t, const void *, const void *) = gemm ? mm->dot_gemm : mm->dot;
@@ -442,7 +429,7 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
                          (size_t)dst->ne0);
             continue;
         }
-        if (mm->dot_repack && m % 8 == 0 && !w->plain) {
+        if (lw__cpu_mm_repacked(mm, m) && !w->plain) {
             /* llama.cpp's repacked kernels: tokens in groups of 4 through gemm, the rest through gemv */
             const int64_t n_gemm = nt / 4 * 4;
             for (int64_t r = r0; r < r1; r++) {
@@ -464,9 +451,9 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
 
 static void op_add(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *a = &ex->g->t[nd->src[0]], *b = &ex->g->t[nd->src[1]];
-    const int64_t rows_b = n_rows(ex, b);
+    const int64_t rows_b = lw__cpu_rows(ex, b);
     int64_t r0, r1;
-    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    lw__cpu_split(lw__cpu_rows(ex, dst), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         const float *x = row_f32(a, r), *y = row_f32(b, rows_b == 1 ? 0 : r);
         float *z = row_f32(dst, r);
@@ -488,15 +475,44 @@ static float v_expf(float x) {
     return ldexpf(j, (int)n); /* _mm512_scalef_ps(j, n): n is integral here */
 }
 
-/* silu(x) * g as ggml_vec_swiglu_f32 built for AVX-512: blocks of 16 use v_expf, the tail uses expf. */
+double lw__cpu_softmax_exp(float *y, const float *x, int64_t n, float max) {
+    double sum = 0.0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (int l = 0; l < 16; l++) y[i + l] = v_expf(x[i + l] - max);
+        sum += (double)reduce16(y + i);
+    }
+    for (; i < n; i++) sum += (double)(y[i] = expf(x[i] - max));
+    return sum;
+}
+
+/* ggml_soft_max without mask or scale: max, exponentials and their double sum (lw__cpu_softmax_exp), then
+ * every value times the f32 reciprocal of the sum (ggml_vec_scale_f32 of (float)(1.0 / sum)). */
+static void op_softmax(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *x = &ex->g->t[nd->src[0]];
+    const int64_t n = dst->ne0;
+    int64_t r0, r1;
+    lw__cpu_split(lw__cpu_rows(ex, dst), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *a = row_f32(x, r);
+        float *y = row_f32(dst, r), mx = -INFINITY;
+        for (int64_t i = 0; i < n; i++) mx = a[i] > mx ? a[i] : mx;
+        const float inv = (float)(1.0 / lw__cpu_softmax_exp(y, a, n, mx));
+        for (int64_t i = 0; i < n; i++) y[i] *= inv;
+    }
+}
+
+/* silu(x) * g as ggml_vec_swiglu_f32 built for AVX-512, per row of ip[0] elements (whole rows when 0): blocks
+ * of 16 use v_expf, the row's tail uses expf. */
 static void op_swiglu(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *a = &ex->g->t[nd->src[0]], *b = &ex->g->t[nd->src[1]];
-    const int64_t n = dst->ne0, n16 = n & ~(int64_t)15;
+    const int64_t n = nd->ip[0] > 0 ? nd->ip[0] : dst->ne0, n16 = n & ~(int64_t)15, per = dst->ne0 / n;
     int64_t r0, r1;
-    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    lw__cpu_split(lw__cpu_rows(ex, dst) * per, ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        const float *x = row_f32(a, r), *g = row_f32(b, r);
-        float *z = row_f32(dst, r);
+        const int64_t off = (r % per) * n;
+        const float *x = row_f32(a, r / per) + off, *g = row_f32(b, r / per) + off;
+        float *z = row_f32(dst, r / per) + off;
         for (int64_t i = 0; i < n16; i++) z[i] = x[i] / (1.0f + v_expf(0.0f - x[i])) * g[i];
         for (int64_t i = n16; i < n; i++) z[i] = x[i] / (1.0f + expf(-x[i])) * g[i];
     }
@@ -536,7 +552,7 @@ static void op_rope(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const float *ff = nd->src[1] >= 0 ? (const float *)ex->g->t[nd->src[1]].data : NULL;
     float *cache = ex->thread_scratch + (size_t)ith * ex->thread_floats; /* hd floats: cos, sin pairs */
     int64_t r0, r1;
-    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    lw__cpu_split(lw__cpu_rows(ex, dst), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         lw__rope_cache(nd, ff, ex->pos0 + r, hd / 2, cache); /* this position's table */
         for (int64_t h = 0; h < n_head; h++) {
@@ -558,9 +574,9 @@ static void op_rope(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
 static void op_kv_store(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *x = &ex->g->t[nd->src[0]];
     uint8_t *base = (uint8_t *)(nd->ip[1] ? ex->v : ex->k)[nd->ip[0]];
-    const size_t rb = row_size(ex->kv_type, ex->kv_row);
+    const size_t rb = lw__cpu_row_size(ex->kv_type, ex->kv_row);
     int64_t r0, r1;
-    split(n_rows(ex, x), ith, nth, &r0, &r1);
+    lw__cpu_split(lw__cpu_rows(ex, x), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         uint8_t *cell = base + (size_t)(ex->pos0 + r) * rb;
         if (ex->kv_type == LW_TYPE_F16)
@@ -614,11 +630,11 @@ static size_t fa_tiled_floats(int64_t D) {
 
 static void op_attn_tiled(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *q = &ex->g->t[nd->src[0]];
-    const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3], nt = n_rows(ex, q);
+    const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3], nt = lw__cpu_rows(ex, q);
     const float softcap = nd->fp[1],
                 scale = softcap != 0.0f ? nd->fp[0] / softcap : nd->fp[0]; /* as one-chunk */
     const int f16 = ex->kv_type == LW_TYPE_F16;
-    const size_t rb = row_size(ex->kv_type, ex->kv_row);
+    const size_t rb = lw__cpu_row_size(ex->kv_type, ex->kv_row);
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
     const lw__cpu_kernels *K = ex->kern;
     float *ts = ex->thread_scratch + (size_t)ith * ex->thread_floats;
@@ -626,7 +642,7 @@ static void op_attn_tiled(const lw__exec *ex, const lw__node *nd, int ith, int n
     float *M = kq + FA_TILE, *S = M + FA_TILE;
     const int64_t n_qt = (nt + FA_TILE - 1) / FA_TILE;
     int64_t i0, i1;
-    split(n_head * n_qt, ith, nth, &i0, &i1);
+    lw__cpu_split(n_head * n_qt, ith, nth, &i0, &i1);
     for (int64_t item = i0; item < i1; item++) {
         const int64_t h = item / n_qt, t0 = (item % n_qt) * FA_TILE, hk = h / (n_head / n_head_kv);
         const int64_t t1 = t0 + FA_TILE < nt ? t0 + FA_TILE : nt;
@@ -699,7 +715,7 @@ static void op_attn_classic(const lw__exec *ex, const lw__node *nd, int ith, int
     const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3];
     const float scale = nd->fp[0], softcap = nd->fp[1], inv_cap = softcap != 0.0f ? 1.0f / softcap : 0.0f;
     const int f16 = ex->kv_type == LW_TYPE_F16;
-    const size_t rb = row_size(ex->kv_type, ex->kv_row);
+    const size_t rb = lw__cpu_row_size(ex->kv_type, ex->kv_row);
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
     const lw__cpu_kernels *K = ex->kern;
     const int batch = ex->n_tokens >= 2;
@@ -710,7 +726,7 @@ static void op_attn_classic(const lw__exec *ex, const lw__node *nd, int ith, int
     uint16_t *q16 = col + npad;                                       /* D halves               */
     float *colf = (float *)kq16; /* f32 cache: the column reuses kq16 + col as npad floats */
     int64_t r0, r1;
-    split(n_rows(ex, q) * n_head, ith, nth, &r0, &r1);
+    lw__cpu_split(lw__cpu_rows(ex, q) * n_head, ith, nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
         const int64_t t = ir / n_head, h = ir % n_head, hk = h / (n_head / n_head_kv);
         const float *qr = row_f32(q, t) + h * D;
@@ -737,14 +753,8 @@ static void op_attn_classic(const lw__exec *ex, const lw__node *nd, int ith, int
             mx = kq[c] > mx ? kq[c] : mx;
         }
         /* ggml_vec_soft_max_f32 (16-lane blocks, then scalar expf), then 1/sum in double */
-        double sum = 0.0;
-        int64_t c = 0;
-        for (; c + 16 <= npad; c += 16) {
-            for (int l = 0; l < 16; l++) kq[c + l] = v_expf(kq[c + l] - mx);
-            sum += (double)reduce16(kq + c);
-        }
-        for (; c < npad; c++) sum += (double)(kq[c] = expf(kq[c] - mx));
-        const float inv = (float)(1.0 / sum);
+        const float inv = (float)(1.0 / lw__cpu_softmax_exp(kq, kq, npad, mx));
+        int64_t c;
         for (c = 0; c < npad; c++) kq[c] *= inv;
         float *y = row_f32(dst, t) + h * D;
         if (f16) {
@@ -788,14 +798,14 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
         op_attn_tiled(ex, nd, ith, nth);
         return;
     }
-    const size_t rb = row_size(ex->kv_type, ex->kv_row);
+    const size_t rb = lw__cpu_row_size(ex->kv_type, ex->kv_row);
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
     float *ts = ex->thread_scratch + (size_t)ith * ex->thread_floats;
     float *vkq32 = ts;                      /* D floats   */
     uint16_t *vkq16 = (uint16_t *)(ts + D); /* D halves   */
     uint16_t *q16 = vkq16 + D;              /* D halves   */
     int64_t r0, r1;
-    split(n_rows(ex, q) * n_head, ith, nth, &r0, &r1);
+    lw__cpu_split(lw__cpu_rows(ex, q) * n_head, ith, nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
         const int64_t t = ir / n_head, h = ir % n_head, hk = h / (n_head / n_head_kv);
         const float *qr = row_f32(q, t) + h * D;
@@ -845,7 +855,7 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
 static void op_out_rows(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *x = &ex->g->t[nd->src[0]];
     int64_t r0, r1;
-    split(ex->n_outputs, ith, nth, &r0, &r1);
+    lw__cpu_split(ex->n_outputs, ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) memcpy(row_f32(dst, r), row_f32(x, ex->out_rows[r]), x->row_bytes);
 }
 
@@ -854,7 +864,7 @@ static void op_scale(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *x = &ex->g->t[nd->src[0]];
     const float v = nd->fp[0];
     int64_t r0, r1;
-    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    lw__cpu_split(lw__cpu_rows(ex, dst), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         const float *a = row_f32(x, r);
         float *y = row_f32(dst, r);
@@ -868,7 +878,7 @@ static void op_softcap(const lw__exec *ex, const lw__node *nd, int ith, int nth)
     const lw__tensor *dst = &ex->g->t[nd->dst], *x = &ex->g->t[nd->src[0]];
     const float inv = nd->fp[0], c = nd->fp[1];
     int64_t r0, r1;
-    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    lw__cpu_split(lw__cpu_rows(ex, dst), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         const float *a = row_f32(x, r);
         float *y = row_f32(dst, r);
@@ -888,7 +898,7 @@ float lw__cpu_gelu_f16(uint16_t h) {
 static void op_geglu(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *a = &ex->g->t[nd->src[0]], *b = &ex->g->t[nd->src[1]];
     int64_t r0, r1;
-    split(n_rows(ex, dst), ith, nth, &r0, &r1);
+    lw__cpu_split(lw__cpu_rows(ex, dst), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         const float *x = row_f32(a, r), *g = row_f32(b, r);
         float *z = row_f32(dst, r);
@@ -901,11 +911,27 @@ static void op_geglu(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
 
 typedef void (*op_fn)(const lw__exec *ex, const lw__node *nd, int ith, int nth);
 
+/* every op has its kernel (a missing entry would be a NULL call) */
+_Static_assert(LW_OP_MOE_SUM == LW_OP_COUNT - 1, "a new op needs its entry in op_table");
+
 static const op_fn op_table[LW_OP_COUNT] = {
-    [LW_OP_GET_ROWS] = op_get_rows, [LW_OP_RMS_NORM] = op_rms_norm, [LW_OP_MUL_MAT] = op_mul_mat,
-    [LW_OP_ADD] = op_add,           [LW_OP_ROPE] = op_rope,         [LW_OP_KV_STORE] = op_kv_store,
-    [LW_OP_ATTN] = op_attn,         [LW_OP_SWIGLU] = op_swiglu,     [LW_OP_OUT_ROWS] = op_out_rows,
-    [LW_OP_SCALE] = op_scale,       [LW_OP_GEGLU] = op_geglu,       [LW_OP_SOFTCAP] = op_softcap,
+    [LW_OP_GET_ROWS] = op_get_rows,
+    [LW_OP_RMS_NORM] = op_rms_norm,
+    [LW_OP_MUL_MAT] = op_mul_mat,
+    [LW_OP_ADD] = op_add,
+    [LW_OP_ROPE] = op_rope,
+    [LW_OP_KV_STORE] = op_kv_store,
+    [LW_OP_ATTN] = op_attn,
+    [LW_OP_SWIGLU] = op_swiglu,
+    [LW_OP_OUT_ROWS] = op_out_rows,
+    [LW_OP_SCALE] = op_scale,
+    [LW_OP_GEGLU] = op_geglu,
+    [LW_OP_SOFTCAP] = op_softcap,
+    [LW_OP_SOFTMAX] = op_softmax,
+    [LW_OP_TOPK] = lw__cpu_op_topk,
+    [LW_OP_MOE_WEIGHTS] = lw__cpu_op_moe_weights,
+    [LW_OP_MUL_MAT_ID] = lw__cpu_op_mul_mat_id,
+    [LW_OP_MOE_SUM] = lw__cpu_op_moe_sum,
 };
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -923,17 +949,23 @@ lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, int64_t 
             if (!mm) return LW_ERR_UNSUPPORTED;
             if (mm->from_float) {
                 uint64_t b;
-                if (!lw__mul_u64((uint64_t)max_tokens, row_size(mm->vec_dot_type, w->ne0), &b))
+                if (!lw__mul_u64((uint64_t)max_tokens, lw__cpu_row_size(mm->vec_dot_type, w->ne0), &b))
                     return LW_ERR_OVERFLOW;
                 if (b > shared) shared = b;
             }
-            if ((mm->qgemm || mm->qgemm_repack) && max_tokens >= QGEMM_MIN_TOKENS) {
+            if ((mm->qgemm || mm->qgemm_repack) && max_tokens >= LW_QGEMM_MIN_TOKENS) {
                 /* the tiled kernels' panel and per-block activation data (quant-gemm.h) */
                 if (w->ne0 > INT32_MAX || max_tokens > INT32_MAX) return LW_ERR_OVERFLOW;
                 const uint64_t f =
                     (lw__quant_gemm_scratch(w->ne0, max_tokens) + sizeof(float) - 1) / sizeof(float);
                 if (f > per_thread) per_thread = f;
             }
+        } else if (nd->op == LW_OP_MUL_MAT_ID) {
+            uint64_t b, f;
+            lw_status st = lw__cpu_moe_scratch(g, nd, max_tokens, &b, &f);
+            if (st != LW_OK) return st;
+            if (b > shared) shared = b;
+            if (f > per_thread) per_thread = f;
         } else if (nd->op == LW_OP_ATTN) {
             uint64_t f = 2 * (uint64_t)nd->ip[3]; /* one-chunk: D floats + 2 D halves */
             if (max_tokens >= FA_TILE && nd->ip[3] % 16 == 0 && fa_tiled_floats(nd->ip[3]) > f)
@@ -959,9 +991,11 @@ static void exec_thread(void *arg, int ith, int nth) {
         const lw__node *nd = &ex->g->nodes[n];
         op_table[nd->op](ex, nd, ith, nth);
         lw__pool_barrier(ex->pool);
-        if (ex->on_node && nd->dst >= 0) { /* the observer reads before the arena is reused */
+        /* the observer reads f32 rows (not the expert ids) before the arena is reused */
+        if (ex->on_node && nd->dst >= 0 && ex->g->t[nd->dst].type == LW_TYPE_F32) {
             const lw__tensor *t = &ex->g->t[nd->dst];
-            if (ith == 0) ex->on_node(ex->on_node_user, t->name, t->layer, t->data, t->ne0, n_rows(ex, t));
+            if (ith == 0)
+                ex->on_node(ex->on_node_user, t->name, t->layer, t->data, t->ne0, lw__cpu_rows(ex, t));
             lw__pool_barrier(ex->pool);
         }
     }

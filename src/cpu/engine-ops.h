@@ -34,7 +34,16 @@ typedef struct lw__cpu_mm {
     lw__quant_gemm_fn qgemm;
     lw__quant_gemm_fn qgemm_repack;
     lw__quant_gemm_fn qgemv_repack; /* the repacked gemv order (dot_repack) for single tokens, or NULL */
+    /* the tiled kernel with dot_repack's bits for many tokens (llama.cpp's repacked MUL_MAT_ID runs its gemv
+     * on every row, whatever the step), or NULL */
+    lw__quant_gemm_fn qgemm_repack_gemv;
 } lw__cpu_mm;
+
+/* Whether llama.cpp repacks a weight of this type with `rows` rows (per expert for MUL_MAT_ID) on x86:
+ * the type has a repacked order and rows is a multiple of 8. The tied embedding table never is. */
+static inline int lw__cpu_mm_repacked(const lw__cpu_mm *mm, int64_t rows) {
+    return mm->dot_repack && rows % 8 == 0;
+}
 
 /* The entry for a weight type (with the fastest kernels), or NULL when this build cannot multiply by it. */
 const lw__cpu_mm *lw__cpu_mm_get(uint32_t type);
@@ -122,6 +131,39 @@ typedef struct lw__exec {
                     int64_t rows);
     void *on_node_user; /* its argument                                                         */
 } lw__exec;
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Helpers shared by the op files (engine-ops.c, engine-moe.c)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Rows of a tensor in this step (weights: all of them). */
+static inline int64_t lw__cpu_rows(const lw__exec *ex, const lw__tensor *t) {
+    if (t->kind == LW_T_WEIGHT) return t->ne1;
+    return t->rows == LW_ROWS_OUTPUTS ? ex->n_outputs : ex->n_tokens;
+}
+
+/* Contiguous share [*r0, *r1) of n items for thread ith of nth. */
+static inline void lw__cpu_split(int64_t n, int ith, int nth, int64_t *r0, int64_t *r1) {
+    int64_t per = (n + nth - 1) / nth;
+    *r0 = per * ith < n ? per * ith : n;
+    *r1 = *r0 + per < n ? *r0 + per : n;
+}
+
+/* Row r of a tensor (any element type). */
+static inline void *lw__cpu_row(const lw__tensor *t, int64_t r) {
+    return (uint8_t *)t->data + (size_t)r * t->row_bytes;
+}
+
+/* Bytes of one row of n elements of type (n a whole number of blocks; checked when tensors are made). */
+size_t lw__cpu_row_size(uint32_t type, int64_t n);
+
+/* ggml_vec_soft_max_f32 as its AVX-512 build runs it: y[i] = exp(x[i] - max) (ggml_v_expf on blocks of 16,
+ * expf on the tail); returns their sum, the blocks' lane sums added in double. y may be x. */
+double lw__cpu_softmax_exp(float *y, const float *x, int64_t n, float max);
+
+/* Fewest tokens for which the tiled kernels beat row-by-row dots (they rebuild each weight panel per call).
+ */
+#define LW_QGEMM_MIN_TOKENS 2
 
 /* Bytes of shared scratch and floats of per-thread scratch a graph needs for steps of up to max_tokens. */
 lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, int64_t n_ctx, size_t *shared_bytes,

@@ -13,10 +13,23 @@
  * ------------------------------------------------------------------------------------------------------- */
 
 static const char *const op_names[LW_OP_COUNT] = {
-    [LW_OP_GET_ROWS] = "get_rows", [LW_OP_RMS_NORM] = "rms_norm", [LW_OP_MUL_MAT] = "mul_mat",
-    [LW_OP_ADD] = "add",           [LW_OP_ROPE] = "rope",         [LW_OP_KV_STORE] = "kv_store",
-    [LW_OP_ATTN] = "attn",         [LW_OP_SWIGLU] = "swiglu",     [LW_OP_OUT_ROWS] = "out_rows",
-    [LW_OP_SCALE] = "scale",       [LW_OP_GEGLU] = "geglu",       [LW_OP_SOFTCAP] = "softcap",
+    [LW_OP_GET_ROWS] = "get_rows",
+    [LW_OP_RMS_NORM] = "rms_norm",
+    [LW_OP_MUL_MAT] = "mul_mat",
+    [LW_OP_ADD] = "add",
+    [LW_OP_ROPE] = "rope",
+    [LW_OP_KV_STORE] = "kv_store",
+    [LW_OP_ATTN] = "attn",
+    [LW_OP_SWIGLU] = "swiglu",
+    [LW_OP_OUT_ROWS] = "out_rows",
+    [LW_OP_SCALE] = "scale",
+    [LW_OP_GEGLU] = "geglu",
+    [LW_OP_SOFTCAP] = "softcap",
+    [LW_OP_SOFTMAX] = "soft_max",
+    [LW_OP_TOPK] = "argsort_top_k",
+    [LW_OP_MOE_WEIGHTS] = "moe_weights",
+    [LW_OP_MUL_MAT_ID] = "mul_mat_id",
+    [LW_OP_MOE_SUM] = "moe_sum",
 };
 
 const char *lw__op_name(lw__op op) {
@@ -80,7 +93,8 @@ static int32_t new_tensor(lw__graph *g, const char *name, uint32_t type, int64_t
     return g->n_t++;
 }
 
-int32_t lw__graph_weight(lw__graph *g, const char *name, uint32_t type, int64_t ne0, int64_t ne1, void *data) {
+int32_t lw__graph_weight(lw__graph *g, const char *name, uint32_t type, int64_t ne0, int64_t ne1,
+                         void *data) {
     int32_t i = new_tensor(g, name, type, ne0);
     if (i < 0) return -1;
     g->t[i].kind = LW_T_WEIGHT;
@@ -90,7 +104,11 @@ int32_t lw__graph_weight(lw__graph *g, const char *name, uint32_t type, int64_t 
 }
 
 int32_t lw__graph_act(lw__graph *g, const char *name, int64_t ne0, lw__rows rows) {
-    int32_t i = new_tensor(g, name, LW_TYPE_F32, ne0);
+    return lw__graph_act_typed(g, name, LW_TYPE_F32, ne0, rows);
+}
+
+int32_t lw__graph_act_typed(lw__graph *g, const char *name, uint32_t type, int64_t ne0, lw__rows rows) {
+    int32_t i = new_tensor(g, name, type, ne0);
     if (i < 0) return -1;
     g->t[i].kind = LW_T_ACT;
     g->t[i].rows = (uint8_t)rows;
@@ -131,9 +149,9 @@ typedef struct fblock {
 
 /* The free list during planning: blocks sorted by offset, never adjacent (merged on release). */
 typedef struct flist {
-    fblock *b;     /* blocks                          */
-    int32_t n;     /* used                            */
-    uint64_t top;  /* arena size so far               */
+    fblock *b;    /* blocks                          */
+    int32_t n;    /* used                            */
+    uint64_t top; /* arena size so far               */
 } flist;
 
 /* Takes size bytes (a multiple of the alignment): the smallest free block that fits, else the free block
@@ -211,7 +229,8 @@ lw_status lw__graph_plan(lw__graph *g, int64_t max_tokens, int64_t max_outputs, 
         for (int k = 0; k < 3; k++)
             if (nd->src[k] >= 0) {
                 lw__tensor *t = &g->t[nd->src[k]];
-                if (t->kind != LW_T_WEIGHT && t->first < 0) return LW_ERR_INVALID_ARG; /* read before written */
+                if (t->kind != LW_T_WEIGHT && t->first < 0)
+                    return LW_ERR_INVALID_ARG; /* read before written */
                 t->last = n;
             }
     }
@@ -239,7 +258,8 @@ lw_status lw__graph_plan(lw__graph *g, int64_t max_tokens, int64_t max_outputs, 
             if (!dup) fl_give(&fl, g->t[s].offset, g->t[s].size);
         }
         /* an output nobody reads is still released (unless it is a kept output) */
-        if (nd->dst >= 0 && g->t[nd->dst].kind == LW_T_ACT && g->t[nd->dst].last < 0 && g->t[nd->dst].first == n)
+        if (nd->dst >= 0 && g->t[nd->dst].kind == LW_T_ACT && g->t[nd->dst].last < 0 &&
+            g->t[nd->dst].first == n)
             fl_give(&fl, g->t[nd->dst].offset, g->t[nd->dst].size);
     }
     g->arena_size = fl.top;

@@ -10,16 +10,16 @@ int32_t lw__W(lw__graph *g, const lw__wt *w) {
     return i;
 }
 
-int32_t lw__op_node(lw__graph *g, lw__op op, const char *name, int64_t ne0, lw__rows rows, int32_t s0, int32_t s1,
-                 lw__node **out) {
+int32_t lw__op_node(lw__graph *g, lw__op op, const char *name, int64_t ne0, lw__rows rows, int32_t s0,
+                    int32_t s1, lw__node **out) {
     int32_t d = lw__graph_act(g, name, ne0, rows);
     lw__node *n = lw__graph_node(g, op, d, s0, s1, -1);
     if (out) *out = n;
     return n ? d : -1;
 }
 
-int32_t lw__rms_norm(lw__graph *g, const char *name, int32_t x, int32_t w, int64_t ne0, int64_t group, float eps,
-                     lw__rows rows) {
+int32_t lw__rms_norm(lw__graph *g, const char *name, int32_t x, int32_t w, int64_t ne0, int64_t group,
+                     float eps, lw__rows rows) {
     lw__node *n;
     int32_t d = lw__op_node(g, LW_OP_RMS_NORM, name, ne0, rows, x, w, &n);
     if (n) {
@@ -38,8 +38,8 @@ int32_t lw__add_bias(lw__graph *g, const char *name, int32_t x, const lw__wt *b,
     return lw__op_node(g, LW_OP_ADD, name, ne0, LW_ROWS_TOKENS, x, lw__W(g, b), NULL);
 }
 
-int32_t lw__rope(lw__graph *g, const lw__hparams *hp, const char *name, int32_t x, int64_t n_head, float freq_base,
-                 float freq_scale, const lw__wt *freq_factors) {
+int32_t lw__rope(lw__graph *g, const lw__hparams *hp, const char *name, int32_t x, int64_t n_head,
+                 float freq_base, float freq_scale, const lw__wt *freq_factors) {
     lw__node *n;
     const int32_t ff = freq_factors ? lw__W(g, freq_factors) : -1;
     int32_t d = lw__op_node(g, LW_OP_ROPE, name, n_head * hp->n_embd_head_k, LW_ROWS_TOKENS, x, ff, &n);
@@ -53,7 +53,8 @@ int32_t lw__rope(lw__graph *g, const lw__hparams *hp, const char *name, int32_t 
         n->fp[2] = hp->yarn_ext_factor;
         n->fp[3] = hp->yarn_attn_factor;
         /* ggml_rope_yarn_corr_dims (computed by ggml-base, where nothing is fused) */
-        const float n_dims = (float)hp->n_rot, orig = (float)hp->n_ctx_orig_yarn, two_pi = 2.0f * (float)3.14159265358979323846;
+        const float n_dims = (float)hp->n_rot, orig = (float)hp->n_ctx_orig_yarn,
+                    two_pi = 2.0f * (float)3.14159265358979323846;
         const float lb = 2.0f * logf(freq_base);
         const float start = floorf(n_dims * logf(orig / (hp->yarn_beta_fast * two_pi)) / lb);
         const float end = ceilf(n_dims * logf(orig / (hp->yarn_beta_slow * two_pi)) / lb);

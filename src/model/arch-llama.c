@@ -1,33 +1,45 @@
 /* Graph builder for the llama family (llama.cpp's llm_build_llama): pre-norm blocks of RMSNorm ->
  * attention with RoPE and grouped KV heads -> residual -> RMSNorm -> SwiGLU FFN -> residual. Optional
  * pieces used by relatives are wired when their weights are bound: Q/K/V biases (qwen2) and per-head Q/K
- * RMSNorm before RoPE (qwen3); the RoPE mode comes from the architecture table. */
+ * RMSNorm before RoPE (qwen3); the RoPE mode comes from the architecture table, and so does a
+ * mixture-of-experts FFN in place of the dense one (qwen3moe: llama.cpp's models/qwen3moe.cpp, which is
+ * qwen3's attention with build_moe_ffn). */
 #include "model/arch-common.h"
 
 #include <math.h>
 
 lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits) {
     const lw__hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd, HD = hp->n_embd_head_k, QD = (int64_t)hp->n_head * HD, KD = (int64_t)hp->n_head_kv * HD;
+    const int64_t E = hp->n_embd, HD = hp->n_embd_head_k, QD = (int64_t)hp->n_head * HD,
+                  KD = (int64_t)hp->n_head_kv * HD;
     /* phi3 scales Q (after RoPE) instead of the scores, which rounds differently */
     const float kq_scale = m->arch->q_prescale ? 1.0f : 1.0f / sqrtf((float)HD);
     lw__node *n;
 
-    int32_t inpL = lw__op_node(g, LW_OP_GET_ROWS, "inp_embd", E, LW_ROWS_TOKENS, lw__W(g, &m->tok_embd), -1, NULL);
+    int32_t inpL =
+        lw__op_node(g, LW_OP_GET_ROWS, "inp_embd", E, LW_ROWS_TOKENS, lw__W(g, &m->tok_embd), -1, NULL);
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const lw__layer *L = &m->layers[il];
         const int last = il == hp->n_layer - 1;
         g->cur_layer = (int32_t)il;
         int32_t inpSA = inpL;
 
-        int32_t cur = lw__rms_norm(g, "attn_norm", inpL, lw__W(g, &L->attn_norm), E, 0, hp->rms_eps, LW_ROWS_TOKENS);
-        int32_t q = lw__add_bias(g, "Qcur_b", lw__mul_mat(g, "Qcur", &L->wq, cur, LW_ROWS_TOKENS), &L->bq, QD);
-        int32_t k = lw__add_bias(g, "Kcur_b", lw__mul_mat(g, "Kcur", &L->wk, cur, LW_ROWS_TOKENS), &L->bk, KD);
-        int32_t v = lw__add_bias(g, "Vcur_b", lw__mul_mat(g, "Vcur", &L->wv, cur, LW_ROWS_TOKENS), &L->bv, KD);
-        if (L->q_norm.data) q = lw__rms_norm(g, "Qcur_normed", q, lw__W(g, &L->q_norm), QD, HD, hp->rms_eps, LW_ROWS_TOKENS);
-        if (L->k_norm.data) k = lw__rms_norm(g, "Kcur_normed", k, lw__W(g, &L->k_norm), KD, HD, hp->rms_eps, LW_ROWS_TOKENS);
-        q = lw__rope(g, hp, "Qcur_rope", q, hp->n_head, hp->rope_freq_base, hp->rope_freq_scale, &m->rope_freqs);
-        k = lw__rope(g, hp, "Kcur_rope", k, hp->n_head_kv, hp->rope_freq_base, hp->rope_freq_scale, &m->rope_freqs);
+        int32_t cur =
+            lw__rms_norm(g, "attn_norm", inpL, lw__W(g, &L->attn_norm), E, 0, hp->rms_eps, LW_ROWS_TOKENS);
+        int32_t q =
+            lw__add_bias(g, "Qcur_b", lw__mul_mat(g, "Qcur", &L->wq, cur, LW_ROWS_TOKENS), &L->bq, QD);
+        int32_t k =
+            lw__add_bias(g, "Kcur_b", lw__mul_mat(g, "Kcur", &L->wk, cur, LW_ROWS_TOKENS), &L->bk, KD);
+        int32_t v =
+            lw__add_bias(g, "Vcur_b", lw__mul_mat(g, "Vcur", &L->wv, cur, LW_ROWS_TOKENS), &L->bv, KD);
+        if (L->q_norm.data)
+            q = lw__rms_norm(g, "Qcur_normed", q, lw__W(g, &L->q_norm), QD, HD, hp->rms_eps, LW_ROWS_TOKENS);
+        if (L->k_norm.data)
+            k = lw__rms_norm(g, "Kcur_normed", k, lw__W(g, &L->k_norm), KD, HD, hp->rms_eps, LW_ROWS_TOKENS);
+        q = lw__rope(g, hp, "Qcur_rope", q, hp->n_head, hp->rope_freq_base, hp->rope_freq_scale,
+                     &m->rope_freqs);
+        k = lw__rope(g, hp, "Kcur_rope", k, hp->n_head_kv, hp->rope_freq_base, hp->rope_freq_scale,
+                     &m->rope_freqs);
         if (m->arch->q_prescale) {
             q = lw__op_node(g, LW_OP_SCALE, "Qcur_scaled", QD, LW_ROWS_TOKENS, q, -1, &n);
             if (n) n->fp[0] = 1.0f / sqrtf((float)HD);
@@ -56,19 +68,25 @@ lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits) {
         int32_t ffn_inp = lw__op_node(g, LW_OP_ADD, "ffn_inp", E, rows, cur, inpSA, NULL);
 
         cur = lw__rms_norm(g, "ffn_norm", ffn_inp, lw__W(g, &L->ffn_norm), E, 0, hp->rms_eps, rows);
-        int32_t gate = lw__mul_mat(g, "ffn_gate", &L->ffn_gate, cur, rows);
-        int32_t up = lw__mul_mat(g, "ffn_up", &L->ffn_up, cur, rows);
-        cur = lw__op_node(g, LW_OP_SWIGLU, "ffn_swiglu", hp->n_ff, rows, gate, up, NULL);
-        cur = lw__mul_mat(g, "ffn_out", &L->ffn_down, cur, rows);
+        if (m->arch->moe) { /* qwen3moe: normalised weights, no scale (its expert_weights_scale stays 0) */
+            cur = lw__moe_ffn(g, m, L, cur, rows, 1, 0.0f);
+        } else {
+            int32_t gate = lw__mul_mat(g, "ffn_gate", &L->ffn_gate, cur, rows);
+            int32_t up = lw__mul_mat(g, "ffn_up", &L->ffn_up, cur, rows);
+            cur = lw__op_node(g, LW_OP_SWIGLU, "ffn_swiglu", hp->n_ff, rows, gate, up, NULL);
+            cur = lw__mul_mat(g, "ffn_out", &L->ffn_down, cur, rows);
+        }
         inpL = lw__op_node(g, LW_OP_ADD, "l_out", E, rows, cur, ffn_inp, NULL);
     }
     g->cur_layer = -1;
-    int32_t cur = lw__rms_norm(g, "result_norm", inpL, lw__W(g, &m->output_norm), E, 0, hp->rms_eps, LW_ROWS_OUTPUTS);
+    int32_t cur =
+        lw__rms_norm(g, "result_norm", inpL, lw__W(g, &m->output_norm), E, 0, hp->rms_eps, LW_ROWS_OUTPUTS);
     int32_t out = lw__mul_mat(g, "result_output", &m->output, cur, LW_ROWS_OUTPUTS);
     if (out >= 0 && m->output.data == m->tok_embd.data) /* tied: llama.cpp keeps it in a plain buffer */
         g->t[g->nodes[g->n_nodes - 1].src[0]].plain = 1;
     if (m->output_b.data)
-        out = lw__op_node(g, LW_OP_ADD, "result_output_b", hp->n_vocab, LW_ROWS_OUTPUTS, out, lw__W(g, &m->output_b), NULL);
+        out = lw__op_node(g, LW_OP_ADD, "result_output_b", hp->n_vocab, LW_ROWS_OUTPUTS, out,
+                          lw__W(g, &m->output_b), NULL);
     if (g->status != LW_OK) return g->status;
     g->t[out].kind = LW_T_OUTPUT; /* kept after the step: the caller reads it */
     *logits = out;

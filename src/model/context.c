@@ -11,21 +11,21 @@
 #define ARENA_ALIGN 64 /* every planned region starts on a cache line */
 
 struct lw_context {
-    lw_allocator alloc;          /* from the model                                         */
-    char err[LW_ERRMSG_SIZE];    /* last error message                                     */
-    lw_model *model;             /* not owned                                              */
-    uint32_t n_ctx;              /* KV cells                                               */
-    uint32_t n_batch;            /* most tokens per step                                   */
-    uint32_t n_past;             /* cells in use                                           */
-    int32_t n_outputs;           /* output rows of the last decode                         */
-    lw__graph graph;             /* built and planned once                                 */
-    int32_t logits;              /* index of the logits tensor in graph                    */
-    lw__pool *pool;              /* threads                                                */
-    lw__exec ex;                 /* per-step state handed to the kernels                   */
-    void **kv;                   /* 2 * n_layer pointers: K caches then V caches           */
-    int32_t *out_rows;           /* n_batch row indices (0, 1, ...)                        */
-    void *mem;                   /* the one big allocation (as returned)                   */
-    uint64_t mem_bytes;          /* its size                                               */
+    lw_allocator alloc;       /* from the model                                         */
+    char err[LW_ERRMSG_SIZE]; /* last error message                                     */
+    lw_model *model;          /* not owned                                              */
+    uint32_t n_ctx;           /* KV cells                                               */
+    uint32_t n_batch;         /* most tokens per step                                   */
+    uint32_t n_past;          /* cells in use                                           */
+    int32_t n_outputs;        /* output rows of the last decode                         */
+    lw__graph graph;          /* built and planned once                                 */
+    int32_t logits;           /* index of the logits tensor in graph                    */
+    lw__pool *pool;           /* threads                                                */
+    lw__exec ex;              /* per-step state handed to the kernels                   */
+    void **kv;                /* 2 * n_layer pointers: K caches then V caches           */
+    int32_t *out_rows;        /* n_batch row indices (0, 1, ...)                        */
+    void *mem;                /* the one big allocation (as returned)                   */
+    uint64_t mem_bytes;       /* its size                                               */
 };
 
 lw_context_params lw_context_default_params(void) {
@@ -55,7 +55,8 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
     if (p->type_k != p->type_v || (p->type_k != LW_TYPE_F16 && p->type_k != LW_TYPE_F32))
         return lw__errorf(c->err, LW_ERR_UNSUPPORTED, "KV cache types must both be f16 or both f32");
     c->n_ctx = p->n_ctx ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    if (c->n_ctx == 0 || c->n_ctx > (1u << 24)) return lw__errorf(c->err, LW_ERR_INVALID_ARG, "bad n_ctx %u", c->n_ctx);
+    if (c->n_ctx == 0 || c->n_ctx > (1u << 24))
+        return lw__errorf(c->err, LW_ERR_INVALID_ARG, "bad n_ctx %u", c->n_ctx);
     c->n_batch = p->n_batch ? p->n_batch : 512;
     if (c->n_batch > c->n_ctx) c->n_batch = c->n_ctx; /* a step never holds more tokens than the cache */
     int n_threads = p->n_threads;
@@ -66,7 +67,8 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
     if (n_threads > 256) return lw__errorf(c->err, LW_ERR_INVALID_ARG, "too many threads (%d)", n_threads);
 
     /* the graph, planned for the largest step */
-    lw_status st = lw__graph_init(&c->graph, &c->alloc, 64 * (int32_t)hp->n_layer + 64, 64 * (int32_t)hp->n_layer + 64);
+    lw_status st =
+        lw__graph_init(&c->graph, &c->alloc, 64 * (int32_t)hp->n_layer + 64, 64 * (int32_t)hp->n_layer + 64);
     if (st != LW_OK) return lw__errorf(c->err, st, "out of memory");
     if ((st = m->arch->build(m, &c->graph, &c->logits)) != LW_OK)
         return lw__errorf(c->err, st, "building the %s graph failed", m->arch->name);
@@ -74,7 +76,10 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
         return lw__errorf(c->err, st, "planning the graph failed");
     size_t shared = 0, thread_floats = 0;
     if ((st = lw__cpu_scratch_needs(&c->graph, c->n_batch, c->n_ctx, &shared, &thread_floats)) != LW_OK)
-        return lw__errorf(c->err, st, "a weight type of this model has no CPU kernel yet");
+        return lw__errorf(c->err, st, "%s",
+                          st == LW_ERR_UNSUPPORTED ? "a weight type of this model has no CPU kernel yet"
+                          : st == LW_ERR_OVERFLOW  ? "the kernels' scratch is too large"
+                                                   : "the graph's expert shapes do not fit together");
 
     /* one allocation: [K and V caches per layer][activations][shared scratch][thread scratch] */
     const int64_t kv_row = (int64_t)hp->n_head_kv * hp->n_embd_head_k;
@@ -92,7 +97,8 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
     c->kv = lw__calloc(&c->alloc, 2 * (size_t)hp->n_layer, sizeof(void *));
     c->out_rows = lw__calloc(&c->alloc, c->n_batch, sizeof(int32_t));
     if (!c->mem || !c->kv || !c->out_rows)
-        return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory for a %llu-byte context", (unsigned long long)top);
+        return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory for a %llu-byte context",
+                          (unsigned long long)top);
     c->mem_bytes = top;
     uint8_t *base = (uint8_t *)(((uintptr_t)c->mem + ARENA_ALIGN - 1) & ~(uintptr_t)(ARENA_ALIGN - 1));
     /* zero the cache once so never-written cells hold finite values */
@@ -165,7 +171,8 @@ uint32_t lw_context_n_past(const lw_context *c) {
 
 lw_status lw_context_set_n_past(lw_context *c, uint32_t n_past) {
     if (n_past > c->n_past)
-        return lw__errorf(c->err, LW_ERR_INVALID_ARG, "n_past %u is beyond the %u cells in use", n_past, c->n_past);
+        return lw__errorf(c->err, LW_ERR_INVALID_ARG, "n_past %u is beyond the %u cells in use", n_past,
+                          c->n_past);
     c->n_past = n_past; /* later steps overwrite the forgotten cells; attention never reads past n_past */
     c->n_outputs = 0;
     return LW_OK;
@@ -179,13 +186,16 @@ lw_status lw_decode(lw_context *c, const int32_t *tokens, int32_t n, int logits_
     if (!c || !c->pool) return LW_ERR_INVALID_ARG;
     if (!tokens || n <= 0) return lw__errorf(c->err, LW_ERR_INVALID_ARG, "no tokens");
     if (logits_all && (uint32_t)n > c->n_batch)
-        return lw__errorf(c->err, LW_ERR_INVALID_ARG, "%d tokens with all logits exceed n_batch %u", n, c->n_batch);
+        return lw__errorf(c->err, LW_ERR_INVALID_ARG, "%d tokens with all logits exceed n_batch %u", n,
+                          c->n_batch);
     if ((uint64_t)c->n_past + (uint64_t)n > c->n_ctx)
-        return lw__errorf(c->err, LW_ERR_TOO_LARGE, "%d tokens after %u do not fit the %u-cell context", n, c->n_past, c->n_ctx);
+        return lw__errorf(c->err, LW_ERR_TOO_LARGE, "%d tokens after %u do not fit the %u-cell context", n,
+                          c->n_past, c->n_ctx);
     const int32_t n_vocab = (int32_t)c->model->hp.n_vocab;
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
-            return lw__errorf(c->err, LW_ERR_INVALID_ARG, "token %d at %d is outside the vocabulary (%d)", tokens[i], i, n_vocab);
+            return lw__errorf(c->err, LW_ERR_INVALID_ARG, "token %d at %d is outside the vocabulary (%d)",
+                              tokens[i], i, n_vocab);
 
     for (int32_t done = 0; done < n;) {
         int32_t step = n - done < (int32_t)c->n_batch ? n - done : (int32_t)c->n_batch;

@@ -14,13 +14,14 @@
  * ------------------------------------------------------------------------------------------------------- */
 
 static const lw__arch_def arch_table[] = {
-    {"llama", LW_ROPE_NORMAL, lw__build_llama, 0},
-    {"qwen2", LW_ROPE_NEOX, lw__build_llama, 0}, /* + Q/K/V biases, optional output bias        */
-    {"qwen3", LW_ROPE_NEOX, lw__build_llama, 0}, /* + per-head Q/K RMSNorm before RoPE          */
-    {"phi3", LW_ROPE_NEOX, lw__build_llama, 1},  /* fused QKV and gate|up tensors, Q prescaled  */
-    {"gemma2", LW_ROPE_NEOX, lw__build_gemma, 1}, /* own builder: GELU, post norms, sliding window,
-                                                     soft-capped scores and logits               */
-    {"gemma3", LW_ROPE_NEOX, lw__build_gemma, 1}, /* the same with per-head Q/K norms            */
+    /* name, RoPE, builder, Q prescaled, mixture of experts */
+    {"llama", LW_ROPE_NORMAL, lw__build_llama, 0, 0},
+    {"qwen2", LW_ROPE_NEOX, lw__build_llama, 0, 0},    /* + Q/K/V biases, optional output bias       */
+    {"qwen3", LW_ROPE_NEOX, lw__build_llama, 0, 0},    /* + per-head Q/K RMSNorm before RoPE         */
+    {"phi3", LW_ROPE_NEOX, lw__build_llama, 1, 0},     /* fused QKV and gate|up tensors, Q prescaled */
+    {"gemma2", LW_ROPE_NEOX, lw__build_gemma, 1, 0},   /* GELU, post norms, SWA, soft-capping        */
+    {"gemma3", LW_ROPE_NEOX, lw__build_gemma, 1, 0},   /* the same with per-head Q/K norms           */
+    {"qwen3moe", LW_ROPE_NEOX, lw__build_llama, 0, 1}, /* qwen3 with a mixture of experts per block  */
 };
 
 #define WEIGHT_ALIGN 64 /* every tensor starts on a cache line (and a SIMD load boundary) */
@@ -61,32 +62,66 @@ static lw_status hp_f32(lw_model *m, const char *key, int required, float def, f
     return LW_OK;
 }
 
+/* Experts: count, how many each token uses and their FFN width, as llama.cpp's loader reads them (the
+ * counts for every architecture, the width in each MoE architecture's load_arch_hparams). A file of an
+ * architecture we run dense that has experts (a Mixtral-style llama) is refused rather than misread. */
+static lw_status load_moe_hparams(lw_model *m) {
+    lw__hparams *hp = &m->hp;
+    lw_status st;
+    if ((st = hp_u32(m, "expert_count", 0, 0, &hp->n_expert)) ||
+        (st = hp_u32(m, "expert_used_count", 0, 0, &hp->n_expert_used)))
+        return st;
+    if (!m->arch->moe) {
+        if (hp->n_expert > 0)
+            return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
+                              "%s with %u experts (a mixture of experts) is not supported yet", m->arch->name,
+                              hp->n_expert);
+        hp->n_expert_used = 0;
+        return LW_OK;
+    }
+    if (hp->n_expert == 0 || hp->n_expert > 512 || hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
+                          "bad expert counts: %u experts, %u used (%s needs 1 <= used <= experts <= 512)",
+                          hp->n_expert, hp->n_expert_used, m->arch->name);
+    if ((st = hp_u32(m, "expert_feed_forward_length", 0, hp->n_ff / hp->n_expert_used, &hp->n_ff_exp)))
+        return st;
+    if (hp->n_ff_exp == 0 || hp->n_ff_exp > (1u << 20))
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "bad expert feed-forward length %u", hp->n_ff_exp);
+    return LW_OK;
+}
+
 static lw_status load_hparams(lw_model *m) {
     lw__hparams *hp = &m->hp;
     lw_status st;
-    if ((st = hp_u32(m, "context_length", 1, 0, &hp->n_ctx_train)) || (st = hp_u32(m, "embedding_length", 1, 0, &hp->n_embd)) ||
-        (st = hp_u32(m, "block_count", 1, 0, &hp->n_layer)) || (st = hp_u32(m, "feed_forward_length", 1, 0, &hp->n_ff)) ||
+    const int moe = m->arch->moe;
+    if ((st = hp_u32(m, "context_length", 1, 0, &hp->n_ctx_train)) ||
+        (st = hp_u32(m, "embedding_length", 1, 0, &hp->n_embd)) ||
+        (st = hp_u32(m, "block_count", 1, 0, &hp->n_layer)) ||
+        (st = hp_u32(m, "feed_forward_length", !moe, 0, &hp->n_ff)) ||
         (st = hp_u32(m, "attention.head_count", 1, 0, &hp->n_head)))
         return st;
     if ((st = hp_u32(m, "attention.head_count_kv", 0, hp->n_head, &hp->n_head_kv))) return st;
-    if (hp->n_embd == 0 || hp->n_head == 0 || hp->n_layer == 0 || hp->n_ff == 0 || hp->n_head_kv == 0 ||
-        hp->n_head % hp->n_head_kv || hp->n_layer > 4096 || hp->n_head > 4096)
-        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "bad hyper-parameters: n_embd %u n_layer %u n_ff %u n_head %u n_head_kv %u",
+    if ((st = load_moe_hparams(m)) != LW_OK) return st;
+    if (hp->n_embd == 0 || hp->n_head == 0 || hp->n_layer == 0 || (hp->n_ff == 0 && !moe) ||
+        hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv || hp->n_layer > 4096 || hp->n_head > 4096)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
+                          "bad hyper-parameters: n_embd %u n_layer %u n_ff %u n_head %u n_head_kv %u",
                           hp->n_embd, hp->n_layer, hp->n_ff, hp->n_head, hp->n_head_kv);
     uint32_t hd = hp->n_embd / hp->n_head;
     char kl[128];
     snprintf(kl, sizeof(kl), "%s.attention.key_length", m->arch->name);
     if (hp->n_embd % hp->n_head && lw_gguf_find_key(m->gguf, kl) < 0)
-        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "n_embd %u is not a multiple of n_head %u and %s is absent",
-                          hp->n_embd, hp->n_head, kl);
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
+                          "n_embd %u is not a multiple of n_head %u and %s is absent", hp->n_embd, hp->n_head,
+                          kl);
     if ((st = hp_u32(m, "attention.key_length", 0, hd, &hp->n_embd_head_k)) ||
         (st = hp_u32(m, "attention.value_length", 0, hd, &hp->n_embd_head_v)) ||
         (st = hp_u32(m, "rope.dimension_count", 0, hp->n_embd_head_k, &hp->n_rot)))
         return st;
-    if (hp->n_embd_head_k == 0 || hp->n_embd_head_k != hp->n_embd_head_v || hp->n_rot > hp->n_embd_head_k || hp->n_rot % 2 ||
-        hp->n_embd_head_k > 4096)
-        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "unsupported head sizes: k %u v %u rot %u", hp->n_embd_head_k,
-                          hp->n_embd_head_v, hp->n_rot);
+    if (hp->n_embd_head_k == 0 || hp->n_embd_head_k != hp->n_embd_head_v || hp->n_rot > hp->n_embd_head_k ||
+        hp->n_rot % 2 || hp->n_embd_head_k > 4096)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "unsupported head sizes: k %u v %u rot %u",
+                          hp->n_embd_head_k, hp->n_embd_head_v, hp->n_rot);
     if ((st = hp_f32(m, "attention.layer_norm_rms_epsilon", 1, 0, &hp->rms_eps)) ||
         (st = hp_f32(m, "rope.freq_base", 0, 10000.0f, &hp->rope_freq_base)))
         return st;
@@ -134,18 +169,22 @@ static lw_status load_hparams(lw_model *m) {
     if ((st = hp_u32(m, "attention.sliding_window_pattern", 0, gemma2 ? 2 : 6, &hp->swa_period))) return st;
     hp->rope_freq_base_swa = gemma2 ? hp->rope_freq_base : 10000.0f;
     hp->rope_freq_scale_swa = gemma2 ? hp->rope_freq_scale : 1.0f;
-    if (hp->n_swa && (st = hp_f32(m, "rope.freq_base_swa", 0, hp->rope_freq_base_swa, &hp->rope_freq_base_swa))) return st;
+    if (hp->n_swa &&
+        (st = hp_f32(m, "rope.freq_base_swa", 0, hp->rope_freq_base_swa, &hp->rope_freq_base_swa)))
+        return st;
     if (hp->n_swa && !gemma2 && !gemma3)
-        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "sliding-window attention is only wired for gemma2 and gemma3");
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
+                          "sliding-window attention is only wired for gemma2 and gemma3");
     /* soft-capping: gemma2 always caps scores and logits; gemma3 caps logits when the key says so */
     hp->attn_softcap = 0.0f;
     if (gemma2 && (st = hp_f32(m, "attn_logit_softcapping", 0, 50.0f, &hp->attn_softcap))) return st;
     if ((st = hp_f32(m, "final_logit_softcapping", 0, gemma2 ? 30.0f : 0.0f, &hp->final_softcap))) return st;
     if (hp->final_softcap != 0.0f && !gemma2 && !gemma3)
-        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "final logit soft-capping is only wired for gemma2 and gemma3");
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
+                          "final logit soft-capping is only wired for gemma2 and gemma3");
     if ((gemma2 && hp->attn_softcap == 0.0f) || !isfinite(hp->attn_softcap) || !isfinite(hp->final_softcap))
-        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "bad soft-capping values %g, %g", (double)hp->attn_softcap,
-                          (double)hp->final_softcap);
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "bad soft-capping values %g, %g",
+                          (double)hp->attn_softcap, (double)hp->final_softcap);
     return LW_OK;
 }
 
@@ -156,16 +195,17 @@ static lw_status load_hparams(lw_model *m) {
 
 /* The binder's state. */
 typedef struct binder {
-    lw_model *m;      /* model being loaded                                          */
-    int pass;         /* 0: check and size; 1: read                                  */
-    uint64_t offset;  /* running offset in the weight allocation                     */
-    uintptr_t token;  /* no_weights: the last presence token handed out              */
+    lw_model *m;     /* model being loaded                                          */
+    int pass;        /* 0: check and size; 1: read                                  */
+    uint64_t offset; /* running offset in the weight allocation                     */
+    uintptr_t token; /* no_weights: the last presence token handed out              */
 } binder;
 
-/* Binds tensor `name` into *w: ne0 elements per row, ne1 rows (ne1 == 0: a 1-D tensor of ne0). Optional
- * tensors that are absent leave w->data NULL. `role` says how it is used: 'e' embedding table (row
- * lookup), 'm' matmul weight, 'v' f32 vector (norm weights, biases). */
-static lw_status bind(binder *b, lw__wt *w, const char *name, int64_t ne0, int64_t ne1, char role, int required) {
+/* Binds tensor `name` into *w: ne0 elements per row, ne1 rows (ne1 == 0: a 1-D tensor of ne0), ne2 experts
+ * of such matrices (0: a 2-D tensor). Optional tensors that are absent leave w->data NULL. `role` says how it
+ * is used: 'e' embedding table (row lookup), 'm' matmul weight, 'v' f32 vector (norm weights, biases). */
+static lw_status bind3(binder *b, lw__wt *w, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                       char role, int required) {
     lw_model *m = b->m;
     int64_t ti = lw_gguf_find_tensor(m->gguf, name);
     if (ti < 0) {
@@ -175,22 +215,24 @@ static lw_status bind(binder *b, lw__wt *w, const char *name, int64_t ne0, int64
     }
     const lw_gguf_tensor *t = lw_gguf_tensor_at(m->gguf, ti);
     if (b->pass == 0) {
-        int64_t want1 = ne1 ? ne1 : 1;
-        if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1)
-            return lw__errorf(m->err, LW_ERR_BAD_DIMS, "tensor %s: shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
-                              (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
-                              (long long)ne0, (long long)want1);
+        int64_t want1 = ne1 ? ne1 : 1, want2 = ne2 ? ne2 : 1;
+        if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != want2 || t->ne[3] != 1)
+            return lw__errorf(m->err, LW_ERR_BAD_DIMS,
+                              "tensor %s: shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]", name,
+                              (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                              (long long)t->ne[3], (long long)ne0, (long long)want1, (long long)want2);
         const lw_type_info *info = lw_type_get(t->type);
-        int ok = role == 'v' ? t->type == LW_TYPE_F32
-               : role == 'm' ? lw__cpu_mm_get(t->type) != NULL
-                             : lw__cpu_get_rows_supported(t->type);
+        int ok = role == 'v'   ? t->type == LW_TYPE_F32
+                 : role == 'm' ? lw__cpu_mm_get(t->type) != NULL
+                               : lw__cpu_get_rows_supported(t->type);
         if (!ok)
-            return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "tensor %s: type %s is not supported here yet", name,
-                              info ? info->name : "?");
+            return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "tensor %s: type %s is not supported here yet",
+                              name, info ? info->name : "?");
         w->name = t->name;
         w->type = t->type;
         w->ne0 = ne0;
-        w->ne1 = want1;
+        w->ne1 = want1 * want2; /* experts' rows one after another: one 2-D tensor for the graph */
+        w->ne2 = want2;
         w->data = (void *)(uintptr_t)b->offset; /* an offset until the allocation exists */
         w->file_off = t->file_offset;
         uint64_t end;
@@ -211,6 +253,11 @@ static lw_status bind(binder *b, lw__wt *w, const char *name, int64_t ne0, int64
     return LW_OK;
 }
 
+static lw_status bind(binder *b, lw__wt *w, const char *name, int64_t ne0, int64_t ne1, char role,
+                      int required) {
+    return bind3(b, w, name, ne0, ne1, 0, role, required);
+}
+
 /* dst = rows [row0, row0 + rows) of a bound 2-D weight (no_weights: the model holds no bytes). */
 static void slice(lw__wt *dst, const lw__wt *src, int64_t row0, int64_t rows, int no_weights) {
     const lw_type_info *ti = lw_type_get(src->type);
@@ -226,7 +273,8 @@ static lw_status bind_all(binder *b) {
     lw_model *m = b->m;
     const lw__hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
-    const int64_t QD = (int64_t)hp->n_head * hp->n_embd_head_k, KD = (int64_t)hp->n_head_kv * hp->n_embd_head_k;
+    const int64_t QD = (int64_t)hp->n_head * hp->n_embd_head_k,
+                  KD = (int64_t)hp->n_head_kv * hp->n_embd_head_k;
     lw_status st;
     if ((st = bind(b, &m->tok_embd, "token_embd.weight", E, V, 'e', 1)) ||
         (st = bind(b, &m->output_norm, "output_norm.weight", E, 0, 'v', 1)) ||
@@ -237,40 +285,72 @@ static lw_status bind_all(binder *b) {
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         lw__layer *L = &m->layers[il];
         char n[16][64];
-        static const char *const suffix[16] = {"attn_norm.weight", "attn_q.weight",   "attn_k.weight",     "attn_v.weight",
-                                               "attn_output.weight", "attn_q.bias",   "attn_k.bias",       "attn_v.bias",
-                                               "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight", "ffn_gate.weight",
-                                               "ffn_up.weight",    "ffn_down.weight", "", ""};
+        static const char *const suffix[16] = {"attn_norm.weight",
+                                               "attn_q.weight",
+                                               "attn_k.weight",
+                                               "attn_v.weight",
+                                               "attn_output.weight",
+                                               "attn_q.bias",
+                                               "attn_k.bias",
+                                               "attn_v.bias",
+                                               "attn_q_norm.weight",
+                                               "attn_k_norm.weight",
+                                               "ffn_norm.weight",
+                                               "ffn_gate.weight",
+                                               "ffn_up.weight",
+                                               "ffn_down.weight",
+                                               "",
+                                               ""};
         for (int k = 0; k < 14; k++) snprintf(n[k], sizeof(n[k]), "blk.%u.%s", il, suffix[k]);
         const int64_t HD = hp->n_embd_head_k;
         char fq[64], fr[64];
         snprintf(fq, sizeof(fq), "blk.%u.attn_qkv.weight", il);
         snprintf(fr, sizeof(fr), "blk.%u.rope_factors_long.weight", il);
         if (lw_gguf_find_tensor(m->gguf, fr) >= 0)
-            return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "RoPE frequency factors (%s) are not supported yet", fr);
+            return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "RoPE frequency factors (%s) are not supported yet",
+                              fr);
         const int fused_qkv = lw_gguf_find_tensor(m->gguf, fq) >= 0;
-        const int fused_ffn = lw_gguf_find_tensor(m->gguf, n[11]) < 0; /* no ffn_gate: ffn_up holds gate|up */
-        if ((st = bind(b, &L->attn_norm, n[0], E, 0, 'v', 1)))
-            return st;
+        const int moe = m->arch->moe;
+        const int fused_ffn =
+            !moe && lw_gguf_find_tensor(m->gguf, n[11]) < 0; /* no ffn_gate: ffn_up holds gate|up */
+        if ((st = bind(b, &L->attn_norm, n[0], E, 0, 'v', 1))) return st;
         if (fused_qkv) {
             if ((st = bind(b, &L->wqkv, fq, E, QD + 2 * KD, 'm', 1))) return st;
-        } else if ((st = bind(b, &L->wq, n[1], E, QD, 'm', 1)) || (st = bind(b, &L->wk, n[2], E, KD, 'm', 1)) ||
+        } else if ((st = bind(b, &L->wq, n[1], E, QD, 'm', 1)) ||
+                   (st = bind(b, &L->wk, n[2], E, KD, 'm', 1)) ||
                    (st = bind(b, &L->wv, n[3], E, KD, 'm', 1))) {
             return st;
         }
         char pa[64], pf[64];
         snprintf(pa, sizeof(pa), "blk.%u.post_attention_norm.weight", il);
         snprintf(pf, sizeof(pf), "blk.%u.post_ffw_norm.weight", il);
-        if ((st = bind(b, &L->attn_post_norm, pa, E, 0, 'v', 0)) || (st = bind(b, &L->ffn_post_norm, pf, E, 0, 'v', 0)))
+        if ((st = bind(b, &L->attn_post_norm, pa, E, 0, 'v', 0)) ||
+            (st = bind(b, &L->ffn_post_norm, pf, E, 0, 'v', 0)))
             return st;
         if ((st = bind(b, &L->wo, n[4], QD, E, 'm', 1)) || (st = bind(b, &L->bq, n[5], QD, 0, 'v', 0)) ||
             (st = bind(b, &L->bk, n[6], KD, 0, 'v', 0)) || (st = bind(b, &L->bv, n[7], KD, 0, 'v', 0)) ||
-            (st = bind(b, &L->q_norm, n[8], HD, 0, 'v', 0)) || (st = bind(b, &L->k_norm, n[9], HD, 0, 'v', 0)) ||
-            (st = bind(b, &L->ffn_norm, n[10], E, 0, 'v', 1)) || (st = bind(b, &L->ffn_down, n[13], F, E, 'm', 1)))
+            (st = bind(b, &L->q_norm, n[8], HD, 0, 'v', 0)) ||
+            (st = bind(b, &L->k_norm, n[9], HD, 0, 'v', 0)) ||
+            (st = bind(b, &L->ffn_norm, n[10], E, 0, 'v', 1)))
             return st;
-        if (fused_ffn) {
+        if (moe) { /* llama.cpp's qwen3moe load_arch_tensors: router and 3-D expert stacks, no dense FFN */
+            const int64_t NE = hp->n_expert, FE = hp->n_ff_exp;
+            char ri[64], ge[64], ue[64], de[64];
+            snprintf(ri, sizeof(ri), "blk.%u.ffn_gate_inp.weight", il);
+            snprintf(ge, sizeof(ge), "blk.%u.ffn_gate_exps.weight", il);
+            snprintf(ue, sizeof(ue), "blk.%u.ffn_up_exps.weight", il);
+            snprintf(de, sizeof(de), "blk.%u.ffn_down_exps.weight", il);
+            if ((st = bind(b, &L->ffn_gate_inp, ri, E, NE, 'm', 1)) ||
+                (st = bind3(b, &L->ffn_gate_exps, ge, E, FE, NE, 'm', 1)) ||
+                (st = bind3(b, &L->ffn_up_exps, ue, E, FE, NE, 'm', 1)) ||
+                (st = bind3(b, &L->ffn_down_exps, de, FE, E, NE, 'm', 1)))
+                return st;
+        } else if ((st = bind(b, &L->ffn_down, n[13], F, E, 'm', 1))) {
+            return st;
+        } else if (fused_ffn) {
             if ((st = bind(b, &L->ffn_gate_up, n[12], E, 2 * F, 'm', 1))) return st;
-        } else if ((st = bind(b, &L->ffn_gate, n[11], E, F, 'm', 1)) || (st = bind(b, &L->ffn_up, n[12], E, F, 'm', 1))) {
+        } else if ((st = bind(b, &L->ffn_gate, n[11], E, F, 'm', 1)) ||
+                   (st = bind(b, &L->ffn_up, n[12], E, F, 'm', 1))) {
             return st;
         }
         if (b->pass == 1) { /* fused tensors: the parts are row ranges (each output row is its own dot) */
@@ -306,28 +386,34 @@ static lw_status load_vocab(lw_model *m) {
         return LW_OK;
     }
     snprintf(m->vocab_why, sizeof m->vocab_why, "%s",
-             st == LW_OK ? "the file's tokenizer model is no_vocab" : v ? lw_vocab_error(v) : lw_status_str(st));
+             st == LW_OK ? "the file's tokenizer model is no_vocab"
+             : v         ? lw_vocab_error(v)
+                         : lw_status_str(st));
     lw_vocab_free(v);
     return st == LW_ERR_NOMEM ? lw__errorf(m->err, st, "out of memory for the vocabulary") : LW_OK;
 }
 
 static lw_status load(lw_model *m, lw_source *src) {
     lw_status st = lw_gguf_open(src, &m->alloc, &m->gguf);
-    if (st != LW_OK) return lw__errorf(m->err, st, "%s", m->gguf ? lw_gguf_error(m->gguf) : lw_status_str(st));
+    if (st != LW_OK)
+        return lw__errorf(m->err, st, "%s", m->gguf ? lw_gguf_error(m->gguf) : lw_status_str(st));
 
     const char *arch = NULL;
     if (lw_gguf_get_str(m->gguf, "general.architecture", &arch) != LW_OK)
         return lw__errorf(m->err, LW_ERR_NOT_FOUND, "missing key general.architecture");
     for (size_t i = 0; i < sizeof(arch_table) / sizeof(arch_table[0]); i++)
         if (!strcmp(arch, arch_table[i].name)) m->arch = &arch_table[i];
-    if (!m->arch) return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "architecture '%s' is not supported yet", arch);
+    if (!m->arch)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "architecture '%s' is not supported yet", arch);
 
     if ((st = load_hparams(m)) != LW_OK) return st;
-    /* vocabulary size: rows of token_embd (llama.cpp takes it from the tokenizer; they agree in valid files) */
+    /* vocabulary size: rows of token_embd (llama.cpp takes it from the tokenizer; they agree in valid files)
+     */
     int64_t te = lw_gguf_find_tensor(m->gguf, "token_embd.weight");
     if (te < 0) return lw__errorf(m->err, LW_ERR_NOT_FOUND, "missing tensor token_embd.weight");
     const lw_gguf_tensor *tt = lw_gguf_tensor_at(m->gguf, te);
-    if (tt->ne[1] <= 0 || tt->ne[1] > INT32_MAX) return lw__errorf(m->err, LW_ERR_BAD_DIMS, "bad token_embd shape");
+    if (tt->ne[1] <= 0 || tt->ne[1] > INT32_MAX)
+        return lw__errorf(m->err, LW_ERR_BAD_DIMS, "bad token_embd shape");
     m->hp.n_vocab = (uint32_t)tt->ne[1];
     if ((st = load_vocab(m)) != LW_OK) return st;
 
@@ -351,7 +437,9 @@ static lw_status load(lw_model *m, lw_source *src) {
             (unsigned long long)b.offset, (size_t)SIZE_MAX);
     /* over-allocate by the alignment and align the base by hand (the allocator hook promises no alignment) */
     m->weights = lw__malloc(&m->alloc, (size_t)b.offset + WEIGHT_ALIGN);
-    if (!m->weights) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory for %llu bytes of weights", (unsigned long long)b.offset);
+    if (!m->weights)
+        return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory for %llu bytes of weights",
+                          (unsigned long long)b.offset);
     void *base = m->weights;
     m->weights = (void *)(((uintptr_t)base + WEIGHT_ALIGN - 1) & ~(uintptr_t)(WEIGHT_ALIGN - 1));
     b.pass = 1;
@@ -361,7 +449,8 @@ static lw_status load(lw_model *m, lw_source *src) {
     if (!m->output.data) { /* tied embeddings: the table is also the output projection */
         m->output = m->tok_embd;
         if (!lw__cpu_mm_get(m->output.type))
-            return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "tied output: type %s cannot be multiplied here yet",
+            return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
+                              "tied output: type %s cannot be multiplied here yet",
                               lw_type_get(m->output.type)->name);
     }
     return LW_OK;

@@ -29,48 +29,57 @@ typedef struct lw__hparams {
     float yarn_attn_factor; /* sin/cos scale: YaRN's mscale correction x rope.scaling.attn_factor */
     float yarn_beta_fast;   /* YaRN ramp ends (llama.cpp's defaults 32 and 1 for these archs)  */
     float yarn_beta_slow;
-    uint32_t n_ctx_orig_yarn; /* <arch>.rope.scaling.original_context_length (default n_ctx_train) */
-    int rope_type;          /* LW_ROPE_NORMAL or LW_ROPE_NEOX (per architecture)            */
-    uint32_t n_swa;         /* <arch>.attention.sliding_window (0: none)                    */
-    uint32_t swa_period;    /* <arch>.attention.sliding_window_pattern: every period-th
-                               block (the last of each period) sees the whole context       */
-    float rope_freq_base_swa; /* <arch>.rope.freq_base_swa for sliding-window blocks        */
+    uint32_t n_ctx_orig_yarn;  /* <arch>.rope.scaling.original_context_length (default n_ctx_train) */
+    int rope_type;             /* LW_ROPE_NORMAL or LW_ROPE_NEOX (per architecture)            */
+    uint32_t n_swa;            /* <arch>.attention.sliding_window (0: none)                    */
+    uint32_t swa_period;       /* <arch>.attention.sliding_window_pattern: every period-th
+                                  block (the last of each period) sees the whole context       */
+    float rope_freq_base_swa;  /* <arch>.rope.freq_base_swa for sliding-window blocks        */
     float rope_freq_scale_swa; /* their frequency scale (gemma2: rope_freq_scale; gemma3: 1)   */
-    float attn_softcap;     /* scores become c * tanh(s / c) before the softmax (gemma2's
-                               <arch>.attn_logit_softcapping, default 50); 0: none           */
-    float final_softcap;    /* the same on the logits (<arch>.final_logit_softcapping; gemma2
-                               default 30, gemma3 default 0); 0: none                        */
+    float attn_softcap;        /* scores become c * tanh(s / c) before the softmax (gemma2's
+                                  <arch>.attn_logit_softcapping, default 50); 0: none           */
+    float final_softcap;       /* the same on the logits (<arch>.final_logit_softcapping; gemma2
+                                  default 30, gemma3 default 0); 0: none                        */
+    uint32_t n_expert;         /* <arch>.expert_count: experts per MoE layer (0: a dense model) */
+    uint32_t n_expert_used;    /* <arch>.expert_used_count: experts each token goes through     */
+    uint32_t n_ff_exp;         /* <arch>.expert_feed_forward_length (default n_ff / n_expert_used) */
 } lw__hparams;
 
 /* ---------------------------------------------------------------------------------------------------------
  * Weights
  * ------------------------------------------------------------------------------------------------------- */
 
-/* One bound weight: a 1-D or 2-D tensor (ne1 rows of ne0 elements). data == NULL: absent (optional). */
+/* One bound weight: a 1-D or 2-D tensor (ne1 rows of ne0 elements), or a 3-D stack of ne2 experts' matrices
+ * held as one 2-D tensor of ne1 = ne2 x (rows per expert) rows. data == NULL: absent (optional). */
 typedef struct lw__wt {
-    const char *name; /* GGUF tensor name (owned by the model's lw_gguf)  */
-    uint32_t type;    /* lw_type                                         */
-    int64_t ne0;      /* elements per row                                */
-    int64_t ne1;      /* rows                                            */
-    void *data;       /* in the model's weight allocation; with no_weights a non-NULL token
-                         that marks the tensor present and is never dereferenced            */
+    const char *name;  /* GGUF tensor name (owned by the model's lw_gguf)  */
+    uint32_t type;     /* lw_type                                         */
+    int64_t ne0;       /* elements per row                                */
+    int64_t ne1;       /* rows (all experts' rows for a 3-D tensor)       */
+    int64_t ne2;       /* experts (1 for 1-D and 2-D tensors)             */
+    void *data;        /* in the model's weight allocation; with no_weights a non-NULL token
+                          that marks the tensor present and is never dereferenced            */
     uint64_t file_off; /* absolute offset of its bytes in the model file (slices: of their
                           first row): where a GPU backend streams them from                   */
 } lw__wt;
 
 /* A transformer block's weights; optional ones stay NULL for architectures without them. */
 typedef struct lw__layer {
-    lw__wt attn_norm;              /* [n_embd]                                   */
-    lw__wt wq, wk, wv, wo;         /* [n_embd -> n_head*hd], [.. kv], [.. kv], [n_head*hd -> n_embd] */
-    lw__wt bq, bk, bv;             /* optional biases (qwen2)                    */
-    lw__wt q_norm, k_norm;         /* optional per-head RMSNorm weights (qwen3)  */
-    lw__wt ffn_norm;               /* [n_embd]                                   */
-    lw__wt attn_post_norm;         /* optional norm of the attention output (gemma3) */
-    lw__wt ffn_post_norm;          /* optional norm of the FFN output (gemma3)       */
-    lw__wt ffn_gate, ffn_up;       /* [n_embd -> n_ff]                           */
-    lw__wt ffn_down;               /* [n_ff -> n_embd]                           */
-    lw__wt wqkv;                   /* optional fused Q|K|V rows (phi3); wq/wk/wv are slices of it     */
-    lw__wt ffn_gate_up;            /* optional fused gate|up rows (phi3); ffn_gate/up are slices      */
+    lw__wt attn_norm;        /* [n_embd]                                   */
+    lw__wt wq, wk, wv, wo;   /* [n_embd -> n_head*hd], [.. kv], [.. kv], [n_head*hd -> n_embd] */
+    lw__wt bq, bk, bv;       /* optional biases (qwen2)                    */
+    lw__wt q_norm, k_norm;   /* optional per-head RMSNorm weights (qwen3)  */
+    lw__wt ffn_norm;         /* [n_embd]                                   */
+    lw__wt attn_post_norm;   /* optional norm of the attention output (gemma3) */
+    lw__wt ffn_post_norm;    /* optional norm of the FFN output (gemma3)       */
+    lw__wt ffn_gate, ffn_up; /* [n_embd -> n_ff]                           */
+    lw__wt ffn_down;         /* [n_ff -> n_embd]                           */
+    lw__wt wqkv;             /* optional fused Q|K|V rows (phi3); wq/wk/wv are slices of it     */
+    lw__wt ffn_gate_up;      /* optional fused gate|up rows (phi3); ffn_gate/up are slices      */
+    lw__wt ffn_gate_inp;     /* MoE router [n_embd -> n_expert] (qwen3moe); ffn_gate/up/down absent */
+    lw__wt ffn_gate_exps;    /* MoE experts' gate [n_embd -> n_ff_exp] x n_expert               */
+    lw__wt ffn_up_exps;      /* MoE experts' up   [n_embd -> n_ff_exp] x n_expert               */
+    lw__wt ffn_down_exps;    /* MoE experts' down [n_ff_exp -> n_embd] x n_expert               */
 } lw__layer;
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -82,10 +91,11 @@ typedef struct lw__layer {
 typedef lw_status (*lw__build_fn)(const lw_model *m, lw__graph *g, int32_t *logits);
 
 typedef struct lw__arch_def {
-    const char *name;     /* general.architecture value                                   */
-    int rope_type;        /* LW_ROPE_NORMAL / LW_ROPE_NEOX                                 */
-    lw__build_fn build;   /* graph builder                                                 */
-    int q_prescale;       /* 1: Q is scaled by 1/sqrt(head) before attention (phi3)        */
+    const char *name;   /* general.architecture value                                   */
+    int rope_type;      /* LW_ROPE_NORMAL / LW_ROPE_NEOX                                 */
+    lw__build_fn build; /* graph builder                                                 */
+    int q_prescale;     /* 1: Q is scaled by 1/sqrt(head) before attention (phi3)        */
+    int moe;            /* 1: every block's FFN is a mixture of experts (qwen3moe)       */
 } lw__arch_def;
 
 /* Builders (one file each: arch-<name>.c). */
@@ -98,26 +108,26 @@ static inline int lw__is_swa(const lw__hparams *hp, uint32_t il) {
 }
 
 struct lw_model {
-    lw_allocator alloc;          /* for everything the model owns                         */
-    char err[LW_ERRMSG_SIZE];    /* last error message                                    */
-    lw_source *own_src;          /* opened by lw_model_load_file (else NULL)              */
-    lw_gguf *gguf;               /* parsed header; kept for metadata and tensor names     */
-    const lw__arch_def *arch;    /* architecture                                          */
-    lw__hparams hp;              /* hyper-parameters                                      */
-    lw__wt tok_embd;             /* [n_vocab rows of n_embd]                              */
-    lw__wt output_norm;          /* [n_embd]                                              */
-    lw__wt output;               /* [n_vocab rows of n_embd]; token_embd when tied        */
-    lw__wt output_b;             /* optional [n_vocab] bias (qwen2)                       */
-    lw__wt rope_freqs;           /* optional [n_rot/2] RoPE frequency factors (llama 3.1+):
-                                    theta of dim pair i is divided by rope_freqs[i]          */
-    lw__layer *layers;           /* n_layer blocks                                        */
-    void *weights;               /* the one weight allocation (aligned start)             */
-    void *weights_raw;           /* what the allocator returned (freed)                   */
-    int no_weights;              /* header only: weights were bound but not read (GPU path) */
-    uint64_t weight_bytes;       /* its size                                              */
-    lw_vocab *vocab;             /* the tokenizer; NULL when the file has none we read (or
-                                    lw_model_params.no_vocab)                              */
-    int no_vocab;                /* the tokenizer was not asked for                        */
+    lw_allocator alloc;             /* for everything the model owns                         */
+    char err[LW_ERRMSG_SIZE];       /* last error message                                    */
+    lw_source *own_src;             /* opened by lw_model_load_file (else NULL)              */
+    lw_gguf *gguf;                  /* parsed header; kept for metadata and tensor names     */
+    const lw__arch_def *arch;       /* architecture                                          */
+    lw__hparams hp;                 /* hyper-parameters                                      */
+    lw__wt tok_embd;                /* [n_vocab rows of n_embd]                              */
+    lw__wt output_norm;             /* [n_embd]                                              */
+    lw__wt output;                  /* [n_vocab rows of n_embd]; token_embd when tied        */
+    lw__wt output_b;                /* optional [n_vocab] bias (qwen2)                       */
+    lw__wt rope_freqs;              /* optional [n_rot/2] RoPE frequency factors (llama 3.1+):
+                                       theta of dim pair i is divided by rope_freqs[i]          */
+    lw__layer *layers;              /* n_layer blocks                                        */
+    void *weights;                  /* the one weight allocation (aligned start)             */
+    void *weights_raw;              /* what the allocator returned (freed)                   */
+    int no_weights;                 /* header only: weights were bound but not read (GPU path) */
+    uint64_t weight_bytes;          /* its size                                              */
+    lw_vocab *vocab;                /* the tokenizer; NULL when the file has none we read (or
+                                       lw_model_params.no_vocab)                              */
+    int no_vocab;                   /* the tokenizer was not asked for                        */
     char vocab_why[LW_ERRMSG_SIZE]; /* why vocab is NULL (for lw_model_tokenize's message) */
 };
 

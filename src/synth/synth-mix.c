@@ -1,11 +1,13 @@
 /* File types and which tensor gets which type: a transcription of llama.cpp's quantizer rules
  * (src/llama-quant.cpp of v0.4.0: llama_ftype_get_default_type, tensor_allows_quantization,
  * tensor_get_category, llama_tensor_get_type_impl, tensor_type_fallback), for files made without an
- * importance matrix, dense models (no experts), and the architectures synth knows (none is Falcon or 70B).
+ * importance matrix and the architectures synth knows (none is Falcon or 70B), dense or with experts
+ * (qwen3moe: the n_expert rules, 3-D expert stacks, MXFP4_MOE's expert-only MXFP4).
  *
  * llama.cpp keeps counters (i_attention_wv, i_ffn_down) that it increments per tensor while walking the
  * tensors sorted by block index (llama_model_loader::weight_name_comparer); with one attn_v (or attn_qkv) and
- * one ffn_down per block, each counter equals the tensor's block index, which is what is used here. */
+ * one ffn_down per block, each counter equals the tensor's block index, which is what is used here (with
+ * experts llama.cpp reads the block from the name, which is the same). */
 #include "synth/synth.h"
 
 #include <string.h>
@@ -157,12 +159,13 @@ static uint32_t fallback(int64_t ncols, uint32_t t) {
 }
 
 /* ---------------------------------------------------------------------------------------------------------
- * llama_tensor_get_type_impl, branch for branch (MoE, Falcon and 70B branches dropped: no preset has them)
+ * llama_tensor_get_type_impl, branch for branch (Falcon and 70B branches dropped: no preset has them)
  * ------------------------------------------------------------------------------------------------------- */
 
 static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *t, cat c, int n_layer,
-                              int n_gqa, int tied) {
+                              int n_gqa, int tied, int n_expert) {
     const int i = t->layer; /* = i_attention_wv / i_ffn_down / i_ffn_gate / i_ffn_up, see the file comment */
+    const int moe8 = n_expert == 8; /* llama.cpp's Mixtral-8x rules */
     const int iq_low = ft == FT_IQ2_XXS || ft == FT_IQ2_XS || ft == FT_IQ1_S || ft == FT_IQ2_S ||
                        ft == FT_IQ2_M || ft == FT_IQ1_M;
     if (c == C_OUTPUT || (tied && c == C_TOKEN_EMBD)) {
@@ -175,7 +178,7 @@ static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *
         else if (nt != LW_TYPE_Q8_0)
             nt = LW_TYPE_Q6_K;
     } else if (ft == FT_MXFP4_MOE) {
-        nt = LW_TYPE_Q8_0; /* dense tensors (ne[2] == 1) */
+        nt = t->ne[2] > 1 ? LW_TYPE_MXFP4 : LW_TYPE_Q8_0; /* experts' stacks MXFP4, the rest Q8_0 */
     } else if (c == C_TOKEN_EMBD) {
         if (ft == FT_IQ2_XXS || ft == FT_IQ2_XS || ft == FT_IQ1_S || ft == FT_IQ1_M)
             nt = LW_TYPE_Q2_K;
@@ -188,11 +191,15 @@ static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *
     } else if (iq_low) {
         const int iq2sm = ft == FT_IQ2_S || ft == FT_IQ2_M;
         if (is_attn_v(c)) {
-            nt = n_gqa >= 4 ? LW_TYPE_Q4_K : iq2sm ? LW_TYPE_IQ3_S : LW_TYPE_Q2_K;
+            nt = n_gqa >= 4 || n_expert >= 4 ? LW_TYPE_Q4_K : iq2sm ? LW_TYPE_IQ3_S : LW_TYPE_Q2_K;
+        } else if (moe8 && c == C_K) {
+            nt = LW_TYPE_Q4_K;
         } else if (c == C_DOWN) {
             if (i < n_layer / 8) nt = iq2sm ? LW_TYPE_IQ3_S : LW_TYPE_Q2_K;
         } else if (c == C_OUT) {
-            if (ft == FT_IQ1_S || ft == FT_IQ1_M)
+            if (moe8)
+                nt = LW_TYPE_Q5_K;
+            else if (ft == FT_IQ1_S || ft == FT_IQ1_M)
                 nt = LW_TYPE_IQ2_XXS;
             else if (iq2sm)
                 nt = LW_TYPE_IQ3_S;
@@ -218,8 +225,11 @@ static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *
             nt = LW_TYPE_Q6_K;
         else if (ft == FT_Q4_K_S && i < 4)
             nt = LW_TYPE_Q5_K;
+        if (moe8) nt = LW_TYPE_Q8_0;
     } else if (c == C_K || c == C_Q) {
-        if (ft == FT_IQ3_XS)
+        if (moe8 && c == C_K)
+            nt = LW_TYPE_Q8_0;
+        else if (ft == FT_IQ3_XS)
             nt = LW_TYPE_IQ3_XXS;
         else if (ft == FT_IQ3_XXS)
             nt = LW_TYPE_IQ2_S;
@@ -233,7 +243,7 @@ static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *
             nt = i < n / 8 ? LW_TYPE_Q4_K : LW_TYPE_Q3_K; /* no imatrix */
         else if (ft == FT_Q3_K_M)
             nt = i < n / 16 ? LW_TYPE_Q5_K : LW_TYPE_Q4_K; /* not Falcon  */
-        else if (ft == FT_IQ3_M && i < n / 8)
+        else if (ft == FT_IQ3_M && (i < n / 8 || (moe8 && use_more_bits(i, n))))
             nt = LW_TYPE_Q4_K;
         else if (ft == FT_Q3_K_L)
             nt = LW_TYPE_Q5_K;
@@ -244,6 +254,11 @@ static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *
         else if (ft == FT_Q5_K_M && use_more_bits(i, n))
             nt = LW_TYPE_Q6_K;
         else if (ft == FT_Q4_K_S && i < n / 8)
+            nt = LW_TYPE_Q5_K;
+    } else if (c == C_OUT && moe8) {
+        if (ft == FT_Q2_K || ft == FT_IQ3_XS || ft == FT_IQ3_XXS || ft == FT_Q3_K_S || ft == FT_Q3_K_M ||
+            ft == FT_IQ4_NL || ft == FT_Q4_K_S || ft == FT_Q4_K_M || ft == FT_IQ3_S || ft == FT_IQ3_M ||
+            ft == FT_IQ4_XS)
             nt = LW_TYPE_Q5_K;
     } else if (c == C_OUT) {
         if (ft == FT_Q2_K)
@@ -264,15 +279,17 @@ static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *
 
 uint32_t lw__synth_tensor_type(const lw__synth_ftype *ft, int pure, const lw__synth_preset *p,
                                uint32_t n_layer, int tied, const lw__synth_tensor *t) {
-    /* tensor_allows_quantization: 2-D, named *weight, not a norm; everything else keeps its F32 source. */
+    /* tensor_allows_quantization: 2-D or 3-D, named *weight, not a norm, not a MoE router; everything else
+     * keeps its F32 source (convert_hf_to_gguf.py writes routers in F32 whatever the file type). */
     size_t len = strlen(t->name);
-    if (t->n_dims < 2 || len < 6 || strcmp(t->name + len - 6, "weight") || strstr(t->name, "_norm.weight"))
+    if (t->n_dims < 2 || len < 6 || strcmp(t->name + len - 6, "weight") || strstr(t->name, "_norm.weight") ||
+        strstr(t->name, "ffn_gate_inp.weight"))
         return LW_TYPE_F32;
     const lw_type_info *ti = lw_type_get(ft->type);
     if (!ti || !ti->is_quantized) return ft->type; /* f32/f16/bf16: every 2-D weight converted */
     uint32_t nt = ft->type;
     if (ft->mix && !pure)
         nt = get_type_impl(ft->ftype, nt, t, category(t->name), (int)n_layer, (int)(p->n_head / p->n_head_kv),
-                           tied);
+                           tied, (int)p->n_expert);
     return fallback(t->ne[0], nt);
 }

@@ -1,5 +1,5 @@
 /* Synthetic model presets: real architectures' hyper-parameters and the tensors llama.cpp's loaders create
- * for them (llama.cpp src/models/{llama,qwen2,qwen3,gemma2,gemma3,phi3}.cpp, load_arch_tensors). */
+ * for them (llama.cpp src/models/{llama,qwen2,qwen3,gemma2,gemma3,phi3,qwen3moe}.cpp, load_arch_tensors). */
 #include "synth/synth.h"
 
 #include <stdio.h>
@@ -182,6 +182,40 @@ static const lw__synth_preset presets[] = {
      .sliding_window = 16,
      .rope_base_swa = 10000.f,
      .about = "gemma3 arch, dim 64, 6 layers (5 SWA 16 + 1 global), 4/1 heads of 32, q/k norm, post norms"},
+    {.name = "qwen3-30b-a3b",
+     .arch = "qwen3moe",
+     .n_embd = 2048,
+     .n_layer = 48,
+     .n_head = 32,
+     .n_head_kv = 4,
+     .n_ff = 6144,
+     .head_dim = 128,
+     .n_ctx_train = 40960,
+     .rope_base = 1000000.f,
+     .rms_eps = 1e-6f,
+     .qk_norm = 1,
+     .n_expert = 128,
+     .n_expert_used = 8,
+     .n_ff_exp = 768,
+     .about =
+         "Qwen3 30B-A3B: 2048 dim, 48 layers, 32/4 heads of 128, 128 experts (8 used) of ffn 768, untied"},
+    {.name = "tiny-qwen3moe",
+     .arch = "qwen3moe",
+     .n_embd = 64,
+     .n_layer = 2,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .n_ff = 192,
+     .head_dim = 32,
+     .n_ctx_train = 4096,
+     .rope_base = 1000000.f,
+     .rms_eps = 1e-6f,
+     .qk_norm = 1,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 32,
+     .about =
+         "qwen3moe arch, dim 64, 2 layers, 4/2 heads of 32, q/k norm, 16 experts (4 used) of ffn 32, untied"},
     {.name = "tiny-phi3",
      .arch = "phi3",
      .n_embd = 64,
@@ -222,7 +256,9 @@ typedef struct plan {
     size_t n;              /* tensors listed so far    */
 } plan;
 
-static void add(plan *pl, int layer, const char *suffix, lw__synth_kind kind, int64_t ne0, int64_t ne1) {
+/* A 1-D (ne1 == 0), 2-D or (ne2 > 0) 3-D tensor. */
+static void add3(plan *pl, int layer, const char *suffix, lw__synth_kind kind, int64_t ne0, int64_t ne1,
+                 int64_t ne2) {
     if (pl->out && pl->n < pl->max) {
         lw__synth_tensor *t = &pl->out[pl->n];
         memset(t, 0, sizeof *t);
@@ -230,14 +266,19 @@ static void add(plan *pl, int layer, const char *suffix, lw__synth_kind kind, in
             snprintf(t->name, sizeof t->name, "blk.%d.%s", layer, suffix);
         else
             snprintf(t->name, sizeof t->name, "%s", suffix);
-        t->n_dims = ne1 > 0 ? 2 : 1;
+        t->n_dims = ne2 > 0 ? 3 : ne1 > 0 ? 2 : 1;
         t->ne[0] = ne0;
         t->ne[1] = ne1 > 0 ? ne1 : 1;
+        t->ne[2] = ne2 > 0 ? ne2 : 1;
         t->layer = layer;
         t->kind = kind;
         t->type = LW_TYPE_F32;
     }
     pl->n++;
+}
+
+static void add(plan *pl, int layer, const char *suffix, lw__synth_kind kind, int64_t ne0, int64_t ne1) {
+    add3(pl, layer, suffix, kind, ne0, ne1, 0);
 }
 
 size_t lw__synth_plan(const lw__synth_preset *p, uint32_t n_layer, int64_t n_vocab, lw__synth_tensor *out,
@@ -270,13 +311,20 @@ size_t lw__synth_plan(const lw__synth_preset *p, uint32_t n_layer, int64_t n_voc
         add(&pl, il, "attn_output.weight", LW_SYNTH_MATRIX, nq, d);
         if (p->post_norms) add(&pl, il, "post_attention_norm.weight", LW_SYNTH_NORM, d, 0);
         add(&pl, il, "ffn_norm.weight", LW_SYNTH_NORM, d, 0);
-        if (p->fused_qkv) {
+        if (p->n_expert) { /* qwen3moe: the router and the experts' stacks, as convert_hf_to_gguf.py orders
+                              them */
+            const int64_t ne = p->n_expert, fe = p->n_ff_exp;
+            add(&pl, il, "ffn_gate_inp.weight", LW_SYNTH_MATRIX, d, ne);
+            add3(&pl, il, "ffn_down_exps.weight", LW_SYNTH_MATRIX, fe, d, ne);
+            add3(&pl, il, "ffn_gate_exps.weight", LW_SYNTH_MATRIX, d, fe, ne);
+            add3(&pl, il, "ffn_up_exps.weight", LW_SYNTH_MATRIX, d, fe, ne);
+        } else if (p->fused_qkv) {
             add(&pl, il, "ffn_up.weight", LW_SYNTH_MATRIX, d, 2 * ff); /* phi3: gate and up stacked */
         } else {
             add(&pl, il, "ffn_gate.weight", LW_SYNTH_MATRIX, d, ff);
             add(&pl, il, "ffn_up.weight", LW_SYNTH_MATRIX, d, ff);
         }
-        add(&pl, il, "ffn_down.weight", LW_SYNTH_MATRIX, ff, d);
+        if (!p->n_expert) add(&pl, il, "ffn_down.weight", LW_SYNTH_MATRIX, ff, d);
         if (p->post_norms) add(&pl, il, "post_ffw_norm.weight", LW_SYNTH_NORM, d, 0);
     }
     add(&pl, -1, "output_norm.weight", LW_SYNTH_NORM, d, 0);

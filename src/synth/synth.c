@@ -165,7 +165,7 @@ static void produce_share(void *arg, int ith, int nth) {
 /* Fills the scratch with rows [row, row + batch) of jb in its type, the rows split over the pool. */
 static lw_status produce(const job *jb, int64_t row) {
     synth_ctx *c = jb->ctx;
-    const int64_t nrows = jb->t.ne[1];
+    const int64_t nrows = lw__synth_rows(&jb->t);
     c->cur = NULL;
     c->pjob = jb;
     c->prow = row;
@@ -340,6 +340,11 @@ static lw_status set_arch_keys(lw_gguf_writer *w, const lw__synth_preset *p, uin
     if (p->final_softcap > 0.f) {
         F32("final_logit_softcapping", p->final_softcap);
     }
+    if (p->n_expert) { /* convert_hf_to_gguf.py's Qwen3MoeModel */
+        U32("expert_count", p->n_expert);
+        U32("expert_used_count", p->n_expert_used);
+        U32("expert_feed_forward_length", p->n_ff_exp);
+    }
 #undef U32
 #undef F32
     return rc;
@@ -375,12 +380,19 @@ static float iq_sd_per_amax(uint32_t type, const lw_allocator *al) {
  * ------------------------------------------------------------------------------------------------------- */
 
 /* A shape the writer can make and llama.cpp's loaders accept: known architecture, positive sizes within
- * limits that keep every product far from overflow, whole GQA groups, an even head size (RoPE pairs). */
+ * limits that keep every product far from overflow, whole GQA groups, an even head size (RoPE pairs),
+ * experts for the MoE architecture only. */
 static int valid_shape(const lw__synth_preset *p) {
-    static const char *archs[] = {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
+    static const char *archs[] = {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen3moe"};
     int known = 0;
     for (size_t i = 0; p->arch && i < sizeof archs / sizeof archs[0]; i++)
         known |= !strcmp(p->arch, archs[i]);
+    /* experts exactly for the MoE architecture, within llama.cpp's limits */
+    const int moe = p->arch && !strcmp(p->arch, "qwen3moe");
+    if (moe != (p->n_expert > 0) || p->n_expert > 512 ||
+        (moe && (p->n_expert_used == 0 || p->n_expert_used > p->n_expert || p->n_ff_exp == 0 ||
+                 p->n_ff_exp > (1u << 20))))
+        return 0;
     const uint32_t hd = p->n_head ? lw__synth_head_dim(p) : 0;
     return known && p->name && p->n_embd > 0 && p->n_embd <= 65536 && p->n_layer > 0 && p->n_layer <= 512 &&
            p->n_head > 0 && p->n_head <= 1024 && p->n_head_kv > 0 && p->n_head % p->n_head_kv == 0 &&
@@ -513,7 +525,7 @@ lw_status lw__synth_write(const lw__synth_params *params, const char *path, cons
             jb->amax = jb->scale / r;
         }
         int64_t br = (int64_t)BATCH_ELEMS * lw__pool_n_threads(ctx.pool) / jb->t.ne[0];
-        br = br < 1 ? 1 : br > jb->t.ne[1] ? jb->t.ne[1] : br;
+        br = br < 1 ? 1 : br > lw__synth_rows(&jb->t) ? lw__synth_rows(&jb->t) : br;
         jb->batch_rows = br;
         size_t fe, qb;
         if (!lw__mul_size((size_t)br, (size_t)jb->t.ne[0], &fe) ||
@@ -529,8 +541,8 @@ lw_status lw__synth_write(const lw__synth_params *params, const char *path, cons
             goto done;
         }
         res->n_tensors++;
-        res->n_params += (uint64_t)jb->t.ne[0] * (uint64_t)jb->t.ne[1];
-        res->n_bytes += jb->row_bytes * (uint64_t)jb->t.ne[1];
+        res->n_params += (uint64_t)jb->t.ne[0] * (uint64_t)lw__synth_rows(&jb->t);
+        res->n_bytes += jb->row_bytes * (uint64_t)lw__synth_rows(&jb->t);
     }
     ctx.f = lw__calloc(&al, f_need, sizeof(float));
     ctx.q = lw__malloc(&al, q_need);

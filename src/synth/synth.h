@@ -27,7 +27,7 @@
 /* One model shape: an architecture plus its hyper-parameters. Zero means "absent" for optional fields. */
 typedef struct lw__synth_preset {
     const char *name;         /* what --preset takes, e.g. "llama-3.2-1b"                               */
-    const char *arch;         /* general.architecture: llama, qwen2, qwen3, gemma2, gemma3, phi3        */
+    const char *arch;         /* general.architecture: llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe */
     uint32_t n_embd;          /* hidden size                                                           */
     uint32_t n_layer;         /* transformer blocks                                                    */
     uint32_t n_head;          /* query heads                                                           */
@@ -50,6 +50,9 @@ typedef struct lw__synth_preset {
     float rope_base_swa;      /* rope.freq_base_swa; 0: none                                           */
     float attn_softcap;       /* attn_logit_softcapping; 0: none                                       */
     float final_softcap;      /* final_logit_softcapping; 0: none                                      */
+    uint32_t n_expert;        /* expert_count: a mixture of experts per block (qwen3moe); 0: dense      */
+    uint32_t n_expert_used;   /* expert_used_count: experts per token                                  */
+    uint32_t n_ff_exp;        /* expert_feed_forward_length: each expert's FFN width                   */
     const char *about;        /* one line for --list                                                   */
 } lw__synth_preset;
 
@@ -72,12 +75,17 @@ typedef enum lw__synth_kind {
 /* One tensor of a model plan. */
 typedef struct lw__synth_tensor {
     char name[64];       /* GGUF tensor name                                     */
-    uint32_t n_dims;     /* 1 or 2                                               */
-    int64_t ne[2];       /* ne[0] innermost (row length)                         */
+    uint32_t n_dims;     /* 1, 2, or 3 (experts' matrices stacked)               */
+    int64_t ne[3];       /* ne[0] innermost (row length); unused dims are 1      */
     int layer;           /* block index, -1 for tensors outside the blocks       */
     lw__synth_kind kind; /* how the values are drawn                             */
     uint32_t type;       /* lw_type chosen for the file type                     */
 } lw__synth_tensor;
+
+/* Rows of a planned tensor (ne[1] x ne[2]: all experts' rows for a 3-D one). */
+static inline int64_t lw__synth_rows(const lw__synth_tensor *t) {
+    return t->ne[1] * t->ne[2];
+}
 
 /* Lists the tensors of preset p with n_layer blocks, in file order, types not yet set (F32).
  * out may be NULL to count; returns the number of tensors (at most max are written). */

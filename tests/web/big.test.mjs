@@ -5,8 +5,9 @@
 // header-only load past 4 GiB (src/model/model.c), 64-bit offsets through C, wasm and JS, buffers of at most
 // maxBufferSize and bindings of at most maxStorageBufferBindingSize, every weight byte written exactly once,
 // reads in file order with at most N chunks in flight, retries, a failed read failing open() with a code and
-// freeing everything; and, on a real adapter (Dawn), a model split over many small buffers and bindings
-// decodes exactly as the unsplit one.
+// freeing everything; a split GGUF's parts (web/lw-sources.mjs splitSource over 7 parts in gguf-split's
+// layout) loading as the whole file does, past 4 GiB; and, on a real adapter (Dawn), a model split over many
+// small buffers and bindings decodes exactly as the unsplit one.
 // Run: LW_WASM_DIR=... [VK_ICD_FILENAMES=...] node --test tests/web/big.test.mjs
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,6 +15,8 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { loadModule, setup, repoRoot } from '../../web/lw-node.mjs';
 import { GpuModel, LlamawebError, fileSource } from '../../web/lw-model.mjs';
+import { splitSource } from '../../web/lw-sources.mjs';
+import { ggufSplitLayout } from './gguf-split.mjs';
 
 const M = await loadModule();
 const skip = M ? false : 'build/wasm/llamaweb-wasm.* not built (scripts/build-wasm.sh)';
@@ -226,6 +229,51 @@ test('a model over 4 GiB plans and streams through the wasm32 build (fake device
     assert.equal(g.loadStats.bytes, model.size - model.dataStart);
     console.log(`# ${(model.size / 2 ** 30).toFixed(2)} GiB: ${nBufs} weight buffers, ${fake.writes.length} chunks, ` +
       `peak ${g.loadStats.peakInFlight} in flight, ${g.loadStats.ms.toFixed(0)} ms, peak JS heap ${(g.loadStats.peakJsHeap / 2 ** 20).toFixed(0)} MiB`);
+  } finally {
+    g.free();
+  }
+  assert.equal(fake.live(), 0, 'every buffer destroyed');
+});
+
+test('a split model over 4 GiB (gguf-split parts) streams as the whole file: every byte once, offsets past 4 GiB', { skip }, async () => {
+  const model = llamaModel(BIG);
+  const { source, fake } = useFake(model);
+  // 7 parts of at most 30 tensors, in gguf-split's layout (the last one starts past 4 GiB); a part's data byte d is the model's byte from + d,
+  // so tensor reads go to the stamped source (its counters see them), header reads are made on the spot
+  const layout = ggufSplitLayout(model.head, model.size, 30, 'big');
+  const parts = layout.map((p) => ({
+    name: p.name, size: p.size,
+    read: async (off, len) => {
+      if (off >= p.dataStart) return source.read(p.from + off - p.dataStart, len);
+      const b = new Uint8Array(len), h = Math.min(len, p.dataStart - off);
+      b.set(p.head.subarray(off, off + h));
+      if (len > h) b.set(source.readSync(p.from, len - h), h);
+      return b;
+    },
+  }));
+  const split = await splitSource([...parts].reverse());
+  assert.equal(split.parts, 7);
+  assert.equal(split.size, model.size, 'the parts present the whole file');
+  assert.ok(layout[6].from > 2 ** 32, `the last part starts at ${layout[6].from}`);
+  // the merged header is the model's own; C reads it synchronously in 64 KiB blocks (past the header, the
+  // stamped bytes are the file's), the tensors stream through the split source from the parts
+  const merged = await split.read(0, model.dataStart);
+  assert.ok(Buffer.from(merged).equals(Buffer.from(model.head)), 'the merged header is the whole file\'s');
+  const readSync = (off, len) => {
+    const b = source.readSync(off, len);
+    if (off < merged.length) b.set(merged.subarray(off, Math.min(merged.length, off + len)));
+    return b;
+  };
+  const g = await GpuModel.open(M, { size: split.size, read: split.read, readSync }, { nCtx: 64, maxInFlight: 3 });
+  try {
+    assert.deepEqual(fake.violations, []);
+    assert.equal(g.info().n_layer, BIG.L);
+    const nBufs = checkCoverage(model, fake.writes);
+    assert.ok(Math.max(...fake.writes.map((x) => x.src + x.size)) > 2 ** 32, 'bytes past 4 GiB were written');
+    assert.ok(source.maxOutstanding <= 3, `${source.maxOutstanding} chunks in flight`);
+    for (let i = 1; i < source.reads.length; i++) assert.ok(source.reads[i] > source.reads[i - 1], 'reads in file order');
+    console.log(`# split: ${layout.map((p) => `${p.name} ${(p.size / 2 ** 30).toFixed(2)} GiB`).join(', ')}: ` +
+      `${nBufs} weight buffers, every byte once`);
   } finally {
     g.free();
   }

@@ -17,18 +17,18 @@ typedef struct cand {
 } cand;
 
 struct lw_sampler {
-    lw_allocator alloc;     /* allocator of this object and its buffers           */
-    lw_sampler_params p;    /* configuration                                       */
-    int32_t n_vocab;        /* logits per call                                     */
-    cand *c;                /* n_vocab candidates                                  */
-    float *prob;            /* n_vocab probabilities of the kept candidates        */
-    int32_t *counts;        /* n_vocab: occurrences in the penalty window           */
-    int32_t *ring;          /* penalty_last_n last accepted tokens                  */
-    int32_t ring_n;         /* tokens in ring                                       */
-    int32_t ring_head;      /* next slot to write                                   */
-    uint64_t rng[4];        /* xoshiro256** state                                   */
-    lw_grammar *grammar;    /* optional constraint (not owned)                      */
-    int32_t last_sampled;   /* the token lw_sampler_sample returned last; -1: none  */
+    lw_allocator alloc;   /* allocator of this object and its buffers           */
+    lw_sampler_params p;  /* configuration                                       */
+    int32_t n_vocab;      /* logits per call                                     */
+    cand *c;              /* n_vocab candidates                                  */
+    float *prob;          /* n_vocab probabilities of the kept candidates        */
+    int32_t *counts;      /* n_vocab: occurrences in the penalty window           */
+    int32_t *ring;        /* penalty_last_n last accepted tokens                  */
+    int32_t ring_n;       /* tokens in ring                                       */
+    int32_t ring_head;    /* next slot to write                                   */
+    uint64_t rng[4];      /* xoshiro256** state                                   */
+    lw_grammar *grammar;  /* optional constraint (not owned)                      */
+    int32_t last_sampled; /* the token lw_sampler_sample returned last; -1: none  */
 };
 
 lw_sampler_params lw_sampler_default_params(void) {
@@ -115,22 +115,72 @@ static int32_t partition(cand *c, int32_t lo, int32_t hi) {
     return s;
 }
 
-/* Puts the first k (in sort order) of c[0..n) at the front, sorted. Recursion only on the smaller side. */
-static void sort_top(cand *c, int32_t n, int32_t k) {
+/* Quickselect that sorts only what is wanted: puts the first k (in sort order) of c[0..n) at the front,
+ * sorted. A partition whose pivot lands at k or later drops its right side; one that lands before k leaves
+ * a left side wanted whole. Recursion goes to the smaller side only (depth O(log n)); the larger loops. */
+static void select_sort(cand *c, int32_t n, int32_t k) {
     int32_t lo = 0, hi = n - 1;
     while (hi - lo > 16) {
         int32_t p = partition(c, lo, hi);
+        if (p >= k) { /* all wanted ones are left of the pivot */
+            hi = p - 1;
+            continue;
+        }
+        /* c[lo..p) is wanted whole (p itself is in place), of c(p..hi] the first k - p - 1 */
         if (p - lo < hi - p) {
-            sort_top(c + lo, p - lo, p - lo); /* left part is always wanted when we get here */
-            if (p + 1 >= k) return;
+            select_sort(c + lo, p - lo, p - lo);
             lo = p + 1;
         } else {
-            if (p + 1 < k) sort_top(c + p + 1, hi - p, k - p - 1);
+            if (p + 1 < k) select_sort(c + p + 1, hi - p, k - p - 1);
             hi = p - 1;
+            k = p; /* what is left, c[lo..p), is wanted whole */
         }
     }
     for (int32_t i = lo + 1; i <= hi; i++) /* insertion sort for the small rest */
         for (int32_t j = i; j > lo && before(&c[j], &c[j - 1]); j--) swap(&c[j], &c[j - 1]);
+}
+
+/* Rearranges c[0..n) so that c[k - 1] is the k-th in sort order and everything before it comes before it
+ * (quickselect; 1 <= k <= n). */
+static void nth(cand *c, int32_t n, int32_t k) {
+    int32_t lo = 0, hi = n - 1;
+    while (hi > lo) {
+        int32_t p = partition(c, lo, hi);
+        if (p == k - 1) return;
+        if (p > k - 1)
+            hi = p - 1;
+        else
+            lo = p + 1;
+    }
+}
+
+/* Puts the first k (in sort order) of c[0..n) at the front, sorted; the order of the rest is unspecified.
+ * A small k (top-k 40 over a 32k..150k vocabulary) scans once with a buffer of 2k candidates at the front:
+ * a candidate that does not beat the k-th best of the buffer's last selection is out after one comparison
+ * (a well-predicted branch: almost all are), one that does joins the buffer, and a full buffer is cut back
+ * to its best k. Linear even for sorted input (a buffer fills at most every k candidates and costs O(k) to
+ * cut). Partition-based selection over the whole array (each comparison a coin flip for the branch
+ * predictor, a few passes) cost 5-10x more there; it remains for large k. */
+static void sort_top(cand *c, int32_t n, int32_t k) {
+    if (k > n) k = n;
+    if (k <= 0) return;
+    if ((int64_t)k * 16 > n) {
+        select_sort(c, n, k);
+        return;
+    }
+    int32_t b = 2 * k; /* the buffer c[0..b); c[k - 1] is the bar after each cut */
+    nth(c, b, k);
+    b = k;
+    for (int32_t i = 2 * k; i < n; i++)
+        if (before(&c[i], &c[k - 1])) {
+            swap(&c[b++], &c[i]);
+            if (b == 2 * k) {
+                nth(c, b, k);
+                b = k;
+            }
+        }
+    nth(c, b, k);
+    select_sort(c, k, k);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -197,8 +247,10 @@ void lw_sampler_accept(lw_sampler *s, int32_t token) {
     s->last_sampled = -1;
     const int32_t cap = s->p.penalty_last_n;
     if (cap <= 0 || token < 0 || token >= s->n_vocab) return;
-    if (s->ring_n == cap) s->counts[s->ring[s->ring_head]]--; /* the oldest leaves the window */
-    else s->ring_n++;
+    if (s->ring_n == cap)
+        s->counts[s->ring[s->ring_head]]--; /* the oldest leaves the window */
+    else
+        s->ring_n++;
     s->ring[s->ring_head] = token;
     s->ring_head = (s->ring_head + 1) % cap;
     s->counts[token]++;
@@ -222,11 +274,17 @@ int32_t lw_sampler_sample(lw_sampler *s, const float *logits) {
         if (lw__grammar_mask_ref(s->grammar, &bits) != LW_OK) return -1;
         const int32_t ng = lw_grammar_n_vocab(s->grammar);
         n = 0;
-        for (int32_t w = 0; w < (ng + 31) / 32; w++)
-            for (uint32_t m = bits[w]; m; m &= m - 1) {
+        for (int32_t w = 0; w < (ng + 31) / 32; w++) {
+            const uint32_t m0 = bits[w];
+            if (m0 == UINT32_MAX) { /* inside a string most words allow all 32: no bit scan */
+                for (int32_t i = w * 32; i < w * 32 + 32; i++) s->c[n++] = (cand){i, logits[i]};
+                continue;
+            }
+            for (uint32_t m = m0; m; m &= m - 1) {
                 int32_t i = w * 32 + __builtin_ctz(m);
                 s->c[n++] = (cand){i, logits[i]};
             }
+        }
         if (n == 0) return -1;
     } else {
         for (int32_t i = 0; i < n; i++) s->c[i] = (cand){i, logits[i]};

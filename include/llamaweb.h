@@ -344,6 +344,9 @@ typedef struct lw_context_params {
     uint32_t type_v;    /* must equal type_k for now                                                      */
     int32_t flash_attn; /* 1 (default): attention as llama.cpp's CPU default (flash attention); 0: as
                            llama.cpp with flash attention off (KQ, softmax, KQV; reference speed)          */
+    int32_t embeddings; /* 1: an embeddings context: decoding computes the hidden states (the final norm's
+                           output, llama.cpp's embeddings) of every output row and skips the output head:
+                           lw_get_embeddings / lw_embed read them, lw_get_logits gives NULL (default 0)  */
 } lw_context_params;
 
 lw_context_params lw_context_default_params(void);
@@ -921,6 +924,71 @@ lw_status lw_chat_session_push(lw_chat_session *s, int32_t id, int *decode, cons
 /* Undoes the last turn (its user message, its reply and messages added after them; messages that a restart
  * dropped stay dropped) and forgets the cache: the next turn decodes the whole conversation from cell 0. */
 void lw_chat_session_abort_turn(lw_chat_session *s);
+
+/* ------------------------------------------------------------------------------------------------------
+ * Embeddings
+ * A sequence's vector from the model's hidden states, as llama.cpp's embeddings: the output of the final
+ * norm (before the output head) for each token, pooled over the sequence (mean, first token, last token,
+ * or none: one vector per token) and optionally normalised (llama.cpp's embd_normalize). Needs a context
+ * created with lw_context_params.embeddings = 1. Each input is its own sequence: lw_embed clears the
+ * context's cells first, and an input longer than n_batch is decoded in steps of n_batch (attention is
+ * causal, so the steps see what one batch would; the mean is accumulated across them).
+ *
+ *     lw_context_params cp = lw_context_default_params(); cp.embeddings = 1;
+ *     lw_context_create(m, &cp, &c);
+ *     lw_embed_params ep = lw_embed_default_params(); ep.pooling = LW_POOLING_MEAN; ep.normalize = 2;
+ *     float v[n_embd]; size_t n;
+ *     lw_embed_text(c, "hello", 5, 1, 1, &ep, v, n_embd, &n, NULL);
+ *
+ * Architectures: every decoder this engine runs (causal attention). Encoder models (BERT, nomic-bert,
+ * jina-bert: bge, e5, nomic-embed) are not loaded yet: they need the BERT graph (token type embeddings,
+ * absolute positions, LayerNorm with biases, GELU FFN, bidirectional attention without a KV cache).
+ * ---------------------------------------------------------------------------------------------------- */
+
+/* How token vectors become one vector (llama.cpp's llama_pooling_type; the values are its). */
+typedef enum lw_pooling {
+    LW_POOLING_UNSPECIFIED = -1, /* the model's <arch>.pooling_type; none when the file has no such key */
+    LW_POOLING_NONE = 0,         /* no pooling: one vector per token                                     */
+    LW_POOLING_MEAN = 1,         /* the mean of the tokens' vectors                                      */
+    LW_POOLING_CLS = 2,          /* the first token's vector (BERT's [CLS])                              */
+    LW_POOLING_LAST = 3,         /* the last token's vector (decoder embedding models)                   */
+    LW_POOLING_RANK = 4          /* a reranker's score: not supported (needs a classification head)       */
+} lw_pooling;
+
+/* The pooling a file asks for (<arch>.pooling_type), LW_POOLING_UNSPECIFIED when it has none. */
+lw_pooling lw_model_pooling(const lw_model *m);
+
+/* Embedding options; start from lw_embed_default_params(). */
+typedef struct lw_embed_params {
+    lw_pooling pooling; /* default LW_POOLING_UNSPECIFIED: the model's (none when it has none)           */
+    int32_t normalize;  /* llama.cpp's embd_normalize, per output vector: -1 none (default), 0 scaled so
+                           the largest |x| is 32760 (int16 range), 1 taxicab, 2 Euclidean (L2), p > 2 the
+                           p-norm                                                                       */
+} lw_embed_params;
+
+lw_embed_params lw_embed_default_params(void);
+
+/* Hidden state of output row i of the last decode in an embeddings context (n_embd floats), or NULL;
+ * i = -1 is the last row. lw_decode with logits_all gives one row per token. */
+const float *lw_get_embeddings(const lw_context *c, int32_t i);
+
+/* Embeds one sequence of n tokens into out: n_embd floats, or n * n_embd with LW_POOLING_NONE (token after
+ * token). cap is the room in out (floats); *n_out (may be NULL) gets the floats written. Clears the
+ * context's cells before and leaves the sequence in them. Errors: LW_ERR_INVALID_ARG (not an embeddings
+ * context, no tokens, an id out of range, cap too small), LW_ERR_TOO_LARGE (longer than the context),
+ * LW_ERR_UNSUPPORTED (rank pooling, a non-causal model); the message is on the context. */
+lw_status lw_embed(lw_context *c, const int32_t *tokens, int32_t n, const lw_embed_params *params, float *out,
+                   size_t cap, size_t *n_out);
+/* Several sequences, one after another: inputs[i] of lens[i] tokens; out holds their results back to back
+ * (n_inputs vectors of n_embd, or with LW_POOLING_NONE one per token of each input in turn). */
+lw_status lw_embed_batch(lw_context *c, const int32_t *const *inputs, const int32_t *lens, int32_t n_inputs,
+                         const lw_embed_params *params, float *out, size_t cap, size_t *n_out);
+/* One text, tokenized with the model's vocabulary (lw_model_tokenize's add_special and parse_special;
+ * llama.cpp's llama-embedding uses 1, 1); *n_tokens (may be NULL) gets its token count. */
+lw_status lw_embed_text(lw_context *c, const char *text, size_t len, int add_special, int parse_special,
+                        const lw_embed_params *params, float *out, size_t cap, size_t *n_out, int32_t *n_tokens);
+/* llama.cpp's common_embd_normalize: out = in scaled by the chosen norm (normalize as lw_embed_params). */
+void lw_embed_normalize(const float *in, float *out, int32_t n, int32_t normalize);
 
 #ifdef __cplusplus
 }

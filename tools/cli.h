@@ -16,6 +16,7 @@ int lw__cmd_bench(int argc, char **argv);
 int lw__cmd_tokenize(int argc, char **argv);
 int lw__cmd_template(int argc, char **argv);
 int lw__cmd_chat(int argc, char **argv);
+int lw__cmd_embed(int argc, char **argv);
 
 /* A whole file, NUL-terminated, malloc'd (free() it); NULL when it cannot be read. len may be NULL. */
 char *lw__cli_read_file(const char *path, size_t *len);

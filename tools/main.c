@@ -13,6 +13,7 @@ static const struct command {
     {"info", lw__cmd_info, "info FILE.gguf [--json]    describe a GGUF file: metadata, tensors, sizes"},
     {"synth", lw__cmd_synth, "synth --preset P --type T -o OUT.gguf    random-weight model in a real shape (--list)"},
     {"run", lw__cmd_run, "run -m MODEL.gguf [-p TEXT | --tokens IDS] [-n N] [--temp T]   generate text (CPU)"},
+    {"embed", lw__cmd_embed, "embed -m MODEL.gguf -p TEXT [-p TEXT]... [--pooling mean] [--normalize]   embeddings as JSON (CPU)"},
     {"chat", lw__cmd_chat, "chat -m MODEL.gguf [--system S] [-n N] [--temp T]   interactive chat on stdin/stdout (CPU)"},
     {"bench", lw__cmd_bench, "bench -m MODEL.gguf [-p 512] [-n 128] [-t 1,2]   prompt/generation tokens per second"},
     {"tokenize", lw__cmd_tokenize, "tokenize -m FILE.gguf TEXT  token ids and pieces of a text (--ids, --bench N, -f FILE)"},

@@ -2,6 +2,7 @@
  * kernels' scratch; a thread pool; and the graph built once for the largest batch. lw_decode only fills
  * the per-step fields and runs the graph: it allocates nothing. */
 #include "cpu/engine-ops.h"
+#include "model/embed.h"
 #include "model/model.h"
 #include "sample/sample.h"
 
@@ -20,6 +21,8 @@ struct lw_context {
     int32_t n_outputs;        /* output rows of the last decode                         */
     lw__graph graph;          /* built and planned once                                 */
     int32_t logits;           /* index of the logits tensor in graph                    */
+    int32_t embd;             /* embeddings contexts: index of the hidden-state tensor
+                                 (the final norm's output); -1: a logits context        */
     lw__pool *pool;           /* threads                                                */
     lw__exec ex;              /* per-step state handed to the kernels                   */
     void **kv;                /* 2 * n_layer pointers: K caches then V caches           */
@@ -72,6 +75,8 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
     if (st != LW_OK) return lw__errorf(c->err, st, "out of memory");
     if ((st = m->arch->build(m, &c->graph, &c->logits)) != LW_OK)
         return lw__errorf(c->err, st, "building the %s graph failed", m->arch->name);
+    if (p->embeddings && (st = lw__embed_graph_cut(&c->graph, &c->embd)) != LW_OK)
+        return lw__errorf(c->err, st, "the %s graph has no final norm to take embeddings from", m->arch->name);
     if ((st = lw__graph_plan(&c->graph, c->n_batch, c->n_batch, ARENA_ALIGN)) != LW_OK)
         return lw__errorf(c->err, st, "planning the graph failed");
     size_t shared = 0, thread_floats = 0;
@@ -134,6 +139,7 @@ lw_status lw_context_create(lw_model *m, const lw_context_params *params, lw_con
     if (!c) return LW_ERR_NOMEM;
     c->alloc = m->alloc;
     c->model = m;
+    c->embd = -1;
     *out = c;
     lw_context_params p = params ? *params : lw_context_default_params();
     return create(c, &p);
@@ -219,11 +225,23 @@ lw_status lw_decode(lw_context *c, const int32_t *tokens, int32_t n, int logits_
 }
 
 const float *lw_get_logits(const lw_context *c, int32_t i) {
-    if (!c || c->n_outputs == 0) return NULL;
+    if (!c || c->n_outputs == 0 || c->embd >= 0) return NULL;
     if (i < 0) i += c->n_outputs;
     if (i < 0 || i >= c->n_outputs) return NULL;
     const lw__tensor *t = &c->graph.t[c->logits];
     return (const float *)((const uint8_t *)t->data + (size_t)i * t->row_bytes);
+}
+
+const float *lw_get_embeddings(const lw_context *c, int32_t i) {
+    if (!c || c->n_outputs == 0 || c->embd < 0) return NULL;
+    if (i < 0) i += c->n_outputs;
+    if (i < 0 || i >= c->n_outputs) return NULL;
+    const lw__tensor *t = &c->graph.t[c->embd];
+    return (const float *)((const uint8_t *)t->data + (size_t)i * t->row_bytes);
+}
+
+int lw__context_embeddings(const lw_context *c) {
+    return c && c->embd >= 0;
 }
 
 lw_model *lw_context_model(const lw_context *c) {

@@ -28,7 +28,7 @@ async function handle(msg) {
   const { id, op } = msg;
   if (op === 'load') {
     lw = await Llamaweb.load(msg.opts || {});
-    return { adapter: lw.adapter, canSample: lw.canSample, preference: lw.preference, gpuError: lw.gpuError };
+    return { adapter: lw.adapter, canSample: lw.canSample, preference: lw.preference, gpuError: lw.gpuError, threads: lw.threads };
   }
   if (!lw) throw new Error('llamaweb worker: load first');
   if (op === 'memory') return lw.memory();

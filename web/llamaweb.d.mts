@@ -61,10 +61,10 @@ export type DeviceChoice = 'auto' | 'webgpu' | 'cpu';
 export interface LoadOptions {
   /** Default 'auto'; 'webgpu' rejects with GPU_UNAVAILABLE without a device; 'cpu' asks for no device. */
   device?: DeviceChoice;
-  /** CPU engine threads (default: cross-origin isolated pages min(4, hardwareConcurrency), else 1); more
+  /** CPU engine threads (default: cross-origin isolated pages half the processors, at most 4, else 1); more
    * than one runs the threaded build (wasm/mt/), which needs COOP/COEP headers on the page. */
   threads?: number;
-  /** device 'auto' on a software adapter: files up to this size stay on WebGPU (default 2 MiB). */
+  /** device 'auto' on a software adapter: files up to this size stay on WebGPU (default 0: none). */
   softwareAdapterMaxBytes?: number;
   /** Folder holding the wasm builds: llamaweb-wasm.js/.wasm and mt/ (default: wasm/ next to llamaweb.mjs). */
   wasmBase?: string | URL;
@@ -419,6 +419,8 @@ export interface LlamawebWorker {
   readonly adapter: AdapterSummary | null;
   readonly preference: DeviceChoice;
   readonly gpuError: string | null;
+  /** CPU engine threads by default. */
+  readonly threads: number;
   readonly canSample: boolean;
   readonly inWorker: true;
   open(what: Blob | string | URL | { opfs: string }, opts?: OpenOptions): Promise<WorkerModel>;
@@ -548,7 +550,7 @@ export function splitUrls(url: string | URL): string[] | null;
 export function webgpuMissingReason(): string | null;
 /** Whether an adapter (GPUAdapterInfo or AdapterSummary-like names) is a software one. */
 export function isSoftwareAdapter(info: { isFallbackAdapter?: boolean; vendor?: string; architecture?: string; device?: string; description?: string } | null): boolean;
-/** device 'auto''s default softwareAdapterMaxBytes (2 MiB). */
+/** device 'auto''s default softwareAdapterMaxBytes (0: a software adapter takes no model). */
 export const SOFTWARE_ADAPTER_MAX_BYTES: number;
 /** The engines under Model (web/lw-model.mjs). */
 export const GpuModel: any;

@@ -35,7 +35,7 @@ export { blobSource, urlSource, opfsSource, listOpfs, downloadToOpfs, splitSourc
 export { cacheModel, listCached, deleteCached, clearCache, cacheAvailable } from './lw-cache.mjs';
 
 import { CpuEngine, statusError } from './lw-model.mjs';
-import { attachOpenAI } from './lw-openai.mjs';
+import { attachOpenAI, pushed } from './lw-openai.mjs';
 
 export { CpuEngine };
 
@@ -66,10 +66,11 @@ export function isSoftwareAdapter(info) {
 }
 
 // device 'auto' with a software adapter: models whose file is at most this many bytes run on WebGPU, larger
-// ones on the CPU engine. Measured in headless Chromium on SwiftShader (2 cores; README "Choosing the
-// device"): the CPU engine decodes even stories260K (1.1 MiB) faster, so only files too small to be real
-// models stay on the adapter.
-export const SOFTWARE_ADAPTER_MAX_BYTES = 2 << 20;
+// ones on the CPU engine. Measured in headless Chromium on its SwiftShader (2 cores, README "Choosing the
+// device"): the CPU engine decodes stories260K (1.1 MiB) 20-90x faster and a 117 MiB Q4_0 ~100x faster, so
+// there is no cross-over to keep: every model goes to the CPU engine (a page can set a size to keep tiny ones
+// on the adapter: Llamaweb.load({softwareAdapterMaxBytes})).
+export const SOFTWARE_ADAPTER_MAX_BYTES = 0;
 
 // ---------------------------------------------------------------------------------------------------------
 // The engine
@@ -133,12 +134,13 @@ async function instantiate(dir, opts, extra = {}) {
   });
 }
 
-// Threads of the CPU engine unless told: where the threaded build can run (cross-origin isolated), the
-// processors, at most 4 (a decode step is bandwidth-bound: more threads mostly wait); else 1.
+// Threads of the CPU engine unless told: where the threaded build can run (cross-origin isolated), half the
+// processors, at most 4 (a decode step is bandwidth-bound, and the engine's threads spin at their barriers:
+// on 2 busy cores 2 threads decoded at 0.4x one thread's speed, README "CPU engine"); else 1.
 function defaultThreads() {
   if (!globalThis.crossOriginIsolated) return 1;
   const n = globalThis.navigator && navigator.hardwareConcurrency || 1;
-  return Math.max(1, Math.min(4, n));
+  return Math.max(1, Math.min(4, Math.floor(n / 2)));
 }
 
 const DEVICES = ['auto', 'webgpu', 'cpu'];
@@ -406,6 +408,7 @@ class WorkerLlamaweb {
     this.canSample = r.canSample;
     this.preference = r.preference;
     this.gpuError = r.gpuError;
+    this.threads = r.threads;
     this.inWorker = true;
   }
   async open(what, opts = {}) {
@@ -777,23 +780,9 @@ export class Model {
 
   // generate() as an async iterator of text pieces: for await (const text of model.stream(prompt)) ...
   // Breaking out of the loop stops the generation. opts as generate's (onToken is still called).
-  async *stream(prompt, opts = {}) {
-    const queue = [];
-    let wake = null, done = false, failure = null;
-    const push = () => { if (wake) { wake(); wake = null; } };
-    const run = this.generate(prompt, { ...opts, onToken: (text, id) => { queue.push(text); if (opts.onToken) opts.onToken(text, id); push(); } })
-      .catch((e) => { failure = e; }).finally(() => { done = true; push(); });
-    try {
-      for (;;) {
-        while (queue.length) yield queue.shift();
-        if (done) break;
-        await new Promise((r) => { wake = r; });
-      }
-      if (failure) throw failure;
-    } finally {
-      if (!done) this.stop(); // the consumer left early
-      await run;
-    }
+  stream(prompt, opts = {}) {
+    return pushed((push) => this.generate(prompt, { ...opts, onToken: (text, id) => { push(text); if (opts.onToken) opts.onToken(text, id); } }),
+      () => this.stop());
   }
 
   // Releases the model (GPU buffers or heap weights); during a generation, it stops it and releases them once

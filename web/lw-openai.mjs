@@ -109,13 +109,23 @@ function run(model, opts, start, chunk, finish) {
     }
   };
   if (!opts.stream) return settle(start(() => {}, inner.signal)).then(finish);
+  const chunks = pushed((push) => settle(start((text) => { if (text) push(chunk(text)); }, inner.signal)), () => inner.abort());
+  return Promise.resolve((async function* () {
+    yield* finish(yield* chunks, true);
+  })());
+}
+
+// What run(push) pushes, as an async generator, while the promise run returned (it is called now) goes on;
+// its failure is thrown after the items pushed before it, its value is the generator's return value. Leaving
+// the loop early calls leave() and waits for the run to end. Model.stream is built on it too.
+export function pushed(run, leave) {
   const queue = [];
-  let wake = null, done = false, failure = null, result = null;
-  const push = () => { if (wake) { wake(); wake = null; } };
-  const running = settle(start((text) => { if (text) { queue.push(chunk(text)); push(); } }, inner.signal))
-    .then((r) => { result = r; }, (e) => { failure = e; })
-    .finally(() => { done = true; push(); });
-  async function* chunks() {
+  let wake = null, done = false, failure = null, value;
+  const poke = () => { if (wake) { wake(); wake = null; } };
+  const running = run((x) => { queue.push(x); poke(); })
+    .then((v) => { value = v; }, (e) => { failure = e; })
+    .finally(() => { done = true; poke(); });
+  return (async function* () {
     try {
       for (;;) {
         while (queue.length) yield queue.shift();
@@ -123,13 +133,12 @@ function run(model, opts, start, chunk, finish) {
         await new Promise((r) => { wake = r; });
       }
       if (failure) throw failure;
-      yield* finish(result, true);
+      return value;
     } finally {
-      if (!done) inner.abort(); // the consumer left early
+      if (!done) leave(); // the consumer left early
       await running;
     }
-  }
-  return Promise.resolve(chunks());
+  })();
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -19,6 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Shared with web/lw-wasm-model.c (the GPU model's set_sampling and the CPU reference's greedy pick). */
+bool lw_wasm_sampling_params(float temp, int top_k, float top_p, float min_p, double seed,
+                             lw_sampler_params *out, char *err);
+int32_t lw_wasm_argmax(const float *logits, int32_t n);
+
 /* Synchronous read of host source id (Module.lwCpu.sources[id].readInto): bytes [off, off + n) into dst now,
  * or, when deferrable (tensor data), possibly recorded to be written at dst later. Returns 0 on success. */
 // clang-format off
@@ -160,6 +165,33 @@ EMSCRIPTEN_KEEPALIVE lw_model *lw_wasm_cpum_model(const lw_wasm_cpum *w) {
  * Decoding and sampling
  * ------------------------------------------------------------------------------------------------------- */
 
+/* The sampler settings of the package's draws, GPU and CPU alike (web/lw-model.mjs setSampling): the CPU
+ * sampler's defaults with penalties off (the GPU draws have none) and these. false, with the message in err
+ * (LW_ERRMSG_SIZE bytes), for a seed outside uint64. */
+bool lw_wasm_sampling_params(float temp, int top_k, float top_p, float min_p, double seed,
+                             lw_sampler_params *out, char *err) {
+    if (!(seed >= 0 && seed < 18446744073709551616.0)) {
+        lw__errorf(err, LW_ERR_INVALID_ARG, "sampling: bad seed");
+        return false;
+    }
+    *out = lw_sampler_default_params();
+    out->penalty_last_n = 0;
+    out->temp = temp;
+    out->top_k = top_k;
+    out->top_p = top_p;
+    out->min_p = min_p;
+    out->seed = (uint64_t)seed;
+    return true;
+}
+
+/* The first index of the largest of n logits (the GPU argmax's rule for ties). */
+int32_t lw_wasm_argmax(const float *logits, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
 /* Sampling parameters of decodes with out 3 (penalties off, as on the GPU); reseeds. Returns the top-k in
  * effect (0: off), or -1 with the message in lw_wasm_cpum_sampling_error() (the previous sampler stays). */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_cpum_set_sampling(lw_wasm_cpum *w, float temp, int top_k, float top_p,
@@ -169,17 +201,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_cpum_set_sampling(lw_wasm_cpum *w, float temp, 
         lw__errorf(w->serr, LW_ERR_INVALID_ARG, "sampling: no model");
         return -1;
     }
-    if (!(seed >= 0 && seed < 18446744073709551616.0)) {
-        lw__errorf(w->serr, LW_ERR_INVALID_ARG, "sampling: bad seed");
-        return -1;
-    }
-    lw_sampler_params sp = lw_sampler_default_params();
-    sp.penalty_last_n = 0;
-    sp.temp = temp;
-    sp.top_k = top_k;
-    sp.top_p = top_p;
-    sp.min_p = min_p;
-    sp.seed = (uint64_t)seed;
+    lw_sampler_params sp;
+    if (!lw_wasm_sampling_params(temp, top_k, top_p, min_p, seed, &sp, w->serr)) return -1;
     lw_sampler *s = NULL;
     lw_status st = lw_sampler_create(lw_model_n_vocab(w->m), &sp, NULL, &s);
     if (st != LW_OK) {
@@ -215,11 +238,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_cpum_decode(lw_wasm_cpum *w, const int32_t *ids
     if (out == 3) {
         w->token = lw_sample(w->c, w->s, -1);
     } else if (out != 0) {
-        const float *l = lw_get_logits(w->c, -1);
-        int32_t best = 0, nv = lw_model_n_vocab(w->m);
-        for (int32_t i = 1; i < nv; i++)
-            if (l[i] > l[best]) best = i;
-        w->token = best;
+        w->token = lw_wasm_argmax(lw_get_logits(w->c, -1), lw_model_n_vocab(w->m));
     }
     return LW_OK;
 }

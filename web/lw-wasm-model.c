@@ -14,6 +14,10 @@
 #include <string.h>
 
 lw_status lw_wasm_gpu_open(const lw_allocator *alloc, lw_gpu *out); /* lw-gpu-wasm.c */
+/* lw-wasm-cpu.c: the package's sampler settings (penalties off), the greedy pick */
+bool lw_wasm_sampling_params(float temp, int top_k, float top_p, float min_p, double seed, lw_sampler_params *out,
+                             char *err);
+int32_t lw_wasm_argmax(const float *logits, int32_t n);
 
 /* Synchronous read of a host source (the GGUF header is parsed in C, the host serves it with readSync: a
  * Node file, bytes, or a prefetched head of a Blob). Returns 0 on success. */
@@ -175,17 +179,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_model_set_sampling(lw_wasm_model *w, float temp
         snprintf(w->serr, sizeof w->serr, "%s", w->err[0] ? w->err : "no model");
         return -1;
     }
-    lw_sampler_params sp = lw_sampler_default_params();
-    sp.penalty_last_n = 0;
-    sp.temp = temp;
-    sp.top_k = top_k;
-    sp.top_p = top_p;
-    sp.min_p = min_p;
-    if (!(seed >= 0 && seed < 18446744073709551616.0)) {
-        lw__errorf(w->serr, LW_ERR_INVALID_ARG, "sampling: bad seed");
-        return -1;
-    }
-    sp.seed = (uint64_t)seed;
+    lw_sampler_params sp;
+    if (!lw_wasm_sampling_params(temp, top_k, top_p, min_p, seed, &sp, w->serr)) return -1;
     uint32_t k = 0;
     lw_status st = lw__gpu_model_set_sampling(w->g, &sp, &k);
     if (st != LW_OK) {
@@ -349,11 +344,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_cpu_decode(lw_wasm_cpu *r, const int32_t *ids, 
         lw__errorf(r->err, st, "decode: %s", lw_context_error(r->c));
         return -1;
     }
-    const float *l = lw_get_logits(r->c, -1);
-    int best = 0;
-    for (int i = 1; i < lw_model_n_vocab(r->m); i++)
-        if (l[i] > l[best]) best = i;
-    return best;
+    return lw_wasm_argmax(lw_get_logits(r->c, -1), lw_model_n_vocab(r->m));
 }
 
 /* Debugging: the CPU's output of tensor `name` in block `layer` while decoding ids (n_past is restored). */

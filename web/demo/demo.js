@@ -346,7 +346,7 @@ async function main() {
     showAdapter(lw.adapter, inWorker);
     setState('gpu-ready');
   } else {
-    showCpu(lw.gpuError, inWorker, threads ?? (self.crossOriginIsolated ? Math.min(4, navigator.hardwareConcurrency || 1) : 1));
+    showCpu(lw.gpuError, inWorker, lw.threads);
     setState('cpu-ready');
   }
   busy(false);

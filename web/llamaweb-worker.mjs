@@ -3,19 +3,20 @@
 // web/llamaweb.mjs, which gives the page the same interface as Llamaweb.load(); this file is the worker side.
 //
 // Protocol (structured clone; one request at a time per model, as the engine's):
-//   page -> worker  {id, op: 'load' | 'memory' | 'open' | 'generate' | 'chat' | 'render' | 'tokenize' | 'detokenize' |
-//                   'stop' | 'free', ...}
+//   page -> worker  {id, op: 'load' | 'memory' | 'open' | 'abortOpen' | 'generate' | 'chat' | 'render' | 'tokenize' |
+//                   'detokenize' | 'stop' | 'free', ...}
 //                   conversations: {id, op: 'newChat', handle, opts} -> {chat, template};
 //                   {id, op: 'send' | 'chatMessages' | 'chatTokens' | 'chatAdd' | 'chatReset' | 'chatFree', chat, ...}
 //   worker -> page  {id, ok: true, value} | {id, ok: false, error, code?, status?, statusText?} (a LlamawebError's
 //                   fields); {id, token: text, tokenId} while generating;
-//                   {id, progress: [done, total]} while loading
+//                   {id, progress: [done, total, phase]} while loading
 // Models and conversations are named by small integers (handles) in this worker.
 import { Llamaweb } from './llamaweb.mjs';
 
 let lw = null;           // the engine, after 'load'
 const models = [null];   // handle -> Model
 const chats = [null];    // chat handle -> Chat (model.newChat)
+const opens = new Map(); // key -> AbortController of an open() in progress (the page's signal)
 
 // What the page learns about an open model (Model itself stays here).
 function describe(h, m) {
@@ -32,10 +33,21 @@ async function handle(msg) {
   }
   if (!lw) throw new Error('llamaweb worker: load first');
   if (op === 'memory') return lw.memory();
-  if (op === 'open') {
-    const m = await lw.open(msg.what, { ...msg.opts, onProgress: (done, total) => postMessage({ id, progress: [done, total] }) });
-    models.push(m);
-    return describe(models.length - 1, m);
+  if (op === 'open') { // msg.key names the open for 'abortOpen' (the page's AbortSignal)
+    const ac = new AbortController();
+    if (msg.key) opens.set(msg.key, ac);
+    try {
+      const m = await lw.open(msg.what, { ...msg.opts, signal: ac.signal, onProgress: (...p) => postMessage({ id, progress: p }) });
+      models.push(m);
+      return describe(models.length - 1, m);
+    } finally {
+      opens.delete(msg.key);
+    }
+  }
+  if (op === 'abortOpen') {
+    const ac = opens.get(msg.key);
+    if (ac) ac.abort();
+    return !!ac;
   }
   if (op === 'send' || (op.startsWith('chat') && op !== 'chat')) { // a conversation's requests
     const c = chats[msg.chat];

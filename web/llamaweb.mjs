@@ -418,8 +418,9 @@ class WorkerLlamaweb {
       throw new LlamawebError('BAD_INPUT', 'open() in a worker takes a File/Blob, a URL or {opfs: name} (a byte source object cannot be sent)');
     }
     checkDevice(opts.device);
-    if (signal && signal.aborted) throw new LlamawebError('ABORTED', 'the signal was already aborted');
-    const d = await this.rpc.call({ op: 'open', what, opts: rest }, (ev) => { if (ev.progress && onProgress) onProgress(...ev.progress); });
+    const key = 'open-' + Math.random().toString(36).slice(2); // names this open for its signal
+    const d = await withSignal(signal, () => this.rpc.call({ op: 'abortOpen', key }).catch(() => {}),
+      () => this.rpc.call({ op: 'open', what, key, opts: rest }, (ev) => { if (ev.progress && onProgress) onProgress(...ev.progress); }));
     return new WorkerModel(this.rpc, d);
   }
   // The worker's Llamaweb.memory(), as a promise.

@@ -12,7 +12,7 @@
 //  - the OpenAI-shaped chat completion on a synthetic ChatML model (written by the native CLI) streams the
 //    chunks of the non-streaming result, and both are the native C chat session's reply (`llamaweb chat`);
 //  - errors have codes, on the page and across the worker boundary: GPU_UNAVAILABLE, UNSUPPORTED_MODEL,
-//    NETWORK, BAD_INPUT, ABORTED (already aborted, and mid-stream), CONTEXT_FULL.
+//    NETWORK, BAD_INPUT, ABORTED (already aborted; an open and a stream aborted under way), CONTEXT_FULL.
 // Skips (visibly) without Chromium, the wasm build (LW_WASM_DIR or build/wasm), the native CLI or ../shared.
 // Run: LW_WASM_DIR=... LW_CLI=build-NAME/llamaweb node --test tests/web/cpu-fallback.test.mjs
 import { test } from 'node:test';
@@ -165,7 +165,8 @@ test('CPU engine in headless Chromium: fallback without WebGPU, threads, OpenAI 
       assert.equal(o.lastUsage.prompt_tokens_details.cached_tokens, o.usage.prompt_tokens - 2);
       assert.deepEqual(o.chunkObjects, ['chat.completion.chunk']);
       assert.deepEqual(s.errors, {
-        gpuUnavailable: 'GPU_UNAVAILABLE', corrupt: 'UNSUPPORTED_MODEL', missing: 'NETWORK', badInput: 'BAD_INPUT', badDevice: 'BAD_INPUT',
+        gpuUnavailable: 'GPU_UNAVAILABLE', corrupt: 'UNSUPPORTED_MODEL', missing: 'NETWORK', abortedOpenBefore: 'ABORTED', abortedOpen: 'ABORTED',
+        badInput: 'BAD_INPUT', badDevice: 'BAD_INPUT',
         abortedBefore: 'ABORTED', abortedGenerate: 'ABORTED', contextFull: 'CONTEXT_FULL', abortedStream: 'ABORTED', afterwards: 2,
       }, `${where}: error codes`);
     }

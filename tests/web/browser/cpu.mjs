@@ -63,6 +63,11 @@ async function errors(lw, worker) {
   bad.set([0x47, 0x47, 0x55, 0x46, 3, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]); // absurd tensor count
   e.corrupt = await codeOf(lw.open(new Blob([bad])));
   e.missing = await codeOf(lw.open('/models/no-such-file.gguf'));
+  e.abortedOpenBefore = await codeOf(lw.open('/models/stories260K.gguf', { signal: ac.signal }));
+  const mid = new AbortController();
+  const opening = lw.open('/models/stories260K.gguf', { signal: mid.signal, cache: false });
+  mid.abort(); // while the open is under way
+  e.abortedOpen = await codeOf(opening);
   const m = await lw.open('/models/' + q.get('chat'), { nCtx: 64 });
   e.badInput = await codeOf(m.chat.completions.create({ messages: [] }));
   e.badDevice = await codeOf(lw.open('/models/' + q.get('chat'), { device: 'tpu' }));

@@ -14,7 +14,9 @@
 
 #include "llama-oracle.h"
 
+#include "engine-synth.h" /* synth_path */
 #include "model/engine.h"
+#include "synth/synth.h"
 #include "test.h"
 
 #include <math.h>
@@ -214,6 +216,37 @@ done:
     if (lm) ll.model_free(lm);
     lw_context_free(c);
     lw_model_free(m);
+}
+
+/* The prompts the oracle tests decode: BOS + "Once upon a time" in the llama-spm ids (any id below 512 is a
+ * token of the synthetic files), and a 100-token one (two steps in compare_model: 36 then 64 tokens). */
+static const int32_t oracle_once[5] = {1, 403, 407, 261, 378};
+static inline void oracle_long_prompt(int32_t p[100]) {
+    p[0] = 1;
+    for (int i = 1; i < 100; i++) p[i] = 3 + (i * 37) % 500;
+}
+
+/* The start of an oracle test of synth preset `name`: llama.cpp loaded (else the test is skipped), the
+ * preset (NULL, a failed check, when src/synth lacks it). */
+static inline const lw__synth_preset *oracle_begin(const char *name) {
+    load_llama();
+    if (!llama_oracle_layout_ok()) test_skip("libllama's default params do not match the v0.4.0 layouts");
+    const lw__synth_preset *p = lw__synth_preset_find(name);
+    CHECK_MSG(p != NULL, "src/synth has no %s preset", name);
+    return p;
+}
+
+/* Writes preset p with file type `type` (pure: that type for every matrix) and the built-in 512-token vocab
+ * to LW_TMP/file; 1 when written. */
+static inline int oracle_synth(const lw__synth_preset *p, const char *type, int pure, uint64_t seed,
+                               const char *file, char *path, size_t cap) {
+    lw__synth_params sp = {
+        .custom = p, .type = type, .vocab_path = "builtin", .seed = seed, .n_vocab = 512, .pure = pure};
+    char err[LW_ERRMSG_SIZE];
+    synth_path(path, cap, file);
+    lw_status rc = lw__synth_write(&sp, path, NULL, NULL, err);
+    CHECK_MSG(rc == LW_OK, "writing %s: %s", path, err);
+    return rc == LW_OK;
 }
 
 #endif

@@ -218,6 +218,13 @@ int main(void) {
     CHECK_MSG(lw__synth_write(&mp, path, NULL, NULL, err) == LW_OK, "%s", err);
     check_no_alloc_during_decode(path, 2, LW_TYPE_F16);
 
+    /* gemma4 (tiny-gemma4): per-layer input, blocks of two geometries, shared KV caches */
+    mp.preset = "tiny-gemma4";
+    synth_path(path, sizeof(path), "alloc-synth-gemma4.gguf");
+    CHECK_MSG(lw__synth_write(&mp, path, NULL, NULL, err) == LW_OK, "%s", err);
+    check_no_alloc_during_decode(path, 2, LW_TYPE_F16);
+    check_no_alloc_during_decode(path, 1, LW_TYPE_F32);
+
     char shared[1024];
     snprintf(shared, sizeof(shared), "%s/models/stories260K.gguf", test_shared_dir());
     FILE *f = fopen(shared, "rb");

@@ -14,33 +14,12 @@
  * differ in the last bits, which turns some near ties between two experts the other way. */
 #include "oracle-compare.h"
 
-#include "synth/synth.h"
-#include "engine-synth.h" /* synth_path */
-
-/* Writes preset p with file type `type` (pure: that type for every matrix) to LW_TMP/file; 1 when written. */
-static int make(const lw__synth_preset *p, const char *type, int pure, uint64_t seed, const char *file,
-                char *path, size_t cap) {
-    lw__synth_params sp = {
-        .custom = p, .type = type, .vocab_path = "builtin", .seed = seed, .n_vocab = 512, .pure = pure};
-    char err[LW_ERRMSG_SIZE];
-    synth_path(path, cap, file);
-    lw_status rc = lw__synth_write(&sp, path, NULL, NULL, err);
-    CHECK_MSG(rc == LW_OK, "writing %s: %s", path, err);
-    return rc == LW_OK;
-}
-
 int main(void) {
-    load_llama();
-    if (!llama_oracle_layout_ok()) test_skip("libllama's default params do not match the v0.4.0 layouts");
-    const lw__synth_preset *tiny = lw__synth_preset_find("tiny-qwen3moe");
-    if (!tiny) {
-        CHECK_MSG(0, "src/synth has no tiny-qwen3moe preset");
-        return test_summary("test-oracle-qwen3moe");
-    }
-    static const int32_t once[5] = {1, 403, 407, 261, 378}; /* BOS + "Once upon a time" */
+    const lw__synth_preset *tiny = oracle_begin("tiny-qwen3moe");
+    if (!tiny) return test_summary("test-oracle-qwen3moe");
+    const int32_t *once = oracle_once;
     int32_t longp[100];
-    longp[0] = 1;
-    for (int i = 1; i < 100; i++) longp[i] = 3 + (i * 37) % 500;
+    oracle_long_prompt(longp);
     const int light = getenv("LW_TEST_SANITIZED") != NULL; /* 3-10x slower: fewer files, same paths */
     const double ftol = exact ? 1e-6 : 1e-3, qtol = exact ? 1e-3 : 2e-2;
     if (!exact) oracle_share = 0.9; /* other dot orders: some routing near-ties go the other way */
@@ -51,7 +30,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
         if (light && i == 2) continue;
         snprintf(file, sizeof file, "synth-qwen3moe-%s.gguf", floats[i]);
-        if (!make(tiny, floats[i], 0, 91 + i, file, path, sizeof path)) continue;
+        if (!oracle_synth(tiny, floats[i], 0, 91 + i, file, path, sizeof path)) continue;
         /* bf16 is exact only against the AVX512-BF16 builds (vdpbf16ps); others: the bound of the non-exact
          * quantized formats (their bf16 products round differently, not just in the last bit) */
         const int bf16_exact =
@@ -68,7 +47,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++) {
         if (light && i >= 2) continue;
         snprintf(file, sizeof file, "synth-qwen3moe-%s.gguf", mixes[i]);
-        if (!make(tiny, mixes[i], 0, 101 + i, file, path, sizeof path)) continue;
+        if (!oracle_synth(tiny, mixes[i], 0, 101 + i, file, path, sizeof path)) continue;
         compare_model(path, file, once, 5, 32, -1, qtol);
         compare_model(path, file, longp, 100, 8, -1, qtol);
     }
@@ -89,7 +68,7 @@ int main(void) {
         if (light && i != 2) continue;
         const double tol = strcmp(pures[i], "iq4_xs") ? qtol : 2e-2;
         snprintf(file, sizeof file, "synth-qwen3moe-256-%s.gguf", pures[i]);
-        if (!make(&wide, pures[i], 1, 111 + i, file, path, sizeof path)) continue;
+        if (!oracle_synth(&wide, pures[i], 1, 111 + i, file, path, sizeof path)) continue;
         compare_model(path, file, once, 5, 16, -1, tol);
         compare_model(path, file, longp, 100, 4, -1, tol);
     }

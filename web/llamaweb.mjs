@@ -1,29 +1,36 @@
-// llamaweb for web pages: the browser entry of the JS package. Loads the wasm module and a WebGPU device,
-// opens a GGUF model from a File/Blob (file picker, drag-and-drop), a URL (HTTP range requests) or OPFS, and
-// generates text with streaming callbacks.
+// llamaweb for web pages: the browser entry of the JS package. Loads the wasm module and, where one works, a
+// WebGPU device; opens a GGUF model from a File/Blob (file picker, drag-and-drop), a URL (HTTP range requests)
+// or OPFS, on WebGPU or on the CPU engine in the same module; generates text with streaming callbacks or
+// through an OpenAI-shaped API.
 //
 //     import { Llamaweb } from './llamaweb.mjs';
-//     const lw = await Llamaweb.loadInWorker();                // or load(): on this thread; a readable Error
-//                                                              // when WebGPU is missing
+//     const lw = await Llamaweb.loadInWorker();                // or load(): on this thread; device 'auto':
+//                                                              // WebGPU, else (and on software adapters) CPU
 //     const model = await lw.open(fileInput.files[0], { onProgress: (done, total) => ... });
 //     const r = await model.generate('Once upon a time', { maxTokens: 64, onToken: (text) => out.append(text) });
-//     console.log(r.text, r.tokensPerSecond);                  // model.stop() ends a generation early
+//     console.log(r.text, r.tokensPerSecond, model.device);    // model.stop() ends a generation early
 //     const chat = model.newChat({ system: 'Be brief.' });     // a conversation: the KV cache keeps earlier
 //     await chat.send('Hello', { onToken });                   // turns, so each send() decodes only the new
 //     const r2 = await chat.send('And then?');                 // part (r2.decodedTokens ids at r2.fromCell)
+//     const c = await model.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], stream: true });
+//     for await (const chunk of c) out.append(chunk.choices[0].delta.content ?? '');   // web/lw-openai.mjs
 //     model.free();
 //
-// Weights never pass through JS memory as a whole nor through the wasm heap (docs: invariant 1 of
-// ARCHITECTURE.md): C parses only the GGUF header, served from a prefetched head of the file, and the glue
+// On WebGPU the weights never pass through JS memory as a whole nor through the wasm heap (docs: invariant 1
+// of ARCHITECTURE.md): C parses only the GGUF header, served from a prefetched head of the file, and the glue
 // (web/lw-gpu.js) streams each tensor's bytes from the source into its GPU buffer in chunks of
-// lwGpu.chunkBytes (8 MiB). The engine itself (GpuModel) is shared with Node in web/lw-model.mjs.
+// lwGpu.chunkBytes (8 MiB). On the CPU engine (web/lw-wasm-cpu.c) they stream the same way into their place
+// in the heap. The engines (GpuModel, CpuEngine) are shared with Node in web/lw-model.mjs; failures are
+// LlamawebErrors with a public code.
 //
-// The wasm module (scripts/build-wasm.sh: llamaweb-wasm.js + llamaweb-wasm.wasm) is looked up in wasm/ next
-// to this file unless Llamaweb.load({ wasmBase }) says where; node web/serve.mjs serves it there. load() runs
-// the engine on the calling thread (a page, or a module worker: the classic loader script is then run as
-// global code); loadInWorker() starts web/llamaweb-worker.mjs and talks to it with messages. Other options:
-// generate({keepContext, sampling, signal}), model.stream() (an async iterator); open(url) keeps the file in
-// the OPFS model cache (web/lw-cache.mjs: listCached, deleteCached, cacheModel).
+// The wasm module (scripts/build-wasm.sh: llamaweb-wasm.js + llamaweb-wasm.wasm, and the pthreads build in
+// mt/ for the CPU engine's threads on cross-origin isolated pages) is looked up in wasm/ next to this file
+// unless Llamaweb.load({ wasmBase }) says where; node web/serve.mjs serves it there. load() runs the engine
+// on the calling thread (a page, or a module worker: the classic loader script is then run as global code);
+// loadInWorker() starts web/llamaweb-worker.mjs and talks to it with messages. Other options:
+// load({device, threads}), generate({keepContext, sampling, stop, signal}), model.stream() (an async
+// iterator); open(url) keeps the file in the OPFS model cache (web/lw-cache.mjs: listCached, deleteCached,
+// cacheModel).
 // Types: web/llamaweb.d.mts.
 import { GpuModel, LlamawebError, bytesSource } from './lw-model.mjs';
 import { modelSource, withHead } from './lw-sources.mjs';

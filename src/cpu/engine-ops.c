@@ -574,15 +574,16 @@ static void op_rope(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
 static void op_kv_store(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *x = &ex->g->t[nd->src[0]];
     uint8_t *base = (uint8_t *)(nd->ip[1] ? ex->v : ex->k)[nd->ip[0]];
-    const size_t rb = lw__cpu_row_size(ex->kv_type, ex->kv_row);
+    const int64_t row = lw__cpu_kv_row(ex, nd->ip[0]);
+    const size_t rb = lw__cpu_row_size(ex->kv_type, row);
     int64_t r0, r1;
     lw__cpu_split(lw__cpu_rows(ex, x), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         uint8_t *cell = base + (size_t)(ex->pos0 + r) * rb;
         if (ex->kv_type == LW_TYPE_F16)
-            ex->kern->f32_to_f16(row_f32(x, r), cell, ex->kv_row);
+            ex->kern->f32_to_f16(row_f32(x, r), cell, row);
         else
-            memcpy(cell, row_f32(x, r), (size_t)ex->kv_row * sizeof(float));
+            memcpy(cell, row_f32(x, r), (size_t)row * sizeof(float));
     }
 }
 
@@ -634,7 +635,7 @@ static void op_attn_tiled(const lw__exec *ex, const lw__node *nd, int ith, int n
     const float softcap = nd->fp[1],
                 scale = softcap != 0.0f ? nd->fp[0] / softcap : nd->fp[0]; /* as one-chunk */
     const int f16 = ex->kv_type == LW_TYPE_F16;
-    const size_t rb = lw__cpu_row_size(ex->kv_type, ex->kv_row);
+    const size_t rb = lw__cpu_row_size(ex->kv_type, lw__cpu_kv_row(ex, nd->ip[0]));
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
     const lw__cpu_kernels *K = ex->kern;
     float *ts = ex->thread_scratch + (size_t)ith * ex->thread_floats;
@@ -715,7 +716,7 @@ static void op_attn_classic(const lw__exec *ex, const lw__node *nd, int ith, int
     const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3];
     const float scale = nd->fp[0], softcap = nd->fp[1], inv_cap = softcap != 0.0f ? 1.0f / softcap : 0.0f;
     const int f16 = ex->kv_type == LW_TYPE_F16;
-    const size_t rb = lw__cpu_row_size(ex->kv_type, ex->kv_row);
+    const size_t rb = lw__cpu_row_size(ex->kv_type, lw__cpu_kv_row(ex, nd->ip[0]));
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
     const lw__cpu_kernels *K = ex->kern;
     const int batch = ex->n_tokens >= 2;
@@ -798,7 +799,7 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
         op_attn_tiled(ex, nd, ith, nth);
         return;
     }
-    const size_t rb = lw__cpu_row_size(ex->kv_type, ex->kv_row);
+    const size_t rb = lw__cpu_row_size(ex->kv_type, lw__cpu_kv_row(ex, nd->ip[0]));
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
     float *ts = ex->thread_scratch + (size_t)ith * ex->thread_floats;
     float *vkq32 = ts;                      /* D floats   */
@@ -909,10 +910,41 @@ static void op_geglu(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     }
 }
 
+/* ggml_vec_gelu_f32 (GGML_GELU_FP16): the table of the f16-rounded input, outside [-10, 10] 0 or x */
+static void op_gelu(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *a = &ex->g->t[nd->src[0]];
+    int64_t r0, r1;
+    lw__cpu_split(lw__cpu_rows(ex, dst), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = row_f32(a, r);
+        float *z = row_f32(dst, r);
+        for (int64_t i = 0; i < dst->ne0; i++)
+            z[i] = x[i] <= -10.0f ? 0.0f : x[i] >= 10.0f ? x[i] : lw__cpu_gelu_f16(lw__fp32_to_fp16(x[i]));
+    }
+}
+
+/* ggml_mul: one product per element (src1 a row of the same step, a single row, a column range of a wider
+ * row, or one broadcast value) */
+static void op_mul(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
+    const lw__tensor *dst = &ex->g->t[nd->dst], *a = &ex->g->t[nd->src[0]], *b = &ex->g->t[nd->src[1]];
+    const int64_t rows_b = lw__cpu_rows(ex, b), off = nd->ip[0];
+    const int scalar = b->ne0 == 1 && rows_b == 1;
+    int64_t r0, r1;
+    lw__cpu_split(lw__cpu_rows(ex, dst), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = row_f32(a, r), *y = row_f32(b, rows_b == 1 ? 0 : r) + (scalar ? 0 : off);
+        float *z = row_f32(dst, r);
+        if (scalar)
+            for (int64_t i = 0; i < dst->ne0; i++) z[i] = x[i] * y[0];
+        else
+            for (int64_t i = 0; i < dst->ne0; i++) z[i] = x[i] * y[i];
+    }
+}
+
 typedef void (*op_fn)(const lw__exec *ex, const lw__node *nd, int ith, int nth);
 
 /* every op has its kernel (a missing entry would be a NULL call) */
-_Static_assert(LW_OP_MOE_SUM == LW_OP_COUNT - 1, "a new op needs its entry in op_table");
+_Static_assert(LW_OP_MUL == LW_OP_COUNT - 1, "a new op needs its entry in op_table");
 
 static const op_fn op_table[LW_OP_COUNT] = {
     [LW_OP_GET_ROWS] = op_get_rows,
@@ -932,6 +964,8 @@ static const op_fn op_table[LW_OP_COUNT] = {
     [LW_OP_MOE_WEIGHTS] = lw__cpu_op_moe_weights,
     [LW_OP_MUL_MAT_ID] = lw__cpu_op_mul_mat_id,
     [LW_OP_MOE_SUM] = lw__cpu_op_moe_sum,
+    [LW_OP_GELU] = op_gelu,
+    [LW_OP_MUL] = op_mul,
 };
 
 /* ---------------------------------------------------------------------------------------------------------

@@ -121,6 +121,8 @@ typedef struct lw__exec {
     int64_t n_ctx;               /* cache cells (the classic path pads rows as llama.cpp's KV view)      */
     uint32_t kv_type;            /* LW_TYPE_F16 or LW_TYPE_F32                                           */
     int64_t kv_row;              /* elements per cache row (KV heads x head dim)                         */
+    const int64_t *kv_rows;      /* per layer: that layer's cache row when the blocks' geometries differ
+                                    (gemma4: sliding and global heads of other sizes), or NULL: kv_row   */
     void *const *k;              /* per layer: K cache, cell p at k[l] + p * kv_row elements             */
     void *const *v;              /* per layer: V cache, same layout (not transposed, as flash attention) */
     uint8_t *scratch;            /* shared: activations converted for a matmul                           */
@@ -147,6 +149,11 @@ static inline void lw__cpu_split(int64_t n, int ith, int nth, int64_t *r0, int64
     int64_t per = (n + nth - 1) / nth;
     *r0 = per * ith < n ? per * ith : n;
     *r1 = *r0 + per < n ? *r0 + per : n;
+}
+
+/* Elements of one cache row of layer l. */
+static inline int64_t lw__cpu_kv_row(const lw__exec *ex, int32_t l) {
+    return ex->kv_rows ? ex->kv_rows[l] : ex->kv_row;
 }
 
 /* Row r of a tensor (any element type). */

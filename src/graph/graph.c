@@ -30,6 +30,8 @@ static const char *const op_names[LW_OP_COUNT] = {
     [LW_OP_MOE_WEIGHTS] = "moe_weights",
     [LW_OP_MUL_MAT_ID] = "mul_mat_id",
     [LW_OP_MOE_SUM] = "moe_sum",
+    [LW_OP_GELU] = "gelu",
+    [LW_OP_MUL] = "mul",
 };
 
 const char *lw__op_name(lw__op op) {

@@ -44,6 +44,11 @@ typedef enum lw__op {
                           (ggml's MUL_MAT_ID)                                                            */
     LW_OP_MOE_SUM,     /* dst = sum over the ip[0] slots j of sub-row j of src0 times src1[j], rounded
                           as ggml's mul then adds in slot order                                          */
+    /* gemma4 (llama.cpp's models/gemma4.cpp): the per-layer embedding gate and the layer scalar */
+    LW_OP_GELU, /* dst = gelu(src0) (ggml_gelu: the f16 table of LW_OP_GEGLU, no product)              */
+    LW_OP_MUL,  /* dst[i] = src0[i] * src1[ip[0] + i] of the same row of src1 (row 0 when src1 has one
+                   row; src1 may be wider than dst: ip[0] picks its columns), or * src1's only value
+                   when src1 has one element (ggml_mul of a view, and of a broadcast scalar)         */
     LW_OP_COUNT
 } lw__op;
 

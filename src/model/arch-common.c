@@ -40,20 +40,27 @@ int32_t lw__add_bias(lw__graph *g, const char *name, int32_t x, const lw__wt *b,
 
 int32_t lw__rope(lw__graph *g, const lw__hparams *hp, const char *name, int32_t x, int64_t n_head,
                  float freq_base, float freq_scale, const lw__wt *freq_factors) {
+    return lw__rope_dims(g, hp, name, x, n_head, hp->n_embd_head_k, hp->n_rot, freq_base, freq_scale,
+                         freq_factors);
+}
+
+int32_t lw__rope_dims(lw__graph *g, const lw__hparams *hp, const char *name, int32_t x, int64_t n_head,
+                      int64_t head_dim, int64_t n_rot, float freq_base, float freq_scale,
+                      const lw__wt *freq_factors) {
     lw__node *n;
     const int32_t ff = freq_factors ? lw__W(g, freq_factors) : -1;
-    int32_t d = lw__op_node(g, LW_OP_ROPE, name, n_head * hp->n_embd_head_k, LW_ROWS_TOKENS, x, ff, &n);
+    int32_t d = lw__op_node(g, LW_OP_ROPE, name, n_head * head_dim, LW_ROWS_TOKENS, x, ff, &n);
     if (n) {
         n->ip[0] = (int32_t)n_head;
-        n->ip[1] = (int32_t)hp->n_embd_head_k;
-        n->ip[2] = (int32_t)hp->n_rot;
+        n->ip[1] = (int32_t)head_dim;
+        n->ip[2] = (int32_t)n_rot;
         n->ip[3] = hp->rope_type;
         n->fp[0] = freq_base;
         n->fp[1] = freq_scale;
         n->fp[2] = hp->yarn_ext_factor;
         n->fp[3] = hp->yarn_attn_factor;
         /* ggml_rope_yarn_corr_dims (computed by ggml-base, where nothing is fused) */
-        const float n_dims = (float)hp->n_rot, orig = (float)hp->n_ctx_orig_yarn,
+        const float n_dims = (float)n_rot, orig = (float)hp->n_ctx_orig_yarn,
                     two_pi = 2.0f * (float)3.14159265358979323846;
         const float lb = 2.0f * logf(freq_base);
         const float start = floorf(n_dims * logf(orig / (hp->yarn_beta_fast * two_pi)) / lb);
@@ -69,4 +76,15 @@ int32_t lw__scale(lw__graph *g, const char *name, int32_t x, int64_t ne0, lw__ro
     int32_t d = lw__op_node(g, LW_OP_SCALE, name, ne0, rows, x, -1, &n);
     if (n) n->fp[0] = v;
     return d;
+}
+
+int32_t lw__gemma_ffn(lw__graph *g, const lw__hparams *hp, const lw__layer *L, int32_t x, int64_t n_ff,
+                      lw__rows rows) {
+    const int64_t E = hp->n_embd;
+    int32_t cur = lw__rms_norm(g, "ffn_norm", x, lw__W(g, &L->ffn_norm), E, 0, hp->rms_eps, rows);
+    int32_t gate = lw__mul_mat(g, "ffn_gate", &L->ffn_gate, cur, rows);
+    int32_t up = lw__mul_mat(g, "ffn_up", &L->ffn_up, cur, rows);
+    cur = lw__op_node(g, LW_OP_GEGLU, "ffn_geglu", n_ff, rows, gate, up, NULL);
+    cur = lw__mul_mat(g, "ffn_out", &L->ffn_down, cur, rows);
+    return lw__rms_norm(g, "ffn_post_norm", cur, lw__W(g, &L->ffn_post_norm), E, 0, hp->rms_eps, rows);
 }

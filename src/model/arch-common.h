@@ -21,8 +21,17 @@ int32_t lw__add_bias(lw__graph *g, const char *name, int32_t x, const lw__wt *b,
  * the angle of each rotated pair (ggml_rope_ext's third source, llama 3's rope_freqs.weight). */
 int32_t lw__rope(lw__graph *g, const lw__hparams *hp, const char *name, int32_t x, int64_t n_head,
                  float freq_base, float freq_scale, const lw__wt *freq_factors);
+/* The same for heads of head_dim values of which the first n_rot are rotated (blocks whose geometry differs
+ * from the model's: gemma4's sliding and global blocks). */
+int32_t lw__rope_dims(lw__graph *g, const lw__hparams *hp, const char *name, int32_t x, int64_t n_head,
+                      int64_t head_dim, int64_t n_rot, float freq_base, float freq_scale,
+                      const lw__wt *freq_factors);
 /* x * v */
 int32_t lw__scale(lw__graph *g, const char *name, int32_t x, int64_t ne0, lw__rows rows, float v);
+/* Gemma's FFN of block L on x between its norms (llama.cpp's ffn_norm, build_ffn with LLM_FFN_GELU and
+ * LLM_FFN_PAR, post_ffw_norm): RMSNorm, gate and up, GEGLU of n_ff, down, RMSNorm (n_embd per row). */
+int32_t lw__gemma_ffn(lw__graph *g, const lw__hparams *hp, const lw__layer *L, int32_t x, int64_t n_ff,
+                      lw__rows rows);
 /* The mixture-of-experts FFN of block L on x (llama.cpp's build_moe_ffn with SiLU-gated experts and softmax
  * routing): router logits, softmax, the top n_expert_used experts, their probabilities (divided by their sum
  * when norm_w; times w_scale unless it is 0 or 1), each chosen expert's gate/up/down, and the weighted sum.

@@ -10,25 +10,32 @@
 
 lw_status lw__build_gemma(const lw_model *m, lw__graph *g, int32_t *logits) {
     const lw__hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd, HD = hp->n_embd_head_k, QD = (int64_t)hp->n_head * HD, KD = (int64_t)hp->n_head_kv * HD;
+    const int64_t E = hp->n_embd, HD = hp->n_embd_head_k, QD = (int64_t)hp->n_head * HD,
+                  KD = (int64_t)hp->n_head_kv * HD;
     const int gemma3 = !strcmp(m->arch->name, "gemma3");
-    /* llama.cpp: 1/sqrt(head size), except the 27B models' (gemma2: 46 blocks, gemma3: 62) 1/sqrt(n_embd / n_head) */
+    /* llama.cpp: 1/sqrt(head size), except the 27B models' (gemma2: 46 blocks, gemma3: 62) 1/sqrt(n_embd /
+     * n_head) */
     const float q_scale = hp->n_layer == (gemma3 ? 62u : 46u) ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
-                                                             : 1.0f / sqrtf((float)HD);
+                                                              : 1.0f / sqrtf((float)HD);
     lw__node *n;
 
     g->cur_layer = -1;
-    int32_t inpL = lw__op_node(g, LW_OP_GET_ROWS, "inp_embd", E, LW_ROWS_TOKENS, lw__W(g, &m->tok_embd), -1, NULL);
+    int32_t inpL =
+        lw__op_node(g, LW_OP_GET_ROWS, "inp_embd", E, LW_ROWS_TOKENS, lw__W(g, &m->tok_embd), -1, NULL);
     inpL = lw__scale(g, "inp_scaled", inpL, E, LW_ROWS_TOKENS, sqrtf((float)E));
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const lw__layer *L = &m->layers[il];
         const int last = il == hp->n_layer - 1, swa = lw__is_swa(hp, il);
         g->cur_layer = (int32_t)il;
 
-        int32_t cur = lw__rms_norm(g, "attn_norm", inpL, lw__W(g, &L->attn_norm), E, 0, hp->rms_eps, LW_ROWS_TOKENS);
-        int32_t q = lw__add_bias(g, "Qcur_b", lw__mul_mat(g, "Qcur", &L->wq, cur, LW_ROWS_TOKENS), &L->bq, QD);
-        int32_t k = lw__add_bias(g, "Kcur_b", lw__mul_mat(g, "Kcur", &L->wk, cur, LW_ROWS_TOKENS), &L->bk, KD);
-        int32_t v = lw__add_bias(g, "Vcur_b", lw__mul_mat(g, "Vcur", &L->wv, cur, LW_ROWS_TOKENS), &L->bv, KD);
+        int32_t cur =
+            lw__rms_norm(g, "attn_norm", inpL, lw__W(g, &L->attn_norm), E, 0, hp->rms_eps, LW_ROWS_TOKENS);
+        int32_t q =
+            lw__add_bias(g, "Qcur_b", lw__mul_mat(g, "Qcur", &L->wq, cur, LW_ROWS_TOKENS), &L->bq, QD);
+        int32_t k =
+            lw__add_bias(g, "Kcur_b", lw__mul_mat(g, "Kcur", &L->wk, cur, LW_ROWS_TOKENS), &L->bk, KD);
+        int32_t v =
+            lw__add_bias(g, "Vcur_b", lw__mul_mat(g, "Vcur", &L->wv, cur, LW_ROWS_TOKENS), &L->bv, KD);
         if (gemma3) {
             q = lw__rms_norm(g, "Qcur_normed", q, lw__W(g, &L->q_norm), QD, HD, hp->rms_eps, LW_ROWS_TOKENS);
             k = lw__rms_norm(g, "Kcur_normed", k, lw__W(g, &L->k_norm), KD, HD, hp->rms_eps, LW_ROWS_TOKENS);
@@ -62,18 +69,15 @@ lw_status lw__build_gemma(const lw_model *m, lw__graph *g, int32_t *logits) {
         cur = lw__rms_norm(g, "attn_post_norm", cur, lw__W(g, &L->attn_post_norm), E, 0, hp->rms_eps, rows);
         int32_t sa_out = lw__op_node(g, LW_OP_ADD, "sa_out", E, rows, cur, inpL, NULL);
 
-        cur = lw__rms_norm(g, "ffn_norm", sa_out, lw__W(g, &L->ffn_norm), E, 0, hp->rms_eps, rows);
-        int32_t gate = lw__mul_mat(g, "ffn_gate", &L->ffn_gate, cur, rows);
-        int32_t up = lw__mul_mat(g, "ffn_up", &L->ffn_up, cur, rows);
-        cur = lw__op_node(g, LW_OP_GEGLU, "ffn_geglu", hp->n_ff, rows, gate, up, NULL);
-        cur = lw__mul_mat(g, "ffn_out", &L->ffn_down, cur, rows);
-        cur = lw__rms_norm(g, "ffn_post_norm", cur, lw__W(g, &L->ffn_post_norm), E, 0, hp->rms_eps, rows);
+        cur = lw__gemma_ffn(g, hp, L, sa_out, hp->n_ff, rows);
         inpL = lw__op_node(g, LW_OP_ADD, "l_out", E, rows, cur, sa_out, NULL);
     }
     g->cur_layer = -1;
-    int32_t cur = lw__rms_norm(g, "result_norm", inpL, lw__W(g, &m->output_norm), E, 0, hp->rms_eps, LW_ROWS_OUTPUTS);
+    int32_t cur =
+        lw__rms_norm(g, "result_norm", inpL, lw__W(g, &m->output_norm), E, 0, hp->rms_eps, LW_ROWS_OUTPUTS);
     const float cap = hp->final_softcap;
-    int32_t out = lw__mul_mat(g, cap != 0.0f ? "result_output_raw" : "result_output", &m->output, cur, LW_ROWS_OUTPUTS);
+    int32_t out =
+        lw__mul_mat(g, cap != 0.0f ? "result_output_raw" : "result_output", &m->output, cur, LW_ROWS_OUTPUTS);
     if (out >= 0 && m->output.data == m->tok_embd.data) g->t[g->nodes[g->n_nodes - 1].src[0]].plain = 1;
     if (cap != 0.0f) {
         out = lw__op_node(g, LW_OP_SOFTCAP, "result_output", hp->n_vocab, LW_ROWS_OUTPUTS, out, -1, &n);
@@ -82,8 +86,8 @@ lw_status lw__build_gemma(const lw_model *m, lw__graph *g, int32_t *logits) {
     if (g->status != LW_OK) return g->status;
     /* every block needs its norms: refuse files without them rather than compute something else */
     for (uint32_t il = 0; il < hp->n_layer; il++)
-        if ((gemma3 && (!m->layers[il].q_norm.data || !m->layers[il].k_norm.data)) || !m->layers[il].attn_post_norm.data ||
-            !m->layers[il].ffn_post_norm.data)
+        if ((gemma3 && (!m->layers[il].q_norm.data || !m->layers[il].k_norm.data)) ||
+            !m->layers[il].attn_post_norm.data || !m->layers[il].ffn_post_norm.data)
             return LW_ERR_NOT_FOUND;
     g->t[out].kind = LW_T_OUTPUT;
     *logits = out;

@@ -25,7 +25,9 @@ struct lw_context {
                                  (the final norm's output); -1: a logits context        */
     lw__pool *pool;           /* threads                                                */
     lw__exec ex;              /* per-step state handed to the kernels                   */
-    void **kv;                /* 2 * n_layer pointers: K caches then V caches           */
+    void **kv;                /* 2 * n_layer pointers: K caches then V caches (NULL for
+                                 blocks that read another block's cache)                 */
+    int64_t *kv_rows;         /* n_layer cache row lengths (elements)                   */
     int32_t *out_rows;        /* n_batch row indices (0, 1, ...)                        */
     void *mem;                /* the one big allocation (as returned)                   */
     uint64_t mem_bytes;       /* its size                                               */
@@ -71,7 +73,7 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
 
     /* the graph, planned for the largest step */
     lw_status st =
-        lw__graph_init(&c->graph, &c->alloc, 64 * (int32_t)hp->n_layer + 64, 64 * (int32_t)hp->n_layer + 64);
+        lw__graph_init(&c->graph, &c->alloc, 96 * (int32_t)hp->n_layer + 64, 96 * (int32_t)hp->n_layer + 64);
     if (st != LW_OK) return lw__errorf(c->err, st, "out of memory");
     if ((st = m->arch->build(m, &c->graph, &c->logits)) != LW_OK)
         return lw__errorf(c->err, st, "building the %s graph failed", m->arch->name);
@@ -86,29 +88,57 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
                           : st == LW_ERR_OVERFLOW  ? "the kernels' scratch is too large"
                                                    : "the graph's expert shapes do not fit together");
 
-    /* one allocation: [K and V caches per layer][activations][shared scratch][thread scratch] */
+    /* one allocation: [K and V caches per layer][activations][shared scratch][thread scratch]; a block that
+     * reads another block's cache (gemma4's shared KV) has none, and rows follow each block's geometry */
     const int64_t kv_row = (int64_t)hp->n_head_kv * hp->n_embd_head_k;
     const lw_type_info *kti = lw_type_get(p->type_k);
-    uint64_t cache_bytes, top = 0, kv_off, act_off, sh_off, th_off, th_bytes;
-    if (!lw__mul_u64((uint64_t)kv_row * kti->type_size, c->n_ctx, &cache_bytes))
-        return lw__errorf(c->err, LW_ERR_OVERFLOW, "KV cache too large");
-    uint64_t all_cache;
-    if (!lw__mul_u64(cache_bytes, 2ull * hp->n_layer, &all_cache) || !reserve(&top, all_cache, &kv_off) ||
-        !reserve(&top, c->graph.arena_size, &act_off) || !reserve(&top, shared, &sh_off) ||
+    c->kv = lw__calloc(&c->alloc, 2 * (size_t)hp->n_layer, sizeof(void *));
+    c->kv_rows = lw__calloc(&c->alloc, hp->n_layer, sizeof(int64_t));
+    c->out_rows = lw__calloc(&c->alloc, c->n_batch, sizeof(int32_t));
+    if (!c->kv || !c->kv_rows || !c->out_rows) return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
+    uint64_t all_cache = 0, top = 0, kv_off, act_off, sh_off, th_off, th_bytes;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const lw__layer_hp *lh = &m->lhp[l];
+        c->kv_rows[l] = (int64_t)lh->n_head_kv * lh->head_dim;
+        uint64_t bytes;
+        if (lh->kv_src == (int32_t)l &&
+            (!lw__mul_u64((uint64_t)c->kv_rows[l] * kti->type_size, c->n_ctx, &bytes) ||
+             !lw__mul_u64(bytes, 2, &bytes) || !lw__add_u64(all_cache, bytes, &all_cache)))
+            return lw__errorf(c->err, LW_ERR_OVERFLOW, "KV cache too large");
+    }
+    if (!reserve(&top, all_cache, &kv_off) || !reserve(&top, c->graph.arena_size, &act_off) ||
+        !reserve(&top, shared, &sh_off) ||
         !lw__mul_u64((uint64_t)thread_floats * sizeof(float), (uint64_t)n_threads, &th_bytes) ||
         !reserve(&top, th_bytes, &th_off) || !lw__add_u64(top, ARENA_ALIGN, &top) || top > SIZE_MAX)
         return lw__errorf(c->err, LW_ERR_OVERFLOW, "context too large");
     c->mem = lw__malloc(&c->alloc, (size_t)top);
-    c->kv = lw__calloc(&c->alloc, 2 * (size_t)hp->n_layer, sizeof(void *));
-    c->out_rows = lw__calloc(&c->alloc, c->n_batch, sizeof(int32_t));
-    if (!c->mem || !c->kv || !c->out_rows)
+    if (!c->mem)
         return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory for a %llu-byte context",
                           (unsigned long long)top);
     c->mem_bytes = top;
     uint8_t *base = (uint8_t *)(((uintptr_t)c->mem + ARENA_ALIGN - 1) & ~(uintptr_t)(ARENA_ALIGN - 1));
     /* zero the cache once so never-written cells hold finite values */
     memset(base + kv_off, 0, (size_t)all_cache);
-    for (uint32_t l = 0; l < 2 * hp->n_layer; l++) c->kv[l] = base + kv_off + (size_t)l * cache_bytes;
+    size_t at = 0;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        if (m->lhp[l].kv_src != (int32_t)l) continue;
+        const size_t bytes = (size_t)c->kv_rows[l] * kti->type_size * c->n_ctx;
+        c->kv[l] = base + kv_off + at;
+        c->kv[hp->n_layer + l] = base + kv_off + at + bytes;
+        at += 2 * bytes;
+    }
+    /* every cache the graph touches exists and has the row its node expects */
+    for (int32_t i = 0; i < c->graph.n_nodes; i++) {
+        const lw__node *nd = &c->graph.nodes[i];
+        const int32_t l = nd->ip[0];
+        if (nd->op != LW_OP_KV_STORE && nd->op != LW_OP_ATTN) continue;
+        const int64_t want =
+            nd->op == LW_OP_ATTN ? (int64_t)nd->ip[2] * nd->ip[3] : c->graph.t[nd->src[0]].ne0;
+        if (l < 0 || (uint32_t)l >= hp->n_layer || !c->kv[l] || c->kv_rows[l] != want)
+            return lw__errorf(c->err, LW_ERR_INVALID_ARG,
+                              "the graph's %s node %d does not fit block %d's cache",
+                              lw__op_name((lw__op)nd->op), i, l);
+    }
     lw__graph_bind(&c->graph, base + act_off);
 
     if ((st = lw__pool_create(&c->alloc, n_threads, &c->pool)) != LW_OK)
@@ -123,6 +153,7 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
     ex->flash_attn = p->flash_attn != 0;
     ex->n_ctx = c->n_ctx;
     ex->kv_row = kv_row;
+    ex->kv_rows = c->kv_rows;
     ex->k = c->kv;
     ex->v = c->kv + hp->n_layer;
     ex->scratch = base + sh_off;
@@ -151,6 +182,7 @@ void lw_context_free(lw_context *c) {
     lw__graph_free(&c->graph);
     lw__free(&c->alloc, c->mem);
     lw__free(&c->alloc, c->kv);
+    lw__free(&c->alloc, c->kv_rows);
     lw__free(&c->alloc, c->out_rows);
     lw_allocator a = c->alloc;
     lw__free(&a, c);

@@ -22,6 +22,7 @@ static const lw__arch_def arch_table[] = {
     {"gemma2", LW_ROPE_NEOX, lw__build_gemma, 1, 0},   /* GELU, post norms, SWA, soft-capping        */
     {"gemma3", LW_ROPE_NEOX, lw__build_gemma, 1, 0},   /* the same with per-head Q/K norms           */
     {"qwen3moe", LW_ROPE_NEOX, lw__build_llama, 0, 1}, /* qwen3 with a mixture of experts per block  */
+    {"gemma4", LW_ROPE_NEOX, lw__build_gemma4, 0, 0},  /* per-block geometry, shared KV, per-layer input */
 };
 
 #define WEIGHT_ALIGN 64 /* every tensor starts on a cache line (and a SIMD load boundary) */
@@ -62,6 +63,65 @@ static lw_status hp_f32(lw_model *m, const char *key, int required, float def, f
     return LW_OK;
 }
 
+/* Reads <arch>.<key> as llama.cpp's get_key_or_arr does: one u32 for every block, or an array of exactly
+ * n_layer integers (booleans count as 0/1), into out[il]; absent and not required: def for every block. */
+static lw_status hp_u32_layers(lw_model *m, const char *key, int required, uint32_t def, uint32_t *out) {
+    const uint32_t n = m->hp.n_layer;
+    char full[128];
+    snprintf(full, sizeof(full), "%s.%s", m->arch->name, key);
+    const int64_t ki = lw_gguf_find_key(m->gguf, full);
+    const lw_gguf_value *v = ki >= 0 ? lw_gguf_value_at(m->gguf, ki) : NULL;
+    if (!v || v->type != LW_GGUF_ARRAY) {
+        uint32_t one;
+        lw_status st = hp_u32(m, key, required, def, &one);
+        if (st != LW_OK) return st;
+        for (uint32_t il = 0; il < n; il++) out[il] = one;
+        return LW_OK;
+    }
+    if (v->v.arr.n != n)
+        return lw__errorf(m->err, LW_ERR_BAD_DIMS, "key %s has %llu values for %u blocks", full,
+                          (unsigned long long)v->v.arr.n, n);
+    for (uint32_t il = 0; il < n; il++) {
+        const void *d = v->v.arr.data;
+        int64_t x;
+        switch (v->v.arr.type) {
+        case LW_GGUF_BOOL:
+        case LW_GGUF_UINT8:
+            x = ((const uint8_t *)d)[il];
+            break;
+        case LW_GGUF_INT8:
+            x = ((const int8_t *)d)[il];
+            break;
+        case LW_GGUF_UINT16:
+            x = ((const uint16_t *)d)[il];
+            break;
+        case LW_GGUF_INT16:
+            x = ((const int16_t *)d)[il];
+            break;
+        case LW_GGUF_UINT32:
+            x = ((const uint32_t *)d)[il];
+            break;
+        case LW_GGUF_INT32:
+            x = ((const int32_t *)d)[il];
+            break;
+        case LW_GGUF_INT64:
+            x = ((const int64_t *)d)[il];
+            break;
+        case LW_GGUF_UINT64:
+            x = ((const uint64_t *)d)[il] > UINT32_MAX ? -1 : (int64_t)((const uint64_t *)d)[il];
+            break;
+        default:
+            return lw__errorf(m->err, LW_ERR_TYPE_MISMATCH, "key %s: an array of %s, not of integers", full,
+                              lw_gguf_type_name(v->v.arr.type));
+        }
+        if (x < 0 || x > UINT32_MAX)
+            return lw__errorf(m->err, LW_ERR_TYPE_MISMATCH, "key %s: value %lld at %u is not a u32", full,
+                              (long long)x, il);
+        out[il] = (uint32_t)x;
+    }
+    return LW_OK;
+}
+
 /* Experts: count, how many each token uses and their FFN width, as llama.cpp's loader reads them (the
  * counts for every architecture, the width in each MoE architecture's load_arch_hparams). A file of an
  * architecture we run dense that has experts (a Mixtral-style llama) is refused rather than misread. */
@@ -90,17 +150,111 @@ static lw_status load_moe_hparams(lw_model *m) {
     return LW_OK;
 }
 
+/* gemma4's per-block FFN widths and head counts (feed_forward_length, attention.head_count[_kv]: one value or
+ * one per block, as llama.cpp's loader reads them); the model-wide values are block 0's (llama.cpp's
+ * n_head() and n_head_kv()), n_ff the widest block's. */
+static lw_status load_gemma4_layer_arrays(lw_model *m) {
+    lw__hparams *hp = &m->hp;
+    const uint32_t n = hp->n_layer;
+    uint32_t *ff = lw__calloc(&m->alloc, 3 * (size_t)n, sizeof(*ff)), *nh = ff + n, *nkv = ff + 2 * (size_t)n;
+    if (!ff) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
+    char kv[128];
+    snprintf(kv, sizeof(kv), "%s.attention.head_count_kv", m->arch->name);
+    const int has_kv = lw_gguf_find_key(m->gguf, kv) >= 0;
+    lw_status st;
+    if ((st = hp_u32_layers(m, "feed_forward_length", 1, 0, ff)) == LW_OK &&
+        (st = hp_u32_layers(m, "attention.head_count", 1, 0, nh)) == LW_OK && has_kv)
+        st = hp_u32_layers(m, "attention.head_count_kv", 1, 0, nkv);
+    hp->n_ff = 0;
+    for (uint32_t il = 0; st == LW_OK && il < n; il++) {
+        lw__layer_hp *l = &m->lhp[il];
+        l->n_ff = ff[il];
+        l->n_head = nh[il];
+        l->n_head_kv = has_kv ? nkv[il] : nh[il];
+        if (l->n_ff == 0 || l->n_ff > (1u << 20) || l->n_head == 0 || l->n_head > 4096 || l->n_head_kv == 0 ||
+            l->n_head % l->n_head_kv)
+            st = lw__errorf(m->err, LW_ERR_UNSUPPORTED, "block %u: bad n_ff %u n_head %u n_head_kv %u", il,
+                            l->n_ff, l->n_head, l->n_head_kv);
+        hp->n_ff = l->n_ff > hp->n_ff ? l->n_ff : hp->n_ff;
+    }
+    hp->n_head = m->lhp[0].n_head;
+    hp->n_head_kv = m->lhp[0].n_head_kv;
+    lw__free(&m->alloc, ff);
+    return st;
+}
+
+/* The rest of gemma4's hyper-parameters (llama.cpp's llama_model_gemma4::load_arch_hparams and the generic
+ * loader's _swa keys): which blocks slide (one flag per block), the sliding blocks' head size and RoPE
+ * dimensions, the per-layer input width, and the blocks at the end that share earlier blocks' KV caches.
+ * Refuses what llama.cpp cannot run (no sliding block, fewer than 2 blocks with their own cache, a shared
+ * block whose cache llama.cpp's reuse rule would take from a block of the other kind). */
+static lw_status load_gemma4_hparams(lw_model *m) {
+    lw__hparams *hp = &m->hp;
+    const uint32_t n = hp->n_layer;
+    uint32_t v_swa = 0, shared = 0;
+    lw_status st;
+    if ((st = hp_u32(m, "attention.key_length_swa", 1, 0, &hp->n_embd_head_swa)) ||
+        (st = hp_u32(m, "attention.value_length_swa", 1, 0, &v_swa)) ||
+        (st = hp_u32(m, "rope.dimension_count_swa", 0, hp->n_rot, &hp->n_rot_swa)) ||
+        (st = hp_u32(m, "embedding_length_per_layer_input", 1, 0, &hp->n_embd_per_layer)) ||
+        (st = hp_u32(m, "attention.shared_kv_layers", 0, 0, &shared)))
+        return st;
+    if (hp->n_embd_head_swa == 0 || hp->n_embd_head_swa != v_swa || hp->n_rot_swa > hp->n_embd_head_swa ||
+        hp->n_rot_swa % 2 || hp->n_embd_head_swa > 4096)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "unsupported sliding head sizes: k %u v %u rot %u",
+                          hp->n_embd_head_swa, v_swa, hp->n_rot_swa);
+    if (hp->n_embd_per_layer > 65536)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "per-layer input width %u is too large",
+                          hp->n_embd_per_layer);
+    if (shared > n || n - shared < 2)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
+                          "%u of %u blocks share KV: llama.cpp needs at least 2 with their own cache", shared,
+                          n);
+    hp->n_layer_kv = n - shared;
+    uint32_t *flags = lw__calloc(&m->alloc, n, sizeof(*flags));
+    if (!flags) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
+    st = hp_u32_layers(m, "attention.sliding_window_pattern", 1, 0, flags);
+    int any_swa = 0;
+    for (uint32_t il = 0; st == LW_OK && il < n; il++) {
+        lw__layer_hp *l = &m->lhp[il];
+        l->swa = flags[il] != 0;
+        any_swa |= l->swa;
+        l->head_dim = l->swa ? hp->n_embd_head_swa : hp->n_embd_head_k;
+        l->n_rot = l->swa ? hp->n_rot_swa : hp->n_rot;
+        l->kv_src = il < hp->n_layer_kv ? (int32_t)il : (int32_t)hp->n_layer_kv - (l->swa ? 2 : 1);
+    }
+    lw__free(&m->alloc, flags);
+    if (st != LW_OK) return st;
+    if (!any_swa) return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "gemma4 without a sliding-window block");
+    for (uint32_t il = hp->n_layer_kv; il < n; il++) {
+        const lw__layer_hp *l = &m->lhp[il], *src = &m->lhp[l->kv_src];
+        if (src->swa != l->swa || src->head_dim != l->head_dim || src->n_head_kv != l->n_head_kv)
+            return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
+                              "block %u would share the KV cache of block %d, which has another geometry", il,
+                              l->kv_src);
+    }
+    return LW_OK;
+}
+
 static lw_status load_hparams(lw_model *m) {
     lw__hparams *hp = &m->hp;
     lw_status st;
-    const int moe = m->arch->moe;
+    const int moe = m->arch->moe, gemma4 = !strcmp(m->arch->name, "gemma4");
     if ((st = hp_u32(m, "context_length", 1, 0, &hp->n_ctx_train)) ||
         (st = hp_u32(m, "embedding_length", 1, 0, &hp->n_embd)) ||
-        (st = hp_u32(m, "block_count", 1, 0, &hp->n_layer)) ||
-        (st = hp_u32(m, "feed_forward_length", !moe, 0, &hp->n_ff)) ||
-        (st = hp_u32(m, "attention.head_count", 1, 0, &hp->n_head)))
+        (st = hp_u32(m, "block_count", 1, 0, &hp->n_layer)))
         return st;
-    if ((st = hp_u32(m, "attention.head_count_kv", 0, hp->n_head, &hp->n_head_kv))) return st;
+    if (hp->n_layer == 0 || hp->n_layer > 4096)
+        return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "bad block count %u", hp->n_layer);
+    m->lhp = lw__calloc(&m->alloc, hp->n_layer, sizeof(*m->lhp));
+    if (!m->lhp) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
+    if (gemma4) { /* per-block values (arrays or one value for all) */
+        if ((st = load_gemma4_layer_arrays(m)) != LW_OK) return st;
+    } else if ((st = hp_u32(m, "feed_forward_length", !moe, 0, &hp->n_ff)) ||
+               (st = hp_u32(m, "attention.head_count", 1, 0, &hp->n_head)) ||
+               (st = hp_u32(m, "attention.head_count_kv", 0, hp->n_head, &hp->n_head_kv))) {
+        return st;
+    }
     if ((st = load_moe_hparams(m)) != LW_OK) return st;
     if (hp->n_embd == 0 || hp->n_head == 0 || hp->n_layer == 0 || (hp->n_ff == 0 && !moe) ||
         hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv || hp->n_layer > 4096 || hp->n_head > 4096)
@@ -165,26 +319,36 @@ static lw_status load_hparams(lw_model *m) {
     /* sliding-window attention (gemma2, gemma3): window, period of full-context blocks, their own RoPE
      * base and scale, with each architecture's defaults as llama.cpp's load_arch_hparams */
     const int gemma2 = !strcmp(m->arch->name, "gemma2"), gemma3 = !strcmp(m->arch->name, "gemma3");
-    if ((st = hp_u32(m, "attention.sliding_window", 0, gemma2 ? 4096 : 0, &hp->n_swa))) return st;
-    if ((st = hp_u32(m, "attention.sliding_window_pattern", 0, gemma2 ? 2 : 6, &hp->swa_period))) return st;
+    if ((st = hp_u32(m, "attention.sliding_window", gemma4, gemma2 ? 4096 : 0, &hp->n_swa))) return st;
+    /* gemma4's pattern is one flag per block (read with its other per-block keys below) */
+    if (!gemma4 && (st = hp_u32(m, "attention.sliding_window_pattern", 0, gemma2 ? 2 : 6, &hp->swa_period)))
+        return st;
     hp->rope_freq_base_swa = gemma2 ? hp->rope_freq_base : 10000.0f;
     hp->rope_freq_scale_swa = gemma2 ? hp->rope_freq_scale : 1.0f;
     if (hp->n_swa &&
         (st = hp_f32(m, "rope.freq_base_swa", 0, hp->rope_freq_base_swa, &hp->rope_freq_base_swa)))
         return st;
-    if (hp->n_swa && !gemma2 && !gemma3)
+    if (hp->n_swa && !gemma2 && !gemma3 && !gemma4)
         return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
-                          "sliding-window attention is only wired for gemma2 and gemma3");
-    /* soft-capping: gemma2 always caps scores and logits; gemma3 caps logits when the key says so */
+                          "sliding-window attention is only wired for gemma2, gemma3 and gemma4");
+    /* soft-capping: gemma2 always caps scores and logits; gemma3 caps logits when the key says so; gemma4
+     * keeps llama.cpp's default of 30 when the key is absent */
     hp->attn_softcap = 0.0f;
     if (gemma2 && (st = hp_f32(m, "attn_logit_softcapping", 0, 50.0f, &hp->attn_softcap))) return st;
-    if ((st = hp_f32(m, "final_logit_softcapping", 0, gemma2 ? 30.0f : 0.0f, &hp->final_softcap))) return st;
-    if (hp->final_softcap != 0.0f && !gemma2 && !gemma3)
+    if ((st = hp_f32(m, "final_logit_softcapping", 0, gemma2 || gemma4 ? 30.0f : 0.0f, &hp->final_softcap)))
+        return st;
+    if (hp->final_softcap != 0.0f && !gemma2 && !gemma3 && !gemma4)
         return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
-                          "final logit soft-capping is only wired for gemma2 and gemma3");
+                          "final logit soft-capping is only wired for gemma2, gemma3 and gemma4");
     if ((gemma2 && hp->attn_softcap == 0.0f) || !isfinite(hp->attn_softcap) || !isfinite(hp->final_softcap))
         return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "bad soft-capping values %g, %g",
                           (double)hp->attn_softcap, (double)hp->final_softcap);
+    if (gemma4) return load_gemma4_hparams(m);
+    /* uniform blocks */
+    hp->n_layer_kv = hp->n_layer;
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        m->lhp[il] = (lw__layer_hp){hp->n_head, hp->n_head_kv,      hp->n_embd_head_k, hp->n_rot,
+                                    hp->n_ff,   lw__is_swa(hp, il), (int32_t)il};
     return LW_OK;
 }
 
@@ -368,6 +532,83 @@ static lw_status bind_all(binder *b) {
     return LW_OK;
 }
 
+/* The tensors of a gemma4 model (llama.cpp's llama_model_gemma4::load_arch_tensors): per-block shapes; the
+ * per-layer input tables when embedding_length_per_layer_input > 0; a block that shares KV may lack (and
+ * never uses) attn_k, attn_v and attn_k_norm; a block without attn_v uses its K projection as V (the
+ * larger models' global blocks); one rope_freqs table serves every global block. */
+static lw_status bind_gemma4(binder *b) {
+    lw_model *m = b->m;
+    const lw__hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, V = hp->n_vocab, PL = hp->n_embd_per_layer;
+    lw_status st;
+    int any_global = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) any_global |= !m->lhp[il].swa;
+    if ((st = bind(b, &m->tok_embd, "token_embd.weight", E, V, 'e', 1)) ||
+        (st = bind(b, &m->output_norm, "output_norm.weight", E, 0, 'v', 1)) ||
+        (st = bind(b, &m->output, "output.weight", E, V, 'm', 0)) ||
+        (st = bind(b, &m->rope_freqs, "rope_freqs.weight", hp->n_embd_head_k / 2, 0, 'v', any_global)))
+        return st;
+    if (PL > 0 &&
+        ((st = bind(b, &m->pl_tok_embd, "per_layer_token_embd.weight", PL * hp->n_layer, V, 'e', 1)) ||
+         (st = bind(b, &m->pl_model_proj, "per_layer_model_proj.weight", E, PL * hp->n_layer, 'm', 1)) ||
+         (st = bind(b, &m->pl_proj_norm, "per_layer_proj_norm.weight", PL, 0, 'v', 1))))
+        return st;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        lw__layer *L = &m->layers[il];
+        const lw__layer_hp *lh = &m->lhp[il];
+        const int64_t HD = lh->head_dim, QD = (int64_t)lh->n_head * HD, KD = (int64_t)lh->n_head_kv * HD;
+        const int own_kv = lh->kv_src == (int32_t)il;
+        static const char *const sfx[] = {"attn_norm.weight",
+                                          "attn_q.weight",
+                                          "attn_k.weight",
+                                          "attn_v.weight",
+                                          "attn_output.weight",
+                                          "attn_q_norm.weight",
+                                          "attn_k_norm.weight",
+                                          "post_attention_norm.weight",
+                                          "layer_output_scale.weight",
+                                          "ffn_norm.weight",
+                                          "ffn_gate.weight",
+                                          "ffn_up.weight",
+                                          "ffn_down.weight",
+                                          "post_ffw_norm.weight",
+                                          "inp_gate.weight",
+                                          "proj.weight",
+                                          "post_norm.weight",
+                                          "ffn_gate_inp.weight"};
+        enum { N_SFX = sizeof sfx / sizeof sfx[0] };
+        char n[N_SFX][64];
+        for (int k = 0; k < N_SFX; k++) snprintf(n[k], sizeof(n[k]), "blk.%u.%s", il, sfx[k]);
+        if (lw_gguf_find_tensor(m->gguf, n[17]) >= 0)
+            return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
+                              "gemma4 with a mixture of experts (%s) is not supported yet", n[17]);
+        if ((st = bind(b, &L->attn_norm, n[0], E, 0, 'v', 1)) ||
+            (st = bind(b, &L->wq, n[1], E, QD, 'm', 1)) || (st = bind(b, &L->wo, n[4], QD, E, 'm', 1)) ||
+            (st = bind(b, &L->q_norm, n[5], HD, 0, 'v', 1)) ||
+            (st = bind(b, &L->attn_post_norm, n[7], E, 0, 'v', 1)) ||
+            (st = bind(b, &L->out_scale, n[8], 1, 0, 'v', 0)) ||
+            (st = bind(b, &L->ffn_norm, n[9], E, 0, 'v', 1)) ||
+            (st = bind(b, &L->ffn_gate, n[10], E, lh->n_ff, 'm', 1)) ||
+            (st = bind(b, &L->ffn_up, n[11], E, lh->n_ff, 'm', 1)) ||
+            (st = bind(b, &L->ffn_down, n[12], lh->n_ff, E, 'm', 1)) ||
+            (st = bind(b, &L->ffn_post_norm, n[13], E, 0, 'v', 1)))
+            return st;
+        if (own_kv &&
+            ((st = bind(b, &L->wk, n[2], E, KD, 'm', 1)) || (st = bind(b, &L->wv, n[3], E, KD, 'm', 0)) ||
+             (st = bind(b, &L->k_norm, n[6], HD, 0, 'v', 1))))
+            return st;
+        if (PL > 0 && ((st = bind(b, &L->pl_inp_gate, n[14], E, PL, 'm', 1)) ||
+                       (st = bind(b, &L->pl_proj, n[15], PL, E, 'm', 1)) ||
+                       (st = bind(b, &L->pl_post_norm, n[16], E, 0, 'v', 1))))
+            return st;
+    }
+    return LW_OK;
+}
+
+static lw_status bind_model(binder *b) {
+    return !strcmp(b->m->arch->name, "gemma4") ? bind_gemma4(b) : bind_all(b);
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * Loading
  * ------------------------------------------------------------------------------------------------------- */
@@ -420,11 +661,11 @@ static lw_status load(lw_model *m, lw_source *src) {
     m->layers = lw__calloc(&m->alloc, m->hp.n_layer, sizeof(lw__layer));
     if (!m->layers) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
     binder b = {m, 0, 0, 0};
-    if ((st = bind_all(&b)) != LW_OK) return st;
+    if ((st = bind_model(&b)) != LW_OK) return st;
     m->weight_bytes = b.offset;
     if (m->no_weights) { /* header only: bind (tokens, file offsets) and stop; any size (64-bit offsets) */
         b.pass = 1;
-        if ((st = bind_all(&b)) != LW_OK) return st;
+        if ((st = bind_model(&b)) != LW_OK) return st;
         if (!m->output.data) m->output = m->tok_embd;
         return LW_OK;
     }
@@ -443,7 +684,7 @@ static lw_status load(lw_model *m, lw_source *src) {
     void *base = m->weights;
     m->weights = (void *)(((uintptr_t)base + WEIGHT_ALIGN - 1) & ~(uintptr_t)(WEIGHT_ALIGN - 1));
     b.pass = 1;
-    st = bind_all(&b);
+    st = bind_model(&b);
     m->weights_raw = base;
     if (st != LW_OK) return st;
     if (!m->output.data) { /* tied embeddings: the table is also the output projection */
@@ -490,6 +731,7 @@ void lw_model_free(lw_model *m) {
     lw_allocator a = m->alloc;
     lw__free(&a, m->weights_raw);
     lw__free(&a, m->layers);
+    lw__free(&a, m->lhp);
     lw_vocab_free(m->vocab);
     lw_gguf_close(m->gguf);
     lw_source_close(m->own_src);

@@ -43,7 +43,28 @@ typedef struct lw__hparams {
     uint32_t n_expert;         /* <arch>.expert_count: experts per MoE layer (0: a dense model) */
     uint32_t n_expert_used;    /* <arch>.expert_used_count: experts each token goes through     */
     uint32_t n_ff_exp;         /* <arch>.expert_feed_forward_length (default n_ff / n_expert_used) */
+    /* gemma4 (llama.cpp's models/gemma4.cpp load_arch_hparams); per-block values are in lw_model.lhp */
+    uint32_t n_embd_head_swa;  /* <arch>.attention.key_length_swa: head size of sliding blocks       */
+    uint32_t n_rot_swa;        /* <arch>.rope.dimension_count_swa (default n_rot)                  */
+    uint32_t n_embd_per_layer; /* <arch>.embedding_length_per_layer_input (0: no per-layer input)  */
+    uint32_t n_layer_kv;       /* blocks with their own KV cache: n_layer - attention.shared_kv_layers */
 } lw__hparams;
+
+/* One block's attention and FFN geometry. Every architecture fills it (uniform blocks copy lw__hparams);
+ * gemma4's blocks differ: sliding ones have other head sizes, KV heads, RoPE dimensions and bases than
+ * global ones, FFN widths may double on the blocks that share KV, and those blocks read an earlier
+ * block's cache. */
+typedef struct lw__layer_hp {
+    uint32_t n_head;    /* query heads                                                     */
+    uint32_t n_head_kv; /* KV heads                                                        */
+    uint32_t head_dim;  /* head size (keys and values)                                     */
+    uint32_t n_rot;     /* rotated dimensions per head                                     */
+    uint32_t n_ff;      /* FFN width                                                       */
+    int swa;            /* 1: sliding-window attention                                     */
+    int32_t kv_src;     /* the block whose KV cache this one attends over (itself, or for
+                           gemma4's shared blocks llama.cpp's reuse: n_layer_kv - 2 for a
+                           sliding block, n_layer_kv - 1 for a global one)                  */
+} lw__layer_hp;
 
 /* ---------------------------------------------------------------------------------------------------------
  * Weights
@@ -80,6 +101,10 @@ typedef struct lw__layer {
     lw__wt ffn_gate_exps;    /* MoE experts' gate [n_embd -> n_ff_exp] x n_expert               */
     lw__wt ffn_up_exps;      /* MoE experts' up   [n_embd -> n_ff_exp] x n_expert               */
     lw__wt ffn_down_exps;    /* MoE experts' down [n_ff_exp -> n_embd] x n_expert               */
+    lw__wt pl_inp_gate;      /* gemma4 per-layer input gate [n_embd -> n_embd_per_layer]        */
+    lw__wt pl_proj;          /* gemma4 per-layer projection [n_embd_per_layer -> n_embd]        */
+    lw__wt pl_post_norm;     /* gemma4 norm of that projection [n_embd]                         */
+    lw__wt out_scale;        /* gemma4 optional layer output scale [1]                          */
 } lw__layer;
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -101,6 +126,7 @@ typedef struct lw__arch_def {
 /* Builders (one file each: arch-<name>.c). */
 lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits);
 lw_status lw__build_gemma(const lw_model *m, lw__graph *g, int32_t *logits); /* gemma2 and gemma3 */
+lw_status lw__build_gemma4(const lw_model *m, lw__graph *g, int32_t *logits);
 
 /* Whether block il uses the sliding window (llama.cpp's set_swa_pattern without dense_first). */
 static inline int lw__is_swa(const lw__hparams *hp, uint32_t il) {
@@ -120,7 +146,12 @@ struct lw_model {
     lw__wt output_b;                /* optional [n_vocab] bias (qwen2)                       */
     lw__wt rope_freqs;              /* optional [n_rot/2] RoPE frequency factors (llama 3.1+):
                                        theta of dim pair i is divided by rope_freqs[i]          */
+    lw__wt pl_tok_embd;             /* gemma4 per_layer_token_embd [n_vocab rows of
+                                       n_embd_per_layer x n_layer] (absent: no per-layer input) */
+    lw__wt pl_model_proj;           /* gemma4 per_layer_model_proj [n_embd -> that width]    */
+    lw__wt pl_proj_norm;            /* gemma4 per_layer_proj_norm [n_embd_per_layer]          */
     lw__layer *layers;              /* n_layer blocks                                        */
+    lw__layer_hp *lhp;              /* n_layer blocks' geometry                              */
     void *weights;                  /* the one weight allocation (aligned start)             */
     void *weights_raw;              /* what the allocator returned (freed)                   */
     int no_weights;                 /* header only: weights were bound but not read (GPU path) */

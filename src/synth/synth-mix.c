@@ -163,8 +163,8 @@ static uint32_t fallback(int64_t ncols, uint32_t t) {
  * ------------------------------------------------------------------------------------------------------- */
 
 static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *t, cat c, int n_layer,
-                              int n_gqa, int tied, int n_expert) {
-    const int i = t->layer; /* = i_attention_wv / i_ffn_down / i_ffn_gate / i_ffn_up, see the file comment */
+                              int n_gqa, int tied, int n_expert, int i_wv, int n_wv) {
+    const int i = t->layer;         /* = i_ffn_down / i_ffn_gate / i_ffn_up, see the file comment */
     const int moe8 = n_expert == 8; /* llama.cpp's Mixtral-8x rules */
     const int iq_low = ft == FT_IQ2_XXS || ft == FT_IQ2_XS || ft == FT_IQ1_S || ft == FT_IQ2_S ||
                        ft == FT_IQ2_M || ft == FT_IQ1_M;
@@ -216,14 +216,14 @@ static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *
         else if (ft == FT_IQ3_M)
             nt = LW_TYPE_Q4_K;
         else if (ft == FT_Q3_K_M)
-            nt = i < 2 ? LW_TYPE_Q5_K : LW_TYPE_Q4_K;
+            nt = i_wv < 2 ? LW_TYPE_Q5_K : LW_TYPE_Q4_K;
         else if (ft == FT_Q3_K_L)
             nt = LW_TYPE_Q5_K;
         else if ((ft == FT_IQ4_NL || ft == FT_IQ4_XS) && n_gqa >= 4)
             nt = LW_TYPE_Q5_K;
-        else if ((ft == FT_Q4_K_M || ft == FT_Q5_K_M) && use_more_bits(i, n_layer))
+        else if ((ft == FT_Q4_K_M || ft == FT_Q5_K_M) && use_more_bits(i_wv, n_wv))
             nt = LW_TYPE_Q6_K;
-        else if (ft == FT_Q4_K_S && i < 4)
+        else if (ft == FT_Q4_K_S && i_wv < 4)
             nt = LW_TYPE_Q5_K;
         if (moe8) nt = LW_TYPE_Q8_0;
     } else if (c == C_K || c == C_Q) {
@@ -279,17 +279,28 @@ static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *
 
 uint32_t lw__synth_tensor_type(const lw__synth_ftype *ft, int pure, const lw__synth_preset *p,
                                uint32_t n_layer, int tied, const lw__synth_tensor *t) {
-    /* tensor_allows_quantization: 2-D or 3-D, named *weight, not a norm, not a MoE router; everything else
-     * keeps its F32 source (convert_hf_to_gguf.py writes routers in F32 whatever the file type). */
+    /* tensor_allows_quantization: 2-D or 3-D, named *weight, not a norm, not a MoE router, not gemma4's
+     * per_layer_model_proj ("not too big"); everything else keeps its F32 source (convert_hf_to_gguf.py
+     * writes routers in F32 whatever the file type; the projection stays as llama-quantize found it). */
     size_t len = strlen(t->name);
     if (t->n_dims < 2 || len < 6 || strcmp(t->name + len - 6, "weight") || strstr(t->name, "_norm.weight") ||
-        strstr(t->name, "ffn_gate_inp.weight"))
+        strstr(t->name, "ffn_gate_inp.weight") || strstr(t->name, "per_layer_model_proj"))
         return LW_TYPE_F32;
     const lw_type_info *ti = lw_type_get(ft->type);
     if (!ti || !ti->is_quantized) return ft->type; /* f32/f16/bf16: every 2-D weight converted */
     uint32_t nt = ft->type;
-    if (ft->mix && !pure)
-        nt = get_type_impl(ft->ftype, nt, t, category(t->name), (int)n_layer, (int)(p->n_head / p->n_head_kv),
-                           tied, (int)p->n_expert);
+    const cat c = category(t->name);
+    if (ft->mix && !pure) {
+        /* i_attention_wv counts the attn_v tensors before this one, n_attention_wv all of them: the block
+         * index and the block count, but where blocks lack attn_v (gemma4's shared and K=V blocks) */
+        int i_wv = t->layer, n_wv = (int)n_layer;
+        if (is_attn_v(c) && !strcmp(p->arch, "gemma4")) {
+            i_wv = n_wv = 0;
+            for (uint32_t l = 0; l < n_layer; l++)
+                if (lw__synth_has_attn_v(p, n_layer, l)) i_wv += (int)l < t->layer, n_wv++;
+        }
+        nt = get_type_impl(ft->ftype, nt, t, c, (int)n_layer, (int)(p->n_head / p->n_head_kv), tied,
+                           (int)p->n_expert, i_wv, n_wv);
+    }
     return fallback(t->ne[0], nt);
 }

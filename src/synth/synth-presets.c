@@ -1,5 +1,6 @@
 /* Synthetic model presets: real architectures' hyper-parameters and the tensors llama.cpp's loaders create
- * for them (llama.cpp src/models/{llama,qwen2,qwen3,gemma2,gemma3,phi3,qwen3moe}.cpp, load_arch_tensors). */
+ * for them (llama.cpp src/models/{llama,qwen2,qwen3,gemma2,gemma3,phi3,qwen3moe,gemma4}.cpp,
+ * load_arch_tensors). */
 #include "synth/synth.h"
 
 #include <stdio.h>
@@ -216,6 +217,64 @@ static const lw__synth_preset presets[] = {
      .n_ff_exp = 32,
      .about =
          "qwen3moe arch, dim 64, 2 layers, 4/2 heads of 32, q/k norm, 16 experts (4 used) of ffn 32, untied"},
+    /* Gemma 4 E2B, text decoder of google/gemma-4-E2B's config.json (text_config). What llama.cpp's code
+     * fixes: 35 blocks is its E2B type, shared blocks reuse block n_kv - 2 (sliding) / n_kv - 1 (global),
+     * the global blocks' RoPE rotates head_dim_full x partial_rotary_factor dims through rope_freqs. The
+     * rest is the published config as its copies show it (not derivable from llama.cpp): width 1536, 8
+     * heads / 1 KV head, heads of 256 (sliding) and 512 (global), FFN 6144 doubled on the 20 shared
+     * blocks (use_double_wide_mlp), per-layer input 256, window 512, 4 sliding : 1 global, RoPE bases 1e4
+     * and 1e6 with partial factor 0.25, final soft-cap 30, tied head. Guesses (documented): shared blocks
+     * carry no attn_k/attn_v/attn_k_norm (llama.cpp's loader makes them optional there, and they are never
+     * read), every block has layer_output_scale (convert maps HF's layer_scalar to it), attn_v on every
+     * block that has its own KV (attention_k_eq_v is false for E2B). */
+    {.name = "gemma-4-e2b",
+     .arch = "gemma4",
+     .n_embd = 1536,
+     .n_layer = 35,
+     .n_head = 8,
+     .n_head_kv = 1,
+     .n_ff = 6144,
+     .head_dim = 512,
+     .n_ctx_train = 131072,
+     .rope_base = 1000000.f,
+     .rms_eps = 1e-6f,
+     .tied = 1,
+     .sliding_window = 512,
+     .rope_base_swa = 10000.f,
+     .final_softcap = 30.f,
+     .head_dim_swa = 256,
+     .swa_period = 5,
+     .rope_partial = 0.25f,
+     .n_kv_shared = 20,
+     .n_embd_per_layer = 256,
+     .double_wide_mlp = 1,
+     .layer_scale = 1,
+     .about = "Gemma 4 E2B: 1536 dim, 35 layers (4 SWA 512 : 1 global, last 20 share KV), 8/1 heads of "
+              "256/512, ffn 6144 (x2 shared), per-layer input 256, tied"},
+    {.name = "tiny-gemma4",
+     .arch = "gemma4",
+     .n_embd = 64,
+     .n_layer = 6,
+     .n_head = 4,
+     .n_head_kv = 1,
+     .n_ff = 96,
+     .head_dim = 64,
+     .n_ctx_train = 32768,
+     .rope_base = 1000000.f,
+     .rms_eps = 1e-6f,
+     .tied = 1,
+     .sliding_window = 16,
+     .rope_base_swa = 10000.f,
+     .final_softcap = 30.f,
+     .head_dim_swa = 32,
+     .swa_period = 3,
+     .rope_partial = 0.25f,
+     .n_kv_shared = 3,
+     .n_embd_per_layer = 16,
+     .double_wide_mlp = 1,
+     .layer_scale = 1,
+     .about = "gemma4 arch (E2B-like), dim 64, 6 layers (2 SWA 16 : 1 global, last 3 share KV), 4/1 heads "
+              "of 32/64, ffn 96 (x2 shared), per-layer input 16, tied"},
     {.name = "tiny-phi3",
      .arch = "phi3",
      .n_embd = 64,
@@ -243,6 +302,19 @@ const lw__synth_preset *lw__synth_preset_at(size_t i) {
 
 uint32_t lw__synth_head_dim(const lw__synth_preset *p) {
     return p->head_dim ? p->head_dim : p->n_embd / p->n_head;
+}
+
+int lw__synth_is_swa(const lw__synth_preset *p, uint32_t il) {
+    return p->swa_period > 0 && il % p->swa_period < p->swa_period - 1;
+}
+
+uint32_t lw__synth_kv_shared(const lw__synth_preset *p, uint32_t n_layer) {
+    if (!p->n_kv_shared || p->n_kv_shared >= p->n_layer || !p->swa_period) return 0;
+    if (n_layer == p->n_layer) return p->n_kv_shared;
+    const uint64_t own_full = p->n_layer - p->n_kv_shared, per = p->swa_period;
+    uint64_t own = ((uint64_t)n_layer * own_full + p->n_layer - 1) / p->n_layer; /* same share, rounded up */
+    own = (own + per - 1) / per * per;                                           /* whole periods       */
+    return own >= n_layer ? 0 : n_layer - (uint32_t)own;
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -281,9 +353,61 @@ static void add(plan *pl, int layer, const char *suffix, lw__synth_kind kind, in
     add3(pl, layer, suffix, kind, ne0, ne1, 0);
 }
 
+/* gemma4 (llama.cpp's llama_model_gemma4::load_arch_tensors): per-block head sizes and FFN widths, the
+ * per-layer input tables, one rope_freqs table for the global blocks. */
+static size_t plan_gemma4(const lw__synth_preset *p, uint32_t n_layer, int64_t n_vocab, plan *pl) {
+    const int64_t d = p->n_embd, PL = p->n_embd_per_layer;
+    const uint32_t n_kv = n_layer - lw__synth_kv_shared(p, n_layer);
+    int any_global = 0;
+    for (uint32_t il = 0; il < n_layer; il++) any_global |= !lw__synth_is_swa(p, il);
+    add(pl, -1, "token_embd.weight", LW_SYNTH_MATRIX, d, n_vocab);
+    if (PL > 0) {
+        add(pl, -1, "per_layer_token_embd.weight", LW_SYNTH_MATRIX, PL * n_layer, n_vocab);
+        add(pl, -1, "per_layer_model_proj.weight", LW_SYNTH_MATRIX, d, PL * n_layer);
+        add(pl, -1, "per_layer_proj_norm.weight", LW_SYNTH_NORM, PL, 0);
+    }
+    if (any_global && p->rope_partial > 0.f)
+        add(pl, -1, "rope_freqs.weight", LW_SYNTH_ROPE_PROP, p->head_dim / 2, 0);
+    for (int il = 0; il < (int)n_layer; il++) {
+        const int swa = lw__synth_is_swa(p, (uint32_t)il), own = (uint32_t)il < n_kv;
+        const int64_t hd = swa ? p->head_dim_swa : p->head_dim;
+        const int64_t nkv = (swa || !p->n_head_kv_global ? p->n_head_kv : p->n_head_kv_global) * hd;
+        const int64_t ff = p->double_wide_mlp && !own ? 2 * (int64_t)p->n_ff : p->n_ff;
+        add(pl, il, "attn_norm.weight", LW_SYNTH_NORM, d, 0);
+        add(pl, il, "attn_q.weight", LW_SYNTH_MATRIX, d, hd * p->n_head);
+        if (own) add(pl, il, "attn_k.weight", LW_SYNTH_MATRIX, d, nkv);
+        if (lw__synth_has_attn_v(p, n_layer, (uint32_t)il))
+            add(pl, il, "attn_v.weight", LW_SYNTH_MATRIX, d, nkv);
+        add(pl, il, "attn_output.weight", LW_SYNTH_MATRIX, hd * p->n_head, d);
+        add(pl, il, "attn_q_norm.weight", LW_SYNTH_NORM, hd, 0);
+        if (own) add(pl, il, "attn_k_norm.weight", LW_SYNTH_NORM, hd, 0);
+        add(pl, il, "post_attention_norm.weight", LW_SYNTH_NORM, d, 0);
+        add(pl, il, "ffn_norm.weight", LW_SYNTH_NORM, d, 0);
+        add(pl, il, "ffn_gate.weight", LW_SYNTH_MATRIX, d, ff);
+        add(pl, il, "ffn_up.weight", LW_SYNTH_MATRIX, d, ff);
+        add(pl, il, "ffn_down.weight", LW_SYNTH_MATRIX, ff, d);
+        add(pl, il, "post_ffw_norm.weight", LW_SYNTH_NORM, d, 0);
+        if (PL > 0) {
+            add(pl, il, "inp_gate.weight", LW_SYNTH_MATRIX, d, PL);
+            add(pl, il, "proj.weight", LW_SYNTH_MATRIX, PL, d);
+            add(pl, il, "post_norm.weight", LW_SYNTH_NORM, d, 0);
+        }
+        if (p->layer_scale) add(pl, il, "layer_output_scale.weight", LW_SYNTH_NORM, 1, 0);
+    }
+    add(pl, -1, "output_norm.weight", LW_SYNTH_NORM, d, 0);
+    if (!p->tied) add(pl, -1, "output.weight", LW_SYNTH_MATRIX, d, n_vocab);
+    return pl->n;
+}
+
+int lw__synth_has_attn_v(const lw__synth_preset *p, uint32_t n_layer, uint32_t il) {
+    if (strcmp(p->arch, "gemma4")) return !p->fused_qkv;
+    return il < n_layer - lw__synth_kv_shared(p, n_layer) && !(p->k_eq_v && !lw__synth_is_swa(p, il));
+}
+
 size_t lw__synth_plan(const lw__synth_preset *p, uint32_t n_layer, int64_t n_vocab, lw__synth_tensor *out,
                       size_t max) {
     plan pl = {out, max, 0};
+    if (!strcmp(p->arch, "gemma4")) return plan_gemma4(p, n_layer, n_vocab, &pl);
     const int64_t d = p->n_embd, hd = lw__synth_head_dim(p);
     const int64_t nq = hd * p->n_head, nkv = hd * p->n_head_kv, ff = p->n_ff;
 

@@ -125,6 +125,11 @@ static void gen_row(const job *jb, int64_t row, float *dst) {
     case LW_SYNTH_ROPE_FREQS:
         rope_freqs_llama3(jb->ctx->p, dst, n);
         break;
+    case LW_SYNTH_ROPE_PROP: { /* Gemma4Model.generate_extra_tensors: rotated pairs first, the rest held */
+        const int64_t rot = (int64_t)((float)jb->ctx->p->head_dim * jb->ctx->p->rope_partial / 2.0f);
+        for (int64_t i = 0; i < n; i++) dst[i] = i < rot ? 1.0f : 1e30f;
+        break;
+    }
     }
 }
 
@@ -302,6 +307,48 @@ done:
  * Metadata
  * ------------------------------------------------------------------------------------------------------- */
 
+/* gemma4's own keys as convert_hf_to_gguf.py's Gemma4Model writes them: the sliding blocks' head size and
+ * RoPE dimensions, one sliding flag per block, the shared-KV count, the per-layer input width, and the FFN
+ * widths and KV head counts as one value or (double-wide FFNs, other global KV heads) one per block. */
+static lw_status set_gemma4_keys(lw_gguf_writer *w, const lw__synth_preset *p, uint32_t n_layer) {
+    char k[96];
+    lw_status rc = LW_OK;
+    const uint32_t shared = lw__synth_kv_shared(p, n_layer), n_kv = n_layer - shared;
+    uint32_t ff[512], kvh[512];
+    uint8_t swa[512];
+    if (n_layer > 512) return LW_ERR_INVALID_ARG;
+    for (uint32_t il = 0; il < n_layer; il++) {
+        swa[il] = (uint8_t)lw__synth_is_swa(p, il);
+        ff[il] = p->double_wide_mlp && il >= n_kv ? 2 * p->n_ff : p->n_ff;
+        kvh[il] = swa[il] || !p->n_head_kv_global ? p->n_head_kv : p->n_head_kv_global;
+    }
+#define U32(name, v)                                                                                         \
+    if (rc == LW_OK) snprintf(k, sizeof k, "gemma4." name), rc = lw_gguf_writer_set_u32(w, k, (v))
+#define ARR(name, t, data)                                                                                   \
+    if (rc == LW_OK)                                                                                         \
+    snprintf(k, sizeof k, "gemma4." name), rc = lw_gguf_writer_set_arr(w, k, t, n_layer, data)
+    if (shared && p->double_wide_mlp) {
+        ARR("feed_forward_length", LW_GGUF_UINT32, ff);
+    } else {
+        U32("feed_forward_length", p->n_ff);
+    }
+    if (p->n_head_kv_global && p->n_head_kv_global != p->n_head_kv) {
+        ARR("attention.head_count_kv", LW_GGUF_UINT32, kvh);
+    } else {
+        U32("attention.head_count_kv", p->n_head_kv);
+    }
+    U32("attention.key_length_swa", p->head_dim_swa);
+    U32("attention.value_length_swa", p->head_dim_swa);
+    U32("rope.dimension_count", p->head_dim); /* proportional RoPE: the whole head, factors hold the rest */
+    U32("rope.dimension_count_swa", p->head_dim_swa);
+    ARR("attention.sliding_window_pattern", LW_GGUF_BOOL, swa);
+    U32("attention.shared_kv_layers", shared);
+    U32("embedding_length_per_layer_input", p->n_embd_per_layer);
+#undef U32
+#undef ARR
+    return rc;
+}
+
 static lw_status set_arch_keys(lw_gguf_writer *w, const lw__synth_preset *p, uint32_t n_layer,
                                int64_t n_vocab) {
     char k[96];
@@ -310,12 +357,13 @@ static lw_status set_arch_keys(lw_gguf_writer *w, const lw__synth_preset *p, uin
     if (rc == LW_OK) snprintf(k, sizeof k, "%s." name, p->arch), rc = lw_gguf_writer_set_u32(w, k, (v))
 #define F32(name, v)                                                                                         \
     if (rc == LW_OK) snprintf(k, sizeof k, "%s." name, p->arch), rc = lw_gguf_writer_set_f32(w, k, (v))
+    const int gemma4 = !strcmp(p->arch, "gemma4");
     U32("context_length", p->n_ctx_train);
     U32("embedding_length", p->n_embd);
     U32("block_count", n_layer);
-    U32("feed_forward_length", p->n_ff);
+    if (!gemma4) U32("feed_forward_length", p->n_ff);
     U32("attention.head_count", p->n_head);
-    U32("attention.head_count_kv", p->n_head_kv);
+    if (!gemma4) U32("attention.head_count_kv", p->n_head_kv);
     F32("attention.layer_norm_rms_epsilon", p->rms_eps);
     F32("rope.freq_base", p->rope_base);
     if (!strcmp(p->arch, "llama")) {
@@ -345,6 +393,7 @@ static lw_status set_arch_keys(lw_gguf_writer *w, const lw__synth_preset *p, uin
         U32("expert_used_count", p->n_expert_used);
         U32("expert_feed_forward_length", p->n_ff_exp);
     }
+    if (gemma4 && rc == LW_OK) rc = set_gemma4_keys(w, p, n_layer);
 #undef U32
 #undef F32
     return rc;
@@ -383,7 +432,8 @@ static float iq_sd_per_amax(uint32_t type, const lw_allocator *al) {
  * limits that keep every product far from overflow, whole GQA groups, an even head size (RoPE pairs),
  * experts for the MoE architecture only. */
 static int valid_shape(const lw__synth_preset *p) {
-    static const char *archs[] = {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen3moe"};
+    static const char *archs[] = {"llama",  "qwen2", "qwen3",    "gemma2",
+                                  "gemma3", "phi3",  "qwen3moe", "gemma4"};
     int known = 0;
     for (size_t i = 0; p->arch && i < sizeof archs / sizeof archs[0]; i++)
         known |= !strcmp(p->arch, archs[i]);
@@ -392,6 +442,14 @@ static int valid_shape(const lw__synth_preset *p) {
     if (moe != (p->n_expert > 0) || p->n_expert > 512 ||
         (moe && (p->n_expert_used == 0 || p->n_expert_used > p->n_expert || p->n_ff_exp == 0 ||
                  p->n_ff_exp > (1u << 20))))
+        return 0;
+    /* gemma4: both head sizes, a window and a period, a rope_freqs table for the global blocks, heads that
+     * group the KV heads of either kind */
+    if (p->arch && !strcmp(p->arch, "gemma4") &&
+        (!p->head_dim || !p->head_dim_swa || p->head_dim_swa % 2 || p->head_dim_swa > 4096 ||
+         !p->sliding_window || p->swa_period < 2 || p->swa_period > 512 || !(p->rope_partial > 0.f) ||
+         p->rope_partial > 1.f || p->n_embd_per_layer > 65536 || p->n_ff > (1u << 19) ||
+         (p->n_head_kv_global && (p->n_head_kv_global > p->n_head || p->n_head % p->n_head_kv_global))))
         return 0;
     const uint32_t hd = p->n_head ? lw__synth_head_dim(p) : 0;
     return known && p->name && p->n_embd > 0 && p->n_embd <= 65536 && p->n_layer > 0 && p->n_layer <= 512 &&

@@ -27,13 +27,15 @@
 /* One model shape: an architecture plus its hyper-parameters. Zero means "absent" for optional fields. */
 typedef struct lw__synth_preset {
     const char *name;         /* what --preset takes, e.g. "llama-3.2-1b"                               */
-    const char *arch;         /* general.architecture: llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe */
+    const char *arch;         /* general.architecture: llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe,
+                                 gemma4                                                                */
     uint32_t n_embd;          /* hidden size                                                           */
     uint32_t n_layer;         /* transformer blocks                                                    */
     uint32_t n_head;          /* query heads                                                           */
     uint32_t n_head_kv;       /* key/value heads (GQA)                                                 */
     uint32_t n_ff;            /* feed-forward hidden size                                              */
-    uint32_t head_dim;        /* per-head size when it is not n_embd / n_head (written as key_length)  */
+    uint32_t head_dim;        /* per-head size when it is not n_embd / n_head (written as key_length;
+                                 gemma4: the global blocks')                                           */
     uint32_t n_ctx_train;     /* context_length                                                        */
     float rope_base;          /* rope.freq_base                                                        */
     float rms_eps;            /* attention.layer_norm_rms_eps                                          */
@@ -53,7 +55,19 @@ typedef struct lw__synth_preset {
     uint32_t n_expert;        /* expert_count: a mixture of experts per block (qwen3moe); 0: dense      */
     uint32_t n_expert_used;   /* expert_used_count: experts per token                                  */
     uint32_t n_ff_exp;        /* expert_feed_forward_length: each expert's FFN width                   */
-    const char *about;        /* one line for --list                                                   */
+    /* gemma4 (convert_hf_to_gguf.py's Gemma4Model) */
+    uint32_t head_dim_swa;     /* attention.key_length_swa: the sliding blocks' head size               */
+    uint32_t swa_period;       /* every swa_period-th block is global (one sliding_window_pattern flag
+                                  per block)                                                            */
+    uint32_t n_head_kv_global; /* the global blocks' KV heads when they differ (head_count_kv per block) */
+    float rope_partial;        /* share of a global head that RoPE rotates (proportional RoPE: written
+                                  as rope_freqs.weight); 0: none                                        */
+    uint32_t n_kv_shared;      /* attention.shared_kv_layers at the preset's n_layer                    */
+    uint32_t n_embd_per_layer; /* embedding_length_per_layer_input: per-layer input width; 0: none      */
+    int double_wide_mlp;       /* 1: the blocks that share KV have FFNs of 2 n_ff                        */
+    int k_eq_v;                /* 1: global blocks have no attn_v (V is the K projection)                */
+    int layer_scale;           /* 1: blk.N.layer_output_scale.weight                                     */
+    const char *about;         /* one line for --list                                                   */
 } lw__synth_preset;
 
 /* Preset by name, or NULL. */
@@ -64,12 +78,23 @@ const lw__synth_preset *lw__synth_preset_at(size_t i);
 /* Per-head size of a preset (head_dim or n_embd / n_head). */
 uint32_t lw__synth_head_dim(const lw__synth_preset *p);
 
+/* gemma4 presets: whether block il slides (0: global), and how many blocks at the end share KV in a file of
+ * n_layer blocks (the preset's count at its own n_layer; else the same share of blocks keeps its own cache,
+ * rounded up to whole periods so the last one is global and the one before it sliding, as llama.cpp's
+ * reuse rule needs). Both 0 for other presets. */
+int lw__synth_is_swa(const lw__synth_preset *p, uint32_t il);
+uint32_t lw__synth_kv_shared(const lw__synth_preset *p, uint32_t n_layer);
+/* Whether block il of a file of n_layer blocks has attn_v.weight (gemma4: not on blocks that share KV, nor on
+ * global blocks with k_eq_v; others: unless Q/K/V are fused). */
+int lw__synth_has_attn_v(const lw__synth_preset *p, uint32_t n_layer, uint32_t il);
+
 /* What one tensor holds, so the generator knows how to fill it. */
 typedef enum lw__synth_kind {
     LW_SYNTH_MATRIX = 0, /* a weight matrix: ~N(0, 1/ne0)                   */
     LW_SYNTH_NORM,       /* a norm weight: ~1                               */
     LW_SYNTH_BIAS,       /* a bias: small values                            */
-    LW_SYNTH_ROPE_FREQS  /* llama3 rope factors, computed as convert does   */
+    LW_SYNTH_ROPE_FREQS, /* llama3 rope factors, computed as convert does   */
+    LW_SYNTH_ROPE_PROP   /* gemma4's proportional RoPE factors: 1 for the rotated pairs, 1e30 after */
 } lw__synth_kind;
 
 /* One tensor of a model plan. */

@@ -34,6 +34,12 @@ static lw_gpu_bind bind_of(const lw__gpu_model *g, int32_t t) {
  * ------------------------------------------------------------------------------------------------------- */
 
 lw_status lw__gm_check_ops(lw__gpu_model *g) {
+    /* gemma4 runs on the CPU engine only: no GPU kernels for its blocks' own head sizes, shared KV caches,
+     * per-layer input ops (GELU, MUL) yet */
+    if (!strcmp(g->m->arch->name, "gemma4"))
+        return lw__errorf(g->err, LW_ERR_UNSUPPORTED,
+                          "gemma4 is not supported on WebGPU yet (per-block head sizes, shared KV caches, "
+                          "per-layer input); run it on the CPU engine");
     const lw__graph *gr = &g->graph;
     for (int32_t i = 0; i < gr->n_nodes; i++) {
         const lw__node *nd = &gr->nodes[i];

@@ -1,0 +1,97 @@
+/* Gemma 4 against llama.cpp itself (libllama v0.4.0, tests/oracle-compare.h; skipped with a message when
+ * absent): gemma4 files made by src/synth, compared at every prompt position and over greedy runs:
+ * - tiny-gemma4 (the preset, shaped as E2B: per-layer input, sliding blocks with heads of 32 and global ones
+ *   of 64 with proportional RoPE, the last 3 of 6 blocks sharing KV, FFNs doubled there, layer output
+ *   scales) in f32, f16, bf16: a 5-token prompt then 256 greedy tokens, and a 100-token prompt (a 36-token
+ *   step then a 64-token one: the tiled kernels and the tiled attention, the window of 16 passed);
+ * - the same in quantized file types (llama.cpp's mixes: q8_0, q4_0 with llama.cpp's repacked weights,
+ *   q4_k_m, and q3_k_m whose attn_v rule counts only the blocks that have attn_v);
+ * - a shape as the larger models build their attention (no per-layer input, no shared KV, global blocks
+ *   without attn_v so V is K's projection, other KV head counts there: head_count_kv per block, FFN widths as
+ *   one value), and a width-256 one whose rows are whole 256-blocks so the K-quants run on every matrix,
+ *   in pure types whose tied head llama.cpp repacks (q4_k, q4_0, iq4_nl) and in llama.cpp's mixes;
+ * - flash attention off in both engines (llama.cpp's KQ, softmax, KQV path).
+ * On the ggml builds we reproduce to the bit (zen4 and the other AVX-512 ones, see oracle-compare.h) float
+ * files must give identical logits, quantized ones within 1e-3 of the range; other builds 1e-3 / 2e-2. */
+#include "oracle-compare.h"
+
+/* One compared file: a shape, a file type, and the greedy steps after each prompt. */
+typedef struct run {
+    const lw__synth_preset *p; /* shape                                                  */
+    const char *tag;           /* file name part                                         */
+    const char *type;          /* synth --type                                           */
+    int pure;                  /* 1: that type for every matrix                          */
+    int n_once, n_long;        /* greedy steps after the 5- and the 100-token prompt     */
+    int quant;                 /* 1: quantized tolerance                                 */
+    int light;                 /* 1: also run under the sanitizers                       */
+} run;
+
+int main(void) {
+    const lw__synth_preset *tiny = oracle_begin("tiny-gemma4");
+    if (!tiny) return test_summary("test-oracle-gemma4");
+    int32_t longp[100];
+    oracle_long_prompt(longp);
+    const int light = getenv("LW_TEST_SANITIZED") != NULL; /* 3-10x slower: fewer files, same paths */
+    const double ftol = exact ? 1e-6 : 1e-3, qtol = exact ? 1e-3 : 2e-2;
+    /* bf16 is exact only against the AVX512-BF16 builds (vdpbf16ps) */
+    const int bf16_exact =
+        cpu_variant && (!strcmp(cpu_variant, "zen4") || !strcmp(cpu_variant, "cooperlake"));
+
+    /* the larger models' attention: no per-layer input, no shared KV, K = V on global blocks with their own
+     * KV head count, one FFN width, no soft-cap */
+    lw__synth_preset kv = *tiny;
+    kv.name = "oracle-gemma4-kv";
+    kv.n_head_kv = 2;
+    kv.n_head_kv_global = 1;
+    kv.k_eq_v = 1;
+    kv.n_kv_shared = 0;
+    kv.n_embd_per_layer = 0;
+    kv.double_wide_mlp = 0;
+    kv.layer_scale = 0;
+    kv.final_softcap = 0.f;
+    /* rows of 256 so every format runs on the matrices themselves */
+    lw__synth_preset wide = *tiny;
+    wide.name = "oracle-gemma4-256";
+    wide.n_embd = 256;
+    wide.n_ff = 256;
+    wide.n_embd_per_layer = 256;
+    wide.head_dim = 256;
+    wide.head_dim_swa = 128;
+    wide.n_head = 2;
+
+    const run runs[] = {
+        /* float files: every product in ggml's orders, so the logits are llama.cpp's */
+        {tiny, "", "f32", 0, 256, 16, 0, 1},
+        {tiny, "", "f16", 0, 256, 16, 0, 1},
+        {tiny, "", "bf16", 0, 256, 16, !bf16_exact, 0},
+        /* llama.cpp's mixes on the tiny shape (64-wide rows: K-quants fall back to 32-blocks there) */
+        {tiny, "", "q8_0", 0, 32, 8, 1, 1},
+        {tiny, "", "q4_0", 0, 32, 8, 1, 1},
+        {tiny, "", "q4_k_m", 0, 32, 8, 1, 0},
+        {tiny, "", "q3_k_m", 0, 32, 8, 1, 0},
+        {&kv, "kv-", "f16", 0, 64, 8, 0, 1},
+        {&kv, "kv-", "q4_k_m", 0, 64, 8, 1, 0},
+        {&wide, "256-", "q4_k", 1, 16, 4, 1, 1},
+        {&wide, "256-", "q4_0", 1, 16, 4, 1, 0},
+        {&wide, "256-", "iq4_nl", 1, 16, 4, 1, 0},
+        {&wide, "256-", "q6_k", 1, 16, 4, 1, 0},
+        {&wide, "256-", "q5_k_m", 0, 16, 4, 1, 0},
+    };
+    char path[1024], file[96];
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        const run *r = &runs[i];
+        if (light && !r->light) continue;
+        snprintf(file, sizeof file, "synth-gemma4-%s%s.gguf", r->tag, r->type);
+        if (!oracle_synth(r->p, r->type, r->pure, 71 + i, file, path, sizeof path)) continue;
+        const double tol = r->quant ? qtol : ftol;
+        compare_model(path, file, oracle_once, 5, light ? r->n_once / 8 : r->n_once, -1, tol);
+        compare_model(path, file, longp, 100, r->n_long, -1, tol);
+    }
+
+    /* flash attention off in both: the classic attention path over blocks of both head sizes */
+    flash_attn = 0;
+    synth_path(path, sizeof path, "synth-gemma4-f16.gguf");
+    compare_model(path, "synth-gemma4-f16.gguf (no FA)", longp, 100, 8, -1, ftol);
+    flash_attn = 1;
+    return test_summary("test-oracle-gemma4");
+}

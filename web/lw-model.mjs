@@ -477,7 +477,9 @@ export class CpuEngine {
             read = 0;
             continue;
           }
-          throw statusError(M, M._lw_wasm_cpum_status(h), err, 'open');
+          const e = statusError(M, M._lw_wasm_cpum_status(h), err, 'open');
+          if (e.code === 'NOT_ENOUGH_MEMORY') e.message += ' (the CPU engine holds the weights in the wasm heap: 4 GiB at most, less where the browser refuses)';
+          throw e;
         }
         // tensor bytes already in the head were copied while binding; the rest streams now
         const st = await streamIntoHeap(M, source, pending, { chunkBytes: opts.chunkBytes, maxInFlight: opts.maxInFlight,

@@ -5,7 +5,7 @@
 //  - WebGPU failing (no adapter) and WebGPU absent (navigator.gpu hidden): Llamaweb.load() and
 //    loadInWorker() with the default device 'auto' fall back to the CPU engine, and stories260K's greedy
 //    tokens (read by HTTP range requests straight into the heap) are the native CLI's (`llamaweb run --temp 0`),
-//    on the page's thread and in the worker;
+//    on the page's thread and in the worker, and so are tokenize's ids (detokenize gives the text back);
 //  - threads asked for on a page that is not cross-origin isolated (no COOP/COEP) run the single-thread
 //    build with one thread, and say why; on an isolated page the threaded build (wasm/mt/) runs 2 threads
 //    with the same tokens (skipped, visibly, when wasm/mt/ is not built);
@@ -149,6 +149,9 @@ test('CPU engine in headless Chromium: fallback without WebGPU, threads, OpenAI 
       assert.equal(st.device, 'cpu');
       assert.deepEqual(st.tokens, want, `${where}: the native CLI's greedy ids`);
       assert.ok(st.text.startsWith(', there was a little girl named Lily'), st.text);
+      const promptIds = run.split('\n').find((l) => l.startsWith('ids: ')).slice(5).split('|')[0].trim().split(/\s+/).map(Number);
+      assert.deepEqual(st.promptIds, promptIds, `${where}: tokenize = the native tokenizer`);
+      assert.equal(st.detokenized, st.text);
       assert.equal(st.build, 'single', 'no cross-origin isolation: the single-thread build');
       assert.equal(st.threads, 1);
       assert.match(st.threadsError, /cross-origin isolated/);

@@ -32,7 +32,9 @@ async function stories(lw) {
   const m = await lw.open('/models/stories260K.gguf', { nCtx: 128 });
   const r = await m.generate('Once upon a time', { maxTokens: N });
   const s = { device: m.device, build: m.build, threads: m.info.threads, threadsError: m.threadsError, tokens: r.tokens,
-    text: r.text, tokensPerSecond: r.tokensPerSecond, loadMs: m.loadMs, headTries: m.headTries };
+    text: r.text, tokensPerSecond: r.tokensPerSecond, loadMs: m.loadMs, headTries: m.headTries,
+    // a worker model's tokenize/detokenize are promises; await takes either
+    promptIds: await m.tokenize('Once upon a time'), detokenized: await m.detokenize(r.tokens) };
   m.free();
   return s;
 }

@@ -37,7 +37,10 @@ const M = await loadModule();
 const skip = !M ? 'the wasm build is missing (scripts/build-wasm.sh, LW_WASM_DIR)' :
   typeof M._lw_wasm_cpum_open !== 'function' ? 'this wasm build has no CPU engine' : !cli ? 'no native llamaweb CLI (scripts/build.sh, or LW_CLI)' : false;
 if (skip) console.log('SKIP: ' + skip);
-const gpu = skip ? { skip } : await setup();
+const gpu0 = skip ? { skip } : await setup();
+// SwiftShader spends ~30 s of this file compiling pipelines: there, only with LW_TEST_SLOW=1 (lavapipe runs it)
+const slowDriver = /swiftshader/i.test(gpu0.info && gpu0.info.architecture || '') && process.env.LW_TEST_SLOW !== '1';
+const gpu = slowDriver ? { skip: 'SwiftShader (its pipelines compile slowly; LW_TEST_SLOW=1 runs it, lavapipe does always)' } : gpu0;
 if (!skip && gpu.skip) console.log('SKIP (WebGPU part): ' + gpu.skip);
 after(() => setTimeout(() => process.exit(process.exitCode ?? 0), 100)); // Dawn keeps the process alive (web/lw-node.mjs)
 const storiesSkip = skip || (!existsSync(stories) ? `no ${stories} (the shared test models)` : false);

@@ -224,6 +224,11 @@ int main(void) {
     CHECK_MSG(lw__synth_write(&mp, path, NULL, NULL, err) == LW_OK, "%s", err);
     check_no_alloc_during_decode(path, 2, LW_TYPE_F16);
     check_no_alloc_during_decode(path, 1, LW_TYPE_F32);
+    /* and its mixture of experts (tiny-gemma4-moe): fused gate|up experts, per-expert scales */
+    mp.preset = "tiny-gemma4-moe";
+    synth_path(path, sizeof(path), "alloc-synth-gemma4-moe.gguf");
+    CHECK_MSG(lw__synth_write(&mp, path, NULL, NULL, err) == LW_OK, "%s", err);
+    check_no_alloc_during_decode(path, 2, LW_TYPE_F16);
 
     char shared[1024];
     snprintf(shared, sizeof(shared), "%s/models/stories260K.gguf", test_shared_dir());

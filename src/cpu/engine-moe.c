@@ -61,7 +61,7 @@ void lw__cpu_op_moe_weights(const lw__exec *ex, const lw__node *nd, int ith, int
     int64_t r0, r1;
     lw__cpu_split(lw__cpu_rows(ex, dst), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        const float *p = row_f32(probs, r);
+        const float *p = row_f32(probs, probs->kind == LW_T_WEIGHT ? 0 : r); /* a weight: per-expert values */
         const int32_t *id = lw__cpu_row(ids, r);
         float *w = row_f32(dst, r);
         for (int64_t j = 0; j < k; j++) w[j] = p[id[j]];

@@ -895,19 +895,26 @@ float lw__cpu_gelu_f16(uint16_t h) {
     return lw__fp16_to_fp32(lw__fp32_to_fp16(0.5f * x * (1.0f + tanhf(inner))));
 }
 
-/* ggml_vec_geglu_f32 */
+/* ggml_vec_geglu_f32 on each sub-row of ip[0] elements (0: whole rows); with ip[1] = 1 src0 holds each
+ * sub-row's gate and up halves side by side (a fused gate|up expert product, ggml_geglu_split of its two
+ * views) and src1 is unused */
 static void op_geglu(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
-    const lw__tensor *dst = &ex->g->t[nd->dst], *a = &ex->g->t[nd->src[0]], *b = &ex->g->t[nd->src[1]];
+    const lw__tensor *dst = &ex->g->t[nd->dst], *a = &ex->g->t[nd->src[0]];
+    const int fused = nd->ip[1] != 0;
+    const lw__tensor *b = fused ? a : &ex->g->t[nd->src[1]];
+    const int64_t n = nd->ip[0] > 0 ? nd->ip[0] : dst->ne0, per = dst->ne0 / n;
     int64_t r0, r1;
     lw__cpu_split(lw__cpu_rows(ex, dst), ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        const float *x = row_f32(a, r), *g = row_f32(b, r);
-        float *z = row_f32(dst, r);
-        for (int64_t i = 0; i < dst->ne0; i++)
-            z[i] = x[i] <= -10.0f  ? 0.0f
-                   : x[i] >= 10.0f ? x[i] * g[i]
-                                   : lw__cpu_gelu_f16(lw__fp32_to_fp16(x[i])) * g[i];
-    }
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t j = 0; j < per; j++) {
+            const float *x = row_f32(a, r) + (fused ? 2 * j * n : j * n);
+            const float *g = fused ? x + n : row_f32(b, r) + j * n;
+            float *z = row_f32(dst, r) + j * n;
+            for (int64_t i = 0; i < n; i++)
+                z[i] = x[i] <= -10.0f  ? 0.0f
+                       : x[i] >= 10.0f ? x[i] * g[i]
+                                       : lw__cpu_gelu_f16(lw__fp32_to_fp16(x[i])) * g[i];
+        }
 }
 
 /* ggml_vec_gelu_f32 (GGML_GELU_FP16): the table of the f16-rounded input, outside [-10, 10] 0 or x */
@@ -924,17 +931,20 @@ static void op_gelu(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
 }
 
 /* ggml_mul: one product per element (src1 a row of the same step, a single row, a column range of a wider
- * row, or one broadcast value) */
+ * row, or one broadcast value); with ip[1] = k > 0, each of the k sub-rows of a row times its own value of
+ * src1's row (a per-expert scale gathered per slot) */
 static void op_mul(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *a = &ex->g->t[nd->src[0]], *b = &ex->g->t[nd->src[1]];
-    const int64_t rows_b = lw__cpu_rows(ex, b), off = nd->ip[0];
+    const int64_t rows_b = lw__cpu_rows(ex, b), off = nd->ip[0], k = nd->ip[1];
     const int scalar = b->ne0 == 1 && rows_b == 1;
     int64_t r0, r1;
     lw__cpu_split(lw__cpu_rows(ex, dst), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         const float *x = row_f32(a, r), *y = row_f32(b, rows_b == 1 ? 0 : r) + (scalar ? 0 : off);
         float *z = row_f32(dst, r);
-        if (scalar)
+        if (k > 0)
+            for (int64_t i = 0, sub = dst->ne0 / k; i < dst->ne0; i++) z[i] = x[i] * y[i / sub];
+        else if (scalar)
             for (int64_t i = 0; i < dst->ne0; i++) z[i] = x[i] * y[0];
         else
             for (int64_t i = 0; i < dst->ne0; i++) z[i] = x[i] * y[i];

@@ -30,14 +30,16 @@ typedef enum lw__op {
                        (0: whole rows; MoE rows hold one sub-row per expert slot)                   */
     LW_OP_OUT_ROWS, /* dst = the rows of src0 that produce outputs (all, or the last)                */
     LW_OP_SCALE,    /* dst = src0 * fp[0]                                                            */
-    LW_OP_GEGLU,    /* dst = gelu(src0) * src1 (ggml's f16-table GELU)                               */
+    LW_OP_GEGLU,    /* dst = gelu(src0) * src1 (ggml's f16-table GELU), per sub-row of ip[0] (0: whole
+                       rows); ip[1] = 1: src0 holds each sub-row's gate then up half (fused experts)   */
     LW_OP_SOFTCAP,  /* dst = tanh(src0 * fp[0]) * fp[1] (ggml's scale, tanh, scale: soft-capping)      */
     /* mixture of experts (llama.cpp's build_moe_ffn); a token's row holds ip-given sub-rows per slot */
     LW_OP_SOFTMAX,     /* dst = softmax of each row of src0 (ggml_soft_max: no mask, scale 1)           */
     LW_OP_TOPK,        /* dst (I32, ip[0] per row) = indices of each row's ip[0] largest src0 values,
                           largest first, ties to the lower index (ggml_argsort_top_k)                   */
-    LW_OP_MOE_WEIGHTS, /* dst[j] = src0[src1[j]] per row (src1: TOPK's ids); ip[0] 1: divided by their
-                          sum (clamped to >= 2^-14, llama.cpp's norm_w); fp[0] not 0 or 1: times fp[0]     */
+    LW_OP_MOE_WEIGHTS, /* dst[j] = src0[src1[j]] per row (src1: TOPK's ids; src0 a weight: its one row of
+                          per-expert values for every token); ip[0] 1: divided by their sum (clamped to
+                          >= 2^-14, llama.cpp's norm_w); fp[0] not 0 or 1: times fp[0]                     */
     LW_OP_MUL_MAT_ID,  /* dst[t] = for each slot j of src2[t] (I32 expert ids): src0's expert
                           src2[t][j] . sub-row j of src1[t] (sub-row 0 when src1 holds one row per token),
                           the slots' outputs side by side; src0 stacks ip[0] experts of ne1 / ip[0] rows
@@ -48,7 +50,8 @@ typedef enum lw__op {
     LW_OP_GELU, /* dst = gelu(src0) (ggml_gelu: the f16 table of LW_OP_GEGLU, no product)              */
     LW_OP_MUL,  /* dst[i] = src0[i] * src1[ip[0] + i] of the same row of src1 (row 0 when src1 has one
                    row; src1 may be wider than dst: ip[0] picks its columns), or * src1's only value
-                   when src1 has one element (ggml_mul of a view, and of a broadcast scalar)         */
+                   when src1 has one element (ggml_mul of a view, and of a broadcast scalar); ip[1] =
+                   k > 0: sub-row j of the k in a row times src1[j] (per-expert scales per slot)     */
     LW_OP_COUNT
 } lw__op;
 

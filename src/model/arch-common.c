@@ -79,12 +79,12 @@ int32_t lw__scale(lw__graph *g, const char *name, int32_t x, int64_t ne0, lw__ro
 }
 
 int32_t lw__gemma_ffn(lw__graph *g, const lw__hparams *hp, const lw__layer *L, int32_t x, int64_t n_ff,
-                      lw__rows rows) {
+                      const lw__wt *post, lw__rows rows) {
     const int64_t E = hp->n_embd;
     int32_t cur = lw__rms_norm(g, "ffn_norm", x, lw__W(g, &L->ffn_norm), E, 0, hp->rms_eps, rows);
     int32_t gate = lw__mul_mat(g, "ffn_gate", &L->ffn_gate, cur, rows);
     int32_t up = lw__mul_mat(g, "ffn_up", &L->ffn_up, cur, rows);
     cur = lw__op_node(g, LW_OP_GEGLU, "ffn_geglu", n_ff, rows, gate, up, NULL);
     cur = lw__mul_mat(g, "ffn_out", &L->ffn_down, cur, rows);
-    return lw__rms_norm(g, "ffn_post_norm", cur, lw__W(g, &L->ffn_post_norm), E, 0, hp->rms_eps, rows);
+    return lw__rms_norm(g, "ffn_post_norm", cur, lw__W(g, post), E, 0, hp->rms_eps, rows);
 }

@@ -29,14 +29,16 @@ int32_t lw__rope_dims(lw__graph *g, const lw__hparams *hp, const char *name, int
 /* x * v */
 int32_t lw__scale(lw__graph *g, const char *name, int32_t x, int64_t ne0, lw__rows rows, float v);
 /* Gemma's FFN of block L on x between its norms (llama.cpp's ffn_norm, build_ffn with LLM_FFN_GELU and
- * LLM_FFN_PAR, post_ffw_norm): RMSNorm, gate and up, GEGLU of n_ff, down, RMSNorm (n_embd per row). */
+ * LLM_FFN_PAR, then `post`: post_ffw_norm, or gemma4's post_ffw_norm_1 in MoE blocks): RMSNorm, gate and up,
+ * GEGLU of n_ff, down, RMSNorm (n_embd per row). */
 int32_t lw__gemma_ffn(lw__graph *g, const lw__hparams *hp, const lw__layer *L, int32_t x, int64_t n_ff,
-                      lw__rows rows);
-/* The mixture-of-experts FFN of block L on x (llama.cpp's build_moe_ffn with SiLU-gated experts and softmax
- * routing): router logits, softmax, the top n_expert_used experts, their probabilities (divided by their sum
- * when norm_w; times w_scale unless it is 0 or 1), each chosen expert's gate/up/down, and the weighted sum.
- * Returns the FFN output (n_embd per row). */
-int32_t lw__moe_ffn(lw__graph *g, const lw_model *m, const lw__layer *L, int32_t x, lw__rows rows, int norm_w,
-                    float w_scale);
+                      const lw__wt *post, lw__rows rows);
+/* The mixture-of-experts FFN of block L on x (llama.cpp's build_moe_ffn with softmax routing): router logits
+ * (`logits`, or -1 for ffn_gate_inp . x), softmax, the top n_expert_used experts, their probabilities
+ * (divided by their sum when norm_w; times w_scale unless it is 0 or 1), each chosen expert's gate/up
+ * (separate stacks, or gemma4's fused ffn_gate_up_exps), SiLU- or (gelu) GELU-gated, down, the per-expert
+ * scales where the file has them, and the weighted sum. Returns the FFN output (n_embd per row). */
+int32_t lw__moe_ffn(lw__graph *g, const lw_model *m, const lw__layer *L, int32_t x, int32_t logits,
+                    lw__rows rows, int norm_w, float w_scale, int gelu);
 
 #endif

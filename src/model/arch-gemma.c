@@ -69,7 +69,7 @@ lw_status lw__build_gemma(const lw_model *m, lw__graph *g, int32_t *logits) {
         cur = lw__rms_norm(g, "attn_post_norm", cur, lw__W(g, &L->attn_post_norm), E, 0, hp->rms_eps, rows);
         int32_t sa_out = lw__op_node(g, LW_OP_ADD, "sa_out", E, rows, cur, inpL, NULL);
 
-        cur = lw__gemma_ffn(g, hp, L, sa_out, hp->n_ff, rows);
+        cur = lw__gemma_ffn(g, hp, L, sa_out, hp->n_ff, &L->ffn_post_norm, rows);
         inpL = lw__op_node(g, LW_OP_ADD, "l_out", E, rows, cur, sa_out, NULL);
     }
     g->cur_layer = -1;

@@ -10,8 +10,11 @@
  *    scaling (Q and K are normed), the window on sliding blocks, proportional RoPE on global ones
  *    (rope_freqs.weight: frequency factors of 1e30 leave the unrotated pairs as they are);
  *  - post-attention RMSNorm -> residual -> RMSNorm -> GELU-gated FFN of the block's width -> post-FFN RMSNorm
- *    -> residual; then the per-layer input: gate (GELU) times the block's slice, projected, RMS-normed,
- *    added; then the optional layer output scale;
+ *    -> residual; in blocks with a router (26B-A4B) that FFN is a shared expert (its own post norm) added to
+ *    the experts' output (build_moe_ffn with GELU experts, normalised weights, the router on the block input
+ *    RMS-normed without weight, scaled by 1/sqrt(n_embd) and by ffn_gate_inp.scale), then post_ffw_norm; then
+ * the per-layer input: gate (GELU) times the block's slice, projected, RMS-normed, added; then the optional
+ * layer output scale;
  *  - every token through every block (llama.cpp keeps all rows there by default), the output rows picked
  *    after the final norm; logits soft-capped. */
 #include "model/arch-common.h"
@@ -74,7 +77,22 @@ lw_status lw__build_gemma4(const lw_model *m, lw__graph *g, int32_t *logits) {
         cur = lw__rms_norm(g, "attn_post_norm", cur, lw__W(g, &L->attn_post_norm), E, 0, hp->rms_eps, T);
         int32_t attn_out = lw__op_node(g, LW_OP_ADD, "attn_out", E, T, cur, inpL, NULL);
 
-        cur = lw__gemma_ffn(g, hp, L, attn_out, lh->n_ff, T);
+        if (L->ffn_gate_inp.data) { /* MoE block: the dense FFN as a shared expert, plus the experts */
+            int32_t mlp = lw__gemma_ffn(g, hp, L, attn_out, lh->n_ff, &L->ffn_post_norm_1, T);
+            int32_t moe =
+                lw__rms_norm(g, "ffn_norm_2", attn_out, lw__W(g, &L->ffn_pre_norm_2), E, 0, hp->rms_eps, T);
+            /* the router reads the block input normed without weight, scaled, times its per-column scale */
+            int32_t r = lw__rms_norm(g, "ffn_moe_router_in", attn_out, -1, E, 0, hp->rms_eps, T);
+            r = lw__scale(g, "ffn_moe_router_in", r, E, T, 1.0f / sqrtf((float)E));
+            r = lw__op_node(g, LW_OP_MUL, "ffn_moe_router_in", E, T, r, lw__W(g, &L->ffn_gate_inp_s), NULL);
+            r = lw__mul_mat(g, "ffn_moe_logits", &L->ffn_gate_inp, r, T);
+            moe = lw__moe_ffn(g, m, L, moe, r, T, 1, 1.0f, 1);
+            moe = lw__rms_norm(g, "ffn_moe", moe, lw__W(g, &L->ffn_post_norm_2), E, 0, hp->rms_eps, T);
+            cur = lw__op_node(g, LW_OP_ADD, "ffn_moe_combined", E, T, mlp, moe, NULL);
+            cur = lw__rms_norm(g, "ffn_post_norm", cur, lw__W(g, &L->ffn_post_norm), E, 0, hp->rms_eps, T);
+        } else {
+            cur = lw__gemma_ffn(g, hp, L, attn_out, lh->n_ff, &L->ffn_post_norm, T);
+        }
         cur = lw__op_node(g, LW_OP_ADD, "pe_in", E, T, cur, attn_out, NULL);
 
         if (inp_pl >= 0) {

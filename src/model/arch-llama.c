@@ -69,7 +69,7 @@ lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits) {
 
         cur = lw__rms_norm(g, "ffn_norm", ffn_inp, lw__W(g, &L->ffn_norm), E, 0, hp->rms_eps, rows);
         if (m->arch->moe) { /* qwen3moe: normalised weights, no scale (its expert_weights_scale stays 0) */
-            cur = lw__moe_ffn(g, m, L, cur, rows, 1, 0.0f);
+            cur = lw__moe_ffn(g, m, L, cur, -1, rows, 1, 0.0f, 0);
         } else {
             int32_t gate = lw__mul_mat(g, "ffn_gate", &L->ffn_gate, cur, rows);
             int32_t up = lw__mul_mat(g, "ffn_up", &L->ffn_up, cur, rows);

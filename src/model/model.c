@@ -131,7 +131,10 @@ static lw_status load_moe_hparams(lw_model *m) {
     if ((st = hp_u32(m, "expert_count", 0, 0, &hp->n_expert)) ||
         (st = hp_u32(m, "expert_used_count", 0, 0, &hp->n_expert_used)))
         return st;
-    if (!m->arch->moe) {
+    const int gemma4 =
+        !strcmp(m->arch->name, "gemma4"); /* experts optional: blocks with a router have them */
+    if (gemma4 && hp->n_expert == 0) hp->n_expert_used = 0;
+    if (!m->arch->moe && !(gemma4 && hp->n_expert > 0)) {
         if (hp->n_expert > 0)
             return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
                               "%s with %u experts (a mixture of experts) is not supported yet", m->arch->name,
@@ -143,8 +146,21 @@ static lw_status load_moe_hparams(lw_model *m) {
         return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
                           "bad expert counts: %u experts, %u used (%s needs 1 <= used <= experts <= 512)",
                           hp->n_expert, hp->n_expert_used, m->arch->name);
-    if ((st = hp_u32(m, "expert_feed_forward_length", 0, hp->n_ff / hp->n_expert_used, &hp->n_ff_exp)))
+    if (gemma4) { /* one value or one per block (llama.cpp's get_key_or_arr); required, all blocks alike */
+        uint32_t *fe = lw__calloc(&m->alloc, hp->n_layer, sizeof(*fe));
+        if (!fe) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
+        st = hp_u32_layers(m, "expert_feed_forward_length", 1, 0, fe);
+        hp->n_ff_exp = fe[0];
+        for (uint32_t il = 1; st == LW_OK && il < hp->n_layer; il++)
+            if (fe[il] != fe[0])
+                st = lw__errorf(m->err, LW_ERR_UNSUPPORTED,
+                                "expert FFN widths that differ per block (%u, %u)", fe[0], fe[il]);
+        lw__free(&m->alloc, fe);
+        if (st != LW_OK) return st;
+    } else if ((st = hp_u32(m, "expert_feed_forward_length", 0, hp->n_ff / hp->n_expert_used,
+                            &hp->n_ff_exp))) {
         return st;
+    }
     if (hp->n_ff_exp == 0 || hp->n_ff_exp > (1u << 20))
         return lw__errorf(m->err, LW_ERR_UNSUPPORTED, "bad expert feed-forward length %u", hp->n_ff_exp);
     return LW_OK;
@@ -532,6 +548,40 @@ static lw_status bind_all(binder *b) {
     return LW_OK;
 }
 
+/* A gemma4 block's mixture of experts (its router `router` is in the file): the router and its input scale,
+ * the extra norms, the experts' fused gate|up stack (else separate gate and up stacks), the down stack and
+ * the optional per-expert scales (llama.cpp's generic *_exps.scale tensors). */
+static lw_status bind_gemma4_moe(binder *b, lw__layer *L, uint32_t il, const char *router) {
+    lw_model *m = b->m;
+    const lw__hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, NE = hp->n_expert, FE = hp->n_ff_exp;
+    if (NE == 0) return lw__errorf(m->err, LW_ERR_BAD_DIMS, "%s: a router without expert_count", router);
+    static const char *const sfx[] = {
+        "ffn_gate_inp.scale",     "pre_ffw_norm_2.weight",   "post_ffw_norm_1.weight",
+        "post_ffw_norm_2.weight", "ffn_gate_up_exps.weight", "ffn_gate_exps.weight",
+        "ffn_up_exps.weight",     "ffn_down_exps.weight",    "ffn_gate_exps.scale",
+        "ffn_up_exps.scale",      "ffn_down_exps.scale"};
+    enum { N_SFX = sizeof sfx / sizeof sfx[0] };
+    char n[N_SFX][64];
+    for (int k = 0; k < N_SFX; k++) snprintf(n[k], sizeof(n[k]), "blk.%u.%s", il, sfx[k]);
+    lw_status st;
+    if ((st = bind(b, &L->ffn_gate_inp, router, E, NE, 'm', 1)) ||
+        (st = bind(b, &L->ffn_gate_inp_s, n[0], E, 0, 'v', 1)) ||
+        (st = bind(b, &L->ffn_pre_norm_2, n[1], E, 0, 'v', 1)) ||
+        (st = bind(b, &L->ffn_post_norm_1, n[2], E, 0, 'v', 1)) ||
+        (st = bind(b, &L->ffn_post_norm_2, n[3], E, 0, 'v', 1)) ||
+        (st = bind3(b, &L->ffn_gate_up_exps, n[4], E, 2 * FE, NE, 'm', 0)) ||
+        (st = bind3(b, &L->ffn_down_exps, n[7], FE, E, NE, 'm', 1)) ||
+        (st = bind(b, &L->ffn_down_exps_s, n[10], NE, 0, 'v', 0)))
+        return st;
+    if (!L->ffn_gate_up_exps.data && ((st = bind3(b, &L->ffn_gate_exps, n[5], E, FE, NE, 'm', 1)) ||
+                                      (st = bind3(b, &L->ffn_up_exps, n[6], E, FE, NE, 'm', 1)) ||
+                                      (st = bind(b, &L->ffn_gate_exps_s, n[8], NE, 0, 'v', 0)) ||
+                                      (st = bind(b, &L->ffn_up_exps_s, n[9], NE, 0, 'v', 0))))
+        return st;
+    return LW_OK;
+}
+
 /* The tensors of a gemma4 model (llama.cpp's llama_model_gemma4::load_arch_tensors): per-block shapes; the
  * per-layer input tables when embedding_length_per_layer_input > 0; a block that shares KV may lack (and
  * never uses) attn_k, attn_v and attn_k_norm; a block without attn_v uses its K projection as V (the
@@ -579,9 +629,8 @@ static lw_status bind_gemma4(binder *b) {
         enum { N_SFX = sizeof sfx / sizeof sfx[0] };
         char n[N_SFX][64];
         for (int k = 0; k < N_SFX; k++) snprintf(n[k], sizeof(n[k]), "blk.%u.%s", il, sfx[k]);
-        if (lw_gguf_find_tensor(m->gguf, n[17]) >= 0)
-            return lw__errorf(m->err, LW_ERR_UNSUPPORTED,
-                              "gemma4 with a mixture of experts (%s) is not supported yet", n[17]);
+        if (lw_gguf_find_tensor(m->gguf, n[17]) >= 0 && (st = bind_gemma4_moe(b, L, il, n[17])) != LW_OK)
+            return st;
         if ((st = bind(b, &L->attn_norm, n[0], E, 0, 'v', 1)) ||
             (st = bind(b, &L->wq, n[1], E, QD, 'm', 1)) || (st = bind(b, &L->wo, n[4], QD, E, 'm', 1)) ||
             (st = bind(b, &L->q_norm, n[5], HD, 0, 'v', 1)) ||

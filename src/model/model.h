@@ -101,6 +101,16 @@ typedef struct lw__layer {
     lw__wt ffn_gate_exps;    /* MoE experts' gate [n_embd -> n_ff_exp] x n_expert               */
     lw__wt ffn_up_exps;      /* MoE experts' up   [n_embd -> n_ff_exp] x n_expert               */
     lw__wt ffn_down_exps;    /* MoE experts' down [n_ff_exp -> n_embd] x n_expert               */
+    lw__wt ffn_gate_up_exps; /* MoE experts' fused gate|up [n_embd -> 2 n_ff_exp] x n_expert (gemma4;
+                                ffn_gate_exps / ffn_up_exps absent then)                             */
+    lw__wt ffn_gate_exps_s;  /* optional per-expert scales of the gate products [n_expert]           */
+    lw__wt ffn_up_exps_s;    /* optional per-expert scales of the up products [n_expert]             */
+    lw__wt ffn_down_exps_s;  /* optional per-expert scales of the down products [n_expert] (gemma4's
+                                router.per_expert_scale)                                             */
+    lw__wt ffn_gate_inp_s;   /* gemma4 MoE: the router input's per-column scale [n_embd]             */
+    lw__wt ffn_pre_norm_2;   /* gemma4 MoE: norm of the experts' input [n_embd]                     */
+    lw__wt ffn_post_norm_1;  /* gemma4 MoE: norm of the dense FFN's output [n_embd]                 */
+    lw__wt ffn_post_norm_2;  /* gemma4 MoE: norm of the experts' output [n_embd]                    */
     lw__wt pl_inp_gate;      /* gemma4 per-layer input gate [n_embd -> n_embd_per_layer]        */
     lw__wt pl_proj;          /* gemma4 per-layer projection [n_embd_per_layer -> n_embd]        */
     lw__wt pl_post_norm;     /* gemma4 norm of that projection [n_embd]                         */

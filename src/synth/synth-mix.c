@@ -7,7 +7,9 @@
  * llama.cpp keeps counters (i_attention_wv, i_ffn_down) that it increments per tensor while walking the
  * tensors sorted by block index (llama_model_loader::weight_name_comparer); with one attn_v (or attn_qkv) and
  * one ffn_down per block, each counter equals the tensor's block index, which is what is used here (with
- * experts llama.cpp reads the block from the name, which is the same). */
+ * experts llama.cpp reads the block from the name, which is the same), except where blocks differ: gemma4's
+ * attn_v is absent on shared-KV and K=V blocks (counted where present, n_attention_wv the tensors there
+ * are), and its MoE blocks hold two ffn_down tensors (the raw counter of the IQ1/IQ2 branch counts both). */
 #include "synth/synth.h"
 
 #include <string.h>
@@ -163,7 +165,7 @@ static uint32_t fallback(int64_t ncols, uint32_t t) {
  * ------------------------------------------------------------------------------------------------------- */
 
 static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *t, cat c, int n_layer,
-                              int n_gqa, int tied, int n_expert, int i_wv, int n_wv) {
+                              int n_gqa, int tied, int n_expert, int i_wv, int n_wv, int i_down) {
     const int i = t->layer;         /* = i_ffn_down / i_ffn_gate / i_ffn_up, see the file comment */
     const int moe8 = n_expert == 8; /* llama.cpp's Mixtral-8x rules */
     const int iq_low = ft == FT_IQ2_XXS || ft == FT_IQ2_XS || ft == FT_IQ1_S || ft == FT_IQ2_S ||
@@ -194,8 +196,8 @@ static uint32_t get_type_impl(uint32_t ft, uint32_t nt, const lw__synth_tensor *
             nt = n_gqa >= 4 || n_expert >= 4 ? LW_TYPE_Q4_K : iq2sm ? LW_TYPE_IQ3_S : LW_TYPE_Q2_K;
         } else if (moe8 && c == C_K) {
             nt = LW_TYPE_Q4_K;
-        } else if (c == C_DOWN) {
-            if (i < n_layer / 8) nt = iq2sm ? LW_TYPE_IQ3_S : LW_TYPE_Q2_K;
+        } else if (c == C_DOWN) { /* the raw counter here, not the block from the name */
+            if (i_down < n_layer / 8) nt = iq2sm ? LW_TYPE_IQ3_S : LW_TYPE_Q2_K;
         } else if (c == C_OUT) {
             if (moe8)
                 nt = LW_TYPE_Q5_K;
@@ -299,8 +301,13 @@ uint32_t lw__synth_tensor_type(const lw__synth_ftype *ft, int pure, const lw__sy
             for (uint32_t l = 0; l < n_layer; l++)
                 if (lw__synth_has_attn_v(p, n_layer, l)) i_wv += (int)l < t->layer, n_wv++;
         }
+        /* i_ffn_down counts the ffn_down tensors before this one: gemma4's MoE blocks have two (the dense
+         * ffn_down, then ffn_down_exps) */
+        const int i_down = p->n_expert && !strcmp(p->arch, "gemma4")
+                               ? 2 * t->layer + (strstr(t->name, "ffn_down_exps") != NULL)
+                               : t->layer;
         nt = get_type_impl(ft->ftype, nt, t, c, (int)n_layer, (int)(p->n_head / p->n_head_kv), tied,
-                           (int)p->n_expert, i_wv, n_wv);
+                           (int)p->n_expert, i_wv, n_wv, i_down);
     }
     return fallback(t->ne[0], nt);
 }

@@ -275,6 +275,66 @@ static const lw__synth_preset presets[] = {
      .layer_scale = 1,
      .about = "gemma4 arch (E2B-like), dim 64, 6 layers (2 SWA 16 : 1 global, last 3 share KV), 4/1 heads "
               "of 32/64, ffn 96 (x2 shared), per-layer input 16, tied"},
+    /* Gemma 4 26B-A4B, text decoder of google/gemma-4-26B-A4B's config.json (text_config), as its copies
+     * show it (not derivable from llama.cpp's code, which fixes only that 30 blocks is its 26B_A4B type and
+     * how a block with a router computes): width 2816, 16 heads with 8 KV heads on sliding blocks and 2 on
+     * global ones (attention_k_eq_v: no attn_v there), heads of 256/512, window 1024, 5 sliding : 1 global,
+     * a dense FFN of 2112 beside 128 experts (8 used) of 704 in every block, no per-layer input, no shared
+     * KV, tied head, final soft-cap 30. Guesses (documented): the experts' gate and up fused into
+     * ffn_gate_up_exps (HF's experts.gate_up_proj, mapped as such), ffn_down_exps.scale present
+     * (router.per_expert_scale), layer_output_scale on every block, context 262144. */
+    {.name = "gemma-4-26b-a4b",
+     .arch = "gemma4",
+     .n_embd = 2816,
+     .n_layer = 30,
+     .n_head = 16,
+     .n_head_kv = 8,
+     .n_ff = 2112,
+     .head_dim = 512,
+     .n_ctx_train = 262144,
+     .rope_base = 1000000.f,
+     .rms_eps = 1e-6f,
+     .tied = 1,
+     .sliding_window = 1024,
+     .rope_base_swa = 10000.f,
+     .final_softcap = 30.f,
+     .n_expert = 128,
+     .n_expert_used = 8,
+     .n_ff_exp = 704,
+     .head_dim_swa = 256,
+     .swa_period = 6,
+     .n_head_kv_global = 2,
+     .rope_partial = 0.25f,
+     .k_eq_v = 1,
+     .layer_scale = 1,
+     .about = "Gemma 4 26B-A4B: 2816 dim, 30 layers (5 SWA 1024 : 1 global), 16 heads (8/2 KV) of 256/512, "
+              "ffn 2112 + 128 experts (8 used) of 704, tied"},
+    {.name = "tiny-gemma4-moe",
+     .arch = "gemma4",
+     .n_embd = 64,
+     .n_layer = 3,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .n_ff = 96,
+     .head_dim = 64,
+     .n_ctx_train = 32768,
+     .rope_base = 1000000.f,
+     .rms_eps = 1e-6f,
+     .tied = 1,
+     .sliding_window = 16,
+     .rope_base_swa = 10000.f,
+     .final_softcap = 30.f,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 32,
+     .head_dim_swa = 32,
+     .swa_period = 3,
+     .n_head_kv_global = 1,
+     .rope_partial = 0.25f,
+     .k_eq_v = 1,
+     .layer_scale = 1,
+     .about = "gemma4 arch (26B-A4B-like), dim 64, 3 layers (2 SWA 16 : 1 global), 4 heads (2/1 KV) of "
+              "32/64, ffn 96 + 16 experts (4 used) of 32, tied"},
     {.name = "tiny-phi3",
      .arch = "phi3",
      .n_embd = 64,
@@ -391,6 +451,18 @@ static size_t plan_gemma4(const lw__synth_preset *p, uint32_t n_layer, int64_t n
             add(pl, il, "inp_gate.weight", LW_SYNTH_MATRIX, d, PL);
             add(pl, il, "proj.weight", LW_SYNTH_MATRIX, PL, d);
             add(pl, il, "post_norm.weight", LW_SYNTH_NORM, d, 0);
+        }
+        if (p->n_expert) { /* the router, the experts' norms, fused gate|up and down stacks, per-expert scales
+                            */
+            const int64_t ne = p->n_expert, fe = p->n_ff_exp;
+            add(pl, il, "ffn_gate_inp.weight", LW_SYNTH_MATRIX, d, ne);
+            add(pl, il, "ffn_gate_inp.scale", LW_SYNTH_NORM, d, 0);
+            add(pl, il, "pre_ffw_norm_2.weight", LW_SYNTH_NORM, d, 0);
+            add(pl, il, "post_ffw_norm_1.weight", LW_SYNTH_NORM, d, 0);
+            add(pl, il, "post_ffw_norm_2.weight", LW_SYNTH_NORM, d, 0);
+            add3(pl, il, "ffn_gate_up_exps.weight", LW_SYNTH_MATRIX, d, 2 * fe, ne);
+            add3(pl, il, "ffn_down_exps.weight", LW_SYNTH_MATRIX, fe, d, ne);
+            add(pl, il, "ffn_down_exps.scale", LW_SYNTH_NORM, ne, 0);
         }
         if (p->layer_scale) add(pl, il, "layer_output_scale.weight", LW_SYNTH_NORM, 1, 0);
     }

@@ -388,7 +388,7 @@ static lw_status set_arch_keys(lw_gguf_writer *w, const lw__synth_preset *p, uin
     if (p->final_softcap > 0.f) {
         F32("final_logit_softcapping", p->final_softcap);
     }
-    if (p->n_expert) { /* convert_hf_to_gguf.py's Qwen3MoeModel */
+    if (p->n_expert) { /* convert_hf_to_gguf.py's Qwen3MoeModel, Gemma4Model */
         U32("expert_count", p->n_expert);
         U32("expert_used_count", p->n_expert_used);
         U32("expert_feed_forward_length", p->n_ff_exp);
@@ -437,11 +437,11 @@ static int valid_shape(const lw__synth_preset *p) {
     int known = 0;
     for (size_t i = 0; p->arch && i < sizeof archs / sizeof archs[0]; i++)
         known |= !strcmp(p->arch, archs[i]);
-    /* experts exactly for the MoE architecture, within llama.cpp's limits */
-    const int moe = p->arch && !strcmp(p->arch, "qwen3moe");
-    if (moe != (p->n_expert > 0) || p->n_expert > 512 ||
-        (moe && (p->n_expert_used == 0 || p->n_expert_used > p->n_expert || p->n_ff_exp == 0 ||
-                 p->n_ff_exp > (1u << 20))))
+    /* experts exactly for the MoE architecture (and where gemma4 has them), within llama.cpp's limits */
+    const int moe = p->arch && !strcmp(p->arch, "qwen3moe"), gemma4 = p->arch && !strcmp(p->arch, "gemma4");
+    if ((moe != (p->n_expert > 0) && !gemma4) || p->n_expert > 512 ||
+        (p->n_expert && (p->n_expert_used == 0 || p->n_expert_used > p->n_expert || p->n_ff_exp == 0 ||
+                         p->n_ff_exp > (1u << 20))))
         return 0;
     /* gemma4: both head sizes, a window and a period, a rope_freqs table for the global blocks, heads that
      * group the KV heads of either kind */

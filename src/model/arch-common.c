@@ -38,6 +38,13 @@ int32_t lw__add_bias(lw__graph *g, const char *name, int32_t x, const lw__wt *b,
     return lw__op_node(g, LW_OP_ADD, name, ne0, LW_ROWS_TOKENS, x, lw__W(g, b), NULL);
 }
 
+void lw__qkv(lw__graph *g, const lw__layer *L, int32_t x, int64_t q_dim, int64_t kv_dim, int32_t out[3]) {
+    const lw__rows T = LW_ROWS_TOKENS;
+    out[0] = lw__add_bias(g, "Qcur_b", lw__mul_mat(g, "Qcur", &L->wq, x, T), &L->bq, q_dim);
+    out[1] = lw__add_bias(g, "Kcur_b", lw__mul_mat(g, "Kcur", &L->wk, x, T), &L->bk, kv_dim);
+    out[2] = lw__add_bias(g, "Vcur_b", lw__mul_mat(g, "Vcur", &L->wv, x, T), &L->bv, kv_dim);
+}
+
 int32_t lw__rope(lw__graph *g, const lw__hparams *hp, const char *name, int32_t x, int64_t n_head,
                  float freq_base, float freq_scale, const lw__wt *freq_factors) {
     return lw__rope_dims(g, hp, name, x, n_head, hp->n_embd_head_k, hp->n_rot, freq_base, freq_scale,

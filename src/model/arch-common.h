@@ -17,6 +17,8 @@ int32_t lw__rms_norm(lw__graph *g, const char *name, int32_t x, int32_t w, int64
 int32_t lw__mul_mat(lw__graph *g, const char *name, const lw__wt *w, int32_t x, lw__rows rows);
 /* x + bias when the bias is bound, else x. */
 int32_t lw__add_bias(lw__graph *g, const char *name, int32_t x, const lw__wt *b, int64_t ne0);
+/* Block L's Q, K and V projections of x (with their biases where bound): out[0..2] (q_dim, kv_dim wide). */
+void lw__qkv(lw__graph *g, const lw__layer *L, int32_t x, int64_t q_dim, int64_t kv_dim, int32_t out[3]);
 /* RoPE of n_head heads of x with the given base and scale; freq_factors (optional: NULL or unbound) divides
  * the angle of each rotated pair (ggml_rope_ext's third source, llama 3's rope_freqs.weight). */
 int32_t lw__rope(lw__graph *g, const lw__hparams *hp, const char *name, int32_t x, int64_t n_head,

@@ -26,12 +26,9 @@ lw_status lw__build_llama(const lw_model *m, lw__graph *g, int32_t *logits) {
 
         int32_t cur =
             lw__rms_norm(g, "attn_norm", inpL, lw__W(g, &L->attn_norm), E, 0, hp->rms_eps, LW_ROWS_TOKENS);
-        int32_t q =
-            lw__add_bias(g, "Qcur_b", lw__mul_mat(g, "Qcur", &L->wq, cur, LW_ROWS_TOKENS), &L->bq, QD);
-        int32_t k =
-            lw__add_bias(g, "Kcur_b", lw__mul_mat(g, "Kcur", &L->wk, cur, LW_ROWS_TOKENS), &L->bk, KD);
-        int32_t v =
-            lw__add_bias(g, "Vcur_b", lw__mul_mat(g, "Vcur", &L->wv, cur, LW_ROWS_TOKENS), &L->bv, KD);
+        int32_t qkv[3];
+        lw__qkv(g, L, cur, QD, KD, qkv);
+        int32_t q = qkv[0], k = qkv[1], v = qkv[2];
         if (L->q_norm.data)
             q = lw__rms_norm(g, "Qcur_normed", q, lw__W(g, &L->q_norm), QD, HD, hp->rms_eps, LW_ROWS_TOKENS);
         if (L->k_norm.data)

@@ -990,6 +990,75 @@ lw_status lw_embed_text(lw_context *c, const char *text, size_t len, int add_spe
 /* llama.cpp's common_embd_normalize: out = in scaled by the chosen norm (normalize as lw_embed_params). */
 void lw_embed_normalize(const float *in, float *out, int32_t n, int32_t normalize);
 
+/* ------------------------------------------------------------------------------------------------------
+ * Tool calls
+ * Function calling as chat models write it: the reply holds one or more calls in the format their chat
+ * template taught them, parsed here into OpenAI-shaped calls (a name and its arguments as JSON text), and a
+ * grammar that makes a reply exactly such calls, built from OpenAI `tools` definitions (each function's
+ * `parameters` JSON Schema becomes its arguments' grammar through lw_json_schema_to_gbnf's converter):
+ *
+ *     lw_tool_calls *tc;
+ *     lw_tool_calls_parse(reply, len, LW_TOOL_FORMAT_HERMES, NULL, &tc);
+ *     for (size_t i = 0; i < lw_tool_calls_count(tc); i++)
+ *         printf("%s(%s)\n", lw_tool_calls_get(tc, i)->name, lw_tool_calls_get(tc, i)->arguments);
+ *     lw_tool_calls_free(tc);
+ *
+ *     lw_grammar *g;   // tool_choice "required": the reply is one or more calls of these tools, nothing else
+ *     lw_grammar_from_tools(tools_json, n, LW_TOOL_FORMAT_HERMES, NULL, 1, vocab, NULL, &g);
+ *
+ * tool_choice "auto" is generation without a grammar and parsing afterwards (text without calls is content).
+ * ---------------------------------------------------------------------------------------------------- */
+
+/* How a model writes tool calls. */
+typedef enum lw_tool_format {
+    LW_TOOL_FORMAT_AUTO = 0, /* parse: try them all; grammar: Hermes                                      */
+    LW_TOOL_FORMAT_HERMES,   /* <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>, repeated
+                                (Hermes 2 Pro, Qwen 2.5 / Qwen 3, QwQ, many fine-tunes)                   */
+    LW_TOOL_FORMAT_LLAMA3,   /* the reply is {"name": "f", "parameters": {...}} (Llama 3.1-3.3 JSON tool
+                                calling; after <|python_tag|> when control tokens are printed)          */
+    LW_TOOL_FORMAT_MISTRAL   /* [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...] (Mistral Nemo / Small;
+                                [TOOL_CALLS] is a control token: a grammar starts at the array)          */
+} lw_tool_format;
+
+/* The format a chat template teaches (NULL: none): Hermes when it writes <tool_call>, Mistral for
+ * [TOOL_CALLS], Llama 3 for <|python_tag|> / ipython; LW_TOOL_FORMAT_AUTO when it shows none of them. */
+lw_tool_format lw_tool_format_detect(const char *chat_template);
+
+/* One call (strings NUL-terminated, owned by the lw_tool_calls). */
+typedef struct lw_tool_call {
+    const char *name;      /* the function's name                                                     */
+    const char *arguments; /* its arguments: a JSON object's text as the model wrote it ("{}" when absent) */
+} lw_tool_call;
+
+typedef struct lw_tool_calls lw_tool_calls;
+
+/* Parses a reply. Malformed calls are not calls: their text stays in the content. As lw_model_load_file,
+ * *out is set even on failure (unless memory ran out): read lw_tool_calls_error and free it either way. */
+lw_status lw_tool_calls_parse(const char *text, size_t len, lw_tool_format format, const lw_allocator *alloc,
+                              lw_tool_calls **out);
+size_t lw_tool_calls_count(const lw_tool_calls *t);
+const lw_tool_call *lw_tool_calls_get(const lw_tool_calls *t, size_t i); /* NULL past the end */
+/* The reply without its calls (outside text, spaces at both ends trimmed; NUL-terminated), len may be NULL. */
+const char *lw_tool_calls_content(const lw_tool_calls *t, size_t *len);
+/* OpenAI's tool_calls array, NUL-terminated, owned by t: [{"id": "call_0", "type": "function",
+ * "function": {"name": "f", "arguments": "{\"x\": 1}"}}, ...] ("[]" without calls). */
+const char *lw_tool_calls_json(const lw_tool_calls *t, size_t *len);
+const char *lw_tool_calls_error(const lw_tool_calls *t);
+void lw_tool_calls_free(lw_tool_calls *t);
+
+/* GBNF for replies made of calls of the given tools: tools is OpenAI's array ([{"type": "function",
+ * "function": {"name": ..., "parameters": {JSON Schema}}}, ...]; bare function objects too). only: one
+ * function's name (tool_choice naming a function), NULL: any of them. parallel: 1 allows several calls
+ * (Hermes: blocks one per line; Mistral: array items), 0 exactly one (Llama 3 always one). Names must be
+ * OpenAI's [a-zA-Z0-9_-]{1,64}. The text is allocated with alloc (free with lw_grammar_text_free); on
+ * failure a message goes to err (err_size bytes, may be NULL). */
+lw_status lw_tool_grammar_gbnf(const char *tools, size_t len, lw_tool_format format, const char *only,
+                               int parallel, const lw_allocator *alloc, char **out, size_t *out_len, char *err,
+                               size_t err_size);
+/* The same as a grammar for vocab (lw_grammar_parse of that text; the message is on *out on failure). */
+lw_status lw_grammar_from_tools(const char *tools, size_t len, lw_tool_format format, const char *only,
+                                int parallel, const lw_vocab *vocab, const lw_allocator *alloc, lw_grammar **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,7 @@
  * vectors, inputs longer than n_batch, batches of inputs, normalisation, the file's pooling key, errors,
  * and the CLI's JSON against the C API. */
 #include "engine-synth.h"
+#include "synth/synth.h"
 #include "llama-oracle.h"
 #include "test.h"
 
@@ -243,7 +244,10 @@ static void self_checks(const char *path, const char *name) {
     CHECK(lw_embed(c, toks, N, &ep, v, (size_t)E, &n_out) == LW_OK &&
           !memcmp(v, all + (size_t)(N - 1) * E, sizeof(float) * (size_t)E));
 
-    /* longer than n_batch (16): seven steps, the same vectors up to the batched kernels' rounding */
+    /* longer than n_batch (16): seven steps, the same vectors up to rounding: a 100-token step takes ggml's
+     * tiled flash attention, 16-token steps its one-chunk kernel (Q rounded to f16 against an f16 cache, V
+     * accumulated in f16), and the products other dot orders (seen on gemma4's random weights: cosine
+     * 0.99990 with an f16 cache, 0.9999995 with an f32 one) */
     ep.pooling = LW_POOLING_NONE;
     CHECK(lw_embed(small, toks, N, &ep, v, N * (size_t)E, &n_out) == LW_OK);
     double wc = 1;
@@ -251,10 +255,10 @@ static void self_checks(const char *path, const char *name) {
         double cs = cosine(v + (size_t)t * E, all + (size_t)t * E, (size_t)E);
         wc = cs < wc ? cs : wc;
     }
-    CHECK_MSG(wc > 0.99999, "%s: steps of 16 tokens: cosine %.9f", name, wc);
+    CHECK_MSG(wc > 0.9998, "%s: steps of 16 tokens: cosine %.9f", name, wc);
     ep.pooling = LW_POOLING_MEAN;
     CHECK(lw_embed(small, toks, N, &ep, v, (size_t)E, &n_out) == LW_OK);
-    CHECK_MSG(cosine(v, mean, (size_t)E) > 0.99999, "%s: mean over steps of 16 tokens", name);
+    CHECK_MSG(cosine(v, mean, (size_t)E) > 0.9998, "%s: mean over steps of 16 tokens", name);
 
     /* a batch of inputs = each on its own (the cache is cleared between them) */
     {
@@ -514,11 +518,29 @@ int main(void) {
         {{512, 256, 2, 4, 2, 512, LW_TYPE_Q4_0, 0, 22, NULL, 0, 0, 0}, "embed-q4_0.gguf", 0.999},
         {{512, 256, 2, 4, 2, 512, LW_TYPE_Q4_K, 0, 29, NULL, 0, 0, 0}, "embed-q4_k.gguf", 0.999},
     };
+    /* under the sanitizers (scripts/test.sh sets LW_TEST_SANITIZED) qwen3 and the quantized files are left to
+     * the release run */
+    const int light = getenv("LW_TEST_SANITIZED") != NULL;
+    if (light) printf("LW_TEST_SANITIZED: qwen3 and the quantized files are skipped in this run\n");
     for (size_t i = 0; i < sizeof synths / sizeof synths[0]; i++) {
+        if (light && (i == 2 || i >= 4)) continue;
         synth_path(path, sizeof path, synths[i].name);
         CHECK_MSG(synth_write(path, &synths[i].sp) == 0, "writing %s", path);
         if (i == 0 || i == 3) self_checks(path, synths[i].name);
         compare_model(path, synths[i].name, synths[i].min_cos);
+    }
+    /* gemma4 (src/synth's tiny-gemma4: per-layer inputs, shared KV; its final norm sees every token and the
+     * output rows are selected after it) */
+    if (lw__synth_preset_find("tiny-gemma4")) {
+        lw__synth_params sp = {
+            .preset = "tiny-gemma4", .type = "f16", .vocab_path = "builtin", .seed = 5, .n_vocab = 512};
+        char err[LW_ERRMSG_SIZE];
+        synth_path(path, sizeof path, "embed-gemma4-f16.gguf");
+        CHECK_MSG(lw__synth_write(&sp, path, NULL, NULL, err) == LW_OK, "writing %s: %s", path, err);
+        self_checks(path, "embed-gemma4-f16.gguf");
+        compare_model(path, "embed-gemma4-f16.gguf", 0.9999);
+    } else {
+        printf("SKIP (gemma4): src/synth has no tiny-gemma4 preset\n");
     }
     pooling_key_checks();
     cli_checks(stories);

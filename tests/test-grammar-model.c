@@ -2,6 +2,7 @@
  * absent): lw_generate with a sampler that carries a grammar must give text that the grammar accepts as a
  * whole (checked again by a fresh grammar without a vocabulary), for "yes"|"no", a JSON Schema and JSON mode,
  * over many seeds; and the decode speed with and without a grammar. */
+#include "structured-test.h"
 #include "test.h"
 
 #include "llamaweb.h"
@@ -14,31 +15,13 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-typedef struct text_buf {
-    char s[8192];
-    size_t n;
-} text_buf;
-
-static int on_token(void *user, int32_t token, const char *text, size_t len) {
-    text_buf *b = user;
-    (void)token;
-    if (b->n + len < sizeof b->s) memcpy(b->s + b->n, text, len), b->n += len;
-    b->s[b->n] = 0;
-    return 0;
-}
-
 /* Generates n_runs times (seed per run) under the grammar; every finished text must match it whole. */
 static void run(lw_model *m, const char *what, const char *gbnf, const char *schema, int json, int n_runs, int n_predict,
                 double *tps) {
     const lw_vocab *v = lw_model_vocab(m);
-    lw_context_params cp = lw_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_threads = 1;
     lw_context *c = NULL;
-    CHECK(lw_context_create(m, &cp, &c) == LW_OK);
-    lw_sampler_params sp = lw_sampler_default_params();
     lw_sampler *s = NULL;
-    CHECK(lw_sampler_create(lw_model_n_vocab(m), &sp, NULL, &s) == LW_OK);
+    CHECK(gen_setup(m, 256, lw_sampler_default_params().temp, &c, &s) == 0);
     lw_grammar *g = NULL, *check = NULL;
     lw_status st = gbnf ? lw_grammar_parse(gbnf, strlen(gbnf), NULL, v, NULL, &g)
                         : lw_grammar_from_json_schema(schema, schema ? strlen(schema) : 0, v, NULL, &g);
@@ -58,7 +41,7 @@ static void run(lw_model *m, const char *what, const char *gbnf, const char *sch
         text_buf b = {{0}, 0};
         lw_generate_params gp = lw_generate_default_params();
         gp.n_predict = n_predict;
-        gp.on_token = on_token;
+        gp.on_token = text_buf_on_token;
         gp.user = &b;
         lw_generate_result r;
         double t0 = now();

@@ -2,6 +2,7 @@
  * (every token tried on its own), random constrained generations (a random "model": uniform over the allowed
  * tokens) that must parse as JSON / match their schema (validated by Python's jsonschema when installed), and
  * the cost of a mask per step on a 32k and a ~100k vocabulary (printed; LW_GRAMMAR_WALKS=N for more walks). */
+#include "structured-test.h"
 #include "test.h"
 
 #include "llamaweb.h"
@@ -242,17 +243,6 @@ static FILE *walk_log;
 static int walk_log_n;
 
 /* Appends text as a JSON string literal. */
-static void put_json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void log_outputs(const char *vname, const char *schema, char **outs, int n) {
     if (!walk_log) return;
     fprintf(walk_log, "{\"vocab\": \"%s\", \"schema\": %s, \"outputs\": [", vname, schema);
@@ -262,20 +252,6 @@ static void log_outputs(const char *vname, const char *schema, char **outs, int 
     }
     fprintf(walk_log, "]}\n");
     walk_log_n += n;
-}
-
-/* Validates the log; the number of invalid outputs, or -1 when Python's jsonschema is not there. */
-static int validate_log(const char *path) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "python3 -c \"\nimport json, sys\ntry:\n  import jsonschema\nexcept Exception:\n  sys.exit(200)\nbad = 0\n"
-             "for line in open('%s'):\n  d = json.loads(line)\n  for o in d['outputs']:\n    try:\n"
-             "      jsonschema.validate(json.loads(o), d['schema'])\n    except Exception as e:\n      bad += 1\n"
-             "      print('invalid (' + d['vocab'] + '):', repr(o), str(e)[:200])\nsys.exit(min(bad, 100))\n\" 2>&1",
-             path);
-    int rc = system(cmd);
-    if (rc == -1 || (rc >> 8) == 200 || (rc >> 8) == 127) return -1;
-    return (rc >> 8) & 0xFF;
 }
 
 static void test_walks(const lw_vocab *v, const char *vname, int n_walks) {
@@ -415,7 +391,7 @@ int main(void) {
     close_vocab(&spm);
     if (walk_log) {
         fclose(walk_log);
-        int bad = validate_log(log_path);
+        int bad = jsonschema_validate_log(log_path);
         if (bad < 0) printf("note: python3 jsonschema not installed: schema outputs checked as JSON only\n");
         else printf("jsonschema: %d schema outputs validated, %d invalid (1 expected: the self-check)\n", walk_log_n, bad);
         CHECK_MSG(bad <= 1, "%d outputs fail jsonschema validation", bad - 1);

@@ -12,6 +12,7 @@ void lw__cli_gen_defaults(lw__cli_gen *o) {
     o->sampler = lw_sampler_default_params();
     o->kv = LW_TYPE_F16;
     o->flash_attn = 1;
+    o->parallel_tools = 1;
 }
 
 void lw__cli_gen_usage(FILE *f) {
@@ -24,7 +25,13 @@ void lw__cli_gen_usage(FILE *f) {
                "  --no-flash-attn    attention as llama.cpp with flash attention off\n"
                "  --grammar FILE     constrain the output to a GBNF grammar (llama.cpp's dialect)\n"
                "  --json-schema FILE constrain the output to JSON valid for a JSON Schema\n"
-               "  --json             constrain the output to one JSON value\n");
+               "  --json             constrain the output to one JSON value\n"
+               "  --tools FILE       OpenAI tools array (JSON): replies are parsed for tool calls, printed as\n"
+               "                     'tool_calls: [...]' (OpenAI's objects)\n"
+               "  --tool-choice C    auto (default: free text, parsed), required (one or more calls, by grammar)\n"
+               "                     or a function's name (calls of that one)\n"
+               "  --tool-format F    auto (the chat template's) | hermes | llama3 | mistral\n"
+               "  --no-parallel-tool-calls   at most one call per reply\n");
 }
 
 /* Parses a number; 0 when v is not entirely one. */
@@ -44,6 +51,25 @@ int lw__cli_gen_option(const char *a, const char *v, lw__cli_gen *o) {
         if (a[2] == 'g') o->grammar_file = v;
         else o->schema_file = v;
         return 2;
+    }
+    if (!strcmp(a, "--tools") || !strcmp(a, "--tool-choice")) {
+        if (!v) return -1;
+        if (a[6] == 's') o->tools_file = v;
+        else o->tool_choice = v;
+        return 2;
+    }
+    if (!strcmp(a, "--tool-format")) {
+        static const char *const names[] = {"auto", "hermes", "llama3", "mistral"};
+        for (int i = 0; v && i < 4; i++)
+            if (!strcmp(v, names[i])) {
+                o->tool_format = i; /* the lw_tool_format values, in order */
+                return 2;
+            }
+        return -1;
+    }
+    if (!strcmp(a, "--no-parallel-tool-calls")) {
+        o->parallel_tools = 0;
+        return 1;
     }
     if (!strcmp(a, "--json")) {
         o->json = 1;
@@ -108,11 +134,68 @@ int lw__cli_load_model(const char *cmd, const char *path, lw_model **m) {
     return 0;
 }
 
+/* The tool-call format: the option's, else the one the model's chat template shows (Hermes when none). */
+static lw_tool_format tool_format(const lw__cli_gen *o, lw_model *m) {
+    if (o->tool_format != LW_TOOL_FORMAT_AUTO) return (lw_tool_format)o->tool_format;
+    const char *tmpl = NULL, *bos, *eos;
+    if (lw_chat_from_gguf(lw_model_gguf(m), &tmpl, &bos, &eos) != LW_OK) tmpl = NULL;
+    lw_tool_format f = lw_tool_format_detect(tmpl);
+    return f == LW_TOOL_FORMAT_AUTO ? LW_TOOL_FORMAT_HERMES : f;
+}
+
+/* --tools with --tool-choice required / NAME: the grammar of calls of those tools. */
+static int make_tool_grammar(const char *cmd, lw_model *m, lw__cli_gen *o, lw_sampler *s) {
+    size_t len = 0;
+    char *text = lw__cli_read_file(o->tools_file, &len);
+    if (!text) {
+        fprintf(stderr, "llamaweb %s: cannot read %s\n", cmd, o->tools_file);
+        return 1;
+    }
+    const char *only = strcmp(o->tool_choice, "required") ? o->tool_choice : NULL;
+    o->tool_format = tool_format(o, m);
+    lw_status st = lw_grammar_from_tools(text, len, (lw_tool_format)o->tool_format, only, o->parallel_tools,
+                                         lw_model_vocab(m), NULL, &o->grammar);
+    free(text);
+    if (st == LW_OK) st = lw_sampler_set_grammar(s, o->grammar);
+    if (st != LW_OK) {
+        fprintf(stderr, "llamaweb %s: %s: %s\n", cmd, o->tools_file,
+                o->grammar ? lw_grammar_error(o->grammar) : lw_status_str(st));
+        return 1;
+    }
+    return 0;
+}
+
+void lw__cli_gen_tool_calls(const lw__cli_gen *o, const char *text, size_t len) {
+    if (!o->tools_file) return;
+    lw_tool_calls *tc = NULL;
+    /* a format given or found at set-up; otherwise every convention is tried */
+    if (lw_tool_calls_parse(text, len, (lw_tool_format)o->tool_format, NULL, &tc) == LW_OK)
+        printf("tool_calls: %s\n", lw_tool_calls_json(tc, NULL));
+    else
+        fprintf(stderr, "llamaweb: tool calls: %s\n", lw_tool_calls_error(tc));
+    fflush(stdout);
+    lw_tool_calls_free(tc);
+}
+
 /* Makes the grammar the options ask for and attaches it to the sampler; prints why and returns 1 on failure. */
 static int make_grammar(const char *cmd, lw_model *m, lw__cli_gen *o, lw_sampler *s) {
-    if (!!o->grammar_file + !!o->schema_file + !!o->json > 1) {
-        fprintf(stderr, "llamaweb %s: --grammar, --json-schema and --json exclude each other\n", cmd);
+    const int tool_grammar = o->tools_file && o->tool_choice && strcmp(o->tool_choice, "auto");
+    if (!!o->grammar_file + !!o->schema_file + !!o->json + tool_grammar > 1) {
+        fprintf(stderr, "llamaweb %s: --grammar, --json-schema, --json and --tool-choice exclude each other\n", cmd);
         return 1;
+    }
+    if (o->tool_choice && !o->tools_file) {
+        fprintf(stderr, "llamaweb %s: --tool-choice needs --tools\n", cmd);
+        return 1;
+    }
+    if (tool_grammar && !lw_model_vocab(m)) {
+        fprintf(stderr, "llamaweb %s: a grammar needs the model's tokenizer\n", cmd);
+        return 1;
+    }
+    if (tool_grammar) return make_tool_grammar(cmd, m, o, s);
+    if (o->tools_file && o->tool_format == LW_TOOL_FORMAT_AUTO) { /* parsing: the template's, else every one */
+        const char *tmpl = NULL, *bos, *eos;
+        if (lw_chat_from_gguf(lw_model_gguf(m), &tmpl, &bos, &eos) == LW_OK) o->tool_format = lw_tool_format_detect(tmpl);
     }
     const char *path = o->grammar_file ? o->grammar_file : o->schema_file;
     if (!path && !o->json) return 0;

@@ -30,7 +30,11 @@ typedef struct lw__cli_gen {
     const char *grammar_file;  /* --grammar FILE (GBNF)                                                */
     const char *schema_file;   /* --json-schema FILE                                                   */
     int json;                  /* --json: any JSON value                                               */
-    lw_grammar *grammar;       /* made by lw__cli_gen_context from the three above; freed by _close    */
+    const char *tools_file;    /* --tools FILE: OpenAI tools array; replies are parsed for tool calls  */
+    const char *tool_choice;   /* --tool-choice auto (default: parse only) | required | NAME (grammar) */
+    int tool_format;           /* --tool-format: lw_tool_format (AUTO: from the model's chat template)  */
+    int parallel_tools;        /* 0 with --no-parallel-tool-calls: one call per reply                  */
+    lw_grammar *grammar;       /* made by lw__cli_gen_context from the options above; freed by _close  */
 } lw__cli_gen;
 
 void lw__cli_gen_defaults(lw__cli_gen *o);
@@ -46,6 +50,8 @@ int lw__cli_load_model(const char *cmd, const char *path, lw_model **m);
 int lw__cli_gen_context(const char *cmd, lw_model *m, lw__cli_gen *o, uint32_t n_ctx, lw_context **c,
                         lw_sampler **s);
 void lw__cli_gen_close(lw_model *m, lw_context *c, lw_sampler *s);
+/* With --tools: parses a reply for tool calls and prints "tool_calls: [OpenAI tool_calls JSON]" on stdout. */
+void lw__cli_gen_tool_calls(const lw__cli_gen *o, const char *text, size_t len);
 /* Frees the grammar of --grammar / --json-schema / --json (after lw__cli_gen_close). */
 void lw__cli_gen_free_grammar(lw__cli_gen *o);
 /* Monotonic time in seconds. */

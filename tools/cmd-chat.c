@@ -152,6 +152,9 @@ int lw__cmd_chat(int argc, char **argv) {
             fprintf(stderr, "llamaweb chat: out of memory\n");
             goto done;
         }
+        size_t reply_len = 0;
+        const char *reply = lw_chat_session_reply(cs, &reply_len);
+        lw__cli_gen_tool_calls(&o, reply, reply_len);
     }
     if (interactive) fputc('\n', stdout);
     rc = 0;

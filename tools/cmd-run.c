@@ -184,6 +184,14 @@ int lw__cmd_run(int argc, char **argv) {
         goto done;
     }
     int n = n_prompt + r.n_generated;
+    if (o.tools_file && vocab) { /* the generated text (control tokens' text included, the final EOG not) */
+        const int n_text = r.n_generated - (r.stop == LW_STOP_EOG);
+        size_t cap = 64 + 256 * (size_t)(n_text > 0 ? n_text : 0), got = 0;
+        char *text = malloc(cap);
+        if (text && lw_model_detokenize(m, ids + n_prompt, (size_t)(n_text > 0 ? n_text : 0), 0, 1, text, cap, &got) == LW_OK)
+            lw__cli_gen_tool_calls(&o, text, got);
+        free(text);
+    }
     printf("ids:");
     for (int i = 0; i < n; i++) printf(i == n_prompt ? " | %d" : " %d", ids[i]);
     printf("\n");

@@ -61,6 +61,41 @@ void lw__gprog_free(const lw_allocator *a, lw__gprog *p);
 lw_status lw__json_schema_to_gbnf(const char *schema, size_t len, const lw_allocator *a, char **out,
                                   size_t *out_len, char *err);
 
+/* JSON documents: json-schema.c's reader (limits on size and depth), also used by the tool-call parser. A
+ * document is a tree of nodes (first child / next sibling; object members carry their key). */
+enum { LW_JSON_NULL, LW_JSON_FALSE, LW_JSON_TRUE, LW_JSON_NUM, LW_JSON_STR, LW_JSON_ARR, LW_JSON_OBJ };
+#define LW_JSON_NONE UINT32_MAX /* no node */
+
+typedef struct lw__jnode {
+    uint32_t type;         /* LW_JSON_*                                              */
+    uint32_t first, next;  /* first child, next sibling (LW_JSON_NONE: none)         */
+    uint32_t key, klen;    /* member key: offset and length in strs                  */
+    uint32_t str, slen;    /* string value (decoded) or number text, in strs         */
+    uint32_t src, src_len; /* the value's own text in the document: offset, length   */
+    double num;            /* number value                                           */
+} lw__jnode;
+
+typedef struct lw__json {
+    lw__jnode *n;  /* nodes                                        */
+    uint32_t nn;   /* how many                                     */
+    char *strs;    /* decoded strings and keys, back to back       */
+    size_t ns;     /* their bytes                                  */
+    uint32_t root; /* the top value                                */
+    size_t used;   /* bytes of the text the value took (prefix mode: where the rest begins) */
+} lw__json;
+
+/* Parses text[0..len) as one JSON value (prefix != 0: a value at the start, after whitespace, followed by
+ * anything; out->used says where it ended). Failure: status + message in err (LW_ERRMSG_SIZE bytes), out
+ * empty. Free with lw__json_free. */
+lw_status lw__json_parse(const char *text, size_t len, int prefix, const lw_allocator *a, lw__json *out, char *err);
+/* The member of object node obj named key, or LW_JSON_NONE. */
+uint32_t lw__json_member(const lw__json *j, uint32_t obj, const char *key);
+void lw__json_free(const lw_allocator *a, lw__json *j);
+
+/* A grammar object that only carries a failure (status st, message msg), for constructors that fail before
+ * parsing (lw_grammar_from_tools); returns st (LW_ERR_NOMEM when not even that could be made). */
+lw_status lw__grammar_failed(const lw_allocator *alloc, lw_status st, const char *msg, lw_grammar **out);
+
 /* The allowed-token mask of the grammar's current state ((n_vocab + 31) / 32 words, owned by g, valid until
  * the grammar changes): the sampler's way in, without a copy. */
 lw_status lw__grammar_mask_ref(lw_grammar *g, const uint32_t **bits);

@@ -25,15 +25,10 @@
  * A JSON document as a tree of nodes (first child / next sibling; object members carry their key)
  * ------------------------------------------------------------------------------------------------------- */
 
-enum { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };
+enum { J_NULL = LW_JSON_NULL, J_FALSE = LW_JSON_FALSE, J_TRUE = LW_JSON_TRUE, J_NUM = LW_JSON_NUM,
+       J_STR = LW_JSON_STR, J_ARR = LW_JSON_ARR, J_OBJ = LW_JSON_OBJ };
 
-typedef struct jnode {
-    uint32_t type;        /* J_*                                              */
-    uint32_t first, next; /* first child, next sibling (UINT32_MAX: none)     */
-    uint32_t key, klen;   /* member key: offset and length in strs            */
-    uint32_t str, slen;   /* string value (decoded) or number text            */
-    double num;           /* number value                                     */
-} jnode;
+typedef lw__jnode jnode; /* grammar.h: shared with the tool-call parser */
 
 typedef struct jdoc {
     const lw_allocator *a;
@@ -44,6 +39,7 @@ typedef struct jdoc {
     char *strs;
     size_t ns, scap;
     lw_status st;
+    const char *what; /* what the text is, for messages ("json schema" when NULL) */
 } jdoc;
 
 #define NONE UINT32_MAX
@@ -51,7 +47,8 @@ typedef struct jdoc {
 static lw_status jfail(jdoc *d, lw_status s, const char *what) {
     if (d->st == LW_OK) {
         d->st = s;
-        lw__errorf(d->err, s, "json schema: %s at byte %zu", what, (size_t)(d->p - d->begin));
+        lw__errorf(d->err, s, "%s: %s at byte %zu", d->what ? d->what : "json schema", what,
+                   (size_t)(d->p - d->begin));
     }
     return d->st;
 }
@@ -162,8 +159,18 @@ static bool jstring(jdoc *d, uint32_t *off, uint32_t *len) {
     return true;
 }
 
+static uint32_t jvalue_at(jdoc *d, int depth);
+
+/* A value after optional whitespace, with the span of its text recorded. */
 static uint32_t jvalue(jdoc *d, int depth) {
     jspace(d);
+    const char *s = d->p;
+    uint32_t id = jvalue_at(d, depth);
+    if (id != NONE) d->n[id].src = (uint32_t)(s - d->begin), d->n[id].src_len = (uint32_t)(d->p - s);
+    return id;
+}
+
+static uint32_t jvalue_at(jdoc *d, int depth) {
     if (depth > MAX_JDEPTH) return jfail(d, LW_ERR_TOO_LARGE, "nested too deep"), NONE;
     if (d->p >= d->end) return jfail(d, LW_ERR_TRUNCATED, "expected a value"), NONE;
     char c = *d->p;
@@ -264,6 +271,44 @@ static uint32_t member(const jdoc *d, uint32_t o, const char *k) {
     for (uint32_t c = d->n[o].first; c != NONE; c = d->n[c].next)
         if (d->n[c].klen == kl && !memcmp(d->strs + d->n[c].key, k, kl)) return c;
     return NONE;
+}
+
+/* The reader on its own (grammar.h). */
+lw_status lw__json_parse(const char *text, size_t len, int prefix, const lw_allocator *a, lw__json *out, char *err) {
+    memset(out, 0, sizeof *out);
+    out->root = NONE;
+    err[0] = 0;
+    if (len > MAX_DOC) return lw__errorf(err, LW_ERR_TOO_LARGE, "json: %zu bytes", len);
+    if (!text) return lw__errorf(err, LW_ERR_INVALID_ARG, "json: NULL text");
+    jdoc d;
+    memset(&d, 0, sizeof d);
+    d.a = a, d.err = err, d.p = d.begin = text, d.end = text + len, d.st = LW_OK, d.what = "json";
+    uint32_t root = jvalue(&d, 0);
+    if (!prefix) {
+        jspace(&d);
+        if (d.st == LW_OK && d.p != d.end) jfail(&d, LW_ERR_BAD_STRING, "text after the value");
+    }
+    if (d.st != LW_OK) {
+        lw__free(a, d.n);
+        lw__free(a, d.strs);
+        return d.st;
+    }
+    out->n = d.n, out->nn = d.nn, out->strs = d.strs, out->ns = d.ns, out->root = root;
+    out->used = (size_t)(d.p - d.begin);
+    return LW_OK;
+}
+
+uint32_t lw__json_member(const lw__json *j, uint32_t obj, const char *key) {
+    jdoc d;
+    memset(&d, 0, sizeof d);
+    d.n = j->n, d.strs = j->strs;
+    return member(&d, obj, key);
+}
+
+void lw__json_free(const lw_allocator *a, lw__json *j) {
+    lw__free(a, j->n);
+    lw__free(a, j->strs);
+    memset(j, 0, sizeof *j);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -377,7 +422,7 @@ static void lit_json(conv *c, sbuf *b, uint32_t v) {
         for (uint32_t k = x->first; k != NONE; k = d->n[k].next) {
             if (k != x->first) sb_str(c, b, ",");
             if (x->type == J_OBJ) {
-                jnode key = {J_STR, NONE, NONE, 0, 0, d->n[k].key, d->n[k].klen, 0};
+                jnode key = {J_STR, NONE, NONE, 0, 0, d->n[k].key, d->n[k].klen, 0, 0, 0};
                 /* a temporary node for the key: write it through the string case */
                 sb_str(c, b, "\\\"");
                 for (uint32_t i = 0; i < key.slen; i++) {

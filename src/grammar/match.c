@@ -769,6 +769,13 @@ static lw_status create(const lw_allocator *alloc, lw_grammar **out) {
     return LW_OK;
 }
 
+lw_status lw__grammar_failed(const lw_allocator *alloc, lw_status st, const char *msg, lw_grammar **out) {
+    lw_status c = create(alloc, out);
+    if (c != LW_OK) return c;
+    (*out)->failed = 1;
+    return lw__errorf((*out)->err, st, "%s", msg);
+}
+
 lw_status lw_grammar_parse(const char *gbnf, size_t len, const char *root, const lw_vocab *vocab,
                            const lw_allocator *alloc, lw_grammar **out) {
     if (!out) return LW_ERR_INVALID_ARG;

@@ -14,8 +14,11 @@
 lw_status lw__embed_graph_cut(lw__graph *g, int32_t *embd) {
     if (g->status != LW_OK) return g->status;
     for (int32_t n = g->n_nodes; n-- > 0;) {
-        const int32_t d = g->nodes[n].dst;
+        int32_t d = g->nodes[n].dst;
         if (d < 0 || !g->t[d].name || strcmp(g->t[d].name, "result_norm") != 0) continue;
+        /* a builder that normalises every token and selects the output rows after (gemma4): those rows */
+        if (n + 1 < g->n_nodes && g->nodes[n + 1].op == LW_OP_OUT_ROWS && g->nodes[n + 1].src[0] == d)
+            d = g->nodes[++n].dst;
         g->n_nodes = n + 1; /* the output head and what follows it are never run nor planned */
         g->t[d].kind = LW_T_OUTPUT;
         *embd = d;

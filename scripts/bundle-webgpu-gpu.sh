@@ -22,7 +22,9 @@
 # table at the end (bench/gpu-compare.mjs: medians over rounds, ratios llamaweb / llama.cpp; also
 # $OUT/compare.json, each run's output under $OUT/compare/). Five models take longer than one 10-minute device
 # call: split $MODELS over calls (1B ones, then 8B ones). TESTS picks the test files (default
-# tests/web/*.test.mjs); BENCH_TYPES the formats of the mat-vec benchmark. Logs also under $OUT.
+# tests/web/*.test.mjs); BENCH_TYPES the formats of the mat-vec benchmark; matmat = tests/web/bench-matmat.mjs
+# on $MM_SHAPE (rows k tokens, default 4096 4096 512) for $MM_TYPES (default q4_0,q8_0,q4_K); node = the bundle's
+# node on $NODE_ARGS (a script of the tree and its arguments). Logs also under $OUT.
 #
 # The Vulkan build is npm's @node-llama-cpp/linux-x64-vulkan@3.21.1, fetched here on demand with `npm pack`
 # into build/peer (not a package.json dependency: CI must not download its 27 MB); only the libraries the
@@ -105,6 +107,11 @@ for step in ${STEPS:-test bench}; do
   bench)
     LW_BENCH_TYPES=${BENCH_TYPES:-} timeout 240 $T/node tests/web/bench-matvec.mjs ${BENCH_ROWS:-8192} ${BENCH_K:-8192} ${BENCH_ITERS:-100} 2>&1 |
       grep -v artificially | tee $OUT/bench.log ;;
+  matmat) # the prefill kernels: mat-mat variants (f32 tiles, integer products, matrix units) vs mat-vec per token
+    timeout 300 $T/node tests/web/bench-matmat.mjs ${MM_SHAPE:-4096 4096 512} --type ${MM_TYPES:-q4_0,q8_0,q4_K} \
+      --reps ${REPS:-3} 2>&1 | grep -v artificially | tee $OUT/matmat.log ;;
+  node) # any script of the tree or the bundle: NODE_ARGS="path args"
+    timeout 300 $T/node ${NODE_ARGS:-} 2>&1 | grep -v artificially | tee -a $OUT/node.log ;;
   models | profile)
     for pt in ${MODELS:-q4_0 q4_k_m q8_0}; do # TYPE or PRESET:TYPE (default preset llama-3.2-1b)
       synth_model $pt || continue

@@ -30,7 +30,9 @@ static void test_pipelines(void) {
         const lw_type_info *ti = lw_type_get(type);
         for (int v16 = 0; v16 < 2; v16++) {
             lw__gpu_matmat_variant v = lw__gpu_matmat_default(&info, type);
-            if (v.idot) v = (lw__gpu_matmat_variant){type, false, 64, 64, 32, 4, 4, 0, false}; /* the tile template */
+            if (v.idot)
+                v = (lw__gpu_matmat_variant){type, false, 64, 64,    32,
+                                             4,    4,     0,  false, false}; /* the tile template */
             v.f16 = v16;
             lw_gpu_pipeline p = 0;
             int before = f->creates;
@@ -52,7 +54,7 @@ static void test_pipelines(void) {
     }
     CHECK(n_formats >= 4);
     /* the tile defines reach the shader, and label = cache key tells variants apart */
-    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 48, 20, 24, 3, 5, 0, false};
+    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 48, 20, 24, 3, 5, 0, false, false};
     lw_gpu_pipeline p;
     CHECK(lw__gpu_matmat_wg_size(&v) == 64);
     CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &v, &info, &p, err) == LW_OK, "%s", err);
@@ -77,23 +79,59 @@ static void test_pipelines(void) {
         lw_status st;
         const char *msg;
     } bad[] = {
-        {{LW_TYPE_Q4_0, false, 64, 64, 12, 4, 4, 0, false}, 0, LW_ERR_INVALID_ARG, "rules"},  /* tk % 8 */
-        {{LW_TYPE_Q4_0, false, 64, 64, 0, 4, 4, 0, false}, 0, LW_ERR_INVALID_ARG, "rules"},   /* tk 0 */
-        {{LW_TYPE_Q4_0, false, 64, 60, 32, 4, 8, 0, false}, 0, LW_ERR_INVALID_ARG, "rules"},  /* rn does not divide */
-        {{LW_TYPE_Q4_0, false, 64, 64, 32, 0, 4, 0, false}, 0, LW_ERR_INVALID_ARG, "rules"},  /* rm 0 */
-        {{LW_TYPE_Q4_0, false, 512, 64, 32, 8, 4, 0, false}, 0, LW_ERR_INVALID_ARG, "rules"}, /* tm > 256 */
-        {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 17, 0, false}, 0, LW_ERR_INVALID_ARG, "rules"}, /* rn > 16 */
-        {{LW_TYPE_Q4_0, false, 256, 256, 32, 4, 4, 0, false}, 0, LW_ERR_INVALID_ARG, "invocations"},
-        {{LW_TYPE_Q4_0, false, 64, 128, 32, 4, 4, 0, false}, 1, LW_ERR_INVALID_ARG, "invocations"}, /* 512 > 256 */
-        {{LW_TYPE_Q4_0, false, 128, 128, 64, 8, 8, 0, false}, 0, LW_ERR_INVALID_ARG, "workgroup memory"},
-        {{LW_TYPE_Q4_0, true, 64, 64, 32, 4, 4, 0, false}, 1, LW_ERR_UNSUPPORTED, "shader-f16"},
-        {{4 /* no such type */, false, 64, 64, 32, 4, 4, 0, false}, 0, LW_ERR_UNSUPPORTED, "no GPU kernel"},
+        {{LW_TYPE_Q4_0, false, 64, 64, 12, 4, 4, 0, false, false},
+         0,
+         LW_ERR_INVALID_ARG,
+         "rules"}, /* tk % 8 */
+        {{LW_TYPE_Q4_0, false, 64, 64, 0, 4, 4, 0, false, false}, 0, LW_ERR_INVALID_ARG, "rules"}, /* tk 0 */
+        {{LW_TYPE_Q4_0, false, 64, 60, 32, 4, 8, 0, false, false},
+         0,
+         LW_ERR_INVALID_ARG,
+         "rules"}, /* rn does not divide */
+        {{LW_TYPE_Q4_0, false, 64, 64, 32, 0, 4, 0, false, false}, 0, LW_ERR_INVALID_ARG, "rules"}, /* rm 0 */
+        {{LW_TYPE_Q4_0, false, 512, 64, 32, 8, 4, 0, false, false},
+         0,
+         LW_ERR_INVALID_ARG,
+         "rules"}, /* tm > 256 */
+        {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 17, 0, false, false},
+         0,
+         LW_ERR_INVALID_ARG,
+         "rules"}, /* rn > 16 */
+        {{LW_TYPE_Q4_0, false, 256, 256, 32, 4, 4, 0, false, false}, 0, LW_ERR_INVALID_ARG, "invocations"},
+        {{LW_TYPE_Q4_0, false, 64, 128, 32, 4, 4, 0, false, false},
+         1,
+         LW_ERR_INVALID_ARG,
+         "invocations"}, /* 512 > 256 */
+        {{LW_TYPE_Q4_0, false, 128, 128, 64, 8, 8, 0, false, false},
+         0,
+         LW_ERR_INVALID_ARG,
+         "workgroup memory"},
+        {{LW_TYPE_Q4_0, true, 64, 64, 32, 4, 4, 0, false, false}, 1, LW_ERR_UNSUPPORTED, "shader-f16"},
+        {{4 /* no such type */, false, 64, 64, 32, 4, 4, 0, false, false},
+         0,
+         LW_ERR_UNSUPPORTED,
+         "no GPU kernel"},
         /* integer products: their formats, with 8-bit activations, f32 and whole 32-blocks per K step */
-        {{LW_TYPE_Q4_K, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_Q8_K, true}, 0, LW_ERR_INVALID_ARG, "integer"},
-        {{LW_TYPE_Q2_K, false, 64, 64, 256, 4, 4, LW_GPU_ACTQ_Q8_K, true}, 0, LW_ERR_INVALID_ARG, "integer"},
-        {{LW_TYPE_Q8_0, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_Q8_K, true}, 0, LW_ERR_INVALID_ARG, "activation"},
-        {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_NONE, true}, 0, LW_ERR_INVALID_ARG, "integer"},
-        {{LW_TYPE_Q4_0, false, 64, 64, 48, 4, 4, LW_GPU_ACTQ_Q8_0, true}, 0, LW_ERR_INVALID_ARG, "integer"},
+        {{LW_TYPE_Q4_K, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_Q8_K, true, false},
+         0,
+         LW_ERR_INVALID_ARG,
+         "integer"},
+        {{LW_TYPE_Q2_K, false, 64, 64, 256, 4, 4, LW_GPU_ACTQ_Q8_K, true, false},
+         0,
+         LW_ERR_INVALID_ARG,
+         "integer"},
+        {{LW_TYPE_Q8_0, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_Q8_K, true, false},
+         0,
+         LW_ERR_INVALID_ARG,
+         "activation"},
+        {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_NONE, true, false},
+         0,
+         LW_ERR_INVALID_ARG,
+         "integer"},
+        {{LW_TYPE_Q4_0, false, 64, 64, 48, 4, 4, LW_GPU_ACTQ_Q8_0, true, false},
+         0,
+         LW_ERR_INVALID_ARG,
+         "integer"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         p = 9;
@@ -103,12 +141,12 @@ static void test_pipelines(void) {
     }
     CHECK(f->creates == before);
     /* integer products: matmat-q8.wgsl where WGSL has dot4I8Packed; its tiles are bytes */
-    lw__gpu_matmat_variant q = {LW_TYPE_Q5_1, false, 64, 64, 64, 4, 4, LW_GPU_ACTQ_Q8_0, true};
+    lw__gpu_matmat_variant q = {LW_TYPE_Q5_1, false, 64, 64, 64, 4, 4, LW_GPU_ACTQ_Q8_0, true, false};
     CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &q, &info, &p, err) == LW_OK, "%s", err);
     CHECK(strstr(f->wgsl, "dot4I8Packed") && wgsl_const(f->wgsl, "DQI_SUBW") == 32);
     CHECK_MSG(strcmp(f->label, "matmat q5_1 t64x64x64 r4x4 a1 idot") == 0, "%s", f->label);
     CHECK(lw__gpu_matmat_wg_bytes(&q) == 128 * 17 * 4 + 64 * 2 * 2 * 8 + 64 * 2 * 8);
-    lw__gpu_matmat_variant k6 = {LW_TYPE_Q6_K, false, 32, 32, 256, 2, 2, LW_GPU_ACTQ_Q8_K, true};
+    lw__gpu_matmat_variant k6 = {LW_TYPE_Q6_K, false, 32, 32, 256, 2, 2, LW_GPU_ACTQ_Q8_K, true, false};
     CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &k6, &info, &p, err) == LW_OK, "%s", err);
     CHECK(strstr(f->wgsl, "xbs[i] = sum;") && wgsl_const(f->wgsl, "DQI_SUBW") == 16);
     CHECK(lw__gpu_matmat_wg_bytes(&k6) == 64 * 65 * 4 + 32 * 17 * 8 + 32 * (8 + 16 * 4));
@@ -122,7 +160,8 @@ static void test_pipelines(void) {
     lw__gpu_matmat_variant d = lw__gpu_matmat_default(&info, LW_TYPE_Q8_0);
     CHECK(d.idot && d.tk == 128 && d.tm == 32 && d.rm == 2 && d.actq == LW_GPU_ACTQ_Q8_0 &&
           lw__gpu_matmat_check(&info, &d, err) == LW_OK);
-    CHECK(!lw__gpu_matmat_default(&no4, LW_TYPE_Q8_0).idot && !lw__gpu_matmat_default(&info, LW_TYPE_Q4_K).idot);
+    CHECK(!lw__gpu_matmat_default(&no4, LW_TYPE_Q8_0).idot &&
+          !lw__gpu_matmat_default(&info, LW_TYPE_Q4_K).idot);
     lw_gpu_info cpu = info;
     strcpy(cpu.device, "llvmpipe (LLVM 19.1.7, 256 bits)");
     d = lw__gpu_matmat_default(&cpu, LW_TYPE_Q8_0);
@@ -132,8 +171,38 @@ static void test_pipelines(void) {
     CHECK(lw__gpu_tune_set(&tn, "matmat.q8_0.idot", 0, err) == LW_OK);
     d = lw__gpu_matmat_tuned(&tn, &info, LW_TYPE_Q8_0);
     CHECK(!d.idot && d.tk == 32 && d.rm == 4);
+    /* the matrix units: only on a device with i8 16 x 16 x 32 subgroup matrices and 32-wide subgroups, for
+     * the idot formats with 32-element sub-blocks; opt-in ("smx": 1), with subgroups of 32 */
+    lw__gpu_matmat_variant sm = {LW_TYPE_Q4_K, false, 64, 64, 64, 2, 2, LW_GPU_ACTQ_Q8_K, false, true};
+    CHECK(lw__gpu_matmat_check(&info, &sm, err) == LW_ERR_UNSUPPORTED && strstr(err, "subgroup matrices"));
+    CHECK(!lw__gpu_matmat_default(&info, LW_TYPE_Q4_0).smx);
+    lw_gpu_info mx = info;
+    mx.smx_m = mx.smx_n = 16, mx.smx_k = 32, mx.subgroup_min_size = mx.subgroup_max_size = 32;
+    mx.max_compute_workgroup_storage_size = 49152;         /* the H200's */
+    CHECK(!lw__gpu_matmat_default(&mx, LW_TYPE_Q4_0).smx); /* off unless tuned on */
+    static lw__gpu_tune on;                                /* 20 KiB: not on the stack */
+    lw__gpu_tune_init(&on);
+    CHECK(lw__gpu_tune_set(&on, "matmat.*.smx", 1, err) == LW_OK);
+    CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &sm, &mx, &p, err) == LW_OK, "%s", err);
+    CHECK(strstr(f->wgsl, "subgroupMatrixMultiply") &&
+          strstr(f->wgsl, "chromium_experimental_subgroup_matrix"));
+    CHECK_MSG(strcmp(f->label, "matmat q4_K t64x64x64 r2x2 a2 smx") == 0, "%s", f->label);
+    CHECK(lw__gpu_matmat_wg_size(&sm) == 128 &&
+          lw__gpu_matmat_wg_bytes(&sm) == 128 * 80 + 2 * 128 * 8 + 4 * 2 * 4 * 1024);
+    sm.type = LW_TYPE_Q6_K; /* sub-blocks of 16 */
+    CHECK(lw__gpu_matmat_check(&mx, &sm, err) == LW_ERR_INVALID_ARG && strstr(err, "subgroup matrices"));
+    sm.type = LW_TYPE_Q4_0, sm.actq = LW_GPU_ACTQ_Q8_0, sm.tn = 48; /* 48 is not a multiple of 16 x 2 */
+    CHECK(lw__gpu_matmat_check(&mx, &sm, err) == LW_ERR_INVALID_ARG);
+    d = lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_Q4_0);
+    CHECK(d.smx && !d.idot && d.actq == LW_GPU_ACTQ_Q8_0 && d.tm == 64 && d.tn == 128 &&
+          lw__gpu_matmat_check(&mx, &d, err) == LW_OK);
+    CHECK(lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_Q4_K).smx &&
+          !lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_Q6_K).smx);
+    CHECK(!lw__gpu_matmat_tuned(&on, &info, LW_TYPE_Q4_0).smx); /* not without the device's support */
+    CHECK(lw__gpu_tune_set(&on, "matmat.q4_0.smx", 0, err) == LW_OK);
+    CHECK(!lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_Q4_0).smx);
     /* the f16 tiles halve the workgroup memory: 128 x 128 x 64 fits in f16, not in f32 */
-    lw__gpu_matmat_variant h = {LW_TYPE_Q8_0, true, 128, 128, 48, 8, 8, 0, false};
+    lw__gpu_matmat_variant h = {LW_TYPE_Q8_0, true, 128, 128, 48, 8, 8, 0, false, false};
     CHECK(lw__gpu_matmat_wg_bytes(&h) == 256 * 13 * 8);
     CHECK(lw__gpu_matmat_check(&info, &h, err) == LW_OK);
     h.f16 = false;
@@ -147,7 +216,7 @@ static void test_pipelines(void) {
 
 static void test_plan(void) {
     lw_gpu_info info = lavapipe_info();
-    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 64, 32, 32, 4, 4, 0, false};
+    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 64, 32, 32, 4, 4, 0, false, false};
     lw__gpu_matmat_params p;
     uint32_t g[3];
     char err[LW_ERRMSG_SIZE];
@@ -163,7 +232,7 @@ static void test_plan(void) {
     CHECK(p.x_offset == 1 && p.x_stride == 25 && p.y_offset == 3 && p.y_stride == 72 && g[0] == 2 &&
           g[2] == 2);
     /* many row tiles fold over a second grid dimension */
-    lw__gpu_matmat_variant one = {LW_TYPE_Q4_0, false, 1, 64, 32, 1, 4, 0, false};
+    lw__gpu_matmat_variant one = {LW_TYPE_Q4_0, false, 1, 64, 32, 1, 4, 0, false, false};
     s = (lw__gpu_matmat_shape){70000, 32, 8, 0, 0, 0, 0, 0};
     CHECK(lw__gpu_matmat_plan(&info, &one, &s, &p, g, err) == LW_OK && g[0] == 65535 && g[1] == 2 &&
           g[2] == 1 && p.groups_x == 65535);
@@ -203,7 +272,7 @@ static void test_plan(void) {
     info = lavapipe_info();
     info.max_compute_workgroups_per_dimension = 4;
     s = (lw__gpu_matmat_shape){8, 8, 64 * 5, 0, 0, 0, 0, 0}; /* 5 token tiles > 4 */
-    v = (lw__gpu_matmat_variant){LW_TYPE_F32, false, 64, 64, 32, 4, 4, 0, false};
+    v = (lw__gpu_matmat_variant){LW_TYPE_F32, false, 64, 64, 32, 4, 4, 0, false, false};
     CHECK(lw__gpu_matmat_plan(&info, &v, &s, &p, g, err) == LW_ERR_TOO_LARGE && strstr(err, "grid"));
 }
 

@@ -14,6 +14,7 @@
 extern int lw_js_gpu_ready(void);
 extern double lw_js_gpu_limit(const char *name);
 extern int lw_js_gpu_has_feature(const char *name);
+extern int lw_js_gpu_smx(int which); /* M, N, K of the i8 subgroup-matrix configuration, 0 without */
 extern int lw_js_gpu_has_wgsl_feature(const char *name);
 extern double lw_js_gpu_adapter_info(const char *field, char *dst, int cap);
 extern uint32_t lw_js_context_new(void);
@@ -77,6 +78,9 @@ static lw_status w_info(void *ctx, lw_gpu_info *o) {
     o->has_subgroups = lw_js_gpu_has_feature("subgroups");
     o->has_timestamp_query = lw_js_gpu_has_feature("timestamp-query");
     o->has_dot4 = lw_js_gpu_has_wgsl_feature("packed_4x8_integer_dot_product");
+    o->smx_m = (uint32_t)lw_js_gpu_smx(0);
+    o->smx_n = (uint32_t)lw_js_gpu_smx(1);
+    o->smx_k = (uint32_t)lw_js_gpu_smx(2);
     return LW_OK;
 }
 

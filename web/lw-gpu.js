@@ -59,6 +59,9 @@ var LibraryLwGpu = {
       if (!adapter) throw new Error('lwGpu: no WebGPU adapter');
       const want = ['shader-f16', 'subgroups', 'timestamp-query'];
       const requiredFeatures = want.filter((f) => adapter.features.has(f));
+      // the matrix units (prefill's matmat-smx.wgsl), where the adapter lists an i8 x i8 -> i32 configuration
+      // (Dawn: created with enable-dawn-features=allow_unsafe_apis; lavapipe/SwiftShader list none)
+      if (adapter.features.has(LwGpu.SMX_FEATURE) && LwGpu.smxConfig(adapter.info)) requiredFeatures.push(LwGpu.SMX_FEATURE);
       const requiredLimits = {};
       for (const k of ['maxBufferSize', 'maxStorageBufferBindingSize', 'maxComputeWorkgroupStorageSize',
         'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxStorageBuffersPerShaderStage',
@@ -69,6 +72,19 @@ var LibraryLwGpu = {
       LwGpu.adapterInfo = adapter.info || {};
       LwGpu.wgslFeatures = gpu.wgslLanguageFeatures || null;
       return device;
+    },
+
+    SMX_FEATURE: 'chromium-experimental-subgroup-matrix',
+    // The 16 x 16 x 32 i8 x i8 -> i32 subgroup-matrix configuration of an adapter's info, or null. Its entries'
+    // fields are getters (JSON.stringify shows {}).
+    smxConfig: function (info) {
+      const cfgs = info && info.subgroupMatrixConfigs;
+      if (!cfgs) return null;
+      for (const c of cfgs) {
+        if (c.componentType === 'i8' && c.resultComponentType === 'i32' && c.M === 16 && c.N === 16 && c.K === 32)
+          return { m: 16, n: 16, k: 32 };
+      }
+      return null;
     },
 
     init: function (device, adapterInfo) {
@@ -415,6 +431,14 @@ var LibraryLwGpu = {
     const nav = typeof navigator !== 'undefined' && navigator.gpu ? navigator.gpu.wgslLanguageFeatures : null;
     const f = LwGpu.wgslFeatures || nav;
     return f && f.has(UTF8ToString(name)) ? 1 : 0;
+  },
+  // M, N or K (which 0, 1, 2) of the device's i8 subgroup-matrix configuration, 0 without one
+  lw_js_gpu_smx__deps: ['$LwGpu'],
+  lw_js_gpu_smx: function (which) {
+    const d = LwGpu.device;
+    if (!d.features.has(LwGpu.SMX_FEATURE)) return 0;
+    const c = LwGpu.smxConfig(LwGpu.adapterInfo || d.adapterInfo);
+    return c ? [c.m, c.n, c.k][which] || 0 : 0;
   },
   lw_js_gpu_adapter_info__deps: ['$LwGpu'],
   lw_js_gpu_adapter_info: function (field, dst, cap) {

@@ -36,6 +36,9 @@ export async function nodeGpu(args = []) {
   }
   Object.assign(globalThis, webgpu.globals); // GPUBufferUsage, GPUMapMode, GPUShaderStage, ...
   const adapterName = process.env.LW_DAWN_ADAPTER;
+  // Dawn lists the matrix units (chromium-experimental-subgroup-matrix, prefill's int8 MMA) only with
+  // allow_unsafe_apis; LW_GPU_SMX=0 leaves the toggle off (and with it the subgroup-matrix kernels)
+  if (process.env.LW_GPU_SMX !== '0') args = [...args, 'enable-dawn-features=allow_unsafe_apis'];
   const gpu = webgpu.create(adapterName ? [...args, `adapter=${adapterName}`] : args);
   keepAlive.push(gpu);
   if (!globalThis.navigator) globalThis.navigator = {};

@@ -74,6 +74,11 @@ typedef struct lw_wasm_matmat {
     lw_gpu_bind_group group;      /* its bind group                                           */
     lw_gpu_pipeline mv_pipe;      /* mat-vec pipeline of the bind groups below                */
     lw_gpu_bind_group *mv_groups; /* one per token (its params slot)                          */
+    lw_gpu_buffer bq, bqp;        /* smx: X rounded by the quantizer, and its params          */
+    lw_gpu_pipeline q_pipe;       /* smx: the quantizer's pipeline (actq-quant.wgsl)          */
+    lw_gpu_bind_group q_group;    /* its bind group                                           */
+    bool group_smx;               /* the mat-mat bind group binds bq as X                     */
+    uint32_t q_actq;              /* the rounding kind bq holds (LW_GPU_ACTQ_*)               */
     lw__gpu_pipeline_cache cache; /* pipelines by variant: each is compiled once              */
     bool broken;                  /* setup failed: every later call refuses                   */
     char err[LW_ERRMSG_SIZE];     /* why the last call failed                                 */
@@ -205,9 +210,55 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_upload(lw_wasm_matmat *m, uint32_t w_off
 static lw__gpu_matmat_variant variant_of(const lw_wasm_matmat *m, int f16, int tm, int tn, int tk, int rm,
                                          int rn) {
     if (tm == 0) return lw__gpu_matmat_default(&m->info, m->type);
-    lw__gpu_matmat_variant v = {
-        m->type, f16 != 0, (uint32_t)tm, (uint32_t)tn, (uint32_t)tk, (uint32_t)rm, (uint32_t)rn, 0, false};
+    lw__gpu_matmat_variant v = {m->type,      f16 != 0,     (uint32_t)tm, (uint32_t)tn,
+                                (uint32_t)tk, (uint32_t)rm, (uint32_t)rn, 0,
+                                false,        false};
     return v;
+}
+
+/* The subgroup-matrix variants' X: every token rounded by the quantizer pass into bq (made on first use),
+ * its pipeline, parameters and bind group ready for dispatch_quant. */
+static lw_status quantizer(lw_wasm_matmat *m, uint32_t actq) {
+    lw_status st;
+    const lw_gpu_ops *o = m->gpu.ops;
+    void *c = m->gpu.ctx;
+    lw__gpu_actq_quant_params qp;
+    uint32_t grid[3];
+    if ((st = lw__gpu_actq_quant_plan_rows(&m->info, actq, (uint64_t)m->k, m->lay.x_offset, m->lay.x_stride,
+                                           (uint64_t)m->tokens, &qp, grid, m->err)) != LW_OK)
+        return st;
+    if (!m->bq) {
+        const uint32_t sd = LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST;
+        if ((st = o->buffer_create(c, lw__gpu_actq_rows_bytes((uint64_t)m->k, (uint64_t)m->tokens), sd,
+                                   "X quants", &m->bq)) != LW_OK ||
+            (st = o->buffer_create(c, sizeof qp, LW_GPU_USAGE_UNIFORM | LW_GPU_USAGE_COPY_DST, "quant params",
+                                   &m->bqp)) != LW_OK)
+            return lw__errorf(m->err, st, "buffer creation failed");
+    }
+    lw_gpu_pipeline pipe;
+    if ((st = lw__gpu_actq_quant_pipeline(&m->gpu, &m->cache, NULL, actq, 0, &m->info, &pipe, m->err)) !=
+        LW_OK)
+        return st;
+    m->q_actq = actq;
+    if ((st = o->buffer_write(c, m->bqp, 0, &qp, sizeof qp)) != LW_OK)
+        return lw__errorf(m->err, st, "params");
+    if (pipe != m->q_pipe || !m->q_group) {
+        m->q_pipe = pipe;
+        lw_gpu_bind b[LW_GPU_ACTQ_QUANT_BINDINGS] = {{m->bx, 0, 0}, {m->bq, 0, 0}, {m->bqp, 0, 0}};
+        if ((st = o->bind_group_create(c, pipe, b, LW_GPU_ACTQ_QUANT_BINDINGS, &m->q_group)) != LW_OK)
+            return lw__errorf(m->err, st, "bind group: %s", o->error(c) ? o->error(c) : "");
+    }
+    return LW_OK;
+}
+
+/* Dispatches the quantizer of the smx variants (after quantizer()). */
+static void dispatch_quant(lw_wasm_matmat *m) {
+    lw__gpu_actq_quant_params qp;
+    uint32_t grid[3];
+    char err[LW_ERRMSG_SIZE];
+    if (lw__gpu_actq_quant_plan_rows(&m->info, m->q_actq, (uint64_t)m->k, m->lay.x_offset, m->lay.x_stride,
+                                     (uint64_t)m->tokens, &qp, grid, err) == LW_OK)
+        m->gpu.ops->dispatch(m->gpu.ctx, m->q_pipe, m->q_group, 0, grid[0], grid[1], grid[2]);
 }
 
 /* Plans variant v, writes its parameters and makes its pipeline + bind group (when not the last one's). */
@@ -223,9 +274,12 @@ static lw_status prepare(lw_wasm_matmat *m, const lw__gpu_matmat_variant *v, uin
     lw_gpu_pipeline pipe;
     if ((st = lw__gpu_matmat_pipeline(&m->gpu, &m->cache, NULL, v, &m->info, &pipe, m->err)) != LW_OK)
         return st;
-    if (pipe != m->pipe || !m->group) {
+    if (v->smx && (st = quantizer(m, v->actq)) != LW_OK) return st; /* makes bq, which the group binds */
+    if (pipe != m->pipe || !m->group || m->group_smx != v->smx) {
         m->pipe = pipe;
-        lw_gpu_bind b[LW_GPU_MATMAT_BINDINGS] = {{m->bw, 0, 0}, {m->bx, 0, 0}, {m->by, 0, 0}, {m->bp, 0, 0}};
+        m->group_smx = v->smx;
+        lw_gpu_bind b[LW_GPU_MATMAT_BINDINGS] = {
+            {m->bw, 0, 0}, {v->smx ? m->bq : m->bx, 0, 0}, {m->by, 0, 0}, {m->bp, 0, 0}};
         if ((st = o->bind_group_create(c, m->pipe, b, LW_GPU_MATMAT_BINDINGS, &m->group)) != LW_OK)
             return lw__errorf(m->err, st, "bind group: %s", o->error(c) ? o->error(c) : "");
     }
@@ -251,18 +305,22 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_run(lw_wasm_matmat *m, int f16, int tm, 
     const lw_gpu_ops *o = m->gpu.ops;
     void *c = m->gpu.ctx;
     lw__gpu_matmat_variant v = variant_of(m, f16, tm, tn, tk, rm, rn);
-    if (!tm && round_acts != 2 && v.idot) { /* the default without integer products: its own (f32) tiles */
+    if (!tm && ((round_acts != 2 && v.idot) || (round_acts != 3 && v.smx))) {
+        /* the default without integer products / matrix units: its own tiles */
         lw__gpu_tune t;
         lw__gpu_tune_init(&t);
-        t.matmat[m->type][LW_GPU_TUNE_MM_IDOT] = 0;
+        t.matmat[m->type][LW_GPU_TUNE_MM_SMX] = 0;
+        if (round_acts != 2) t.matmat[m->type][LW_GPU_TUNE_MM_IDOT] = 0;
         v = lw__gpu_matmat_tuned(&t, &m->info, m->type);
         v.f16 = f16 != 0;
     }
     if (round_acts) lw__gpu_matmat_round_acts(&v);
     v.idot = round_acts == 2;
+    v.smx = round_acts == 3;
     uint32_t grid[3];
     if ((st = poison(m)) != LW_OK) return lw__errorf(m->err, st, "writing Y failed");
     if ((st = prepare(m, &v, grid)) != LW_OK) return st;
+    if (v.smx) dispatch_quant(m);
     o->dispatch(c, m->pipe, m->group, 0, grid[0], grid[1], grid[2]);
     if ((st = o->read(c, m->by, 0, m->y, m->y_len * 4)) != LW_OK)
         return lw__errorf(m->err, st, "read failed");
@@ -280,12 +338,15 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_bench(lw_wasm_matmat *m, int f16, int tm
     lw__gpu_matmat_variant v = variant_of(m, f16, tm, tn, tk, rm, rn);
     if (idot && tm) {
         lw__gpu_matmat_round_acts(&v);
-        v.idot = true;
+        v.idot = idot == 1;
+        v.smx = idot == 2;
     }
     uint32_t grid[3];
     if ((st = prepare(m, &v, grid)) != LW_OK) return st;
-    for (int i = 0; i < iters; i++)
+    for (int i = 0; i < iters; i++) {
+        if (v.smx) dispatch_quant(m); /* its cost counts: the runner quantizes before each mat-mat */
         m->gpu.ops->dispatch(m->gpu.ctx, m->pipe, m->group, 0, grid[0], grid[1], grid[2]);
+    }
     return m->gpu.ops->read(m->gpu.ctx, m->by, 0, m->y, m->y_len * 4);
 }
 
@@ -303,6 +364,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_matvec(lw_wasm_matmat *m, int f16, int s
     void *c = m->gpu.ctx;
     lw__gpu_matvec_variant v = lw__gpu_matvec_default(&m->info, m->type);
     v.exact = v.idot = false; /* the f32 product of the reference: the exact and integer kernels round x */
+    v.actq = LW_GPU_ACTQ_NONE;
     if (wg)
         v = (lw__gpu_matvec_variant){m->type, f16 != 0, sg != 0, (uint32_t)wg, (uint32_t)rows, blocks != 0,
                                      0,       0,        false,   false,        false};

@@ -56,7 +56,8 @@ export async function problem(M, type, rows, k, tokens, { reps = 3 } = {}) {
     return { ms: t[t.length >> 1], nmse };
   };
   return {
-    // v: {f16, tm, tn, tk, rm, rn, idot} (tm 0 or absent: the device's default variant)
+    // v: {f16, tm, tn, tk, rm, rn, idot} (tm 0 or absent: the device's default variant; idot 1 integer
+    // products, 2 the matrix units with the quantizer pass before each product)
     matmat: (v, n = 1) => time((i) => M._lw_wasm_matmat_bench(h, v.f16 ?? 0, v.tm ?? 0, v.tn ?? 0, v.tk ?? 0, v.rm ?? 0, v.rn ?? 0, v.idot ?? 0, i), n, !!v.idot),
     // v: {f16, sg, wg, rows, blocks} (wg 0 or absent: the device's default variant); one dispatch per token
     matvec: (v, n = 1) => time((i) => M._lw_wasm_matmat_matvec(h, v.f16 ?? 0, v.sg ?? 0, v.wg ?? 0, v.rows ?? 1, v.blocks ?? 0, i), n),
@@ -98,6 +99,15 @@ export function candidates(device, quick, onlyF16 = null) {
   for (const [tm, tn, tk, rm, rn] of idotShapes) {
     const inv = (tm / rm) * (tn / rn), mem = (tm + tn) * ((tk / 4 + 1) * 4 + (tk / 32) * 8);
     if (inv <= maxInv && mem <= maxMem) mm.push({ f16: 0, tm, tn, tk, rm, rn, idot: 1 });
+  }
+  // the matrix units (matmat-smx.wgsl; refused, so skipped, where the device has no i8 subgroup matrices):
+  // tm x tn x tk tiles, rm x rn fragments of 16 x 16 per subgroup of 32
+  const smxShapes = quick ? [[64, 64, 64, 2, 2]] : [[64, 64, 64, 2, 2], [64, 64, 32, 2, 2], [128, 64, 32, 2, 2],
+    [64, 128, 32, 2, 2], [128, 128, 32, 4, 2], [128, 64, 64, 4, 2], [32, 64, 64, 1, 2]];
+  for (const [tm, tn, tk, rm, rn] of smxShapes) {
+    const inv = (tm / (16 * rm)) * (tn / (16 * rn)) * 32, sgs = inv / 32;
+    const mem = (tm + tn) * (tk + 16) + (tk / 32) * (tm + tn) * 8 + sgs * (tk / 32) * rm * rn * 1024;
+    if (inv <= maxInv && mem <= maxMem) mm.push({ f16: 0, tm, tn, tk, rm, rn, idot: 2 });
   }
   return { mv, mm };
 }
@@ -156,9 +166,9 @@ async function main() {
       }
     }
     if (families.includes('matmat')) {
-      const b = await sweep('matmat', mm, (v) => p.matmat(v, 2), (v) => `t=${v.tm}x${v.tn}x${v.tk} r=${v.rm}x${v.rn} f16=${v.f16}${v.idot ? ' idot' : ''}`);
+      const b = await sweep('matmat', mm, (v) => p.matmat(v, 2), (v) => `t=${v.tm}x${v.tn}x${v.tk} r=${v.rm}x${v.rn} f16=${v.f16}${v.idot === 2 ? ' smx' : v.idot ? ' idot' : ''}`);
       if (b) {
-        out.matmat[f.name] = { tm: b.v.tm, tn: b.v.tn, tk: b.v.tk, rm: b.v.rm, rn: b.v.rn, f16: b.v.f16, idot: b.v.idot ?? 0 };
+        out.matmat[f.name] = { tm: b.v.tm, tn: b.v.tn, tk: b.v.tk, rm: b.v.rm, rn: b.v.rn, f16: b.v.f16, idot: b.v.idot === 1 ? 1 : 0, smx: b.v.idot === 2 ? 1 : 0 };
         console.error(`tune: ${f.name} matmat best ${JSON.stringify(out.matmat[f.name])} (default ${JSON.stringify(def.matmat)})`);
       }
     }

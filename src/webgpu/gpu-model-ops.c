@@ -478,6 +478,18 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
                 mm.v.mm = lw__gpu_matmat_tuned(g->p.tune, info, w->type);
             }
             mm.v.mm.f16 = mm.v.mm.f16 && g->f16;
+            if (mm.v.mm.smx && (g->p.raw_acts || !c.v.mv.idot || c.v.mv.actq != mm.v.mm.actq)) {
+                /* the matrix units read the quantizer's rows: only beside integer mat-vecs of its kind */
+                lw__gpu_tune t;
+                if (g->p.tune)
+                    t = *g->p.tune;
+                else
+                    lw__gpu_tune_init(&t);
+                t.matmat[w->type][LW_GPU_TUNE_MM_SMX] = 0;
+                if (g->p.raw_acts) t.matmat[w->type][LW_GPU_TUNE_MM_IDOT] = 0;
+                mm.v.mm = lw__gpu_matmat_tuned(&t, info, w->type);
+                mm.v.mm.f16 = mm.v.mm.f16 && g->f16;
+            }
             if (!g->p.raw_acts)
                 lw__gpu_matmat_round_acts(&mm.v.mm);
             else
@@ -501,7 +513,7 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
                                 lw__gm_params(g)};
             lw_gpu_bind bq[4] = {b[0], lw__gm_whole(g->actq_scratch), b[2], b[3]};
             st = lw__gm_add_call(g, &c, c.v.mv.idot ? bq : b, 4, false);
-            if (st == LW_OK && batched) st = lw__gm_add_call(g, &mm, b, 4, false);
+            if (st == LW_OK && batched) st = lw__gm_add_call(g, &mm, mm.v.mm.smx ? bq : b, 4, false);
         }
         const int32_t s = st != LW_OK ? -1 : c.v.mv.idot ? lw__gm_glu_match(g, i) : lw__gm_glu_source(g, i);
         if (s >= 0 &&
@@ -714,9 +726,12 @@ lw_status lw__gm_prepare_shared(lw__gpu_model *g) {
     for (int32_t i = 0; i < gr->n_nodes; i++)
         if (gr->nodes[i].op == LW_OP_MUL_MAT && (uint64_t)gr->t[gr->nodes[i].src[0]].ne0 > k_max)
             k_max = (uint64_t)gr->t[gr->nodes[i].src[0]].ne0;
-    if ((st = lw__gm_new_buffer(g, lw__gpu_actq_quant_bytes(k_max) + 16, rw, "activation quants",
-                                &g->actq_scratch)) != LW_OK)
-        return st;
+    /* the subgroup-matrix mat-mats read a whole step's rounded rows from it (lw__gpu_actq_rows_bytes) */
+    uint64_t q_bytes = lw__gpu_actq_quant_bytes(k_max) + 16;
+    if (lw__gpu_smx_available(&g->info) && g->n_batch > 1 &&
+        lw__gpu_actq_rows_bytes(k_max, g->n_batch) > q_bytes)
+        q_bytes = lw__gpu_actq_rows_bytes(k_max, g->n_batch);
+    if ((st = lw__gm_new_buffer(g, q_bytes, rw, "activation quants", &g->actq_scratch)) != LW_OK) return st;
     if ((st = lw__gm_new_buffer(g, g->attn_scratch_bytes, rw, "attention scratch", &g->attn_scratch)) !=
             LW_OK ||
         (st = lw__gm_new_buffer(g, 256, rw, "dummy", &g->dummy)) != LW_OK)
@@ -850,6 +865,13 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         }
         if (rows_t > 1 && per_piece == 2 &&
             !(gn->exact && rows_t <= GM_EXACT_TOKENS)) { /* one mat-mat per piece */
+            if (calls[1].v.mm.smx) { /* the matrix units: every token's x rounded first, for all pieces */
+                lw__gpu_actq_quant_params qp;
+                PLAN(lw__gpu_actq_quant_plan_rows(info, quant->v.mv.actq, (uint64_t)w->ne0, 0,
+                                                  (uint64_t)w->ne0, rows_t, &qp, grid, g->err));
+                lw__gm_emit(g, quant, &qp, sizeof qp, grid);
+                g->q8_tensor = -1;
+            }
             for (int32_t k = 1; k < gn->n_calls - (quant ? 1 : 0); k += 2) {
                 const gm_piece *pc = &g->pieces[calls[k].aux];
                 lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, rows_t, 0, 0, 0,

@@ -118,9 +118,9 @@ int lw__gpu_model_variants_json(const lw__gpu_model *g, char *dst, size_t cap) {
             if (type >= LW_TYPE_COUNT || seen[type] || !tt) continue;
             seen[type] = true;
             if (fam)
-                snprintf(item, sizeof item, "%s\"%s\":\"tm%u tn%u tk%u rm%u rn%u f16 %d\"", first ? "" : ",",
-                         tt->name, c->v.mm.tm, c->v.mm.tn, c->v.mm.tk, c->v.mm.rm, c->v.mm.rn,
-                         c->v.mm.f16 ? 1 : 0);
+                snprintf(item, sizeof item, "%s\"%s\":\"tm%u tn%u tk%u rm%u rn%u f16 %d idot %d smx %d\"",
+                         first ? "" : ",", tt->name, c->v.mm.tm, c->v.mm.tn, c->v.mm.tk, c->v.mm.rm,
+                         c->v.mm.rn, c->v.mm.f16 ? 1 : 0, c->v.mm.idot ? 1 : 0, c->v.mm.smx ? 1 : 0);
             else
                 snprintf(item, sizeof item,
                          "%s\"%s\":\"wg%u rows%u blocks%d f16 %d sg %d stage %u actq %u exact %d idot %d\"",

@@ -41,7 +41,7 @@ static const int32_t matvec_defaults[LW_GPU_TUNE_MV_KEYS] = {
  * and 4382 (64 x 32, 4 x 2) idot; they keep the f32 tiles unless tuned ("idot": 1). */
 static const int32_t matmat_defaults[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = 64, [LW_GPU_TUNE_MM_TN] = 64, [LW_GPU_TUNE_MM_TK] = 32,  [LW_GPU_TUNE_MM_RM] = 8,
-    [LW_GPU_TUNE_MM_RN] = 8,  [LW_GPU_TUNE_MM_F16] = 0, [LW_GPU_TUNE_MM_IDOT] = 0,
+    [LW_GPU_TUNE_MM_RN] = 8,  [LW_GPU_TUNE_MM_F16] = 0, [LW_GPU_TUNE_MM_IDOT] = 0, [LW_GPU_TUNE_MM_SMX] = 0,
 };
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -70,7 +70,7 @@ static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = {"tm", 1, 256, 1, false},   [LW_GPU_TUNE_MM_TN] = {"tn", 1, 256, 1, false},
     [LW_GPU_TUNE_MM_TK] = {"tk", 8, 256, 8, false},   [LW_GPU_TUNE_MM_RM] = {"rm", 1, 16, 1, false},
     [LW_GPU_TUNE_MM_RN] = {"rn", 1, 16, 1, false},    [LW_GPU_TUNE_MM_F16] = {"f16", 0, 1, 1, false},
-    [LW_GPU_TUNE_MM_IDOT] = {"idot", 0, 1, 1, false},
+    [LW_GPU_TUNE_MM_IDOT] = {"idot", 0, 1, 1, false}, [LW_GPU_TUNE_MM_SMX] = {"smx", 0, 1, 1, false},
 };
 
 /* A family: its name, keys and where its overrides live in lw__gpu_tune. */
@@ -435,7 +435,20 @@ lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_
     /* integer products first: their tiles have defaults of their own (above) */
     const lw__gpu_format *f = lw__gpu_format_of(type);
     def[LW_GPU_TUNE_MM_IDOT] = gpu && lw__gpu_matmat_has_idot(type) && info->has_dot4 && f && f->block == 32;
-    if (pick(t, 1, type, LW_GPU_TUNE_MM_IDOT, def[LW_GPU_TUNE_MM_IDOT])) {
+    /* the matrix units, where the device has them for the format, when tuned on ("smx": 1): 64 x 128 tiles of
+     * 8 subgroups, each 2 x 2 fragments, K steps of 32. On the H200 (tests/web/bench-matmat.mjs 4096 4096
+     * 512, Q4_0, the quantizer included, 20 products per timing): 0.71-0.76 ms (~23 TOPS), every other tiling
+     * tried 0.76-2.4 ms, the f32 tiles 0.93 ms, the dot4 kernel 5.1 ms. In whole models (STEPS=compare, one
+     * round) pp512 of the 8B Q4_0 went 1132 -> 1241 t/s with them but the 1B Q4_0 6844 -> 5637 (its 2048-row
+     * products make too few workgroups of these tiles), so they stay off by default until they win on both.
+     */
+    def[LW_GPU_TUNE_MM_SMX] = 0;
+    const bool smx = pick(t, 1, type, LW_GPU_TUNE_MM_SMX, def[LW_GPU_TUNE_MM_SMX]) &&
+                     lw__gpu_smx_available(info) && lw__gpu_matmat_has_smx(type);
+    if (smx) {
+        def[LW_GPU_TUNE_MM_TM] = 64, def[LW_GPU_TUNE_MM_TN] = 128, def[LW_GPU_TUNE_MM_TK] = 32;
+        def[LW_GPU_TUNE_MM_RM] = 2, def[LW_GPU_TUNE_MM_RN] = 2;
+    } else if (pick(t, 1, type, LW_GPU_TUNE_MM_IDOT, def[LW_GPU_TUNE_MM_IDOT])) {
         def[LW_GPU_TUNE_MM_TM] = 32, def[LW_GPU_TUNE_MM_TN] = 64, def[LW_GPU_TUNE_MM_TK] = 128;
         def[LW_GPU_TUNE_MM_RM] = 2, def[LW_GPU_TUNE_MM_RN] = 4;
         if (f && f->block > 128) def[LW_GPU_TUNE_MM_TK] = (int32_t)f->block; /* K steps of whole blocks */
@@ -447,6 +460,20 @@ lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_
     r.f16 = v[LW_GPU_TUNE_MM_F16] && info->has_f16;
     /* integer products where the format and the device have them; they round X (actq) and take f32 */
     r.idot = v[LW_GPU_TUNE_MM_IDOT] && lw__gpu_matmat_has_idot(type) && info->has_dot4;
+    r.smx = smx;
+    if (r.smx) { /* X is the quantizer's output; tiles as given (lw__gpu_matmat_check says what breaks) */
+        r.idot = false;
+        lw__gpu_matmat_round_acts(&r);
+        r.tm = (uint32_t)v[LW_GPU_TUNE_MM_TM], r.tn = (uint32_t)v[LW_GPU_TUNE_MM_TN];
+        r.tk = (uint32_t)v[LW_GPU_TUNE_MM_TK];
+        r.rm = (uint32_t)v[LW_GPU_TUNE_MM_RM], r.rn = (uint32_t)v[LW_GPU_TUNE_MM_RN];
+        /* fit the device's workgroup memory: the integer sums of a step are most of it (K steps of 32 hold
+         * one unit's) */
+        while (r.tk > 32 && r.tk % 64 == 0 &&
+               lw__gpu_matmat_wg_bytes(&r) > info->max_compute_workgroup_storage_size)
+            r.tk /= 2;
+        return r;
+    }
     if (r.idot) {
         r.f16 = false;
         lw__gpu_matmat_round_acts(&r);

@@ -41,6 +41,7 @@ enum {
     LW_GPU_TUNE_MM_RN,   /* "rn": tokens per invocation (1..16)              */
     LW_GPU_TUNE_MM_F16,  /* "f16": 0 = f32 arithmetic even with shader-f16   */
     LW_GPU_TUNE_MM_IDOT, /* "idot": 1 = integer products (matmat-q8.wgsl)  */
+    LW_GPU_TUNE_MM_SMX,  /* "smx": 1 = the matrix units (matmat-smx.wgsl)  */
     LW_GPU_TUNE_MM_KEYS
 };
 

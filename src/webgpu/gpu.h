@@ -80,6 +80,8 @@ typedef struct lw_gpu_info {
     bool has_subgroups;                             /* feature subgroups: `enable subgroups;` kernels     */
     bool has_timestamp_query;                       /* feature timestamp-query                            */
     bool has_dot4;                                  /* WGSL packed_4x8_integer_dot_product (dot4I8Packed) */
+    uint32_t smx_m, smx_n, smx_k; /* i8 x i8 -> i32 subgroup matrices (chromium_experimental_subgroup_matrix)
+                                     the device was made with: M x N x K (16 x 16 x 32), 0 without */
 } lw_gpu_info;
 
 /* One buffer range bound at a binding (size 0: from offset to the end of the buffer). */

@@ -8,6 +8,7 @@
 
 uint32_t lw__gpu_matmat_wg_size(const lw__gpu_matmat_variant *v) {
     if (!v->rm || !v->rn) return 0;
+    if (v->smx) return (v->tm / (16 * v->rm)) * (v->tn / (16 * v->rn)) * 32u; /* subgroups of 32 */
     return (v->tm / v->rm) * (v->tn / v->rn);
 }
 
@@ -44,11 +45,26 @@ bool lw__gpu_matmat_has_idot(uint32_t type) {
     return idot_subs(type) != 0;
 }
 
+bool lw__gpu_matmat_has_smx(uint32_t type) {
+    return idot_subs(type) == 1 || type == LW_TYPE_Q4_K || type == LW_TYPE_Q5_K;
+}
+
+bool lw__gpu_smx_available(const lw_gpu_info *info) {
+    return info->smx_m == 16 && info->smx_n == 16 && info->smx_k == 32 && info->subgroup_min_size == 32 &&
+           info->subgroup_max_size == 32;
+}
+
 uint64_t lw__gpu_matmat_wg_bytes(const lw__gpu_matmat_variant *v) {
     /* idot (matmat-q8.wgsl): (tm + tn) rows of tk / 4 + 1 words of quants; per row and block a vec2 of
      * scales and per sub-block one of integer scale and min; per token and block a vec2, and with
      * sub-blocks (the K formats) an i32 sum per sub-block */
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
+    if (v->smx) { /* matmat-smx.wgsl: the W and X tiles (rows of tk + 16 bytes), (a, b) per row and unit, (d,
+                     s) per token and unit, and the integer sums: 1 KiB per fragment, unit and subgroup */
+        const uint64_t nu = v->tk / 32, wg = lw__gpu_matmat_wg_size(v) / 32;
+        return ((uint64_t)v->tm + v->tn) * (v->tk + 16) + nu * (v->tm + v->tn) * 8u +
+               wg * nu * v->rm * v->rn * 1024u;
+    }
     if (v->idot && f) {
         const uint64_t nb = v->tk / f->block, subs = idot_subs(v->type);
         return ((uint64_t)v->tm + v->tn) * ((uint64_t)v->tk / 4 + 1) * 4u +
@@ -95,7 +111,18 @@ lw_status lw__gpu_matmat_check(const lw_gpu_info *info, const lw__gpu_matmat_var
             "weights, their 8-bit activation rounding, f32 and K steps of whole blocks (%s, actq "
             "%u, tk %u)",
             ti ? ti->name : "?", v->actq, v->tk);
-    if (v->idot && !info->has_dot4)
+    if (v->smx && (!lw__gpu_matmat_has_smx(v->type) || v->actq != f->actq || v->f16 || v->tk % 32 ||
+                   v->tm % (16 * v->rm) || v->tn % (16 * v->rn)))
+        return lw__errorf(
+            err, LW_ERR_INVALID_ARG,
+            "matmat: subgroup matrices need Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/Q4_K/Q5_K weights, "
+            "their 8-bit activation rounding, f32, tk a multiple of 32, tm of 16 rm and tn of 16 "
+            "rn (%s, actq %u, %ux%ux%u, %ux%u fragments)",
+            ti ? ti->name : "?", v->actq, v->tm, v->tn, v->tk, v->rm, v->rn);
+    if (v->smx && !lw__gpu_smx_available(info))
+        return lw__errorf(err, LW_ERR_UNSUPPORTED,
+                          "matmat: this device has no i8 16x16x32 subgroup matrices with 32-wide subgroups");
+    if (v->idot && !v->smx && !info->has_dot4)
         return lw__errorf(err, LW_ERR_UNSUPPORTED,
                           "matmat: integer products need WGSL's dot4I8Packed "
                           "(packed_4x8_integer_dot_product)");
@@ -125,7 +152,10 @@ lw_status lw__gpu_matmat_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
     const lw_type_info *ti = lw_type_get(v->type);
     char label[LW_GPU_CACHE_KEY];
     snprintf(label, sizeof label, "matmat %s%s t%ux%ux%u r%ux%u a%u%s", ti ? ti->name : "?",
-             v->f16 ? " f16" : "", v->tm, v->tn, v->tk, v->rm, v->rn, v->actq, v->idot ? " idot" : "");
+             v->f16 ? " f16" : "", v->tm, v->tn, v->tk, v->rm, v->rn, v->actq,
+             v->smx    ? " smx"
+             : v->idot ? " idot"
+                       : "");
     char tm[12], tn[12], tk[12], rm[12], rn[12], wg[12], actq[12];
     snprintf(actq, sizeof actq, "%u", v->actq);
     snprintf(tm, sizeof tm, "%u", v->tm);
@@ -142,11 +172,17 @@ lw_status lw__gpu_matmat_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
                               {"RM", rm},
                               {"RN", rn},
                               {"WG_SIZE", wg},
-                              {"ACTQ", actq}};
+                              {"ACTQ", actq},
+                              {"RF", rm},
+                              {"TF", rn}};
     static const lw_gpu_binding_kind kinds[LW_GPU_MATMAT_BINDINGS] = {
         LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, v->idot ? "matmat-q8.wgsl" : "matmat.wgsl", defs,
-                                  sizeof defs / sizeof defs[0], kinds, LW_GPU_MATMAT_BINDINGS, out, err);
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label,
+                                  v->smx    ? "matmat-smx.wgsl"
+                                  : v->idot ? "matmat-q8.wgsl"
+                                            : "matmat.wgsl",
+                                  defs, sizeof defs / sizeof defs[0], kinds, LW_GPU_MATMAT_BINDINGS, out,
+                                  err);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -185,9 +221,10 @@ lw_status lw__gpu_matmat_plan(const lw_gpu_info *info, const lw__gpu_matmat_vari
         return lw__errorf(err, LW_ERR_TOO_LARGE,
                           "matmat: %llu x %llu weights exceed one binding (%llu bytes)",
                           (unsigned long long)s->rows, (unsigned long long)s->k, (unsigned long long)bind);
-    if (!strided_end(s->x_offset, s->tokens, xs, s->k, &x_end) || x_end > bind / 4 ||
-        x_end / 4 > UINT32_MAX || !strided_end(s->y_offset, s->tokens, ys, s->rows, &y_end) ||
-        y_end > bind / 4 || y_end > UINT32_MAX)
+    if ((v->smx && (s->tokens > UINT32_MAX / 2 / s->k || s->tokens * s->k > bind / 2)) ||
+        (!v->smx && (!strided_end(s->x_offset, s->tokens, xs, s->k, &x_end) || x_end > bind / 4 ||
+                     x_end / 4 > UINT32_MAX)) ||
+        !strided_end(s->y_offset, s->tokens, ys, s->rows, &y_end) || y_end > bind / 4 || y_end > UINT32_MAX)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "matmat: %llu tokens of X or Y exceed one binding",
                           (unsigned long long)s->tokens);
     uint32_t gmax =

@@ -298,10 +298,38 @@ lw_status lw__gpu_actq_quant_plan(const lw_gpu_info *info, uint32_t actq, uint64
         info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
     uint64_t groups = (k / 4 + ACTQ_QUANT_WG - 1) / ACTQ_QUANT_WG, gx = groups < gmax ? groups : gmax,
              gy = (groups + gx - 1) / gx;
-    *p = (lw__gpu_actq_quant_params){(uint32_t)k, (uint32_t)(x_offset / 4), (uint32_t)gx,
-                                     (uint32_t)(u_offset ? (u_offset - x_offset) / 4 : 0)};
+    *p = (lw__gpu_actq_quant_params){(uint32_t)k,
+                                     (uint32_t)(x_offset / 4),
+                                     (uint32_t)gx,
+                                     (uint32_t)(u_offset ? (u_offset - x_offset) / 4 : 0),
+                                     0,
+                                     1,
+                                     {0, 0}};
     grid[0] = (uint32_t)gx;
     grid[1] = (uint32_t)gy;
     grid[2] = 1;
+    return LW_OK;
+}
+
+uint64_t lw__gpu_actq_rows_bytes(uint64_t k, uint64_t tokens) {
+    return tokens * k + (tokens * (k / 32) + 1) / 2 * 16;
+}
+
+lw_status lw__gpu_actq_quant_plan_rows(const lw_gpu_info *info, uint32_t actq, uint64_t k, uint64_t x_offset,
+                                       uint64_t x_stride, uint64_t tokens, lw__gpu_actq_quant_params *p,
+                                       uint32_t grid[3], char *err) {
+    uint64_t span, end;
+    uint32_t gmax =
+        info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
+    if (tokens == 0 || tokens > gmax || x_stride % 4 || x_stride < k ||
+        !lw__mul_u64(tokens - 1, x_stride, &span) || !lw__add_u64(x_offset, span, &end) ||
+        end / 4 > UINT32_MAX - k / 4 || !lw__mul_u64(tokens, k, &span) || span / 4 > UINT32_MAX / 2)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "actq-quant: %llu tokens of k=%llu at stride %llu",
+                          (unsigned long long)tokens, (unsigned long long)k, (unsigned long long)x_stride);
+    lw_status st = lw__gpu_actq_quant_plan(info, actq, k, x_offset, 0, p, grid, err);
+    if (st != LW_OK) return st;
+    p->x_stride = (uint32_t)(x_stride / 4);
+    p->tokens = (uint32_t)tokens;
+    grid[2] = (uint32_t)tokens;
     return LW_OK;
 }

@@ -22,7 +22,17 @@ typedef struct lw__gpu_matmat_variant {
     uint32_t actq; /* LW_GPU_ACTQ_*: X rounded as the CPU does (8-bit kinds: f32 tiles)     */
     bool idot;     /* integer products (matmat-q8.wgsl): 8-bit tiles and dot4I8Packed, for the
                       formats lw__gpu_matmat_has_idot lists, with actq Q8_0 and tk % 32 == 0 */
+    bool smx;      /* the matrix units (matmat-smx.wgsl, needs the device's i8 16 x 16 x 32 subgroup
+                      matrices and 32-wide subgroups): X is the quantizer's output (actq-quant.wgsl,
+                      lw__gpu_actq_quant_plan_rows), rm x rn fragments of 16 x 16 per subgroup of 32 (rows x
+                      tokens), tm a multiple of 16 rm, tn of 16 rn, tk of 32; implies idot's formats but
+                      Q6_K and its activation rounding */
 } lw__gpu_matmat_variant;
+
+/* Whether format type has a subgroup-matrix kernel (the idot formats with 32-element sub-blocks). */
+bool lw__gpu_matmat_has_smx(uint32_t type);
+/* Whether the device offers what the subgroup-matrix kernel needs. */
+bool lw__gpu_smx_available(const lw_gpu_info *info);
 
 /* Whether format type has integer quants for the idot kernel (dequant-int.wgsl: Q8_0, Q4_0, Q4_1, Q5_0,
  * Q5_1, IQ4_NL). */

@@ -121,12 +121,15 @@ _Static_assert(sizeof(lw__gpu_matvec_params) == 48, "matvec params block");
 
 /* The activation quantizer of the integer mat-vec (actq-quant.wgsl): x (k elements) rounded to 8 bits as the
  * CPU rounds it for the format (actq LW_GPU_ACTQ_Q8_0 or Q8_K), written to a scratch buffer that the mat-vec
- * (variant idot) binds as its x. Parameter block: QuantParams (16 bytes). */
+ * (variant idot) binds as its x. Parameter block: QuantParams (32 bytes). */
 typedef struct lw__gpu_actq_quant_params {
     uint32_t k;        /* elements                                   */
     uint32_t x_offset; /* first vec4 of x in its binding             */
     uint32_t groups_x; /* workgroups along x of the grid             */
     uint32_t x_up;     /* glu: u's offset from g in x, vec4 units     */
+    uint32_t x_stride; /* vec4s from one token's x to the next's      */
+    uint32_t tokens;   /* tokens (the grid's z): group words after all */
+    uint32_t pad[2];   /* keeps the block a multiple of 16 bytes       */
 } lw__gpu_actq_quant_params;
 #define LW_GPU_ACTQ_QUANT_BINDINGS 3u /* x (read), quants (read_write), params */
 /* Bytes of the quantizer's output for k elements: k quants and two words per 32 elements. */
@@ -140,6 +143,13 @@ lw_status lw__gpu_actq_quant_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache 
 lw_status lw__gpu_actq_quant_plan(const lw_gpu_info *info, uint32_t actq, uint64_t k, uint64_t x_offset,
                                   uint64_t u_offset, lw__gpu_actq_quant_params *p, uint32_t grid[3],
                                   char *err);
+
+/* Bytes of the quantizer's output for tokens rows of k elements (lw__gpu_actq_quant_plan_rows). */
+uint64_t lw__gpu_actq_rows_bytes(uint64_t k, uint64_t tokens);
+/* tokens rows of k elements, row t from element x_offset + t * x_stride (multiples of 4), no GLU. */
+lw_status lw__gpu_actq_quant_plan_rows(const lw_gpu_info *info, uint32_t actq, uint64_t k, uint64_t x_offset,
+                                       uint64_t x_stride, uint64_t tokens, lw__gpu_actq_quant_params *p,
+                                       uint32_t grid[3], char *err);
 
 /* Weight formats the mat-vec template has a dequantization routine for. */
 bool lw__gpu_matvec_supported(uint32_t type);

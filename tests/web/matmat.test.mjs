@@ -62,7 +62,7 @@ async function check(f, rows, k, tokens, runs, { seed = 1, layout = {} } = {}) {
     for (const r of runs) {
       const st = r.matvec
         ? M._lw_wasm_matmat_matvec(h, r.matvec.f16 ?? 0, r.matvec.sg ?? 0, r.matvec.wg ?? 0, r.matvec.rows ?? 1, r.matvec.blocks ?? 0, 0)
-        : M._lw_wasm_matmat_run(h, r.f16 ?? 0, r.tm ?? 0, r.tn ?? 0, r.tk ?? 0, r.rm ?? 0, r.rn ?? 0, r.actq === 2 ? 2 : r.actq ? 1 : 0);
+        : M._lw_wasm_matmat_run(h, r.f16 ?? 0, r.tm ?? 0, r.tn ?? 0, r.tk ?? 0, r.rm ?? 0, r.rn ?? 0, r.smx ? 3 : r.actq === 2 ? 2 : r.actq ? 1 : 0);
       if (st !== 0) throw new Error(`run ${JSON.stringify(r)}: ${err(h)}`);
       e = await M.lwGpu.settle();
       if (e) throw new Error(`GPU error, ${JSON.stringify(r)}: ${e}`);
@@ -139,6 +139,34 @@ test('integer products (idot): the CPU engine\'s own products for its formats, r
     const [a, b, fl] = await check(f, 67, k, 37, runs, { seed: 31 + f.type, layout: LAYOUT });
     console.log(`# ${f.name} idot (k=${k}): nmse vs the CPU's products ${a.toExponential(2)} / ${b.toExponential(2)}, f32 tiles ${fl.toExponential(2)}`);
     assert.ok(a < 1e-9 && b < 1e-9, `${f.name}: ${a} / ${b}`);
+  }
+});
+
+// The matrix units (shaders/matmat-smx.wgsl, "smx": WebGPU subgroup matrices, i8 x i8 -> i32 16 x 16 x 32):
+// X rounded by the quantizer pass for all tokens, W's blocks unpacked to bytes, one integer product per
+// 32-element unit and fragment, weighted by the units' scales. Their sums are the CPU's integer sums, so the
+// results are its products up to float summation order. Only GPUs list such configurations (lavapipe and
+// SwiftShader list none): elsewhere the variant must be refused with a reason. Partial tiles in every
+// direction (67 rows, 37 tokens, an odd number of units so the 64-wide K step ends half full), the offsets
+// and strides of LAYOUT, several tilings; Q6_K and the formats without integer quants are refused.
+const SMX = ['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'iq4_nl', 'q4_K', 'q5_K'];
+const smxInfo = skip ? null : cJson(M._lw_wasm_gpu_info_json).smx;
+const hasSmx = !!smxInfo && smxInfo[0] === 16 && smxInfo[1] === 16 && smxInfo[2] === 32;
+test('matrix units (smx): the CPU engine\'s own products on GPUs that have them, refused elsewhere', { skip }, async () => {
+  console.log(`# subgroup matrices i8 16x16x32: ${hasSmx ? 'yes' : 'no (the variant must be refused)'}`);
+  for (const f of formats) {
+    if (!SMX.includes(f.name) || !hasSmx) {
+      if (!SMX.includes(f.name) && !['q6_K', 'q2_K', 'f32'].includes(f.name)) continue;
+      if (!SMX.includes(f.name) && !hasSmx) continue;
+      await assert.rejects(check(f, 16, kOf(f), 4, [{ tm: 64, tn: 64, tk: 64, rm: 2, rn: 2, smx: true, cpu: true }]), /subgroup matri/);
+      continue;
+    }
+    const k = kOf(f) + (f.block === 256 ? 256 : 32 * 3); // K formats: whole super-blocks of 8 units
+    const runs = [{ tm: 64, tn: 64, tk: 64, rm: 2, rn: 2, smx: true, cpu: true }, { tm: 32, tn: 32, tk: 32, rm: 1, rn: 1, smx: true, cpu: true },
+      { tm: 128, tn: 32, tk: 32, rm: 4, rn: 1, smx: true, cpu: true }, { tm: 16, tn: 64, tk: 96, rm: 1, rn: 2, smx: true, cpu: true }];
+    const r = await check(f, 67, k, 37, runs, { seed: 57 + f.type, layout: LAYOUT });
+    console.log(`# ${f.name} smx (k=${k}): nmse vs the CPU's products ${r.map((v) => v.toExponential(2)).join(' / ')}`);
+    for (const v of r) assert.ok(v < 1e-9, `${f.name}: ${r}`);
   }
 });
 

@@ -177,6 +177,22 @@ for (const [preset, type] of GPU_CASES) {
   });
 }
 
+// The prompt's products on the matrix units (matmat-smx.wgsl, tune key "smx"; only GPUs that list i8 16x16x32
+// subgroup matrices, e.g. the H200 through Dawn): prompts of 64 tokens so the mat-mats run, then decode.
+const smxInfo = skip ? null : JSON.parse((() => { const p = M._malloc(4096); try { M._lw_wasm_gpu_info_json(p, 4096); return M.UTF8ToString(p); } finally { M._free(p); } })()).smx;
+const hasSmx = !!smxInfo && smxInfo[2] === 32;
+for (const [preset, type] of [['tiny', 'q4_0'], ['tiny-256', 'q4_k_m']]) {
+  test(`greedy agreement WebGPU vs CPU, matrix units: ${preset} ${type}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') || (!hasSmx && 'no i8 subgroup matrices on this device') }, async () => {
+    const file = synth(preset, type);
+    const prompt = Array.from({ length: 64 }, (_, i) => 1 + ((i * 37) % 200));
+    const r = await agreement(file, prompt, 64, { kvF32: true, tune: { matmat: { '*': { smx: 1 } } } });
+    console.log(`# ${preset} ${type} matrix units: ${(100 * r.rate).toFixed(1)} % of 64 greedy tokens agree, logits within ${(100 * r.worst).toFixed(4)} % of their range`);
+    assert.match(JSON.stringify(r.variants.matmat), /smx 1/, 'the subgroup-matrix mat-mat ran');
+    assert.ok(r.worst < 0.02, `logits differ by ${r.worst} of their range`);
+    assert.ok(r.rate >= 0.995, `agreement ${r.rate}`);
+  });
+}
+
 test('a token embedding larger than one 128 MiB binding (split by rows)', { skip: skip || (!cli && 'llamaweb CLI not built') || (!process.env.LW_TEST_BIG && 'set LW_TEST_BIG=1 (writes a ~300 MB model)') }, async () => {
   // the Llama 3.2 1B shape cut to one block: 128256 x 2048 Q8_0 = 266 MiB of embedding, tied to the output,
   // so on lavapipe both the row gather and the output mat-vec run over three pieces

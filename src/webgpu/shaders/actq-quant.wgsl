@@ -6,16 +6,19 @@
 // per workgroup (32 groups of 32, 4 Q8_K super-blocks): a group's largest |x| and its sum of quants meet in
 // workgroup atomics (non-negative floats order as their bits), so a 14336-wide x is 14 workgroups of short
 // threads instead of 448 threads that each scan 32 (or 256) elements.
-// Output, words of q (k elements):
-//   [0, k / 4)                  the quants, four signed bytes to a word in element order
-//   k / 4 + 2 g, k / 4 + 2 g + 1 group g of 32 elements: (d_x, s_x) as f32 bits, s_x the CPU's Q8_1 block sum
+// Several tokens (a prompt's rows for the subgroup-matrix mat-mat, matmat-smx.wgsl) run as the z of the grid,
+// T = params.tokens of them, x of token t at x_stride vec4s from token t - 1. Output, words of q (k elements
+// per token; T = 1 for a mat-vec):
+//   t k / 4 + [0, k / 4)        token t's quants, four signed bytes to a word in element order
+//   T k / 4 + 2 G, .. + 1       group G = t k / 32 + g (group g of token t) of 32 elements: (d_x, s_x) as f32
+//                               bits, s_x the CPU's Q8_1 block sum
 //                               (ACTQ 1; unused by the symmetric formats), or (ACTQ 2) (d_x of the group's
 //                               super-block, the group's sum of quants as i32 bits: the K formats' minimums)
 // X_GLU=1 folds the FFN's SwiGLU in: x holds a gate|up row (u at x_up vec4s after g) and the rounded input is
 // silu(g) * u (ops-common.wgsl swiglu_elem, as the SWIGLU op), so the down projection of a one-token step needs
 // neither a GLU dispatch nor its output.
 // Defines: ACTQ (1 or 2), WG_SIZE, X_GLU (0/1). Bindings: 0 x as vec4<f32> (read), 1 q (read_write), 2 params.
-// Dispatch: (groups_x, ceil(ceil(k / 4 / WG_SIZE) / groups_x), 1).
+// Dispatch: (groups_x, ceil(ceil(k / 4 / WG_SIZE) / groups_x), tokens).
 #include "common.wgsl"
 #ifndef WG_SIZE
 #define WG_SIZE 256
@@ -36,6 +39,10 @@ struct QuantParams {
     x_offset: u32, // first vec4 of x in its binding
     groups_x: u32, // workgroups along x of the grid
     x_up: u32,     // X_GLU: offset of u from g in x, vec4 units
+    x_stride: u32, // vec4s from token t's x to token t + 1's
+    tokens: u32,   // tokens T (the z of the grid): the group words follow all T tokens' quants
+    pad0: u32,
+    pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
@@ -61,11 +68,11 @@ var<workgroup> sval: array<f32, WG_SIZE / 64u>;          // that element, with i
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = (wg.x + wg.y * params.groups_x) * WG_SIZE + lid; // vec4 of x (from x_offset)
+    let i = (wg.x + wg.y * params.groups_x) * WG_SIZE + lid; // vec4 of token wg.z's x (from its start)
     let live = i < params.k / 4u;                            // whole groups are live or not (k % 32 == 0)
     var v = vec4<f32>(0.0);
     if (live) {
-        v = actq_x(params.x_offset + i);
+        v = actq_x(params.x_offset + wg.z * params.x_stride + i);
     }
     let a = abs(v);
     let m = max(max(a.x, a.y), max(a.z, a.w));
@@ -107,11 +114,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (!live) {
         return;
     }
-    q[i] = pack4xI8(qi);
+    q[wg.z * (params.k / 4u) + i] = pack4xI8(qi);
     if (lid % 8u == 0u) { // the group's first invocation writes its (d_x, s_x or sum)
-        let g = i / 8u;
+        let g = wg.z * (params.k / 32u) + i / 8u;
         let gw = actq_group_words(s, amax, atomicLoad(&gsum[lid / 8u]));
-        q[params.k / 4u + 2u * g] = gw.x;
-        q[params.k / 4u + 2u * g + 1u] = gw.y;
+        q[params.tokens * (params.k / 4u) + 2u * g] = gw.x;
+        q[params.tokens * (params.k / 4u) + 2u * g + 1u] = gw.y;
     }
 }

@@ -5,10 +5,13 @@
 #pragma once
 
 // Word i of the weights: of the binding, or (W_TILE: the mat-vec's staged variant) of the includer's
-// workgroup-memory tile `wtile`, where a K step's bytes were copied with coalesced word loads.
+// workgroup-memory tile `wtile`, where a K step's bytes were copied with coalesced word loads, or (W_PRIV) of
+// words the includer loaded into registers ahead of use (its fn w_priv).
 fn w_word(i: u32) -> u32 {
 #ifdef W_TILE
     return wtile[i];
+#elif defined(W_PRIV)
+    return w_priv(i); // the includer's registers (matmat-smx.wgsl: a block prefetched a K step ahead)
 #else
     return w[i];
 #endif

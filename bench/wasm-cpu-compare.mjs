@@ -4,10 +4,13 @@
 // on the same synthesized files (llamaweb synth: llama-3.2-1b shape, Q4_0 and Q8_0, the llama-spm vocabulary
 // when ../shared has it), prefill and decode tokens/s, medians over rounds with the engines alternating, and
 // the ratio. --webgpu adds the package on the browser's own adapter (Chromium's SwiftShader here: where a
-// software adapter loses to the CPU engine, the reason device 'auto' avoids it).
+// software adapter loses to the CPU engine, the reason device 'auto' avoids it). --where picks where the
+// package runs: on the page's main thread (page, the default) and/or in a module Worker (worker, as wllama
+// always computes): the engine's first thread sleeps at its barriers only in a worker (the main thread may
+// not block, so there it spins).
 //
 //   node bench/wasm-cpu-compare.mjs [--types q4_0,q8_0] [--preset llama-3.2-1b] [--layers N] [--threads 1,2]
-//        [--rounds 2] [--prompt 64] [--gen 32] [--webgpu] [--json out.json]
+//        [--rounds 2] [--prompt 64] [--gen 32] [--where page,worker] [--webgpu] [--json out.json]
 //
 // Needs Chromium (/usr/bin/chromium or LW_CHROMIUM), the wasm builds (LW_WASM_DIR or build/wasm, with mt/),
 // the native CLI (LW_CLI or build/release/llamaweb) to write the models (kept in LW_BENCH_MODELS or
@@ -31,6 +34,8 @@ const threadList = opt('threads', '1,2').split(',').map(Number);
 const rounds = Number(opt('rounds', '2'));
 const promptTokens = Number(opt('prompt', '64'));
 const gen = Number(opt('gen', '32'));
+const wheres = opt('where', 'page').split(',');
+if (wheres.some((w) => w !== 'page' && w !== 'worker')) { console.error('wasm-cpu-compare: --where takes page and/or worker'); process.exit(2); }
 const withGpu = args.includes('--webgpu');
 const jsonOut = opt('json', null);
 
@@ -101,13 +106,15 @@ async function runOnce(query) {
   let stderr = '';
   browser.stderr.on('data', (c) => { stderr = (stderr + c).slice(-3000); });
   const exited = new Promise((r) => browser.on('exit', (code) => r({ exited: code })));
-  const timeout = new Promise((r) => setTimeout(() => r({ timeout: true }), 1200000));
+  let timer; // cleared below: a pending 20-minute timer would keep this process alive after the last run
+  const timeout = new Promise((r) => { timer = setTimeout(() => r({ timeout: true }), 1200000); });
   try {
     const r = await Promise.race([result, exited, timeout]);
     if (r.exited !== undefined || r.timeout) throw new Error(`no result (${JSON.stringify(r)}): ${stderr}`);
     if (r.error) throw new Error(`${query.engine}: ${r.error}`);
     return r;
   } finally {
+    clearTimeout(timer);
     try { process.kill(-browser.pid, 'SIGKILL'); } catch { browser.kill('SIGKILL'); }
     await exited;
     rmSync(profile, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
@@ -118,11 +125,13 @@ const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s.lengt
 const rows = [];
 for (const m of models) {
   for (const threads of threadList) {
-    const engines = ['llamaweb', 'wllama', ...(withGpu && threads === threadList[0] ? ['webgpu'] : [])];
+    // llamaweb@page / llamaweb@worker, wllama, webgpu (on the first --where)
+    const engines = [...wheres.map((w) => 'llamaweb@' + w), 'wllama', ...(withGpu && threads === threadList[0] ? ['webgpu@' + wheres[0]] : [])];
     const runs = Object.fromEntries(engines.map((e) => [e, []]));
     for (let round = 0; round < rounds; round++) {
       for (const engine of round % 2 ? [...engines].reverse() : engines) { // alternate which goes first
-        const r = await runOnce({ engine, model: '/models/' + m.name, threads, gen, prompt });
+        const [name, where = 'page'] = engine.split('@');
+        const r = await runOnce({ engine: name, where, model: '/models/' + m.name, threads, gen, prompt });
         const pp = r.promptTokens / r.prefillMs * 1000, tg = r.genTokens / r.decodeMs * 1000;
         console.error(`  ${m.type} ${engine} t${threads}${r.build ? ' ' + r.build + ' (' + r.threadsRun + ')' : ''}: ` +
           `pp${r.promptTokens} ${pp.toFixed(2)} t/s, tg${r.genTokens} ${tg.toFixed(2)} t/s, load ${r.loadMs.toFixed(0)} ms; load avg ${loadavg()[0].toFixed(1)}`);
@@ -130,17 +139,20 @@ for (const m of models) {
       }
     }
     const s = (e, k) => median(runs[e].map((x) => x[k]));
-    rows.push({ model: m.type, mib: m.bytes / 1048576, threads, ours: { pp: s('llamaweb', 'pp'), tg: s('llamaweb', 'tg') },
-      wllama: { pp: s('wllama', 'pp'), tg: s('wllama', 'tg') }, webgpu: runs.webgpu ? { pp: s('webgpu', 'pp'), tg: s('webgpu', 'tg') } : null });
+    const gpu = engines.find((e) => e.startsWith('webgpu'));
+    for (const where of wheres) {
+      rows.push({ model: m.type, mib: m.bytes / 1048576, threads, where, ours: { pp: s('llamaweb@' + where, 'pp'), tg: s('llamaweb@' + where, 'tg') },
+        wllama: { pp: s('wllama', 'pp'), tg: s('wllama', 'tg') }, webgpu: gpu && where === wheres[0] ? { pp: s(gpu, 'pp'), tg: s(gpu, 'tg') } : null });
+    }
   }
 }
 server.close();
 
 console.log(`\n${preset}${layers ? ` (${layers} layers)` : ''}, prompt ${promptTokens} tokens, ${gen} generated, median of ${rounds} rounds, headless Chromium:`);
-console.log('| model | threads | llamaweb pp | wllama pp | pp ratio | llamaweb tg | wllama tg | tg ratio |' + (withGpu ? ' webgpu pp / tg |' : ''));
-console.log('|---|---|---|---|---|---|---|---|' + (withGpu ? '---|' : ''));
+console.log('| model | threads | llamaweb on | llamaweb pp | wllama pp | pp ratio | llamaweb tg | wllama tg | tg ratio |' + (withGpu ? ' webgpu pp / tg |' : ''));
+console.log('|---|---|---|---|---|---|---|---|---|' + (withGpu ? '---|' : ''));
 for (const r of rows) {
-  console.log(`| ${r.model} (${r.mib.toFixed(0)} MiB) | ${r.threads} | ${r.ours.pp.toFixed(2)} | ${r.wllama.pp.toFixed(2)} | ${(r.ours.pp / r.wllama.pp).toFixed(2)} | ` +
+  console.log(`| ${r.model} (${r.mib.toFixed(0)} MiB) | ${r.threads} | ${r.where} | ${r.ours.pp.toFixed(2)} | ${r.wllama.pp.toFixed(2)} | ${(r.ours.pp / r.wllama.pp).toFixed(2)} | ` +
     `${r.ours.tg.toFixed(2)} | ${r.wllama.tg.toFixed(2)} | ${(r.ours.tg / r.wllama.tg).toFixed(2)} |` +
     (withGpu ? (r.webgpu ? ` ${r.webgpu.pp.toFixed(2)} / ${r.webgpu.tg.toFixed(2)} |` : ' |') : ''));
 }

@@ -1,13 +1,17 @@
 // The page of bench/wasm-cpu-compare.mjs (headless Chromium, cross-origin isolated): one engine, one model,
 // one thread count per load; prefill and decode timed the same way for both engines; POSTs to /result.
-//   ?engine=llamaweb|wllama|webgpu &model=/models/NAME &threads=N &prompt=TEXT &gen=N
+//   ?engine=llamaweb|wllama|webgpu &model=/models/NAME &threads=N &prompt=TEXT &gen=N &where=page|worker
 // llamaweb: the package's CPU engine (wasm/, or wasm/mt/ for threads > 1); webgpu: the package on this
-// browser's adapter; wllama: @wllama/wllama at /wllama/ (its own CPU build; n_gpu_layers 0).
+// browser's adapter; wllama: @wllama/wllama at /wllama/ (its own CPU build; n_gpu_layers 0; it always
+// computes in its own worker). where=worker runs this script for llamaweb/webgpu in a module Worker, as
+// wllama does: there the engine's first thread can sleep at the barriers (Atomics.wait), which the page's
+// main thread cannot (it spins).
 // Both read the same Blob (fetched once) so no download or cache path is timed.
 const q = new URLSearchParams(location.search);
 const engine = q.get('engine'), threads = Number(q.get('threads') || 1), gen = Number(q.get('gen') || 32);
 const prompt = q.get('prompt');
-const out = { engine, threads, coi: globalThis.crossOriginIsolated === true, error: null };
+const where = q.get('where') === 'worker' && engine !== 'wllama' ? 'worker' : 'page';
+const out = { engine, threads, where, coi: globalThis.crossOriginIsolated === true, error: null };
 
 async function llamaweb(blob, device) {
   const { Llamaweb } = await import('/web/llamaweb.mjs');
@@ -51,11 +55,24 @@ async function wllama(blob) {
   await w.exit();
 }
 
-try {
-  const blob = await (await fetch(q.get('model'))).blob();
-  if (engine === 'wllama') await wllama(blob);
-  else await llamaweb(blob, engine === 'webgpu' ? 'webgpu' : 'cpu');
-} catch (e) {
-  out.error = String(e && e.stack || e);
+async function run() {
+  try {
+    const blob = await (await fetch(q.get('model'))).blob();
+    if (engine === 'wllama') await wllama(blob);
+    else await llamaweb(blob, engine === 'webgpu' ? 'webgpu' : 'cpu');
+  } catch (e) {
+    out.error = String(e && e.stack || e);
+  }
+  await fetch('/result', { method: 'POST', body: JSON.stringify(out) });
 }
-await fetch('/result', { method: 'POST', body: JSON.stringify(out) });
+
+if (where === 'worker' && typeof document !== 'undefined') {
+  // the page only starts the worker (kept referenced); the worker (this script again) posts the result
+  globalThis.benchWorker = new Worker(new URL(import.meta.url).pathname + location.search, { type: 'module' });
+  globalThis.benchWorker.onerror = (ev) => {
+    out.error = 'bench worker: ' + (ev.message || 'failed to start');
+    fetch('/result', { method: 'POST', body: JSON.stringify(out) });
+  };
+} else {
+  await run();
+}

@@ -1,32 +1,60 @@
 /* Thread pool for the CPU engine (see engine-threads.h).
  *
  * Workers sleep on a condition variable between runs (a decode step is one run), so an idle context costs
- * no CPU. Inside a run the threads meet at a barrier after every graph node; that barrier spins briefly and
- * then yields, because nodes of small models last microseconds and a futex sleep per node would dominate. */
+ * no CPU. Inside a run the threads meet at a barrier after every graph node. Nodes of small models last
+ * microseconds, so a waiter first spins; natively it then yields for a while. A waiter that is still waiting
+ * after that sleeps on a futex (Linux, Emscripten's pthreads), woken by the last thread to arrive: when the
+ * cores are shared with other work (or are fewer than the threads) a waiter that kept spinning would take the
+ * core from the very thread it waits for. In wasm sched_yield does nothing, so there the spin goes straight
+ * to the futex; on the browser's main thread emscripten_futex_wait itself spins (Atomics.wait is not
+ * allowed there), while the pool's workers really sleep. */
+#if defined(__linux__) && !defined(__EMSCRIPTEN__)
+#define _DEFAULT_SOURCE /* syscall() */
+#endif
 #include "cpu/engine-threads.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+
+#if defined(__EMSCRIPTEN__)
+#include <emscripten/threading.h>
+#include <math.h>
+#elif defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+/* Barrier waits: polls of the phase before a waiter yields, then yields before it sleeps. In wasm a yield
+ * returns at once, so the waiter polls longer there (a poll is a few ns: 2^14 are tens of microseconds, more
+ * than a decode node's imbalance between threads) and then sleeps. */
+#if defined(__EMSCRIPTEN__)
+enum { BAR_SPINS = 1 << 14, BAR_YIELDS = 0 };
+#else
+enum { BAR_SPINS = 2000, BAR_YIELDS = 200 };
+#endif
 
 /* ---------------------------------------------------------------------------------------------------------
  * Pool state
  * ------------------------------------------------------------------------------------------------------- */
 
 struct lw__pool {
-    lw_allocator alloc;        /* where this struct came from                                    */
-    int n_threads;             /* workers + the caller                                           */
-    pthread_t *threads;        /* n_threads - 1 worker handles                                   */
-    pthread_mutex_t mu;        /* guards generation, stop, fn, arg, n_running                    */
-    pthread_cond_t cv_start;   /* workers wait here for a new generation                         */
-    pthread_cond_t cv_done;    /* the caller waits here for n_running to reach 0                 */
-    uint64_t generation;       /* bumped by each run                                             */
-    int stop;                  /* set by lw__pool_free                                           */
-    int n_running;             /* workers still inside the current run                           */
-    lw__pool_fn fn;            /* the current work                                               */
-    void *arg;                 /* its argument                                                   */
-    atomic_int bar_count;      /* threads arrived at the current barrier                         */
-    atomic_int bar_phase;      /* flips each time a barrier completes                            */
+    lw_allocator alloc;      /* where this struct came from                                    */
+    int n_threads;           /* workers + the caller                                           */
+    pthread_t *threads;      /* n_threads - 1 worker handles                                   */
+    pthread_mutex_t mu;      /* guards generation, stop, fn, arg, n_running                    */
+    pthread_cond_t cv_start; /* workers wait here for a new generation                         */
+    pthread_cond_t cv_done;  /* the caller waits here for n_running to reach 0                 */
+    uint64_t generation;     /* bumped by each run                                             */
+    int stop;                /* set by lw__pool_free                                           */
+    int n_running;           /* workers still inside the current run                           */
+    lw__pool_fn fn;          /* the current work                                               */
+    void *arg;               /* its argument                                                   */
+    atomic_int bar_count;    /* threads arrived at the current barrier                         */
+    atomic_uint bar_phase;   /* +1 each time a barrier completes (the futex word)              */
+    atomic_int bar_sleepers; /* waiters in (or about to enter) a futex wait on bar_phase       */
 };
 
 /* A worker's start argument: the pool and the worker's thread index. */
@@ -82,6 +110,7 @@ lw_status lw__pool_create(const lw_allocator *alloc, int n_threads, lw__pool **o
     worker_arg *args = (worker_arg *)(p->threads + n_workers);
     atomic_init(&p->bar_count, 0);
     atomic_init(&p->bar_phase, 0);
+    atomic_init(&p->bar_sleepers, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_start, NULL);
     pthread_cond_init(&p->cv_done, NULL);
@@ -136,15 +165,54 @@ void lw__pool_run(lw__pool *p, lw__pool_fn fn, void *arg) {
     pthread_mutex_unlock(&p->mu);
 }
 
+/* Sleeps while *word == val (it may return early or spuriously: the caller checks again). */
+static void futex_wait(atomic_uint *word, unsigned val) {
+#if defined(__EMSCRIPTEN__)
+    emscripten_futex_wait((volatile void *)word, val, INFINITY);
+#elif defined(__linux__)
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+#else
+    (void)word, (void)val;
+    sched_yield();
+#endif
+}
+
+/* Wakes every thread sleeping in futex_wait on word. */
+static void futex_wake_all(atomic_uint *word) {
+#if defined(__EMSCRIPTEN__)
+    emscripten_futex_wake((volatile void *)word, INT_MAX);
+#elif defined(__linux__)
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)word;
+#endif
+}
+
 void lw__pool_barrier(lw__pool *p) {
     if (p->n_threads == 1) return;
-    int phase = atomic_load_explicit(&p->bar_phase, memory_order_acquire);
+    const unsigned phase = atomic_load_explicit(&p->bar_phase, memory_order_acquire);
     if (atomic_fetch_add_explicit(&p->bar_count, 1, memory_order_acq_rel) == p->n_threads - 1) {
-        /* last to arrive: reset the count, then release everyone */
+        /* last to arrive: reset the count, then release everyone. The phase store and the sleepers load
+         * are seq_cst, as the sleeper's increment and phase load below: either the sleeper sees the new
+         * phase and does not sleep, or this sees the sleeper and wakes it (the futex itself rechecks the
+         * phase, so a wake between its check and its sleep is not lost). */
         atomic_store_explicit(&p->bar_count, 0, memory_order_relaxed);
-        atomic_store_explicit(&p->bar_phase, phase ^ 1, memory_order_release);
+        atomic_store_explicit(&p->bar_phase, phase + 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&p->bar_sleepers, memory_order_seq_cst) > 0) futex_wake_all(&p->bar_phase);
         return;
     }
-    for (int spins = 0; atomic_load_explicit(&p->bar_phase, memory_order_acquire) == phase; spins++)
-        if (spins > 2000) sched_yield();
+    for (int i = 0; i < BAR_SPINS; i++) {
+        if (atomic_load_explicit(&p->bar_phase, memory_order_acquire) != phase) return;
+    }
+    for (int i = 0; i < BAR_YIELDS; i++) {
+        if (atomic_load_explicit(&p->bar_phase, memory_order_acquire) != phase) return;
+        sched_yield();
+    }
+    for (;;) {
+        atomic_fetch_add_explicit(&p->bar_sleepers, 1, memory_order_seq_cst);
+        const int waiting = atomic_load_explicit(&p->bar_phase, memory_order_seq_cst) == phase;
+        if (waiting) futex_wait(&p->bar_phase, phase);
+        atomic_fetch_sub_explicit(&p->bar_sleepers, 1, memory_order_relaxed);
+        if (!waiting || atomic_load_explicit(&p->bar_phase, memory_order_acquire) != phase) return;
+    }
 }

@@ -1,6 +1,6 @@
 /* A small pthread pool for the CPU engine: n_threads - 1 workers plus the calling thread run one function
- * together (each gets its index ith of nth), with a spin barrier for the steps inside it. Created once per
- * context; running work allocates nothing. */
+ * together (each gets its index ith of nth), with a barrier for the steps inside it (it spins, then sleeps on
+ * a futex). Created once per context; running work allocates nothing. */
 #ifndef LW_ENGINE_THREADS_H
 #define LW_ENGINE_THREADS_H
 

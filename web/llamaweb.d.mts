@@ -61,8 +61,9 @@ export type DeviceChoice = 'auto' | 'webgpu' | 'cpu';
 export interface LoadOptions {
   /** Default 'auto'; 'webgpu' rejects with GPU_UNAVAILABLE without a device; 'cpu' asks for no device. */
   device?: DeviceChoice;
-  /** CPU engine threads (default: cross-origin isolated pages half the processors, at most 4, else 1); more
-   * than one runs the threaded build (wasm/mt/), which needs COOP/COEP headers on the page. */
+  /** CPU engine threads (default: cross-origin isolated pages half the processors, at least 2 where there are
+   * 2, at most 4; else 1); more than one runs the threaded build (wasm/mt/), which needs COOP/COEP headers on
+   * the page. */
   threads?: number;
   /** device 'auto' on a software adapter: files up to this size stay on WebGPU (default 0: none). */
   softwareAdapterMaxBytes?: number;

@@ -27,13 +27,20 @@
 #include <unistd.h>
 #endif
 
-/* Barrier waits: polls of the phase before a waiter yields, then yields before it sleeps. In wasm a yield
- * returns at once, so the waiter polls longer there (a poll is a few ns: 2^14 are tens of microseconds, more
- * than a decode node's imbalance between threads) and then sleeps. */
-#if defined(__EMSCRIPTEN__)
-enum { BAR_SPINS = 1 << 14, BAR_YIELDS = 0 };
-#else
+/* Waits before a sleep. Natively a barrier's waiter polls the phase BAR_SPINS times, then yields BAR_YIELDS
+ * times. In wasm a yield returns at once and a poll's cost depends on the engine (2^14 polls took ~5 us in
+ * V8, less than a tiny model's node, so most waits slept), so there the waiter polls for BAR_SPIN_MS: more
+ * than a node's imbalance between threads, little against the milliseconds a thread loses when the
+ * scheduler takes its core. Workers between runs poll for RUN_POLL_MS in wasm before they sleep, since
+ * waking a worker from Atomics.wait took ~0.2-1 ms there (every decode step of a small model paid it);
+ * natively they sleep at once, as they always did. */
 enum { BAR_SPINS = 2000, BAR_YIELDS = 200 };
+#if defined(__EMSCRIPTEN__)
+#define BAR_SPIN_MS 0.2
+#define RUN_POLL_MS 1.0
+#else
+#define BAR_SPIN_MS 0.0
+#define RUN_POLL_MS 0.0
 #endif
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -44,12 +51,10 @@ struct lw__pool {
     lw_allocator alloc;      /* where this struct came from                                    */
     int n_threads;           /* workers + the caller                                           */
     pthread_t *threads;      /* n_threads - 1 worker handles                                   */
-    pthread_mutex_t mu;      /* guards generation, stop, fn, arg, n_running                    */
+    pthread_mutex_t mu;      /* guards stop, and generation's changes for workers that sleep   */
     pthread_cond_t cv_start; /* workers wait here for a new generation                         */
-    pthread_cond_t cv_done;  /* the caller waits here for n_running to reach 0                 */
-    uint64_t generation;     /* bumped by each run                                             */
+    atomic_uint generation;  /* bumped by each run (read unlocked by workers polling for a run) */
     int stop;                /* set by lw__pool_free                                           */
-    int n_running;           /* workers still inside the current run                           */
     lw__pool_fn fn;          /* the current work                                               */
     void *arg;               /* its argument                                                   */
     atomic_int bar_count;    /* threads arrived at the current barrier                         */
@@ -63,28 +68,31 @@ typedef struct worker_arg {
     int ith;        /* 1 .. n_threads - 1    */
 } worker_arg;
 
+static int spin_while(const atomic_uint *word, unsigned val, int polls, int yields, double ms);
+
 static void *worker_main(void *p) {
     worker_arg *wa = p;
     lw__pool *pool = wa->pool;
     int ith = wa->ith;
-    uint64_t seen = 0;
+    unsigned seen = 0;
     for (;;) {
-        pthread_mutex_lock(&pool->mu);
-        while (!pool->stop && pool->generation == seen) pthread_cond_wait(&pool->cv_start, &pool->mu);
-        if (pool->stop) {
+        /* wasm: catch the next step awake; else sleep until it comes (or the pool stops) */
+        if (!spin_while(&pool->generation, seen, 0, 0, RUN_POLL_MS)) {
+            pthread_mutex_lock(&pool->mu);
+            while (!pool->stop && atomic_load_explicit(&pool->generation, memory_order_relaxed) == seen)
+                pthread_cond_wait(&pool->cv_start, &pool->mu);
+            const int stop = pool->stop;
             pthread_mutex_unlock(&pool->mu);
-            break;
+            if (stop) break;
         }
-        seen = pool->generation;
+        /* fn and arg were written before the generation's release; the next run's come after this run's last
+         * barrier, which this worker reaches after reading them */
+        seen = atomic_load_explicit(&pool->generation, memory_order_acquire);
         lw__pool_fn fn = pool->fn;
         void *arg = pool->arg;
-        pthread_mutex_unlock(&pool->mu);
 
         fn(arg, ith, pool->n_threads);
-
-        pthread_mutex_lock(&pool->mu);
-        if (--pool->n_running == 0) pthread_cond_signal(&pool->cv_done);
-        pthread_mutex_unlock(&pool->mu);
+        lw__pool_barrier(pool); /* the run ends when every thread has left fn */
     }
     return NULL;
 }
@@ -108,12 +116,12 @@ lw_status lw__pool_create(const lw_allocator *alloc, int n_threads, lw__pool **o
     p->n_threads = n_threads;
     p->threads = (pthread_t *)(p + 1);
     worker_arg *args = (worker_arg *)(p->threads + n_workers);
+    atomic_init(&p->generation, 0);
     atomic_init(&p->bar_count, 0);
     atomic_init(&p->bar_phase, 0);
     atomic_init(&p->bar_sleepers, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_start, NULL);
-    pthread_cond_init(&p->cv_done, NULL);
     for (size_t i = 0; i < n_workers; i++) {
         args[i].pool = p;
         args[i].ith = (int)i + 1;
@@ -135,7 +143,6 @@ void lw__pool_free(lw__pool *p) {
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n_threads - 1; i++) pthread_join(p->threads[i], NULL);
     pthread_cond_destroy(&p->cv_start);
-    pthread_cond_destroy(&p->cv_done);
     pthread_mutex_destroy(&p->mu);
     lw_allocator a = p->alloc;
     lw__free(&a, p);
@@ -153,16 +160,14 @@ void lw__pool_run(lw__pool *p, lw__pool_fn fn, void *arg) {
     pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->arg = arg;
-    p->n_running = p->n_threads - 1;
-    p->generation++;
-    pthread_cond_broadcast(&p->cv_start);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
     pthread_mutex_unlock(&p->mu);
+    /* after the unlock: a woken worker does not block on the mutex again (and a polling one never takes it)
+     */
+    pthread_cond_broadcast(&p->cv_start);
 
     fn(arg, 0, p->n_threads);
-
-    pthread_mutex_lock(&p->mu);
-    while (p->n_running > 0) pthread_cond_wait(&p->cv_done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    lw__pool_barrier(p); /* every worker has left fn: the caller may free what fn used, or run again */
 }
 
 /* Sleeps while *word == val (it may return early or spuriously: the caller checks again). */
@@ -188,6 +193,29 @@ static void futex_wake_all(atomic_uint *word) {
 #endif
 }
 
+/* Waits for *word to differ from val without sleeping: `polls` loads, then `yields` sched_yields, then
+ * (wasm) loads for `ms` milliseconds. 1 when it changed meanwhile. */
+static int spin_while(const atomic_uint *word, unsigned val, int polls, int yields, double ms) {
+    for (int i = 0; i < polls; i++)
+        if (atomic_load_explicit(word, memory_order_acquire) != val) return 1;
+    for (int i = 0; i < yields; i++) {
+        if (atomic_load_explicit(word, memory_order_acquire) != val) return 1;
+        sched_yield();
+    }
+#if defined(__EMSCRIPTEN__)
+    if (ms > 0) {
+        const double end = emscripten_get_now() + ms; /* performance.now(): 5 us steps when isolated */
+        do {
+            for (int i = 0; i < 256; i++)
+                if (atomic_load_explicit(word, memory_order_acquire) != val) return 1;
+        } while (emscripten_get_now() < end);
+    }
+#else
+    (void)ms;
+#endif
+    return atomic_load_explicit(word, memory_order_acquire) != val;
+}
+
 void lw__pool_barrier(lw__pool *p) {
     if (p->n_threads == 1) return;
     const unsigned phase = atomic_load_explicit(&p->bar_phase, memory_order_acquire);
@@ -201,13 +229,11 @@ void lw__pool_barrier(lw__pool *p) {
         if (atomic_load_explicit(&p->bar_sleepers, memory_order_seq_cst) > 0) futex_wake_all(&p->bar_phase);
         return;
     }
-    for (int i = 0; i < BAR_SPINS; i++) {
-        if (atomic_load_explicit(&p->bar_phase, memory_order_acquire) != phase) return;
-    }
-    for (int i = 0; i < BAR_YIELDS; i++) {
-        if (atomic_load_explicit(&p->bar_phase, memory_order_acquire) != phase) return;
-        sched_yield();
-    }
+#if defined(__EMSCRIPTEN__)
+    if (spin_while(&p->bar_phase, phase, BAR_SPINS, 0, BAR_SPIN_MS)) return;
+#else
+    if (spin_while(&p->bar_phase, phase, BAR_SPINS, BAR_YIELDS, 0)) return;
+#endif
     for (;;) {
         atomic_fetch_add_explicit(&p->bar_sleepers, 1, memory_order_seq_cst);
         const int waiting = atomic_load_explicit(&p->bar_phase, memory_order_seq_cst) == phase;

@@ -645,7 +645,8 @@ typedef enum lw_stop_reason {
     LW_STOP_EOG,      /* an end-of-generation token was sampled (EOS, EOT, <|im_end|>, ...)  */
     LW_STOP_LENGTH,   /* n_predict tokens were generated                                     */
     LW_STOP_CALLBACK, /* the token callback returned non-zero                                */
-    LW_STOP_CONTEXT   /* the KV cache is full                                                */
+    LW_STOP_CONTEXT,  /* the KV cache is full                                                */
+    LW_STOP_STRING    /* a stop string came (lw_gen_params.stop); the text ends before it    */
 } lw_stop_reason;
 
 /* Receives each generated token and the text it completes: valid UTF-8, possibly empty (a character
@@ -686,6 +687,121 @@ lw_status lw_generate(lw_context *c, lw_sampler *s, const int32_t *prompt, size_
  * parse_special). */
 lw_status lw_generate_text(lw_context *c, lw_sampler *s, const char *text, size_t len, int add_special,
                            int parse_special, const lw_generate_params *params, lw_generate_result *res);
+
+/* ------------------------------------------------------------------------------------------------------
+ * The generation state machine
+ * The rules of a generation, written once and driven by every loop: lw_generate (synchronously), chat
+ * sessions, and the browser package's generations on the GPU model and the wasm CPU engine (from JavaScript,
+ * awaiting each decode between steps). It decodes and samples nothing itself: each step tells the caller
+ * which ids to decode at which cell and whether to sample a token afterwards; the caller pushes that token
+ * and gets its text back, already cut for stop strings. It owns: the streaming detokenizer (UTF-8 characters
+ * split across tokens are handed on whole), stop strings (the text is held back while it could begin one,
+ * so what is handed on never has to be taken back), n_predict, end of generation, and the full-context
+ * policy. Stop reasons, in order: end of generation, a stop string, the caller's lw_gen_stop, n_predict,
+ * a full context.
+ *
+ *     lw_gen g; lw_gen_step st; char buf[4096];                  // lw_gen_buffer_size(v, &p) bytes
+ *     lw_gen_init(&g, vocab, &p, buf, sizeof buf);
+ *     lw_gen_start(&g, prompt, n_prompt, n_past, &st);
+ *     for (;;) {
+ *         if (st.n_ids) decode(st.ids, st.n_ids, st.pos);        // at cells [pos, pos + n_ids)
+ *         if (!st.sample) break;                                 // over: st.stop says why
+ *         lw_gen_push(&g, sample(), &st);
+ *         hand_on(st.token, st.text, st.text_len);               // then st.tail with token -1 at the end
+ *     }
+ *
+ * Nothing is allocated: the machine works in the caller's buffer, and stop strings stay in the caller's
+ * memory until the generation ends. The structure is public so it can live on the stack; its fields are
+ * the machine's own (read the step, not them).
+ * ---------------------------------------------------------------------------------------------------- */
+
+/* Settings of a generation; start from lw_gen_default_params(). */
+typedef struct lw_gen_params {
+    int32_t n_predict;          /* most tokens to sample, the one that ends generation included; < 0: no
+                                   limit (default -1)                                                       */
+    int ignore_eog;             /* 1: an end-of-generation token does not stop generation (default 0)       */
+    int special;                /* 1: control tokens' text is part of the text (default 0)                  */
+    int decode_last;            /* 1: the token that ends generation by n_predict, a stop string or
+                                   lw_gen_stop is decoded too, so the cache holds the whole output (a chat
+                                   reply); 0 (default): it stays pending, as lw_generate leaves it          */
+    uint32_t n_ctx;             /* cells of the KV cache: a prompt past them is refused, and generation
+                                   ends (LW_STOP_CONTEXT) when a sampled token has no cell; 0: no limit    */
+    const char *const *stop;    /* stop strings (caller's memory, kept until the generation ends; empty
+                                   ones are ignored); NULL: none (default)                                  */
+    const size_t *stop_len;     /* their lengths in bytes; NULL: NUL-terminated                             */
+    size_t n_stop;              /* how many                                                                 */
+} lw_gen_params;
+
+lw_gen_params lw_gen_default_params(void);
+
+/* What the caller does next, and the text of the token just pushed. Pointers are valid until the next call
+ * on the machine. */
+typedef struct lw_gen_step {
+    const int32_t *ids;         /* decode these ids (n_ids of them; 0: nothing to decode) ...             */
+    size_t n_ids;               /* ... at cells [pos, pos + n_ids)                                         */
+    uint32_t pos;               /* the first cell they go to                                              */
+    int sample;                 /* 1: then sample the next token from the last decode's logits and
+                                   lw_gen_push it; 0: the generation is over after this decode            */
+    lw_stop_reason stop;        /* why it is over; LW_STOP_NONE while it goes on                          */
+    int32_t token;              /* the token pushed last (-1: none yet)                                   */
+    int32_t n_generated;        /* tokens pushed since lw_gen_start                                       */
+    const char *piece;          /* the pushed token's own text as detokenized, before stop strings: what
+                                   the output holds (the cache's text); an end-of-generation token's too   */
+    size_t piece_len;           /* its bytes                                                              */
+    const char *text;           /* the text to hand on now for token: valid UTF-8, never part of a stop
+                                   string (may be empty while a character or a stop string is incomplete) */
+    size_t text_len;            /* its bytes                                                              */
+    const char *tail;           /* when the generation is over: the text still held back (the start of a
+                                   stop string that did not come, a character that never completed as
+                                   U+FFFD), to hand on after text (as token -1)                           */
+    size_t tail_len;            /* its bytes                                                              */
+    const char *rest;           /* when it is over: the bytes of a character that never completed, as
+                                   U+FFFD (part of the output after the last piece; already in tail)       */
+    size_t rest_len;            /* its bytes (0 or 3)                                                     */
+} lw_gen_step;
+
+/* A generation in progress (fields are the machine's; see the steps). */
+typedef struct lw_gen {
+    lw_gen_params p;            /* the settings                                                           */
+    const lw_vocab *v;          /* the vocabulary (NULL: ids only: empty texts, no end of generation)     */
+    lw_detok_stream ds;         /* text of the tokens pushed, whole characters at a time                  */
+    char *piece;                /* buffer of the pushed token's text (piece_cap bytes)                    */
+    char *text;                 /* buffer of the text handed on (held + piece: held_cap + piece_cap)      */
+    char *held;                 /* the text held back (held_cap bytes): it may begin a stop string        */
+    char *tail;                 /* buffer of the end's text (held_cap + 4 bytes), then of the raw rest (4) */
+    size_t piece_cap;           /* bytes one push may produce (lw_detok_stream_max_out; 4 without vocab)  */
+    size_t held_cap;            /* the longest stop string's bytes (held text is shorter)                 */
+    size_t n_held;              /* bytes held back now                                                    */
+    uint32_t pos;               /* cells the cache holds once the last step's ids are decoded             */
+    int32_t n_generated;        /* tokens pushed                                                          */
+    int32_t last;               /* the token pushed last, the ids of a one-token decode (-1: none)        */
+    int state;                  /* 0 not started, 1 waiting for a push, 2 over                            */
+    lw_gen_step final;          /* the step that ended the generation (lw_gen_stop hands it out again)    */
+    char err[256];              /* message of the last failed call                                        */
+} lw_gen;
+
+/* Bytes of buffer lw_gen_init needs for vocabulary v (may be NULL) and p's stop strings; 0 on overflow. */
+size_t lw_gen_buffer_size(const lw_vocab *v, const lw_gen_params *p);
+/* Sets g up over buf (cap >= lw_gen_buffer_size bytes, kept by the caller while g is used). Fails with
+ * LW_ERR_INVALID_ARG (NULL arguments) or LW_ERR_TOO_LARGE (a buffer too small); the message is in
+ * lw_gen_error(g) when g is not NULL. A machine may run many generations (lw_gen_start each). */
+lw_status lw_gen_init(lw_gen *g, const lw_vocab *v, const lw_gen_params *p, char *buf, size_t cap);
+/* Message of the last failed call on g ("" when none). */
+const char *lw_gen_error(const lw_gen *g);
+/* Starts a generation whose prompt[0..n_prompt) goes to cells from pos (the cells before it are the
+ * cache's). The step asks to decode the prompt and then sample; n_prompt 0 asks to sample from the logits
+ * the caller already has (nothing to decode); with n_predict 0 it asks to decode the prompt only. A prompt
+ * past n_ctx cells is LW_ERR_TOO_LARGE (nothing starts). */
+lw_status lw_gen_start(lw_gen *g, const int32_t *prompt, size_t n_prompt, uint32_t pos, lw_gen_step *step);
+/* Pushes token id, sampled after the last step's decode: its text (cut before a stop string) and the next
+ * step: decode it and sample again, or the end (with decode_last, the end may still ask to decode it). An id
+ * outside the vocabulary has no text. LW_ERR_INVALID_ARG when no generation waits for a token. */
+lw_status lw_gen_push(lw_gen *g, int32_t id, lw_gen_step *step);
+/* Ends the generation by the caller's choice (why: LW_STOP_CALLBACK, say) after the last push, in place of
+ * that push's step: the end step (text empty; tail, and with decode_last the last token's decode). When the
+ * generation is over already, *step is the end step again, its stop relabelled to why when it ended by
+ * n_predict or a full context (the caller's choice ranks before those). */
+lw_status lw_gen_stop(lw_gen *g, lw_stop_reason why, lw_gen_step *step);
 
 /* ------------------------------------------------------------------------------------------------------
  * Chat templates
@@ -891,6 +1007,17 @@ const lw_chat_turn *lw_chat_session_turn(const lw_chat_session *s);
 lw_status lw_chat_session_add(lw_chat_session *s, const char *role, const char *content, size_t len);
 /* Starts over: the messages but the system prompt are dropped and the cache cleared (the caller reseeds its
  * sampler if it wants the same replies again). */
+/* Limits of the replies from the next lw_chat_session_user on (ends a reply still open first): n_predict
+ * (as lw_chat_session_params.n_predict) and stop strings (n_stop of them, stop_len[i] bytes each or
+ * NUL-terminated when stop_len is NULL; copied). A reply ends at the first stop string that comes
+ * (LW_STOP_STRING): the pieces handed on stop before it and never hold one, while the reply
+ * (lw_chat_session_reply) and the cache keep the tokens generated. On failure the previous limits stay. */
+lw_status lw_chat_session_set_limits(lw_chat_session *s, int32_t n_predict, const char *const *stop,
+                                     const size_t *stop_len, size_t n_stop);
+/* After lw_chat_session_end_reply: the text the reply still held back (the start of a stop string that did
+ * not come, a character that never completed), to hand on after the last piece; "" otherwise (replies that
+ * end in lw_chat_session_next or _push carry it in their last piece). Valid until the next call. */
+const char *lw_chat_session_tail(const lw_chat_session *s, size_t *len);
 void lw_chat_session_reset(lw_chat_session *s);
 
 /* The conversation: message count and message i (role, content of *len bytes; NUL-terminated as well). */

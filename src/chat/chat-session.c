@@ -76,9 +76,15 @@ struct lw_chat_session {
     uint32_t n_cache;            /* how many are valid (= the context's n_past)                  */
     uint32_t n_ctx;              /* the context's cells                                          */
     cs_buf reply;                /* the reply being generated or last generated                  */
-    char *piece;                 /* the text of the last generated token                         */
+    char *piece;                 /* the text handed on for the last generated token              */
     size_t piece_cap;            /* its size                                                     */
-    lw_detok_stream ds;          /* streaming detokenizer of the reply                           */
+    lw_gen gen;                  /* the reply's generation rules (src/model/gen.c)               */
+    lw_gen_step end;             /* the machine's last step (end.sample 0: the reply is over)    */
+    char *gen_buf;               /* the machine's buffer                                         */
+    size_t gen_cap;              /* its size                                                     */
+    char **stops;                /* stop strings of the replies (copies; NULL: none)             */
+    size_t *stop_lens;           /* their bytes                                                  */
+    size_t n_stop;               /* how many                                                     */
     int32_t n_predict;           /* most tokens per reply (< 0: no limit)                        */
     int special;                 /* control tokens' text in the reply                            */
     int open;                    /* 1 while a reply is being generated                           */
@@ -321,6 +327,32 @@ static lw_status parse_template(lw_chat_session *s, const char *src) {
     return st;
 }
 
+/* The generation machine's settings for the next reply. */
+static lw_gen_params gen_params(const lw_chat_session *s) {
+    lw_gen_params p = lw_gen_default_params();
+    p.n_predict = s->n_predict;
+    p.special = s->special;
+    p.decode_last = 1; /* the cache keeps the whole reply */
+    p.n_ctx = s->n_ctx;
+    p.stop = (const char *const *)s->stops;
+    p.stop_len = s->stop_lens;
+    p.n_stop = s->n_stop;
+    return p;
+}
+
+/* Sizes the machine's buffer and the handed-on piece's (a token's text and the end's held text) for the
+ * settings in s. */
+static lw_status gen_buffers(lw_chat_session *s) {
+    lw_gen_params p = gen_params(s);
+    size_t need = lw_gen_buffer_size(s->v, &p);
+    if (need == 0) return LW_ERR_TOO_LARGE;
+    /* a token's handed-on text and the end's tail fit in the machine's own size */
+    if (!grow(&s->alloc, (void **)&s->gen_buf, &s->gen_cap, need, 1) ||
+        !grow(&s->alloc, (void **)&s->piece, &s->piece_cap, need, 1))
+        return LW_ERR_NOMEM;
+    return LW_OK;
+}
+
 /* A session over model m with n_ctx cells, decoding into context c (NULL: the caller decodes). */
 static lw_status session_new(lw_model *m, lw_context *c, uint32_t n_ctx, const lw_chat_session_params *params,
                              lw_chat_session **out) {
@@ -348,10 +380,7 @@ static lw_status session_new(lw_model *m, lw_context *c, uint32_t n_ctx, const l
 
     /* memory that turns need whatever happens: the cache's ids, one checkpoint, the reply's piece buffer */
     s->cache = lw__calloc(&a, s->n_ctx ? s->n_ctx : 1, sizeof *s->cache);
-    lw_detok_stream_init(&s->ds, s->v, s->special, 0);
-    s->piece_cap = lw_detok_stream_max_out(&s->ds) + 4; /* + the flush of an incomplete character */
-    s->piece = lw__malloc(&a, s->piece_cap);
-    if (!s->cache || !s->piece || !grow(&a, (void **)&s->cps, &s->cap_cps, 1, sizeof *s->cps) ||
+    if (!s->cache || gen_buffers(s) != LW_OK || !grow(&a, (void **)&s->cps, &s->cap_cps, 1, sizeof *s->cps) ||
         !buf_reserve(&a, &s->kv_text, 0) || !buf_reserve(&a, &s->reply, 0))
         return lw__errorf(s->err, LW_ERR_NOMEM, "out of memory for a %u-cell session", s->n_ctx);
 
@@ -406,6 +435,8 @@ void lw_chat_session_free(lw_chat_session *s) {
     lw__free(&s->alloc, s->kv_text.p);
     lw__free(&s->alloc, s->reply.p);
     lw__free(&s->alloc, s->piece);
+    lw__free(&s->alloc, s->gen_buf);
+    lw__free(&s->alloc, s->stops);
     lw__free(&s->alloc, s->tmpl_copy);
     lw_chat_template_free(s->tmpl);
     lw_allocator a = s->alloc;
@@ -442,16 +473,16 @@ void lw_chat_session_abort_turn(lw_chat_session *s) {
     if (s) fail_turn(s, LW_OK);
 }
 
-/* Ends the open reply: the cache keeps the whole reply (a token sampled but not decoded is decoded now,
- * unless it ended generation: the template writes its own end of turn) and the reply joins the
- * conversation. */
-static lw_status finish_reply(lw_chat_session *s, lw_stop_reason stop, int *decode) {
+/* Ends the open reply with the machine's end step: the cache keeps the whole reply (a token sampled but not
+ * decoded is decoded now when the machine asks, i.e. unless it ended generation, since the template writes
+ * its own end of turn, or has no cell) and the reply joins the conversation. */
+static lw_status finish_reply(lw_chat_session *s, const lw_gen_step *end, int *decode) {
     s->open = 0;
-    s->turn.stop = stop;
+    s->turn.stop = end->stop;
     int keep = 1;
-    if (s->pending >= 0 && stop != LW_STOP_EOG) {
+    if (s->pending >= 0 && end->stop != LW_STOP_EOG) {
         uint32_t at = s->n_cache;
-        if (at < s->n_ctx && (!s->c || lw_decode(s->c, &s->pending, 1, 0) == LW_OK)) {
+        if (end->n_ids > 0 && at < s->n_ctx && (!s->c || lw_decode(s->c, &s->pending, 1, 0) == LW_OK)) {
             s->cache[at] = s->pending, s->n_cache = at + 1;
             if (!s->c && decode) *decode = 1; /* the caller's cache keeps it */
         } else {
@@ -471,7 +502,51 @@ static lw_status finish_reply(lw_chat_session *s, lw_stop_reason stop, int *deco
 
 lw_status lw_chat_session_end_reply(lw_chat_session *s) {
     if (!s) return LW_ERR_INVALID_ARG;
-    return s->open ? finish_reply(s, LW_STOP_CALLBACK, NULL) : LW_OK;
+    if (!s->open) return LW_OK;
+    lw_gen_stop(&s->gen, LW_STOP_CALLBACK, &s->end);
+    return finish_reply(s, &s->end, NULL);
+}
+
+lw_status lw_chat_session_set_limits(lw_chat_session *s, int32_t n_predict, const char *const *stop,
+                                     const size_t *stop_len, size_t n_stop) {
+    if (!s) return LW_ERR_INVALID_ARG;
+    if (n_stop && !stop)
+        return lw__errorf(s->err, LW_ERR_INVALID_ARG, "lw_chat_session_set_limits: NULL stop strings");
+    lw_status st = lw_chat_session_end_reply(s);
+    if (st != LW_OK) return st;
+    /* one block: the pointers, the lengths, then the bytes of each string */
+    size_t bytes = 0, head, total;
+    for (size_t i = 0; i < n_stop; i++) {
+        size_t n = !stop[i] ? 0 : stop_len ? stop_len[i] : strlen(stop[i]);
+        if (!lw__add_size(bytes, n, &bytes) || !lw__add_size(bytes, 1, &bytes))
+            return lw__errorf(s->err, LW_ERR_TOO_LARGE, "stop strings too long");
+    }
+    if (!lw__mul_size(n_stop, sizeof(char *) + sizeof(size_t), &head) || !lw__add_size(head, bytes, &total))
+        return lw__errorf(s->err, LW_ERR_TOO_LARGE, "%zu stop strings", n_stop);
+    char *block = n_stop ? lw__malloc(&s->alloc, total) : NULL;
+    if (n_stop && !block)
+        return lw__errorf(s->err, LW_ERR_NOMEM, "out of memory for %zu stop strings", n_stop);
+    char **ptrs = (char **)(void *)block;
+    size_t *lens = n_stop ? (size_t *)(void *)(block + n_stop * sizeof(char *)) : NULL;
+    char *at = block + head;
+    for (size_t i = 0; i < n_stop; i++) {
+        size_t n = !stop[i] ? 0 : stop_len ? stop_len[i] : strlen(stop[i]);
+        if (n) memcpy(at, stop[i], n);
+        at[n] = 0;
+        ptrs[i] = at, lens[i] = n;
+        at += n + 1;
+    }
+    char **old_stops = s->stops;
+    size_t *old_lens = s->stop_lens, old_n = s->n_stop;
+    int32_t old_predict = s->n_predict;
+    s->stops = ptrs, s->stop_lens = lens, s->n_stop = n_stop, s->n_predict = n_predict;
+    if ((st = gen_buffers(s)) != LW_OK) { /* the previous limits stay */
+        s->stops = old_stops, s->stop_lens = old_lens, s->n_stop = old_n, s->n_predict = old_predict;
+        lw__free(&s->alloc, block);
+        return lw__errorf(s->err, st, "out of memory for the stop strings' buffers");
+    }
+    lw__free(&s->alloc, old_stops);
+    return LW_OK;
 }
 
 lw_status lw_chat_session_user(lw_chat_session *s, const char *msg, size_t len, lw_chat_turn *turn) {
@@ -571,7 +646,10 @@ lw_status lw_chat_session_user(lw_chat_session *s, const char *msg, size_t len, 
     s->past1 = s->n_cache;
     s->reply.len = 0;
     s->reply.p[0] = 0;
-    lw_detok_stream_init(&s->ds, s->v, s->special, 0);
+    lw_gen_params gp = gen_params(s);
+    if (lw_gen_init(&s->gen, s->v, &gp, s->gen_buf, s->gen_cap) != LW_OK ||
+        lw_gen_start(&s->gen, NULL, 0, s->n_cache, &s->end) != LW_OK) /* cannot fail: sized and fits */
+        s->end = (lw_gen_step){.stop = LW_STOP_LENGTH};
     s->turn.n_prompt = (uint32_t)s->n_ids;
     s->turn.from_cell = past0;
     if (turn) *turn = s->turn;
@@ -585,32 +663,34 @@ fail:
     return st;
 }
 
-/* Takes sampled token id into the open reply: its text, the stop decision, and the cache (a context decodes
- * it on the next call or when the reply ends; an external decoder is told through *decode). */
+/* Takes sampled token id into the open reply through the generation machine: its text, the stop decision,
+ * and the cache (a context decodes it on the next call or when the reply ends; an external decoder is told
+ * through *decode). */
 static lw_status take_token(lw_chat_session *s, int32_t id, int *decode, const char **piece, size_t *len) {
     s->turn.n_generated++;
-    size_t n = 0, tail = 0;
-    if (lw_detok_stream_push(&s->ds, id, s->piece, s->piece_cap, &n) != LW_OK) n = 0; /* id past the vocab */
-    lw_stop_reason stop = LW_STOP_NONE;
-    if (lw_vocab_is_eog(s->v, id)) stop = LW_STOP_EOG;
-    else if (s->n_predict >= 0 && s->turn.n_generated >= s->n_predict) stop = LW_STOP_LENGTH;
-    else if (s->n_cache >= s->n_ctx) stop = LW_STOP_CONTEXT;
-    if (stop != LW_STOP_NONE && lw_detok_stream_flush(&s->ds, s->piece + n, s->piece_cap - n, &tail) != LW_OK)
-        tail = 0;
-    /* an end-of-generation token's text (with params.special) is handed on but stays out of the reply: the
-     * cache does not hold that token and the template writes its own end of turn */
-    const size_t skip = stop == LW_STOP_EOG ? n : 0;
-    n += tail;
-    if (!buf_append(&s->alloc, &s->reply, s->piece + skip, n - skip))
-        return fail_turn(s, lw__errorf(s->err, LW_ERR_NOMEM, "out of memory for a %zu-byte reply", s->reply.len + n));
+    lw_gen_step *e = &s->end;
+    lw_gen_push(&s->gen, id, e);
+    /* the reply keeps the tokens' own text (what the cache holds), stop strings or not; an end-of-generation
+     * token's text (with params.special) is handed on but stays out of the reply: the cache does not hold
+     * that token and the template writes its own end of turn */
+    const size_t own = e->stop == LW_STOP_EOG ? 0 : e->piece_len;
+    if (!buf_reserve(&s->alloc, &s->reply, own + e->rest_len))
+        return fail_turn(s, lw__errorf(s->err, LW_ERR_NOMEM, "out of memory for a %zu-byte reply",
+                                       s->reply.len + own));
+    buf_append(&s->alloc, &s->reply, e->piece, own);
+    buf_append(&s->alloc, &s->reply, e->rest, e->rest_len);
+    /* handed on: the text cut for stop strings, and at the end what was held back */
+    memcpy(s->piece, e->text, e->text_len);
+    memcpy(s->piece + e->text_len, e->tail, e->tail_len);
+    const size_t n = e->text_len + e->tail_len;
     s->pending = id;
-    if (!s->c && stop == LW_STOP_NONE) { /* the caller decodes it now */
+    if (!s->c && e->stop == LW_STOP_NONE) { /* the caller decodes it now */
         s->cache[s->n_cache++] = id;
         s->pending = -1;
         if (decode) *decode = 1;
     }
     lw_status st;
-    if (stop != LW_STOP_NONE && (st = finish_reply(s, stop, decode)) != LW_OK) return st;
+    if (e->stop != LW_STOP_NONE && (st = finish_reply(s, e, decode)) != LW_OK) return st;
     if (piece) *piece = s->piece;
     if (len) *len = n;
     return LW_OK;
@@ -630,7 +710,7 @@ lw_status lw_chat_session_next(lw_chat_session *s, lw_sampler *smp, int32_t *tok
         for (size_t i = 0; i < s->n_ids; i++) lw_sampler_accept(smp, s->ids[i]);
         s->accepted = 1;
     }
-    if (s->n_predict >= 0 && s->turn.n_generated >= s->n_predict) return finish_reply(s, LW_STOP_LENGTH, NULL);
+    if (!s->end.sample) return finish_reply(s, &s->end, NULL); /* n_predict 0 */
     lw_status st;
     if (s->pending >= 0) {
         uint32_t at = s->n_cache;
@@ -656,13 +736,19 @@ lw_status lw_chat_session_push(lw_chat_session *s, int32_t id, int *decode, cons
     if (!s->open) return lw__errorf(s->err, LW_ERR_INVALID_ARG, "lw_chat_session_push: no reply is open");
     if (id < 0 || (uint32_t)id >= lw_vocab_n_tokens(s->v))
         return lw__errorf(s->err, LW_ERR_INVALID_ARG, "lw_chat_session_push: token %d outside the vocabulary", id);
-    if (s->n_predict >= 0 && s->turn.n_generated >= s->n_predict) return finish_reply(s, LW_STOP_LENGTH, decode);
+    if (!s->end.sample) return finish_reply(s, &s->end, decode); /* n_predict 0 */
     return take_token(s, id, decode, piece, len);
 }
 
 const int32_t *lw_chat_session_prompt(const lw_chat_session *s, size_t *n) {
     if (n) *n = s && s->open ? s->n_ids : 0;
     return s ? s->ids : NULL;
+}
+
+const char *lw_chat_session_tail(const lw_chat_session *s, size_t *len) {
+    const int ended = s && !s->open && s->end.stop == LW_STOP_CALLBACK;
+    if (len) *len = ended ? s->end.tail_len : 0;
+    return ended ? s->end.tail : "";
 }
 
 const char *lw_chat_session_reply(const lw_chat_session *s, size_t *len) {

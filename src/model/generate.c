@@ -1,6 +1,7 @@
 /* Text through the model and the generation loop: lw_model_tokenize / lw_model_detokenize /
  * lw_model_token_to_piece (the model's own vocabulary, loaded with the weights), and lw_generate /
- * lw_generate_text (prompt -> decode -> sample -> stream each token's text -> decode it -> ...).
+ * lw_generate_text (prompt -> decode -> sample -> stream each token's text -> decode it -> ...), driving the
+ * generation state machine (src/model/gen.c: the stop rules) synchronously.
  *
  * The loop allocates nothing: sampling, the streaming detokenizer and lw_decode work in memory made before
  * the first token (a text prompt's token ids and, for vocabularies with very long pieces, the text buffer
@@ -97,68 +98,59 @@ lw_status lw_generate(lw_context *c, lw_sampler *s, const int32_t *prompt, size_
     lw_model *m = lw_context_model(c);
     const lw_vocab *v = m->vocab;
 
-    /* Setup: the streaming detokenizer and its output buffer (the stack unless a piece can be huge). */
-    lw_detok_stream ds;
-    char stack_buf[STACK_PIECE], *buf = stack_buf;
-    size_t buf_cap = sizeof stack_buf;
-    if (v) {
-        lw_detok_stream_init(&ds, v, params->special, 0);
-        size_t need = lw_detok_stream_max_out(&ds);
-        if (need > buf_cap) {
-            buf = lw__malloc(&m->alloc, need);
-            if (!buf) {
-                if (res) *res = r;
-                return lw__errorf(err, LW_ERR_NOMEM, "lw_generate: out of memory for a %zu-byte piece", need);
-            }
-            buf_cap = need;
-        }
+    /* Setup: the generation's rules (src/model/gen.c) in a buffer on the stack unless pieces can be huge. */
+    lw_gen_params gp = lw_gen_default_params();
+    gp.n_predict = params->n_predict;
+    gp.ignore_eog = params->ignore_eog;
+    gp.special = params->special;
+    gp.n_ctx = lw_context_n_ctx(c);
+    char stack_buf[2 * STACK_PIECE + 8], *buf = stack_buf;
+    size_t need = lw_gen_buffer_size(v, &gp);
+    if (need == 0) {
+        if (res) *res = r;
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "lw_generate: the vocabulary's pieces are too long");
     }
-
-    lw_status st = LW_OK;
-    /* The prompt: recorded for the sampler's penalties, then decoded in batches. Without a prompt the loop
-     * continues from the logits of the context's last decode. */
-    for (size_t i = 0; i < n_prompt; i++) lw_sampler_accept(s, prompt[i]);
-    if (n_prompt > 0 && (st = lw_decode(c, prompt, (int32_t)n_prompt, 0)) != LW_OK) goto done;
-    r.n_prompt = (int32_t)n_prompt;
-    if (params->n_predict != 0 && !lw_get_logits(c, -1)) {
-        st = lw__errorf(err, LW_ERR_INVALID_ARG, "lw_generate: no prompt and no logits to continue from");
+    if (need > sizeof stack_buf && !(buf = lw__malloc(&m->alloc, need))) {
+        if (res) *res = r;
+        return lw__errorf(err, LW_ERR_NOMEM, "lw_generate: out of memory for a %zu-byte piece", need);
+    }
+    lw_gen g;
+    lw_gen_step step;
+    lw_status st = lw_gen_init(&g, v, &gp, buf, need);
+    if (st != LW_OK) {
+        lw__errorf(err, st, "lw_generate: %s", lw_gen_error(&g));
         goto done;
     }
-
+    /* The prompt: recorded for the sampler's penalties, then decoded in batches. Without a prompt the loop
+     * continues from the logits of the context's last decode. */
+    if ((st = lw_gen_start(&g, prompt, n_prompt, lw_context_n_past(c), &step)) != LW_OK) {
+        lw__errorf(err, st, "lw_generate: %s", lw_gen_error(&g));
+        goto done;
+    }
+    for (size_t i = 0; i < n_prompt; i++) lw_sampler_accept(s, prompt[i]);
     for (;;) {
-        if (params->n_predict >= 0 && r.n_generated >= params->n_predict) {
-            r.stop = LW_STOP_LENGTH;
-            break;
+        if (step.n_ids > 0 && (st = lw_decode(c, step.ids, (int32_t)step.n_ids, 0)) != LW_OK) goto done;
+        if (step.token < 0) r.n_prompt = (int32_t)n_prompt;
+        r.last = -1;
+        if (!step.sample) break;
+        if (step.token < 0 && n_prompt == 0 && !lw_get_logits(c, -1)) {
+            st = lw__errorf(err, LW_ERR_INVALID_ARG, "lw_generate: no prompt and no logits to continue from");
+            goto done;
         }
         int32_t id = lw_sample(c, s, -1);
+        lw_gen_push(&g, id, &step);
         r.last = id;
         if (params->tokens && (size_t)r.n_generated < params->tokens_cap) params->tokens[r.n_generated] = id;
         r.n_generated++;
-        size_t n = 0;
-        if (v && lw_detok_stream_push(&ds, id, buf, buf_cap, &n) != LW_OK) n = 0; /* id past the vocab */
-        int stop = emit(params, id, buf, n);
-        if (!params->ignore_eog && v && lw_vocab_is_eog(v, id)) {
-            r.stop = LW_STOP_EOG;
+        if (emit(params, id, step.text, step.text_len) && step.stop != LW_STOP_EOG)
+            lw_gen_stop(&g, LW_STOP_CALLBACK, &step);
+        if (!step.sample) { /* over: the last token stays undecoded (nothing would read its logits) */
+            /* a character that never completed */
+            if (step.tail_len > 0) emit(params, -1, step.tail, step.tail_len);
             break;
         }
-        if (stop) {
-            r.stop = LW_STOP_CALLBACK;
-            break;
-        }
-        if (params->n_predict >= 0 && r.n_generated >= params->n_predict) {
-            r.stop = LW_STOP_LENGTH; /* the last token stays undecoded: nothing would read its logits */
-            break;
-        }
-        if (lw_context_n_past(c) >= lw_context_n_ctx(c)) {
-            r.stop = LW_STOP_CONTEXT;
-            break;
-        }
-        if ((st = lw_decode(c, &id, 1, 0)) != LW_OK) goto done;
-        r.last = -1;
     }
-    /* a character still incomplete when generation stopped */
-    size_t n = 0;
-    if (v && lw_detok_stream_flush(&ds, buf, buf_cap, &n) == LW_OK && n > 0) emit(params, -1, buf, n);
+    r.stop = step.stop;
 done:
     if (buf != stack_buf) lw__free(&m->alloc, buf);
     if (res) *res = r;

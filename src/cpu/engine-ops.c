@@ -471,6 +471,7 @@ static float v_expf(float x) {
     const float j =
         fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
              fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (isnan(n)) return n; /* NaN in (a hostile file's weights), NaN out: (int)NaN is undefined */
     if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
     return ldexpf(j, (int)n); /* _mm512_scalef_ps(j, n): n is integral here */
 }

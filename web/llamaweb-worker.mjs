@@ -4,12 +4,13 @@
 //
 // Protocol (structured clone; one request at a time per model, as the engine's):
 //   page -> worker  {id, op: 'load' | 'memory' | 'open' | 'abortOpen' | 'generate' | 'chat' | 'render' | 'tokenize' |
-//                   'detokenize' | 'stop' | 'free', ...}
+//                   'detokenize' | 'modelMemory' | 'stop' | 'free', ...}; open's `what`: a URL, File/Blob,
+//                   {opfs: name} or an array of them (a split GGUF's parts)
 //                   conversations: {id, op: 'newChat', handle, opts} -> {chat, template};
 //                   {id, op: 'send' | 'chatMessages' | 'chatTokens' | 'chatAdd' | 'chatReset' | 'chatFree', chat, ...}
 //   worker -> page  {id, ok: true, value} | {id, ok: false, error, code?, status?, statusText?} (a LlamawebError's
 //                   fields); {id, token: text, tokenId} while generating;
-//                   {id, progress: [done, total, phase]} while loading
+//                   {id, progress: [done, total, phase, state]} while loading (Llamaweb.open's onProgress)
 // Models and conversations are named by small integers (handles) in this worker.
 import { Llamaweb } from './llamaweb.mjs';
 
@@ -22,7 +23,7 @@ const opens = new Map(); // key -> AbortController of an open() in progress (the
 function describe(h, m) {
   return { handle: h, name: m.name, device: m.device, info: m.info, loadMs: m.loadMs, loadStats: m.loadStats,
     headBytes: m.headBytes, headTries: m.headTries, gpuFailure: m.gpuFailure, build: m.build, threadsError: m.threadsError,
-    chatTemplate: m.chatTemplate, chatError: m.chatError };
+    chatTemplate: m.chatTemplate, chatError: m.chatError, download: m.download };
 }
 
 async function handle(msg) {
@@ -75,6 +76,7 @@ async function handle(msg) {
     const opts = { ...msg.opts, onToken: (text, tokenId) => postMessage({ id, token: text, tokenId }) };
     return op === 'chat' ? m.chat(msg.prompt, opts) : m.generate(msg.prompt, opts);
   }
+  if (op === 'modelMemory') return m.memory();
   if (op === 'render') return m.renderChat(msg.messages, msg.addGenerationPrompt);
   if (op === 'tokenize') return msg.special ? m.tokenizeSpecial(msg.text, msg.addSpecial) : m.tokenize(msg.text, msg.addSpecial);
   if (op === 'detokenize') return m.detokenize(msg.ids);

@@ -94,9 +94,11 @@ export interface OpenOptions {
   tune?: string | object;
   /** First prefetch of the GGUF header (default 256 KiB; grows as the header needs). */
   headBytes?: number;
-  /** Bytes done of total in a phase: 'download' (a URL into the model cache), 'verify' (its SHA-256),
-   * 'upload' (the file read while the weights stream into place). */
-  onProgress?: (done: number, total: number, phase: ProgressPhase) => void;
+  /** Bytes done of total in a phase: 'download' (a URL: bytes of it in the model cache), 'cache-write'
+   * (bytes committed to OPFS, once a part), 'verify' (a SHA-256 checked after the download), 'upload' (the
+   * file read while the weights stream into place: on a cold cache together with the download, one network
+   * pass), 'ready' (once, at the end); state: every phase's latest numbers. */
+  onProgress?: (done: number, total: number, phase: ProgressPhase, state: ProgressState) => void;
   /** Stops the download and the load: open() rejects with code ABORTED and frees what it made. */
   signal?: AbortSignal;
   /** Chunks (lwGpu.chunkBytes, 8 MiB) read and not yet acknowledged by the GPU queue, at most (default 4). */
@@ -106,6 +108,12 @@ export interface OpenOptions {
   retries?: number;
   /** A URL through the OPFS model cache (default true where the browser has OPFS; false: range requests). */
   cache?: boolean;
+  /** Through the cache: false downloads the whole file into OPFS first and reads it back (default true: the
+   * download streams into the engine as it is written). */
+  stream?: boolean;
+  /** Streaming: bytes held in memory for the engine at most, over every file (default 32 MiB; about 1.5x
+   * this plus the reads in flight at the peak). */
+  streamBytes?: number;
   /** The rest as cacheModel's (sha256, headers, revalidate, partBytes, parallel, retryDelayMs). */
   sha256?: CacheOptions['sha256'];
   headers?: Record<string, string>;
@@ -115,7 +123,47 @@ export interface OpenOptions {
   retryDelayMs?: number;
 }
 
-export type ProgressPhase = 'download' | 'verify' | 'upload';
+export type ProgressPhase = 'download' | 'cache-write' | 'verify' | 'upload' | 'ready';
+
+/** Every phase's latest {done, total} (null: none yet) and the phase of this event. */
+export interface ProgressState {
+  phase: ProgressPhase;
+  download: { done: number; total: number } | null;
+  cacheWrite: { done: number; total: number } | null;
+  verify: { done: number; total: number } | null;
+  upload: { done: number; total: number } | null;
+}
+
+/** Where an open(url) got its bytes (Model.download; null when the file was in the cache, complete). */
+export interface DownloadStats {
+  /** Bytes received from the network (each once: written to the cache and handed to the engine). */
+  network: number;
+  /** Bytes the engine read from what had just arrived, and from OPFS (parts complete before, or bytes it
+   * asked for after they had left memory). */
+  memory: number;
+  cache: number;
+  /** Most bytes held in memory for the engine at once. */
+  peakHeld: number;
+  /** Reads that waited for the download; failed requests tried again. */
+  waits: number;
+  retries: number;
+  streamed: boolean;
+}
+
+/** What a model holds (Model.memory()), bytes. */
+export interface ModelMemory {
+  device: 'webgpu' | 'cpu';
+  /** The module's memory (wasm memory only grows: also its high-water). */
+  wasmHeap: number;
+  jsHeap: number | null;
+  /** WebGPU: the model's live GPU buffers by kind (a software adapter keeps them in CPU memory). */
+  gpu: { weights: number; kv: number; activations: number; params: number; total: number; buffers: number } | null;
+  /** The CPU engine: its weights, and its context (KV cache and work buffers), in the wasm heap. */
+  cpu: { weights: number | null; context: number | null } | null;
+  /** The weight upload: ms, bytes, most chunks in flight, JS heap high-water. */
+  load: { ms: number; bytes: number | null; peakInFlight: number | null; peakJsHeap: number | null };
+  download: DownloadStats | null;
+}
 
 /** cacheModel's options. */
 export interface CacheOptions {
@@ -135,7 +183,7 @@ export interface CacheOptions {
   /** First backoff after a failure, doubling up to 8 s (default 250). */
   retryDelayMs?: number;
   signal?: AbortSignal;
-  onProgress?: (done: number, total: number, phase: 'download' | 'verify') => void;
+  onProgress?: (done: number, total: number, phase: 'download' | 'cache-write' | 'verify') => void;
 }
 
 /** An entry of the model cache (listCached). */
@@ -400,6 +448,9 @@ export interface Completions {
   create(req: CompletionRequest & { stream?: false }): Promise<Completion>;
 }
 
+/** What LlamawebWorker.open can send to the worker. */
+export type WorkerModelInput = Blob | string | URL | { opfs: string };
+
 /** What Llamaweb.open accepts. */
 export type ModelInput = Blob | string | URL | { opfs: string } | ByteSource
   /** the parts of a split GGUF (model-00001-of-00003.gguf, ...), in any order */
@@ -424,7 +475,8 @@ export interface LlamawebWorker {
   readonly threads: number;
   readonly canSample: boolean;
   readonly inWorker: true;
-  open(what: Blob | string | URL | { opfs: string }, opts?: OpenOptions): Promise<WorkerModel>;
+  /** A URL, File/Blob, {opfs: name}, or an array of them (a split GGUF's parts, e.g. the Files a user picked). */
+  open(what: WorkerModelInput | WorkerModelInput[], opts?: OpenOptions): Promise<WorkerModel>;
   memory(): Promise<MemoryUse>;
   /** Ends the worker and every model in it. */
   terminate(): void;
@@ -444,6 +496,8 @@ export interface WorkerModel {
   readonly headTries: number;
   readonly chatTemplate: boolean;
   readonly chatError: string;
+  readonly download: DownloadStats | null;
+  memory(): Promise<ModelMemory>;
   generate(prompt: string | number[], opts?: GenerateOptions): Promise<GenerateResult>;
   /** chat(messages, opts) as Model's; chat.completions.create: the OpenAI-shaped call. */
   chat: ((messages: ChatMessage[], opts?: GenerateOptions) => Promise<GenerateResult>) & { completions: ChatCompletions };
@@ -501,6 +555,10 @@ export class Model {
   /** Header bytes that were prefetched, and in how many attempts. */
   readonly headBytes: number;
   readonly headTries: number;
+  /** open(url) on a cold cache: where the bytes came from (null: the file was in the cache, or not a URL). */
+  readonly download: DownloadStats | null;
+  /** GPU bytes by kind, wasm and JS heap, the upload's and download's peaks. */
+  memory(): ModelMemory;
   /** The GGUF has a chat template this build renders (else chatError says why). */
   readonly chatTemplate: boolean;
   readonly chatError: string;

@@ -159,6 +159,24 @@ function checkDevice(d) {
   return d;
 }
 
+// open()'s progress: onProgress(done, total, phase, state) for each event of every phase ('download':
+// bytes of the file in the cache entry, 'cache-write': bytes committed to OPFS (once a part), 'verify',
+// 'upload': bytes read by the engine (from the network stream, the cache or the File), 'ready': once, at the
+// end), with state {phase, download, cacheWrite, verify, upload: {done, total} or null}: a streamed
+// download and the upload advance together.
+function loadProgress(onProgress) {
+  const state = { phase: null, download: null, cacheWrite: null, verify: null, upload: null };
+  const key = { download: 'download', 'cache-write': 'cacheWrite', verify: 'verify', upload: 'upload' };
+  return {
+    state,
+    report: (done, total, phase) => {
+      state.phase = phase;
+      if (key[phase]) state[key[phase]] = { done, total };
+      if (onProgress) onProgress(done, total, phase, { ...state });
+    },
+  };
+}
+
 export class Llamaweb {
   // The same engine in a dedicated module Worker (web/llamaweb-worker.mjs): an object with the interface of
   // Llamaweb (adapter, canSample, open) whose models generate off the page's main thread (Model's interface,
@@ -268,8 +286,41 @@ export class Llamaweb {
   // (codes NETWORK, UNSUPPORTED_MODEL, NOT_ENOUGH_MEMORY, GPU_UNAVAILABLE, BAD_INPUT) and free what was made.
   async open(what, opts = {}) {
     const t0 = performance.now();
-    const url = typeof what === 'string' || what instanceof URL;
+    const url = typeof what === 'string' || what instanceof URL || (Array.isArray(what) && what.some((w) => typeof w === 'string' || w instanceof URL));
+    const P = loadProgress(opts.onProgress);
+    opts = { ...opts, onProgress: P.report };
     const src = await modelSource(what, opts).catch((e) => { throw LlamawebError.from(e, url ? 'NETWORK' : 'BAD_INPUT'); });
+    const dl = src.download; // a download streaming into the engine and the cache (lw-cache.mjs cacheStream)
+    let model;
+    try {
+      model = await this.openOn(src, opts, t0);
+    } catch (e) {
+      if (!dl) throw e;
+      // the download's own failure explains a failed read better than the engine's "read failed"
+      const why = dl.error;
+      dl.stop(e);
+      await dl.done.catch(() => {});
+      throw why && why.code !== 'ABORTED' ? why : e;
+    }
+    if (dl) {
+      dl.release(); // the engine has its bytes: nothing more is kept for it
+      try {
+        await dl.done; // the rest of the file into the cache, checked, marked complete
+      } catch (e) {
+        model.free();
+        throw LlamawebError.from(e, 'NETWORK');
+      }
+      model.loadMs = performance.now() - t0;
+    }
+    // where the bytes came from: network (streamed into the cache as they arrived), memory (served from what
+    // arrived), cache (read back from OPFS), peakHeld (bytes held for the engine, at most), waits, retries
+    model.download = dl ? dl.stats() : null;
+    P.report(src.size, src.size, 'ready');
+    return model;
+  }
+
+  // open() on the engine pick() chooses, falling back from WebGPU to the CPU engine with device 'auto'.
+  async openOn(src, opts, t0) {
     const engine = this.pick(src.size, opts);
     if (engine === 'cpu') return this.openCpu(src, opts, t0);
     try {
@@ -343,6 +394,7 @@ export class Llamaweb {
     let tries = 1;
     for (;;) {
       const s = await withHead(counted, headBytes);
+      const ctx0 = this.Module.lwGpu.contexts; // the HAL contexts this open makes own the model's buffers
       try {
         const g = await GpuModel.open(this.Module, s, { nCtx: opts.nCtx ?? 2048, nBatch: opts.nBatch, f16: opts.f16,
           subgroups: opts.subgroups, kvF32: opts.kvF32, tune: opts.tune, maxInFlight: opts.maxInFlight, retries: opts.retries });
@@ -350,6 +402,7 @@ export class Llamaweb {
         model.loadStats = g.loadStats; // {ms, bytes, chunks, peakInFlight, retries, peakJsHeap} of the upload
         model.headBytes = s.head.length; // header bytes prefetched (tests: never the whole file of a big model)
         model.headTries = tries;
+        model.gpuContexts = Array.from({ length: this.Module.lwGpu.contexts - ctx0 }, (_, i) => ctx0 + 1 + i);
         return model;
       } catch (e) {
         if (opts.signal && opts.signal.aborted) throw abortError(opts.signal); // the source's reads stopped
@@ -422,10 +475,15 @@ class WorkerLlamaweb {
   }
   async open(what, opts = {}) {
     const { onProgress, signal, ...rest } = opts;
-    if (typeof what === 'string' || what instanceof URL) what = String(new URL(what, globalThis.location.href));
-    else if (!(what instanceof Blob) && !(what && typeof what.opfs === 'string')) {
-      throw new LlamawebError('BAD_INPUT', 'open() in a worker takes a File/Blob, a URL or {opfs: name} (a byte source object cannot be sent)');
-    }
+    // what the worker can be sent: URLs (resolved here: the worker's base is its script), Files/Blobs (cloned
+    // as references to the same bytes), {opfs: name}; an array of them (a split GGUF's parts)
+    const sendable = (w) => {
+      if (typeof w === 'string' || w instanceof URL) return String(new URL(w, globalThis.location.href));
+      if (w instanceof Blob || (w && typeof w.opfs === 'string')) return w;
+      throw new LlamawebError('BAD_INPUT', 'open() in a worker takes a File/Blob, a URL, {opfs: name} or an array of them ' +
+        '(a byte source object cannot be sent)');
+    };
+    what = Array.isArray(what) ? what.map(sendable) : sendable(what);
     checkDevice(opts.device);
     const key = 'open-' + Math.random().toString(36).slice(2); // names this open for its signal
     const d = await withSignal(signal, () => this.rpc.call({ op: 'abortOpen', key }).catch(() => {}),
@@ -458,7 +516,12 @@ class WorkerModel {
     this.threadsError = d.threadsError;
     this.chatTemplate = d.chatTemplate;
     this.chatError = d.chatError;
+    this.download = d.download;
     attachOpenAI(this);
+  }
+  // The worker's model.memory(), as a promise.
+  memory() {
+    return this.rpc.call({ op: 'modelMemory', handle: this.handle });
   }
   generate(prompt, opts = {}, op = 'generate') {
     const { onToken, signal, ...rest } = opts;
@@ -592,6 +655,38 @@ export class Model {
       this.chatTemplate = !!this.chat_ && !this.chatError;
     }
     attachOpenAI(this);
+  }
+
+  // What this model holds now, bytes: gpu (WebGPU) {weights, kv, activations (activations and scratch),
+  // params (parameters, tokens, tables, results), total, buffers: its live GPU buffers, summed by label from
+  // the glue's table; a software adapter keeps them in CPU memory}, cpu (CPU engine) {weights, context (KV
+  // cache and work buffers)} as the engine's info tells; wasmHeap (the module's memory: wasm memory only grows, so this is also its
+  // high-water), jsHeap (performance.memory where the browser has it, else null), load (the weight upload:
+  // ms, chunks and JS heap at their peak) and download (open(url): bytes held for the engine at most,
+  // network / memory / cache bytes).
+  memory() {
+    const M = this.engine.M, S = this.loadStats || {};
+    const out = { device: this.device, wasmHeap: M.HEAPU8.length,
+      jsHeap: globalThis.performance && performance.memory ? performance.memory.usedJSHeapSize : null,
+      gpu: null, cpu: null,
+      load: { ms: S.ms ?? this.loadMs, bytes: S.bytes ?? null, peakInFlight: S.peakInFlight ?? null, peakJsHeap: S.peakJsHeap ?? null },
+      download: this.download || null };
+    if (this.device === 'webgpu') {
+      const g = { weights: 0, kv: 0, activations: 0, params: 0, total: 0, buffers: 0 };
+      const ctxs = new Set(this.gpuContexts || []);
+      for (const r of M.lwGpu.objects) {
+        if (!r || r.kind !== 'buffer' || !ctxs.has(r.ctx)) continue;
+        const l = r.obj.label || '';
+        const k = /^weights/.test(l) ? 'weights' : /^[KV] cache/.test(l) ? 'kv' : /^activation|scratch$/.test(l) ? 'activations' : 'params';
+        g[k] += r.size;
+        g.total += r.size;
+        g.buffers++;
+      }
+      out.gpu = g;
+    } else {
+      out.cpu = { weights: this.info.weightBytes ?? null, context: this.info.contextBytes ?? null };
+    }
+    return out;
   }
 
   // The engine under the model by its former name (GpuModel or CpuEngine).

@@ -31,8 +31,10 @@ import { LlamawebError } from './lw-model.mjs';
 const ROOT = 'llamaweb-cache';
 const META = 'meta.json';
 // partBytes: one range request and one part file; parallel: requests at once (over every URL of the call);
-// retries: failures in a row without progress, per part; retryDelayMs: the first backoff (doubles).
-export const CACHE_DEFAULTS = Object.freeze({ partBytes: 64 << 20, parallel: 3, retries: 5, retryDelayMs: 250 });
+// retries: failures in a row without progress, per part; retryDelayMs: the first backoff (doubles);
+// streamBytes (open(url) streaming the download into the engine, cacheStream): bytes held in memory ahead of
+// the engine's reads, at most, over every file of the call.
+export const CACHE_DEFAULTS = Object.freeze({ partBytes: 64 << 20, parallel: 3, retries: 5, retryDelayMs: 250, streamBytes: 32 << 20 });
 const MAX_DELAY_MS = 8000;
 
 // ---------------------------------------------------------------------------------------------------------
@@ -470,6 +472,432 @@ async function sequential(e, run, first) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// Streaming: one network pass into the cache and into the engine (open(url) on a cold cache)
+// ---------------------------------------------------------------------------------------------------------
+
+// A file being downloaded into its cache entry while an engine reads it: a byte source {size, name, read}
+// whose reads are served from the bytes as they arrive. One GET (a range request from the first missing byte
+// of a run of missing parts; a server without ranges: the whole file, bytes below the one reached skipped)
+// writes each network chunk to the part file being written and keeps it in a window in memory; a read is
+// served from that window, from committed part files (parts an earlier call left complete, or bytes that
+// left the window before a read came: re-read from OPFS once the part is committed), or waits for the
+// bytes. Memory is bounded: the download pauses when it runs `lead` bytes ahead of the furthest read while
+// no read waits, and the window keeps at most `lead` / 2 bytes behind where the reader is. Faults as the whole-file download's: a cut or a 5xx continues
+// from the byte reached (retries, backoff), giving up fails every read with the call's error and keeps what
+// arrived (the part being written is committed with its bytes so far: the next call resumes it).
+class Tee {
+  constructor(e, run, lead) {
+    this.e = e;
+    this.run = run;
+    this.m = e.meta;
+    this.size = e.meta.size;
+    this.lead = lead;
+    this.chunks = [];                  // the window: [{start, bytes}], contiguous over [winStart, winEnd)
+    this.winStart = 0;
+    this.winEnd = 0;
+    this.held = 0;                     // bytes in the window
+    this.mark = 0;                     // furthest end of a read served so far (how far ahead the download is)
+    this.pos = 0;                      // start of the read served last (where the reader is: bytes below go)
+    this.waiting = [];                 // reads not servable yet: {off, end, resolve, reject}
+    this.files = new Map();            // committed part -> its File (read back for bytes out of the window)
+    this.committed = new Set(e.done);  // parts whose files are complete
+    this.at = 0;                       // next byte the download writes
+    this.w = null;                     // the writable of the part being written (index wi)
+    this.wi = -1;
+    this.wake = null;                  // resolves a paused download
+    this.failed = null;                // the error every read fails with, once the download gave up
+    this.finished = false;             // every part committed
+    this.hash = e.want ? new Sha256() : null; // SHA-256 of bytes [0, hashAt) as they stream (complete: a digest)
+    this.hashAt = 0;
+    // network: bytes received; memory / cache: bytes served from the window / from part files;
+    // peakHeld: window high-water; waits: reads that waited for the download
+    this.stats = { network: 0, memory: 0, cache: 0, peakHeld: 0, waits: 0 };
+  }
+
+  partOf(pos) { return Math.floor(pos / this.m.partBytes); }
+  partEnd(i) { return i * this.m.partBytes + partLen(this.m, i); }
+
+  // Whether [a, b) is in the window or in committed parts.
+  servable(a, b) {
+    for (let pos = a; pos < b;) {
+      if (pos >= this.winStart && pos < this.winEnd) { pos = Math.min(b, this.winEnd); continue; }
+      const i = this.partOf(pos);
+      if (!this.committed.has(i)) return false;
+      pos = this.pieceEnd(pos, b, i);
+    }
+    return true;
+  }
+
+  // Where a piece from committed part i starting at pos (outside the window) ends: at b, the part's end, or
+  // where the window starts (the window is preferred: no disk read).
+  pieceEnd(pos, b, i) {
+    return Math.min(b, this.partEnd(i), pos < this.winStart ? this.winStart : Infinity);
+  }
+
+  read(off, len) {
+    if (this.failed) return Promise.reject(this.failed);
+    if (off < 0 || len < 0 || off + len > this.size) return Promise.reject(new RangeError(`${this.m.url}: bytes ${off}+${len} of ${this.size}`));
+    if (this.servable(off, off + len)) return this.serve(off, off + len);
+    this.stats.waits++;
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ off, end: off + len, resolve, reject });
+      this.poke();
+    });
+  }
+
+  // [a, b) (servable): the window's bytes copied now (the window may move on), part files' read after.
+  serve(a, b) {
+    this.mark = Math.max(this.mark, b);
+    this.pos = a;
+    if (a >= this.winStart && b <= this.winEnd) { // the common case: from memory only
+      this.stats.memory += b - a;
+      const out = this.copy(a, b);
+      this.trim();
+      return Promise.resolve(out);
+    }
+    const out = new Uint8Array(b - a), later = [];
+    for (let pos = a; pos < b;) {
+      if (pos >= this.winStart && pos < this.winEnd) {
+        const q = Math.min(b, this.winEnd);
+        out.set(this.copy(pos, q), pos - a);
+        this.stats.memory += q - pos;
+        pos = q;
+        continue;
+      }
+      const i = this.partOf(pos);
+      const q = this.pieceEnd(pos, b, i);
+      const from = pos - i * this.m.partBytes, at = pos - a, n = q - pos;
+      later.push(this.partFile(i).then((f) => f.slice(from, from + n).arrayBuffer()).then((buf) => { out.set(new Uint8Array(buf), at); }));
+      this.stats.cache += n;
+      pos = q;
+    }
+    this.trim();
+    return Promise.all(later).then(() => out);
+  }
+
+  async partFile(i) {
+    if (!this.files.has(i)) this.files.set(i, partFile(this.e.dir, i));
+    const f = await this.files.get(i);
+    if (!f) throw new Error(`${this.m.url}: part ${i} of the cache entry is gone`);
+    return f;
+  }
+
+  // Window bytes [a, b): a view of one network chunk, or a copy over several.
+  copy(a, b) {
+    let lo = 0, hi = this.chunks.length - 1;
+    while (lo < hi) { const mid = (lo + hi + 1) >> 1; if (this.chunks[mid].start <= a) lo = mid; else hi = mid - 1; }
+    const c = this.chunks[lo];
+    if (b <= c.start + c.bytes.length) return c.bytes.subarray(a - c.start, b - c.start);
+    const out = new Uint8Array(b - a);
+    for (let i = lo, pos = a; pos < b; i++) {
+      const d = this.chunks[i], q = Math.min(b, d.start + d.bytes.length);
+      out.set(d.bytes.subarray(pos - d.start, q - d.start), pos - a);
+      pos = q;
+    }
+    return out;
+  }
+
+  // Drops window bytes no read wants: below the lowest waiting read and the start of the last read served
+  // (not its end: the header prefetch reads past the first tensors, which are read again), beyond the
+  // lead / 2 kept behind (whole network chunks: it may be less), and all of them over 2 leads (reads
+  // waiting for a part's commit keep the download going). Bytes at or past where the reader is stay.
+  trim() {
+    let low = this.pos;
+    for (const r of this.waiting) if (r.end > this.winStart && r.off < low) low = r.off;
+    const behind = this.lead >> 1;
+    while (this.chunks.length) {
+      const c = this.chunks[0], end = c.start + c.bytes.length;
+      const old = end <= low && low - this.winStart > behind;
+      const over = this.held > 2 * this.lead && end <= low;
+      if (!old && !over) break;
+      this.chunks.shift();
+      this.held -= c.bytes.length;
+      this.winStart = end;
+    }
+    if (!this.chunks.length) this.winStart = this.winEnd;
+  }
+
+  // Bytes [at, at + n) arrived (or were read back from a partial part): into the window, reads served.
+  append(at, bytes) {
+    if (at > this.winEnd || !this.chunks.length) { // a jump (parts complete in between) or an empty window
+      this.chunks = [];
+      this.held = 0;
+      this.winStart = this.winEnd = Math.max(at, this.winEnd > at ? this.winEnd : at);
+    }
+    if (at + bytes.length <= this.winEnd) return;
+    if (at < this.winEnd) { bytes = bytes.subarray(this.winEnd - at); at = this.winEnd; }
+    this.chunks.push({ start: at, bytes });
+    this.winEnd = at + bytes.length;
+    this.held += bytes.length;
+    if (this.held > this.stats.peakHeld) this.stats.peakHeld = this.held;
+    this.serveWaiting();
+    this.trim();
+  }
+
+  serveWaiting() {
+    if (!this.waiting.length) return;
+    const still = [];
+    for (const r of this.waiting) {
+      if (this.servable(r.off, r.end)) r.resolve(this.serve(r.off, r.end));
+      else still.push(r);
+    }
+    this.waiting = still;
+  }
+
+  poke() {
+    const w = this.wake;
+    this.wake = null;
+    if (w) w();
+  }
+
+  // Waits while the download is `lead` bytes ahead of every read and no read waits for it.
+  async room() {
+    while (!this.run.signal.aborted && !this.waiting.length && this.winEnd - Math.max(this.mark, this.winStart) >= this.lead) {
+      await new Promise((r) => { this.wake = r; });
+    }
+    if (this.run.signal.aborted) throw abortError(this.run.signal);
+  }
+
+  feedHash(at, bytes) {
+    if (!this.hash || at > this.hashAt || at + bytes.length <= this.hashAt) return;
+    this.hash.update(bytes.subarray(this.hashAt - at));
+    this.hashAt = at + bytes.length;
+  }
+
+  // The part being written reached its length: committed (OPFS makes the file on close), meta updated.
+  async commit(i) {
+    const w = this.w;
+    this.w = null;
+    this.wi = -1;
+    await w.close();
+    await this.e.markDone(i);
+    this.files.delete(i);
+    this.committed.add(i);
+    this.run.committed(partLen(this.m, i));
+    this.serveWaiting();
+  }
+
+  // Network bytes at this.at: written to their parts (a part done before is skipped: a server without
+  // ranges sends everything), kept in the window.
+  async take(value) {
+    for (let p = 0; p < value.length;) {
+      const i = this.partOf(this.at), off = this.at - i * this.m.partBytes;
+      const k = Math.min(value.length - p, partLen(this.m, i) - off);
+      const piece = value.subarray(p, p + k);
+      if (!this.e.done.has(i)) {
+        if (this.wi !== i) { this.w = await openPart(this.e.dir, i, off); this.wi = i; }
+        await this.w.write(piece);
+        this.run.progress(k);
+        this.feedHash(this.at, piece);
+        this.append(this.at, piece);
+        this.at += k;
+        if (off + k === partLen(this.m, i)) await this.commit(i);
+      } else {
+        this.at += k;
+      }
+      p += k;
+    }
+  }
+
+  // The bytes an earlier call left in part i (have of them): read back into the window (they are not
+  // downloaded again), before the part's writable opens (the file is then rewritten on commit).
+  async replay(i, have) {
+    const f = await partFile(this.e.dir, i), start = i * this.m.partBytes, step = 8 << 20;
+    for (let at = 0; at < have; at += step) {
+      await this.room();
+      const b = new Uint8Array(await f.slice(at, Math.min(have, at + step)).arrayBuffer());
+      this.feedHash(start + at, b);
+      this.append(start + at, b);
+    }
+  }
+
+  // Downloads every part not complete, in file order; resolves when all are committed.
+  async download() {
+    const m = this.m, n = nParts(m), url = m.url, ranges = this.e.probe.ranges;
+    let first = this.e.probe.response || null; // a server without ranges: the probe's answer is the download
+    this.e.probe.response = null;
+    try {
+      for (let i = 0; i < n; i++) {
+        if (this.e.done.has(i)) continue;
+        let j = i; // the run of missing parts i..j
+        while (ranges && j + 1 < n && !this.e.done.has(j + 1)) j++;
+        if (!ranges) j = n - 1;
+        const regionEnd = this.partEnd(j);
+        const have = ranges ? this.e.partial.get(i) || 0 : 0;
+        this.at = i * m.partBytes;
+        if (have) {
+          await this.replay(i, have);
+          this.w = await openPart(this.e.dir, i, have);
+          this.wi = i;
+          this.at += have;
+        }
+        for (let failures = 0, best = this.at; this.at < regionEnd;) {
+          let reader = null;
+          try {
+            const r = first || await get(url, this.run.o.headers, ranges ? `bytes=${this.at}-${regionEnd - 1}` : null, this.run.signal);
+            first = null;
+            this.check(r, ranges);
+            reader = r.body.getReader();
+            // a server without ranges starts at byte 0 every time: bytes below this.at are skipped
+            let pos = ranges ? this.at : 0;
+            for (;;) {
+              await this.room();
+              const { value, done } = await reader.read();
+              if (done) break;
+              this.stats.network += value.length;
+              if (pos + value.length > regionEnd) throw fault(`${url}: the server sent more than asked (past byte ${regionEnd})`);
+              const skip = Math.max(0, this.at - pos);
+              if (skip < value.length) await this.take(skip ? value.subarray(skip) : value);
+              pos += value.length;
+            }
+            reader = null;
+            if (this.at < regionEnd) throw fault(`${url}: the body ended at byte ${this.at} of ${regionEnd}`);
+          } catch (err) {
+            if (reader) reader.cancel().catch(() => {});
+            if (isQuota(err) || this.run.signal.aborted || (err && err.entry)) throw err;
+            const e = err && (err.retry || err instanceof LlamawebError) ? err : fault(`${url}: the download was cut at byte ${this.at}: ${err && err.message || err}`);
+            if (this.at > best) { failures = 0; best = this.at; }
+            this.run.stats.retries++;
+            failures = await failed(e, url, this.run.o, this.run.signal, failures);
+          }
+        }
+        i = j;
+      }
+      this.finished = true;
+      this.serveWaiting();
+    } catch (err) {
+      // keep what arrived (a quota refusal: nothing; the call removes the entry)
+      await closePart(this.w, !isQuota(err));
+      this.w = null;
+      throw err;
+    }
+  }
+
+  // A response for the download: the status, size and validators it must have.
+  check(r, ranges) {
+    const m = this.m, url = m.url;
+    if (ranges) {
+      if (r.status === 200) { r.body.cancel().catch(() => {}); throw fault(`${url}: the server answered with the whole file (200) to a range request`); }
+      if (r.status !== 206) throw httpFault(url, r, `range from ${this.at}`);
+      const cr = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec((r.headers.get('Content-Range') || '').trim());
+      const tag = r.headers.get('ETag');
+      if ((cr && cr[3] !== '*' && Number(cr[3]) !== m.size) || (tag && m.etag && tag !== m.etag)) {
+        if (r.body) r.body.cancel().catch(() => {});
+        throw changed(this.e, `size ${cr ? cr[3] : '?'} for ${m.size}, ETag ${tag} for ${m.etag}`);
+      }
+      if (cr && Number(cr[1]) !== this.at) {
+        if (r.body) r.body.cancel().catch(() => {});
+        throw fault(`${url}: asked for bytes from ${this.at}, the server sent ${cr[1]}-${cr[2]}`);
+      }
+    } else {
+      if (r.status !== 200) throw httpFault(url, r, 'download');
+      if (Number(r.headers.get('Content-Length')) !== m.size) {
+        if (r.body) r.body.cancel().catch(() => {});
+        throw changed(this.e, `a Content-Length of ${r.headers.get('Content-Length')} for ${m.size}`);
+      }
+    }
+  }
+
+  // Every read fails with err from now on (the download gave up, or the call was stopped).
+  fail(err) {
+    if (!this.failed) this.failed = err;
+    for (const r of this.waiting) r.reject(err);
+    this.waiting = [];
+    this.poke();
+  }
+
+  // The load is over: the window goes (reads after this come from the part files).
+  release() {
+    this.chunks = [];
+    this.held = 0;
+    this.winStart = this.winEnd;
+    this.mark = this.pos = Infinity;
+    this.poke();
+  }
+}
+
+// Opens urls for reading while they download: resolves (once each file is probed and its entry made, under
+// the cache's locks) to {sources, done, stop(reason), stats()}: one byte source {size, name, read} per URL
+// (a complete entry: its part files; otherwise a Tee), `done` a promise that settles when every download has
+// ended and its entry is checked and complete (or with the call's error; the locks are held until then),
+// stop() ends the downloads (ABORTED; what arrived is kept), stats() {network, memory, cache, peakHeld,
+// waits, retries} summed. opts as cacheFiles' and streamBytes (memory held ahead of the engine's reads, over
+// every file). The engine must read its source to the end or the caller stop() (the download of a file
+// pauses while no read wants its bytes); release() after the load frees the windows.
+export function cacheStream(urls, opts = {}) {
+  throwIfAborted(opts.signal);
+  const c = callSetup(urls, opts);
+  return new Promise((resolve, reject) => {
+    let handed = false;
+    withLocks(c.keys, opts.signal, async () => {
+      const h = await startStream(c.hrefs, c.keys, c.o, opts);
+      handed = true;
+      resolve(h);
+      await h.done.catch(() => {});
+    }).catch((e) => { if (!handed) reject(e); });
+  });
+}
+
+async function startStream(hrefs, keys, o, opts) {
+  const ctl = follow(opts.signal);
+  const root = await cacheRoot();
+  const entries = await readEntries(root, hrefs, keys, opts);
+  const run = makeRun(o, ctl, opts);
+  let todo;
+  try {
+    todo = await prepare(root, entries, run, opts);
+  } catch (err) {
+    ctl.off();
+    throw await failure(root, entries, err, opts.signal);
+  }
+  const lead = Math.max(65536, Math.floor(o.streamBytes / Math.max(1, todo.length))); // per file
+  const tees = new Map(todo.map((e) => [e, new Tee(e, run, lead)]));
+  const sources = entries.map((e) => {
+    const t = tees.get(e);
+    if (t) return { size: t.size, read: (off, len) => t.read(off, len), tee: t };
+    const blob = new Blob(e.files);
+    return { size: blob.size, read: async (off, len) => new Uint8Array(await blob.slice(off, off + len).arrayBuffer()), cached: true };
+  });
+  const all = [...tees.values()];
+  const h = { sources, done: null, error: null, stop: (why) => ctl.abort(why), stats: null, release: () => { for (const t of all) t.release(); } };
+  ctl.signal.addEventListener('abort', () => { for (const t of all) t.poke(); }, { once: true });
+  const done = (async () => {
+    try {
+      if (all.length) {
+        askPersist();
+        if (opts.onProgress) { run.shown = run.done; opts.onProgress(run.done, run.total, 'download'); }
+        await Promise.all(all.map((t) => t.download().catch((err) => { run.stop(); throw err; })));
+      }
+      const digests = new Map();
+      for (const t of all) if (t.hash && t.hashAt === t.size) digests.set(t.e.url, t.hash.hex());
+      await finish(root, entries, todo, run, digests);
+    } catch (err0) {
+      // stopped (stop(), the caller's signal): ABORTED, whatever the fetch or the pause threw
+      const stopped = ctl.signal.aborted && !isQuota(err0) && !(err0 && (err0.retry || err0.entry || err0.code === 'NETWORK'));
+      const err = stopped ? abortError(ctl.signal) : err0;
+      const e = await failure(root, entries, err, opts.signal);
+      // a download that gave up keeps its bytes (not a changed file, a wrong digest or a quota refusal)
+      if (e.code === 'NETWORK' && !(err && err.entry) && !/SHA-256/.test(e.message)) {
+        e.message += ' (the bytes that arrived stay in the model cache: opening this URL again continues from there)';
+      }
+      h.error = e;
+      for (const t of all) t.fail(e);
+      throw e;
+    } finally {
+      ctl.off();
+    }
+  })();
+  done.catch(() => {});
+  h.done = done;
+  h.stats = () => {
+    const s = { network: 0, memory: 0, cache: 0, peakHeld: 0, waits: 0, retries: run.stats.retries, streamed: all.length > 0 };
+    for (const t of all) for (const k of ['network', 'memory', 'cache', 'peakHeld', 'waits']) s[k] += t.stats[k];
+    return s;
+  };
+  return h;
+}
+
 // Runs jobs, at most `parallel` at once; the first failure stops the rest (through run.stop).
 async function pool(jobs, parallel, run) {
   let next = 0, first = null;
@@ -516,30 +944,43 @@ const absolute = (u) => String(new URL(u, globalThis.location ? globalThis.locat
 // parallel, retries, retryDelayMs (see CACHE_DEFAULTS). A resolved call has every entry complete.
 export async function cacheFiles(urls, opts = {}) {
   throwIfAborted(opts.signal);
+  const c = callSetup(urls, opts);
+  return withLocks(c.keys, opts.signal, () => fill(c.hrefs, c.keys, c.o, opts));
+}
+
+// URLs made absolute, their entries' keys, the options with their defaults.
+function callSetup(urls, opts) {
   const hrefs = urls.map(absolute);
   const keys = hrefs.map((u) => sha256Text(u).slice(0, 32));
   const o = { ...CACHE_DEFAULTS, headers: opts.headers || {} };
-  for (const k of ['partBytes', 'parallel', 'retries', 'retryDelayMs']) if (opts[k] !== undefined) o[k] = Number(opts[k]);
+  for (const k of ['partBytes', 'parallel', 'retries', 'retryDelayMs', 'streamBytes']) if (opts[k] !== undefined) o[k] = Number(opts[k]);
   if (!(o.partBytes >= 4096)) throw new RangeError('cache partBytes must be at least 4096');
+  if (!(o.streamBytes >= 65536)) throw new RangeError('cache streamBytes must be at least 65536');
+  return { hrefs, keys, o };
+}
+
+// fn() under the locks of every key (taken in sorted order: two calls never wait on each other crosswise).
+function withLocks(keys, signal, fn) {
   const locked = [...new Set(keys)].sort();
-  const under = (j) => (j === locked.length ? fill(hrefs, keys, o, opts) : withLock(locked[j], opts.signal, () => under(j + 1)));
+  const under = (j) => (j === locked.length ? fn() : withLock(locked[j], signal, () => under(j + 1)));
   return under(0);
 }
 
-async function fill(hrefs, keys, o, opts) {
-  const ctl = new AbortController(), userSignal = opts.signal;
-  const onAbort = () => ctl.abort(userSignal.reason);
-  if (userSignal) userSignal.addEventListener('abort', onAbort, { once: true });
+// The call's entries, read from OPFS: {url, key, dir, meta, want, files (complete: its part files)}.
+async function readEntries(root, hrefs, keys, opts) {
   const want = (Array.isArray(opts.sha256) ? opts.sha256 : [opts.sha256]).map((s) => (s ? String(s).toLowerCase() : null));
-  const root = await cacheRoot();
-  const entries = await Promise.all(hrefs.map(async (url, k) => {
+  return Promise.all(hrefs.map(async (url, k) => {
     let dir = null;
     try { dir = await root.getDirectoryHandle(keys[k]); } catch { /* not cached */ }
     const meta = dir ? await readMeta(dir) : null;
     return { url, key: keys[k], dir, meta, want: want[k] || null, files: null };
   }));
+}
+
+// The state of one call: progress over every entry (download bytes, cache-write bytes, verify bytes).
+function makeRun(o, ctl, opts) {
   const run = {
-    o, signal: ctl.signal, stats: { retries: 0 }, done: 0, total: 0, shown: -1, vDone: 0, vTotal: 0,
+    o, signal: ctl.signal, stats: { retries: 0 }, done: 0, total: 0, shown: -1, vDone: 0, vTotal: 0, written: 0,
     stop: () => ctl.abort(new Error('another part failed')),
     progress(n) {
       run.done += n;
@@ -549,65 +990,135 @@ async function fill(hrefs, keys, o, opts) {
         opts.onProgress(run.done, run.total, 'download');
       }
     },
+    committed(n) { // a part file was committed (streaming: one event per part)
+      run.written += n;
+      if (opts.onProgress) opts.onProgress(run.written, run.total, 'cache-write');
+    },
     verified(n) {
       run.vDone += n;
       if (opts.onProgress) opts.onProgress(run.vDone, run.vTotal, 'verify');
     },
   };
+  return run;
+}
+
+// Steps 1 and 2 of a call: complete entries are used as they are (revalidate: if the server still has that
+// file); the others are probed, an old entry kept if it is the same file (e.partial: bytes of parts an earlier
+// try left), the quota checked, their folders and meta.json made. Fills run.total and run.done. Returns the
+// entries still to download.
+async function prepare(root, entries, run, opts) {
+  const o = run.o;
+  await Promise.all(entries.map(async (e) => {
+    const m = e.meta;
+    if (!m || !m.complete || m.url !== e.url) return;
+    const files = await wholeParts(e.dir, m);
+    if (!files) { m.complete = false; return; } // a part went missing: download it again
+    if (opts.revalidate && !sameFile(m, await probe(e.url, o, run.signal))) { e.meta = null; return; }
+    e.files = files;
+  }));
+  const todo = entries.filter((e) => !e.files);
+  const probes = await Promise.all(todo.map((e) => probe(e.url, o, run.signal)));
+  let need = 0;
+  for (const [k, e] of todo.entries()) {
+    const p = probes[k];
+    e.probe = p;
+    if (e.meta && !sameFile(e.meta, p)) e.meta = null;
+    if (!e.meta) {
+      if (e.dir) await root.removeEntry(e.key, { recursive: true }).catch(() => {});
+      e.meta = { v: 1, url: e.url, size: p.size, etag: p.etag, lastModified: p.lastModified, sha256: null,
+        partBytes: o.partBytes, done: [], complete: false, created: Date.now(), used: Date.now() };
+      e.dir = null;
+    }
+    e.want = e.want || p.sha256 || e.meta.sha256 || null;
+    e.done = new Set(e.meta.done);
+    e.partial = new Map();
+    for (let i = 0; i < nParts(e.meta); i++) {
+      if (e.done.has(i)) continue;
+      const f = e.dir && p.ranges ? await partFile(e.dir, i) : null; // bytes of an earlier try
+      if (f && f.size <= partLen(e.meta, i)) e.partial.set(i, f.size);
+      need += partLen(e.meta, i) - (e.partial.get(i) || 0);
+    }
+  }
+  if (need > 0 && navigator.storage.estimate) {
+    const est = await navigator.storage.estimate();
+    if (est.quota !== undefined && est.quota - (est.usage || 0) < need) {
+      throw new LlamawebError('QUOTA_EXCEEDED', `not enough browser storage for the model: ${mib(need)} to download, ` +
+        `${mib(Math.max(0, est.quota - (est.usage || 0)))} free of a ${mib(est.quota)} quota`);
+    }
+  }
+  for (const e of todo) {
+    if (!e.dir) e.dir = await root.getDirectoryHandle(e.key, { create: true });
+    let saving = Promise.resolve();
+    e.save = () => (saving = saving.then(() => writeFile(e.dir, META, JSON.stringify(e.meta))));
+    e.markDone = (i) => { e.done.add(i); e.meta.done = [...e.done].sort((a, b) => a - b); return e.save(); };
+    await e.save();
+  }
+  for (const e of entries) {
+    run.total += e.meta.size;
+    const cached = e.files ? e.meta.size : [...e.done].reduce((s, i) => s + partLen(e.meta, i), 0);
+    run.done += cached + [...(e.partial || new Map()).values()].reduce((s, n) => s + n, 0);
+    run.written += cached;
+  }
+  return todo;
+}
+
+// The last step of a call, after every download: each entry's parts are there with their sizes, the
+// SHA-256 checked where one is known (digests: a hash computed while streaming, by URL; else the parts are
+// read and hashed), and meta.json says complete.
+async function finish(root, entries, todo, run, digests = new Map()) {
+  for (const e of todo) {
+    e.files = await wholeParts(e.dir, e.meta);
+    if (!e.files) throw new LlamawebError('NETWORK', `${e.url}: a part is missing or has the wrong size after the download`);
+  }
+  const hashing = entries.filter((e) => e.want && e.meta.sha256 !== e.want);
+  run.vTotal = hashing.filter((e) => !digests.has(e.url)).reduce((s, e) => s + e.meta.size, 0);
+  for (const e of hashing) {
+    const got = digests.get(e.url) || await hashParts(e.files, run);
+    if (got !== e.want) {
+      await root.removeEntry(e.key, { recursive: true }).catch(() => {});
+      throw new LlamawebError('NETWORK', `${e.url}: SHA-256 ${got}, expected ${e.want}: the download is corrupt ` +
+        '(the cache entry was removed)');
+    }
+    e.meta.sha256 = got;
+  }
+  for (const e of entries) {
+    e.meta.complete = true;
+    e.meta.used = Date.now();
+    if (e.save) await e.save();
+    else await writeFile(e.dir, META, JSON.stringify(e.meta)).catch(() => {}); // a hit: 'used' is best effort
+  }
+}
+
+// A failed call: nothing of its downloads is left behind when storage ran out, a changed file loses its
+// entry (other failures keep what arrived: the next call resumes it). Returns the error to throw.
+async function failure(root, entries, err, userSignal) {
+  const quota = isQuota(err);
+  for (const e of quota ? entries.filter((x) => x.save) : err && err.entry ? [err.entry] : []) {
+    await root.removeEntry(e.key, { recursive: true }).catch(() => {});
+  }
+  if (userSignal && userSignal.aborted) return abortError(userSignal);
+  if (quota && err.code !== 'QUOTA_EXCEEDED') return new LlamawebError('QUOTA_EXCEEDED', `browser storage is full: ${err.message}`, { cause: err });
+  if (err instanceof LlamawebError) return err;
+  return new LlamawebError('NETWORK', err && err.message || String(err), { cause: err });
+}
+
+// An AbortController for the call that follows the caller's signal; off() removes the listener.
+function follow(userSignal) {
+  const ctl = new AbortController();
+  const onAbort = () => ctl.abort(userSignal.reason);
+  if (userSignal) userSignal.addEventListener('abort', onAbort, { once: true });
+  ctl.off = () => { if (userSignal) userSignal.removeEventListener('abort', onAbort); };
+  return ctl;
+}
+
+async function fill(hrefs, keys, o, opts) {
+  const ctl = follow(opts.signal);
+  const root = await cacheRoot();
+  const entries = await readEntries(root, hrefs, keys, opts);
+  const run = makeRun(o, ctl, opts);
   try {
-    // 1. complete entries: used as they are (revalidate: if the server still has that file)
-    await Promise.all(entries.map(async (e) => {
-      const m = e.meta;
-      if (!m || !m.complete || m.url !== e.url) return;
-      const files = await wholeParts(e.dir, m);
-      if (!files) { m.complete = false; return; } // a part went missing: download it again
-      if (opts.revalidate && !sameFile(m, await probe(e.url, o, ctl.signal))) { e.meta = null; return; }
-      e.files = files;
-    }));
-    // 2. what is missing: the server's view, an old entry kept if it is the same file, the quota
-    const todo = entries.filter((e) => !e.files);
-    const probes = await Promise.all(todo.map((e) => probe(e.url, o, ctl.signal)));
-    let need = 0;
-    for (const [k, e] of todo.entries()) {
-      const p = probes[k];
-      e.probe = p;
-      if (e.meta && !sameFile(e.meta, p)) e.meta = null;
-      if (!e.meta) {
-        if (e.dir) await root.removeEntry(e.key, { recursive: true }).catch(() => {});
-        e.meta = { v: 1, url: e.url, size: p.size, etag: p.etag, lastModified: p.lastModified, sha256: null,
-          partBytes: o.partBytes, done: [], complete: false, created: Date.now(), used: Date.now() };
-        e.dir = null;
-      }
-      e.want = e.want || p.sha256 || e.meta.sha256 || null;
-      e.done = new Set(e.meta.done);
-      e.partial = new Map();
-      for (let i = 0; i < nParts(e.meta); i++) {
-        if (e.done.has(i)) continue;
-        const f = e.dir && p.ranges ? await partFile(e.dir, i) : null; // bytes of an earlier try
-        if (f && f.size <= partLen(e.meta, i)) e.partial.set(i, f.size);
-        need += partLen(e.meta, i) - (e.partial.get(i) || 0);
-      }
-    }
-    if (need > 0 && navigator.storage.estimate) {
-      const est = await navigator.storage.estimate();
-      if (est.quota !== undefined && est.quota - (est.usage || 0) < need) {
-        throw new LlamawebError('QUOTA_EXCEEDED', `not enough browser storage for the model: ${mib(need)} to download, ` +
-          `${mib(Math.max(0, est.quota - (est.usage || 0)))} free of a ${mib(est.quota)} quota`);
-      }
-    }
-    // 3. download (every URL's parts in one pool), then check and mark complete
-    for (const e of todo) {
-      if (!e.dir) e.dir = await root.getDirectoryHandle(e.key, { create: true });
-      let saving = Promise.resolve();
-      e.save = () => (saving = saving.then(() => writeFile(e.dir, META, JSON.stringify(e.meta))));
-      e.markDone = (i) => { e.done.add(i); e.meta.done = [...e.done].sort((a, b) => a - b); return e.save(); };
-      await e.save();
-    }
-    for (const e of entries) {
-      run.total += e.meta.size;
-      run.done += e.files ? e.meta.size : [...e.done].reduce((s, i) => s + partLen(e.meta, i), 0) +
-        [...(e.partial || new Map()).values()].reduce((s, n) => s + n, 0);
-    }
+    const todo = await prepare(root, entries, run, opts);
+    // download (every URL's parts in one pool), then check and mark complete
     const jobs = [];
     for (const e of todo) {
       if (!e.probe.ranges) { jobs.push(() => sequential(e, run, e.probe.response)); continue; }
@@ -618,40 +1129,12 @@ async function fill(hrefs, keys, o, opts) {
       if (opts.onProgress) { run.shown = run.done; opts.onProgress(run.done, run.total, 'download'); }
       await pool(jobs, o.parallel, run);
     }
-    for (const e of todo) {
-      e.files = await wholeParts(e.dir, e.meta);
-      if (!e.files) throw new LlamawebError('NETWORK', `${e.url}: a part is missing or has the wrong size after the download`);
-    }
-    const hashing = entries.filter((e) => e.want && e.meta.sha256 !== e.want);
-    run.vTotal = hashing.reduce((s, e) => s + e.meta.size, 0);
-    for (const e of hashing) {
-      const got = await hashParts(e.files, run);
-      if (got !== e.want) {
-        await root.removeEntry(e.key, { recursive: true }).catch(() => {});
-        throw new LlamawebError('NETWORK', `${e.url}: SHA-256 ${got}, expected ${e.want}: the download is corrupt ` +
-          '(the cache entry was removed)');
-      }
-      e.meta.sha256 = got;
-    }
-    for (const e of entries) {
-      e.meta.complete = true;
-      e.meta.used = Date.now();
-      if (e.save) await e.save();
-      else await writeFile(e.dir, META, JSON.stringify(e.meta)).catch(() => {}); // a hit: 'used' is best effort
-    }
+    await finish(root, entries, todo, run);
     return entries.map((e) => new Blob(e.files));
   } catch (err) {
-    // nothing of this call's downloads is left behind when storage ran out; a changed file loses its entry
-    const quota = isQuota(err);
-    for (const e of quota ? entries.filter((x) => x.save) : err && err.entry ? [err.entry] : []) {
-      await root.removeEntry(e.key, { recursive: true }).catch(() => {});
-    }
-    if (userSignal && userSignal.aborted) throw abortError(userSignal);
-    if (quota && err.code !== 'QUOTA_EXCEEDED') throw new LlamawebError('QUOTA_EXCEEDED', `browser storage is full: ${err.message}`, { cause: err });
-    if (err instanceof LlamawebError) throw err;
-    throw new LlamawebError('NETWORK', err && err.message || String(err), { cause: err });
+    throw await failure(root, entries, err, opts.signal);
   } finally {
-    if (userSignal) userSignal.removeEventListener('abort', onAbort);
+    ctl.off();
   }
 }
 

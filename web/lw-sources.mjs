@@ -4,7 +4,7 @@
 // split GGUF (llama.cpp's gguf-split: model-00001-of-00003.gguf, ...) presented to the loader as one file.
 // Re-exported by web/llamaweb.mjs; modelSource() is what Llamaweb.open() reads a model through.
 import { LlamawebError } from './lw-model.mjs';
-import { cacheFiles, cacheUsable, throwIfAborted } from './lw-cache.mjs';
+import { cacheFiles, cacheStream, cacheUsable, throwIfAborted } from './lw-cache.mjs';
 
 // A File or Blob (a picked or dropped file, an OPFS file): each chunk is sliced and read on demand.
 export function blobSource(blob) {
@@ -143,13 +143,14 @@ export function parseGgufHeader(b, name = 'file') {
     return Number(v);
   };
   const str = () => { const n = u64(); need(n); p += n; return text.decode(b.subarray(p - n, p)); };
+  // only type t's getter runs: a wider one would read past a small value at the end of b (a RangeError)
+  const READ = [(q) => dv.getUint8(q), (q) => dv.getInt8(q), (q) => dv.getUint16(q, true), (q) => dv.getInt16(q, true),
+    (q) => dv.getUint32(q, true), (q) => dv.getInt32(q, true), (q) => dv.getFloat32(q, true), (q) => dv.getUint8(q) !== 0,
+    null, null, (q) => dv.getBigUint64(q, true), (q) => dv.getBigInt64(q, true), (q) => dv.getFloat64(q, true)];
   const scalar = (t) => {
     need(SCALAR[t]);
     p += SCALAR[t];
-    const q = p - SCALAR[t];
-    return [dv.getUint8(q), dv.getInt8(q), dv.getUint16(q, true), dv.getInt16(q, true), dv.getUint32(q, true),
-      dv.getInt32(q, true), dv.getFloat32(q, true), dv.getUint8(q) !== 0, 0, 0, dv.getBigUint64(q, true),
-      dv.getBigInt64(q, true), dv.getFloat64(q, true)][t];
+    return READ[t](p - SCALAR[t]);
   };
   if (b.length >= 4 && dv.getUint32(0, true) !== GGUF_MAGIC) throw modelError(`${name}: not a GGUF file`);
   u32();
@@ -304,7 +305,7 @@ export async function splitSource(parts) {
     if (off + len <= s.end) return readSeg(s, off, len);
     // only a read from the header (the loader's prefetch) spans parts; a tensor lies in one part's data
     if (off >= headerLen) {
-      throw new Error(`split GGUF: bytes ${off}+${len} run past the end of ${s.part ? s.part.src.name + "'s data" : 'the padding'}` +
+      throw modelError(`split GGUF: bytes ${off}+${len} run past the end of ${s.part ? s.part.src.name + "'s data" : 'the padding'}` +
         ' (is a part cut off?)');
     }
     const out = new Uint8Array(len);
@@ -325,12 +326,19 @@ export async function splitSource(parts) {
 const isUrl = (w) => typeof w === 'string' || (typeof URL !== 'undefined' && w instanceof URL);
 
 // A URL, or the parts of a split GGUF named by the URL of any of them: through the cache (opts.cache,
-// default on where OPFS can be written) or by range requests.
-async function urlSources(urls, opts) {
+// default on where OPFS can be written) or by range requests. Through the cache the download streams into
+// the engine as it is written (cacheStream: one network pass; the handle goes to got.download), or with
+// opts.stream false is downloaded whole first and read back from OPFS.
+async function urlSources(urls, opts, got) {
   if (opts.cache !== false && await cacheUsable()) {
     const names = urls.map((u) => decodeURIComponent(String(u).split(/[?#]/)[0].split('/').pop() || 'model.gguf'));
-    const blobs = await cacheFiles(urls, opts);
-    return blobs.map((b, i) => ({ ...blobSource(b), name: names[i] }));
+    if (opts.stream === false) {
+      const blobs = await cacheFiles(urls, opts);
+      return blobs.map((b, i) => ({ ...blobSource(b), name: names[i] }));
+    }
+    const h = await cacheStream(urls, opts);
+    if (h.sources.some((x) => x.tee)) got.download = h; // else every file was in the cache, complete
+    return h.sources.map((s, i) => ({ size: s.size, read: s.read, name: names[i] }));
   }
   return Promise.all(urls.map((u) => urlSource(u, { headers: opts.headers })));
 }
@@ -346,19 +354,38 @@ async function oneSource(what) {
 
 // What open() reads the model from: what = File/Blob, URL (a split GGUF's part URL brings every part),
 // {opfs: name}, a byte source, or an array of those (a split GGUF's parts, in any order). opts: cache,
-// sha256, headers, signal, onProgress(done, total, phase), and the cache's partBytes, parallel, retries,
-// retryDelayMs. Reads of the source fail with ABORTED once opts.signal is aborted.
+// stream, sha256, headers, signal, onProgress(done, total, phase), and the cache's partBytes, parallel,
+// retries, retryDelayMs, streamBytes. Reads of the source fail with ABORTED once opts.signal is aborted.
+// A URL through the cache that was not complete yet gives a source with `download` (cacheStream's handle:
+// done, stop, stats, release, error): the caller awaits download.done after the load (the entry is then
+// complete and checked) or calls stop() when the load failed.
 export async function modelSource(what, opts = {}) {
   const { signal } = opts;
   throwIfAborted(signal);
   let src;
+  const dl = {};
+  try {
+    src = await pickSource(what, opts, dl);
+  } catch (e) {
+    if (dl.download) { dl.download.stop(e); await dl.download.done.catch(() => {}); }
+    throw e;
+  }
+  const inner = src;
+  if (signal) src = { size: inner.size, name: inner.name, read: (off, len) => { throwIfAborted(signal); return inner.read(off, len); } };
+  else if (dl.download) src = { size: inner.size, name: inner.name, read: inner.read };
+  if (dl.download) src.download = dl.download;
+  return src;
+}
+
+async function pickSource(what, opts, dl) {
+  let src;
   if (isUrl(what)) {
     const urls = splitUrls(what) || [what];
-    const got = await urlSources(urls, opts);
+    const got = await urlSources(urls, opts, dl);
     src = got.length > 1 ? await splitSource(got) : got[0];
   } else if (Array.isArray(what)) {
     if (!what.length) throw new LlamawebError('BAD_INPUT', 'open(): an empty array');
-    const got = what.every(isUrl) ? await urlSources(what, opts) : await Promise.all(what.map(oneSource));
+    const got = what.every(isUrl) ? await urlSources(what, opts, dl) : await Promise.all(what.map(oneSource));
     src = await splitSource(got);
   } else {
     src = await oneSource(what);
@@ -368,8 +395,7 @@ export async function modelSource(what, opts = {}) {
         'together (an array of Files, or the URL of any part)');
     }
   }
-  if (!signal) return src;
-  return { size: src.size, name: src.name, read: (off, len) => { throwIfAborted(signal); return src.read(off, len); } };
+  return src;
 }
 
 // C parses the header synchronously (lw_js_source_read_sync), which a Blob or a fetch cannot serve: it is

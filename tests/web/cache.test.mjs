@@ -25,13 +25,13 @@
 // Run: LW_WASM_DIR=... node --test tests/web/cache.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { repoRoot } from '../../web/lw-node.mjs';
 import { startServer } from '../../web/serve.mjs';
 import { launchChromium, chromiumMissing } from './chromium.mjs';
 import { ggufSplit } from './gguf-split.mjs';
+import { faultServer, bytes, sha } from './fault-server.mjs';
 
 const root = repoRoot();
 const wasmDir = path.resolve(root, process.env.LW_WASM_DIR || 'build/wasm');
@@ -44,72 +44,8 @@ const modelSkip = skip || (!existsSync(path.join(wasmDir, 'llamaweb-wasm.wasm'))
 if (modelSkip && !skip) console.log('SKIP (model cases): ' + modelSkip);
 
 const PART = 256 << 10;
-const sha = (b) => createHash('sha256').update(b).digest('hex');
-
-// Deterministic bytes (xorshift), so a wrong offset shows as a wrong hash.
-function bytes(n, seed) {
-  const b = new Uint8Array(n);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < n; i++) { x ^= x << 13; x ^= x >>> 17; x ^= x << 5; b[i] = x & 255; }
-  return b;
-}
-
-// ---- the server: files from memory under /m/, faults chosen per request by `fault` ----
-const files = new Map(); // name -> {size, read(start, end) -> Uint8Array, etag, digest?}
-const log = [];          // {name, range} of every /m/ request
-let fault = null;        // ({name, range, from, n}) -> {status, retryAfter, cutAfter, truncateAt, extra, etag, noRange, delayMs} | null
-const addFile = (name, b, extra = {}) => files.set(name, { size: b.length, read: (s, e) => b.subarray(s, e), etag: `"${sha(b).slice(0, 16)}"`, ...extra });
-const requests = (name) => log.filter((r) => r.name === name);
-
-async function serveModel(req, res, name) {
-  const f = files.get(name);
-  if (!f) { res.statusCode = 404; res.end(); return; }
-  const range = req.headers.range || null;
-  const m = /^bytes=(\d+)-(\d*)$/.exec(range || '');
-  const n = requests(name).length;
-  log.push({ name, range });
-  const a = (fault && fault({ name, range, from: m ? Number(m[1]) : 0, n })) || {};
-  if (a.status) {
-    if (a.retryAfter !== undefined) res.setHeader('Retry-After', String(a.retryAfter));
-    res.statusCode = a.status;
-    res.end();
-    return;
-  }
-  res.setHeader('Accept-Ranges', 'bytes');
-  res.setHeader('ETag', a.etag || f.etag);
-  res.setHeader('Last-Modified', 'Tue, 01 Dec 2026 00:00:00 GMT');
-  if (f.digest) res.setHeader('Repr-Digest', `sha-256=:${Buffer.from(f.digest, 'hex').toString('base64')}:`);
-  let start = 0, end = f.size - 1;
-  if (m && !a.noRange) {
-    start = Number(m[1]);
-    if (m[2] !== '') end = Math.min(end, Number(m[2]));
-    if (start > end) { res.statusCode = 416; res.setHeader('Content-Range', `bytes */${f.size}`); res.end(); return; }
-    res.statusCode = 206;
-  }
-  // a server whose file is cut off at truncateAt: shorter answers, consistent headers
-  const last = a.truncateAt !== undefined ? Math.min(end, a.truncateAt - 1) : end;
-  if (res.statusCode === 206) res.setHeader('Content-Range', `bytes ${start}-${Math.max(start, last)}/${f.size}`);
-  const body = last >= start ? f.read(start, last + 1) : new Uint8Array(0);
-  const tail = a.extra ? new Uint8Array(a.extra) : new Uint8Array(0);
-  res.setHeader('Content-Length', body.length + tail.length);
-  let sent = 0;
-  for (let at = 0; at < body.length; at += 16 << 10) {
-    const c = body.subarray(at, Math.min(body.length, at + (16 << 10)));
-    if (a.cutAfter !== undefined && sent + c.length > a.cutAfter) {
-      res.write(c.subarray(0, a.cutAfter - sent));
-      // let the page read those bytes, then drop the connection (a fetch body that errors drops what the page
-      // had not read yet: it would resume from an earlier byte, correctly, but this test wants the byte sent)
-      await new Promise((r) => setTimeout(r, 300));
-      res.destroy();
-      return;
-    }
-    if (!res.write(c)) await new Promise((r) => res.once('drain', r));
-    sent += c.length;
-    if (a.delayMs) await new Promise((r) => setTimeout(r, a.delayMs));
-    if (res.destroyed) return;
-  }
-  res.end(tail);
-}
+const srvm = faultServer();
+const { files, log, addFile, requests } = srvm;
 
 // The page: the package's browser entry and the cache module, plus helpers that return plain values.
 const PAGE = `<!doctype html><meta charset="utf-8"><title>cache test</title><script type="module">
@@ -140,8 +76,12 @@ window.t = {
       window.L = window.L || await lw.Llamaweb.load({ wasmBase: '/wasm/' });
       const m = await L.open(url, { nCtx: 64, partBytes: ${PART}, retryDelayMs: 5, retries: 0, signal: ac.signal, ...opts,
         onProgress: (d, n, p) => { t.progress.push([d, n, p]); if (p === abortAtPhase) ac.abort(); } });
-      try { const r = await m.generate('Once upon a time', { maxTokens: 6 }); return { ok: true, text: r.text, tokens: r.tokens }; }
-      finally { m.free(); }
+      let mem = null;
+      try {
+        const r = await m.generate('Once upon a time', { maxTokens: 6 });
+        mem = m.memory();
+        return { ok: true, text: r.text, tokens: r.tokens, download: m.download, memory: mem, info: m.info };
+      } finally { m.free(); }
     } catch (e) { return failure(e); }
   },
 };
@@ -156,8 +96,7 @@ before(async () => {
   if (skip) return;
   srv = await startServer({ port: 0, wasmDir, intercept: (req, res, p) => {
     if (p === '/test/cache.html') { res.setHeader('Content-Type', 'text/html; charset=utf-8'); res.end(PAGE); return true; }
-    if (p.startsWith('/m/')) { serveModel(req, res, p.slice(3)).catch(() => res.destroy()); return true; }
-    return false;
+    return srvm.intercept(req, res, p);
   } });
   base = `http://127.0.0.1:${srv.port}`;
   browser = await launchChromium();
@@ -175,13 +114,13 @@ test('a cut connection and a 503 are resumed from the byte reached; the entry is
   addFile('a.bin', b);
   // request 1 is the probe, 2.. the parts (3 at once): part 1's first answer is cut after 100 KB, its second is a 503
   let cuts = 0, refusals = 0;
-  fault = ({ from, range }) => {
+  srvm.fault = ({ from, range }) => {
     if (range && from === PART && !cuts++) return { cutAfter: 100000 };
     if (range && from > PART && from < 2 * PART && !refusals++) return { status: 503, retryAfter: 0 };
     return null;
   };
   const r = await call(`t.cache('/m/a.bin')`);
-  fault = null;
+  srvm.fault = null;
   assert.ok(r.ok, JSON.stringify(r));
   assert.equal(r.size, b.length);
   assert.equal(r.sha, sha(b), 'the cached bytes are the file\'s');
@@ -215,7 +154,7 @@ test('a connection cut on every try: NETWORK, the entry never complete, and the 
   // resets the count of tries, so a connection that keeps breaking after some bytes still finishes)
   const part = 3 * PART;
   let first = true;
-  fault = ({ from, range }) => {
+  srvm.fault = ({ from, range }) => {
     if (!range || from < part || from >= part + PART) return null;
     const a = { cutAfter: first ? 40000 : 0 };
     first = false;
@@ -232,7 +171,7 @@ test('a connection cut on every try: NETWORK, the entry never complete, and the 
   assert.equal(tries.length, 3, 'the first try and 2 retries');
   assert.ok(e.bytes >= part + 40000 && e.bytes < b.length, `what arrived is kept (${e.bytes})`);
   // the server heals: the part is continued where the last cut left it, from a range request past its start
-  fault = null;
+  srvm.fault = null;
   const n = log.length;
   const r2 = await call(`t.cache('/m/b.bin')`);
   assert.ok(r2.ok, JSON.stringify(r2));
@@ -249,20 +188,20 @@ test('a connection cut on every try: NETWORK, the entry never complete, and the 
 test('a server whose file is shorter than it says, or that sends more than asked: NETWORK, never complete', { skip, timeout: 60000 }, async () => {
   const b = bytes(700000, 3);
   addFile('c.bin', b);
-  fault = ({ range }) => (range ? { truncateAt: 600000 } : null);
+  srvm.fault = ({ range }) => (range ? { truncateAt: 600000 } : null);
   let r = await call(`t.cache('/m/c.bin', { retries: 2 })`);
   assert.equal(r.code, 'NETWORK', JSON.stringify(r));
   assert.match(r.message, /the body ended at byte 600000/);
   let [e] = (await call('t.list()')).filter((x) => x.url.endsWith('/m/c.bin'));
   assert.equal(e.complete, false);
   assert.equal(e.bytes, 600000);
-  fault = ({ range, from }) => (range && from >= 2 * PART ? { extra: 7 } : null);
+  srvm.fault = ({ range, from }) => (range && from >= 2 * PART ? { extra: 7 } : null);
   r = await call(`t.cache('/m/c.bin', { retries: 1 })`);
   assert.equal(r.code, 'NETWORK', JSON.stringify(r));
   assert.match(r.message, /sent more than asked/);
   [e] = (await call('t.list()')).filter((x) => x.url.endsWith('/m/c.bin'));
   assert.equal(e.complete, false);
-  fault = null;
+  srvm.fault = null;
   assert.equal((await call(`t.cache('/m/c.bin')`)).sha, sha(b));
 });
 
@@ -290,9 +229,9 @@ test('SHA-256: a wrong digest (given, or the server\'s Repr-Digest) removes the 
   assert.equal((await call('t.list()')).find((x) => x.url.endsWith('/m/e.bin')).sha256, sha(e2));
   // a file that changes on the server during the download: the call fails, the entry is dropped
   addFile('f.bin', bytes(900000, 7));
-  fault = ({ range, from }) => (range && from >= 2 * PART ? { etag: '"changed"' } : null);
+  srvm.fault = ({ range, from }) => (range && from >= 2 * PART ? { etag: '"changed"' } : null);
   r = await call(`t.cache('/m/f.bin', { parallel: 1 })`);
-  fault = null;
+  srvm.fault = null;
   assert.equal(r.code, 'NETWORK', JSON.stringify(r));
   assert.match(r.message, /changed on the server during the download/);
   assert.equal((await call('t.list()')).some((x) => x.url.endsWith('/m/f.bin')), false);
@@ -302,9 +241,9 @@ test('a server without ranges: one GET written part by part; a cut starts the GE
   const b = bytes(1100000, 8);
   addFile('g.bin', b);
   let gets = 0;
-  fault = () => (gets++ === 0 ? { noRange: true, cutAfter: 600000 } : { noRange: true });
+  srvm.fault = () => (gets++ === 0 ? { noRange: true, cutAfter: 600000 } : { noRange: true });
   const r = await call(`t.cache('/m/g.bin')`);
-  fault = null;
+  srvm.fault = null;
   assert.ok(r.ok, JSON.stringify(r));
   assert.equal(r.sha, sha(b));
   assert.equal(requests('g.bin').length, 2, 'the probe (answered with the whole file, cut) and one more GET');
@@ -319,9 +258,9 @@ test('abort: an aborted signal asks nothing; aborting mid-download gives ABORTED
     catch (e) { return e.code; } })()`);
   assert.equal(r0, 'ABORTED');
   assert.equal(requests('h.bin').length, 0);
-  fault = () => ({ delayMs: 30 });
+  srvm.fault = () => ({ delayMs: 30 });
   const r = await call(`t.cache('/m/h.bin', {}, 100000)`);
-  fault = null;
+  srvm.fault = null;
   assert.equal(r.code, 'ABORTED', JSON.stringify(r));
   const [e] = (await call('t.list()')).filter((x) => x.url.endsWith('/m/h.bin'));
   assert.equal(e.complete, false);
@@ -363,7 +302,16 @@ test('open(url): stories260K through the cache (download, then upload); a split 
   assert.ok(r1.ok, JSON.stringify(r1) + page.logs.slice(-10).join('\n'));
   console.log(`# open(url): ${JSON.stringify(r1.text)}; phases ${(await phases()).join(', ')}`);
   assert.ok(r1.text.startsWith(', there was a little'), r1.text);
-  assert.deepEqual(await phases(), ['download', 'upload']);
+  // one stream: the download goes to OPFS and to the engine at once (tests/web/cache-stream.mjs)
+  assert.deepEqual((await phases()).sort(), ['cache-write', 'download', 'ready', 'upload']);
+  assert.equal(r1.download.network, file.length, 'downloaded once');
+  assert.equal(r1.download.cache, 0, 'nothing read back from OPFS');
+  // memory: device 'auto' puts it on the CPU engine here (a software adapter); GPU kinds: split.test
+  const mem = r1.memory;
+  console.log(`# model.memory(): ${JSON.stringify(mem)}`);
+  assert.equal(mem.device, 'cpu');
+  assert.equal(mem.cpu.weights, r1.info.weightBytes);
+  assert.ok(mem.wasmHeap > mem.cpu.weights && mem.load.bytes > 0, JSON.stringify(mem));
   assert.equal(await call('lw.cacheModel === cache.cacheModel && lw.listCached === cache.listCached'), true, 'the package re-exports the cache');
   // split: 3 parts, opened by the URL of the second
   const parts = ggufSplit(file, 16, 'stories260K');
@@ -387,7 +335,7 @@ test('open(url): stories260K through the cache (download, then upload); a split 
     const r2 = await call(`t.open('${url}', { device: 'cpu' })`);
     assert.ok(r2.ok, JSON.stringify(r2));
     assert.deepEqual(r2.tokens, r1.tokens);
-    assert.deepEqual(await phases(), ['upload']);
+    assert.deepEqual(await phases(), ['upload', 'ready']);
   }
   assert.equal(log.length, n, 'the reloaded page read the models from OPFS only');
   // opted out: range requests, and no new entry
@@ -397,3 +345,6 @@ test('open(url): stories260K through the cache (download, then upload); a split 
   assert.ok(direct.length >= 2 && direct.every((x) => /^bytes=\d+-\d+$/.test(x)), `range requests: ${direct.join(', ')}`);
   assert.equal((await call('t.list()')).some((x) => x.url.includes('?direct')), false);
 });
+
+// open(url) streaming into the cache and the engine at once (its own page and browser)
+await import('./cache-stream.mjs');

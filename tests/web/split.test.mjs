@@ -96,7 +96,7 @@ test('a split stories260K opened as Blobs decodes as the whole file; a lone part
   const run = async (what, device = 'cpu') => {
     const m = await lw.open(what, { nCtx: 32, device });
     try {
-      return { r: await m.generate('Once upon a time', { maxTokens: 8 }), info: m.info };
+      return { r: await m.generate('Once upon a time', { maxTokens: 8 }), info: m.info, memory: m.memory() };
     } finally {
       m.free();
     }
@@ -108,6 +108,20 @@ test('a split stories260K opened as Blobs decodes as the whole file; a lone part
   console.log(`# stories260K in ${parts.length} parts: ${JSON.stringify(split.r.text)}; whole: ${JSON.stringify(whole.r.text)}`);
   assert.deepEqual(split.r.tokens, whole.r.tokens);
   assert.equal(split.info.n_layer, whole.info.n_layer);
+  // memory you can see: the model's GPU buffers by kind (the glue's table) against the plan's own sums
+  const mem = split.memory, g = mem.gpu;
+  console.log(`# model.memory() on WebGPU: ${JSON.stringify(mem)}`);
+  assert.equal(mem.device, 'webgpu');
+  assert.equal(g.weights, split.info.weightBytes, 'weights: the plan\'s weight bytes');
+  assert.equal(g.kv, split.info.kvBytes, 'KV: the plan\'s KV bytes');
+  assert.ok(g.activations >= split.info.actBytes && g.params > 0, 'activations and scratch, parameters');
+  assert.equal(g.total, g.weights + g.kv + g.activations + g.params);
+  assert.equal(g.buffers, split.info.buffers, 'every buffer of the plan, none of another model');
+  assert.ok(mem.wasmHeap <= 64 << 20, `wasm heap ${mem.wasmHeap} <= 64 MiB`);
+  assert.ok(mem.load.peakInFlight >= 1 && mem.load.bytes === g.weights, JSON.stringify(mem.load));
+  assert.equal(whole.memory.device, 'cpu');
+  assert.equal(whole.memory.cpu.weights, whole.info.weightBytes);
+  assert.ok(whole.memory.wasmHeap > whole.memory.cpu.weights, 'the CPU engine\'s weights live in the heap');
   assert.ok(whole.r.text.startsWith(', there was a little'), whole.r.text);
   await assert.rejects(lw.open(files.find((f) => f.name.includes('-00002-'))), (e) => {
     assert.equal(e.code, 'BAD_INPUT');

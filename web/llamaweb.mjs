@@ -43,6 +43,7 @@ export { cacheModel, listCached, deleteCached, clearCache, cacheAvailable } from
 
 import { CpuEngine, statusError } from './lw-model.mjs';
 import { attachOpenAI, pushed } from './lw-openai.mjs';
+import { Generation, REASONS, STOP_EOG, STOP_NONE, putStops, stopList } from './lw-gen.mjs';
 
 export { CpuEngine };
 
@@ -571,44 +572,6 @@ function samplingOut(g, sampling) {
   return { ...sampling };
 }
 
-// Stop strings over generated text: holds back the end of the text while it could be the start of one, so
-// what is handed on never contains a stop string nor has to be taken back. push(piece) -> {text (safe to
-// hand on now), hit (a stop string ended it: text is what came before it)}; flush() -> the held back rest.
-class StopStrings {
-  constructor(stops) {
-    const list = stops === undefined || stops === null ? [] : typeof stops === 'string' ? [stops] : stops;
-    if (!Array.isArray(list) || !list.every((x) => typeof x === 'string')) throw new LlamawebError('BAD_INPUT', 'stop must be a string or an array of strings');
-    this.stops = list.filter((x) => x.length > 0);
-    this.held = '';
-  }
-  push(piece) {
-    if (!this.stops.length) return { text: piece, hit: false };
-    const t = this.held + piece;
-    let at = -1;
-    for (const s of this.stops) {
-      const i = t.indexOf(s);
-      if (i >= 0 && (at < 0 || i < at)) at = i;
-    }
-    if (at >= 0) {
-      this.held = '';
-      return { text: t.slice(0, at), hit: true };
-    }
-    let keep = 0; // the longest end of t that begins a stop string
-    for (const s of this.stops) {
-      for (let k = Math.min(s.length - 1, t.length); k > keep; k--) {
-        if (t.endsWith(s.slice(0, k))) { keep = k; break; }
-      }
-    }
-    this.held = t.slice(t.length - keep);
-    return { text: t.slice(0, t.length - keep), hit: false };
-  }
-  flush() {
-    const h = this.held;
-    this.held = '';
-    return h;
-  }
-}
-
 const abortedBefore = () => new LlamawebError('ABORTED', 'the signal was already aborted');
 
 // Where a decode of ids (from cell 0) may start when the KV cache holds `cached` (trusted only when its
@@ -800,9 +763,10 @@ export class Model {
   // 'eog' | 'length' | 'context' | 'stopped' | 'stopString'}. A prompt that does not fit rejects with
   // CONTEXT_FULL.
   async generate(prompt, opts = {}) {
-    const stops = new StopStrings(opts.stop);
+    const stops = stopList(opts.stop);
     this.begin(opts.signal);
     this.cacheOwner = null; // the KV cache is generate's from here: a conversation re-decodes what it reuses
+    let gen = null;
     try {
       const maxTokens = opts.maxTokens ?? 128;
       const g = this.engine;
@@ -815,40 +779,39 @@ export class Model {
       else if (!keep && (opts.addSpecial ?? true)) ids.push(...g.tokenize('', true));
       if (ids.length === 0) throw new LlamawebError('BAD_INPUT', 'empty prompt (and the model adds no BOS)');
       let base = keep ? g.nPast : 0;
-      if (base + ids.length > this.info.n_ctx) {
-        throw new LlamawebError('CONTEXT_FULL', `${ids.length} tokens do not fit the context (${base} of ${this.info.n_ctx} cells used)`);
-      }
+      // the rules of this generation (stop strings, maxTokens, end of generation, a full context) are C's
+      gen = new Generation(g.M, lwModelOf(g), { nPredict: Number.isFinite(maxTokens) ? maxTokens : -1, nCtx: this.info.n_ctx, stop: stops });
       const prompt0 = ids.length;
       if (!keep) {
-        base = opts.reusePrefix ? reusableCells(g, this.cached, ids) : 0;
+        base = opts.reusePrefix && ids.length <= this.info.n_ctx ? reusableCells(g, this.cached, ids) : 0;
         ids.splice(0, base);
-        g.nPast = base;
       }
+      let step = gen.start(ids, base); // a prompt past the context: CONTEXT_FULL
+      if (!keep) g.nPast = base;
       // the cells kept: none, or the first `base` of what the cache held (unknown when it was unknown)
       const cached = base === 0 ? [] : this.cached && this.cached.length >= base ? this.cached.slice(0, base) : null;
       this.cached = null; // in flux until the prompt is in
       this.pending = -1;
-      const dec = new TextDecoder('utf-8');
       let t0 = performance.now();
       let next = await g.decode(ids, out);
       this.cached = cached ? cached.concat(ids) : null;
       const promptMs = performance.now() - t0;
       t0 = performance.now();
       const tokens = [];
-      let text = '', steps = 0, reason = 'length';
+      let text = '', steps = 0;
       const hand = (piece, id) => {
-        const f = stops.push(piece);
-        text += f.text;
-        if (opts.onToken) opts.onToken(f.text, id);
-        return f.hit;
+        text += piece;
+        if (opts.onToken) opts.onToken(piece, id);
       };
-      while (tokens.length < maxTokens) {
-        if (g.isEog(next)) { reason = 'eog'; break; }
-        tokens.push(next);
-        if (hand(dec.decode(g.pieceBytes(next), { stream: true }), next)) { reason = 'stopString'; break; }
-        if (this.stopping || (opts.signal && opts.signal.aborted)) { reason = 'stopped'; break; }
-        if (tokens.length >= maxTokens) break;
-        if (g.nPast >= this.info.n_ctx) { reason = 'context'; break; }
+      while (step.sample) {
+        step = gen.push(next);
+        if (step.stop !== STOP_EOG) {
+          tokens.push(next);
+          hand(step.text, next);
+        }
+        // stop() or the signal: after this token (an end of generation or a stop string ends it anyway)
+        if (this.stopping || (opts.signal && opts.signal.aborted)) step = gen.stop();
+        if (!step.sample) break;
         const id = next;
         next = await g.decode([id], out);
         if (this.cached) this.cached.push(id);
@@ -856,12 +819,8 @@ export class Model {
       }
       this.pending = next; // produced, not decoded: keepContext feeds it first
       const genMs = performance.now() - t0;
-      if (reason !== 'stopString') {
-        const tail = dec.decode();
-        if (tail && hand(tail, -1)) reason = 'stopString';
-        const held = stops.flush();
-        if (held && reason !== 'stopString') { text += held; if (opts.onToken) opts.onToken(held, -1); }
-      }
+      if (step.tail) hand(step.tail, -1); // held back: a character never completed, a stop string's start
+      const reason = REASONS[step.stop];
       return {
         text, tokens, promptTokens: keep ? ids.length : prompt0, decodedTokens: ids.length, fromCell: base, promptMs, genMs, reason,
         promptTokensPerSecond: ids.length / promptMs * 1000,
@@ -871,6 +830,7 @@ export class Model {
       this.cached = null;
       throw LlamawebError.from(e);
     } finally {
+      if (gen) gen.free();
       this.busy = false;
       if (this.freed) this.release_(); // free() came during the generation
     }
@@ -922,8 +882,6 @@ WorkerModel.prototype.stream = Model.prototype.stream; // built on generate() an
 // Result slots of web/lw-wasm-session.c (LW_WS_*): one int32 each in the session's result area.
 const WS = { status: 0, decode: 1, stop: 2, piece: 3, pieceLen: 4, fromCell: 5, nPrompt: 6, prompt: 7,
   restarted: 8, resumed: 9, nGen: 10, text: 11, textLen: 12, role: 13 };
-// lw_stop_reason values
-const STOP_NONE = 0, STOP_EOG = 1, STOP_CONTEXT = 4;
 
 const utf8 = new TextEncoder(), fromUtf8 = new TextDecoder();
 
@@ -1045,13 +1003,19 @@ export class Chat {
   // before (a too long message is refused with CONTEXT_FULL).
   async send(message, opts = {}) {
     this.check();
-    const stops = new StopStrings(opts.stop);
+    const stops = stopList(opts.stop);
     const m = this.model, g = m.engine, M = this.M;
     m.begin(opts.signal);
     this.sending = true;
     try {
       const maxTokens = opts.maxTokens ?? 128;
       const out = samplingOut(g, opts.sampling);
+      // the reply's rules (maxTokens, stop strings, end of generation, a full context) are the session's, in C
+      const [sb, sl, ns] = putStops(M, stops);
+      const lst = M._lw_wasm_session_set_limits(this.w, Number.isFinite(maxTokens) ? maxTokens : -1, sb, sl, ns);
+      M._free(sb);
+      M._free(sl);
+      if (lst !== 0) throw this.failure();
       const bytes = utf8.encode(String(message));
       const p = M._malloc(bytes.length + 1);
       M.HEAPU8.set(bytes, p);
@@ -1078,44 +1042,39 @@ export class Chat {
       m.cached = null;
       m.pending = -1;
       const tokens = [];
-      let reason = 'length', steps = 0, promptMs = 0, t0 = performance.now(), said = '', cut = false;
+      let reason = 'length', steps = 0, promptMs = 0, t0 = performance.now(), said = '';
       const hand = (piece, id) => {
-        const f = stops.push(piece);
-        said += f.text;
-        if (opts.onToken) opts.onToken(f.text, id);
-        return f.hit;
+        said += piece;
+        if (opts.onToken && (piece || id >= 0)) opts.onToken(piece, id);
       };
       try {
         g.nPast = at;
         let next = await g.decode(ids, out);
         promptMs = performance.now() - t0;
         t0 = performance.now();
-        for (let left = maxTokens; ;) {
-          if (left <= 0) { // maxTokens 0: no reply
-            if (M._lw_wasm_session_end_reply(this.w) !== 0) throw this.failure();
-            break;
-          }
+        for (;;) {
           if (M._lw_wasm_session_push(this.w, next) !== 0) throw this.failure();
           const stop = this.slot(WS.stop), decode = this.slot(WS.decode) !== 0;
           const piece = this.text(this.slot(WS.piece), this.slot(WS.pieceLen));
+          if (this.slot(WS.nGen) === tokens.length) break; // maxTokens 0: the reply ended without it
           if (stop === STOP_EOG) { // not in the cache nor the reply; a character left incomplete may end here
-            if (piece && hand(piece, -1)) cut = true;
-            reason = cut ? 'stopString' : 'eog';
+            if (piece) hand(piece, -1);
+            reason = 'eog';
             break;
           }
           tokens.push(next);
-          left--;
-          cut = hand(piece, next);
-          if (stop !== STOP_NONE) { // the context is full: the next turn starts over
+          hand(piece, next);
+          if (stop !== STOP_NONE) { // the cache keeps the whole reply: its last token is decoded when it fits
             if (decode) await g.decode([next], 'none');
-            reason = cut ? 'stopString' : stop === STOP_CONTEXT ? 'context' : 'length';
+            reason = REASONS[stop];
             break;
           }
-          const stopped = m.stopping || (opts.signal && opts.signal.aborted);
-          if (cut || stopped || left <= 0) { // the cache keeps the whole reply: its last token is decoded too
+          if (m.stopping || (opts.signal && opts.signal.aborted)) { // the token is the cache's: decoded too
             await g.decode([next], 'none');
             if (M._lw_wasm_session_end_reply(this.w) !== 0) throw this.failure();
-            reason = cut ? 'stopString' : stopped ? 'stopped' : 'length';
+            const held = this.text(this.slot(WS.piece), this.slot(WS.pieceLen));
+            if (held && opts.onToken) opts.onToken(held, -1);
+            reason = 'stopped';
             break;
           }
           next = await g.decode([next], out);
@@ -1129,12 +1088,8 @@ export class Chat {
       m.cached = this.tokens(); // what the session says the cache holds
       const genMs = performance.now() - t0;
       M._lw_wasm_session_reply(this.w);
-      let text = this.text(this.slot(WS.text), this.slot(WS.textLen));
-      if (cut) text = said;
-      else {
-        const held = stops.flush();
-        if (held && opts.onToken) opts.onToken(held, -1);
-      }
+      // the reply as the conversation keeps it; with a stop string, the part before it
+      const text = reason === 'stopString' ? said : this.text(this.slot(WS.text), this.slot(WS.textLen));
       return {
         text, tokens, decodedTokens: ids.length, fromCell: at,
         promptTokens: ids.length, // as generate()'s result names it

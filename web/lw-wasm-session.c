@@ -134,9 +134,32 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_session_push(lw_wasm_session *w, int id) {
     return note(w, st);
 }
 
-/* Ends the open reply as generated so far (the caller has decoded every token it was told to). */
+/* Ends the open reply as generated so far (the caller has decoded every token it was told to).
+ * LW_WS_PIECE/LW_WS_PIECE_LEN: the text the reply still held back (lw_chat_session_tail), to hand on. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_session_end_reply(lw_wasm_session *w) {
-    return note(w, lw_chat_session_end_reply(w->s));
+    lw_status st = lw_chat_session_end_reply(w->s);
+    size_t len = 0;
+    const char *tail = lw_chat_session_tail(w->s, &len);
+    w->out[LW_WS_PIECE] = (int32_t)(uintptr_t)tail;
+    w->out[LW_WS_PIECE_LEN] = (int32_t)len; /* shorter than the longest stop string, plus 3 bytes */
+    return note(w, st);
+}
+
+/* Limits of the next replies (lw_chat_session_set_limits): n_predict (< 0: none) and n_stop stop strings,
+ * their bytes one after the other at stops, stop_lens[i] bytes each (copied). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_session_set_limits(lw_wasm_session *w, int n_predict, const char *stops,
+                                                    const int32_t *stop_lens, int n_stop) {
+    enum { MAX_STOPS = 64 }; /* the package passes the request's few; more are refused */
+    const char *p[MAX_STOPS];
+    size_t n[MAX_STOPS];
+    if (n_stop < 0 || n_stop > MAX_STOPS || (n_stop && (!stops || !stop_lens)))
+        return note(w, LW_ERR_INVALID_ARG);
+    for (int i = 0, at = 0; i < n_stop; at += stop_lens[i++]) {
+        if (stop_lens[i] < 0) return note(w, LW_ERR_INVALID_ARG);
+        p[i] = stops + at;
+        n[i] = (size_t)stop_lens[i];
+    }
+    return note(w, lw_chat_session_set_limits(w->s, n_predict, p, n, (size_t)n_stop));
 }
 
 /* Undoes the last turn after the caller's decode failed; the next turn decodes from cell 0. */

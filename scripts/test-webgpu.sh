@@ -21,6 +21,11 @@ swiftshader=/usr/lib/chromium/vk_swiftshader_icd.json
 
 node_tests=$(ls tests/web/*.test.mjs | grep -vE '/(browser|demo|cache|cpu-fallback)\.test\.mjs$')
 
+# Each test file runs in its own node process under its own time limit (LW_WEB_TEST_TIMEOUT seconds, default
+# 900), so a driver's total follows the work (a busy machine makes every file slower, not one limit too
+# short for all of them), and a file that runs out of time is named with the test it was in (the one after
+# the last that finished).
+per_file=${LW_WEB_TEST_TIMEOUT:-900}
 run_on() { # name icd-file [test files...]
   local name=$1 icd=$2 log=$wasm_dir/test-web-$1.log
   shift 2
@@ -30,21 +35,37 @@ run_on() { # name icd-file [test files...]
     return
   fi
   echo "test-webgpu: $name ($icd)"
-  VK_ICD_FILENAMES=$icd timeout 1200 node --test --test-reporter=tap "$@" >"$log" 2>&1
-  local rc=$?
-  grep -E '^# \\# |^not ok|^# (tests|pass|fail|skipped) ' "$log" | sed 's/^# \\# /  /; s/^/  /'
-  local p f
-  p=$(grep -E '^# pass [0-9]+' "$log" | awk '{print $3}' | tail -1)
-  f=$(grep -E '^# fail [0-9]+' "$log" | awk '{print $3}' | tail -1)
-  if [ -z "$p" ] || [ -z "$f" ]; then
-    echo "test-webgpu: $name: no test summary (exit $rc); log: $log"
-    tail -20 "$log"
-    failed=$((failed + 1))
-    return
-  fi
-  [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1 # a crash after the summary still fails
+  : >"$log"
+  local f flog rc p=0 f_n=0 fp ff last t0
+  for f in "$@"; do
+    flog=$wasm_dir/test-web-$name-$(basename "$f" .test.mjs).log
+    t0=$SECONDS
+    VK_ICD_FILENAMES=$icd timeout "$per_file" node --test --test-reporter=tap "$f" >"$flog" 2>&1
+    rc=$?
+    cat "$flog" >>"$log"
+    grep -E '^# \\# |^not ok' "$flog" | sed 's/^# \\# /  /; s/^/  /'
+    fp=$(grep -E '^# pass [0-9]+' "$flog" | awk '{print $3}' | tail -1)
+    ff=$(grep -E '^# fail [0-9]+' "$flog" | awk '{print $3}' | tail -1)
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+      # Node 20's TAP names a test when it ends: the one running is the file's next after the last named
+      last=$(grep -E '^(not )?ok [0-9]+ - ' "$flog" | tail -1 | sed -E 's/^(not )?ok [0-9]+ - //')
+      echo "test-webgpu: $name: $f timed out after $per_file s in the test after: ${last:-(none: the first)}; log: $flog"
+      fp=${fp:-0} ff=$((${ff:-0} + 1))
+    elif [ -z "$fp" ] || [ -z "$ff" ]; then
+      echo "test-webgpu: $name: $f: no test summary (exit $rc); log: $flog"
+      tail -20 "$flog"
+      fp=0 ff=1
+    elif [ "$rc" -ne 0 ] && [ "$ff" -eq 0 ]; then
+      ff=1 # a crash after the summary still fails
+    fi
+    echo "  $(basename "$f"): $fp passed, $ff failed ($((SECONDS - t0)) s)"
+    p=$((p + fp))
+    f_n=$((f_n + ff))
+  done
+  echo "  # pass $p"
+  echo "  # fail $f_n"
   passed=$((passed + p))
-  failed=$((failed + f))
+  failed=$((failed + f_n))
 }
 
 # shellcheck disable=SC2086

@@ -172,8 +172,9 @@ static lw_status load_moe_hparams(lw_model *m) {
 static lw_status load_gemma4_layer_arrays(lw_model *m) {
     lw__hparams *hp = &m->hp;
     const uint32_t n = hp->n_layer;
-    uint32_t *ff = lw__calloc(&m->alloc, 3 * (size_t)n, sizeof(*ff)), *nh = ff + n, *nkv = ff + 2 * (size_t)n;
+    uint32_t *ff = lw__calloc(&m->alloc, 3 * (size_t)n, sizeof(*ff));
     if (!ff) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
+    uint32_t *nh = ff + n, *nkv = ff + 2 * (size_t)n; /* after the check: an offset from NULL is undefined */
     char kv[128];
     snprintf(kv, sizeof(kv), "%s.attention.head_count_kv", m->arch->name);
     const int has_kv = lw_gguf_find_key(m->gguf, kv) >= 0;

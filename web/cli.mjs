@@ -6,7 +6,7 @@
 //          per kernel variant, calls and GPU microseconds per token (timestamp-query: each dispatch timed in
 //          its own compute pass) and the JS time of recording them; wall time per token split into recording
 //          (the call into C) and waiting (GPU + read-back); the prompt's kernels too. Greedy decoding.
-// options: --ctx N (KV cells), --batch N (tokens per step), --submit N (dispatches per command buffer), --kv f16|f32,
+// options: --ctx N (KV cells), --batch N (tokens per step), --submit N (dispatches per command buffer), --chain N (steps the GPU-resident loop runs ahead; 0: wait for each id), --kv f16|f32,
 //          --f16 0|1, --sg 0|1 (variant switches; default: as the device offers),
 //          --tune FILE_OR_JSON (kernel overrides: a file holding, or the text of, the JSON `node web/tune.mjs` prints),
 //          sampling as the native `llamaweb run` (tools/cli-gen.c): --temp T (default 0.8, 0 = greedy), --top-k K
@@ -21,9 +21,9 @@ import { profile, formatProfile, benchIds, PROFILE_GPU_ARGS } from './lw-profile
 
 function usage(why) {
   if (why) console.error('llamaweb (web): ' + why);
-  console.error('usage: node web/cli.mjs run -m M.gguf -p TEXT [-n N] [--ctx N] [--batch N] [--submit N] [--f16 0|1] [--sg 0|1] [--kv f16|f32]\n' +
+  console.error('usage: node web/cli.mjs run -m M.gguf -p TEXT [-n N] [--ctx N] [--batch N] [--submit N] [--chain N] [--f16 0|1] [--sg 0|1] [--kv f16|f32]\n' +
     '         [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--tune FILE_OR_JSON]\n' +
-    '       node web/cli.mjs bench -m M.gguf [-p 512] [-n 128] [-r 3] [--ctx N] [--batch N] [--submit N] [--f16 0|1] [--sg 0|1]\n' +
+    '       node web/cli.mjs bench -m M.gguf [-p 512] [-n 128] [-r 3] [--ctx N] [--batch N] [--submit N] [--chain N] [--f16 0|1] [--sg 0|1]\n' +
     '         [--tune FILE_OR_JSON] [sampling options: sample instead of argmax]\n' +
     '       node web/cli.mjs profile -m M.gguf [-p 512] [-n 32] [--ctx N] [--batch N] [--submit N] [--f16 0|1] [--sg 0|1] [--tune FILE_OR_JSON]');
   process.exit(2);
@@ -48,6 +48,7 @@ function parse(argv) {
     else if (k === '--ctx') o.nCtx = Number(v);
     else if (k === '--batch') o.nBatch = Number(v);
     else if (k === '--submit') o.submitEvery = Number(v);
+    else if (k === '--chain') o.chain = num(k, v, 0, 16, true);
     else if (k === '--f16') o.f16 = Number(v);
     else if (k === '--sg') o.subgroups = Number(v);
     else if (k === '--kv') o.kvF32 = v === 'f32';
@@ -66,6 +67,14 @@ function parse(argv) {
 
 const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
 
+// The generated ids after ids: m.chain (the GPU-resident loop, --chain steps ahead, default 2) or, with
+// --chain 0, one decode per id that waits for its read-back.
+let chainDepth = 2;
+async function* steps(m, ids, out) {
+  if (chainDepth > 0) { yield* m.chain(ids, out, { depth: chainDepth }); return; }
+  for (let next = await m.decode(ids, out); ; next = await m.decode([next], out)) yield next;
+}
+
 async function main() {
   const o = parse(process.argv.slice(2));
   const ctx = await setup(o.cmd === 'profile' ? PROFILE_GPU_ARGS : []);
@@ -81,6 +90,7 @@ async function main() {
   const sp = { ...SAMPLING_DEFAULTS, ...o.sampling };
   const kUsed = sample ? m.setSampling(sp) : 0;
   const out = sample ? 'sample' : 'argmax';
+  if (o.chain !== undefined) chainDepth = o.chain;
   const i0 = m.info();
   const a = ctx.info || {};
   console.error(`model: ${o.model} (${i0.arch}, ${i0.n_layer} blocks, vocab ${i0.n_vocab}), weights ${(i0.weightBytes / 1048576).toFixed(1)} MiB ` +
@@ -96,16 +106,18 @@ async function main() {
     const dec = new TextDecoder('utf-8');
     process.stdout.write(o.prompt ?? '');
     let t0 = performance.now();
-    let next = await m.decode(ids, out);
+    const it = steps(m, ids, out);
+    let next = (await it.next()).value;
     const ppMs = performance.now() - t0;
     t0 = performance.now();
     let made = 0;
     for (; made < n; made++) {
       if (m.isEog(next)) break;
       process.stdout.write(dec.decode(m.pieceBytes(next), { stream: true }));
-      if (made + 1 < n) next = await m.decode([next], out);
+      if (made + 1 < n) next = (await it.next()).value;
     }
     const tgMs = performance.now() - t0;
+    await it.return();
     process.stdout.write(dec.decode() + '\n');
     const i1 = m.info();
     console.error(`prompt: ${ids.length} tokens, ${(ids.length / ppMs * 1000).toFixed(1)} t/s; generation: ${made} tokens, ` +
@@ -122,11 +134,13 @@ async function main() {
       m.nPast = 0;
       let t0 = performance.now();
       if (sample) m.setSampling(sp); // every repetition the same draws
-      let next = await m.decode(ids, out);
+      const it = steps(m, ids, out);
+      await it.next();
       pp.push(nP / (performance.now() - t0) * 1000);
       t0 = performance.now();
-      for (let i = 0; i < nG; i++) next = await m.decode([next], out);
-      tg.push(nG / (performance.now() - t0) * 1000);
+      for (let i = 0; i < nG; i++) await it.next();
+      tg.push(nG / (performance.now() - t0) * 1000); // (the chain's speculative steps after the last id: not timed)
+      await it.return();
     }
     const i1 = m.info();
     console.log(`| pp${nP} t/s | tg${nG} t/s | dispatches/token | per layer |`);

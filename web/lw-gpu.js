@@ -626,7 +626,8 @@ var LibraryLwGpu = {
       LwGpu.endPass();
       LwGpu.enc().copyBufferToBuffer(b.obj, offset, st.buf, 0, size);
       LwGpu.submit();
-      LwGpu.track(st.buf.mapAsync(GPUMapMode.READ, 0, size).then(() => {
+      // lastRead: this read alone, for hosts that wait on one step while later ones run (GpuModel.chain)
+      LwGpu.lastRead = LwGpu.track(st.buf.mapAsync(GPUMapMode.READ, 0, size).then(() => {
         // HEAPU8 is looked up now: the heap may have grown since the call
         HEAPU8.set(new Uint8Array(st.buf.getMappedRange(0, size)), ptr);
         st.buf.unmap();

@@ -278,6 +278,48 @@ export class GpuModel {
     return null;
   }
 
+  // The ids generated after `ids`, the GPU keeping the decode loop: each step's input id is the previous
+  // step's output on the GPU (lw__gpu_model_decode_next), so `depth` steps are recorded and submitted ahead of
+  // the id the caller is handed and the host never waits for a read-back between two steps. out: 'argmax'
+  // or sampling as decode(). Stopping (break / return()) undoes the speculative steps: nPast and the draws'
+  // generator end as if the loop had decoded each handed id but the last, as the one-step loop
+  //   for (let id = await m.decode(ids, out); ; id = await m.decode([id], out)) { ...; if (stop) break; }
+  // does, with the same ids. With a grammar or 'logits' it is that loop (the CPU picks every id).
+  async *chain(ids, out = 'argmax', { depth = 2 } = {}) {
+    const M = this.M;
+    let next = await this.decode(ids, out);
+    if (this.grammar || (out !== 'argmax' && out !== 'sample' && (out === null || typeof out !== 'object'))) {
+      for (;;) { yield next; next = await this.decode([next], out); }
+    }
+    const kind = out === 'argmax' ? 1 : 3, ring = M._lw_wasm_model_chain_ids(this.h) >> 2;
+    const q = []; // steps in flight, oldest first: {slot, read}
+    const more = () => { // one more step ahead; false at the context's end
+      const slot = M._lw_wasm_model_decode_next(this.h, kind);
+      if (slot === -2) return false;
+      if (slot < 0) throw new LlamawebError('LW_ERR_GPU', M.UTF8ToString(M._lw_wasm_model_error(this.h)));
+      q.push({ slot, read: M.lwGpu.lastRead });
+      return true;
+    };
+    let room = true;
+    try {
+      for (;;) {
+        while (room && q.length < depth) room = more();
+        yield next;
+        if (!q.length) { next = await this.decode([next], out); continue; } // context full: decode() says so
+        const s = q.shift();
+        await s.read;
+        if (M.lwGpu.error) throw new LlamawebError('LW_ERR_GPU', M.lwGpu.error);
+        next = M.HEAP32[ring + s.slot];
+      }
+    } finally {
+      // the steps after the last handed id: wait for their reads (they write the ring), then undo them
+      if (q.length) {
+        await Promise.all(q.map((s) => s.read));
+        if (M._lw_wasm_model_rewind(this.h, q.length) !== 0) this.check();
+      }
+    }
+  }
+
   get nPast() {
     return this.M._lw_wasm_model_n_past(this.h);
   }

@@ -169,6 +169,33 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_model_decode(lw_wasm_model *w, const int32_t *i
     return st;
 }
 
+/* A chained one-token step (lw__gpu_model_decode_next; out 1 argmax, 3 sample): returns the ring slot whose
+ * id (lw_wasm_model_chain_ids()[slot]) the step's read fills, or -1 with the message in
+ * lw_wasm_model_error() (LW_ERR_TOO_LARGE at the context's end leaves the model usable). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_model_decode_next(lw_wasm_model *w, int out) {
+    if (w->err[0]) return -1;
+    int32_t slot = -1;
+    lw_status st = lw__gpu_model_decode_next(w->g, (lw__gpu_out)out, &slot);
+    if (st == LW_ERR_TOO_LARGE) return -2;
+    if (st != LW_OK) {
+        lw__errorf(w->err, st, "decode: %s", lw__gpu_model_error(w->g));
+        return -1;
+    }
+    return slot;
+}
+
+EMSCRIPTEN_KEEPALIVE const int32_t *lw_wasm_model_chain_ids(const lw_wasm_model *w) {
+    return lw__gpu_model_chain_ids(w->g);
+}
+
+/* Undoes the last k chained steps (lw__gpu_model_rewind); 0 on success. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_model_rewind(lw_wasm_model *w, int k) {
+    if (k < 0) return LW_ERR_INVALID_ARG;
+    lw_status st = lw__gpu_model_rewind(w->g, (uint32_t)k);
+    if (st != LW_OK) lw__errorf(w->err, st, "rewind: %s", lw__gpu_model_error(w->g));
+    return st;
+}
+
 /* Sampling parameters of decodes with out 3 (lw__gpu_model_set_sampling; penalties off); reseeds. Returns the
  * top-k in effect (the GPU caps it), or -1 with the message in lw_wasm_model_sampling_error() (refused
  * parameters leave the previous ones and the model usable). */

@@ -87,6 +87,9 @@ typedef struct gm_call {
 /* Steps of up to this many tokens multiply exact-order weights one token at a time (matvec-exact.wgsl), so a
  * short prompt's K/V carry the CPU's bits; longer ones take the mat-mat's speed. */
 #define GM_EXACT_TOKENS 32
+/* Chained steps (lw__gpu_model_decode_next) that lw__gpu_model_rewind can undo: more than a host keeps in
+ * flight (the JS chain keeps 2-4). */
+#define GM_CHAIN 16
 
 /* Distinct RoPE configurations the host table serves (models have one; gemma3's local and global layers
  * two); ROPE nodes of further ones compute their angles on the GPU. */
@@ -176,6 +179,11 @@ struct lw__gpu_model {
     uint32_t rope_pairs;                /* most pairs (n_rot / 2) of one row                           */
     lw__gpu_pipeline_cache cache;       /* pipelines by variant                                      */
     int32_t token_out;                  /* read-back target of LW_GPU_OUT_ARGMAX                      */
+    bool result_valid;                  /* the last step recorded an id into `result` (argmax/sample) */
+    int32_t chain_ids[GM_CHAIN];        /* read-back targets of chained steps (a ring, by step count) */
+    uint32_t chain_past[GM_CHAIN];      /* n_past before each chained step (for the rewind)           */
+    uint64_t chain_rng[GM_CHAIN][4];    /* the sampling generator before each chained step            */
+    uint32_t n_chain;                   /* chained steps since the last decode from host ids          */
     float *logits_out;                  /* read-back target of LW_GPU_OUT_LOGITS (n_vocab floats)     */
     lw__gpu_model_counters cnt;         /* what was created and recorded                              */
     uint64_t step_dispatches;           /* dispatches of the last one-token step                      */
@@ -273,6 +281,9 @@ lw_status lw__gm_prepare_sample(lw__gpu_model *g);
 /* Records top-k and the draw over the last logits row into g->result (greedy parameters: the argmax). Draws
  * the step's uniform number from the host generator. */
 void lw__gm_record_sample(lw__gpu_model *g);
+/* The sampling generator's state (a chained step's snapshot; zeros without GPU sampling). */
+void lw__gm_sample_rng_get(const lw__gpu_model *g, uint64_t st[4]);
+void lw__gm_sample_rng_set(lw__gpu_model *g, const uint64_t st[4]);
 /* Frees g->samp (host memory only: its GPU objects go with the model's). */
 void lw__gm_free_sample(lw__gpu_model *g);
 

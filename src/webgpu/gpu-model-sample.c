@@ -88,6 +88,14 @@ void lw__gm_record_sample(lw__gpu_model *g) {
     lw__gm_emit(g, &s->pass[1], &s->params, sizeof s->params, s->plan.grid2);
 }
 
+void lw__gm_sample_rng_get(const lw__gpu_model *g, uint64_t st[4]) {
+    for (int i = 0; i < 4; i++) st[i] = g->samp ? g->samp->rng[i] : 0;
+}
+
+void lw__gm_sample_rng_set(lw__gpu_model *g, const uint64_t st[4]) {
+    if (g->samp) memcpy(g->samp->rng, st, sizeof g->samp->rng);
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * The plan's kernel variants
  * ------------------------------------------------------------------------------------------------------- */

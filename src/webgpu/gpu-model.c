@@ -613,6 +613,26 @@ const char *lw__gpu_model_error(const lw__gpu_model *g) {
  * Decoding
  * ------------------------------------------------------------------------------------------------------- */
 
+/* Records one step of `step` tokens at n_past (their ids already in g->tokens, or copied there on the GPU),
+ * then `out`'s argmax or draw into g->result, and submits. */
+static lw_status record_step(lw__gpu_model *g, int32_t step, lw__gpu_out out) {
+    lw_status st;
+    if ((st = lw__gm_write_rope(g, step, (int32_t)g->n_past)) != LW_OK) return st;
+    const uint64_t before = g->cnt.dispatches;
+    for (int32_t i = 0; i < g->graph.n_nodes; i++)
+        if ((st = lw__gm_record_node(g, i, step, (int32_t)g->n_past)) != LW_OK) return st;
+    if (step == 1) g->step_dispatches = g->cnt.dispatches - before;
+    g->cnt.steps++;
+    g->n_past += (uint32_t)step;
+    if (out == LW_GPU_OUT_SAMPLE)
+        lw__gm_record_sample(g);
+    else if (out != LW_GPU_OUT_NONE)
+        lw__gm_record_argmax(g);
+    g->result_valid = out != LW_GPU_OUT_NONE;
+    if ((st = flush(g)) != LW_OK) return lw__errorf(g->err, st, "submit failed");
+    return LW_OK;
+}
+
 lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t n, lw__gpu_out out) {
     if (!g || !g->calls) return LW_ERR_INVALID_ARG;
     if (!tokens || n <= 0) return lw__errorf(g->err, LW_ERR_INVALID_ARG, "no tokens");
@@ -626,24 +646,14 @@ lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t 
                               tokens[i], i, n_vocab);
     const lw_gpu_ops *o = g->inner.ops;
     lw_status st;
+    g->n_chain = 0;
     for (int32_t done = 0; done < n;) {
         const int32_t step = n - done < (int32_t)g->n_batch ? n - done : (int32_t)g->n_batch;
         /* the token ids of this step: queue order puts the write after the previous step's submission */
         if ((st = o->buffer_write(g->inner.ctx, g->tokens, 0, tokens + done, (uint64_t)step * 4)) != LW_OK)
             return lw__errorf(g->err, st, "writing token ids failed");
-        if ((st = lw__gm_write_rope(g, step, (int32_t)g->n_past)) != LW_OK) return st;
-        const uint64_t before = g->cnt.dispatches;
-        for (int32_t i = 0; i < g->graph.n_nodes; i++)
-            if ((st = lw__gm_record_node(g, i, step, (int32_t)g->n_past)) != LW_OK) return st;
-        if (step == 1) g->step_dispatches = g->cnt.dispatches - before;
-        g->cnt.steps++;
-        g->n_past += (uint32_t)step;
         done += step;
-        if (done == n && out == LW_GPU_OUT_SAMPLE)
-            lw__gm_record_sample(g);
-        else if (done == n && out != LW_GPU_OUT_NONE)
-            lw__gm_record_argmax(g);
-        if ((st = flush(g)) != LW_OK) return lw__errorf(g->err, st, "submit failed");
+        if ((st = record_step(g, step, done == n ? out : LW_GPU_OUT_NONE)) != LW_OK) return st;
     }
     st = LW_OK;
     if (out != LW_GPU_OUT_NONE) {
@@ -655,6 +665,47 @@ lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t 
         st = o->read(g->inner.ctx, l->buf, l->off, g->logits_out, (uint64_t)n_vocab * 4);
     }
     return st == LW_OK ? LW_OK : lw__errorf(g->err, st, "read-back failed");
+}
+
+lw_status lw__gpu_model_decode_next(lw__gpu_model *g, lw__gpu_out out, int32_t *slot) {
+    if (!g || !g->calls || !slot || (out != LW_GPU_OUT_ARGMAX && out != LW_GPU_OUT_SAMPLE))
+        return LW_ERR_INVALID_ARG;
+    if (!g->result_valid)
+        return lw__errorf(g->err, LW_ERR_INVALID_ARG, "a chained step needs a previous step's sampled id");
+    if ((uint64_t)g->n_past + 1 > g->n_ctx)
+        return lw__errorf(g->err, LW_ERR_TOO_LARGE, "1 token after %u does not fit the %u-cell context",
+                          g->n_past, g->n_ctx);
+    const uint32_t i = g->n_chain % GM_CHAIN;
+    g->chain_past[i] = g->n_past;
+    lw__gm_sample_rng_get(g, g->chain_rng[i]);
+    /* the input id is the previous step's output, copied on the GPU: nothing waits for the host */
+    g->inner.ops->copy(g->inner.ctx, g->result, 0, g->tokens, 0, 4);
+    lw_status st = record_step(g, 1, out);
+    if (st != LW_OK) return st;
+    g->n_chain++;
+    g->chain_ids[i] = -1;
+    if ((st = g->inner.ops->read(g->inner.ctx, g->result, 0, &g->chain_ids[i], 4)) != LW_OK)
+        return lw__errorf(g->err, st, "read-back failed");
+    *slot = (int32_t)i;
+    return LW_OK;
+}
+
+const int32_t *lw__gpu_model_chain_ids(const lw__gpu_model *g) {
+    return g->chain_ids;
+}
+
+lw_status lw__gpu_model_rewind(lw__gpu_model *g, uint32_t k) {
+    if (!g) return LW_ERR_INVALID_ARG;
+    if (k == 0) return LW_OK;
+    if (k > g->n_chain || k > GM_CHAIN)
+        return lw__errorf(g->err, LW_ERR_INVALID_ARG, "cannot undo %u of %u chained steps", k, g->n_chain);
+    g->n_chain -= k;
+    const uint32_t i = g->n_chain % GM_CHAIN;
+    g->n_past = g->chain_past[i];
+    lw__gm_sample_rng_set(g, g->chain_rng[i]);
+    /* `result` holds a discarded step's id: the next chained step must follow a host decode */
+    g->result_valid = false;
+    return LW_OK;
 }
 
 lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n, int32_t node, float *dst,
@@ -706,6 +757,7 @@ lw_status lw__gpu_model_set_n_past(lw__gpu_model *g, uint32_t n_past) {
         return lw__errorf(g->err, LW_ERR_INVALID_ARG, "n_past %u is beyond the %u cells in use", n_past,
                           g->n_past);
     g->n_past = n_past;
+    g->n_chain = 0; /* chained steps before this cannot be undone past it */
     return LW_OK;
 }
 uint32_t lw__gpu_model_n_past(const lw__gpu_model *g) {

@@ -96,6 +96,17 @@ const char *lw__gpu_model_error(const lw__gpu_model *g);
  * output rows are only its last token's); schedules the read of `out` for the last token. Creates no GPU
  * object. The result is valid once the HAL has no pending work (wasm: after the host awaited settle()). */
 lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t n, lw__gpu_out out);
+/* A chained one-token step (the GPU-resident decode loop): its input id is the previous step's output id
+ * (argmax or draw), copied on the GPU, so the host records and submits it without waiting for that id; its
+ * own id is read back into lw__gpu_model_chain_ids()[*slot] (valid once that read settled). out is
+ * LW_GPU_OUT_ARGMAX or LW_GPU_OUT_SAMPLE; the previous step must have had one of them too. */
+lw_status lw__gpu_model_decode_next(lw__gpu_model *g, lw__gpu_out out, int32_t *slot);
+/* The ring of chained steps' ids (GM_CHAIN entries). */
+const int32_t *lw__gpu_model_chain_ids(const lw__gpu_model *g);
+/* Undoes the last k chained steps (the speculative ones after a stop): n_past and the sampling generator
+ * as before them, so what follows equals a run that never made them. k <= the chained steps since the last
+ * lw__gpu_model_decode, and at most 16. */
+lw_status lw__gpu_model_rewind(lw__gpu_model *g, uint32_t k);
 /* Debugging and tests: computes a step of n tokens at position n_past up to graph node `node` (inclusive),
  * without advancing n_past, and schedules the read of that node's output (its step rows) into dst (cap
  * floats). The node's name and block come from lw__gpu_model_node. LW_ERR_UNSUPPORTED for a node fused

@@ -2,8 +2,13 @@
 """Side-by-side CPU speed: `llamaweb bench` against llama.cpp (libllama v0.4.0 through its C API, via
 bench/llama-bench-c.c), on llama-3.2-1b-shaped models made by `llamaweb synth`.
 
-    python3 bench/compare.py                                   # full: q4_0,q4_k_m,q8_0; pp512/tg128; 1,2 threads; 3 rounds
+    python3 bench/compare.py                                   # full: q4_0,q4_k_m,q8_0; pp512/tg128; 1, 2 and
+                                                               # all-core threads; 3 rounds
     python3 bench/compare.py --types q4_0,q8_0 -p 128 -n 32 --rounds 2      # a quick run (a few minutes)
+    python3 bench/compare.py --also LW_CPU_KERNELS=exact       # + llamaweb with llama.cpp's exact dot orders
+                                                               # (the kernels before the fast decode ones)
+    # another host (e.g. the GPU machine's 16 cores), as one prepared command: copy the repo with a build,
+    # then: python3 bench/compare.py --no-build --build-dir build-bench -t 1,2,8,16
 
 What it does:
   1. builds llamaweb (Release, -DLW_WERROR=ON) in BUILD_DIR (default build-bench) and the harness there
@@ -12,8 +17,10 @@ What it does:
   3. for each file and thread count, runs the two engines ALTERNATING, `rounds` times (ours, theirs, ours,
      theirs, ...), each run doing its own warm-up and `-r` timed repetitions (the run's median is kept);
   4. prints per file and thread count the median over rounds of each engine's tok/s and the median (and
-     min..max) of the per-round ratios ours / llama.cpp. Only the ratios of alternating runs mean much on
-     a shared machine: absolute numbers move with whatever else runs there.
+     min..max) of the per-round ratios ours / llama.cpp, and the 1-minute load average seen during the runs.
+     Only the ratios of alternating runs mean much on a shared machine: absolute numbers move with whatever
+     else runs there. --also ENV=VALUE adds llamaweb run with that environment as one more engine of each
+     round (its own rows, marked with the setting).
 
 Both engines time the same work: pp = one batch of P random tokens into an empty context; tg = N
 single-token decodes following a P-token prompt (`llamaweb bench` generates after its prompt, so the
@@ -86,8 +93,9 @@ def synth(cli, bench_dir, t):
     return path
 
 
-def ours(cli, model, p, n, nt, reps):
-    out = run([cli, "bench", "-m", model, "-p", str(p), "-n", str(n), "-t", str(nt), "-r", str(reps)])
+def ours(cli, model, p, n, nt, reps, env=None):
+    out = run([cli, "bench", "-m", model, "-p", str(p), "-n", str(n), "-t", str(nt), "-r", str(reps)],
+              env=dict(os.environ, **env) if env else None)
     for line in out.splitlines():
         m = re.match(r"\|\s*(\d+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|", line)
         if m:
@@ -114,7 +122,9 @@ def main():
     ap.add_argument("--types", default=",".join(TYPES), help="comma-separated synth types (default %(default)s)")
     ap.add_argument("-p", type=int, default=512, help="prompt tokens (default %(default)s)")
     ap.add_argument("-n", type=int, default=128, help="generated tokens (default %(default)s)")
-    ap.add_argument("-t", "--threads", default="1,2", help="thread counts (default %(default)s)")
+    ncpu = os.cpu_count() or 1
+    ap.add_argument("-t", "--threads", default=",".join(str(t) for t in sorted({1, 2, ncpu})),
+                    help="thread counts (default 1, 2 and this machine's %d cores: %%(default)s)" % ncpu)
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds (default %(default)s)")
     ap.add_argument("-r", "--reps", type=int, default=3, help="timed repetitions inside each run (default %(default)s)")
     ap.add_argument("--dir", default=os.environ.get("LW_BENCH_DIR", "/tmp/llamaweb-bench"),
@@ -124,6 +134,8 @@ def main():
     ap.add_argument("--no-build", action="store_true",
                     help="use BUILD_DIR/llamaweb and BUILD_DIR/llama-bench-c as they are (e.g. copied to another host)")
     ap.add_argument("--json", metavar="FILE", help="also write every run's numbers to FILE")
+    ap.add_argument("--also", metavar="ENV=VALUE", action="append", default=[],
+                    help="also run llamaweb with this environment setting (repeatable: one more engine each)")
     a = ap.parse_args()
     types = [t for t in a.types.split(",") if t]
     threads = [int(t) for t in a.threads.split(",") if t]
@@ -135,23 +147,35 @@ def main():
     else:
         cli, harness = build(a.build_dir, a.jobs)
     files = [(t, synth(cli, a.dir, t)) for t in types]
+    variants = [("", None)]  # (label, environment) of each llamaweb engine
+    for e in a.also:
+        if "=" not in e:
+            ap.error(f"--also wants ENV=VALUE, not {e}")
+        variants.append((f" [{e}]", dict([e.split("=", 1)])))
     rows, raw = [], []
     for t, path in files:
         for nt in threads:
-            o_pp, o_tg, l_pp, l_tg = [], [], [], []
+            o_pp, o_tg = [[] for _ in variants], [[] for _ in variants]
+            l_pp, l_tg, loads = [], [], []
             for r in range(a.rounds):
-                pp, tg = ours(cli, path, a.p, a.n, nt, a.reps)
-                o_pp.append(pp), o_tg.append(tg)
+                for vi, (label, env) in enumerate(variants):
+                    pp, tg = ours(cli, path, a.p, a.n, nt, a.reps, env)
+                    o_pp[vi].append(pp), o_tg[vi].append(tg)
                 pp, tg = theirs(harness, path, a.p, a.n, nt, a.reps)
                 l_pp.append(pp), l_tg.append(tg)
-                log(f"{t} t={nt} round {r + 1}/{a.rounds}: pp ours {o_pp[-1]:.1f} llama.cpp {l_pp[-1]:.1f} | "
-                    f"tg ours {o_tg[-1]:.1f} llama.cpp {l_tg[-1]:.1f}")
-                raw.append({"type": t, "threads": nt, "round": r + 1, "ours_pp": o_pp[-1], "llama_pp": l_pp[-1],
-                            "ours_tg": o_tg[-1], "llama_tg": l_tg[-1]})
-            rp = [x / y for x, y in zip(o_pp, l_pp)]
-            rt = [x / y for x, y in zip(o_tg, l_tg)]
-            rows.append((t, nt, statistics.median(o_pp), statistics.median(l_pp), rp,
-                         statistics.median(o_tg), statistics.median(l_tg), rt))
+                loads.append(os.getloadavg()[0])
+                for vi, (label, env) in enumerate(variants):
+                    log(f"{t} t={nt} round {r + 1}/{a.rounds}{label}: pp ours {o_pp[vi][-1]:.1f} llama.cpp "
+                        f"{l_pp[-1]:.1f} | tg ours {o_tg[vi][-1]:.1f} llama.cpp {l_tg[-1]:.1f} | load {loads[-1]:.1f}")
+                    raw.append({"type": t, "threads": nt, "round": r + 1, "variant": label.strip(" []"),
+                                "ours_pp": o_pp[vi][-1], "llama_pp": l_pp[-1], "ours_tg": o_tg[vi][-1],
+                                "llama_tg": l_tg[-1], "load1": loads[-1]})
+            for vi, (label, env) in enumerate(variants):
+                rp = [x / y for x, y in zip(o_pp[vi], l_pp)]
+                rt = [x / y for x, y in zip(o_tg[vi], l_tg)]
+                rows.append((t + label, nt, statistics.median(o_pp[vi]), statistics.median(l_pp), rp,
+                             statistics.median(o_tg[vi]), statistics.median(l_tg), rt,
+                             f"{min(loads):.1f}..{max(loads):.1f}"))
 
     def ratio(v):
         return f"{statistics.median(v):5.2f} ({min(v):.2f}..{max(v):.2f})"
@@ -159,10 +183,10 @@ def main():
     print(f"\nllamaweb vs llama.cpp (libllama v0.4.0, C API), {PRESET} synth, pp{a.p} / tg{a.n} (tg after a "
           f"{a.p}-token prompt), {a.rounds} alternating rounds x {a.reps} reps; tok/s medians over rounds, "
           f"ratio = ours/llama.cpp: median of per-round ratios (min..max)")
-    print("| file | thr | pp ours | pp llama.cpp | pp ratio | tg ours | tg llama.cpp | tg ratio |")
-    print("|---|---|---|---|---|---|---|---|")
-    for t, nt, op, lp, rp, og, lg, rt in rows:
-        print(f"| {PRESET}-{t} | {nt} | {op:.1f} | {lp:.1f} | {ratio(rp)} | {og:.1f} | {lg:.1f} | {ratio(rt)} |")
+    print("| file | thr | pp ours | pp llama.cpp | pp ratio | tg ours | tg llama.cpp | tg ratio | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for t, nt, op, lp, rp, og, lg, rt, ld in rows:
+        print(f"| {PRESET}-{t} | {nt} | {op:.1f} | {lp:.1f} | {ratio(rp)} | {og:.1f} | {lg:.1f} | {ratio(rt)} | {ld} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"p": a.p, "n": a.n, "rounds": a.rounds, "reps": a.reps, "runs": raw}, f, indent=1)

@@ -41,7 +41,12 @@ int main(void) {
     int32_t longp[100];
     oracle_long_prompt(longp);
     const int light = getenv("LW_TEST_SANITIZED") != NULL; /* 3-10x slower: fewer files, same paths */
-    const double ftol = exact ? 1e-6 : 1e-3, qtol = exact ? 1e-3 : 2e-2;
+    /* quantized files decoded by the fast kernels (own float order) are compared as on other builds, with a
+     * wider bound: gemma4's f16 GELU table lookups turn last-bit differences into steps of the table, and
+     * its six-block random models amplify them (measured on zen4: up to 0.034 of the range at 3 of 16
+     * greedy steps of synth-gemma4-256-q4_k, top-1 16/16; other files below 0.03) */
+    const int qexact = exact && !fast_decode();
+    const double ftol = exact ? 1e-6 : 1e-3, qtol = qexact ? 1e-3 : exact ? 5e-2 : 2e-2;
     /* bf16 is exact only against the AVX512-BF16 builds (vdpbf16ps) */
     const int bf16_exact =
         cpu_variant && (!strcmp(cpu_variant, "zen4") || !strcmp(cpu_variant, "cooperlake"));
@@ -105,7 +110,7 @@ int main(void) {
         const double tol = r->quant || (!exact && strcmp(r->type, "f32")) ? qtol : ftol;
         /* other builds' dot orders differ in the last bits, which these random six-block models amplify at
          * some positions (an activation's 8-bit rounding or a near tie between two experts flipping) */
-        oracle_share = exact ? 1.0 : 0.9;
+        oracle_share = (r->quant ? qexact : exact) ? 1.0 : 0.9;
         compare_model(path, file, oracle_once, 5, light ? r->n_once / 8 : r->n_once, -1, tol);
         compare_model(path, file, longp, 100, r->n_long, -1, tol);
         oracle_share = 1.0;

@@ -225,14 +225,16 @@ static void choose_kernels(void) {
     if (!x86) x86 = lw__cpu_kernels_wasm(); /* wasm simd128 build (engine-wasm.c) */
     if (x86 && !(force && !strcmp(force, "scalar"))) best_kernels = x86;
     const lw__cpu_kernels *k = best_kernels;
-    mm_table[LW_TYPE_F32] = (lw__cpu_mm){
-        LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL, NULL, NULL, NULL, NULL};
-    mm_table[LW_TYPE_F16] =
-        (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16, NULL, NULL, NULL,
-                     NULL,        NULL,          NULL};
+    mm_table[LW_TYPE_F32] =
+        (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL, NULL, NULL,
+                     NULL,        NULL, NULL};
+    mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm,
+                                         k->gemm_f16, NULL,          NULL,       NULL,
+                                         NULL,        NULL,          NULL,       NULL};
     /* BF16: the scalar orders on every target (no SIMD twins yet) */
     mm_table[LW_TYPE_BF16] = (lw__cpu_mm){
-        LW_TYPE_BF16, f32_to_bf16_row, dot_bf16, dot_bf16_gemm, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+        LW_TYPE_BF16, f32_to_bf16_row, dot_bf16, dot_bf16_gemm, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+        NULL};
     /* quantized weights: ggml's pairing with a quantized activation row (quant-dot.h). On x86 llama.cpp
      * quantizes Q8_0/Q8_1 activations with its SIMD rounding, so we do too there. Its SIMD dot products add
      * block results in other orders than these references: close to llama.cpp, not bit-identical yet. */
@@ -242,8 +244,8 @@ static void choose_kernels(void) {
         lw__from_float_fn act = qd->act_from_float;
         if (qd->vec_dot_type == LW_TYPE_Q8_0) act = lw__quantize_row_q8_0_x86;
         if (qd->vec_dot_type == LW_TYPE_Q8_1) act = lw__quantize_row_q8_1_x86;
-        mm_table[t] =
-            (lw__cpu_mm){qd->vec_dot_type, act, qd->dot, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+        mm_table[t] = (lw__cpu_mm){
+            qd->vec_dot_type, act, qd->dot, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     }
     /* ggml's x86 dot orders (quant-dot.h), as its AVX-512 build runs them, on every target so results are
      * the same everywhere; llama.cpp's repacked types get their gemv/gemm orders too */
@@ -285,9 +287,13 @@ static void choose_kernels(void) {
         e->dot_repack = lw__quant_dot_fast(e->dot_repack);
         e->dot_repack_gemm = lw__quant_dot_fast(e->dot_repack_gemm);
     }
-    for (uint32_t t = 0; t < LW_TYPE_COUNT; t++) /* the rest (generic orders, e.g. IQ4_XS): SIMD twins too */
+    /* the rest (generic orders, e.g. IQ4_XS): SIMD twins too; decode kernels in their own order where this
+     * CPU has them (cpu/quant-gemv.h; off with LW_CPU_KERNELS=exact) */
+    for (uint32_t t = 0; t < LW_TYPE_COUNT; t++) {
         if (lw__quant_dot(t) && mm_table[t].dot == lw__quant_dot(t)->dot)
             mm_table[t].dot = lw__quant_dot_fast(mm_table[t].dot);
+        if (mm_table[t].dot) mm_table[t].gemv = lw__quant_gemv_own(t);
+    }
 }
 
 const lw__cpu_kernels *lw__cpu_kernels_best(void) {
@@ -379,6 +385,20 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
             mm->from_float(row_f32(x, t), ex->scratch + (size_t)t * act_stride, k);
         lw__pool_barrier(ex->pool);
         act = ex->scratch;
+    }
+
+    /* 2. decode in the fast kernels' own order: each thread streams one contiguous range of rows */
+    if (nt < LW_QGEMM_MIN_TOKENS && mm->gemv) {
+        const int64_t G = LW_QUANT_GEMV_ROWS, ng = (m + G - 1) / G;
+        int64_t g0, g1;
+        lw__cpu_split(ng, ith, nth, &g0, &g1);
+        r0 = g0 * G;
+        r1 = g1 * G < m ? g1 * G : m;
+        if (r1 > r0)
+            for (int64_t t = 0; t < nt; t++)
+                mm->gemv(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0,
+                         act + (size_t)t * act_stride, row_f32(dst, t) + r0);
+        return;
     }
 
     /* 2a. many tokens and a tiled kernel (quant-gemm.h): panels of weight rows split over threads; each

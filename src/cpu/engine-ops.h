@@ -5,6 +5,7 @@
 
 #include "cpu/engine-threads.h"
 #include "cpu/quant-gemm.h"
+#include "cpu/quant-gemv.h"
 #include "graph/graph.h"
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -37,6 +38,10 @@ typedef struct lw__cpu_mm {
     /* the tiled kernel with dot_repack's bits for many tokens (llama.cpp's repacked MUL_MAT_ID runs its gemv
      * on every row, whatever the step), or NULL */
     lw__quant_gemm_fn qgemm_repack_gemv;
+    /* decode (steps of fewer than LW_QGEMM_MIN_TOKENS tokens) in the kernels' own summation order
+     * (cpu/quant-gemv.h), plain and repacked weights alike; NULL: the exact orders above (the format has
+     * none, or LW_CPU_KERNELS asks for exact orders) */
+    lw__quant_gemv_fn gemv;
 } lw__cpu_mm;
 
 /* Whether llama.cpp repacks a weight of this type with `rows` rows (per expert for MUL_MAT_ID) on x86:

@@ -2,9 +2,10 @@
 // web/llamaweb-worker.mjs as the demo runs it by default) in headless Chromium, served by
 // web/serve.mjs as a user would run it: the page is driven over the Chrome DevTools Protocol (a minimal
 // WebSocket client below: no npm dependency). Checks, on ../shared/models/stories260K.gguf:
-//  - a missing WebGPU gives the page's clear error (navigator.gpu hidden before the page's scripts run), and
-//    so does a WebGPU without an adapter (requestAdapter resolving null), and a server without the wasm build;
-//    ?worker=0 loads on the page's thread;
+//  - the device choice defaults to auto: without WebGPU (navigator.gpu hidden before the page's scripts run)
+//    the page starts the CPU engine, and with ?device=webgpu it gives its clear error instead, as it does for a
+//    WebGPU without an adapter (requestAdapter resolving null); a server without the wasm build is an error;
+//    ?worker=0 loads on the page's thread; the steps after that ask for device=webgpu (the GPU path);
 //  - the URL path: ?model=/models/stories260K.gguf&autorun=1 reads the file by HTTP range requests (counted
 //    at the server, none larger than the glue's chunk) and generates greedily: after "Once upon a time" the
 //    text starts with ", there was a little girl" (llama.cpp's and the CPU engine's text);
@@ -205,18 +206,26 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
     // 1. WebGPU missing: navigator.gpu hidden before any page script runs -> a clear message, no crash
     const hide = await page.send('Page.addScriptToEvaluateOnNewDocument',
       { source: 'Object.defineProperty(Navigator.prototype, "gpu", { get: () => undefined, configurable: true });' });
-    await page.send('Page.navigate', { url: demoUrl });
+    await page.send('Page.navigate', { url: demoUrl + '?device=webgpu' });
     assert.equal(await waitState(page, ['no-webgpu', 'gpu-ready', 'error'], 20000), 'no-webgpu', failInfo());
     const msg = await page.evaluate('document.getElementById("error").textContent');
     console.log(`# no WebGPU: "${msg.slice(0, 90)}..."`);
     assert.match(msg, /WebGPU/);
     assert.match(msg, /navigator\.gpu is missing/);
     assert.equal(await page.evaluate('document.getElementById("go").disabled'), true);
+    // ... while the default device (auto) starts the CPU engine there (on the page's thread, where the script
+    // hid WebGPU)
+    await page.send('Page.navigate', { url: demoUrl + '?worker=0' });
+    assert.equal(await waitState(page, ['cpu-ready', 'no-webgpu', 'gpu-ready', 'error'], 30000), 'cpu-ready', failInfo());
+    assert.equal(await page.evaluate('document.getElementById("device").value'), 'auto');
+    const cpuLine = await page.evaluate('document.getElementById("adapter").textContent');
+    console.log(`# no WebGPU, device auto: "${cpuLine.slice(0, 100)}"`);
+    assert.match(cpuLine, /CPU engine \(wasm\).*no WebGPU/);
     await page.send('Page.removeScriptToEvaluateOnNewDocument', { identifier: hide.identifier });
     // ... and navigator.gpu without an adapter (Chromium on Linux without --enable-unsafe-webgpu, blocklisted GPUs)
     const noAdapter = await page.send('Page.addScriptToEvaluateOnNewDocument',
       { source: 'GPU.prototype.requestAdapter = async function () { return null; };' });
-    await page.send('Page.navigate', { url: demoUrl + '?worker=0' }); // (the script does not reach workers)
+    await page.send('Page.navigate', { url: demoUrl + '?worker=0&device=webgpu' }); // (the script does not reach workers)
     assert.equal(await waitState(page, ['no-webgpu', 'gpu-ready', 'error'], 20000), 'no-webgpu', failInfo());
     const msg2 = await page.evaluate('document.getElementById("error").textContent');
     console.log(`# no adapter: "${msg2.slice(0, 120)}..."`);
@@ -241,14 +250,14 @@ test('demo page in headless Chromium: no-WebGPU errors; URL, file picker, drag-a
 
     // 2. the engine on the page's own thread (?worker=0): module and device ready (the steps below run it in
     //    the demo's default worker, where the same Llamaweb runs)
-    await page.send('Page.navigate', { url: demoUrl + '?worker=0' });
+    await page.send('Page.navigate', { url: demoUrl + '?worker=0&device=webgpu' });
     assert.equal(await waitState(page, ['gpu-ready', 'no-webgpu', 'error'], 30000), 'gpu-ready', failInfo() + await page.evaluate('window.lwDemo.error'));
     assert.match(await page.evaluate('document.getElementById("adapter").textContent'), /engine on the page's thread/);
     assert.equal((await page.evaluate('window.lwDemo.memory()')).wasmHeap > 0, true);
 
     // 3. in the worker: a URL given in the query string: read by HTTP range requests, generation started at load
     let t0 = Date.now();
-    await page.send('Page.navigate', { url: demoUrl + '?model=/models/stories260K.gguf&prompt=Once%20upon%20a%20time&n=8&autorun=1' });
+    await page.send('Page.navigate', { url: demoUrl + '?device=webgpu&model=/models/stories260K.gguf&prompt=Once%20upon%20a%20time&n=8&autorun=1' });
     assert.equal(await waitState(page, ['done', 'error', 'no-webgpu'], 45000), 'done', failInfo() + await page.evaluate('window.lwDemo.error'));
     const adapter = await page.evaluate('window.lwDemo.adapter');
     console.log(`# adapter: ${JSON.stringify(adapter)}`);

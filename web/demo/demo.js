@@ -6,7 +6,8 @@
 // The page's progress is mirrored in document.body.dataset.state ('starting', 'no-webgpu', 'gpu-ready' (or
 // 'cpu-ready': the CPU engine alone, ?device=auto|cpu without WebGPU), 'loading', 'loaded', 'generating',
 // 'done', 'error') and window.lwDemo (adapter, model, last result, error) so automated tests
-// (tests/web/demo.test.mjs) can follow it. ?device= picks the engine (default webgpu; the select reloads).
+// (tests/web/demo.test.mjs) can follow it. ?device= picks the engine (default auto: WebGPU where a real GPU
+// offers it, else the CPU engine; the select reloads).
 import { Llamaweb, listOpfs, downloadToOpfs, webgpuMissingReason } from '../llamaweb.mjs';
 
 const $ = (id) => document.getElementById(id);
@@ -306,7 +307,7 @@ async function main() {
   if (q.has('temp')) $('temp').value = q.get('temp');
   if (q.has('seed')) $('seed').value = q.get('seed');
 
-  const device = ['webgpu', 'auto', 'cpu'].includes(q.get('device')) ? q.get('device') : 'webgpu';
+  const device = ['webgpu', 'auto', 'cpu'].includes(q.get('device')) ? q.get('device') : 'auto';
   $('device').value = device;
   $('device').addEventListener('change', () => {
     const u = new URL(location.href);

@@ -576,7 +576,8 @@ export class CpuEngine {
   }
 
   tokenize(text, addSpecial = true) {
-    const M = this.M, n = M.lengthBytesUTF8(text), p = M._malloc(n + 1), cap = n + 8, out = M._malloc(4 * cap);
+    // ids: at most 4 per byte + 2 (lw_tokenize's bound: an SPM space is U+2581, three byte tokens)
+    const M = this.M, n = M.lengthBytesUTF8(text), p = M._malloc(n + 1), cap = 4 * n + 8, out = M._malloc(4 * cap);
     try {
       M.stringToUTF8(text, p, n + 1);
       const k = M._lw_wasm_text_tokenize(this.m, p, n, addSpecial ? 1 : 0, out, cap);

@@ -663,6 +663,10 @@ typedef struct lw_generate_params {
     void *user;          /* passed to on_token                                                            */
     int32_t *tokens;     /* optional: generated ids are stored here, at most tokens_cap of them           */
     size_t tokens_cap;   /* room in tokens                                                                */
+    const char *const *stop; /* stop strings (caller's memory; NULL: none, the default): the text ends before
+                                the first that comes (LW_STOP_STRING); on_token's texts never hold one    */
+    const size_t *stop_len;  /* their lengths in bytes; NULL: NUL-terminated                              */
+    size_t n_stop;           /* how many                                                                  */
 } lw_generate_params;
 
 lw_generate_params lw_generate_default_params(void);

@@ -368,6 +368,26 @@ static void check_stories(const char *path) {
     CHECK(r.n_prompt == 5 && sn.ids[0] == 432);
     CHECK_MSG(!strncmp(sn.text, want, strlen(want)), "got: %s", sn.text);
     printf("stories260K: Once upon a time%s\n", sn.text);
+    /* stop strings: the text ends before the first that comes (one split across tokens, one never seen), as
+     * the greedy text cut there; generation stops at the token that completes it */
+    static const char *const stops[] = {"zzz", "e loved", "named Lily"};
+    for (int k = 1; k < 3; k++) {
+        CHECK(lw_context_set_n_past(c, 0) == LW_OK);
+        lw_sampler_reset(s, 1);
+        static seen st;
+        memset(&st, 0, sizeof st);
+        gp.user = &st;
+        gp.stop = stops + (k == 1 ? 1 : 0); /* {"e loved", "named Lily"} or {"zzz", "e loved"} */
+        gp.n_stop = 2;
+        CHECK(lw_generate_text(c, s, "Once upon a time", 16, 1, 0, &gp, &r) == LW_OK);
+        const char *a = strstr(want, "e loved"), *b = strstr(want, "named Lily");
+        const size_t cut = (size_t)((k == 1 && b < a ? b : a) - want);
+        CHECK_MSG(r.stop == LW_STOP_STRING && st.len == cut && !strncmp(st.text, want, cut), "stop %d, got: %s",
+                  (int)r.stop, st.text);
+        CHECK(r.n_generated < 24 && r.n_generated == st.n);
+        printf("stop strings: %d tokens, \"%s\"\n", r.n_generated, st.text);
+    }
+    gp.stop = NULL, gp.n_stop = 0;
     lw_sampler_free(s);
     lw_context_free(c);
     lw_model_free(m);

@@ -104,15 +104,18 @@ lw_status lw_generate(lw_context *c, lw_sampler *s, const int32_t *prompt, size_
     gp.ignore_eog = params->ignore_eog;
     gp.special = params->special;
     gp.n_ctx = lw_context_n_ctx(c);
+    gp.stop = params->stop;
+    gp.stop_len = params->stop_len;
+    gp.n_stop = params->n_stop;
     char stack_buf[2 * STACK_PIECE + 8], *buf = stack_buf;
     size_t need = lw_gen_buffer_size(v, &gp);
     if (need == 0) {
         if (res) *res = r;
-        return lw__errorf(err, LW_ERR_TOO_LARGE, "lw_generate: the vocabulary's pieces are too long");
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "lw_generate: the pieces or stop strings are too long");
     }
     if (need > sizeof stack_buf && !(buf = lw__malloc(&m->alloc, need))) {
         if (res) *res = r;
-        return lw__errorf(err, LW_ERR_NOMEM, "lw_generate: out of memory for a %zu-byte piece", need);
+        return lw__errorf(err, LW_ERR_NOMEM, "lw_generate: out of memory for %zu bytes of text buffers", need);
     }
     lw_gen g;
     lw_gen_step step;

@@ -382,8 +382,8 @@ static void check_stories(const char *path) {
         CHECK(lw_generate_text(c, s, "Once upon a time", 16, 1, 0, &gp, &r) == LW_OK);
         const char *a = strstr(want, "e loved"), *b = strstr(want, "named Lily");
         const size_t cut = (size_t)((k == 1 && b < a ? b : a) - want);
-        CHECK_MSG(r.stop == LW_STOP_STRING && st.len == cut && !strncmp(st.text, want, cut), "stop %d, got: %s",
-                  (int)r.stop, st.text);
+        CHECK_MSG(r.stop == LW_STOP_STRING && st.len == cut && !strncmp(st.text, want, cut),
+                  "stop %d, got: %s", (int)r.stop, st.text);
         CHECK(r.n_generated < 24 && r.n_generated == st.n);
         printf("stop strings: %d tokens, \"%s\"\n", r.n_generated, st.text);
     }

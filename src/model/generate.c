@@ -115,7 +115,7 @@ lw_status lw_generate(lw_context *c, lw_sampler *s, const int32_t *prompt, size_
     }
     if (need > sizeof stack_buf && !(buf = lw__malloc(&m->alloc, need))) {
         if (res) *res = r;
-        return lw__errorf(err, LW_ERR_NOMEM, "lw_generate: out of memory for %zu bytes of text buffers", need);
+        return lw__errorf(err, LW_ERR_NOMEM, "lw_generate: out of memory for %zu bytes of text", need);
     }
     lw_gen g;
     lw_gen_step step;

@@ -811,7 +811,8 @@ lw_status lw_gen_stop(lw_gen *g, lw_stop_reason why, lw_gen_step *step);
  * Chat templates
  * Chat templates: render the Jinja chat template stored in a GGUF file (`tokenizer.chat_template`) for a
  * conversation, the way Hugging Face transformers' apply_chat_template does (Jinja2 with trim_blocks and
- * lstrip_blocks, transformers' tojson, raise_exception and strftime_now; tools and documents are none).
+ * lstrip_blocks, transformers' tojson, raise_exception and strftime_now; `tools` as lw_chat_params.tools
+ * gives it (none by default), documents are none).
  *
  *   - once:   lw_chat_apply(tmpl, msgs, n, 1, "<s>", "</s>", NULL, &out, &len, err, sizeof err);
  *   - reused: lw_chat_template_parse() once at model load, lw_chat_template_render() per request.
@@ -875,6 +876,9 @@ typedef struct lw_chat_params {
     uint64_t max_steps;        /* evaluation steps (0: default, 5M)                          */
     size_t max_output;         /* output bytes (0: default, 4 MiB)                           */
     size_t max_memory;         /* render memory (0: default, 64 MiB)                         */
+    const char *tools;         /* the `tools` variable: OpenAI's tools array as JSON text ([{"type":
+                                  "function", "function": {"name", "description", "parameters"}}], as
+                                  transformers passes them), NUL-terminated; NULL or "": none (default)  */
 } lw_chat_params;
 
 void lw_chat_params_default(lw_chat_params *p);
@@ -890,6 +894,12 @@ lw_status lw_chat_template_parse(const char *src, size_t len, const lw_allocator
  * On failure *out is NULL and lw_chat_template_error() has the message (for raise_exception: its text). */
 lw_status lw_chat_template_render(lw_chat_template *t, const lw_chat_message *msgs, size_t n,
                                   const lw_chat_params *params, char **out, size_t *out_len);
+/* The same with the conversation as a JSON array of message objects (OpenAI's shape: role, content (a string
+ * or null), and whatever else the template reads: tool_calls, tool_call_id, name, reasoning_content, ...),
+ * each object's members as the template's message dict in their order, numbers as int or float, null as
+ * none. JSON that does not parse, or is not an array of objects, fails with LW_ERR_INVALID_ARG. */
+lw_status lw_chat_template_render_json(lw_chat_template *t, const char *messages, size_t len,
+                                       const lw_chat_params *params, char **out, size_t *out_len);
 const char *lw_chat_template_error(const lw_chat_template *t);          /* "" when none */
 lw_chat_error_kind lw_chat_template_error_kind(const lw_chat_template *t);
 uint64_t lw_chat_template_last_steps(const lw_chat_template *t);        /* steps of the last render */

@@ -8,11 +8,14 @@
 //                   {opfs: name} or an array of them (a split GGUF's parts)
 //                   conversations: {id, op: 'newChat', handle, opts} -> {chat, template};
 //                   {id, op: 'send' | 'chatMessages' | 'chatTokens' | 'chatAdd' | 'chatReset' | 'chatFree', chat, ...}
+//                   structured output and embeddings (web/lw-structured.mjs): {id, op: 'structured', handle,
+//                   plan} -> structuredRun's result (tokens as events); {id, op: 'embed', handle, inputs, opts}
 //   worker -> page  {id, ok: true, value} | {id, ok: false, error, code?, status?, statusText?} (a LlamawebError's
 //                   fields); {id, token: text, tokenId} while generating;
 //                   {id, progress: [done, total, phase, state]} while loading (Llamaweb.open's onProgress)
 // Models and conversations are named by small integers (handles) in this worker.
 import { Llamaweb } from './llamaweb.mjs';
+import { structuredRun, embedRun } from './lw-structured.mjs';
 
 let lw = null;           // the engine, after 'load'
 const models = [null];   // handle -> Model
@@ -77,6 +80,10 @@ async function handle(msg) {
     return op === 'chat' ? m.chat(msg.prompt, opts) : m.generate(msg.prompt, opts);
   }
   if (op === 'modelMemory') return m.memory();
+  if (op === 'structured') { // constrained output / tools (web/lw-openai.mjs's plan; 'stop' ends it)
+    return structuredRun(m, msg.plan, (text, tokenId) => postMessage({ id, token: text, tokenId }));
+  }
+  if (op === 'embed') return embedRun(m, msg.inputs, msg.opts || {});
   if (op === 'render') return m.renderChat(msg.messages, msg.addGenerationPrompt);
   if (op === 'tokenize') return msg.special ? m.tokenizeSpecial(msg.text, msg.addSpecial) : m.tokenize(msg.text, msg.addSpecial);
   if (op === 'detokenize') return m.detokenize(msg.ids);

@@ -381,17 +381,51 @@ export interface CompletionRequestBase {
   signal?: AbortSignal;
   stream?: boolean;
   model?: string;
+  /** JSON (any value, or WebLLM's `schema` beside json_object) or JSON valid for a JSON Schema (src/grammar's
+   * converter: llama.cpp's json-schema-to-grammar); a schema the converter refuses rejects with BAD_INPUT. */
+  response_format?: { type: 'text' } | { type: 'json_object'; schema?: object | string } |
+    { type: 'json_schema'; json_schema: { name?: string; schema: object; strict?: boolean } } | null;
+  /** An extension (as llama.cpp's server): a GBNF grammar (llama.cpp's dialect) the reply must match. */
+  grammar?: string | null;
   [other: string]: unknown;
 }
 
+/** An OpenAI tool call (arguments: the JSON text the model wrote). */
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+export interface Tool {
+  type: 'function';
+  /** name: [a-zA-Z0-9_-]{1,64}; parameters: a JSON Schema object (the arguments' grammar). */
+  function: { name: string; description?: string; parameters?: object };
+}
+
 export interface ChatCompletionMessage {
-  role: 'system' | 'developer' | 'user' | 'assistant' | string;
+  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool' | string;
   content: string | null | { type: 'text'; text: string }[];
+  /** An assistant's calls (a conversation going on after them). */
+  tool_calls?: ToolCall[];
+  /** role 'tool': the call this is the result of. */
+  tool_call_id?: string;
+  name?: string;
 }
 
 export interface ChatCompletionRequest extends CompletionRequestBase {
-  /** The conversation; the last message must be the user's. */
+  /** The conversation; the last message is the user's, or (with tools) a tool's result. */
   messages: ChatCompletionMessage[];
+  /** Rendered into the model's chat template (its `tools`); replies are parsed for calls in the template's
+   * convention (Hermes/Qwen <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]). */
+  tools?: Tool[] | null;
+  /** 'auto' (default with tools: parsed), 'required' or a named function (the reply is constrained to calls
+   * by a grammar from the tools' parameters), 'none' (tools are not shown). */
+  tool_choice?: 'auto' | 'required' | 'none' | { type: 'function'; function: { name: string } } | null;
+  /** Several calls in one reply (default true). */
+  parallel_tool_calls?: boolean | null;
+  /** An extension: the calls' convention (default: the chat template's, else Hermes). */
+  tool_format?: 'auto' | 'hermes' | 'llama3' | 'mistral';
 }
 
 export interface CompletionRequest extends CompletionRequestBase {
@@ -407,24 +441,28 @@ export interface CompletionUsage {
   prompt_tokens_details: { cached_tokens: number };
 }
 
-export type FinishReason = 'stop' | 'length';
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
 
 export interface ChatCompletion {
   id: string;
   object: 'chat.completion';
   created: number;
   model: string;
-  choices: { index: 0; message: { role: 'assistant'; content: string }; logprobs: null; finish_reason: FinishReason }[];
+  /** With tool calls: content is the text beside them (null when none) and finish_reason 'tool_calls'. */
+  choices: { index: 0; message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[] }; logprobs: null;
+    finish_reason: FinishReason }[];
   usage: CompletionUsage;
 }
 
-/** A streamed piece: the first has delta.role, the last an empty delta, finish_reason and usage. */
+/** A streamed piece: the first has delta.role, the last an empty delta, finish_reason and usage. With tools,
+ * the text before the first call streams as content and each call comes whole in one delta at the end. */
 export interface ChatCompletionChunk {
   id: string;
   object: 'chat.completion.chunk';
   created: number;
   model: string;
-  choices: { index: 0; delta: { role?: 'assistant'; content?: string }; logprobs: null; finish_reason: FinishReason | null }[];
+  choices: { index: 0; delta: { role?: 'assistant'; content?: string; tool_calls?: (ToolCall & { index: number })[] }; logprobs: null;
+    finish_reason: FinishReason | null }[];
   usage?: CompletionUsage;
 }
 
@@ -446,6 +484,33 @@ export interface ChatCompletions {
 export interface Completions {
   create(req: CompletionRequest & { stream: true }): Promise<AsyncIterable<Completion>>;
   create(req: CompletionRequest & { stream?: false }): Promise<Completion>;
+}
+
+/** embeddings.create: OpenAI's request, and pooling / normalize (extensions). */
+export interface EmbeddingRequest {
+  /** Texts (BOS and control-token texts as `llamaweb embed` tokenizes them) or token ids. */
+  input: string | string[] | number[] | number[][];
+  encoding_format?: 'float' | 'base64';
+  /** Only the model's n_embd (no other size is offered). */
+  dimensions?: number;
+  /** Default: the file's pooling_type, else mean. 'none': one vector per token, back to back. */
+  pooling?: 'mean' | 'cls' | 'last' | 'none';
+  /** llama.cpp's embd_normalize: 2 Euclidean (default), -1 none, 0 int16 range, 1 taxicab, p > 2 the p-norm. */
+  normalize?: number;
+  model?: string;
+  signal?: AbortSignal;
+}
+
+export interface EmbeddingList {
+  object: 'list';
+  model: string;
+  /** embedding: floats, or their little-endian float32 bytes in base64 (encoding_format 'base64'). */
+  data: { object: 'embedding'; index: number; embedding: number[] | string }[];
+  usage: { prompt_tokens: number; total_tokens: number };
+}
+
+export interface Embeddings {
+  create(req: EmbeddingRequest): Promise<EmbeddingList>;
 }
 
 /** What LlamawebWorker.open can send to the worker. */
@@ -502,6 +567,9 @@ export interface WorkerModel {
   /** chat(messages, opts) as Model's; chat.completions.create: the OpenAI-shaped call. */
   chat: ((messages: ChatMessage[], opts?: GenerateOptions) => Promise<GenerateResult>) & { completions: ChatCompletions };
   completions: Completions;
+  /** embeddings.create: OpenAI's embeddings (the CPU engine's own embeddings context; on WebGPU the final norm's
+   * rows, which overwrites the KV cache). */
+  embeddings: Embeddings;
   renderChat(messages: ChatMessage[], addGenerationPrompt?: boolean): Promise<string>;
   tokenize(text: string, addSpecial?: boolean): Promise<number[]>;
   tokenizeSpecial(text: string, addSpecial?: boolean): Promise<number[]>;
@@ -573,6 +641,9 @@ export class Model {
   chat: ((messages: ChatMessage[], opts?: GenerateOptions) => Promise<GenerateResult>) & { completions: ChatCompletions };
   /** completions.create: the OpenAI-shaped raw-prompt call. */
   completions: Completions;
+  /** embeddings.create: OpenAI's embeddings (the CPU engine's own embeddings context; on WebGPU the final norm's
+   * rows, which overwrites the KV cache). */
+  embeddings: Embeddings;
   /** A conversation whose KV cache is kept across turns (any model: the plain format without a template). */
   newChat(opts?: ChatOptions): Chat;
   /** Generation from text or token ids, from a fresh context unless opts.keepContext. */

@@ -202,6 +202,7 @@ export class GpuModel {
     this.sampling = JSON.stringify(SAMPLING_DEFAULTS); // what the C side starts with
     this.ids = M._malloc(4 * 65536); // token ids passed to C
     this.idsCap = 65536;
+    this.grammar = null; // a Grammar (web/lw-structured.mjs) choosing the tokens of decode(), or null
   }
 
   check() {
@@ -249,6 +250,7 @@ export class GpuModel {
     const k = this.M._lw_wasm_model_set_sampling(this.h, p.temp, p.topK, p.topP, p.minP, Number(p.seed));
     if (k < 0) throw new Error(this.M.UTF8ToString(this.M._lw_wasm_model_sampling_error(this.h)));
     this.sampling = JSON.stringify(p);
+    if (this.grammar) this.grammar.follow(p); // its draws reseeded with the engine's
     return k;
   }
 
@@ -265,11 +267,15 @@ export class GpuModel {
       out = 'sample';
     }
     M.HEAP32.set(ids, this.ids >> 2);
-    const kind = out === 'logits' ? 2 : out === 'none' ? 0 : out === 'sample' ? 3 : 1;
+    // a grammar (web/lw-structured.mjs, set while a constrained request runs) picks the token from the
+    // logits read back (n_vocab floats instead of 4 bytes) with the CPU sampler
+    const gr = this.grammar && (out === 'argmax' || out === 'sample') ? this.grammar : null;
+    const kind = gr || out === 'logits' ? 2 : out === 'none' ? 0 : out === 'sample' ? 3 : 1;
     const st = M._lw_wasm_model_decode(this.h, this.ids, ids.length, kind);
     if (st !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_model_error(this.h)));
     await M.lwGpu.settle();
     this.check();
+    if (gr) return gr.pick(this, out, M._lw_wasm_model_logits(this.h));
     if (kind === 1 || kind === 3) return M._lw_wasm_model_token(this.h);
     if (kind === 2) {
       const p = M._lw_wasm_model_logits(this.h) >> 2;
@@ -552,6 +558,7 @@ export class CpuEngine {
     this.ids = M._malloc(4 * 65536); // token ids passed to C
     this.idsCap = 65536;
     this.sampling = null; // JSON of the parameters in effect (null: none yet)
+    this.grammar = null;  // a Grammar (web/lw-structured.mjs) choosing the tokens of decode(), or null
   }
 
   infoText() {
@@ -609,6 +616,7 @@ export class CpuEngine {
     const k = this.M._lw_wasm_cpum_set_sampling(this.h, p.temp, p.topK, p.topP, p.minP, Number(p.seed));
     if (k < 0) throw new LlamawebError('BAD_INPUT', this.M.UTF8ToString(this.M._lw_wasm_cpum_sampling_error(this.h)));
     this.sampling = JSON.stringify(p);
+    if (this.grammar) this.grammar.follow(p); // its draws reseeded with the engine's
     return k;
   }
 
@@ -622,10 +630,18 @@ export class CpuEngine {
       if (JSON.stringify({ ...SAMPLING_DEFAULTS, ...out }) !== this.sampling) this.setSampling(out);
       out = 'sample';
     }
-    const kind = out === 'logits' ? 2 : out === 'none' ? 0 : out === 'sample' ? 3 : 1;
+    // a grammar (web/lw-structured.mjs, set while a constrained request runs) picks the token from the
+    // decode's logits with the CPU sampler
+    const gr = this.grammar && (out === 'argmax' || out === 'sample') ? this.grammar : null;
+    const kind = gr ? 0 : out === 'logits' ? 2 : out === 'none' ? 0 : out === 'sample' ? 3 : 1;
     M.HEAP32.set(ids, this.ids >> 2);
     const st = M._lw_wasm_cpum_decode(this.h, this.ids, ids.length, kind);
     if (st !== 0) throw statusError(M, st, M.UTF8ToString(M._lw_wasm_cpum_decode_error(this.h)), 'decode');
+    if (gr) {
+      const id = gr.pick(this, out, M._lw_wasm_cpum_logits(this.h));
+      await yieldToEventLoop();
+      return id;
+    }
     const id = M._lw_wasm_cpum_token(this.h);
     const logits = kind === 2 ? M.HEAPF32.slice(M._lw_wasm_cpum_logits(this.h) >> 2, (M._lw_wasm_cpum_logits(this.h) >> 2) + this.nVocab) : null;
     await yieldToEventLoop();

@@ -23,6 +23,7 @@
 // again with one more message decodes only the new part (usage.prompt_tokens_details.cached_tokens), and the
 // reply is a fresh context's. Completions reuse the cache the same way.
 import { LlamawebError } from './lw-model.mjs';
+import { structuredRun, embedRun } from './lw-structured.mjs';
 
 // ---------------------------------------------------------------------------------------------------------
 // Requests
@@ -159,6 +160,7 @@ function parseMessages(messages) {
 }
 
 async function chatCompletion(model, req) {
+  if (structured(req)) return structuredChat(model, req);
   const opts = commonOptions(req);
   const { system, before, last } = parseMessages(req && req.messages);
   const id = newId('chatcmpl-'), created = Math.floor(Date.now() / 1000), name = req.model || model.name || 'llamaweb';
@@ -203,6 +205,7 @@ async function chatCompletion(model, req) {
 // ---------------------------------------------------------------------------------------------------------
 
 async function completion(model, req) {
+  if (structured(req)) return structuredCompletion(model, req);
   const opts = commonOptions(req);
   let prompt = req.prompt;
   if (Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] === 'string') prompt = prompt[0];
@@ -223,10 +226,314 @@ async function completion(model, req) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// Structured output and tool calls (web/lw-structured.mjs runs the plans where the engine is)
+// ---------------------------------------------------------------------------------------------------------
+//
+// response_format: {type: 'text'} (as without), {type: 'json_object'} (any JSON value; WebLLM's `schema`
+// beside it as json_schema), {type: 'json_schema', json_schema: {name, schema, strict}} (JSON valid for the
+// schema: src/grammar's converter, llama.cpp's json-schema-to-grammar); grammar: a GBNF string (llama.cpp's
+// dialect; an extension, as llama.cpp's server takes it). tools: OpenAI's [{type: 'function', function:
+// {name, description, parameters}}], rendered into the model's chat template; tool_choice 'auto' (default:
+// the reply is parsed for calls in the template's convention), 'required' or {type: 'function', function:
+// {name}} (the reply is constrained to calls: a grammar from the tools' parameter schemas), 'none' (tools
+// are not shown); parallel_tool_calls (default true); tool_format (an extension: 'hermes' | 'llama3' |
+// 'mistral', default the template's). Replies with calls have message.tool_calls and finish_reason
+// 'tool_calls'; streamed, the text before the first call streams as content and each call comes as one
+// delta {tool_calls: [{index, id, type, function: {name, arguments}}]} at the end. Messages may carry
+// tool_calls (assistant) and tool_call_id (role 'tool'), and the conversation may end with tool results.
+
+const RESPONSE_TYPES = ['text', 'json_object', 'json_schema'];
+const TOOL_FORMAT_NAMES = ['auto', 'hermes', 'llama3', 'mistral'];
+// where a reply's tool calls begin, per convention (Llama 3's bare object: a '{' opening the reply)
+const CALL_MARKERS = { hermes: ['<tool_call>'], mistral: ['[TOOL_CALLS]'], llama3: [], auto: ['<tool_call>', '[TOOL_CALLS]'] };
+
+const isObject = (x) => x !== null && typeof x === 'object' && !Array.isArray(x);
+
+// Whether a request asks for anything this section handles.
+function structured(req) {
+  if (!req || typeof req !== 'object') return false;
+  const rf = req.response_format;
+  const msgs = Array.isArray(req.messages) ? req.messages : [];
+  return (rf !== undefined && rf !== null && !(isObject(rf) && rf.type === 'text')) ||
+    (req.grammar !== undefined && req.grammar !== null) || (req.tools !== undefined && req.tools !== null) ||
+    (req.tool_choice !== undefined && req.tool_choice !== null) ||
+    msgs.some((m) => m && (m.role === 'tool' || Array.isArray(m.tool_calls)));
+}
+
+// The grammar spec of response_format / grammar (null: none), checked here; the schema itself is checked
+// by C when the grammar is made (BAD_INPUT with its message).
+function constraintOf(req) {
+  const rf = req.response_format;
+  let spec = null;
+  if (rf !== undefined && rf !== null) {
+    if (!isObject(rf) || !RESPONSE_TYPES.includes(rf.type)) throw bad(`response_format.type must be one of ${RESPONSE_TYPES.join(', ')}`);
+    if (rf.type === 'json_object') {
+      const sc = rf.schema; // WebLLM's form
+      if (sc !== undefined && sc !== null && typeof sc !== 'string' && !isObject(sc)) throw bad('response_format.schema must be a JSON Schema (object or JSON text)');
+      spec = sc === undefined || sc === null ? { kind: 'json' } : { kind: 'json_schema', text: typeof sc === 'string' ? sc : JSON.stringify(sc) };
+    } else if (rf.type === 'json_schema') {
+      const js = rf.json_schema;
+      if (!isObject(js) || !(isObject(js.schema) || typeof js.schema === 'boolean')) throw bad('response_format.json_schema.schema must be a JSON Schema object');
+      spec = { kind: 'json_schema', text: JSON.stringify(js.schema) };
+    }
+  }
+  if (req.grammar !== undefined && req.grammar !== null) {
+    if (typeof req.grammar !== 'string' || !req.grammar.trim()) throw bad('grammar must be a GBNF string');
+    if (spec) throw bad('grammar and response_format cannot both constrain a reply');
+    spec = { kind: 'gbnf', text: req.grammar };
+  }
+  return spec;
+}
+
+// The tools of a request (null: none), tool_choice ('auto' | 'required' | 'none' | a function's name),
+// parallel_tool_calls and tool_format, checked.
+function toolsOf(req) {
+  if (req.tools === undefined || req.tools === null) {
+    if (req.tool_choice !== undefined && req.tool_choice !== null && req.tool_choice !== 'none' && req.tool_choice !== 'auto') {
+      throw bad('tool_choice needs tools');
+    }
+    return { tools: null, choice: 'none', parallel: true, format: 'auto' };
+  }
+  if (!Array.isArray(req.tools)) throw bad('tools must be an array');
+  const names = new Set();
+  req.tools.forEach((t, i) => {
+    const f = t && t.function;
+    if (!isObject(t) || t.type !== 'function' || !isObject(f)) throw bad(`tools[${i}] must be {type: 'function', function: {name, ...}}`);
+    if (typeof f.name !== 'string' || !/^[a-zA-Z0-9_-]{1,64}$/.test(f.name)) throw bad(`tools[${i}].function.name must match [a-zA-Z0-9_-]{1,64}`);
+    if (f.parameters !== undefined && !isObject(f.parameters)) throw bad(`tools[${i}].function.parameters must be a JSON Schema object`);
+    if (f.description !== undefined && typeof f.description !== 'string') throw bad(`tools[${i}].function.description must be a string`);
+    names.add(f.name);
+  });
+  let choice = req.tool_choice ?? 'auto';
+  if (isObject(choice)) {
+    const n = choice.type === 'function' && choice.function && choice.function.name;
+    if (typeof n !== 'string' || !names.has(n)) throw bad('tool_choice names no function of tools');
+    choice = n;
+  } else if (!['auto', 'required', 'none'].includes(choice)) {
+    throw bad("tool_choice must be 'auto', 'required', 'none' or {type: 'function', function: {name}}");
+  }
+  if (req.tools.length === 0 && choice !== 'none' && choice !== 'auto') throw bad('tool_choice needs tools');
+  const parallel = req.parallel_tool_calls ?? true;
+  if (typeof parallel !== 'boolean') throw bad('parallel_tool_calls must be a boolean');
+  const format = req.tool_format ?? 'auto';
+  if (!TOOL_FORMAT_NAMES.includes(format)) throw bad(`tool_format must be one of ${TOOL_FORMAT_NAMES.join(', ')}`);
+  return { tools: req.tools.length ? req.tools : null, choice, parallel, format };
+}
+
+// Messages as the template reads them (text content, tool calls and ids kept).
+function templateMessages(messages) {
+  if (!Array.isArray(messages) || messages.length === 0) throw bad('messages must be a non-empty array');
+  return messages.map((m, i) => {
+    if (!m || typeof m.role !== 'string' || !m.role) throw bad(`messages[${i}] needs a role`);
+    const out = { role: m.role, content: m.content === null || m.content === undefined ? null : contentText(m, i) };
+    if (m.tool_calls !== undefined && m.tool_calls !== null) {
+      if (!Array.isArray(m.tool_calls) || !m.tool_calls.every((c) => isObject(c) && isObject(c.function) && typeof c.function.name === 'string')) {
+        throw bad(`messages[${i}].tool_calls must be [{id, type: 'function', function: {name, arguments}}]`);
+      }
+      out.tool_calls = m.tool_calls.map((c) => ({ id: c.id, type: c.type || 'function', function: { name: c.function.name, arguments: c.function.arguments ?? '{}' } }));
+    }
+    for (const k of ['tool_call_id', 'name', 'reasoning_content']) {
+      if (m[k] !== undefined && m[k] !== null) {
+        if (typeof m[k] !== 'string') throw bad(`messages[${i}].${k} must be a string`);
+        out[k] = m[k];
+      }
+    }
+    return out;
+  });
+}
+
+// Runs plan where model's engine is: the page's (structuredRun) or the worker's ('structured' op; the
+// signal stops it there).
+function runPlan(model, plan) {
+  return (onToken, signal) => {
+    if (!model.rpc) return structuredRun(model, plan, onToken, signal);
+    const stop = () => model.stop();
+    if (signal) signal.addEventListener('abort', stop, { once: true });
+    return model.rpc.call({ op: 'structured', handle: model.handle, plan },
+      (ev) => { if (ev.token !== undefined) onToken(ev.token, ev.tokenId); })
+      .finally(() => { if (signal) signal.removeEventListener('abort', stop); });
+  };
+}
+
+// Holds back streamed text from the first place a tool call may begin (format's markers; Llama 3's calls
+// are a reply opening with '{'): push(text) -> the text safe to stream now; held() -> what was held.
+function callHold(format) {
+  const markers = CALL_MARKERS[format] || CALL_MARKERS.auto;
+  const bare = format === 'llama3' || format === 'auto';
+  let held = '', cut = false, sent = '';
+  return {
+    push(t) {
+      if (cut) { held += t; return ''; }
+      const s = held + t;
+      let at = -1;
+      for (const m of markers) {
+        const i = s.indexOf(m);
+        if (i >= 0 && (at < 0 || i < at)) at = i;
+      }
+      if (bare && !sent.trim()) {
+        const i = s.search(/\S/);
+        if (i >= 0 && s[i] === '{' && (at < 0 || i < at)) at = i;
+      }
+      if (at < 0 && bare && !(sent + s).trim()) at = 0; // only whitespace so far: it may open a call
+      if (at >= 0) {
+        cut = true;
+        held = s.slice(at);
+        sent += s.slice(0, at);
+        return s.slice(0, at);
+      }
+      let keep = 0; // the longest end of s that begins a marker
+      for (const m of markers) {
+        for (let k = Math.min(m.length - 1, s.length); k > keep; k--) if (s.endsWith(m.slice(0, k))) { keep = k; break; }
+      }
+      held = s.slice(s.length - keep);
+      sent += s.slice(0, s.length - keep);
+      return s.slice(0, s.length - keep);
+    },
+    held: () => held,
+  };
+}
+
+// The OpenAI shape of a result's calls: ids of their own, the arguments' text as generated.
+const openaiCalls = (calls) => calls.map((c) => ({ id: newId('call_'), type: 'function', function: { name: c.function.name, arguments: c.function.arguments } }));
+
+async function structuredChat(model, req) {
+  const opts = commonOptions(req);
+  const constraint = constraintOf(req);
+  const t = toolsOf(req);
+  if (constraint && t.tools && t.choice !== 'auto' && t.choice !== 'none') throw bad('response_format/grammar and a required tool call cannot both constrain a reply');
+  const messages = templateMessages(req.messages);
+  const last = messages[messages.length - 1];
+  // a chat session (the C session's rendering, as without structure) unless the template must see tools or
+  // tool messages, or the conversation ends with something other than the user's message
+  const session = !(t.tools && t.choice !== 'none') && last.role === 'user' &&
+    messages.every((m) => m.role !== 'tool' && !m.tool_calls);
+  let plan;
+  if (session) {
+    const { system, before, last: text } = parseMessages(req.messages);
+    plan = { mode: 'session', system, before, last: text };
+  } else {
+    plan = { mode: 'render', messages };
+  }
+  Object.assign(plan, { constraint, tools: t.tools, toolChoice: t.choice, parallel: t.parallel, toolFormat: t.format,
+    maxTokens: opts.maxTokens, sampling: opts.sampling, stop: opts.stop });
+  const id = newId('chatcmpl-'), created = Math.floor(Date.now() / 1000), name = req.model || model.name || 'llamaweb';
+  const base = (choices) => ({ id, object: 'chat.completion.chunk', created, model: name, choices });
+  const usage = (r) => ({
+    prompt_tokens: r.fromCell + r.decodedTokens, completion_tokens: r.tokens.length,
+    total_tokens: r.fromCell + r.decodedTokens + r.tokens.length, prompt_tokens_details: { cached_tokens: r.fromCell },
+  });
+  const calling = !!(t.tools && t.choice !== 'none');
+  const hold = calling ? callHold(t.format) : null;
+  let sentRole = false;
+  const chunk = (delta) => {
+    const d = sentRole ? delta : { role: 'assistant', ...delta };
+    sentRole = true;
+    return base([{ index: 0, delta: d, logprobs: null, finish_reason: null }]);
+  };
+  const start = runPlan(model, plan);
+  return run(model, opts, hold ? (onToken, signal) => start((text) => onToken(hold.push(text)), signal) : start,
+    (text) => chunk({ content: text }), (r, streaming) => {
+      const calls = r.toolCalls && r.toolCalls.calls.length ? openaiCalls(r.toolCalls.calls) : null;
+      const reason = calls ? 'tool_calls' : finishReason(r.reason);
+      if (streaming) {
+        return (function* () {
+          if (calls) {
+            for (let i = 0; i < calls.length; i++) yield chunk({ tool_calls: [{ index: i, ...calls[i] }] });
+          } else if (hold && hold.held()) {
+            yield chunk({ content: hold.held() });
+          }
+          if (!sentRole) yield chunk({ content: '' });
+          yield { ...base([{ index: 0, delta: {}, logprobs: null, finish_reason: reason }]), usage: usage(r) };
+        })();
+      }
+      const message = calls ? { role: 'assistant', content: r.toolCalls.content || null, tool_calls: calls }
+        : { role: 'assistant', content: r.text };
+      return {
+        id, object: 'chat.completion', created, model: name,
+        choices: [{ index: 0, message, logprobs: null, finish_reason: reason }],
+        usage: usage(r),
+      };
+    });
+}
+
+// completions.create with response_format or grammar (an extension; OpenAI's completions have neither).
+async function structuredCompletion(model, req) {
+  const opts = commonOptions(req);
+  if (req.tools !== undefined && req.tools !== null) throw bad('completions take no tools (use chat.completions)');
+  const constraint = constraintOf(req);
+  let prompt = req.prompt;
+  if (Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] === 'string') prompt = prompt[0];
+  const ids = Array.isArray(prompt) && prompt.every((x) => Number.isInteger(x) && x >= 0);
+  if (typeof prompt !== 'string' && !ids) throw bad('prompt must be a string, [string] or an array of token ids');
+  const plan = { mode: 'text', prompt, constraint, maxTokens: opts.maxTokens, sampling: opts.sampling, stop: opts.stop };
+  const id = newId('cmpl-'), created = Math.floor(Date.now() / 1000), name = req.model || model.name || 'llamaweb';
+  const base = (choices) => ({ id, object: 'text_completion', created, model: name, choices });
+  const usage = (r) => ({ prompt_tokens: r.promptTokens, completion_tokens: r.tokens.length, total_tokens: r.promptTokens + r.tokens.length,
+    prompt_tokens_details: { cached_tokens: r.fromCell } });
+  return run(model, opts, runPlan(model, plan), (text) => base([{ index: 0, text, logprobs: null, finish_reason: null }]), (r, streaming) => {
+    const choice = (text) => ({ index: 0, text, logprobs: null, finish_reason: finishReason(r.reason) });
+    if (streaming) return [{ ...base([choice('')]), usage: usage(r) }][Symbol.iterator]();
+    return { ...base([choice(r.text)]), usage: usage(r) };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Embeddings
+// ---------------------------------------------------------------------------------------------------------
+
+// embeddings.create({input: string | [string] | [id] | [[id]], encoding_format: 'float' | 'base64',
+// dimensions (only n_embd), pooling, normalize (extensions: web/lw-structured.mjs embedRun; default the
+// file's pooling or mean, L2-normalised as llama.cpp's server does), signal}) -> OpenAI's list object.
+async function embeddings(model, req) {
+  if (!req || typeof req !== 'object') throw bad('create() takes a request object');
+  let input = req.input;
+  if (typeof input === 'string' || (Array.isArray(input) && input.length > 0 && input.every((x) => Number.isInteger(x)))) input = [input];
+  if (!Array.isArray(input) || input.length === 0 ||
+    !input.every((x) => (typeof x === 'string' && x.length > 0) || (Array.isArray(x) && x.length > 0 && x.every((y) => Number.isInteger(y) && y >= 0)))) {
+    throw bad('input must be a non-empty string, an array of them, or token ids ([id] or [[id]])');
+  }
+  const format = req.encoding_format ?? 'float';
+  if (format !== 'float' && format !== 'base64') throw bad("encoding_format must be 'float' or 'base64'");
+  const signal = req.signal ?? undefined;
+  if (signal && signal.aborted) throw aborted();
+  const opts = { pooling: req.pooling ?? undefined, normalize: req.normalize ?? undefined };
+  if (model.openaiRunning_) throw bad('a request is already running on this model');
+  model.openaiRunning_ = true;
+  const stop = () => model.stop();
+  if (signal) signal.addEventListener('abort', stop, { once: true });
+  let r;
+  try {
+    r = model.rpc ? await model.rpc.call({ op: 'embed', handle: model.handle, inputs: input, opts }) : await embedRun(model, input, opts);
+    if (signal && signal.aborted) throw aborted();
+  } catch (e) {
+    throw signal && signal.aborted ? aborted() : LlamawebError.from(e);
+  } finally {
+    if (signal) signal.removeEventListener('abort', stop);
+    model.openaiRunning_ = false;
+  }
+  if (req.dimensions !== undefined && req.dimensions !== null && req.dimensions !== r.nEmbd) {
+    throw bad(`dimensions: this model's vectors have ${r.nEmbd} (no other size is offered)`);
+  }
+  const encode = (v) => {
+    if (format === 'float') return Array.from(v);
+    const b = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+    let s = '';
+    for (let i = 0; i < b.length; i += 0x8000) s += String.fromCharCode(...b.subarray(i, i + 0x8000));
+    return btoa(s);
+  };
+  const total = r.tokens.reduce((a, n) => a + n, 0);
+  return {
+    object: 'list', model: req.model || model.name || 'llamaweb',
+    data: r.vectors.map((v, index) => ({ object: 'embedding', index, embedding: encode(v) })),
+    usage: { prompt_tokens: total, total_tokens: total },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Attaching to a model
 // ---------------------------------------------------------------------------------------------------------
 
-// Gives model (Model or WorkerModel) chat.completions.create and completions.create. model.chat stays the
+// Gives model (Model or WorkerModel) chat.completions.create, completions.create and embeddings.create. model.chat stays the
 // function it was (chat(messages, opts): a rendered conversation generated as generate() does); the API
 // hangs on it. Each create() returns a promise (of the result, or of the chunks' async iterable).
 export function attachOpenAI(model) {
@@ -234,5 +541,6 @@ export function attachOpenAI(model) {
   chat.completions = { create: (req) => chatCompletion(model, req) };
   model.chat = chat;
   model.completions = { create: (req) => completion(model, req) };
+  model.embeddings = { create: (req) => embeddings(model, req) };
   model.openaiRunning_ = false; // a create() is running (one at a time per model)
 }

@@ -53,6 +53,33 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_chat *lw_wasm_chat_new(lw_model *m) {
     return c;
 }
 
+/* The render options of c's template (its BOS/EOS texts). */
+static lw_chat_params render_params(const lw_wasm_chat *c, int add_generation_prompt) {
+    lw_chat_params p;
+    lw_chat_params_default(&p);
+    p.add_generation_prompt = add_generation_prompt != 0;
+    p.bos_token = c->bos;
+    p.eos_token = c->eos;
+    return p;
+}
+
+/* A render's outcome (st, out of out_len bytes) as the entry points return it: out with *len, or NULL with
+ * the message in c->err. */
+static char *rendered(lw_wasm_chat *c, lw_status st, char *out, size_t out_len, int *len) {
+    if (st != LW_OK) {
+        lw__errorf(c->err, st, "chat template: %s", lw_chat_template_error(c->t));
+        return NULL;
+    }
+    if (out_len > (size_t)INT32_MAX) {
+        lw_chat_string_free(c->t, out);
+        lw__errorf(c->err, LW_ERR_TOO_LARGE, "rendered prompt too large");
+        return NULL;
+    }
+    c->err[0] = 0;
+    *len = (int)out_len;
+    return out;
+}
+
 /* Renders n messages (roles[i], contents[i]; a NULL content is none to the template), ending with the
  * assistant header when add_generation_prompt. Returns the text (free with lw_wasm_chat_string_free) and its
  * length in *len, or NULL with the message in lw_wasm_chat_error(). */
@@ -76,27 +103,34 @@ EMSCRIPTEN_KEEPALIVE char *lw_wasm_chat_render(lw_wasm_chat *c, const char *cons
         msgs[i].role = roles[i];
         msgs[i].content = contents[i];
     }
-    lw_chat_params p;
-    lw_chat_params_default(&p);
-    p.add_generation_prompt = add_generation_prompt != 0;
-    p.bos_token = c->bos;
-    p.eos_token = c->eos;
+    const lw_chat_params p = render_params(c, add_generation_prompt);
     char *out = NULL;
     size_t out_len = 0;
     lw_status st = lw_chat_template_render(c->t, msgs, (size_t)n, &p, &out, &out_len);
     free(msgs);
-    if (st != LW_OK) {
-        lw__errorf(c->err, st, "chat template: %s", lw_chat_template_error(c->t));
+    return rendered(c, st, out, out_len, len);
+}
+
+/* Renders a conversation given as JSON (messages: an array of OpenAI-shaped message objects, members such
+ * as tool_calls and tool_call_id included; tools: OpenAI's tools array, NULL or "" for none), as
+ * lw_wasm_chat_render (web/lw-structured.mjs: requests with tools). */
+EMSCRIPTEN_KEEPALIVE char *lw_wasm_chat_render_json(lw_wasm_chat *c, const char *messages, int n, const char *tools,
+                                                    int add_generation_prompt, int *len) {
+    *len = 0;
+    if (!c->t) {
+        if (!c->err[0]) lw__errorf(c->err, LW_ERR_INVALID_ARG, "no chat template");
         return NULL;
     }
-    if (out_len > (size_t)INT32_MAX) {
-        lw_chat_string_free(c->t, out);
-        lw__errorf(c->err, LW_ERR_TOO_LARGE, "rendered prompt too large");
+    if (n < 0 || (n > 0 && !messages)) {
+        lw__errorf(c->err, LW_ERR_INVALID_ARG, "bad messages");
         return NULL;
     }
-    c->err[0] = 0;
-    *len = (int)out_len;
-    return out;
+    lw_chat_params p = render_params(c, add_generation_prompt);
+    p.tools = tools;
+    char *out = NULL;
+    size_t out_len = 0;
+    lw_status st = lw_chat_template_render_json(c->t, messages, (size_t)n, &p, &out, &out_len);
+    return rendered(c, st, out, out_len, len);
 }
 
 EMSCRIPTEN_KEEPALIVE void lw_wasm_chat_string_free(lw_wasm_chat *c, char *s) {

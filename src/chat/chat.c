@@ -1,5 +1,5 @@
 /* Chat templates: the API in chat.h — a parsed template object (AST in its own arena) and renders that
- * build the Hugging Face context (messages, add_generation_prompt, bos/eos tokens, tools=none,
+ * build the Hugging Face context (messages, add_generation_prompt, bos/eos tokens, tools (none unless given),
  * documents=none, optional enable_thinking) in a fresh, capped arena each time. */
 #include "chat/chat.h"
 
@@ -91,8 +91,8 @@ static bool set_str(jj_ctx *c, jj_scope *g, const char *name, const char *value)
     return jj_scope_set(c, g, jj_s(name, strlen(name)), jj_strv(s));
 }
 
-/* The variables Hugging Face passes to chat templates. */
-static bool build_globals(jj_ctx *c, jj_scope *g, const lw_chat_message *msgs, size_t n, const lw_chat_params *p) {
+/* The conversation of n messages as the template's `messages` list. */
+static bool messages_list(jj_ctx *c, const lw_chat_message *msgs, size_t n, jj_val *out) {
     jj_list *l = jj_list_new(c, n);
     if (!l) return false;
     for (size_t i = 0; i < n; i++) {
@@ -109,10 +109,33 @@ static bool build_globals(jj_ctx *c, jj_scope *g, const lw_chat_message *msgs, s
         }
         if (!jj_dict_set(c, d, jj_strv(jj_s("content", 7)), cv) || !jj_list_push(c, l, jj_dictv(d))) return false;
     }
-    if (!jj_scope_set(c, g, jj_s("messages", 8), jj_listv(l)) ||
+    *out = jj_listv(l);
+    return true;
+}
+
+/* JSON text [0..n) of what (the caller's messages or tools) as a value; its parse errors are named after what. */
+static bool json_arg(jj_ctx *c, const char *what, const char *text, size_t n, jj_val *out) {
+    if (jj_from_json(c, jj_s(text, n), out)) return true;
+    if (c->status == LW_ERR_INVALID_ARG) {
+        char why[LW_ERRMSG_SIZE];
+        snprintf(why, sizeof why, "%s", c->err);
+        const char *m = strncmp(why, "from_json: ", 11) == 0 ? why + 11 : why;
+        lw__errorf(c->err, LW_ERR_INVALID_ARG, "%s: bad JSON: %s", what, m);
+    }
+    return false;
+}
+
+/* The variables Hugging Face passes to chat templates (messages: the list already made). */
+static bool build_globals(jj_ctx *c, jj_scope *g, jj_val messages, const lw_chat_params *p) {
+    jj_val tools = jj_none();
+    if (p->tools && p->tools[0]) {
+        if (!json_arg(c, "tools", p->tools, strlen(p->tools), &tools)) return false;
+        if (tools.t != JV_LIST) return jj_fail(c, LW_ERR_INVALID_ARG, "tools: not a JSON array");
+    }
+    if (!jj_scope_set(c, g, jj_s("messages", 8), messages) ||
         !jj_scope_set(c, g, jj_s("add_generation_prompt", 21), jj_bool(p->add_generation_prompt != 0)) ||
         !set_str(c, g, "bos_token", p->bos_token) || !set_str(c, g, "eos_token", p->eos_token) ||
-        !jj_scope_set(c, g, jj_s("tools", 5), jj_none()) || !jj_scope_set(c, g, jj_s("documents", 9), jj_none()))
+        !jj_scope_set(c, g, jj_s("tools", 5), tools) || !jj_scope_set(c, g, jj_s("documents", 9), jj_none()))
         return false;
     if (p->enable_thinking >= 0 &&
         !jj_scope_set(c, g, jj_s("enable_thinking", 15), jj_bool(p->enable_thinking != 0)))
@@ -120,11 +143,44 @@ static bool build_globals(jj_ctx *c, jj_scope *g, const lw_chat_message *msgs, s
     return true;
 }
 
+/* The messages of a render: n structs, or (json != NULL) a JSON array of message objects. */
+typedef struct render_msgs {
+    const lw_chat_message *msgs; /* the structs (json NULL)            */
+    size_t n;                    /* their count, or the JSON's bytes   */
+    const char *json;            /* JSON text, or NULL                 */
+} render_msgs;
+
+static bool build_messages(jj_ctx *c, const render_msgs *rm, jj_val *out) {
+    if (!rm->json) return messages_list(c, rm->msgs, rm->n, out);
+    if (!json_arg(c, "messages", rm->json, rm->n, out)) return false;
+    if (out->t != JV_LIST) return jj_fail(c, LW_ERR_INVALID_ARG, "messages: not a JSON array");
+    for (size_t i = 0; i < out->u.l->n; i++)
+        if (out->u.l->v[i].t != JV_DICT)
+            return jj_fail(c, LW_ERR_INVALID_ARG, "messages[%zu]: not a JSON object", i);
+    return true;
+}
+
+static lw_status render(lw_chat_template *t, const render_msgs *rm, const lw_chat_params *params, char **out,
+                        size_t *out_len);
+
 lw_status lw_chat_template_render(lw_chat_template *t, const lw_chat_message *msgs, size_t n,
                                   const lw_chat_params *params, char **out, size_t *out_len) {
+    const render_msgs rm = {msgs, n, NULL};
+    return render(t, n && !msgs ? NULL : &rm, params, out, out_len);
+}
+
+lw_status lw_chat_template_render_json(lw_chat_template *t, const char *messages, size_t len,
+                                       const lw_chat_params *params, char **out, size_t *out_len) {
+    const render_msgs rm = {NULL, len, messages ? messages : ""};
+    return render(t, len && !messages ? NULL : &rm, params, out, out_len);
+}
+
+/* rm NULL: the caller's messages were a NULL pointer with a count. */
+static lw_status render(lw_chat_template *t, const render_msgs *rm, const lw_chat_params *params, char **out,
+                        size_t *out_len) {
     if (out) *out = NULL;
     if (out_len) *out_len = 0;
-    if (!t || !out || (n && !msgs)) {
+    if (!t || !out || !rm) {
         if (t) {
             t->kind = LW_CHAT_ERR_RENDER;
             lw__errorf(t->err, LW_ERR_INVALID_ARG, "NULL argument");
@@ -150,7 +206,9 @@ lw_status lw_chat_template_render(lw_chat_template *t, const lw_chat_message *ms
     c.err = t->err;
 
     jj_scope *g = jj_scope_new(&c, NULL);
-    bool ok = g && build_globals(&c, g, msgs, n, &p) && jj_render_body(&c, g, t->body, t->nbody);
+    jj_val messages;
+    bool ok = g && build_messages(&c, rm, &messages) && build_globals(&c, g, messages, &p) &&
+              jj_render_body(&c, g, t->body, t->nbody);
     /* costs charged without an immediate check (lookups, searches) must not slip past the limit */
     if (ok && (c.status != LW_OK || !jj_step(&c, 0))) ok = false;
     t->last_steps = c.steps;

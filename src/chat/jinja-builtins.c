@@ -529,13 +529,17 @@ static bool json_value(jj_ctx *c, json_in *J, int depth, jj_val *out) {
     return json_bad(c, J, "unexpected character");
 }
 
-static bool from_json(jj_ctx *c, jj_val in, jj_val *out) {
-    if (in.t != JV_STR) return jj_fail(c, LW_ERR_INVALID_ARG, "from_json expects a string, got %s", jj_type_name(in));
-    json_in J = {in.u.s, 0};
+bool jj_from_json(jj_ctx *c, jj_str s, jj_val *out) {
+    json_in J = {s, 0};
     if (!json_value(c, &J, 0, out)) return false;
     json_ws(&J);
     if (J.i != J.s.n) return json_bad(c, &J, "trailing characters");
     return true;
+}
+
+static bool from_json(jj_ctx *c, jj_val in, jj_val *out) {
+    if (in.t != JV_STR) return jj_fail(c, LW_ERR_INVALID_ARG, "from_json expects a string, got %s", jj_type_name(in));
+    return jj_from_json(c, in.u.s, out);
 }
 
 /* ---------------------------------------------------------------------------------------------------------

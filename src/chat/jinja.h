@@ -350,6 +350,9 @@ bool jj_repr(jj_ctx *c, jj_buf *b, jj_val v, int depth);
 #define JJ_JSON_SORT_KEYS 1    /* sort object keys                        */
 #define JJ_JSON_ASCII 2        /* escape non-ASCII as \uXXXX (ensure_ascii) */
 bool jj_tojson(jj_ctx *c, jj_buf *b, jj_val v, int indent, int flags);
+/* JSON text s as a value (objects as dicts in key order, integers as int, other numbers float), the whole
+ * text one value: llama.cpp's from_json filter, and the JSON a render is given (tools, messages). */
+bool jj_from_json(jj_ctx *c, jj_str s, jj_val *out);
 bool jj_equal(jj_ctx *c, jj_val a, jj_val b, int depth, bool *eq);
 bool jj_compare(jj_ctx *c, jj_val a, jj_val b, int *cmp); /* numbers, strings, lists of them */
 void jj_fmt_float(double f, char buf[40]);

@@ -766,7 +766,7 @@ export class Model {
     const stops = stopList(opts.stop);
     this.begin(opts.signal);
     this.cacheOwner = null; // the KV cache is generate's from here: a conversation re-decodes what it reuses
-    let gen = null;
+    let gen = null, chain = null; // the C state machine; GpuModel.chain's iterator (GPU engine)
     try {
       const maxTokens = opts.maxTokens ?? 128;
       const g = this.engine;
@@ -793,7 +793,10 @@ export class Model {
       this.cached = null; // in flux until the prompt is in
       this.pending = -1;
       let t0 = performance.now();
-      let next = await g.decode(ids, out);
+      // the GPU model keeps the loop on the GPU (GpuModel.chain: steps submitted ahead of the ids handed
+      // here, undone when this loop stops); other engines decode one step per id
+      chain = g.chain ? g.chain(ids, out) : null;
+      let next = chain ? (await chain.next()).value : await g.decode(ids, out);
       this.cached = cached ? cached.concat(ids) : null;
       const promptMs = performance.now() - t0;
       t0 = performance.now();
@@ -813,10 +816,12 @@ export class Model {
         if (this.stopping || (opts.signal && opts.signal.aborted)) step = gen.stop();
         if (!step.sample) break;
         const id = next;
-        next = await g.decode([id], out);
+        next = chain ? (await chain.next()).value : await g.decode([id], out);
         if (this.cached) this.cached.push(id);
         steps++;
       }
+      if (chain) await chain.return(); // the steps after `next`: undone (nPast as if it was never decoded)
+      chain = null;
       this.pending = next; // produced, not decoded: keepContext feeds it first
       const genMs = performance.now() - t0;
       if (step.tail) hand(step.tail, -1); // held back: a character never completed, a stop string's start
@@ -830,6 +835,7 @@ export class Model {
       this.cached = null;
       throw LlamawebError.from(e);
     } finally {
+      if (chain) await chain.return().catch(() => {}); // an error: the speculative steps undone all the same
       if (gen) gen.free();
       this.busy = false;
       if (this.freed) this.release_(); // free() came during the generation

@@ -2,6 +2,11 @@
 // there on later visits, with no network at all. Llamaweb.open(url) uses it by default where OPFS exists
 // (web/lw-sources.mjs); cacheModel(url) fills it without opening a model.
 //
+// Two ways to fill it: cacheFiles / cacheModel download every missing part (range requests, `parallel` at
+// once) and resolve when the entry is complete; cacheStream (what open(url) uses) downloads each file in one
+// pass in file order while an engine reads it: each network chunk goes into its part file and, from memory,
+// to the engine's reads (at most streamBytes held), so a cold open reads the network once and OPFS never.
+//
 // An entry is a folder llamaweb-cache/<sha-256 of the URL, 32 hex digits>/ holding meta.json and the file in
 // parts p00000, p00001, ... of partBytes each (the last one shorter). Why parts:
 //   - atomic: OPFS's createWritable() commits a file only on close(), so a part file is either what an

@@ -25,10 +25,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { repoRoot } from '../../web/lw-node.mjs';
-import { startServer } from '../../web/serve.mjs';
-import { launchChromium, chromiumMissing } from './chromium.mjs';
+import { chromiumMissing } from './chromium.mjs';
 import { ggufSplit } from './gguf-split.mjs';
-import { faultServer, bytes, sha } from './fault-server.mjs';
+import { faultServer, bytes, sha, openTestPage, cutEveryTry } from './fault-server.mjs';
 
 const root = repoRoot();
 const wasmDir = path.resolve(root, process.env.LW_WASM_DIR || 'build/wasm');
@@ -119,26 +118,19 @@ window.t = {
 window.ready = true;
 </script>`;
 
-let srv = null, browser = null, page = null, base = '';
+let T = null, page = null, base = '';
 const call = (expr) => page.evaluate(expr);
 const entry = async (name) => (await call('t.list()')).find((x) => x.url.endsWith('/m/' + name));
 const starts = (name) => requests(name).filter((x) => x.range && x.range !== 'bytes=0-0').map((x) => Number(/=(\d+)/.exec(x.range)[1]));
 
 before(async () => {
   if (skip) return;
-  srv = await startServer({ port: 0, wasmDir, intercept: (req, res, p) => {
-    if (p === '/test/stream.html') { res.setHeader('Content-Type', 'text/html; charset=utf-8'); res.end(PAGE); return true; }
-    return srvm.intercept(req, res, p);
-  } });
-  base = `http://127.0.0.1:${srv.port}`;
-  browser = await launchChromium();
-  page = await browser.newPage(base + '/test/stream.html');
-  assert.equal(await call('window.ready'), true, page.logs.join('\n'));
+  T = await openTestPage(srvm, wasmDir, 'stream.html', PAGE);
+  ({ page, base } = T);
 });
 
 after(async () => {
-  if (browser) await browser.close();
-  if (srv) { srv.server.close(); srv.server.closeAllConnections(); }
+  if (T) await T.close();
 });
 
 test('one pass: a reader slower than the network gets the file from one range request, memory bounded, nothing read back; the entry is complete', { skip, timeout: 60000 }, async () => {
@@ -190,13 +182,7 @@ test('a cut mid-stream continues from the byte reached; cut on every try: NETWOR
 
   const c = bytes(2 << 20, 23);
   addFile('s3.bin', c);
-  let first = true;
-  srvm.fault = ({ range }) => {
-    if (!range || range === 'bytes=0-0') return null;
-    const a = { cutAfter: first ? 900000 : 0 };
-    first = false;
-    return a;
-  };
+  srvm.fault = cutEveryTry(900000);
   const f = await call(`t.stream('/m/s3.bin', { retries: 2 })`);
   srvm.fault = null;
   assert.equal(f.ok, false);
@@ -293,13 +279,7 @@ test('open(url): stories260K downloaded once into the cache and the engine; ever
   assert.equal(hit.download, null, 'nothing downloaded');
 
   // a fault midway: cut after 300 KB, then every try cut at once
-  let first = true;
-  srvm.fault = ({ range }) => {
-    if (!range || range === 'bytes=0-0') return null;
-    const a = { cutAfter: first ? 300000 : 0 };
-    first = false;
-    return a;
-  };
+  srvm.fault = cutEveryTry(300000);
   const f = await call(`t.open('/m/st2.gguf', { retries: 1 })`);
   srvm.fault = null;
   assert.equal(f.code, 'NETWORK', JSON.stringify(f));

@@ -28,10 +28,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { repoRoot } from '../../web/lw-node.mjs';
-import { startServer } from '../../web/serve.mjs';
-import { launchChromium, chromiumMissing } from './chromium.mjs';
+import { chromiumMissing } from './chromium.mjs';
 import { ggufSplit } from './gguf-split.mjs';
-import { faultServer, bytes, sha } from './fault-server.mjs';
+import { faultServer, bytes, sha, openTestPage } from './fault-server.mjs';
 
 const root = repoRoot();
 const wasmDir = path.resolve(root, process.env.LW_WASM_DIR || 'build/wasm');
@@ -88,25 +87,18 @@ window.t = {
 window.ready = true;
 </script>`;
 
-let srv = null, browser = null, page = null, base = '';
+let T = null, page = null, base = '';
 const call = async (expr) => { const t0 = Date.now(); const v = await page.evaluate(expr); if (process.env.LW_TIME) console.log(`# ${Date.now() - t0} ms: ${expr}`); return v; };
 const phases = async () => [...new Set((await call('t.progress')).map((p) => p[2]))];
 
 before(async () => {
   if (skip) return;
-  srv = await startServer({ port: 0, wasmDir, intercept: (req, res, p) => {
-    if (p === '/test/cache.html') { res.setHeader('Content-Type', 'text/html; charset=utf-8'); res.end(PAGE); return true; }
-    return srvm.intercept(req, res, p);
-  } });
-  base = `http://127.0.0.1:${srv.port}`;
-  browser = await launchChromium();
-  page = await browser.newPage(base + '/test/cache.html');
-  assert.equal(await call('window.ready'), true, page.logs.join('\n'));
+  T = await openTestPage(srvm, wasmDir, 'cache.html', PAGE);
+  ({ page, base } = T);
 });
 
 after(async () => {
-  if (browser) await browser.close();
-  if (srv) { srv.server.close(); srv.server.closeAllConnections(); }
+  if (T) await T.close();
 });
 
 test('a cut connection and a 503 are resumed from the byte reached; the entry is complete; a second call and a reloaded page make no request', { skip, timeout: 60000 }, async () => {

@@ -5,6 +5,8 @@
 // body bytes), truncateAt (the file ends there: shorter answers, consistent headers), extra (bytes past the
 // end), etag (another ETag), noRange (ignore Range: 200 with the whole file), delayMs (between 16 KiB pieces).
 import { createHash } from 'node:crypto';
+import { startServer } from '../../web/serve.mjs';
+import { launchChromium } from './chromium.mjs';
 
 export const sha = (b) => createHash('sha256').update(b).digest('hex');
 
@@ -31,6 +33,32 @@ export function faultServer() {
     },
   };
   return s;
+}
+
+// A fault for s.fault: the first download request (not the one-byte probe) is cut after `first` bytes, every
+// later one before any byte.
+export function cutEveryTry(first) {
+  let n = 0;
+  return ({ range }) => (!range || range === 'bytes=0-0' ? null : { cutAfter: n++ ? 0 : first });
+}
+
+// A headless Chromium on `html`, served at /test/<name> by web/serve.mjs (the package, the wasm build of
+// wasmDir) with s's files under /m/: {srv, browser, page, base, close()}. The page must set window.ready.
+export async function openTestPage(s, wasmDir, name, html) {
+  const srv = await startServer({ port: 0, wasmDir, intercept: (req, res, p) => {
+    if (p === '/test/' + name) { res.setHeader('Content-Type', 'text/html; charset=utf-8'); res.end(html); return true; }
+    return s.intercept(req, res, p);
+  } });
+  const base = `http://127.0.0.1:${srv.port}`;
+  const browser = await launchChromium();
+  const page = await browser.newPage(base + '/test/' + name);
+  if (await page.evaluate('window.ready') !== true) throw new Error('the test page did not start: ' + page.logs.join('\n'));
+  const close = async () => {
+    await browser.close();
+    srv.server.close();
+    srv.server.closeAllConnections();
+  };
+  return { srv, browser, page, base, close };
 }
 
 async function serve(s, req, res, name) {

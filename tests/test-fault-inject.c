@@ -21,6 +21,7 @@
 #include "test.h"
 #include "webgpu/gpu-model.h"
 
+#include "alloc-counter.h"
 #include "gpu-fault-hal.h"
 
 #include <stdint.h>
@@ -28,43 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* ---------------------------------------------------------------------------------------------------------
- * A counting allocator that fails the N-th call
- * ------------------------------------------------------------------------------------------------------- */
-
-typedef struct counter {
-    long calls;   /* malloc + realloc calls so far            */
-    long live;    /* blocks not yet freed                     */
-    long fail_at; /* 1-based call that fails; 0: none         */
-    long failed;  /* calls that failed (1 at most per run)    */
-} counter;
-
-static void *c_malloc(void *u, size_t n) {
-    counter *c = u;
-    if (++c->calls == c->fail_at) {
-        c->failed++;
-        return NULL;
-    }
-    void *p = malloc(n ? n : 1);
-    if (p) c->live++;
-    return p;
-}
-static void *c_realloc(void *u, void *p, size_t n) {
-    counter *c = u;
-    if (++c->calls == c->fail_at) {
-        c->failed++;
-        return NULL;
-    }
-    void *q = realloc(p, n ? n : 1);
-    if (q && !p) c->live++;
-    return q;
-}
-static void c_free(void *u, void *p) {
-    counter *c = u;
-    if (p) c->live--;
-    free(p);
-}
 
 /* The statuses a read fault may give: the injected one passed on (a short read may also be found as data
  * that stops early: LW_ERR_TRUNCATED). */
@@ -122,30 +86,61 @@ done:
     return st;
 }
 
-static void cpu_alloc_loop(const char *path, const void *bytes, size_t size) {
+/* A host byte source over a file's bytes whose N-th read fails (loop 3), or none (loop 1). */
+typedef struct faulty {
+    const uint8_t *data; /* the file's bytes                      */
+    long reads;          /* read calls so far                     */
+    long fail_at;        /* 1-based read that fails; 0: none      */
+    lw_status how;       /* what that read returns                */
+    int failed;          /* 1 once it did                         */
+} faulty;
+
+static lw_status faulty_read(void *u, uint64_t off, void *dst, size_t n) {
+    faulty *f = u;
+    if (++f->reads == f->fail_at) {
+        f->failed = 1;
+        if (f->how == LW_ERR_TRUNCATED) memcpy(dst, f->data + off, n / 2); /* half of it came */
+        return f->how;
+    }
+    memcpy(dst, f->data + off, n);
+    return LW_OK;
+}
+
+/* Loop 1 (how == LW_ERR_NOMEM: the allocator fails its N-th call) and loop 3 (how: what the byte source's
+ * N-th read returns), for every N until a run meets no fault. */
+static void cpu_fault_loop(const char *path, const void *bytes, size_t size, lw_status how) {
+    const int alloc = how == LW_ERR_NOMEM;
     long injected = 0, n;
     for (n = 1;; n++) {
-        counter cnt = {0};
-        cnt.fail_at = n;
-        lw_allocator a = {c_malloc, c_realloc, c_free, &cnt};
+        alloc_counter cnt = {0};
+        cnt.fail_at = alloc ? n : 0;
+        faulty f = {bytes, 0, alloc ? 0 : n, how, 0};
+        lw_allocator a = alloc_counter_hooks(&cnt);
         lw_source *src = NULL;
-        CHECK(lw_source_from_memory(bytes, size, NULL, &src) == LW_OK);
+        CHECK(lw_source_from_callbacks(size, faulty_read, NULL, &f, NULL, &src) == LW_OK);
         char why[LW_ERRMSG_SIZE];
         const lw_status st = cpu_session(src, &a, why, sizeof why);
         lw_source_close(src);
-        CHECK_MSG(cnt.live == 0, "%s: allocation %ld failing: %ld blocks leaked", path, n, cnt.live);
-        if (!cnt.failed) {
+        CHECK_MSG(cnt.live == 0, "%s: %s %ld failing: %ld blocks leaked", path, alloc ? "allocation" : "read",
+                  n, cnt.live);
+        if (!(alloc ? cnt.failed : f.failed)) {
             CHECK_MSG(st == LW_OK, "%s: no fault, yet %s: %s", path, lw_status_str(st), why);
-            break; /* past the last allocation */
+            break; /* past the last allocation or read */
         }
         injected++;
-        CHECK_MSG(st == LW_ERR_NOMEM && why[0], "%s: allocation %ld failing gave %s (%s)", path, n,
-                  lw_status_str(st), why);
+        CHECK_MSG((alloc ? st == LW_ERR_NOMEM : read_status(st, how)) && why[0],
+                  "%s: %s %ld failing with %s gave %s (%s)", path, alloc ? "allocation" : "read", n,
+                  lw_status_str(how), lw_status_str(st), why);
         if (n > 100000) break;
     }
-    printf("%s: CPU engine, allocator failing at each of %ld calls of load + context + 10 steps: %ld faults, "
-           "all clean\n",
-           path, n - 1, injected);
+    if (alloc)
+        printf("%s: CPU engine, allocator failing at each of %ld calls of load + context + 10 steps: %ld "
+               "faults, "
+               "all clean\n",
+               path, n - 1, injected);
+    else
+        printf("%s: byte source returning %s at each of %ld reads of a load: %ld faults, all clean\n", path,
+               lw_status_str(how), n - 1, injected);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -191,8 +186,8 @@ static lw_status gpu_session(lw_model *m, int two_tokens, char *why, size_t why_
 }
 
 static void gpu_fault_loop(const char *path, gpu_fault kind, int two_tokens, long stride) {
-    counter cnt = {0};
-    lw_allocator a = {c_malloc, c_realloc, c_free, &cnt};
+    alloc_counter cnt = {0};
+    lw_allocator a = alloc_counter_hooks(&cnt);
     lw_model_params mp = lw_model_default_params();
     mp.alloc = &a;
     mp.no_weights = 1;
@@ -268,50 +263,6 @@ static void gpu_fault_loop(const char *path, gpu_fault kind, int two_tokens, lon
  * 3. Byte-source faults
  * ------------------------------------------------------------------------------------------------------- */
 
-typedef struct faulty {
-    const uint8_t *data; /* the file's bytes                      */
-    long reads;          /* read calls so far                     */
-    long fail_at;        /* 1-based read that fails; 0: none      */
-    lw_status how;       /* what that read returns                */
-    int failed;          /* 1 once it did                         */
-} faulty;
-
-static lw_status faulty_read(void *u, uint64_t off, void *dst, size_t n) {
-    faulty *f = u;
-    if (++f->reads == f->fail_at) {
-        f->failed = 1;
-        if (f->how == LW_ERR_TRUNCATED) memcpy(dst, f->data + off, n / 2); /* half of it came */
-        return f->how;
-    }
-    memcpy(dst, f->data + off, n);
-    return LW_OK;
-}
-
-static void read_fault_loop(const char *path, const void *bytes, size_t size, lw_status how) {
-    long injected = 0, n;
-    for (n = 1;; n++) {
-        faulty f = {bytes, 0, n, how, 0};
-        counter cnt = {0};
-        lw_allocator a = {c_malloc, c_realloc, c_free, &cnt};
-        lw_source *src = NULL;
-        CHECK(lw_source_from_callbacks(size, faulty_read, NULL, &f, NULL, &src) == LW_OK);
-        char why[LW_ERRMSG_SIZE];
-        const lw_status st = cpu_session(src, &a, why, sizeof why);
-        lw_source_close(src);
-        CHECK_MSG(cnt.live == 0, "%s: read %ld failing: %ld blocks leaked", path, n, cnt.live);
-        if (!f.failed) {
-            CHECK_MSG(st == LW_OK, "%s: no read fault, yet %s: %s", path, lw_status_str(st), why);
-            break;
-        }
-        injected++;
-        CHECK_MSG(read_status(st, how) && why[0], "%s: read %ld returning %s gave %s (%s)", path, n,
-                  lw_status_str(how), lw_status_str(st), why);
-        if (n > 100000) break;
-    }
-    printf("%s: byte source returning %s at each of %ld reads of a load: %ld faults, all clean\n", path,
-           lw_status_str(how), n - 1, injected);
-}
-
 /* The prefix lengths that end at a tensor boundary: each tensor's first byte and its last, the data
  * section's start, and one byte short of the whole file. Returns the count (at most cap). */
 static size_t boundaries(const void *bytes, size_t size, uint64_t *out, size_t cap) {
@@ -342,8 +293,8 @@ static void truncation_loop(const char *path, const void *bytes, size_t size) {
     snprintf(tmp, sizeof tmp, "%s/fault-inject-%d.gguf", test_tmp_dir(), (int)getpid());
     long shrunk = 0;
     for (size_t i = 0; i < n_cut; i++) {
-        counter cnt = {0};
-        lw_allocator a = {c_malloc, c_realloc, c_free, &cnt};
+        alloc_counter cnt = {0};
+        lw_allocator a = alloc_counter_hooks(&cnt);
         lw_source *src = NULL;
         char why[LW_ERRMSG_SIZE];
         CHECK(lw_source_from_memory(bytes, (size_t)cut[i], NULL, &src) == LW_OK);
@@ -416,9 +367,9 @@ int main(void) {
         }
         found++;
         const int heavy = !sanitized || i == 0; /* the ASAN suite: every loop on the llama model only */
-        cpu_alloc_loop(path, bytes, size);
-        read_fault_loop(path, bytes, size, LW_ERR_IO);
-        if (heavy) read_fault_loop(path, bytes, size, LW_ERR_TRUNCATED);
+        cpu_fault_loop(path, bytes, size, LW_ERR_NOMEM);
+        cpu_fault_loop(path, bytes, size, LW_ERR_IO);
+        if (heavy) cpu_fault_loop(path, bytes, size, LW_ERR_TRUNCATED);
         truncation_loop(path, bytes, size);
         /* the allocator loop over a GPU model's creation is long (~1300 calls, each a new plan with its
          * WGSL): every call with LW_TEST_SLOW=1, else the first 64 and then every 16th (64th under the

@@ -7,6 +7,7 @@
  * after the first shift and at the end: allocator calls and live blocks (none during the loop: generation and
  * shifting allocate nothing), the context's bytes, open file descriptors and the process's resident set
  * (within 1 MiB). */
+#include "alloc-counter.h"
 #include "llamaweb.h"
 #include "test.h"
 
@@ -15,31 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-typedef struct counter {
-    long calls; /* malloc + realloc calls */
-    long live;  /* blocks not yet freed   */
-} counter;
-
-static void *c_malloc(void *u, size_t n) {
-    counter *c = u;
-    c->calls++;
-    void *p = malloc(n ? n : 1);
-    if (p) c->live++;
-    return p;
-}
-static void *c_realloc(void *u, void *p, size_t n) {
-    counter *c = u;
-    c->calls++;
-    void *q = realloc(p, n ? n : 1);
-    if (q && !p) c->live++;
-    return q;
-}
-static void c_free(void *u, void *p) {
-    counter *c = u;
-    if (p) c->live--;
-    free(p);
-}
 
 static long open_fds(void) {
     DIR *d = opendir("/proc/self/fd");
@@ -82,7 +58,7 @@ typedef struct snapshot {
     uint64_t ctx_bytes;
 } snapshot;
 
-static snapshot take(const counter *c, const lw_context *ctx) {
+static snapshot take(const alloc_counter *c, const lw_context *ctx) {
     snapshot s = {c->calls, c->live, open_fds(), rss_kib(), lw_context_bytes(ctx)};
     return s;
 }
@@ -102,8 +78,8 @@ int main(void) {
         printf("long-run: no stories260K under %s/models: the synthetic llama seed instead\n",
                test_shared_dir());
     }
-    counter cnt = {0};
-    lw_allocator a = {c_malloc, c_realloc, c_free, &cnt};
+    alloc_counter cnt = {0};
+    lw_allocator a = alloc_counter_hooks(&cnt);
     lw_model_params mp = lw_model_default_params();
     mp.alloc = &a;
     lw_model *m = NULL;

@@ -20,24 +20,13 @@
 // Skips (visibly) without Chromium; the model cases without the wasm build or ../shared.
 // Run by tests/web/cache.test.mjs (which imports it: the Chromium tests are the ones scripts/test-webgpu.sh
 // names), or alone: LW_WASM_DIR=... node --test tests/web/cache-stream.mjs
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
-import { repoRoot } from '../../web/lw-node.mjs';
-import { chromiumMissing } from './chromium.mjs';
+import { readFileSync } from 'node:fs';
 import { ggufSplit } from './gguf-split.mjs';
-import { faultServer, bytes, sha, openTestPage, cutEveryTry } from './fault-server.mjs';
+import { faultServer, bytes, sha, useTestPage, cutEveryTry, browserTestEnv, withLowQuota } from './fault-server.mjs';
 
-const root = repoRoot();
-const wasmDir = path.resolve(root, process.env.LW_WASM_DIR || 'build/wasm');
-const shared = process.env.LW_SHARED || path.resolve(root, '../shared');
-const stories = path.join(shared, 'models/stories260K.gguf');
-const skip = chromiumMissing() || false;
-if (skip) console.log('SKIP: ' + skip);
-const modelSkip = skip || (!existsSync(path.join(wasmDir, 'llamaweb-wasm.wasm')) ? `${wasmDir} not built (scripts/build-wasm.sh)`
-  : !existsSync(stories) ? `no ${stories} (the shared test models)` : false);
-if (modelSkip && !skip) console.log('SKIP (model cases): ' + modelSkip);
+const { wasmDir, stories, skip, modelSkip } = browserTestEnv();
 
 const PART = 256 << 10;   // cache parts
 const WINDOW = 256 << 10; // streamBytes
@@ -118,20 +107,11 @@ window.t = {
 window.ready = true;
 </script>`;
 
-let T = null, page = null, base = '';
-const call = (expr) => page.evaluate(expr);
+const T = useTestPage(srvm, wasmDir, 'stream.html', PAGE, skip);
+const call = (expr) => T.page.evaluate(expr);
 const entry = async (name) => (await call('t.list()')).find((x) => x.url.endsWith('/m/' + name));
 const starts = (name) => requests(name).filter((x) => x.range && x.range !== 'bytes=0-0').map((x) => Number(/=(\d+)/.exec(x.range)[1]));
 
-before(async () => {
-  if (skip) return;
-  T = await openTestPage(srvm, wasmDir, 'stream.html', PAGE);
-  ({ page, base } = T);
-});
-
-after(async () => {
-  if (T) await T.close();
-});
 
 test('one pass: a reader slower than the network gets the file from one range request, memory bounded, nothing read back; the entry is complete', { skip, timeout: 60000 }, async () => {
   const b = bytes(3 << 20, 21);
@@ -233,15 +213,8 @@ test('SHA-256 checked on the stream (no verify pass); a wrong one removes the en
   assert.equal((await entry('s6.bin')).complete, false);
 
   const before = await call('t.entries()');
-  const used = (await call('navigator.storage.estimate()')).usage;
   addFile('s7.bin', bytes(3 << 20, 27));
-  await page.send('Storage.overrideQuotaForOrigin', { origin: base, quotaSize: used + (1 << 20) });
-  let q;
-  try {
-    q = await call(`t.stream('/m/s7.bin')`);
-  } finally {
-    await page.send('Storage.overrideQuotaForOrigin', { origin: base });
-  }
+  const q = await withLowQuota(T, `t.stream('/m/s7.bin')`);
   assert.equal(q.code, 'QUOTA_EXCEEDED', JSON.stringify(q));
   assert.deepEqual(await call('t.entries()'), before, 'nothing left behind');
 });
@@ -251,7 +224,7 @@ test('open(url): stories260K downloaded once into the cache and the engine; ever
   addFile('st.gguf', file);
   addFile('st2.gguf', file);
   const r = await call(`t.open('/m/st.gguf')`);
-  assert.ok(r.ok, JSON.stringify(r) + page.logs.slice(-10).join('\n'));
+  assert.ok(r.ok, JSON.stringify(r) + T.page.logs.slice(-10).join('\n'));
   const ranges = requests('st.gguf').map((x) => x.range);
   console.log(`# open(url) cold: requests ${ranges.join(', ')}; download ${JSON.stringify(r.download)}`);
   assert.deepEqual(ranges, ['bytes=0-0', `bytes=0-${file.length - 1}`], 'one pass over the network');

@@ -23,24 +23,13 @@
 //    {cache: false} reads by range requests and stores nothing.
 // Skips (visibly) without Chromium; the model cases without the wasm build or ../shared.
 // Run: LW_WASM_DIR=... node --test tests/web/cache.test.mjs
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
-import { repoRoot } from '../../web/lw-node.mjs';
-import { chromiumMissing } from './chromium.mjs';
+import { readFileSync } from 'node:fs';
 import { ggufSplit } from './gguf-split.mjs';
-import { faultServer, bytes, sha, openTestPage } from './fault-server.mjs';
+import { faultServer, bytes, sha, useTestPage, browserTestEnv, withLowQuota } from './fault-server.mjs';
 
-const root = repoRoot();
-const wasmDir = path.resolve(root, process.env.LW_WASM_DIR || 'build/wasm');
-const shared = process.env.LW_SHARED || path.resolve(root, '../shared');
-const stories = path.join(shared, 'models/stories260K.gguf');
-const skip = chromiumMissing() || false;
-if (skip) console.log('SKIP: ' + skip);
-const modelSkip = skip || (!existsSync(path.join(wasmDir, 'llamaweb-wasm.wasm')) ? `${wasmDir} not built (scripts/build-wasm.sh)`
-  : !existsSync(stories) ? `no ${stories} (the shared test models)` : false);
-if (modelSkip && !skip) console.log('SKIP (model cases): ' + modelSkip);
+const { wasmDir, stories, skip, modelSkip } = browserTestEnv();
 
 const PART = 256 << 10;
 const srvm = faultServer();
@@ -87,19 +76,10 @@ window.t = {
 window.ready = true;
 </script>`;
 
-let T = null, page = null, base = '';
-const call = async (expr) => { const t0 = Date.now(); const v = await page.evaluate(expr); if (process.env.LW_TIME) console.log(`# ${Date.now() - t0} ms: ${expr}`); return v; };
+const T = useTestPage(srvm, wasmDir, 'cache.html', PAGE, skip);
+const call = async (expr) => { const t0 = Date.now(); const v = await T.page.evaluate(expr); if (process.env.LW_TIME) console.log(`# ${Date.now() - t0} ms: ${expr}`); return v; };
 const phases = async () => [...new Set((await call('t.progress')).map((p) => p[2]))];
 
-before(async () => {
-  if (skip) return;
-  T = await openTestPage(srvm, wasmDir, 'cache.html', PAGE);
-  ({ page, base } = T);
-});
-
-after(async () => {
-  if (T) await T.close();
-});
 
 test('a cut connection and a 503 are resumed from the byte reached; the entry is complete; a second call and a reloaded page make no request', { skip, timeout: 60000 }, async () => {
   const b = bytes(1500000, 1);
@@ -134,7 +114,7 @@ test('a cut connection and a 503 are resumed from the byte reached; the entry is
   // a hit: no request at all, in this page and in the reloaded one
   const n = log.length;
   assert.equal((await call(`t.cache('/m/a.bin')`)).sha, sha(b));
-  await page.reload();
+  await T.page.reload();
   assert.equal((await call(`t.cache('/m/a.bin')`)).sha, sha(b));
   assert.equal(log.length, n, 'the cache was hit: nothing asked of the server');
 });
@@ -246,7 +226,7 @@ test('a server without ranges: one GET written part by part; a cut starts the GE
 test('abort: an aborted signal asks nothing; aborting mid-download gives ABORTED and no complete entry', { skip, timeout: 60000 }, async () => {
   const b = bytes(1000000, 9);
   addFile('h.bin', b);
-  const r0 = await page.evaluate(`(async () => { try { await cache.cacheModel('/m/h.bin', { signal: AbortSignal.abort() }); return 'resolved'; }
+  const r0 = await T.page.evaluate(`(async () => { try { await cache.cacheModel('/m/h.bin', { signal: AbortSignal.abort() }); return 'resolved'; }
     catch (e) { return e.code; } })()`);
   assert.equal(r0, 'ABORTED');
   assert.equal(requests('h.bin').length, 0);
@@ -271,15 +251,8 @@ test('quota: a file over the free quota fails before any download; a write the q
   assert.equal((await call('t.list()')).some((x) => x.url.endsWith('/m/huge.bin')), false);
   // the origin's real quota lowered below what is stored plus the file: OPFS refuses a write on the way
   const before = await call('t.entries()');
-  const used = (await call('navigator.storage.estimate()')).usage;
   addFile('q.bin', bytes(3 << 20, 10));
-  await page.send('Storage.overrideQuotaForOrigin', { origin: base, quotaSize: used + (1 << 20) });
-  let r2;
-  try {
-    r2 = await call(`t.cache('/m/q.bin')`);
-  } finally {
-    await page.send('Storage.overrideQuotaForOrigin', { origin: base });
-  }
+  const r2 = await withLowQuota(T, `t.cache('/m/q.bin')`);
   assert.equal(r2.code, 'QUOTA_EXCEEDED', JSON.stringify(r2));
   console.log(`# write refused by the quota: ${r2.message}`);
   assert.ok(requests('q.bin').length > 1, 'the download had started');
@@ -291,7 +264,7 @@ test('open(url): stories260K through the cache (download, then upload); a split 
   const file = new Uint8Array(readFileSync(stories));
   addFile('stories260K.gguf', file);
   const r1 = await call(`t.open('/m/stories260K.gguf')`);
-  assert.ok(r1.ok, JSON.stringify(r1) + page.logs.slice(-10).join('\n'));
+  assert.ok(r1.ok, JSON.stringify(r1) + T.page.logs.slice(-10).join('\n'));
   console.log(`# open(url): ${JSON.stringify(r1.text)}; phases ${(await phases()).join(', ')}`);
   assert.ok(r1.text.startsWith(', there was a little'), r1.text);
   // one stream: the download goes to OPFS and to the engine at once (tests/web/cache-stream.mjs)
@@ -322,7 +295,7 @@ test('open(url): stories260K through the cache (download, then upload); a split 
   // the reloaded page: both models from OPFS, no request (on the CPU engine: a second SwiftShader pipeline
   // compile would cost ~45 s here, and the engines read the same source)
   const n = log.length;
-  await page.reload();
+  await T.page.reload();
   for (const url of ['/m/stories260K.gguf', `/m/${parts[2].name}`]) {
     const r2 = await call(`t.open('${url}', { device: 'cpu' })`);
     assert.ok(r2.ok, JSON.stringify(r2));

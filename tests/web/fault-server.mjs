@@ -5,8 +5,26 @@
 // body bytes), truncateAt (the file ends there: shorter answers, consistent headers), extra (bytes past the
 // end), etag (another ETag), noRange (ignore Range: 200 with the whole file), delayMs (between 16 KiB pieces).
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { before, after } from 'node:test';
+import { repoRoot } from '../../web/lw-node.mjs';
 import { startServer } from '../../web/serve.mjs';
-import { launchChromium } from './chromium.mjs';
+import { launchChromium, chromiumMissing } from './chromium.mjs';
+
+// What a browser test of the cache needs: {wasmDir, stories (stories260K's path), skip (no Chromium),
+// modelSkip (also no wasm build or no ../shared)}, the reasons printed.
+export function browserTestEnv() {
+  const root = repoRoot();
+  const wasmDir = path.resolve(root, process.env.LW_WASM_DIR || 'build/wasm');
+  const stories = path.join(process.env.LW_SHARED || path.resolve(root, '../shared'), 'models/stories260K.gguf');
+  const skip = chromiumMissing() || false;
+  if (skip) console.log('SKIP: ' + skip);
+  const modelSkip = skip || (!existsSync(path.join(wasmDir, 'llamaweb-wasm.wasm')) ? `${wasmDir} not built (scripts/build-wasm.sh)`
+    : !existsSync(stories) ? `no ${stories} (the shared test models)` : false);
+  if (modelSkip && !skip) console.log('SKIP (model cases): ' + modelSkip);
+  return { wasmDir, stories, skip, modelSkip };
+}
 
 export const sha = (b) => createHash('sha256').update(b).digest('hex');
 
@@ -59,6 +77,27 @@ export async function openTestPage(s, wasmDir, name, html) {
     srv.server.closeAllConnections();
   };
   return { srv, browser, page, base, close };
+}
+
+// openTestPage in the file's before() (unless skip), closed in after(): the returned object gets its
+// fields (page, base, ...) once the page is open.
+export function useTestPage(s, wasmDir, name, html, skip) {
+  const t = {};
+  before(async () => { if (!skip) Object.assign(t, await openTestPage(s, wasmDir, name, html)); });
+  after(async () => { if (t.close) await t.close(); });
+  return t;
+}
+
+// `expr` evaluated on t's page with the origin's real quota 1 MiB above what it stores now (DevTools
+// Storage.overrideQuotaForOrigin: OPFS refuses a write past it, estimate() does not show it), restored after.
+export async function withLowQuota(t, expr) {
+  const used = (await t.page.evaluate('navigator.storage.estimate()')).usage;
+  await t.page.send('Storage.overrideQuotaForOrigin', { origin: t.base, quotaSize: used + (1 << 20) });
+  try {
+    return await t.page.evaluate(expr);
+  } finally {
+    await t.page.send('Storage.overrideQuotaForOrigin', { origin: t.base });
+  }
 }
 
 async function serve(s, req, res, name) {

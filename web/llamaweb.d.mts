@@ -147,6 +147,8 @@ export interface DownloadStats {
   /** Reads that waited for the download; failed requests tried again. */
   waits: number;
   retries: number;
+  /** The largest piece the network handed over (the window moves by whole pieces). */
+  maxChunk: number;
   streamed: boolean;
 }
 

@@ -527,8 +527,9 @@ class Tee {
     this.hash = e.want ? new Sha256() : null; // SHA-256 of bytes [0, hashAt) as they stream (complete: a digest)
     this.hashAt = 0;
     // network: bytes received; memory / cache: bytes served from the window / from part files;
-    // peakHeld: window high-water; waits: reads that waited for the download
-    this.stats = { network: 0, memory: 0, cache: 0, peakHeld: 0, waits: 0 };
+    // peakHeld: window high-water; waits: reads that waited for the download; maxChunk: the largest piece the
+    // network handed over (the window moves by whole pieces)
+    this.stats = { network: 0, memory: 0, cache: 0, peakHeld: 0, waits: 0, maxChunk: 0 };
   }
 
   partOf(pos) { return Math.floor(pos / this.m.partBytes); }
@@ -812,6 +813,7 @@ class Tee {
               const { value, done } = await reader.read();
               if (done) break;
               this.stats.network += value.length;
+              if (value.length > this.stats.maxChunk) this.stats.maxChunk = value.length;
               if (pos + value.length > regionEnd) throw fault(`${url}: the server sent more than asked (past byte ${regionEnd})`);
               const skip = Math.max(0, this.at - pos);
               if (skip < value.length) await this.take(skip ? value.subarray(skip) : value);
@@ -892,7 +894,7 @@ class Tee {
 // the cache's locks) to {sources, done, stop(reason), stats()}: one byte source {size, name, read} per URL
 // (a complete entry: its part files; otherwise a Tee), `done` a promise that settles when every download has
 // ended and its entry is checked and complete (or with the call's error; the locks are held until then),
-// stop() ends the downloads (ABORTED; what arrived is kept), stats() {network, memory, cache, peakHeld,
+// stop() ends the downloads (ABORTED; what arrived is kept), stats() {network, memory, cache, peakHeld, maxChunk,
 // waits, retries} summed. opts as cacheFiles' and streamBytes (memory held ahead of the engine's reads, over
 // every file). The engine must read its source to the end or the caller stop() (the download of a file
 // pauses while no read wants its bytes); release() after the load frees the windows.
@@ -962,8 +964,11 @@ async function startStream(hrefs, keys, o, opts) {
   done.catch(() => {});
   h.done = done;
   h.stats = () => {
-    const s = { network: 0, memory: 0, cache: 0, peakHeld: 0, waits: 0, retries: run.stats.retries, streamed: all.length > 0 };
-    for (const t of all) for (const k of ['network', 'memory', 'cache', 'peakHeld', 'waits']) s[k] += t.stats[k];
+    const s = { network: 0, memory: 0, cache: 0, peakHeld: 0, waits: 0, maxChunk: 0, retries: run.stats.retries, streamed: all.length > 0 };
+    for (const t of all) {
+      for (const k of ['network', 'memory', 'cache', 'peakHeld', 'waits']) s[k] += t.stats[k];
+      s.maxChunk = Math.max(s.maxChunk, t.stats.maxChunk);
+    }
     return s;
   };
   return h;

@@ -74,6 +74,56 @@ def build(build_dir, jobs):
     return os.path.join(bd, "llamaweb"), harness
 
 
+# The bandwidth ceiling: T threads each read their share of a buffer much larger than the caches with 256-bit
+# loads (xor-folded so nothing is optimized away), best of 7 passes; what a decode that streams every weight
+# byte once per token can reach at most.
+BW_SRC = r"""
+#define _POSIX_C_SOURCE 200809L
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+static size_t n_bytes; static char *buf; static int nth; static volatile int sink;
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+__attribute__((target("avx2"))) static void *reader(void *p) {
+    size_t per = n_bytes / nth / 128 * 128; const __m256i *s = (const __m256i *)(buf + per * (size_t)p);
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t j = 0; j < per / 32; j += 4) {
+        a0 = _mm256_xor_si256(a0, _mm256_load_si256(s + j)); a1 = _mm256_xor_si256(a1, _mm256_load_si256(s + j + 1));
+        a2 = _mm256_xor_si256(a2, _mm256_load_si256(s + j + 2)); a3 = _mm256_xor_si256(a3, _mm256_load_si256(s + j + 3));
+    }
+    sink = _mm256_extract_epi32(_mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3)), 0);
+    return NULL;
+}
+int main(int argc, char **argv) {
+    n_bytes = (size_t)atol(argv[1]) << 20; nth = atoi(argv[2]);
+    buf = aligned_alloc(64, n_bytes); memset(buf, 1, n_bytes);
+    double best = 0;
+    for (int r = 0; r < 7; r++) {
+        pthread_t t[256]; double t0 = now();
+        for (long i = 0; i < nth; i++) pthread_create(&t[i], NULL, reader, (void *)i);
+        for (int i = 0; i < nth; i++) pthread_join(t[i], NULL);
+        double g = (double)(n_bytes / nth / 128 * 128 * nth) / (now() - t0) / 1e9; if (g > best) best = g;
+    }
+    printf("%.2f\n", best);
+    return 0;
+}
+"""
+
+
+def bandwidth(build_dir, threads, mib=1024):
+    """GB/s read by `threads` threads over a `mib` MiB buffer (best of 7), per thread count."""
+    exe = os.path.join(REPO, build_dir, "read-bandwidth")
+    src = exe + ".c"
+    if not os.path.exists(exe):
+        with open(src, "w") as f:
+            f.write(BW_SRC)
+        run([os.environ.get("CC", "cc"), "-O2", "-std=c11", "-pthread", src, "-o", exe])
+    return {nt: float(run([exe, str(mib), str(nt)]).strip()) for nt in threads}
+
+
 def synth(cli, bench_dir, t):
     os.makedirs(bench_dir, exist_ok=True)
     path = os.path.join(bench_dir, f"{PRESET}-{t}.gguf")
@@ -134,6 +184,9 @@ def main():
     ap.add_argument("--no-build", action="store_true",
                     help="use BUILD_DIR/llamaweb and BUILD_DIR/llama-bench-c as they are (e.g. copied to another host)")
     ap.add_argument("--json", metavar="FILE", help="also write every run's numbers to FILE")
+    ap.add_argument("--bandwidth", action="store_true",
+                    help="measure the memory read bandwidth ceiling per thread count first (a 1 GiB buffer) and "
+                         "print decode's weight stream as a share of it")
     ap.add_argument("--also", metavar="ENV=VALUE", action="append", default=[],
                     help="also run llamaweb with this environment setting (repeatable: one more engine each)")
     a = ap.parse_args()
@@ -147,6 +200,12 @@ def main():
     else:
         cli, harness = build(a.build_dir, a.jobs)
     files = [(t, synth(cli, a.dir, t)) for t in types]
+    ceiling = {}
+    if a.bandwidth:
+        ceiling = bandwidth(a.build_dir, threads)
+        log("read bandwidth ceiling: " + ", ".join(f"{nt} thr {g:.1f} GB/s" for nt, g in ceiling.items()) +
+            f" (load {os.getloadavg()[0]:.1f})")
+    sizes = {t: os.path.getsize(path) for t, path in files}  # ~ the bytes a decode step streams
     variants = [("", None)]  # (label, environment) of each llamaweb engine
     for e in a.also:
         if "=" not in e:
@@ -173,9 +232,13 @@ def main():
             for vi, (label, env) in enumerate(variants):
                 rp = [x / y for x, y in zip(o_pp[vi], l_pp)]
                 rt = [x / y for x, y in zip(o_tg[vi], l_tg)]
-                rows.append((t + label, nt, statistics.median(o_pp[vi]), statistics.median(l_pp), rp,
-                             statistics.median(o_tg[vi]), statistics.median(l_tg), rt,
-                             f"{min(loads):.1f}..{max(loads):.1f}"))
+                og, lg = statistics.median(o_tg[vi]), statistics.median(l_tg)
+                bw = ""
+                if nt in ceiling:  # weight bytes per token x tokens per second, as a share of the ceiling
+                    gb = sizes[t] / 1e9
+                    bw = f"{100 * og * gb / ceiling[nt]:.0f} % / {100 * lg * gb / ceiling[nt]:.0f} %"
+                rows.append((t + label, nt, statistics.median(o_pp[vi]), statistics.median(l_pp), rp, og, lg, rt,
+                             f"{min(loads):.1f}..{max(loads):.1f}", bw))
 
     def ratio(v):
         return f"{statistics.median(v):5.2f} ({min(v):.2f}..{max(v):.2f})"
@@ -183,10 +246,15 @@ def main():
     print(f"\nllamaweb vs llama.cpp (libllama v0.4.0, C API), {PRESET} synth, pp{a.p} / tg{a.n} (tg after a "
           f"{a.p}-token prompt), {a.rounds} alternating rounds x {a.reps} reps; tok/s medians over rounds, "
           f"ratio = ours/llama.cpp: median of per-round ratios (min..max)")
-    print("| file | thr | pp ours | pp llama.cpp | pp ratio | tg ours | tg llama.cpp | tg ratio | load |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for t, nt, op, lp, rp, og, lg, rt, ld in rows:
-        print(f"| {PRESET}-{t} | {nt} | {op:.1f} | {lp:.1f} | {ratio(rp)} | {og:.1f} | {lg:.1f} | {ratio(rt)} | {ld} |")
+    if ceiling:
+        print("read bandwidth ceiling: " + ", ".join(f"{nt} thr {g:.1f} GB/s" for nt, g in ceiling.items()) +
+              "; 'of ceiling' = file bytes x tg tok/s / ceiling, ours / llama.cpp")
+    print("| file | thr | pp ours | pp llama.cpp | pp ratio | tg ours | tg llama.cpp | tg ratio | load |" +
+          (" of ceiling |" if ceiling else ""))
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|" if ceiling else ""))
+    for t, nt, op, lp, rp, og, lg, rt, ld, bw in rows:
+        print(f"| {PRESET}-{t} | {nt} | {op:.1f} | {lp:.1f} | {ratio(rp)} | {og:.1f} | {lg:.1f} | {ratio(rt)} | {ld} |" +
+              (f" {bw} |" if ceiling else ""))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"p": a.p, "n": a.n, "rounds": a.rounds, "reps": a.reps, "runs": raw}, f, indent=1)

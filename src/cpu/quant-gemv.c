@@ -281,7 +281,9 @@ AVX2 static INLINE __m256i q4_K_lanes(const uint8_t *qs, const int8_t *yq, __m25
                                                      _mm256_madd_epi16(p1, BCAST16(sc, 2 * (j) + 1))));      \
     }
     Q4K_STEP(0)
-    Q4K_STEP(1) Q4K_STEP(2) Q4K_STEP(3)
+    Q4K_STEP(1)
+    Q4K_STEP(2)
+    Q4K_STEP(3)
 #undef Q4K_STEP
         return sum;
 }
@@ -314,6 +316,70 @@ AVX2 static void gemv_q4_K_avx2(int64_t k, const void *w, size_t ws, int64_t m, 
             q4_K_block(&x[b], &y[b], ypair, &acc, &accm);
         }
         c[r] = q4_K_total(acc, accm);
+    }
+}
+
+/* Q4_K on 512-bit registers: 64 bytes of quants per step, the low nibbles holding sub-blocks 4j and 4j + 2
+ * and the high ones 4j + 1 and 4j + 3 (j = 0, 1); the activation's quants are reordered to match once per
+ * call, the sub-block scales spread over their 32 int16 lanes by one vpermw each, and vpdpwssd adds the
+ * scaled pair sums into 16 int32 lanes. */
+
+/* Super-blocks prepared per call on the stack (256 bytes each, 8 KiB): rows up to 8192 wide. */
+#define K_CACHE 32
+
+AVX512 static INLINE __m512i cat256(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+AVX512 static void gemv_q4_K_avx512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, float *c) {
+    const int64_t nb = k / 256;
+    const lw__block_q8_K *y = a;
+    if (nb > K_CACHE) {
+        gemv_q4_K_avx2(k, w, ws, m, a, c);
+        return;
+    }
+    __m512i yr[K_CACHE][4]; /* [2j]: elements of the low nibbles of step j, [2j + 1]: of the high ones */
+    __m128i ypair[K_CACHE];
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *q = y[b].qs;
+        for (int j = 0; j < 2; j++) {
+            const int8_t *p = q + 128 * j;
+            yr[b][2 * j] =
+                cat256(_mm256_loadu_si256((const __m256i *)p), _mm256_loadu_si256((const __m256i *)(p + 64)));
+            yr[b][2 * j + 1] = cat256(_mm256_loadu_si256((const __m256i *)(p + 32)),
+                                      _mm256_loadu_si256((const __m256i *)(p + 96)));
+        }
+        ypair[b] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[b].bsums),
+                                  _mm_loadu_si128((const __m128i *)(y[b].bsums + 8)));
+    }
+    /* int16 lane i of the scale vector of (step j, nibble h) = scale of sub-block 4j + h + 2 * (i >= 16) */
+    const __m512i i00 = _mm512_set_epi16(2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0,
+                                         0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i one = _mm512_set1_epi16(1);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int64_t r = 0; r < m; r++) {
+        const lw__block_q4_K *x = (const lw__block_q4_K *)((const uint8_t *)w + (size_t)r * ws);
+        __m512 acc = _mm512_setzero_ps();
+        __m128 accm = _mm_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const __m128i sm = k4_scales_mins(x[b].scales);
+            const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm)); /* 8 scales as int16 */
+            __m512i sum = _mm512_setzero_si512();
+            for (int j = 0; j < 2; j++) {
+                const __m512i qv = _mm512_loadu_si512((const void *)(x[b].qs + 64 * j));
+                const __m512i lo = _mm512_and_si512(qv, m4),
+                              hi = _mm512_and_si512(_mm512_srli_epi16(qv, 4), m4);
+                const __m512i idx = _mm512_add_epi16(i00, _mm512_set1_epi16((short)(4 * j)));
+                sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(lo, yr[b][2 * j]),
+                                          _mm512_permutexvar_epi16(idx, sc));
+                sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(hi, yr[b][2 * j + 1]),
+                                          _mm512_permutexvar_epi16(_mm512_add_epi16(idx, one), sc));
+            }
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(h2f(x[b].d) * y[b].d), acc);
+            const __m128i mins = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), ypair[b]);
+            accm = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_set1_ps(-h2f(x[b].dmin) * y[b].d), accm);
+        }
+        c[r] = _mm512_reduce_add_ps(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
     }
 }
 
@@ -365,6 +431,50 @@ AVX2 static void gemv_q6_K_avx2(int64_t k, const void *w, size_t ws, int64_t m, 
     }
 }
 
+/* Q6_K on 512-bit registers: per half of 128, the 64 low-bit bytes as one zmm give elements 0..63 (low
+ * nibbles) and 64..127 (high nibbles) in order, so the activation needs no reordering; the 2 high bits come
+ * from the 32 qh bytes and the same bytes shifted by 2, side by side. Scales per 16 by vpermw, the -32 offset
+ * through the activation's sums of 16. */
+AVX512 static void gemv_q6_K_avx512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, float *c) {
+    const int64_t nb = k / 256;
+    const lw__block_q8_K *y = a;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x03), m30 = _mm512_set1_epi8(0x30);
+    /* int16 lane i of a 64-element step covers elements 2i, 2i + 1: sub-block i / 8 of its 4 */
+    const __m512i i0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1,
+                                        1, 0, 0, 0, 0, 0, 0, 0, 0);
+    for (int64_t r = 0; r < m; r++) {
+        const lw__block_q6_K *x = (const lw__block_q6_K *)((const uint8_t *)w + (size_t)r * ws);
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
+            const __m512i sc = _mm512_castsi256_si512(sc16);
+            __m512i sum = _mm512_setzero_si512();
+            for (int h = 0; h < 2; h++) {
+                const __m512i l = _mm512_loadu_si512((const void *)(x[b].ql + 64 * h));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[b].qh + 32 * h));
+                const __m512i hz = cat256(qh, _mm256_srli_epi16(qh, 2));
+                const __m512i u0 =
+                    _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_slli_epi16(_mm512_and_si512(hz, m3), 4));
+                const __m512i u1 =
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), _mm512_and_si512(hz, m30));
+                const __m512i y0 = _mm512_loadu_si512((const void *)(y[b].qs + 128 * h));
+                const __m512i y1 = _mm512_loadu_si512((const void *)(y[b].qs + 128 * h + 64));
+                const __m512i idx = _mm512_add_epi16(i0, _mm512_set1_epi16((short)(8 * h)));
+                sum =
+                    _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(u0, y0), _mm512_permutexvar_epi16(idx, sc));
+                sum = _mm512_dpwssd_epi32(
+                    sum, _mm512_maddubs_epi16(u1, y1),
+                    _mm512_permutexvar_epi16(_mm512_add_epi16(idx, _mm512_set1_epi16(4)), sc));
+            }
+            const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[b].bsums), sc16);
+            sum = _mm512_sub_epi32(sum,
+                                   _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_slli_epi32(corr, 5), 0));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(h2f(x[b].d) * y[b].d), acc);
+        }
+        c[r] = _mm512_reduce_add_ps(acc);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * Selection
  * ------------------------------------------------------------------------------------------------------- */
@@ -391,6 +501,8 @@ lw__quant_gemv_fn lw__quant_gemv_isa(uint32_t type, lw__gemv_isa isa) {
     if (isa == LW_GEMV_AVX512 && has_vnni() && __builtin_cpu_supports("avx512f")) {
         if (type == LW_TYPE_Q4_0) return gemv_q4_0_avx512;
         if (type == LW_TYPE_Q8_0) return gemv_q8_0_avx512;
+        if (type == LW_TYPE_Q4_K) return gemv_q4_K_avx512;
+        if (type == LW_TYPE_Q6_K) return gemv_q6_K_avx512;
     }
     if (isa == LW_GEMV_VNNI && has_vnni()) { /* only where VNNI changes the code */
         if (type == LW_TYPE_Q4_0) return gemv_q4_0_vnni;

@@ -18,6 +18,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { setup } from './lw-node.mjs';
 import { GpuModel, fileSource, SAMPLING_DEFAULTS } from './lw-model.mjs';
 import { profile, formatProfile, benchIds, PROFILE_GPU_ARGS } from './lw-profile.mjs';
+import { Generation } from './lw-gen.mjs';
 
 function usage(why) {
   if (why) console.error('llamaweb (web): ' + why);
@@ -103,25 +104,32 @@ async function main() {
   if (o.cmd === 'run') {
     const ids = m.tokenize(o.prompt ?? '', true);
     const n = o.n ?? 64;
-    const dec = new TextDecoder('utf-8');
     process.stdout.write(o.prompt ?? '');
+    // the generation's rules (n tokens, end of generation, a full context) are the C state machine's
+    const gen = new Generation(M, M._lw_wasm_model_model(m.h), { nPredict: n, nCtx: i0.n_ctx, stop: [] });
     let t0 = performance.now();
+    let step = gen.start(ids, 0);
     const it = steps(m, ids, out);
     let next = (await it.next()).value;
     const ppMs = performance.now() - t0;
     t0 = performance.now();
-    let made = 0;
-    for (; made < n; made++) {
-      if (m.isEog(next)) break;
-      process.stdout.write(dec.decode(m.pieceBytes(next), { stream: true }));
-      if (made + 1 < n) next = (await it.next()).value;
+    let made = 0, decodes = 0; // ids pushed; decode steps after the prompt's
+    while (step.sample) {
+      step = gen.push(next);
+      made++;
+      process.stdout.write(step.text);
+      if (!step.sample) break;
+      next = (await it.next()).value;
+      decodes++;
     }
     const tgMs = performance.now() - t0;
     await it.return();
-    process.stdout.write(dec.decode() + '\n');
+    process.stdout.write(step.tail);
+    gen.free();
+    process.stdout.write('\n');
     const i1 = m.info();
     console.error(`prompt: ${ids.length} tokens, ${(ids.length / ppMs * 1000).toFixed(1)} t/s; generation: ${made} tokens, ` +
-      `${(Math.max(made - 1, 0) / tgMs * 1000).toFixed(1)} t/s; dispatches per token ${i1.stepDispatches} ` +
+      `${(decodes / tgMs * 1000).toFixed(1)} t/s; dispatches per token ${i1.stepDispatches} ` +
       `(${(i1.stepDispatches / i1.n_layer).toFixed(1)} per layer), submits ${i1.submits}`);
   } else if (o.cmd === 'profile') {
     const r = await profile(M, m, { nPrompt: o.prompt ? Number(o.prompt) : 512, nGen: o.n ?? 32 });

@@ -2,7 +2,9 @@
 # Builds the libFuzzer targets (clang, ASAN+UBSAN) and runs one of them, or each in turn.
 #   scripts/fuzz.sh [TARGET=fuzz-gguf|all] [SECONDS=600]
 # Environment: LW_FUZZ_BUILD (build directory, default build-fuzz), LW_FUZZ_JOBS (parallel fuzzing
-# processes, default 1), LW_FUZZ_SEED (libFuzzer -seed, default 1: runs are repeatable).
+# processes, default 1), LW_FUZZ_SEED (libFuzzer -seed, default 1: runs are repeatable), LW_FUZZ_TIMEOUT
+# (seconds one input may take, wall clock, default 30: a busy 2-core machine makes a 0.5 s ASAN input take
+# 10 s), LW_FUZZ_MODE (fuzz-model: cpu or gpu, one half of the target).
 # Seeds: tests/fuzz/seeds/<name without fuzz->/ (committed; fuzz-model's are written by
 # scripts/fuzz-seeds.sh); a dictionary tests/fuzz/<name>.dict is used when present (the GGUF targets share
 # gguf.dict). The working corpus grows in $LW_FUZZ_BUILD/corpus-*. Crashes are written to $LW_FUZZ_BUILD as
@@ -37,7 +39,7 @@ par=()
 log="$build/fuzz-$short.log"
 cd "$build"
 set +e
-"./$target" -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+"./$target" -max_total_time="$secs" -print_final_stats=1 -timeout="${LW_FUZZ_TIMEOUT:-30}" -rss_limit_mb=2048 -max_len=65536 \
   -seed="${LW_FUZZ_SEED:-1}" "${dict[@]}" "${par[@]}" "$corpus" "$seeds" 2>&1 | tee "$log" | grep -E 'DONE|ERROR|SUMMARY|crash-|stat::'
 rc=${PIPESTATUS[0]}
 set -e

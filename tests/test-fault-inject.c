@@ -174,6 +174,8 @@ static lw_status gpu_session(lw_model *m, int two_tokens, char *why, size_t why_
     if (st == LW_OK && two_tokens) {
         int32_t t2[2] = {1, 2};
         st = lw__gpu_model_decode(g, t2, 2, LW_GPU_OUT_ARGMAX);
+        if (st == LW_OK && fh.err) st = LW_ERR_IO;
+        if (st != LW_OK) snprintf(why, why_cap, "%s", fh.err ? fh.err : lw__gpu_model_error(g));
     }
     for (int i = 0; st == LW_OK && i < 10; i++) {
         int32_t t = 3 + i;

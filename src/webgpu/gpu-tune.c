@@ -429,16 +429,30 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
 
 void lw__gpu_matvec_shape(const lw__gpu_tune *t, const lw_gpu_info *info, lw__gpu_matvec_variant *v,
                           uint64_t k) {
-    if (!v->pair || lw__gpu_cpu_adapter(info) || pick(t, 0, v->type, LW_GPU_TUNE_MV_WG, -1) != -1 ||
+    const bool kq = v->idot && (v->type == LW_TYPE_Q4_K || v->type == LW_TYPE_Q6_K);
+    if ((!v->pair && !kq) || lw__gpu_cpu_adapter(info) || pick(t, 0, v->type, LW_GPU_TUNE_MV_WG, -1) != -1 ||
         pick(t, 0, v->type, LW_GPU_TUNE_MV_ROWS, -1) != -1)
         return;
-    /* H200, the shapes of llama-3.2-1b and llama-3.1-8b (tests/web/bench-matvec.mjs ROWS K, pair configs,
-     * us per mat-vec): with at most 64 block pairs a row (K <= 4096) one subgroup per workgroup, where 128
-     * invocations left half or three quarters idle: Q4_0 wg32 r4 / wg128 r4 3072x2048 12.1 / 12.0, 2048x2048
-     * 8.3 / 9.3, 16384x2048 15.3 / 18.3, 6144x4096 14.3 / 15.1, 28672x4096 29.8 / 35.6; Q8_0 wg32 r2 /
-     * wg128 r4 12.8 / 13.0, 9.2 / 9.8, 19.6 / 24.0, 16.8 / 19.1, 43.8 / 47.2. Longer rows: Q4_0 wg256 r4
-     * (4096x14336 16.8 against 18.0 at wg128), Q8_0 keeps wg128 r4 (31.7; wg256 33.7) */
-    if (k <= 4096) {
+    if (kq) {
+        /* H200, tests/web/bench-matvec.mjs ROWS K, idot configs, us per mat-vec (default wg128 r2 / r1): Q4_K
+         * wg32 r2 16384x2048 14.9 / 17.6, 6144x4096 11.9 / 12.4, 28672x4096 31.8 / 35.5 (3072x2048 8.5,
+         * 2048x2048 8.9 / 8.2: the same within noise), longer rows wg256 r2 (4096x14336 40.3 / 42.2,
+         * 2048x8192 11.1 / 11.3); Q6_K wg128 r2 up to 4096 (16384x2048 30.6 / 33.1, 6144x4096 27.3 / 34.4,
+         * 28672x4096 69.9 / 74.7), r1 beyond (4096x14336 44.5, r2 46.6) */
+        if (v->type == LW_TYPE_Q4_K) {
+            v->wg_size = k <= 4096 ? 32 : 256;
+            v->rows = 2;
+        } else if (k <= 4096) {
+            v->wg_size = 128;
+            v->rows = 2;
+        }
+    } else if (k <= 4096) {
+        /* H200, the shapes of llama-3.2-1b and llama-3.1-8b (tests/web/bench-matvec.mjs ROWS K, pair configs,
+         * us per mat-vec): with at most 64 block pairs a row (K <= 4096) one subgroup per workgroup, where
+         * 128 invocations left half or three quarters idle: Q4_0 wg32 r4 / wg128 r4 3072x2048 12.1 / 12.0,
+         * 2048x2048 8.3 / 9.3, 16384x2048 15.3 / 18.3, 6144x4096 14.3 / 15.1, 28672x4096 29.8 / 35.6; Q8_0
+         * wg32 r2 / wg128 r4 12.8 / 13.0, 9.2 / 9.8, 19.6 / 24.0, 16.8 / 19.1, 43.8 / 47.2. Longer rows: Q4_0
+         * wg256 r4 (4096x14336 16.8 against 18.0 at wg128), Q8_0 keeps wg128 r4 (31.7; wg256 33.7) */
         v->wg_size = 32;
         v->rows = v->type == LW_TYPE_Q4_0 ? 4 : 2;
     } else if (v->type == LW_TYPE_Q4_0) {

@@ -81,8 +81,9 @@ bool lw__gpu_cpu_adapter(const lw_gpu_info *i);
  * the device. lw__gpu_matvec_default(info, type) is this with t = NULL. */
 lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type);
 
-/* A mat-vec variant fitted to rows of k elements on this device (the integer block-pair kernels of Q4_0 /
- * Q8_0: their invocations per workgroup and rows by row length), unless t sets "wg" or "rows". */
+/* A mat-vec variant fitted to rows of k elements on this device (the integer kernels of Q4_0 / Q8_0 in block
+ * pairs, Q4_K and Q6_K: their invocations per workgroup and rows by row length), unless t sets "wg" or
+ * "rows". */
 void lw__gpu_matvec_shape(const lw__gpu_tune *t, const lw_gpu_info *info, lw__gpu_matvec_variant *v,
                           uint64_t k);
 

@@ -22,7 +22,9 @@ function findCli() {
   return null;
 }
 const cli = findCli();
-const skip = ctx.skip || (!cli && 'no native CLI to write the synthetic model (scripts/build.sh release)') || false;
+// SwiftShader compiles every pipeline slowly (~30 s for a model): there only with LW_TEST_SLOW=1 (lavapipe runs it)
+const slowDriver = !ctx.skip && /swiftshader/i.test(ctx.info && ctx.info.architecture || '') && process.env.LW_TEST_SLOW !== '1';
+const skip = ctx.skip || (slowDriver && 'SwiftShader (slow pipeline compilation; LW_TEST_SLOW=1 runs it)') || (!cli && 'no native CLI to write the synthetic model (scripts/build.sh release)') || false;
 if (skip) console.log('SKIP: ' + skip);
 const tmp = mkdtempSync(path.join(process.env.LW_TMP || os.tmpdir(), 'lw-lost-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));

@@ -14,14 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng_state = 1;
-static uint64_t rng_u64(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float rng_f(void) { return (float)((double)(rng_u64() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
+#include "rng.h"
 
 /* A finite fp16: mostly ordinary magnitudes, sometimes subnormal, zero or near the fp16 maximum. */
 static uint16_t rng_h(void) {

@@ -1,11 +1,12 @@
 /* Fast decode kernels (cpu/quant-gemv.h) against the scalar references (ggml's generic dots, quant-dot.c),
- * on every instruction set this CPU runs (AVX2 and AVX-512 VNNI on x86-64, simd128 in the wasm build):
- * c[r] for groups of 4 rows and the 1..3 rows after them, rows of 1..40 blocks and 4096 / 11008 wide,
- * random bytes and rows quantized from random floats. The kernels add in their own float order, so each
+ * on every instruction set this CPU runs (AVX2, 256-bit VNNI and 512-bit AVX-512 on x86-64, simd128 in the
+ * wasm build): c[r] for 1..11 rows of 1..40 blocks and 4096 / 11008
+ * wide, random bytes and rows quantized from random floats. The kernels add in their own float order, so each
  * result must be within 1e-5 of the sum of |block product| (float rounding of that order: ~1e-7; a wrong
  * integer in any block moves it by orders of magnitude more). Also: LW_CPU_KERNELS=exact turns them off,
- * and the timing of a 4096 x 64 product, kernel vs per-row reference dots (information only). */
+ * and the timing of a 4096 x 64 product, kernel vs the exact-order dots it replaces (information only). */
 #include "cpu/quant-gemv.h"
+#include "cpu/quant-dot-simd.h"
 #include "test.h"
 
 #include "core/core.h"
@@ -16,16 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t rng_state = 1;
-static uint64_t rng_u64(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float rng_f(void) {
-    return (float)((double)(rng_u64() >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
-}
+#include "rng.h"
 
 /* A finite fp16 of ordinary magnitude (subnormal and huge scales are the exact kernels' tests' business). */
 static uint16_t rng_h(void) {
@@ -33,16 +25,17 @@ static uint16_t rng_h(void) {
 }
 
 typedef struct {
-    const char *name; /* for messages                                    */
-    uint32_t type;    /* weight type                                     */
-    int h0, h1;       /* byte offsets of fp16 scales in a block (-1: no) */
+    const char *name;     /* for messages                                                      */
+    uint32_t type;        /* weight type                                                       */
+    int h0, h1;           /* byte offsets of fp16 scales in a block (-1: no)                   */
+    lw__vec_dot_fn exact; /* the exact-order dot the engine decodes with otherwise (timing only) */
 } gcase;
 
 static const gcase cases[] = {
-    {"q4_0", LW_TYPE_Q4_0, 0, -1},
-    {"q8_0", LW_TYPE_Q8_0, 0, -1},
-    {"q4_K", LW_TYPE_Q4_K, 0, 2},
-    {"q6_K", LW_TYPE_Q6_K, 208, -1},
+    {"q4_0", LW_TYPE_Q4_0, 0, -1, lw__vec_dot_q4_0_q8_0_x86_repack},
+    {"q8_0", LW_TYPE_Q8_0, 0, -1, lw__vec_dot_q8_0_q8_0_x86},
+    {"q4_K", LW_TYPE_Q4_K, 0, 2, lw__vec_dot_q4_K_q8_K_x86_repack},
+    {"q6_K", LW_TYPE_Q6_K, 208, -1, lw__vec_dot_q6_K_q8_K_x86},
 };
 
 static const struct {
@@ -144,7 +137,8 @@ int main(void) {
                 }
                 free(w), free(a), free(tmp), free(fa), free(c);
             }
-            /* speed: 64 rows of 4096, kernel vs reference dots (information only) */
+            /* speed: 64 rows of 4096, kernel vs the exact-order dots (their SIMD twins; information only) */
+            const lw__vec_dot_fn ex = lw__quant_dot_fast(gc->exact);
             const int64_t n = 4096, m = 64;
             const size_t ws = (size_t)(n / be) * ti->type_size;
             uint8_t *w = malloc(ws * (size_t)m), *a = malloc(row_bytes(qd->vec_dot_type, n));
@@ -158,13 +152,13 @@ int main(void) {
                 for (int it = 0; it < 20; it++) f(n, w, ws, m, a, c);
                 const double t1 = now_ns();
                 for (int it = 0; it < 4; it++)
-                    for (int64_t r = 0; r < m; r++) c[r] = qd->dot(n, w + (size_t)r * ws, a);
+                    for (int64_t r = 0; r < m; r++) c[r] = ex(n, w + (size_t)r * ws, a);
                 const double t2 = now_ns();
                 tk = (t1 - t0) / 20 < tk ? (t1 - t0) / 20 : tk;
                 tr = (t2 - t1) / 4 < tr ? (t2 - t1) / 4 : tr;
             }
             printf("%-5s %-10s %d rows within %.2g of |w||a| (limit 1e-5); 4096x64: %.1f us (%.1f GB/s), "
-                   "reference dots %.1f us\n",
+                   "exact-order dots %.1f us\n",
                    gc->name, isas[ii].name, rows_checked, worst, tk / 1e3, (double)ws * m / tk, tr / 1e3);
             free(w), free(a), free(tmp);
         }

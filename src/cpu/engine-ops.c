@@ -369,6 +369,15 @@ static void op_rms_norm(const lw__exec *ex, const lw__node *nd, int ith, int nth
     }
 }
 
+/* Thread ith's contiguous share [*r0, *r1) of m rows, in whole units of `unit` rows (the last may be short).
+ */
+static void split_units(int64_t m, int64_t unit, int ith, int nth, int64_t *r0, int64_t *r1) {
+    int64_t u0, u1;
+    lw__cpu_split((m + unit - 1) / unit, ith, nth, &u0, &u1);
+    *r0 = u0 * unit < m ? u0 * unit : m;
+    *r1 = u1 * unit < m ? u1 * unit : m;
+}
+
 static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     const lw__tensor *dst = &ex->g->t[nd->dst], *w = &ex->g->t[nd->src[0]], *x = &ex->g->t[nd->src[1]];
     const lw__cpu_mm *mm = lw__cpu_mm_get(w->type);
@@ -389,11 +398,7 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
 
     /* 2. decode in the fast kernels' own order: each thread streams one contiguous range of rows */
     if (nt < LW_QGEMM_MIN_TOKENS && mm->gemv) {
-        const int64_t G = LW_QUANT_GEMV_ROWS, ng = (m + G - 1) / G;
-        int64_t g0, g1;
-        lw__cpu_split(ng, ith, nth, &g0, &g1);
-        r0 = g0 * G;
-        r1 = g1 * G < m ? g1 * G : m;
+        split_units(m, LW_QUANT_GEMV_ROWS, ith, nth, &r0, &r1);
         if (r1 > r0)
             for (int64_t t = 0; t < nt; t++)
                 mm->gemv(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0,
@@ -411,11 +416,7 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
     if (qg) {
         const int64_t n_tiled =
             repacked && mm->dot_repack_gemm && nt >= LW_QGEMM_MIN_TOKENS ? nt / 4 * 4 : nt;
-        const int64_t P = LW_QUANT_GEMM_ROWS, np = (m + P - 1) / P;
-        int64_t p0, p1;
-        lw__cpu_split(np, ith, nth, &p0, &p1);
-        r0 = p0 * P;
-        r1 = p1 * P < m ? p1 * P : m;
+        split_units(m, LW_QUANT_GEMM_ROWS, ith, nth, &r0, &r1);
         if (r1 > r0)
             qg(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0, act,
                act_stride, n_tiled, row_f32(dst, 0) + r0, (size_t)dst->ne0,

@@ -31,21 +31,12 @@
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
+/* h2f, hsum8, nibbles_32, k4_scales_mins */
+#include "cpu/quant-avx2-common.h"
+
 /* ---------------------------------------------------------------------------------------------------------
  * Helpers
  * ------------------------------------------------------------------------------------------------------- */
-
-/* fp16 -> fp32 in hardware; equals lw__fp16_to_fp32 for every input (NaNs come out quiet in both). */
-AVX2 static inline float h2f(uint16_t h) {
-    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-}
-
-/* The references' hsum8_x86: upper half + lower half, then (r0 + r2) + (r1 + r3). */
-AVX2 static inline float hsum8(__m256 acc) {
-    __m128 r = _mm_add_ps(_mm256_extractf128_ps(acc, 1), _mm256_castps256_ps128(acc));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
-}
 
 /* Sum of 4 int32 lanes (exact). */
 AVX2 static inline int32_t hsum_i32_4(__m128i v) {
@@ -78,26 +69,6 @@ AVX2 static inline __m256i dot_i8_lanes(__m256i x, __m256i y) {
 AVX2 static inline __m256i dot_small_i8_lanes(__m256i v, __m256i y) {
     const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(y, y), _mm256_sign_epi8(v, y));
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
-/* 16 packed nibbles -> 32 bytes: low nibbles first (elements 0..15), then high nibbles (16..31). */
-AVX2 static inline __m256i nibbles_32(const uint8_t *q) {
-    const __m128i t = _mm_loadu_si128((const __m128i *)q);
-    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
-}
-
-/* Q4_K/Q5_K's 12 packed bytes -> 8 scales (bytes 0..7) and 8 mins (bytes 8..15), each 6 bits. */
-AVX2 static inline __m128i k4_scales_mins(const uint8_t *scales) {
-    uint32_t u[4];
-    memcpy(u, scales, 12);
-    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
-    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4); /* mins 4..7  */
-    const uint32_t mins_lo = u[1] & m6;                     /* mins 0..3  */
-    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);         /* scales 4..7 */
-    u[2] = mins_lo;
-    u[0] &= m6; /* scales 0..3 */
-    return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
 }
 
 /* ---------------------------------------------------------------------------------------------------------

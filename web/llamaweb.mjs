@@ -1053,9 +1053,12 @@ export class Chat {
         said += piece;
         if (opts.onToken && (piece || id >= 0)) opts.onToken(piece, id);
       };
+      let chain = null; // GpuModel.chain's iterator (the GPU engine: steps run ahead, undone at the end)
+      const unchain = async () => { if (chain) { const c = chain; chain = null; await c.return(); } };
       try {
         g.nPast = at;
-        let next = await g.decode(ids, out);
+        chain = g.chain ? g.chain(ids, out) : null;
+        let next = chain ? (await chain.next()).value : await g.decode(ids, out);
         promptMs = performance.now() - t0;
         t0 = performance.now();
         for (;;) {
@@ -1071,11 +1074,13 @@ export class Chat {
           tokens.push(next);
           hand(piece, next);
           if (stop !== STOP_NONE) { // the cache keeps the whole reply: its last token is decoded when it fits
+            await unchain(); // the steps run ahead: undone (the one the cache keeps is decoded below)
             if (decode) await g.decode([next], 'none');
             reason = REASONS[stop];
             break;
           }
           if (m.stopping || (opts.signal && opts.signal.aborted)) { // the token is the cache's: decoded too
+            await unchain();
             await g.decode([next], 'none');
             if (M._lw_wasm_session_end_reply(this.w) !== 0) throw this.failure();
             const held = this.text(this.slot(WS.piece), this.slot(WS.pieceLen));
@@ -1083,10 +1088,12 @@ export class Chat {
             reason = 'stopped';
             break;
           }
-          next = await g.decode([next], out);
+          next = chain ? (await chain.next()).value : await g.decode([next], out);
           steps++;
         }
+        await unchain(); // an end of generation or maxTokens: what ran ahead is not the cache's
       } catch (e) {
+        await unchain().catch(() => {});
         M._lw_wasm_session_abort(this.w); // the turn is undone; the next one decodes from cell 0
         throw e;
       }

@@ -160,13 +160,16 @@ async function stopsAndFailures(m) {
   assert.equal(r2.reason, 'stopped');
   assert.equal(r2.tokens.length, 1);
   // a decode that fails mid-reply: the turn is undone and the next one decodes the conversation from cell 0
-  const g = m.gpu, decode = g.decode;
+  // (the third decode or chained step: the GPU engine's replies run on GpuModel.chain, whose prompt step is a decode)
+  const g = m.gpu, decode = g.decode, chain = g.chain;
   let calls = 0;
   g.decode = async function (...a) { if (++calls === 3) throw new Error('injected decode failure'); return decode.apply(this, a); };
+  if (chain) g.chain = async function* (...a) { for await (const id of chain.apply(this, a)) { if (++calls === 3) throw new Error('injected decode failure'); yield id; } };
   try {
     await assert.rejects(chat.send('Fail here', { maxTokens: 5 }), /injected/);
   } finally {
     g.decode = decode;
+    if (chain) g.chain = chain;
   }
   assert.equal(chat.messages().length, 5, 'the failed turn left no message');
   assert.equal(m.busy, false);

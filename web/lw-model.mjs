@@ -161,7 +161,7 @@ export class GpuModel {
       t0 = performance.now();
       if (M.lwGpu.resetLoadStats) M.lwGpu.resetLoadStats();
       h = M._lw_wasm_model_open(id, source.size, opts.nCtx ?? 0, opts.nBatch ?? 0, opts.submitEvery ?? 0,
-        opts.f16 ?? -1, opts.subgroups ?? -1, opts.kvF32 ? 1 : 0, tune);
+        opts.f16 ?? -1, opts.subgroups ?? -1, opts.kvF32 ? 1 : 0, tune, opts.exact === undefined ? -1 : opts.exact ? 1 : 0);
     } finally {
       if (tune) M._lw_wasm_tune_free(tune); // read during open only
     }

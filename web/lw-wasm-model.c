@@ -108,11 +108,12 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_tune_to_json(const lw_wasm_tune *t, char *dst, 
 
 /* Opens the model of host source `host` (size bytes) and plans it on the GPU; weights start streaming (await
  * settle(), then lw_wasm_model_check()). f16/subgroups: -1 = as the device offers; kv_f32: an f32 KV cache
- * instead of f16; tune: kernel overrides (NULL: the measured defaults; read during this call only). Returns
+ * instead of f16; tune: kernel overrides (NULL: the measured defaults; read during this call only); exact: the
+ * CPU engine's bits in norms and attention (1), the GPUs' f32 kernels (0), or on CPU adapters only (-1). Returns
  * NULL only when memory runs out; otherwise check lw_wasm_model_error() (empty: fine). */
 EMSCRIPTEN_KEEPALIVE lw_wasm_model *lw_wasm_model_open(uint32_t host, double size, int n_ctx, int n_batch,
                                                        int submit_every, int f16, int subgroups, int kv_f32,
-                                                       const lw_wasm_tune *tune) {
+                                                       const lw_wasm_tune *tune, int exact) {
     lw_wasm_model *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->host = host;
@@ -141,6 +142,7 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_model *lw_wasm_model_open(uint32_t host, double siz
     p.f16 = f16;
     p.subgroups = subgroups;
     p.kv_type = kv_f32 ? LW_TYPE_F32 : LW_TYPE_F16;
+    p.exact_norm = p.exact_attn = exact < 0 ? -1 : exact != 0; /* the CPU's bits: a test switch */
     p.tune = tune ? &tune->t : NULL;
     if ((st = lw__gpu_model_create(gpu, w->m, &p, &w->g)) != LW_OK)
         lw__errorf(w->err, st, "GPU plan: %s", lw__gpu_model_error(w->g));

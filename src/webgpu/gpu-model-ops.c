@@ -579,6 +579,7 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         }
         if (g->nodes[i].fuse == GM_FUSE_DONE) return LW_OK; /* done by the rope_qkv call */
         c.v.norm = lw__gpu_norm_default(info);
+        if (g->p.exact_norm >= 0) c.v.norm.exact = g->p.exact_norm != 0;
         c.v.norm.subgroups = c.v.norm.subgroups && g->subgroups;
         c.v.norm.add_input = g->nodes[i].fuse == GM_FUSE_ADD_NORM;
         if ((st = lw__gpu_norm_pipeline(gpu, &g->cache, &g->alloc, &c.v.norm, info, &c.pipe, g->err)) !=

@@ -15,6 +15,7 @@ lw__gpu_model_params lw__gpu_model_default_params(void) {
     p.kv_type = LW_TYPE_F16;
     p.glu_fold = -1;
     p.exact_attn = -1;
+    p.exact_norm = -1;
     return p;
 }
 

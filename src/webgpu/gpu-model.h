@@ -53,6 +53,9 @@ typedef struct lw__gpu_model_params {
     int exact_attn; /* attention in the CPU engine's order with its bits (attn-exact.wgsl: musl's expf
                        in software, sequential chains per row) for steps of < 64 tokens: 1 on, 0 off,
                        -1 (default) on for CPU adapters only (GPUs keep the split-KV kernel's speed) */
+    int exact_norm; /* RMS norms sum their squares exactly (integer limbs: the CPU engine's bits): 1 on,
+                       0 off (the f32 sum GPUs run, and its fused 8-bit output; tests on CPU adapters),
+                       -1 (default) on for CPU adapters only */
 } lw__gpu_model_params;
 
 lw__gpu_model_params lw__gpu_model_default_params(void);

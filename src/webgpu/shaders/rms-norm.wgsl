@@ -124,7 +124,68 @@ fn load_x(o: u32, i: u32, store: bool) -> f32 {
 }
 
 // d = x * scale (* w) for group g of row `row` (x's group at element ob), then (Q8_OUT) its 8-bit rounding.
+// GPUs (the f32 sum with subgroups) and Q8_0 rounding: the scaled row and its 8-bit blocks in one pass over x,
+// eight consecutive elements per invocation, a block's largest |x| and quant sum from the four invocations that
+// hold it (shuffles), so nothing is read back from d after a storage barrier (the H200 profile: that read-back
+// by a quarter of the invocations, 64 dependent loads each, made the norm ~20 us for 4096 floats)
+#if Q8_OUT == 1 && SUBGROUPS && !EXACT_SUM
+#define Q8_QUADS 1
+fn store_scaled_q8(ob: u32, row: u32, g: u32, scale: f32, lid: u32) {
+    let n = params.group;
+    let db = params.d_offset + row * params.d_stride + g * params.group;
+    let wb = params.w_offset + g * params.w_step;
+    let iters = (n + 8u * WG_SIZE - 1u) / (8u * WG_SIZE); // uniform: every invocation shuffles each time
+    for (var it = 0u; it < iters; it++) {
+        let e0 = 8u * (lid + it * WG_SIZE);
+        let inside = e0 < n;
+        let e = select(0u, e0, inside);
+        var v: array<f32, 8>;
+        var m = 0.0f;
+        for (var j = 0u; j < 8u; j++) {
+            var t = load_x(ob, e + j, false) * scale;
+            if (params.has_w != 0u) {
+                t = t * w[wb + e + j];
+            }
+            v[j] = t;
+            m = max(m, abs(t));
+        }
+        m = max(m, subgroupShuffleXor(m, 1u));
+        let amax = max(m, subgroupShuffleXor(m, 2u));
+        let sc = actq_scale_of(amax);
+        let q0 = actq_quant4(vec4<f32>(v[0], v[1], v[2], v[3]), sc);
+        let q1 = actq_quant4(vec4<f32>(v[4], v[5], v[6], v[7]), sc);
+        var total = q0.x + q0.y + q0.z + q0.w + q1.x + q1.y + q1.z + q1.w;
+        total += subgroupShuffleXor(total, 1u);
+        total += subgroupShuffleXor(total, 2u);
+        if (inside) {
+            for (var j = 0u; j < 8u; j++) {
+                d[db + e + j] = v[j];
+            }
+            qout[e / 4u] = pack4xI8(q0);
+            qout[e / 4u + 1u] = pack4xI8(q1);
+            if ((lid & 3u) == 0u) {
+                let gw = actq_group_words(sc, amax, total);
+                qout[n / 4u + 2u * (e / 32u)] = gw.x;
+                qout[n / 4u + 2u * (e / 32u) + 1u] = gw.y;
+            }
+        }
+    }
+}
+#endif
+
+#ifndef Q8_QUADS
+#define Q8_QUADS 0
+#endif
+
 fn store_scaled(ob: u32, row: u32, g: u32, scale: f32, lid: u32) {
+#if Q8_QUADS
+    // rows that fill the workgroup (the H200: 8B's 4096 floats at 512 invocations, tg128 227-238 -> 251-255
+    // t/s); shorter ones kept the read-back (1B's 2048: 665-694 t/s before, 450-687 through the quads)
+    if (params.group >= 8u * WG_SIZE) {
+        store_scaled_q8(ob, row, g, scale, lid);
+        return;
+    }
+#endif
     let db = params.d_offset + row * params.d_stride + g * params.group;
     let wb = params.w_offset + g * params.w_step;
     for (var i = lid; i < params.group; i += WG_SIZE) {

@@ -1011,16 +1011,6 @@ lw_status lw_chat_session_next(lw_chat_session *s, lw_sampler *smp, int32_t *tok
 /* Ends the open reply here (stop reason LW_STOP_CALLBACK): it joins the conversation as generated so far.
  * Nothing to do when no reply is open. */
 lw_status lw_chat_session_end_reply(lw_chat_session *s);
-/* The text of the reply being generated or last generated (len bytes, NUL-terminated as well; *len may be
- * NULL), and what the last turn did. */
-const char *lw_chat_session_reply(const lw_chat_session *s, size_t *len);
-const lw_chat_turn *lw_chat_session_turn(const lw_chat_session *s);
-
-/* Adds a message without decoding (a conversation restored from storage, say: role "user", "assistant",
- * ...): the next lw_chat_session_user decodes it with the rest. Ends a reply still open first. */
-lw_status lw_chat_session_add(lw_chat_session *s, const char *role, const char *content, size_t len);
-/* Starts over: the messages but the system prompt are dropped and the cache cleared (the caller reseeds its
- * sampler if it wants the same replies again). */
 /* Limits of the replies from the next lw_chat_session_user on (ends a reply still open first): n_predict
  * (as lw_chat_session_params.n_predict) and stop strings (n_stop of them, stop_len[i] bytes each or
  * NUL-terminated when stop_len is NULL; copied). A reply ends at the first stop string that comes
@@ -1032,6 +1022,16 @@ lw_status lw_chat_session_set_limits(lw_chat_session *s, int32_t n_predict, cons
  * not come, a character that never completed), to hand on after the last piece; "" otherwise (replies that
  * end in lw_chat_session_next or _push carry it in their last piece). Valid until the next call. */
 const char *lw_chat_session_tail(const lw_chat_session *s, size_t *len);
+/* The text of the reply being generated or last generated (len bytes, NUL-terminated as well; *len may be
+ * NULL), and what the last turn did. */
+const char *lw_chat_session_reply(const lw_chat_session *s, size_t *len);
+const lw_chat_turn *lw_chat_session_turn(const lw_chat_session *s);
+
+/* Adds a message without decoding (a conversation restored from storage, say: role "user", "assistant",
+ * ...): the next lw_chat_session_user decodes it with the rest. Ends a reply still open first. */
+lw_status lw_chat_session_add(lw_chat_session *s, const char *role, const char *content, size_t len);
+/* Starts over: the messages but the system prompt are dropped and the cache cleared (the caller reseeds its
+ * sampler if it wants the same replies again). */
 void lw_chat_session_reset(lw_chat_session *s);
 
 /* The conversation: message count and message i (role, content of *len bytes; NUL-terminated as well). */

@@ -367,6 +367,15 @@ bool lw__gpu_cpu_adapter(const lw_gpu_info *i) {
     return false;
 }
 
+/* Fits a mat-vec variant to the device: fewer invocations, then fewer rows, until the limits hold. */
+static void mv_fit(lw__gpu_matvec_variant *r, const lw_gpu_info *info) {
+    while (r->wg_size > 1 && (r->wg_size > info->max_compute_invocations_per_workgroup ||
+                              r->wg_size > info->max_compute_workgroup_size_x))
+        r->wg_size /= 2;
+    while (r->rows > 1 && (uint64_t)r->wg_size * r->rows * 4 > info->max_compute_workgroup_storage_size)
+        r->rows /= 2;
+}
+
 lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type) {
     int32_t v[LW_GPU_TUNE_MV_KEYS], def[LW_GPU_TUNE_MV_KEYS];
     memcpy(def, matvec_defaults, sizeof def);
@@ -418,12 +427,7 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
         const lw__gpu_format *f = lw__gpu_format_of(type);
         r.actq = f ? f->actq : LW_GPU_ACTQ_NONE;
     }
-    /* fit the device: fewer invocations, then fewer rows, until the limits hold */
-    while (r.wg_size > 1 && (r.wg_size > info->max_compute_invocations_per_workgroup ||
-                             r.wg_size > info->max_compute_workgroup_size_x))
-        r.wg_size /= 2;
-    while (r.rows > 1 && (uint64_t)r.wg_size * r.rows * 4 > info->max_compute_workgroup_storage_size)
-        r.rows /= 2;
+    mv_fit(&r, info);
     return r;
 }
 
@@ -459,9 +463,7 @@ void lw__gpu_matvec_shape(const lw__gpu_tune *t, const lw_gpu_info *info, lw__gp
         v->wg_size = 256;
         v->rows = 4;
     }
-    while (v->wg_size > 1 && (v->wg_size > info->max_compute_invocations_per_workgroup ||
-                              v->wg_size > info->max_compute_workgroup_size_x))
-        v->wg_size /= 2;
+    mv_fit(v, info);
 }
 
 lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type) {

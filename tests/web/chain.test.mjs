@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setup, repoRoot } from '../../web/lw-node.mjs';
 import { GpuModel, fileSource } from '../../web/lw-model.mjs';
+import { nativeCli } from './native-cli.mjs';
 
 const ctx = await setup();
 const skip = ctx.skip || false;
@@ -23,7 +24,7 @@ const stories = path.join(shared, 'models/stories260K.gguf');
 // stories260K, else a synthetic model from the native CLI (llamaweb synth), else none
 function model() {
   if (existsSync(stories)) return stories;
-  const cli = [process.env.LW_CLI, ...['build/release', 'build'].map((d) => path.join(repoRoot(), d, 'llamaweb'))].find((p) => p && existsSync(p));
+  const cli = nativeCli;
   if (!cli) return null;
   const tmp = mkdtempSync(path.join(process.env.LW_TMP || os.tmpdir(), 'lw-chain-'));
   after(() => rmSync(tmp, { recursive: true, force: true }));

@@ -23,13 +23,13 @@ import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setup, loadModule, repoRoot } from '../../web/lw-node.mjs';
+import { nativeCli, cliRun } from './native-cli.mjs';
 import { Llamaweb, LlamawebError, bytesSource } from '../../web/llamaweb.mjs';
 import { grammarText, structuredRun } from '../../web/lw-structured.mjs';
 
 const shared = process.env.LW_SHARED || path.resolve(repoRoot(), '../shared');
 const stories = path.join(shared, 'models/stories260K.gguf');
-const cli = [process.env.LW_CLI, ...['build/release', 'build', 'build-model', 'build-demo'].map((d) => path.join(repoRoot(), d, 'llamaweb'))]
-  .find((p) => p && existsSync(p));
+const cli = nativeCli;
 
 const M = await loadModule();
 const skip = !M ? 'the wasm build is missing (scripts/build-wasm.sh, LW_WASM_DIR)' :
@@ -62,15 +62,6 @@ function validate(schema, instances) {
 
 const tmp = mkdtempSync(path.join(process.env.LW_TMP || tmpdir(), 'lw-structured-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
-
-// The native CLI's generated text after prompt (`llamaweb run`; stdout: the prompt and the text, then ids).
-function cliRun(file, prompt, n, extra = []) {
-  const out = execFileSync(cli, ['run', '-m', file, '-p', prompt, '-n', String(n), '-t', '1', ...extra], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-  const text = out.slice(0, out.lastIndexOf('\nids: '));
-  const at = text.indexOf(prompt);
-  assert.ok(at >= 0 && at <= 1, `the CLI echoes the prompt: ${JSON.stringify(text)}`);
-  return text.slice(at + prompt.length);
-}
 
 const PERSON = {
   type: 'object',

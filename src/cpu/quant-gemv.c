@@ -3,8 +3,9 @@
  * simd128 versions live in quant-gemv-wasm.c.
  *
  * Shape of every kernel: one weight row at a time, front to back, so a thread's share (one contiguous range
- * of rows, laid out one after another in the file) is one sequential stream for the hardware prefetchers
- * (software prefetches 512 bytes ahead measured no better, sometimes worse). (Interleaving 4 rows block by
+ * of rows, laid out one after another in the file) is one sequential stream, prefetched LW_PF_DIST bytes
+ * ahead in software (quant-avx2-common.h: 2.5x for Q4_0 on Xeon VMs; 512 bytes ahead had measured no better
+ * on a Zen 4 EPYC). (Interleaving 4 rows block by
  * block, so that the activation block is loaded once for all four, measured 2x slower on a whole-memory
  * stream here: the four streams 1 KiB apart defeat the prefetchers. That layout pays only when the rows are
  * repacked so that it is sequential again, which this file does not do.) Per block: the exact integer block
@@ -89,12 +90,14 @@ AVX2 static INLINE __m256i dot_us_avx2(__m256i acc, __m256i u, __m256i s) {
         int64_t b = 0;                                                                                       \
         if (cached) {                                                                                        \
             for (; b + 2 <= nb; b += 2) {                                                                    \
+                LW_PF_SPAN(&x[b], 2 * sizeof(BLOCK));                                                        \
                 STEP(DOT, x[b], y[b], neg[b], dy[b], acc0);                                                  \
                 STEP(DOT, x[b + 1], y[b + 1], neg[b + 1], dy[b + 1], acc1);                                  \
             }                                                                                                \
             for (; b < nb; b++) STEP(DOT, x[b], y[b], neg[b], dy[b], acc0);                                  \
         } else {                                                                                             \
             for (; b < nb; b++) {                                                                            \
+                LW_PF_SPAN(&x[b], sizeof(BLOCK));                                                            \
                 STEP(DOT, x[b], y[b], OFFSET ? NEG8(DOT, y[b]) : _mm256_setzero_si256(), h2f(y[b].d), acc0); \
             }                                                                                                \
         }                                                                                                    \
@@ -206,6 +209,7 @@ AVX512 static INLINE int pairs_rows(int64_t k, const void *w, size_t ws, int64_t
         const uint8_t *x = (const uint8_t *)w + (size_t)r * ws;
         __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0; /* two FMA chains */
         for (int64_t i = 0; i < np; i += 2) {
+            LW_PF_SPAN(x + (size_t)(2 * i) * bs, 4 * bs);
             acc0 = pair_step(x + (size_t)(2 * i) * bs, bs, &pr, i, idx, q4, acc0);
             if (i + 1 < np) acc1 = pair_step(x + (size_t)(2 * i + 2) * bs, bs, &pr, i + 1, idx, q4, acc1);
         }
@@ -277,6 +281,7 @@ AVX2 static void gemv_q4_K_avx2(int64_t k, const void *w, size_t ws, int64_t m, 
         for (int64_t b = 0; b < nb; b++) {
             const __m128i ypair = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[b].bsums),
                                                  _mm_loadu_si128((const __m128i *)(y[b].bsums + 8)));
+            LW_PF_SPAN(&x[b], sizeof(lw__block_q4_K));
             q4_K_block(&x[b], &y[b], ypair, &acc, &accm);
         }
         c[r] = q4_K_total(acc, accm);
@@ -322,6 +327,7 @@ AVX512 static void gemv_q4_K_avx512(int64_t k, const void *w, size_t ws, int64_t
         __m512 acc = _mm512_setzero_ps();
         __m128 accm = _mm_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
+            LW_PF_SPAN(&x[b], sizeof(lw__block_q4_K));
             const __m128i sm = k4_scales_mins(x[b].scales);
             const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm)); /* 8 scales as int16 */
             __m512i sum = _mm512_setzero_si512();
@@ -363,6 +369,7 @@ AVX512 static void gemv_q6_K_avx512(int64_t k, const void *w, size_t ws, int64_t
         const lw__block_q6_K *x = (const lw__block_q6_K *)((const uint8_t *)w + (size_t)r * ws);
         __m512 acc = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
+            LW_PF_SPAN(&x[b], sizeof(lw__block_q6_K));
             const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
             const __m512i sc = _mm512_castsi256_si512(sc16);
             __m512i sum = _mm512_setzero_si512();

@@ -53,14 +53,16 @@ static void test_pipelines(void) {
                     CHECK(strstr(f->wgsl, "var<storage, read>") == NULL);
                     /* the shader's constants are the variant's; no shader-f16 or subgroups needed */
                     CHECK(wgsl_const(f->wgsl, "D4") == (long)D / 4 && wgsl_const(f->wgsl, "G") == (long)G);
-                    CHECK(wgsl_const(f->wgsl, "WG") == (long)v.wg_size);
+                    CHECK(wgsl_const(f->wgsl, "WG") == (long)(k == LW_GPU_ATTN_PREFILL ? v.pwg : v.wg_size));
                     CHECK(strstr(f->wgsl, "enable f16;") == NULL &&
                           strstr(f->wgsl, "enable subgroups;") == NULL);
                     CHECK((strstr(f->wgsl, "alias KvQuad = vec2<u32>;") != NULL) == f16);
                     if (k == LW_GPU_ATTN_DECODE) CHECK(wgsl_const(f->wgsl, "CH") == (long)v.chunk);
                     if (k == LW_GPU_ATTN_PREFILL)
                         CHECK(wgsl_const(f->wgsl, "TQ") == (long)v.bq &&
-                              wgsl_const(f->wgsl, "TK") == (long)v.bk);
+                              wgsl_const(f->wgsl, "TK") == (long)v.bk &&
+                              wgsl_const(f->wgsl, "RQ") == (long)v.rq &&
+                              wgsl_const(f->wgsl, "RK") == (long)v.rk);
                     /* a second request is answered by the cache */
                     lw_gpu_pipeline p2 = 0;
                     CHECK(lw__gpu_attn_pipeline(&gpu, &cache, NULL, &v, (lw__gpu_attn_kernel)k, &info, &p2,
@@ -92,6 +94,60 @@ static void test_pipelines(void) {
           !lw__gpu_attn_supported(LW_TYPE_F16, 128, 0) && !lw__gpu_attn_supported(LW_TYPE_F16, 128, 32));
     CHECK(f->creates == before && p == 0);
     lw__gpu_cache_free(&cache);
+    free(f);
+}
+
+/* Prefill defaults: CPU adapters keep the unblocked 16 x 32 tiles of 64 invocations; GPUs take 128
+ * invocations in register blocks, the largest listed tile that fits their workgroup memory; refusals of
+ * blocks that do not divide the tile. */
+static void test_prefill_tiles(void) {
+    char err[LW_ERRMSG_SIZE];
+    lw_gpu_info cpu = lavapipe_info();
+    strcpy(cpu.architecture, "llvmpipe");
+    lw__gpu_attn_variant v = lw__gpu_attn_default(&cpu, LW_TYPE_F16, 64, 4);
+    CHECK(v.pwg == 64 && v.bq == 16 && v.bk == 32 && v.rq == 1 && v.rk == 1 && v.wg_size == 64);
+    lw_gpu_info h200 = lavapipe_info(); /* the limits of the H200 under Dawn (../TOOLCHAIN facts) */
+    strcpy(h200.vendor, "nvidia");
+    strcpy(h200.device, "nvidia-h200");
+    h200.max_storage_buffer_binding_size = 2147483644u;
+    h200.max_compute_workgroup_storage_size = 49152;
+    h200.has_f16 = false;
+    v = lw__gpu_attn_default(&h200, LW_TYPE_F16, 64, 4); /* llama-3.2-1b */
+    CHECK(v.pwg == 128 && v.bq == 64 && v.bk == 32 && v.rq == 4 && v.rk == 4 && v.wg_size == 128);
+    CHECK(lw__gpu_attn_wg_bytes(&v, LW_GPU_ATTN_PREFILL) <= 49152);
+    v = lw__gpu_attn_default(&h200, LW_TYPE_F16, 128, 4); /* llama-3.1-8b: 64 x 32 would need 58 KiB */
+    CHECK(v.pwg == 128 && v.bq == 64 && v.bk == 16 && v.rq == 4 && v.rk == 2);
+    CHECK(lw__gpu_attn_wg_bytes(&v, LW_GPU_ATTN_PREFILL) <= 49152);
+    v = lw__gpu_attn_default(&h200, LW_TYPE_F32, 256, 2); /* Gemma 2 */
+    CHECK(lw__gpu_attn_wg_bytes(&v, LW_GPU_ATTN_PREFILL) <= 49152 && v.bq % v.rq == 0 && v.bk % v.rk == 0);
+    /* every default fits and is accepted by the checks the pipeline applies */
+    fake_gpu *f = calloc(1, sizeof *f);
+    lw_gpu gpu = {&fake_ops, f};
+    lw_gpu_pipeline p = 0;
+    const uint32_t dims[] = {64, 80, 128, 256};
+    for (size_t i = 0; i < 4; i++) {
+        v = lw__gpu_attn_default(&h200, LW_TYPE_F16, dims[i], 8);
+        CHECK_MSG(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_PREFILL, &h200, &p, err) == LW_OK,
+                  "D %u: %s", dims[i], err);
+        CHECK(wgsl_const(f->wgsl, "RQ") == (long)v.rq && wgsl_const(f->wgsl, "RK") == (long)v.rk);
+    }
+    v = lw__gpu_attn_default(&h200, LW_TYPE_F16, 64, 4);
+    v.rq = 3; /* does not divide 64 rows */
+    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_PREFILL, &h200, &p, err) ==
+              LW_ERR_INVALID_ARG &&
+          strstr(err, "register blocks") != NULL);
+    v.rq = 4;
+    v.rk = 16; /* 64 scores per invocation is the most */
+    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_PREFILL, &h200, &p, err) == LW_OK);
+    v.rk = 32;
+    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_PREFILL, &h200, &p, err) ==
+          LW_ERR_INVALID_ARG);
+    v = lw__gpu_attn_default(&h200, LW_TYPE_F16, 64, 4);
+    v.bk = 30; /* scores are read in quads of cells */
+    v.rk = 2;
+    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_PREFILL, &h200, &p, err) ==
+              LW_ERR_INVALID_ARG &&
+          strstr(err, "multiple of 4") != NULL);
     free(f);
 }
 
@@ -212,6 +268,7 @@ static void test_scratch_covers_every_call(void) {
 
 int main(void) {
     test_pipelines();
+    test_prefill_tiles();
     test_plan();
     test_scratch_covers_every_call();
     return test_summary("test-wgsl-attn");

@@ -295,9 +295,11 @@ static lw__gpu_attn_variant default_variant(const lw_wasm_attn *a, const lw_wasm
 }
 
 /* Runs the kernels on the problem: the device's default variant with the given tunables overriding it
- * (0: keep the default). Returns an lw_status. */
+ * (0: keep the default; pwg, rq, rk: the prefill kernel's invocations and register block). Returns an
+ * lw_status. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run(lw_wasm_attn *a, lw_wasm_attn_gpu *g, int wg_size, int chunk,
-                                          int splits, int min_chunk, int decode_max, int bq, int bk) {
+                                          int splits, int min_chunk, int decode_max, int bq, int bk, int pwg,
+                                          int rq, int rk) {
     lw_status st;
     if (a->err[0]) return LW_ERR_INVALID_ARG;
     if (!g) return lw__errorf(a->err, LW_ERR_INVALID_ARG, "no GPU");
@@ -310,6 +312,9 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_run(lw_wasm_attn *a, lw_wasm_attn_gpu *g, 
     if (decode_max >= 0) v.decode_max = (uint32_t)decode_max;
     if (bq > 0) v.bq = (uint32_t)bq;
     if (bk > 0) v.bk = (uint32_t)bk;
+    if (pwg > 0) v.pwg = (uint32_t)pwg;
+    if (rq > 0) v.rq = (uint32_t)rq;
+    if (rk > 0) v.rk = (uint32_t)rk;
     return run_variant(a, g, v);
 }
 
@@ -354,13 +359,14 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_bench(lw_wasm_attn *a, int iters) {
 EMSCRIPTEN_KEEPALIVE int lw_wasm_attn_plan_json(const lw_wasm_attn *a, char *dst, int cap) {
     const lw__gpu_attn_dispatch *d = &a->disp;
     const lw__gpu_attn_variant *v = &a->var;
-    int n =
-        snprintf(dst, (size_t)cap,
-                 "{\"dispatches\":%u,\"kernel\":[%u,%u],\"grid\":[[%u,%u,%u],[%u,%u,%u]],\"splits\":%u,"
-                 "\"chunk\":%u,\"base\":%u,\"wg\":%u,\"chunkMax\":%u,\"bq\":%u,\"bk\":%u,\"scratch\":%llu}",
-                 d->n, d->kernel[0], d->kernel[1], d->grid[0][0], d->grid[0][1], d->grid[0][2], d->grid[1][0],
-                 d->grid[1][1], d->grid[1][2], a->params.n_splits, a->params.chunk, a->params.base,
-                 v->wg_size, v->chunk, v->bq, v->bk, (unsigned long long)a->scratch_bytes);
+    int n = snprintf(dst, (size_t)cap,
+                     "{\"dispatches\":%u,\"kernel\":[%u,%u],\"grid\":[[%u,%u,%u],[%u,%u,%u]],\"splits\":%u,"
+                     "\"chunk\":%u,\"base\":%u,\"wg\":%u,\"chunkMax\":%u,\"pwg\":%u,\"bq\":%u,\"bk\":%u,"
+                     "\"rq\":%u,\"rk\":%u,\"scratch\":%llu}",
+                     d->n, d->kernel[0], d->kernel[1], d->grid[0][0], d->grid[0][1], d->grid[0][2],
+                     d->grid[1][0], d->grid[1][1], d->grid[1][2], a->params.n_splits, a->params.chunk,
+                     a->params.base, v->wg_size, v->chunk, v->pwg, v->bq, v->bk, v->rq, v->rk,
+                     (unsigned long long)a->scratch_bytes);
     return n < cap ? n : -1;
 }
 

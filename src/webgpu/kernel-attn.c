@@ -24,8 +24,9 @@ uint64_t lw__gpu_attn_wg_bytes(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
     switch (k) {
     case LW_GPU_ATTN_DECODE: /* qs, ps, red_m + red_l, red_v (when outputs are fewer than invocations) */
         return 16 * g * d4 + 4 * g * v->chunk + 8 * wg + (g * d4 < wg ? 16 * wg : 0);
-    case LW_GPU_ATTN_PREFILL: /* qs, kvs (padded cells), ss */
-        return 16 * ((uint64_t)v->bq * d4 + (uint64_t)v->bk * (d4 + 1)) + 4 * (uint64_t)v->bq * v->bk;
+    case LW_GPU_ATTN_PREFILL: /* qs, kvs (padded K dims), ss (padded rows), red, als */
+        return 16 * ((uint64_t)v->bq * d4 + ((uint64_t)v->bk + 1) * d4 + (uint64_t)v->bq * (v->bk / 4 + 1)) +
+               4 * (uint64_t)v->pwg + 4 * (uint64_t)v->bq;
     case LW_GPU_ATTN_EXACT: /* qv, 4 arrays of 256 cells, s_final */
         return 16 * d4 + 16 * 256 + 4;
     default:
@@ -45,19 +46,25 @@ static lw_status check_variant(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
                           v->head_dim, v->group);
     if ((unsigned)k >= LW_GPU_ATTN_KERNELS)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "attn: kernel %d", (int)k);
-    if (v->wg_size == 0 || (v->wg_size & (v->wg_size - 1)) ||
-        v->wg_size > info->max_compute_invocations_per_workgroup ||
-        v->wg_size > info->max_compute_workgroup_size_x)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "attn: workgroup size %u does not suit this device",
-                          v->wg_size);
+    const uint32_t wg = k == LW_GPU_ATTN_PREFILL ? v->pwg : v->wg_size;
+    if (wg == 0 || (wg & (wg - 1)) || wg > info->max_compute_invocations_per_workgroup ||
+        wg > info->max_compute_workgroup_size_x)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "attn: workgroup size %u does not suit this device", wg);
     if (k == LW_GPU_ATTN_DECODE && (v->wg_size < v->group || v->chunk == 0))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "attn-decode: workgroup size %u must be at least the group (%u), chunk > 0",
                           v->wg_size, v->group);
-    if (k == LW_GPU_ATTN_PREFILL && (v->bq == 0 || v->wg_size % v->bq || v->bk == 0))
+    if (k == LW_GPU_ATTN_PREFILL && (v->bq == 0 || v->pwg % v->bq || v->bk == 0 || v->bk % 4))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
-                          "attn-prefill: %u rows per tile must divide the workgroup size %u (cells %u)",
-                          v->bq, v->wg_size, v->bk);
+                          "attn-prefill: %u rows per tile must divide the workgroup size %u, cells (%u) be a "
+                          "multiple of 4",
+                          v->bq, v->pwg, v->bk);
+    if (k == LW_GPU_ATTN_PREFILL &&
+        (v->rq == 0 || v->bq % v->rq || v->rk == 0 || v->bk % v->rk || v->rq * v->rk > 64))
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "attn-prefill: register blocks of %u rows x %u cells must divide the %u x %u tile "
+                          "(at most 64 scores)",
+                          v->rq, v->rk, v->bq, v->bk);
     if (k == LW_GPU_ATTN_EXACT && v->kv_type == LW_TYPE_F16 && v->head_dim % 64)
         return lw__errorf(err, LW_ERR_UNSUPPORTED,
                           "attn-exact: an f16 cache needs a head dim that is a multiple of 64 (not %u)",
@@ -72,13 +79,22 @@ static lw_status check_variant(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
 
 lw__gpu_attn_variant lw__gpu_attn_default(const lw_gpu_info *info, uint32_t kv_type, uint32_t head_dim,
                                           uint32_t group) {
-    lw__gpu_attn_variant v = {kv_type, head_dim, group, 64, 256, 16, 64, 4, 16, 32, false, 0};
+    lw__gpu_attn_variant v = {.kv_type = kv_type,
+                              .head_dim = head_dim,
+                              .group = group,
+                              .wg_size = 64,
+                              .chunk = 256,
+                              .splits = 16,
+                              .min_chunk = 64,
+                              .decode_max = 4,
+                              .pwg = 64};
+    const bool gpu = !lw__gpu_cpu_adapter(info);
     /* GPUs: 128 invocations and up to 32 splits of at least 32 cells, so a short context still fills the
      * device (H200, llama-3.2-1b shape decoding after 512 tokens: 9 splits x 8 KV heads = 72 workgroups took
      * 46 us per layer, more and smaller splits ~15 us, plus a reduce that grows with the splits: 32 x 32 was
      * the best tg128 of three); CPU adapters keep the above, and so do devices whose bindings are no larger
      * than WebGPU's default 128 MiB (the split partials' scratch doubles and must fit one binding) */
-    if (!lw__gpu_cpu_adapter(info) && info->max_storage_buffer_binding_size > (128u << 20)) {
+    if (gpu && info->max_storage_buffer_binding_size > (128u << 20)) {
         v.wg_size = 128;
         v.splits = 32;
         v.min_chunk = 32;
@@ -87,11 +103,29 @@ lw__gpu_attn_variant lw__gpu_attn_default(const lw_gpu_info *info, uint32_t kv_t
     /* decode: the largest chunk that fits */
     while (v.chunk > 32 && check_variant(&v, LW_GPU_ATTN_DECODE, info, err) != LW_OK) v.chunk /= 2;
     if (v.min_chunk > v.chunk) v.min_chunk = v.chunk;
-    /* prefill (with the same workgroup size): the largest tile that fits */
-    static const uint32_t tiles[][2] = {{16, 32}, {16, 16}, {8, 32}, {8, 16}, {4, 16}, {4, 8}};
-    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
+    /* prefill: the first tile that fits the device's workgroup memory.
+     * CPU adapters (llvmpipe, SwiftShader): 64 invocations, 16 rows x 32 cells, one score (and one row of P
+     * V) per invocation at a time: the tiles CI has always run, so lavapipe timings stay comparable. GPUs:
+     * 128 invocations, tiles of up to 64 rows (16 tokens of a GQA-4 group) x 32 cells, each invocation a
+     * block of 4 x 4 scores and 4 rows x D / 32 quads of P V, so one workgroup load feeds 2-4 vec4 FMAs
+     * instead of one, and each K/V tile read from the cache serves 4x the rows. Head dim 128 takes 64 x 16
+     * (64 x 32 needs 58 KiB: the H200 offers 48), 256 smaller tiles. */
+    static const uint32_t cpu_tiles[][4] = {{16, 32, 1, 1}, {16, 16, 1, 1}, {8, 32, 1, 1},
+                                            {8, 16, 1, 1},  {4, 16, 1, 1},  {4, 8, 1, 1}};
+    static const uint32_t gpu_tiles[][4] = {{64, 32, 4, 4}, {64, 16, 4, 2}, {32, 32, 2, 4}, {32, 16, 2, 2},
+                                            {16, 16, 1, 2}, {16, 8, 1, 1},  {8, 8, 1, 1},   {4, 8, 1, 1}};
+    const uint32_t(*tiles)[4] = gpu ? gpu_tiles : cpu_tiles;
+    const size_t n_tiles =
+        gpu ? sizeof gpu_tiles / sizeof gpu_tiles[0] : sizeof cpu_tiles / sizeof cpu_tiles[0];
+    if (gpu) v.pwg = 128;
+    while (v.pwg > 1 && (v.pwg > info->max_compute_invocations_per_workgroup ||
+                         v.pwg > info->max_compute_workgroup_size_x))
+        v.pwg /= 2;
+    for (size_t i = 0; i < n_tiles; i++) {
         v.bq = tiles[i][0];
         v.bk = tiles[i][1];
+        v.rq = tiles[i][2];
+        v.rk = tiles[i][3];
         if (check_variant(&v, LW_GPU_ATTN_PREFILL, info, err) == LW_OK) break;
     }
     return v;
@@ -108,14 +142,14 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     lw_status st = check_variant(v, k, info, err);
     if (st != LW_OK) return st;
     static const char *const names[LW_GPU_ATTN_KERNELS] = {"decode", "reduce", "prefill", "exact"};
-    char label[LW_GPU_CACHE_KEY], dim[16], grp[16], wg[16], a[16], b[16];
+    char label[LW_GPU_CACHE_KEY], dim[16], grp[16], wg[16], a[16], b[16], rq[16], rk[16];
     const char *kv = v->kv_type == LW_TYPE_F16 ? "f16" : "f32";
     if (k == LW_GPU_ATTN_DECODE)
         snprintf(label, sizeof label, "attn-decode %s d%u g%u wg%u c%u", kv, v->head_dim, v->group,
                  v->wg_size, v->chunk);
     else if (k == LW_GPU_ATTN_PREFILL)
-        snprintf(label, sizeof label, "attn-prefill %s d%u g%u wg%u q%u k%u", kv, v->head_dim, v->group,
-                 v->wg_size, v->bq, v->bk);
+        snprintf(label, sizeof label, "attn-prefill %s d%u g%u wg%u q%u k%u r%ux%u", kv, v->head_dim,
+                 v->group, v->pwg, v->bq, v->bk, v->rq, v->rk);
     else if (k == LW_GPU_ATTN_EXACT)
         snprintf(label, sizeof label, "attn-exact %s d%u g%u wg%u", kv, v->head_dim, v->group, v->wg_size);
     else
@@ -128,10 +162,12 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
                           v->head_dim);
     snprintf(dim, sizeof dim, "%u", v->head_dim);
     snprintf(grp, sizeof grp, "%u", v->group);
-    snprintf(wg, sizeof wg, "%u", v->wg_size);
+    snprintf(wg, sizeof wg, "%u", k == LW_GPU_ATTN_PREFILL ? v->pwg : v->wg_size);
     snprintf(a, sizeof a, "%u", k == LW_GPU_ATTN_PREFILL ? v->bq : v->chunk);
     snprintf(b, sizeof b, "%u", v->bk);
-    lw__wgsl_define defs[7] = {{"HEAD_DIM", dim},
+    snprintf(rq, sizeof rq, "%u", v->rq);
+    snprintf(rk, sizeof rk, "%u", v->rk);
+    lw__wgsl_define defs[8] = {{"HEAD_DIM", dim},
                                {"GROUP", grp},
                                {"KV_F16", v->kv_type == LW_TYPE_F16 ? "1" : "0"},
                                {"WG_SIZE", wg}};
@@ -142,6 +178,8 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     } else if (k == LW_GPU_ATTN_PREFILL) {
         defs[n_defs++] = (lw__wgsl_define){"TILE_Q", a};
         defs[n_defs++] = (lw__wgsl_define){"TILE_K", b};
+        defs[n_defs++] = (lw__wgsl_define){"ROW_BLOCK", rq};
+        defs[n_defs++] = (lw__wgsl_define){"CELL_BLOCK", rk};
     }
     char file[32];
     snprintf(file, sizeof file, "attn-%s.wgsl", names[k]);

@@ -49,8 +49,11 @@ typedef struct lw__gpu_attn_variant {
     uint32_t splits;     /* decode: splits aimed for when that makes chunks smaller (0: chunk-sized) */
     uint32_t min_chunk;  /* decode: fewest cells per split when aiming for `splits`                  */
     uint32_t decode_max; /* calls of at most this many query tokens use DECODE (+ REDUCE)            */
-    uint32_t bq;         /* prefill: rows ((token, head) pairs) per tile, divides wg_size           */
-    uint32_t bk;         /* prefill: cells per K/V tile                                              */
+    uint32_t pwg;        /* prefill: invocations per workgroup (a power of two)                     */
+    uint32_t bq;         /* prefill: rows ((token, head) pairs) per tile, divides pwg               */
+    uint32_t bk;         /* prefill: cells per K/V tile, a multiple of 4                             */
+    uint32_t rq;         /* prefill: rows of an invocation's register block (scores, P V), divides bq */
+    uint32_t rk;         /* prefill: cells of its block of scores, divides bk (rq x rk <= 64)        */
     bool exact;          /* calls of fewer than LW_GPU_ATTN_EXACT_TOKENS tokens use EXACT (the CPU's
                             bits; f16 caches need a head dim that is a multiple of 64)                */
     uint32_t q8_out;     /* REDUCE: LW_GPU_ACTQ_Q8_0 also rounds the one-token output to 8 bits into a
@@ -118,7 +121,8 @@ bool lw__gpu_attn_supported(uint32_t kv_type, uint32_t head_dim, uint32_t group)
 
 /* The default variant for a device and model shape: 64 invocations, chunks
  * of 256 cells aiming at 16 splits of at least 64 cells, decode up to 4 tokens, prefill tiles as large as
- * the workgroup memory allows. Check it with lw__gpu_attn_pipeline(). */
+ * the workgroup memory allows (GPUs: 128 invocations, larger tiles in register blocks; CPU adapters: 64,
+ * 16 x 32, unblocked). Check it with lw__gpu_attn_pipeline(). */
 lw__gpu_attn_variant lw__gpu_attn_default(const lw_gpu_info *info, uint32_t kv_type, uint32_t head_dim,
                                           uint32_t group);
 

@@ -35,7 +35,7 @@ async function attn(p, o) {
   try {
     if (err()) throw new Error('setup: ' + err());
     const st = M._lw_wasm_attn_run(h, G, o.wg ?? 0, o.chunk ?? 0, o.splits ?? -1, o.minChunk ?? 0, o.decodeMax ?? -1,
-      o.bq ?? 0, o.bk ?? 0);
+      o.bq ?? 0, o.bk ?? 0, o.pwg ?? 0, o.rq ?? 0, o.rk ?? 0);
     if (st !== 0) throw new Error('run: ' + err());
     const gpuErr = await M.lwGpu.settle();
     if (gpuErr) throw new Error('GPU error: ' + gpuErr);
@@ -157,6 +157,41 @@ test('either kernel for any token count: decode of 8 tokens, prefill of 1, a sma
   assert.ok(a.flash > 0 && b.flash > 0 && c.flash > 0);
 });
 
+// The GPU tiles: register blocks of rq rows x rk cells of scores (and rq rows of P V) per invocation, with
+// 128 or 256 invocations (pwg). Every path of the blocked kernel: one score block per invocation (NB = pwg)
+// and fewer (idle invocations), several softmax invocations per row and more than a row has quads of cells
+// (idle ones), P V quads per invocation dividing the head or not (head dim 80), tiles holding several
+// tokens of a GQA group (GQA 8 in 32-row tiles: 4 tokens; GQA 2 of head dim 80), a last tile only partly
+// filled, prompts starting at 0 and later, sliding windows that start inside a K tile, soft-cap. Tiles as
+// large as the H200's defaults (64 x 32 rows x cells for head dim 64: 34 KiB) do not fit the 32 KiB of
+// workgroup memory CPU drivers offer; these have their blocks, invocations and rows, fewer cells.
+test('prefill: register-blocked GPU tiles, GQA 1/4/8, head dims 64/80/128, window, soft-cap', { skip }, async () => {
+  const g8 = { nh: 8, nkv: 1, d: 64 }, b1 = { ...B, nh: 2, nkv: 2 }; // GQA 8; GQA 1 (f32 cache, 128)
+  // the 8B default's blocks (64 rows, 4 x 2 per invocation, 128 invocations) with 16-cell tiles
+  const t8b = { pwg: 128, bq: 64, bk: 16, rq: 4, rk: 2 };
+  // 4 x 4 blocks as the 1B default has (half the invocations compute scores at 16 cells)
+  const t1b = { pwg: 128, bq: 64, bk: 16, rq: 4, rk: 4 };
+  const t32 = { pwg: 128, bq: 32, bk: 32, rq: 2, rk: 4 }; // 32 rows: 1 x 8 x 8 score blocks = 128
+  const t256 = { pwg: 256, bq: 64, bk: 16, rq: 2, rk: 2 }; // 4 softmax invocations per row
+  const tidle = { pwg: 128, bq: 16, bk: 8, rq: 1, rk: 1 }; // 8 softmax invocations per row of 2 quads
+  await check('prefill tiles', [
+    [{ ...A, nt: 70, pos0: 100 }, t8b, prefill],          // 280 rows: last tile 24 of 64
+    [{ ...A, nt: 16, pos0: 0 }, t8b, prefill],            // exactly one tile, from the first cell
+    [{ ...A, nt: 45, pos0: 13, swa: 21 }, t1b, prefill],  // window starts inside K tiles
+    [{ ...A, nt: 30, pos0: 5, scale: 1, cap: 5, qmag: 1 }, t1b, prefill],
+    [{ ...g8, nt: 37, pos0: 60 }, t32, prefill],          // 4 tokens per tile, 5 of the last partly
+    [{ ...g8, nt: 9, pos0: 0, swa: 5, scale: 1, cap: 8, qmag: 1 }, tidle, prefill],
+    [{ ...C, nt: 33, pos0: 70 }, t32, prefill],           // 20 quads over 8 P V invocations per row group
+    [{ ...C, nt: 20, pos0: 3, swa: 40 }, t256, prefill],
+    [{ ...b1, nt: 67, pos0: 37 }, { pwg: 128, bq: 32, bk: 16, rq: 2, rk: 2 }, prefill],
+    [{ ...b1, nt: 50, pos0: 200, swa: 64, scale: 1, cap: 10, qmag: 1 }, { pwg: 128, bq: 16, bk: 16, rq: 1, rk: 2 }, prefill],
+  ]);
+  // the plan reports what ran
+  const [r] = await check('prefill tiles (plan)', [[{ ...A, nt: 70, pos0: 100 }, t256, prefill]]);
+  assert.deepEqual([r.plan.pwg, r.plan.bq, r.plan.bk, r.plan.rq, r.plan.rk], [256, 64, 16, 2, 2]);
+  assert.equal(r.plan.grid[0][0], Math.ceil(70 * 4 / 64));
+});
+
 // The CPU-order kernel (attn-exact.wgsl): every output element bit-identical to the CPU engine's flash
 // attention (its dot lanes, musl's expf, the online softmax chains in cell order), for one and several query
 // tokens, several 256-cell chunks, GQA, a sliding window, f32 caches of any head dim and f16 caches of head
@@ -180,7 +215,7 @@ test('exact: the CPU engine\'s bits in every element', { skip }, async () => {
       assert.ok(!(await M.lwGpu.settle()), "GPU error");
       const bad = M._lw_wasm_attn_mismatch(h);
       assert.ok(bad >= 0, err());
-      assert.equal(M._lw_wasm_attn_run(h, G, 0, 0, -1, 0, -1, 0, 0), 0, err());
+      assert.equal(M._lw_wasm_attn_run(h, G, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0), 0, err());
       assert.ok(!(await M.lwGpu.settle()), "GPU error");
       const split = M._lw_wasm_attn_mismatch(h);
       console.log(`# exact ${JSON.stringify(p)}: ${bad} elements differ; split-KV kernel ${split}`);
@@ -195,7 +230,7 @@ test('exact: the CPU engine\'s bits in every element', { skip }, async () => {
 test('steps after warm-up create no GPU objects (invariant 2)', { skip }, async () => {
   const h = M._lw_wasm_attn_new(1, 8, 2, 64, 1, 700, 710, 0, 0.125, 0, 3, 5);
   try {
-    assert.equal(M._lw_wasm_attn_run(h, G, 0, 0, -1, 0, -1, 0, 0), 0, M.UTF8ToString(M._lw_wasm_attn_error(h)));
+    assert.equal(M._lw_wasm_attn_run(h, G, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0), 0, M.UTF8ToString(M._lw_wasm_attn_error(h)));
     assert.equal(await M.lwGpu.settle(), null);
     assert.equal(M._lw_wasm_attn_bench(h, 1), 0); // read-back staging
     assert.equal(await M.lwGpu.settle(), null);
@@ -217,6 +252,9 @@ test('steps after warm-up create no GPU objects (invariant 2)', { skip }, async 
 test('variants that do not suit the device are refused with a reason', { skip }, async () => {
   await assert.rejects(attn({ ...A, nt: 1, pos0: 10 }, { wg: 48 }), /workgroup size 48/);
   await assert.rejects(attn({ ...A, nt: 70, pos0: 10 }, { bq: 48 }), /rows per tile/);
+  await assert.rejects(attn({ ...A, nt: 70, pos0: 10 }, { pwg: 128, bq: 64, bk: 16, rq: 3 }), /register blocks/);
+  // the H200's 1B tile (34 KiB) beyond the CPU drivers' 32 KiB of workgroup memory
+  await assert.rejects(attn({ ...A, nt: 70, pos0: 10 }, { pwg: 128, bq: 64, bk: 32, rq: 4, rk: 4 }), /workgroup memory/);
   // a chunk whose score memory exceeds the device's workgroup memory
   await assert.rejects(attn({ ...A, nt: 1, pos0: 10 }, { chunk: 65536 }), /workgroup memory/);
 });

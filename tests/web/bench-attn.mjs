@@ -23,7 +23,7 @@ for (const [nt, pos0] of cases) {
   const err = () => M.UTF8ToString(M._lw_wasm_attn_error(h));
   try {
     if (err()) throw new Error(err());
-    if (M._lw_wasm_attn_run(h, G, 0, 0, -1, 0, -1, 0, 0) !== 0) throw new Error(err());
+    if (M._lw_wasm_attn_run(h, G, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0) !== 0) throw new Error(err());
     let e = await M.lwGpu.settle();
     if (e) throw new Error(e);
     const nmse = M._lw_wasm_attn_nmse(h, 0);

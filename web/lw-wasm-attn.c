@@ -153,11 +153,14 @@ EMSCRIPTEN_KEEPALIVE void lw_wasm_attn_free(lw_wasm_attn *a) {
 }
 
 /* Makes a problem: Q uniform in [-qmag, qmag), K and V uniform in [-1, 1) for the cells the tokens see and
- * NaN beyond them (a kernel reading past the causal end fails the check), then both CPU references.
- * kv_f16: the cache type. Returns NULL only when memory runs out; otherwise check lw_wasm_attn_error(). */
-EMSCRIPTEN_KEEPALIVE lw_wasm_attn *lw_wasm_attn_new(int kv_f16, int n_head, int n_head_kv, int hd,
-                                                    int n_tokens, int pos0, int n_ctx, int swa, float scale,
-                                                    float softcap, float qmag, uint32_t seed) {
+ * NaN beyond them (a kernel reading past the causal end fails the check), then both CPU references unless
+ * refs is 0 (benchmarks of long prompts: the references take minutes there; lw_wasm_attn_keep() makes a GPU
+ * run the reference instead). kv_f16: the cache type. Returns NULL only when memory runs out; otherwise
+ * check lw_wasm_attn_error(). */
+EMSCRIPTEN_KEEPALIVE lw_wasm_attn *lw_wasm_attn_new_refs(int kv_f16, int n_head, int n_head_kv, int hd,
+                                                         int n_tokens, int pos0, int n_ctx, int swa,
+                                                         float scale, float softcap, float qmag,
+                                                         uint32_t seed, int refs) {
     lw_wasm_attn *a = calloc(1, sizeof *a);
     if (!a) return NULL;
     a->kv_type = kv_f16 ? LW_TYPE_F16 : LW_TYPE_F32;
@@ -203,12 +206,37 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_attn *lw_wasm_attn_new(int kv_f16, int n_head, int 
         }
     }
     lw_status st;
+    if (!refs) {
+        memset(a->ref[0], 0, a->q_n * sizeof(float));
+        memset(a->ref[1], 0, a->q_n * sizeof(float));
+        return a;
+    }
     for (int flash = 1; flash >= 0; flash--)
         if ((st = cpu_attn(a, flash, a->ref[1 - flash])) != LW_OK) {
             lw__errorf(a->err, st, "CPU reference (flash_attn=%d): %s", flash, lw_status_str(st));
             return a;
         }
     return a;
+}
+
+/* lw_wasm_attn_new_refs with both CPU references. */
+EMSCRIPTEN_KEEPALIVE lw_wasm_attn *lw_wasm_attn_new(int kv_f16, int n_head, int n_head_kv, int hd,
+                                                    int n_tokens, int pos0, int n_ctx, int swa, float scale,
+                                                    float softcap, float qmag, uint32_t seed) {
+    return lw_wasm_attn_new_refs(kv_f16, n_head, n_head_kv, hd, n_tokens, pos0, n_ctx, swa, scale, softcap,
+                                 qmag, seed, 1);
+}
+
+/* Forgets the last run's refusal (a benchmark goes on to its next variant). */
+EMSCRIPTEN_KEEPALIVE void lw_wasm_attn_clear_error(lw_wasm_attn *a) {
+    a->err[0] = 0;
+}
+
+/* After settle(): the last GPU result becomes both references (a benchmark checks later variants against
+ * its peer's output). */
+EMSCRIPTEN_KEEPALIVE void lw_wasm_attn_keep(lw_wasm_attn *a) {
+    memcpy(a->ref[0], a->out, a->q_n * sizeof(float));
+    memcpy(a->ref[1], a->out, a->q_n * sizeof(float));
 }
 
 EMSCRIPTEN_KEEPALIVE const char *lw_wasm_attn_error(const lw_wasm_attn *a) {

@@ -5,6 +5,7 @@
  * against the CPU engine on real WebGPU adapters in tests/web/attn.test.mjs. */
 #include "gpu-fake.h"
 #include "test.h"
+#include "webgpu/gpu-tune.h"
 #include "webgpu/gpu.h"
 #include "webgpu/kernels-attn.h"
 
@@ -151,6 +152,40 @@ static void test_prefill_tiles(void) {
     free(f);
 }
 
+/* The "attn" tune keys reach the variant (by cache type, "*" for both), out-of-range values are refused,
+ * and the JSON form carries them. */
+static void test_tune(void) {
+    char err[LW_ERRMSG_SIZE], json[512];
+    lw_gpu_info h200 = lavapipe_info();
+    strcpy(h200.vendor, "nvidia");
+    h200.max_compute_workgroup_storage_size = 49152;
+    lw__gpu_tune t;
+    lw__gpu_tune_init(&t);
+    const lw__gpu_attn_variant d = lw__gpu_attn_default(&h200, LW_TYPE_F16, 64, 4);
+    lw__gpu_attn_variant v = lw__gpu_attn_tuned(&t, &h200, LW_TYPE_F16, 64, 4);
+    CHECK(v.pwg == d.pwg && v.bq == d.bq && v.bk == d.bk && v.rq == d.rq && v.rk == d.rk);
+    v = lw__gpu_attn_tuned(NULL, &h200, LW_TYPE_F16, 64, 4);
+    CHECK(v.bq == d.bq && v.rk == d.rk);
+    CHECK(lw__gpu_tune_set(&t, "attn.*.bq", 32, err) == LW_OK);
+    CHECK(lw__gpu_tune_set(&t, "attn.*.pwg", 256, err) == LW_OK);
+    CHECK(lw__gpu_tune_set(&t, "attn.f16.rq", 2, err) == LW_OK && lw__gpu_tune_get(&t, "attn.f16.rq") == 2);
+    v = lw__gpu_attn_tuned(&t, &h200, LW_TYPE_F16, 64, 4);
+    CHECK(v.pwg == 256 && v.bq == 32 && v.rq == 2 && v.bk == d.bk && v.rk == d.rk);
+    v = lw__gpu_attn_tuned(&t, &h200, LW_TYPE_F32, 64, 4); /* the f16 entry is not f32's */
+    CHECK(v.pwg == 256 && v.bq == 32 && v.rq == d.rq);
+    CHECK(lw__gpu_tune_set(&t, "attn.*.bk", 30, err) == LW_ERR_INVALID_ARG && strstr(err, "multiple of 4"));
+    CHECK(lw__gpu_tune_set(&t, "attn.*.pwg", 96, err) == LW_ERR_INVALID_ARG && strstr(err, "power of two"));
+    CHECK(lw__gpu_tune_set(&t, "attn.*.chunk", 64, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_tune_to_json(&t, json, sizeof json) > 0 && strstr(json, "\"attn\":{") &&
+          strstr(json, "\"rq\":2"));
+    lw__gpu_tune u;
+    lw__gpu_tune_init(&u);
+    CHECK(lw__gpu_tune_json(&u, json, strlen(json), err) == LW_OK &&
+          lw__gpu_tune_get(&u, "attn.*.bq") == 32 && lw__gpu_tune_get(&u, "attn.f16.rq") == 2);
+    const char *bad = "{\"attn\": {\"f16\": {\"rk\": 17}}}";
+    CHECK(lw__gpu_tune_json(&u, bad, strlen(bad), err) == LW_ERR_INVALID_ARG);
+}
+
 static void test_plan(void) {
     lw_gpu_info info = lavapipe_info();
     char err[LW_ERRMSG_SIZE];
@@ -269,6 +304,7 @@ static void test_scratch_covers_every_call(void) {
 int main(void) {
     test_pipelines();
     test_prefill_tiles();
+    test_tune();
     test_plan();
     test_scratch_covers_every_call();
     return test_summary("test-wgsl-attn");

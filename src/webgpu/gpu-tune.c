@@ -72,6 +72,13 @@ static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_RN] = {"rn", 1, 16, 1, false},    [LW_GPU_TUNE_MM_F16] = {"f16", 0, 1, 1, false},
     [LW_GPU_TUNE_MM_IDOT] = {"idot", 0, 1, 1, false}, [LW_GPU_TUNE_MM_SMX] = {"smx", 0, 1, 1, false},
 };
+/* Attention (prefill kernel, kernel-attn.c): its tiles and register blocks; the defaults are the device's
+ * (lw__gpu_attn_default: CPU adapters 64 invocations, 16 x 32 unblocked; GPUs 128, 64 x 32 of 4 x 4). */
+static const tune_key attn_keys[LW_GPU_TUNE_AT_KEYS] = {
+    [LW_GPU_TUNE_AT_PWG] = {"pwg", 1, 1024, 1, true}, [LW_GPU_TUNE_AT_BQ] = {"bq", 1, 256, 1, false},
+    [LW_GPU_TUNE_AT_BK] = {"bk", 4, 256, 4, false},   [LW_GPU_TUNE_AT_RQ] = {"rq", 1, 16, 1, false},
+    [LW_GPU_TUNE_AT_RK] = {"rk", 1, 16, 1, false},
+};
 
 /* A family: its name, keys and where its overrides live in lw__gpu_tune. */
 typedef struct tune_family {
@@ -80,15 +87,16 @@ typedef struct tune_family {
     int n_keys;           /* how many            */
 } tune_family;
 
-static const tune_family families[2] = {{"matvec", matvec_keys, LW_GPU_TUNE_MV_KEYS},
-                                        {"matmat", matmat_keys, LW_GPU_TUNE_MM_KEYS}};
+static const tune_family families[LW_GPU_TUNE_FAMILIES] = {{"matvec", matvec_keys, LW_GPU_TUNE_MV_KEYS},
+                                                           {"matmat", matmat_keys, LW_GPU_TUNE_MM_KEYS},
+                                                           {"attn", attn_keys, LW_GPU_TUNE_AT_KEYS}};
 
 /* Slot of family fam, format index ti, key k. */
 static int32_t *slot(lw__gpu_tune *t, int fam, uint32_t ti, int k) {
-    return fam == 0 ? &t->matvec[ti][k] : &t->matmat[ti][k];
+    return fam == 0 ? &t->matvec[ti][k] : fam == 1 ? &t->matmat[ti][k] : &t->attn[ti][k];
 }
 static int32_t get_slot(const lw__gpu_tune *t, int fam, uint32_t ti, int k) {
-    return fam == 0 ? t->matvec[ti][k] : t->matmat[ti][k];
+    return fam == 0 ? t->matvec[ti][k] : fam == 1 ? t->matmat[ti][k] : t->attn[ti][k];
 }
 
 /* Case-insensitive equality of a (n bytes) and NUL-terminated b. */
@@ -104,7 +112,7 @@ static bool name_eq(const char *a, size_t n, const char *b) {
 }
 
 static int find_family(const char *s, size_t n) {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < LW_GPU_TUNE_FAMILIES; i++)
         if (name_eq(s, n, families[i].name)) return i;
     return -1;
 }
@@ -129,7 +137,9 @@ static lw_status set_checked(lw__gpu_tune *t, int fam, int ti, int k, int64_t va
     if (value < key->min || value > key->max || value % key->multiple || (key->pow2 && (value & (value - 1))))
         return lw__errorf(err, LW_ERR_INVALID_ARG, "tune: %s.%s = %lld out of range (%d..%d%s%s)",
                           families[fam].name, key->name, (long long)value, key->min, key->max,
-                          key->multiple > 1 ? ", a multiple of 8" : "", key->pow2 ? ", a power of two" : "");
+                          key->multiple > 1 ? (key->multiple == 8 ? ", a multiple of 8" : ", a multiple of 4")
+                                            : "",
+                          key->pow2 ? ", a power of two" : "");
     *slot(t, fam, (uint32_t)ti, k) = (int32_t)value;
     return LW_OK;
 }
@@ -138,6 +148,7 @@ void lw__gpu_tune_init(lw__gpu_tune *t) {
     for (uint32_t i = 0; i <= LW_TYPE_COUNT; i++) {
         for (int k = 0; k < LW_GPU_TUNE_MV_KEYS; k++) t->matvec[i][k] = LW_GPU_TUNE_UNSET;
         for (int k = 0; k < LW_GPU_TUNE_MM_KEYS; k++) t->matmat[i][k] = LW_GPU_TUNE_UNSET;
+        for (int k = 0; k < LW_GPU_TUNE_AT_KEYS; k++) t->attn[i][k] = LW_GPU_TUNE_UNSET;
     }
 }
 
@@ -251,7 +262,7 @@ static lw_status object(json_in *j, lw__gpu_tune *t, int depth, int fam, int ti)
             int f = find_family(name, len);
             if (f < 0)
                 return lw__errorf(j->err, LW_ERR_INVALID_ARG,
-                                  "tune JSON: unknown family '%.*s' (matvec, matmat)",
+                                  "tune JSON: unknown family '%.*s' (matvec, matmat, attn)",
                                   (int)(len > 32 ? 32 : len), name);
             st = object(j, t, 1, f, 0);
         } else if (depth == 1) {
@@ -306,7 +317,7 @@ int lw__gpu_tune_to_json(const lw__gpu_tune *t, char *dst, size_t cap) {
     size_t n = 0;
     bool ok = put(dst, cap, &n, "{");
     const char *fam_sep = "";
-    for (int fam = 0; fam < 2; fam++) {
+    for (int fam = 0; fam < LW_GPU_TUNE_FAMILIES; fam++) {
         const char *fmt_sep = "";
         for (uint32_t ti = 0; ti <= LW_TYPE_COUNT; ti++) {
             if (!any_set(t, fam, ti)) continue;
@@ -543,4 +554,16 @@ lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_
             break;
     }
     return r;
+}
+
+lw__gpu_attn_variant lw__gpu_attn_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t kv_type,
+                                        uint32_t head_dim, uint32_t group) {
+    lw__gpu_attn_variant v = lw__gpu_attn_default(info, kv_type, head_dim, group);
+    /* as given: lw__gpu_attn_pipeline says what does not suit the device */
+    v.pwg = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_PWG, (int32_t)v.pwg);
+    v.bq = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_BQ, (int32_t)v.bq);
+    v.bk = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_BK, (int32_t)v.bk);
+    v.rq = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_RQ, (int32_t)v.rq);
+    v.rk = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_RK, (int32_t)v.rk);
+    return v;
 }

@@ -12,6 +12,7 @@
 #ifndef LW_GPU_TUNE_H
 #define LW_GPU_TUNE_H
 
+#include "webgpu/kernels-attn.h"
 #include "webgpu/kernels-matmat.h"
 #include "webgpu/kernels.h"
 
@@ -45,6 +46,18 @@ enum {
     LW_GPU_TUNE_MM_KEYS
 };
 
+/* Attention keys ("attn.<cache type: f16, f32 or *>.<key>"), the prefill kernel's tiles, in the order of
+ * lw__gpu_tune.attn's second index. */
+enum {
+    LW_GPU_TUNE_AT_PWG, /* "pwg": invocations per workgroup (a power of two)           */
+    LW_GPU_TUNE_AT_BQ,  /* "bq": rows ((token, head) pairs) per tile, divides pwg      */
+    LW_GPU_TUNE_AT_BK,  /* "bk": cells per K/V tile, a multiple of 4                   */
+    LW_GPU_TUNE_AT_RQ,  /* "rq": rows per invocation's register block, divides bq      */
+    LW_GPU_TUNE_AT_RK,  /* "rk": cells per invocation's block of scores, divides bk    */
+    LW_GPU_TUNE_AT_KEYS
+};
+#define LW_GPU_TUNE_FAMILIES 3 /* matvec, matmat, attn */
+
 #define LW_GPU_TUNE_ANY   LW_TYPE_COUNT /* index of the "*" entry (every format)       */
 #define LW_GPU_TUNE_UNSET (-1)          /* a key not overridden                        */
 
@@ -52,6 +65,7 @@ enum {
 typedef struct lw__gpu_tune {
     int32_t matvec[LW_TYPE_COUNT + 1][LW_GPU_TUNE_MV_KEYS]; /* mat-vec overrides */
     int32_t matmat[LW_TYPE_COUNT + 1][LW_GPU_TUNE_MM_KEYS]; /* mat-mat overrides */
+    int32_t attn[LW_TYPE_COUNT + 1][LW_GPU_TUNE_AT_KEYS];   /* attention overrides (by cache type) */
 } lw__gpu_tune;
 
 /* No overrides. */
@@ -89,5 +103,11 @@ void lw__gpu_matvec_shape(const lw__gpu_tune *t, const lw_gpu_info *info, lw__gp
 
 /* The mat-mat variant for type on this device, likewise (lw__gpu_matmat_default = t NULL). */
 lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type);
+
+/* The prefill attention variant for a model shape on this device: lw__gpu_attn_default, then the "attn"
+ * keys of t (may be NULL) for the cache type (kv_type's entry, else "*"), taken as given (the pipeline
+ * refuses a tile that does not suit the device, with the reason). */
+lw__gpu_attn_variant lw__gpu_attn_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t kv_type,
+                                        uint32_t head_dim, uint32_t group);
 
 #endif

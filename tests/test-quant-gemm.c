@@ -20,9 +20,12 @@
 static uint16_t rng_h(void) {
     const uint64_t r = rng_u64();
     switch (r % 16) {
-    case 0: return (uint16_t)((r >> 8) & 0x83ff);
-    case 1: return (uint16_t)(0x7800 | ((r >> 8) & 0x83ff));
-    default: return lw__fp32_to_fp16(rng_f() * ldexpf(1.0f, (int)((r >> 8) % 14) - 10));
+    case 0:
+        return (uint16_t)((r >> 8) & 0x83ff);
+    case 1:
+        return (uint16_t)(0x7800 | ((r >> 8) & 0x83ff));
+    default:
+        return lw__fp32_to_fp16(rng_f() * ldexpf(1.0f, (int)((r >> 8) % 14) - 10));
     }
 }
 
@@ -42,7 +45,8 @@ static const gcase cases[] = {
     {"q4_0 repack", LW_TYPE_Q4_0, LW_TYPE_Q8_0, lw__vec_dot_q4_0_q8_0_x86_repack, 0, -1},
     {"q8_0", LW_TYPE_Q8_0, LW_TYPE_Q8_0, lw__vec_dot_q8_0_q8_0_x86, 0, -1},
     {"q4_K repack gemm", LW_TYPE_Q4_K, LW_TYPE_Q8_K, lw__vec_dot_q4_K_q8_K_x86_repack_gemm, 0, 2},
-    {"q4_K repack gemv", LW_TYPE_Q4_K, LW_TYPE_Q8_K, lw__vec_dot_q4_K_q8_K_x86_repack, 0, 2}, /* decode kernel only */
+    {"q4_K repack gemv", LW_TYPE_Q4_K, LW_TYPE_Q8_K, lw__vec_dot_q4_K_q8_K_x86_repack, 0,
+     2}, /* decode kernel only */
     {"q6_K", LW_TYPE_Q6_K, LW_TYPE_Q8_K, lw__vec_dot_q6_K_q8_K_x86, 208, -1},
 };
 
@@ -90,22 +94,135 @@ static void random_acts(const gcase *gc, uint8_t *a, int64_t nt, int64_t k, int 
     free(x);
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Own-order kernels (lw__quant_gemm_own_x86): their bits are those of this scalar chain per (row, token):
+ * exact integer block sums, acc = fma(float(sum_b), dw_b * da_b, acc) over the blocks in order from 0.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* One block's exact integer sum, its scale product and sum |products|, for weight type `type`. */
+static int32_t own_block(uint32_t type, const uint8_t *w, const uint8_t *a, int64_t b, float *d,
+                         int64_t *abs_sum) {
+    int32_t s = 0;
+    *abs_sum = 0;
+    if (type == LW_TYPE_Q8_0) {
+        const lw__block_q8_0 *x = (const lw__block_q8_0 *)w + b, *y = (const lw__block_q8_0 *)a + b;
+        for (int i = 0; i < 32; i++) {
+            const int32_t p = (int32_t)x->qs[i] * (int32_t)y->qs[i];
+            s += p;
+            *abs_sum += p < 0 ? -p : p;
+        }
+        *d = lw__fp16_to_fp32(x->d) * lw__fp16_to_fp32(y->d);
+    }
+    return s;
+}
+
+/* The own-order chain, and in *mag the sum over elements of |w a| (the scale of any order's rounding). */
+static float own_ref(uint32_t type, int64_t k, const uint8_t *w, const uint8_t *a, double *mag) {
+    float acc = 0.0f;
+    *mag = 0.0;
+    for (int64_t b = 0; b < k / 32; b++) {
+        float d;
+        int64_t abs_sum;
+        const int32_t s = own_block(type, w, a, b, &d, &abs_sum);
+        acc = fmaf((float)s, d, acc);
+        *mag += (double)abs_sum * fabs((double)d);
+    }
+    return acc;
+}
+
+static void test_own(void) {
+    static const gcase own_cases[] = {
+        {"q8_0 own", LW_TYPE_Q8_0, LW_TYPE_Q8_0, lw__vec_dot_q8_0_q8_0_x86, 0, -1},
+    };
+    static const int64_t ms[] = {16, 37, 64, 8, 3};
+    static const int64_t kblocks[] = {1, 5, 8, 128};
+    static const int64_t nts[] = {2, 3, 8, 13, 21};
+    for (size_t c = 0; c < sizeof own_cases / sizeof own_cases[0]; c++) {
+        const gcase *gc = &own_cases[c];
+        const lw__quant_gemm_fn own = lw__quant_gemm_own_x86(gc->type);
+        if (!own) {
+            printf("%-16s no kernel on this CPU, skipped\n", gc->name);
+            continue;
+        }
+        int outs = 0, same = 0;
+        double worst = 0; /* |own - ggml's x86 order| / sum |w a|, over the quantized rows */
+        for (int seed = 0; seed < 40; seed++) {
+            rng_state = 9100u * c + (uint64_t)seed;
+            const int64_t m = ms[seed % 5], k = kblocks[(seed / 4) % 4] * 32, nt = nts[seed % 5];
+            const int quantized = seed % 3 == 2;
+            const size_t wrb = row_bytes(gc->type, k), arb = row_bytes(gc->act, k), cs = (size_t)m + 3;
+            uint8_t *w = malloc((size_t)m * wrb), *a = malloc((size_t)nt * arb);
+            float *out = malloc((size_t)nt * cs * sizeof(float));
+            void *scratch = aligned_alloc(64, (lw__quant_gemm_scratch(k, nt) + 63) / 64 * 64);
+            random_rows(gc, w, m, k, quantized);
+            random_acts(gc, a, nt, k, quantized);
+            for (size_t i = 0; i < (size_t)nt * cs; i++) out[i] = -12345.0f;
+            own(k, w, wrb, m, a, arb, nt, out, cs, scratch);
+            for (int64_t t = 0; t < nt; t++) {
+                for (int64_t r = 0; r < m; r++) {
+                    double mag;
+                    const uint8_t *wr = w + (size_t)r * wrb, *ar = a + (size_t)t * arb;
+                    const float ref = own_ref(gc->type, k, wr, ar, &mag), got = out[t * cs + r];
+                    const int eq = memcmp(&ref, &got, sizeof ref) == 0;
+                    CHECK_MSG(
+                        eq,
+                        "%s: seed %d m %lld k %lld nt %lld: c[%lld][%lld] %.9g != own-order reference %.9g",
+                        gc->name, seed, (long long)m, (long long)k, (long long)nt, (long long)t, (long long)r,
+                        got, ref);
+                    same += eq;
+                    outs++;
+                    if (quantized && mag > 0) {
+                        const double e = fabs((double)got - (double)gc->ref(k, wr, ar)) / mag;
+                        worst = e > worst ? e : worst;
+                    }
+                }
+                for (size_t r = (size_t)m; r < cs; r++)
+                    CHECK_MSG(out[t * cs + r] == -12345.0f, "%s: seed %d wrote past row %lld", gc->name, seed,
+                              (long long)m);
+            }
+            free(w);
+            free(a);
+            free(out);
+            free(scratch);
+        }
+        /* float rounding only: a wrong block sum or scale moves a product by orders of magnitude more */
+        CHECK_MSG(worst < 1e-5, "%s: %.3g of sum |w a| from ggml's x86 order", gc->name, worst);
+        printf("%-16s %d/%d outputs bit-identical to the own-order chain; vs ggml's x86 order <= %.2g of sum "
+               "|w a|\n",
+               gc->name, same, outs, worst);
+    }
+    /* the engine's selector: off with LW_CPU_KERNELS=exact or scalar */
+    const char *old = getenv("LW_CPU_KERNELS");
+    setenv("LW_CPU_KERNELS", "exact", 1);
+    CHECK(lw__quant_gemm_own(LW_TYPE_Q8_0) == NULL);
+    setenv("LW_CPU_KERNELS", "scalar", 1);
+    CHECK(lw__quant_gemm_own(LW_TYPE_Q8_0) == NULL);
+    unsetenv("LW_CPU_KERNELS");
+    CHECK(lw__quant_gemm_own(LW_TYPE_Q8_0) == lw__quant_gemm_own_x86(LW_TYPE_Q8_0));
+    CHECK(lw__quant_gemm_own(LW_TYPE_F32) == NULL);
+    if (old) setenv("LW_CPU_KERNELS", old, 1);
+}
+
 int main(void) {
-    if (!lw__quant_gemm_x86(cases[0].ref)) test_skip("no tiled quantized kernel for this CPU (needs AVX-512 VNNI)");
+    test_own();
+    if (!lw__quant_gemm_x86(cases[0].ref))
+        test_skip("no tiled quantized kernel for this CPU (needs AVX-512 VNNI)");
 
     static const int64_t ms[] = {16, 37, 64, 8, 3};
     static const int64_t kblocks[] = {1, 5, 8, 128}; /* row lengths in blocks */
     static const int64_t nts[] = {1, 3, 8, 13, 21};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const gcase *gc = &cases[c];
-        /* the many-token kernel and the few-token (decode) kernel, whichever exist: each on every other seed */
+        /* the many-token kernel and the few-token (decode) kernel, whichever exist: each on every other seed
+         */
         const lw__quant_gemm_fn gemm = lw__quant_gemm_x86(gc->ref), gemv = lw__quant_gemv_x86(gc->ref);
         CHECK_MSG(gemm || gemv, "%s: no kernel", gc->name);
         if (!gemm && !gemv) continue;
         int outs = 0, same = 0, gemvs = 0;
         for (int seed = 0; seed < 40; seed++) {
             rng_state = 7000u * c + (uint64_t)seed;
-            const int64_t m = ms[seed % 5], k = kblocks[(seed / 4) % 4] * lw_type_get(gc->type)->block_size, nt = nts[seed % 5];
+            const int64_t m = ms[seed % 5], k = kblocks[(seed / 4) % 4] * lw_type_get(gc->type)->block_size,
+                          nt = nts[seed % 5];
             const int quantized = seed % 3 == 2;
             const size_t wrb = row_bytes(gc->type, k), arb = row_bytes(gc->act, k), cs = (size_t)m + 3;
             uint8_t *w = malloc((size_t)m * wrb), *a = malloc((size_t)nt * arb);
@@ -123,22 +240,26 @@ int main(void) {
             }
             for (int64_t t = 0; t < nt; t++) {
                 for (int64_t r = 0; r < m; r++) {
-                    const float ref = gc->ref(k, w + (size_t)r * wrb, a + (size_t)t * arb), got = out[t * cs + r];
+                    const float ref = gc->ref(k, w + (size_t)r * wrb, a + (size_t)t * arb),
+                                got = out[t * cs + r];
                     const int eq = memcmp(&ref, &got, sizeof ref) == 0;
-                    CHECK_MSG(eq, "%s: seed %d m %lld k %lld nt %lld: c[%lld][%lld] %.9g != reference %.9g", gc->name,
-                              seed, (long long)m, (long long)k, (long long)nt, (long long)t, (long long)r, got, ref);
+                    CHECK_MSG(eq, "%s: seed %d m %lld k %lld nt %lld: c[%lld][%lld] %.9g != reference %.9g",
+                              gc->name, seed, (long long)m, (long long)k, (long long)nt, (long long)t,
+                              (long long)r, got, ref);
                     same += eq;
                     outs++;
                 }
                 for (size_t r = (size_t)m; r < cs; r++)
-                    CHECK_MSG(out[t * cs + r] == -12345.0f, "%s: seed %d wrote past row %lld", gc->name, seed, (long long)m);
+                    CHECK_MSG(out[t * cs + r] == -12345.0f, "%s: seed %d wrote past row %lld", gc->name, seed,
+                              (long long)m);
             }
             free(w);
             free(a);
             free(out);
             free(scratch);
         }
-        printf("%-16s %d/%d outputs bit-identical (%d of 40 products by the decode kernel)\n", gc->name, same, outs, gemvs);
+        printf("%-16s %d/%d outputs bit-identical (%d of 40 products by the decode kernel)\n", gc->name, same,
+               outs, gemvs);
     }
     return test_summary("quant-gemm");
 }

@@ -406,7 +406,18 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
         return;
     }
 
-    /* 2a. many tokens and a tiled kernel (quant-gemm.h): panels of weight rows split over threads; each
+    /* 2a. many tokens and a tiled kernel in the engine's own float order (quant-gemm.h), unless exact */
+    const lw__quant_gemm_fn own = nt >= LW_QGEMM_MIN_TOKENS ? lw__quant_gemm_own(w->type) : NULL;
+    if (own) {
+        split_units(m, LW_QUANT_GEMM_ROWS, ith, nth, &r0, &r1);
+        if (r1 > r0)
+            own(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0, act,
+                act_stride, nt, row_f32(dst, 0) + r0, (size_t)dst->ne0,
+                ex->thread_scratch + (size_t)ith * ex->thread_floats);
+        return;
+    }
+
+    /* 2b. many tokens and a tiled kernel (quant-gemm.h): panels of weight rows split over threads; each
      *     thread's panels meet every token in registers. Tokens past the last group of 4 take the gemv
      *     order where llama.cpp's repacked gemm and gemv orders differ. */
     const int repacked = lw__cpu_mm_repacked(mm, m) && !w->plain;
@@ -434,7 +445,7 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
         return;
     }
 
-    /* 2b. output columns (weight rows) split over threads; tokens in blocks so a block of activations stays
+    /* 2c. output columns (weight rows) split over threads; tokens in blocks so a block of activations stays
      *     in cache while the weight rows stream by */
     lw__cpu_split(m, ith, nth, &r0, &r1);
     /* ggml hands steps of 2+ tokens with k a multiple of 16 to tinyBLAS, whose summation order differs */
@@ -1019,7 +1030,8 @@ lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, int64_t 
                     return LW_ERR_OVERFLOW;
                 if (b > shared) shared = b;
             }
-            if ((mm->qgemm || mm->qgemm_repack) && max_tokens >= LW_QGEMM_MIN_TOKENS) {
+            if ((mm->qgemm || mm->qgemm_repack || lw__quant_gemm_own(w->type)) &&
+                max_tokens >= LW_QGEMM_MIN_TOKENS) {
                 /* the tiled kernels' panel and per-block activation data (quant-gemm.h) */
                 if (w->ne0 > INT32_MAX || max_tokens > INT32_MAX) return LW_ERR_OVERFLOW;
                 const uint64_t f =

@@ -48,7 +48,7 @@ size_t lw__quant_gemm_scratch(int64_t k, int64_t nt) {
 #endif
 
 #define VNNI512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-#define INLINE inline __attribute__((always_inline))
+#define INLINE  inline __attribute__((always_inline))
 
 VNNI512 static INLINE float h2f(uint16_t h) {
     return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
@@ -112,7 +112,8 @@ VNNI512 static void q4_0_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, 
         transpose4x4x4(t, r);
         for (int j = 0; j < 4; j++) { /* dword j: low nibbles = elements 4j.., high = 16 + 4j.. */
             _mm512_store_si512(pb + PANEL * 4 + 64 * j, _mm512_and_si512(r[j], m4));
-            _mm512_store_si512(pb + PANEL * 4 + 64 * (j + 4), _mm512_and_si512(_mm512_srli_epi16(r[j], 4), m4));
+            _mm512_store_si512(pb + PANEL * 4 + 64 * (j + 4),
+                               _mm512_and_si512(_mm512_srli_epi16(r[j], 4), m4));
         }
     }
 }
@@ -156,25 +157,67 @@ VNNI512 static INLINE void q4_0_tile(int T, int64_t nb, const uint8_t *p, const 
         }
     }
     const __mmask16 mask = (__mmask16)((1u << nr) - 1);
-    for (int u = 0; u < T; u++) _mm512_mask_storeu_ps(c + (size_t)u * cs, mask, _mm512_permutexvar_ps(LANE_ROW, acc[u]));
+    for (int u = 0; u < T; u++)
+        _mm512_mask_storeu_ps(c + (size_t)u * cs, mask, _mm512_permutexvar_ps(LANE_ROW, acc[u]));
 }
 
-VNNI512 static void gemm_q4_0_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
-                                     int64_t nt, float *c, size_t cs, void *scratch) {
+/* Panel of rows [0, nr) of Q8_0 weights into p, in the Q4_0 panel's layout: per block the 16 rows' scales,
+ * then group g (elements 4g..4g + 3) of the 16 rows as q + 128 (vpdpbusd's unsigned side; the 128 * sum y
+ * it adds is the lane's starting value, as Q4_0's 8 * sum y). */
+VNNI512 static void q8_0_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, uint8_t *p) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    const uint8_t *rp[16];
+    int32_t off[16];
+    panel_rows(w, ws, nr, rp, off);
+    const __m512i voff = _mm512_loadu_si512(off);
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t bo = (size_t)b * sizeof(lw__block_q8_0);
+        uint8_t *pb = p + (size_t)b * PANEL_BLOCK;
+        _mm512_store_ps((float *)pb, gather_h(voff, rp[0] + bo));
+        for (int h = 0; h < 2; h++) { /* quants 16h..16h + 15: groups 4h..4h + 3 */
+            __m512i t[4], r[4];
+            load4x4(rp, bo + 2 + 16 * (size_t)h, t);
+            transpose4x4x4(t, r);
+            for (int j = 0; j < 4; j++)
+                _mm512_store_si512(pb + PANEL * 4 + 64 * (4 * h + j), _mm512_xor_si512(r[j], bias));
+        }
+    }
+}
+
+/* Panels of 16 rows (built by panel()) against tiles of 8 tokens: Q4_0 (mul -8) and Q8_0 (mul -128). */
+VNNI512 static INLINE void gemm_32_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a,
+                                           size_t as, int64_t nt, float *c, size_t cs, void *scratch,
+                                           void (*panel_fn)(int64_t, const uint8_t *, size_t, int, uint8_t *),
+                                           int32_t mul) {
     const int64_t nb = k / 32;
     uint8_t *panel = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     act_aux *aux = (act_aux *)(panel + (size_t)nb * PANEL_BLOCK);
     const uint8_t *act = a;
-    q8_0_aux(nb, act, as, nt, aux, -8);
+    q8_0_aux(nb, act, as, nt, aux, mul);
     for (int64_t r0 = 0; r0 < m; r0 += PANEL) {
         const int nr = m - r0 < PANEL ? (int)(m - r0) : PANEL;
-        q4_0_panel(nb, (const uint8_t *)w + (size_t)r0 * ws, ws, nr, panel);
+        panel_fn(nb, (const uint8_t *)w + (size_t)r0 * ws, ws, nr, panel);
         int64_t t = 0;
         for (; t + 8 <= nt; t += 8)
-            q4_0_tile(8, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0, cs, nr);
+            q4_0_tile(8, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0,
+                      cs, nr);
         for (; t < nt; t++)
-            q4_0_tile(1, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0, cs, nr);
+            q4_0_tile(1, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0,
+                      cs, nr);
     }
+}
+
+VNNI512 static void gemm_q4_0_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a,
+                                      size_t as, int64_t nt, float *c, size_t cs, void *scratch) {
+    gemm_32_vnni512(k, w, ws, m, a, as, nt, c, cs, scratch, q4_0_panel, -8);
+}
+
+/* Q8_0 in the engine's own order (quant-gemm.h: lw__quant_gemm_own): one fma per block and (row, token),
+ * 16 rows per zmm, where ggml's x86 order keeps 8 float lanes per (row, token) and needs 8 fmas per block
+ * (gemm_q8_0_vnni512 below: ~3x the float work of this one). */
+VNNI512 static void gemm_q8_0_own_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a,
+                                          size_t as, int64_t nt, float *c, size_t cs, void *scratch) {
+    gemm_32_vnni512(k, w, ws, m, a, as, nt, c, cs, scratch, q8_0_panel, -128);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -193,8 +236,8 @@ static float hsum8(const float *acc) {
 }
 
 /* Rows r0, r0 + 1 of weights times tokens [0, T): c[u * cs + 0..1]. */
-VNNI512 static INLINE void q8_0_tile(int T, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, size_t as,
-                                     const float *da, float *c, size_t cs, int two) {
+VNNI512 static INLINE void q8_0_tile(int T, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a,
+                                     size_t as, const float *da, float *c, size_t cs, int two) {
     __m512 acc[2][4];
     for (int i = 0; i < 2; i++)
         for (int u = 0; u < T; u++) acc[i][u] = _mm512_setzero_ps();
@@ -206,12 +249,13 @@ VNNI512 static INLINE void q8_0_tile(int T, int64_t nb, const uint8_t *w, size_t
         for (int i = 0; i < 2; i++) {
             const lw__block_q8_0 *x0 = (const lw__block_q8_0 *)(w + (size_t)(2 * i) * ws) + b;
             const lw__block_q8_0 *x1 = (const lw__block_q8_0 *)(w + (size_t)(2 * i + two) * ws) + b;
-            const __m512i xv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x0->qs)),
-                                                  _mm256_loadu_si256((const __m256i *)x1->qs), 1);
+            const __m512i xv =
+                _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x0->qs)),
+                                   _mm256_loadu_si256((const __m256i *)x1->qs), 1);
             ax[i] = _mm512_abs_epi8(xv); /* -128 stays 0x80: unsigned 128 for vpdpbusd */
             neg[i] = _mm512_movepi8_mask(xv);
             dw[i] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(h2f(x0->d))),
-                                                             _mm256_castps_pd(_mm256_set1_ps(h2f(x1->d))), 1));
+                                                        _mm256_castps_pd(_mm256_set1_ps(h2f(x1->d))), 1));
         }
         for (int u = 0; u < T; u++) {
             const lw__block_q8_0 *y = (const lw__block_q8_0 *)(a + (size_t)u * as) + b;
@@ -234,8 +278,8 @@ VNNI512 static INLINE void q8_0_tile(int T, int64_t nb, const uint8_t *w, size_t
     }
 }
 
-VNNI512 static void gemm_q8_0_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
-                                     int64_t nt, float *c, size_t cs, void *scratch) {
+VNNI512 static void gemm_q8_0_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a,
+                                      size_t as, int64_t nt, float *c, size_t cs, void *scratch) {
     const int64_t nb = k / 32;
     float *da = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     for (int64_t t = 0; t < nt; t++) {
@@ -247,9 +291,11 @@ VNNI512 static void gemm_q8_0_vnni512(int64_t k, const void *w, size_t ws, int64
     for (; r + 4 <= m; r += 4) {
         int64_t t = 0;
         for (; t + 4 <= nt; t += 4)
-            q8_0_tile(4, nb, wb + (size_t)r * ws, ws, ab + (size_t)t * as, as, da + t * nb, c + (size_t)t * cs + r, cs, 1);
+            q8_0_tile(4, nb, wb + (size_t)r * ws, ws, ab + (size_t)t * as, as, da + t * nb,
+                      c + (size_t)t * cs + r, cs, 1);
         for (; t < nt; t++)
-            q8_0_tile(1, nb, wb + (size_t)r * ws, ws, ab + (size_t)t * as, as, da + t * nb, c + (size_t)t * cs + r, cs, 1);
+            q8_0_tile(1, nb, wb + (size_t)r * ws, ws, ab + (size_t)t * as, as, da + t * nb,
+                      c + (size_t)t * cs + r, cs, 1);
     }
     for (; r < m; r++) /* the last 1..3 rows one at a time (the second row of each pair repeats the first) */
         for (int64_t t = 0; t < nt; t++) {
@@ -268,12 +314,12 @@ VNNI512 static void gemm_q8_0_vnni512(int64_t k, const void *w, size_t ws, int64
  * interleaved as for Q4_0.
  * ------------------------------------------------------------------------------------------------------- */
 
-#define Q4K_D 0                           /* float d[16]                           */
-#define Q4K_DMIN 64                       /* float dmin[16]                        */
-#define Q4K_SC 128                        /* int32 sc[8][16]                       */
-#define Q4K_MN 640                        /* int32 (mn[2p] | mn[2p+1] << 16)[4][16] */
-#define Q4K_Q 896                         /* u8 q[8 sub-blocks][8 groups][16][4]   */
-#define Q4K_BLOCK (Q4K_Q + 8 * 8 * 64)    /* 4992 bytes per super-block            */
+#define Q4K_D     0                    /* float d[16]                           */
+#define Q4K_DMIN  64                   /* float dmin[16]                        */
+#define Q4K_SC    128                  /* int32 sc[8][16]                       */
+#define Q4K_MN    640                  /* int32 (mn[2p] | mn[2p+1] << 16)[4][16] */
+#define Q4K_Q     896                  /* u8 q[8 sub-blocks][8 groups][16][4]   */
+#define Q4K_BLOCK (Q4K_Q + 8 * 8 * 64) /* 4992 bytes per super-block            */
 
 /* Per token and super-block: scale and the 4 pairs of sub-block sums (int16 pairs). */
 typedef struct q8_K_aux {
@@ -293,14 +339,16 @@ VNNI512 static void q4_K_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, 
         uint8_t *pb = p + (size_t)i * Q4K_BLOCK;
         const __m512i dd = _mm512_i32gather_epi32(voff, rp[0] + bo, 1); /* d | dmin << 16 */
         _mm512_store_ps((float *)(pb + Q4K_D), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
-        _mm512_store_ps((float *)(pb + Q4K_DMIN), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+        _mm512_store_ps((float *)(pb + Q4K_DMIN),
+                        _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
         int32_t *sc = (int32_t *)(pb + Q4K_SC), *mn = (int32_t *)(pb + Q4K_MN);
         for (int l = 0; l < 16; l++) { /* lane l holds row 4 (l % 4) + l / 4 */
             const lw__block_q4_K *x = (const lw__block_q4_K *)(rp[4 * (l % 4) + l / 4] + bo);
             int sv[8], mv[8];
             for (int j = 0; j < 8; j++) lw__k4_scale_min(j, x->scales, &sv[j], &mv[j]);
             for (int j = 0; j < 8; j++) sc[16 * j + l] = sv[j];
-            for (int q = 0; q < 4; q++) mn[16 * q + l] = (int32_t)((uint32_t)mv[2 * q] | ((uint32_t)mv[2 * q + 1] << 16));
+            for (int q = 0; q < 4; q++)
+                mn[16 * q + l] = (int32_t)((uint32_t)mv[2 * q] | ((uint32_t)mv[2 * q + 1] << 16));
         }
         for (int q = 0; q < 4; q++) { /* 32 quant bytes: sub-blocks 2q (low nibbles) and 2q + 1 (high) */
             for (int h = 0; h < 2; h++) {
@@ -310,7 +358,8 @@ VNNI512 static void q4_K_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, 
                 for (int j = 0; j < 4; j++) {
                     const int g = 4 * h + j;
                     _mm512_store_si512(pb + Q4K_Q + 512 * (2 * q) + 64 * g, _mm512_and_si512(r[j], m4));
-                    _mm512_store_si512(pb + Q4K_Q + 512 * (2 * q + 1) + 64 * g, _mm512_and_si512(_mm512_srli_epi16(r[j], 4), m4));
+                    _mm512_store_si512(pb + Q4K_Q + 512 * (2 * q + 1) + 64 * g,
+                                       _mm512_and_si512(_mm512_srli_epi16(r[j], 4), m4));
                 }
             }
         }
@@ -324,7 +373,8 @@ VNNI512 static void q8_K_aux_fill(int64_t nb, const uint8_t *a, size_t as, int64
             q8_K_aux *x = &aux[t * nb + i];
             x->d = y[i].d;
             for (int q = 0; q < 4; q++) {
-                const int b0 = y[i].bsums[4 * q] + y[i].bsums[4 * q + 1], b1 = y[i].bsums[4 * q + 2] + y[i].bsums[4 * q + 3];
+                const int b0 = y[i].bsums[4 * q] + y[i].bsums[4 * q + 1],
+                          b1 = y[i].bsums[4 * q + 2] + y[i].bsums[4 * q + 3];
                 x->bp[q] = (int32_t)(((uint32_t)b0 & 0xffff) | ((uint32_t)b1 << 16));
             }
             x->pad[0] = x->pad[1] = x->pad[2] = 0;
@@ -339,7 +389,8 @@ VNNI512 static INLINE void q4_K_tile(int T, int64_t nb, const uint8_t *p, const 
     const __m512i zero = _mm512_setzero_si512();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *pb = p + (size_t)i * Q4K_BLOCK;
-        const __m512 dwv = _mm512_load_ps((const float *)(pb + Q4K_D)), dmv = _mm512_load_ps((const float *)(pb + Q4K_DMIN));
+        const __m512 dwv = _mm512_load_ps((const float *)(pb + Q4K_D)),
+                     dmv = _mm512_load_ps((const float *)(pb + Q4K_DMIN));
         for (int q = 0; q < 4; q++) {
             __m512i isum[4];
             for (int u = 0; u < T; u++) isum[u] = zero;
@@ -370,11 +421,12 @@ VNNI512 static INLINE void q4_K_tile(int T, int64_t nb, const uint8_t *p, const 
     }
     const __mmask16 mask = (__mmask16)((1u << nr) - 1);
     for (int u = 0; u < T; u++)
-        _mm512_mask_storeu_ps(c + (size_t)u * cs, mask, _mm512_permutexvar_ps(LANE_ROW, _mm512_sub_ps(acc[u], accm[u])));
+        _mm512_mask_storeu_ps(c + (size_t)u * cs, mask,
+                              _mm512_permutexvar_ps(LANE_ROW, _mm512_sub_ps(acc[u], accm[u])));
 }
 
-VNNI512 static void gemm_q4_K_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
-                                     int64_t nt, float *c, size_t cs, void *scratch) {
+VNNI512 static void gemm_q4_K_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a,
+                                      size_t as, int64_t nt, float *c, size_t cs, void *scratch) {
     const int64_t nb = k / LW_QK_K;
     uint8_t *panel = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     q8_K_aux *aux = (q8_K_aux *)(panel + (size_t)nb * Q4K_BLOCK);
@@ -385,9 +437,11 @@ VNNI512 static void gemm_q4_K_vnni512(int64_t k, const void *w, size_t ws, int64
         q4_K_panel(nb, (const uint8_t *)w + (size_t)r0 * ws, ws, nr, panel);
         int64_t t = 0;
         for (; t + 4 <= nt; t += 4)
-            q4_K_tile(4, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0, cs, nr);
+            q4_K_tile(4, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0,
+                      cs, nr);
         for (; t < nt; t++)
-            q4_K_tile(1, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0, cs, nr);
+            q4_K_tile(1, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0,
+                      cs, nr);
     }
 }
 
@@ -400,8 +454,9 @@ VNNI512 static void gemm_q4_K_vnni512(int64_t k, const void *w, size_t ws, int64
  * scales as int16 (vpmaddubsw then vpdpwssd apply them), the 16 scales for the correction and x.d.
  * ------------------------------------------------------------------------------------------------------- */
 
-#define Q6K_PAIR 1152          /* bytes per super-block and row pair: u[8][64], sc[8][64], scp[64], dx[64] */
-#define Q6K_BLOCK (2 * Q6K_PAIR) /* per super-block of a 4-row panel                                         */
+#define Q6K_PAIR 1152 /* bytes per super-block and row pair: u[8][64], sc[8][64], scp[64], dx[64] */
+#define Q6K_BLOCK                                                                                            \
+    (2 * Q6K_PAIR) /* per super-block of a 4-row panel                                         */
 
 VNNI512 static void q6_K_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, uint8_t *p) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
@@ -413,17 +468,27 @@ VNNI512 static void q6_K_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, 
                 const int half = c / 4, part = c % 4;
                 const __m256i ql = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * half + 32 * (part & 1)));
                 const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * half));
-                const __m256i lo = part < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+                const __m256i lo =
+                    part < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
                 __m256i hb;
                 switch (part) { /* shifts need immediates */
-                case 0: hb = qh; break;
-                case 1: hb = _mm256_srli_epi16(qh, 2); break;
-                case 2: hb = _mm256_srli_epi16(qh, 4); break;
-                default: hb = _mm256_srli_epi16(qh, 6); break;
+                case 0:
+                    hb = qh;
+                    break;
+                case 1:
+                    hb = _mm256_srli_epi16(qh, 2);
+                    break;
+                case 2:
+                    hb = _mm256_srli_epi16(qh, 4);
+                    break;
+                default:
+                    hb = _mm256_srli_epi16(qh, 6);
+                    break;
                 }
                 hb = _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4);
                 _mm256_store_si256((__m256i *)(pp + 64 * c), _mm256_or_si256(lo, hb));
-                const __m128i s0 = _mm_set1_epi16(x->scales[2 * c]), s1 = _mm_set1_epi16(x->scales[2 * c + 1]);
+                const __m128i s0 = _mm_set1_epi16(x->scales[2 * c]),
+                              s1 = _mm_set1_epi16(x->scales[2 * c + 1]);
                 _mm256_store_si256((__m256i *)(pp + 512 + 64 * c), _mm256_set_m128i(s1, s0));
             }
             _mm256_store_si256((__m256i *)(pp + 1024),
@@ -433,8 +498,8 @@ VNNI512 static void q6_K_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, 
     }
 }
 
-VNNI512 static INLINE void q6_K_tile(int T, int64_t nb, const uint8_t *p, const uint8_t *a, size_t as, float *c,
-                                     size_t cs, int nr) {
+VNNI512 static INLINE void q6_K_tile(int T, int64_t nb, const uint8_t *p, const uint8_t *a, size_t as,
+                                     float *c, size_t cs, int nr) {
     __m512 acc[2][4];
     for (int h = 0; h < 2; h++)
         for (int u = 0; u < T; u++) acc[h][u] = _mm512_setzero_ps();
@@ -445,19 +510,26 @@ VNNI512 static INLINE void q6_K_tile(int T, int64_t nb, const uint8_t *p, const 
             const lw__block_q8_K *y = (const lw__block_q8_K *)(a + (size_t)u * as) + i;
             __m512i l0 = zero, l1 = zero;
             for (int ch = 0; ch < 8; ch++) {
-                const __m512i yv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(y->qs + 32 * ch)));
+                const __m512i yv =
+                    _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(y->qs + 32 * ch)));
                 l0 = _mm512_dpwssd_epi32(l0, _mm512_maddubs_epi16(_mm512_load_si512(pb + 64 * ch), yv),
                                          _mm512_load_si512(pb + 512 + 64 * ch));
-                l1 = _mm512_dpwssd_epi32(l1, _mm512_maddubs_epi16(_mm512_load_si512(pb + Q6K_PAIR + 64 * ch), yv),
+                l1 = _mm512_dpwssd_epi32(l1,
+                                         _mm512_maddubs_epi16(_mm512_load_si512(pb + Q6K_PAIR + 64 * ch), yv),
                                          _mm512_load_si512(pb + Q6K_PAIR + 512 + 64 * ch));
             }
             const __m512i bs = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y->bsums));
-            l0 = _mm512_sub_epi32(l0, _mm512_slli_epi32(_mm512_dpwssd_epi32(zero, _mm512_load_si512(pb + 1024), bs), 5));
-            l1 = _mm512_sub_epi32(l1, _mm512_slli_epi32(_mm512_dpwssd_epi32(zero, _mm512_load_si512(pb + Q6K_PAIR + 1024), bs), 5));
+            l0 = _mm512_sub_epi32(
+                l0, _mm512_slli_epi32(_mm512_dpwssd_epi32(zero, _mm512_load_si512(pb + 1024), bs), 5));
+            l1 = _mm512_sub_epi32(
+                l1,
+                _mm512_slli_epi32(_mm512_dpwssd_epi32(zero, _mm512_load_si512(pb + Q6K_PAIR + 1024), bs), 5));
             const __m512 dy = _mm512_set1_ps(y->d);
-            acc[0][u] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_load_ps((const float *)(pb + 1088)), dy), _mm512_cvtepi32_ps(l0), acc[0][u]);
-            acc[1][u] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_load_ps((const float *)(pb + Q6K_PAIR + 1088)), dy),
-                                        _mm512_cvtepi32_ps(l1), acc[1][u]);
+            acc[0][u] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_load_ps((const float *)(pb + 1088)), dy),
+                                        _mm512_cvtepi32_ps(l0), acc[0][u]);
+            acc[1][u] =
+                _mm512_fmadd_ps(_mm512_mul_ps(_mm512_load_ps((const float *)(pb + Q6K_PAIR + 1088)), dy),
+                                _mm512_cvtepi32_ps(l1), acc[1][u]);
         }
     }
     for (int u = 0; u < T; u++)
@@ -469,8 +541,8 @@ VNNI512 static INLINE void q6_K_tile(int T, int64_t nb, const uint8_t *p, const 
         }
 }
 
-VNNI512 static void gemm_q6_K_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
-                                     int64_t nt, float *c, size_t cs, void *scratch) {
+VNNI512 static void gemm_q6_K_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a,
+                                      size_t as, int64_t nt, float *c, size_t cs, void *scratch) {
     const int64_t nb = k / LW_QK_K;
     uint8_t *panel = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     const uint8_t *act = a;
@@ -478,8 +550,10 @@ VNNI512 static void gemm_q6_K_vnni512(int64_t k, const void *w, size_t ws, int64
         const int nr = m - r0 < 4 ? (int)(m - r0) : 4;
         q6_K_panel(nb, (const uint8_t *)w + (size_t)r0 * ws, ws, nr, panel);
         int64_t t = 0;
-        for (; t + 4 <= nt; t += 4) q6_K_tile(4, nb, panel, act + (size_t)t * as, as, c + (size_t)t * cs + r0, cs, nr);
-        for (; t < nt; t++) q6_K_tile(1, nb, panel, act + (size_t)t * as, as, c + (size_t)t * cs + r0, cs, nr);
+        for (; t + 4 <= nt; t += 4)
+            q6_K_tile(4, nb, panel, act + (size_t)t * as, as, c + (size_t)t * cs + r0, cs, nr);
+        for (; t < nt; t++)
+            q6_K_tile(1, nb, panel, act + (size_t)t * as, as, c + (size_t)t * cs + r0, cs, nr);
     }
 }
 
@@ -498,8 +572,8 @@ VNNI512 static INLINE __m512i sum4x4(__m512i t0, __m512i t1, __m512i t2, __m512i
     return _mm512_add_epi32(_mm512_unpacklo_epi64(s1, s2), _mm512_unpackhi_epi64(s1, s2));
 }
 
-VNNI512 static void gemv_q4_0_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
-                                     int64_t nt, float *c, size_t cs, void *scratch) {
+VNNI512 static void gemv_q4_0_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a,
+                                      size_t as, int64_t nt, float *c, size_t cs, void *scratch) {
     (void)scratch;
     const int64_t nb = k / 32;
     const __m512i m4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
@@ -522,16 +596,22 @@ VNNI512 static void gemv_q4_0_vnni512(int64_t k, const void *w, size_t ws, int64
                     tk[q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, _mm512_and_si512(tk[q], m4), yl),
                                                 _mm512_and_si512(_mm512_srli_epi16(tk[q], 4), m4), yh);
                 /* -8 * sum of the token's quants, then the exact block sums of the 16 rows */
-                const __m256i ys = _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[b].qs),
-                                                                    _mm256_set1_epi8((char)0x80)),
-                                                   _mm256_setzero_si256());
-                const __m128i ys2 = _mm_add_epi64(_mm256_castsi256_si128(ys), _mm256_extracti128_si256(ys, 1));
-                const int32_t corr = -8 * ((int32_t)(_mm_cvtsi128_si64(ys2) + _mm_extract_epi64(ys2, 1)) - 32 * 128);
-                const __m512i sumi = _mm512_add_epi32(sum4x4(tk[0], tk[1], tk[2], tk[3]), _mm512_set1_epi32(corr));
+                const __m256i ys =
+                    _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[b].qs),
+                                                     _mm256_set1_epi8((char)0x80)),
+                                    _mm256_setzero_si256());
+                const __m128i ys2 =
+                    _mm_add_epi64(_mm256_castsi256_si128(ys), _mm256_extracti128_si256(ys, 1));
+                const int32_t corr =
+                    -8 * ((int32_t)(_mm_cvtsi128_si64(ys2) + _mm_extract_epi64(ys2, 1)) - 32 * 128);
+                const __m512i sumi =
+                    _mm512_add_epi32(sum4x4(tk[0], tk[1], tk[2], tk[3]), _mm512_set1_epi32(corr));
                 const __m512 dw = gather_h(voff, row[0] + bo);
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(dw, _mm512_set1_ps(h2f(y[b].d))), acc);
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi),
+                                      _mm512_mul_ps(dw, _mm512_set1_ps(h2f(y[b].d))), acc);
             }
-            _mm512_mask_storeu_ps(c + (size_t)t * cs + r0, (__mmask16)((1u << nr) - 1), _mm512_permutexvar_ps(LANE_ROW, acc));
+            _mm512_mask_storeu_ps(c + (size_t)t * cs + r0, (__mmask16)((1u << nr) - 1),
+                                  _mm512_permutexvar_ps(LANE_ROW, acc));
         }
     }
 }
@@ -543,8 +623,8 @@ VNNI512 static void gemv_q4_0_vnni512(int64_t k, const void *w, size_t ws, int64
  * of the 16 rows are unpacked together from 3 gathered dwords.
  * ------------------------------------------------------------------------------------------------------- */
 
-VNNI512 static void gemv_q4_K_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
-                                     int64_t nt, float *c, size_t cs, void *scratch) {
+VNNI512 static void gemv_q4_K_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a,
+                                      size_t as, int64_t nt, float *c, size_t cs, void *scratch) {
     (void)scratch;
     const int64_t nb = k / LW_QK_K;
     const __m512i m4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi32(63), zero = _mm512_setzero_si512();
@@ -566,18 +646,29 @@ VNNI512 static void gemv_q4_K_vnni512(int64_t k, const void *w, size_t ws, int64
                 const __m512i s2 = _mm512_i32gather_epi32(voff, row[0] + bo + osc + 8, 1);
                 __m512i sc[8], mn[8];
                 sc[0] = _mm512_and_si512(s0, m6), mn[0] = _mm512_and_si512(s1, m6);
-                sc[1] = _mm512_and_si512(_mm512_srli_epi32(s0, 8), m6), mn[1] = _mm512_and_si512(_mm512_srli_epi32(s1, 8), m6);
-                sc[2] = _mm512_and_si512(_mm512_srli_epi32(s0, 16), m6), mn[2] = _mm512_and_si512(_mm512_srli_epi32(s1, 16), m6);
-                sc[3] = _mm512_and_si512(_mm512_srli_epi32(s0, 24), m6), mn[3] = _mm512_and_si512(_mm512_srli_epi32(s1, 24), m6);
+                sc[1] = _mm512_and_si512(_mm512_srli_epi32(s0, 8), m6),
+                mn[1] = _mm512_and_si512(_mm512_srli_epi32(s1, 8), m6);
+                sc[2] = _mm512_and_si512(_mm512_srli_epi32(s0, 16), m6),
+                mn[2] = _mm512_and_si512(_mm512_srli_epi32(s1, 16), m6);
+                sc[3] = _mm512_and_si512(_mm512_srli_epi32(s0, 24), m6),
+                mn[3] = _mm512_and_si512(_mm512_srli_epi32(s1, 24), m6);
                 const __m512i lo2 = _mm512_set1_epi32(0x0f), hi2 = _mm512_set1_epi32(0x30);
-                sc[4] = _mm512_or_si512(_mm512_and_si512(s2, lo2), _mm512_and_si512(_mm512_srli_epi32(s0, 2), hi2));
-                sc[5] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 8), lo2), _mm512_and_si512(_mm512_srli_epi32(s0, 10), hi2));
-                sc[6] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 16), lo2), _mm512_and_si512(_mm512_srli_epi32(s0, 18), hi2));
-                sc[7] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 24), lo2), _mm512_and_si512(_mm512_srli_epi32(s0, 26), hi2));
-                mn[4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 4), lo2), _mm512_and_si512(_mm512_srli_epi32(s1, 2), hi2));
-                mn[5] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 12), lo2), _mm512_and_si512(_mm512_srli_epi32(s1, 10), hi2));
-                mn[6] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 20), lo2), _mm512_and_si512(_mm512_srli_epi32(s1, 18), hi2));
-                mn[7] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 28), lo2), _mm512_and_si512(_mm512_srli_epi32(s1, 26), hi2));
+                sc[4] = _mm512_or_si512(_mm512_and_si512(s2, lo2),
+                                        _mm512_and_si512(_mm512_srli_epi32(s0, 2), hi2));
+                sc[5] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 8), lo2),
+                                        _mm512_and_si512(_mm512_srli_epi32(s0, 10), hi2));
+                sc[6] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 16), lo2),
+                                        _mm512_and_si512(_mm512_srli_epi32(s0, 18), hi2));
+                sc[7] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 24), lo2),
+                                        _mm512_and_si512(_mm512_srli_epi32(s0, 26), hi2));
+                mn[4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 4), lo2),
+                                        _mm512_and_si512(_mm512_srli_epi32(s1, 2), hi2));
+                mn[5] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 12), lo2),
+                                        _mm512_and_si512(_mm512_srli_epi32(s1, 10), hi2));
+                mn[6] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 20), lo2),
+                                        _mm512_and_si512(_mm512_srli_epi32(s1, 18), hi2));
+                mn[7] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 28), lo2),
+                                        _mm512_and_si512(_mm512_srli_epi32(s1, 26), hi2));
                 __m512i isum = zero, imin = zero;
                 for (int q = 0; q < 4; q++) {
                     __m512i t0[4], t1[4], lo[4], hi[4];
@@ -589,22 +680,30 @@ VNNI512 static void gemv_q4_K_vnni512(int64_t k, const void *w, size_t ws, int64
                     const __m512i yc = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(yq + 32)));
                     const __m512i yd = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(yq + 48)));
                     for (int r = 0; r < 4; r++) {
-                        lo[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, _mm512_and_si512(t0[r], m4), ya),
-                                                    _mm512_and_si512(t1[r], m4), yb);
-                        hi[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(t0[r], 4), m4), yc),
-                                                    _mm512_and_si512(_mm512_srli_epi16(t1[r], 4), m4), yd);
+                        lo[r] =
+                            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, _mm512_and_si512(t0[r], m4), ya),
+                                                _mm512_and_si512(t1[r], m4), yb);
+                        hi[r] = _mm512_dpbusd_epi32(
+                            _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(t0[r], 4), m4), yc),
+                            _mm512_and_si512(_mm512_srli_epi16(t1[r], 4), m4), yd);
                     }
-                    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sum4x4(lo[0], lo[1], lo[2], lo[3]), sc[2 * q]));
-                    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sum4x4(hi[0], hi[1], hi[2], hi[3]), sc[2 * q + 1]));
-                    const int b0 = y[i].bsums[4 * q] + y[i].bsums[4 * q + 1], b1 = y[i].bsums[4 * q + 2] + y[i].bsums[4 * q + 3];
+                    isum = _mm512_add_epi32(
+                        isum, _mm512_mullo_epi32(sum4x4(lo[0], lo[1], lo[2], lo[3]), sc[2 * q]));
+                    isum = _mm512_add_epi32(
+                        isum, _mm512_mullo_epi32(sum4x4(hi[0], hi[1], hi[2], hi[3]), sc[2 * q + 1]));
+                    const int b0 = y[i].bsums[4 * q] + y[i].bsums[4 * q + 1],
+                              b1 = y[i].bsums[4 * q + 2] + y[i].bsums[4 * q + 3];
                     imin = _mm512_add_epi32(imin, _mm512_mullo_epi32(mn[2 * q], _mm512_set1_epi32(b0)));
                     imin = _mm512_add_epi32(imin, _mm512_mullo_epi32(mn[2 * q + 1], _mm512_set1_epi32(b1)));
                 }
                 const __m512i dd = _mm512_i32gather_epi32(voff, row[0] + bo, 1); /* d | dmin << 16 */
                 const __m512 da = _mm512_set1_ps(y[i].d);
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)), da), acc);
-                accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin),
-                                       _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))), da), accm);
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                                      _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)), da), acc);
+                accm = _mm512_fmadd_ps(
+                    _mm512_cvtepi32_ps(imin),
+                    _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))), da),
+                    accm);
             }
             _mm512_mask_storeu_ps(c + (size_t)t * cs + r0, (__mmask16)((1u << nr) - 1),
                                   _mm512_permutexvar_ps(LANE_ROW, _mm512_sub_ps(acc, accm)));
@@ -624,7 +723,8 @@ static int has_vnni512(void) {
     __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     if ((lo & 0xe6) != 0xe6) return 0; /* XMM, YMM, opmask, ZMM state enabled by the OS */
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-    return (b & bit_AVX2) && (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) && (c & bit_AVX512VNNI);
+    return (b & bit_AVX2) && (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) &&
+           (c & bit_AVX512VNNI);
 }
 
 lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref) {
@@ -633,6 +733,12 @@ lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref) {
     if (ref == lw__vec_dot_q8_0_q8_0_x86) return gemm_q8_0_vnni512;
     if (ref == lw__vec_dot_q4_K_q8_K_x86_repack_gemm) return gemm_q4_K_vnni512;
     if (ref == lw__vec_dot_q6_K_q8_K_x86) return gemm_q6_K_vnni512;
+    return NULL;
+}
+
+lw__quant_gemm_fn lw__quant_gemm_own_x86(uint32_t type) {
+    if (!has_vnni512()) return NULL;
+    if (type == LW_TYPE_Q8_0) return gemm_q8_0_own_vnni512;
     return NULL;
 }
 
@@ -655,6 +761,11 @@ lw__quant_gemm_fn lw__quant_gemv_x86(lw__vec_dot_fn ref) {
     return NULL;
 }
 
+lw__quant_gemm_fn lw__quant_gemm_own_x86(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+
 #endif
 
 lw__quant_gemm_fn lw__quant_gemm_fast(lw__vec_dot_fn ref) {
@@ -667,4 +778,10 @@ lw__quant_gemm_fn lw__quant_gemv_fast(lw__vec_dot_fn ref) {
     const char *force = getenv("LW_CPU_KERNELS");
     if (force && !strcmp(force, "scalar")) return NULL;
     return lw__quant_gemv_x86(ref);
+}
+
+lw__quant_gemm_fn lw__quant_gemm_own(uint32_t type) {
+    const char *force = getenv("LW_CPU_KERNELS");
+    if (force && (!strcmp(force, "exact") || !strcmp(force, "scalar"))) return NULL;
+    return lw__quant_gemm_own_x86(type);
 }

@@ -28,6 +28,15 @@ lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref);
 lw__quant_gemm_fn lw__quant_gemv_fast(lw__vec_dot_fn ref);
 lw__quant_gemm_fn lw__quant_gemv_x86(lw__vec_dot_fn ref);
 
+/* Many-token kernels in the engine's own float order (as the fast decode kernels of quant-gemv.h): the exact
+ * integer block sums, then per (row, token) one chain acc = fma(float(sum_b), dw_b * da_b, acc) over the
+ * blocks b in order, started at 0 (tests/test-quant-gemm.c recomputes those bits in scalar C), where ggml's
+ * x86 order keeps several float lanes per (row, token). Same contract and scratch as lw__quant_gemm_fn, for
+ * any layout llama.cpp would give the weights (the order is the kernel's, not ggml's). lw__quant_gemm_own:
+ * NULL under LW_CPU_KERNELS=exact|scalar; _x86: regardless (tests). Types: Q8_0. */
+lw__quant_gemm_fn lw__quant_gemm_own(uint32_t type);
+lw__quant_gemm_fn lw__quant_gemm_own_x86(uint32_t type);
+
 /* Bytes of per-thread scratch a kernel needs for rows of k elements and up to nt tokens. */
 size_t lw__quant_gemm_scratch(int64_t k, int64_t nt);
 

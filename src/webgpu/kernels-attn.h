@@ -14,7 +14,9 @@
  *   - REDUCE (attn-reduce.wgsl): merges the splits of each (token, head) into the output.
  *   - PREFILL (attn-prefill.wgsl): flash attention by tiles; a tile's rows are (token, query head) pairs of
  *     one KV head (GQA: each K/V tile is loaded once for the group), Q in workgroup memory, K/V streamed
- *     through workgroup memory a tile of cells at a time, online softmax, causal and sliding-window masks.
+ *     through workgroup memory a tile of cells at a time, online softmax, causal and sliding-window masks;
+ *     each invocation computes a register block of scores (rq rows x rk cells) and of the P V accumulator
+ *     (rq rows x a share of the head), so one workgroup load feeds several FMAs.
  * Arithmetic is f32 everywhere; an f16 cache is read with unpack2x16float, so shader-f16 is not needed. No
  * kernel needs subgroups.
  *

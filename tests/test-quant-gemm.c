@@ -95,8 +95,9 @@ static void random_acts(const gcase *gc, uint8_t *a, int64_t nt, int64_t k, int 
 }
 
 /* ---------------------------------------------------------------------------------------------------------
- * Own-order kernels (lw__quant_gemm_own_x86): their bits are those of this scalar chain per (row, token):
- * exact integer block sums, acc = fma(float(sum_b), dw_b * da_b, acc) over the blocks in order from 0.
+ * Own-order kernels (lw__quant_gemm_own_isa, each ISA this CPU has): their bits are those of this scalar
+ * chain per (row, token): exact integer block sums, acc = fma(float(sum_b), dw_b * da_b, acc) over the blocks
+ * in order from 0.
  * ------------------------------------------------------------------------------------------------------- */
 
 /* One block's exact integer sum, its scale product and sum |products|, for weight type `type`. */
@@ -104,7 +105,16 @@ static int32_t own_block(uint32_t type, const uint8_t *w, const uint8_t *a, int6
                          int64_t *abs_sum) {
     int32_t s = 0;
     *abs_sum = 0;
-    if (type == LW_TYPE_Q8_0) {
+    if (type == LW_TYPE_Q4_0) {
+        const lw__block_q4_0 *x = (const lw__block_q4_0 *)w + b;
+        const lw__block_q8_0 *y = (const lw__block_q8_0 *)a + b;
+        for (int i = 0; i < 32; i++) {
+            const int32_t q = (i < 16 ? x->qs[i] & 15 : x->qs[i - 16] >> 4) - 8, p = q * (int32_t)y->qs[i];
+            s += p;
+            *abs_sum += p < 0 ? -p : p;
+        }
+        *d = lw__fp16_to_fp32(x->d) * lw__fp16_to_fp32(y->d);
+    } else if (type == LW_TYPE_Q8_0) {
         const lw__block_q8_0 *x = (const lw__block_q8_0 *)w + b, *y = (const lw__block_q8_0 *)a + b;
         for (int i = 0; i < 32; i++) {
             const int32_t p = (int32_t)x->qs[i] * (int32_t)y->qs[i];
@@ -121,7 +131,7 @@ static float own_ref(uint32_t type, int64_t k, const uint8_t *w, const uint8_t *
     float acc = 0.0f;
     *mag = 0.0;
     for (int64_t b = 0; b < k / 32; b++) {
-        float d;
+        float d = 0.0f;
         int64_t abs_sum;
         const int32_t s = own_block(type, w, a, b, &d, &abs_sum);
         acc = fmaf((float)s, d, acc);
@@ -132,18 +142,27 @@ static float own_ref(uint32_t type, int64_t k, const uint8_t *w, const uint8_t *
 
 static void test_own(void) {
     static const gcase own_cases[] = {
-        {"q8_0 own", LW_TYPE_Q8_0, LW_TYPE_Q8_0, lw__vec_dot_q8_0_q8_0_x86, 0, -1},
+        {"q4_0", LW_TYPE_Q4_0, LW_TYPE_Q8_0, lw__vec_dot_q4_0_q8_0_x86_repack, 0, -1},
+        {"q8_0", LW_TYPE_Q8_0, LW_TYPE_Q8_0, lw__vec_dot_q8_0_q8_0_x86, 0, -1},
     };
+    static const struct {
+        lw__qgemm_isa isa; /* forced instruction set */
+        const char *name;  /* for messages           */
+    } isas[] = {{LW_QGEMM_AVX2, "avx2"}, {LW_QGEMM_VNNI512, "vnni512"}};
     static const int64_t ms[] = {16, 37, 64, 8, 3};
     static const int64_t kblocks[] = {1, 5, 8, 128};
     static const int64_t nts[] = {2, 3, 8, 13, 21};
-    for (size_t c = 0; c < sizeof own_cases / sizeof own_cases[0]; c++) {
-        const gcase *gc = &own_cases[c];
-        const lw__quant_gemm_fn own = lw__quant_gemm_own_x86(gc->type);
+    int ran = 0;
+    for (size_t c = 0; c < sizeof own_cases / sizeof own_cases[0] * 2; c++) {
+        const gcase *gc = &own_cases[c / 2];
+        const lw__quant_gemm_fn own = lw__quant_gemm_own_isa(gc->type, isas[c % 2].isa);
+        char name[64];
+        snprintf(name, sizeof name, "%s own %s", gc->name, isas[c % 2].name);
         if (!own) {
-            printf("%-16s no kernel on this CPU, skipped\n", gc->name);
+            printf("%-20s no kernel on this CPU, skipped\n", name);
             continue;
         }
+        ran++;
         int outs = 0, same = 0;
         double worst = 0; /* |own - ggml's x86 order| / sum |w a|, over the quantized rows */
         for (int seed = 0; seed < 40; seed++) {
@@ -156,6 +175,12 @@ static void test_own(void) {
             void *scratch = aligned_alloc(64, (lw__quant_gemm_scratch(k, nt) + 63) / 64 * 64);
             random_rows(gc, w, m, k, quantized);
             random_acts(gc, a, nt, k, quantized);
+            for (int64_t t = 0; t < nt;
+                 t++) /* activations hold -127..127, as the engine's quantizers write */
+                for (int64_t b = 0; b < k / 32; b++) {
+                    lw__block_q8_0 *y = (lw__block_q8_0 *)(a + (size_t)t * arb) + b;
+                    for (int i = 0; i < 32; i++) y->qs[i] = y->qs[i] == -128 ? -127 : y->qs[i];
+                }
             for (size_t i = 0; i < (size_t)nt * cs; i++) out[i] = -12345.0f;
             own(k, w, wrb, m, a, arb, nt, out, cs, scratch);
             for (int64_t t = 0; t < nt; t++) {
@@ -167,7 +192,7 @@ static void test_own(void) {
                     CHECK_MSG(
                         eq,
                         "%s: seed %d m %lld k %lld nt %lld: c[%lld][%lld] %.9g != own-order reference %.9g",
-                        gc->name, seed, (long long)m, (long long)k, (long long)nt, (long long)t, (long long)r,
+                        name, seed, (long long)m, (long long)k, (long long)nt, (long long)t, (long long)r,
                         got, ref);
                     same += eq;
                     outs++;
@@ -177,7 +202,7 @@ static void test_own(void) {
                     }
                 }
                 for (size_t r = (size_t)m; r < cs; r++)
-                    CHECK_MSG(out[t * cs + r] == -12345.0f, "%s: seed %d wrote past row %lld", gc->name, seed,
+                    CHECK_MSG(out[t * cs + r] == -12345.0f, "%s: seed %d wrote past row %lld", name, seed,
                               (long long)m);
             }
             free(w);
@@ -186,19 +211,22 @@ static void test_own(void) {
             free(scratch);
         }
         /* float rounding only: a wrong block sum or scale moves a product by orders of magnitude more */
-        CHECK_MSG(worst < 1e-5, "%s: %.3g of sum |w a| from ggml's x86 order", gc->name, worst);
+        CHECK_MSG(worst < 1e-5, "%s: %.3g of sum |w a| from ggml's x86 order", name, worst);
         printf("%-16s %d/%d outputs bit-identical to the own-order chain; vs ggml's x86 order <= %.2g of sum "
                "|w a|\n",
-               gc->name, same, outs, worst);
+               name, same, outs, worst);
     }
+    printf("own-order kernels: %d ISA x type pairs ran\n", ran);
     /* the engine's selector: off with LW_CPU_KERNELS=exact or scalar */
     const char *old = getenv("LW_CPU_KERNELS");
     setenv("LW_CPU_KERNELS", "exact", 1);
     CHECK(lw__quant_gemm_own(LW_TYPE_Q8_0) == NULL);
     setenv("LW_CPU_KERNELS", "scalar", 1);
     CHECK(lw__quant_gemm_own(LW_TYPE_Q8_0) == NULL);
+    setenv("LW_CPU_KERNELS", "avx2", 1);
+    CHECK(lw__quant_gemm_own(LW_TYPE_Q8_0) == lw__quant_gemm_own_isa(LW_TYPE_Q8_0, LW_QGEMM_AVX2));
     unsetenv("LW_CPU_KERNELS");
-    CHECK(lw__quant_gemm_own(LW_TYPE_Q8_0) == lw__quant_gemm_own_x86(LW_TYPE_Q8_0));
+    CHECK(lw__quant_gemm_own(LW_TYPE_Q8_0) == lw__quant_gemm_own_isa(LW_TYPE_Q8_0, LW_QGEMM_BEST));
     CHECK(lw__quant_gemm_own(LW_TYPE_F32) == NULL);
     if (old) setenv("LW_CPU_KERNELS", old, 1);
 }

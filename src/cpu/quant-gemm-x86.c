@@ -13,16 +13,11 @@
  *
  * Built with per-function target attributes (as quant-dot-avx2.c); stubs on other architectures. */
 #include "cpu/quant-gemm.h"
+#include "cpu/quant-gemm-internal.h"
 
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Per block of one token: its activation scale and the integer correction the kernel starts from. */
-typedef struct act_aux {
-    float d;      /* activation block scale (fp16 widened)                      */
-    int32_t corr; /* added to the block's integer sum (Q4_0: -8 * sum of quants) */
-} act_aux;
 
 #define PANEL 16 /* weight rows per panel (one zmm of int32 / float lanes) */
 
@@ -32,7 +27,7 @@ typedef struct act_aux {
 size_t lw__quant_gemm_scratch(int64_t k, int64_t nt) {
     const size_t nb = (size_t)(k / 32);
     /* the largest panel (Q4_K: 4992 bytes per 256 elements) and per-block data (8 bytes per 32) */
-    return nb * 640 + (size_t)nt * nb * sizeof(act_aux) + 64;
+    return nb * 640 + (size_t)nt * nb * sizeof(lw__act_aux) + 64;
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -118,8 +113,9 @@ VNNI512 static void q4_0_panel(int64_t nb, const uint8_t *w, size_t ws, int nr, 
     }
 }
 
-/* Per token and block: scale and -8 * sum of the quants. */
-VNNI512 static void q8_0_aux(int64_t nb, const uint8_t *a, size_t as, int64_t nt, act_aux *aux, int32_t mul) {
+/* Per token and block: scale and mul * sum of the quants (quant-gemm-internal.h). */
+__attribute__((target("avx2,f16c"))) void lw__qgemm_q8_0_aux(int64_t nb, const uint8_t *a, size_t as,
+                                                             int64_t nt, lw__act_aux *aux, int32_t mul) {
     const __m256i bias = _mm256_set1_epi8((char)0x80);
     for (int64_t t = 0; t < nt; t++) {
         const lw__block_q8_0 *y = (const lw__block_q8_0 *)(a + (size_t)t * as);
@@ -128,7 +124,7 @@ VNNI512 static void q8_0_aux(int64_t nb, const uint8_t *a, size_t as, int64_t nt
             const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256()); /* sums of (q + 128), 4 x 8 bytes */
             const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
             const int32_t sum = (int32_t)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128;
-            aux[t * nb + b].d = h2f(y[b].d);
+            aux[t * nb + b].d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(y[b].d)));
             aux[t * nb + b].corr = mul * sum;
         }
     }
@@ -136,7 +132,7 @@ VNNI512 static void q8_0_aux(int64_t nb, const uint8_t *a, size_t as, int64_t nt
 
 /* T tokens (rows of a) against one panel: c[u * cs + r] for r < nr. */
 VNNI512 static INLINE void q4_0_tile(int T, int64_t nb, const uint8_t *p, const uint8_t *a, size_t as,
-                                     const act_aux *aux, float *c, size_t cs, int nr) {
+                                     const lw__act_aux *aux, float *c, size_t cs, int nr) {
     __m512 acc[8];
     for (int u = 0; u < T; u++) acc[u] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -146,7 +142,7 @@ VNNI512 static INLINE void q4_0_tile(int T, int64_t nb, const uint8_t *p, const 
         for (int j = 0; j < 8; j++) wq[j] = _mm512_load_si512(pb + PANEL * 4 + 64 * j);
         for (int u = 0; u < T; u++) {
             const lw__block_q8_0 *y = (const lw__block_q8_0 *)(a + (size_t)u * as) + b;
-            const act_aux *x = aux + (size_t)u * nb + b;
+            const lw__act_aux *x = aux + (size_t)u * nb + b;
             __m512i s = _mm512_set1_epi32(x->corr);
             for (int j = 0; j < 8; j++) {
                 int32_t y4;
@@ -191,9 +187,9 @@ VNNI512 static INLINE void gemm_32_vnni512(int64_t k, const void *w, size_t ws, 
                                            int32_t mul) {
     const int64_t nb = k / 32;
     uint8_t *panel = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    act_aux *aux = (act_aux *)(panel + (size_t)nb * PANEL_BLOCK);
+    lw__act_aux *aux = (lw__act_aux *)(panel + (size_t)nb * PANEL_BLOCK);
     const uint8_t *act = a;
-    q8_0_aux(nb, act, as, nt, aux, mul);
+    lw__qgemm_q8_0_aux(nb, act, as, nt, aux, mul);
     for (int64_t r0 = 0; r0 < m; r0 += PANEL) {
         const int nr = m - r0 < PANEL ? (int)(m - r0) : PANEL;
         panel_fn(nb, (const uint8_t *)w + (size_t)r0 * ws, ws, nr, panel);
@@ -736,8 +732,9 @@ lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref) {
     return NULL;
 }
 
-lw__quant_gemm_fn lw__quant_gemm_own_x86(uint32_t type) {
+static lw__quant_gemm_fn own_vnni512(uint32_t type) {
     if (!has_vnni512()) return NULL;
+    if (type == LW_TYPE_Q4_0) return gemm_q4_0_vnni512; /* the own order is llama.cpp's repacked one */
     if (type == LW_TYPE_Q8_0) return gemm_q8_0_own_vnni512;
     return NULL;
 }
@@ -761,7 +758,7 @@ lw__quant_gemm_fn lw__quant_gemv_x86(lw__vec_dot_fn ref) {
     return NULL;
 }
 
-lw__quant_gemm_fn lw__quant_gemm_own_x86(uint32_t type) {
+static lw__quant_gemm_fn own_vnni512(uint32_t type) {
     (void)type;
     return NULL;
 }
@@ -780,8 +777,18 @@ lw__quant_gemm_fn lw__quant_gemv_fast(lw__vec_dot_fn ref) {
     return lw__quant_gemv_x86(ref);
 }
 
+lw__quant_gemm_fn lw__quant_gemm_own_isa(uint32_t type, lw__qgemm_isa isa) {
+    if (isa == LW_QGEMM_BEST) {
+        const lw__quant_gemm_fn f = own_vnni512(type);
+        return f ? f : lw__quant_gemm_own_avx2(type);
+    }
+    return isa == LW_QGEMM_VNNI512 ? own_vnni512(type)
+           : isa == LW_QGEMM_AVX2  ? lw__quant_gemm_own_avx2(type)
+                                   : NULL;
+}
+
 lw__quant_gemm_fn lw__quant_gemm_own(uint32_t type) {
     const char *force = getenv("LW_CPU_KERNELS");
     if (force && (!strcmp(force, "exact") || !strcmp(force, "scalar"))) return NULL;
-    return lw__quant_gemm_own_x86(type);
+    return lw__quant_gemm_own_isa(type, force && !strcmp(force, "avx2") ? LW_QGEMM_AVX2 : LW_QGEMM_BEST);
 }

@@ -32,10 +32,18 @@ lw__quant_gemm_fn lw__quant_gemv_x86(lw__vec_dot_fn ref);
  * integer block sums, then per (row, token) one chain acc = fma(float(sum_b), dw_b * da_b, acc) over the
  * blocks b in order, started at 0 (tests/test-quant-gemm.c recomputes those bits in scalar C), where ggml's
  * x86 order keeps several float lanes per (row, token). Same contract and scratch as lw__quant_gemm_fn, for
- * any layout llama.cpp would give the weights (the order is the kernel's, not ggml's). lw__quant_gemm_own:
- * NULL under LW_CPU_KERNELS=exact|scalar; _x86: regardless (tests). Types: Q8_0. */
+ * any layout llama.cpp would give the weights (the order is the kernel's, not ggml's). Types: Q4_0, Q8_0
+ * (for Q4_0 this is also llama.cpp's repacked order, so the VNNI kernel is the exact one). Activations in
+ * -127..127 (the engine's quantizers). */
+typedef enum lw__qgemm_isa {
+    LW_QGEMM_BEST = 0,   /* the fastest this CPU runs                       */
+    LW_QGEMM_AVX2 = 1,   /* AVX2 + FMA + F16C (quant-gemm-avx2.c)            */
+    LW_QGEMM_VNNI512 = 2 /* AVX-512 VNNI on 512-bit registers (quant-gemm-x86.c) */
+} lw__qgemm_isa;
+/* The kernel for this type on isa, or NULL (none, CPU lacks the instructions); ignores LW_CPU_KERNELS. */
+lw__quant_gemm_fn lw__quant_gemm_own_isa(uint32_t type, lw__qgemm_isa isa);
+/* What the engine uses: NULL under LW_CPU_KERNELS=exact|scalar, the AVX2 kernel under =avx2, else BEST. */
 lw__quant_gemm_fn lw__quant_gemm_own(uint32_t type);
-lw__quant_gemm_fn lw__quant_gemm_own_x86(uint32_t type);
 
 /* Bytes of per-thread scratch a kernel needs for rows of k elements and up to nt tokens. */
 size_t lw__quant_gemm_scratch(int64_t k, int64_t nt);

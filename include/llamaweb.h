@@ -966,6 +966,8 @@ typedef struct lw_chat_session_params {
     int special;              /* 1: control tokens' text is part of the reply (default 0); an end-of-
                                  generation token's text is handed on but not kept in the reply          */
     const lw_allocator *alloc; /* NULL: the C library's malloc family (the session's own memory and renders) */
+    const char *tools;         /* the template's `tools`: OpenAI's tools array as JSON text (NUL-terminated,
+                                  as lw_chat_params.tools; checked to be a JSON array); NULL: none (default) */
 } lw_chat_session_params;
 
 lw_chat_session_params lw_chat_session_default_params(void);
@@ -999,6 +1001,10 @@ lw_chat_template_kind lw_chat_session_template(const lw_chat_session *s, const c
  * text in the message), LW_ERR_NOMEM, or a decode error (then the cache is cleared and the next turn decodes
  * the whole conversation). */
 lw_status lw_chat_session_user(lw_chat_session *s, const char *msg, size_t len, lw_chat_turn *turn);
+/* The same with a message of another role answered: "tool" (a tool's result after a reply that called it, as
+ * the template renders tool messages), or "user" (= lw_chat_session_user). */
+lw_status lw_chat_session_send(lw_chat_session *s, const char *role, const char *msg, size_t len,
+                               lw_chat_turn *turn);
 
 /* Generates the next token of the reply with sampler smp (the first call also records the turn's prompt
  * tokens for the sampler's penalties, as lw_generate does). *token is the id and *piece, *len the text it

@@ -1,5 +1,5 @@
-/* lw_chat_session: conversations through the C API, checked against renderings and tokenizations computed here
- * through the public template and tokenizer API, and against fresh contexts.
+/* lw_chat_session: conversations through the C API, checked against renderings and tokenizations computed
+ * here through the public template and tokenizer API, and against fresh contexts.
  *
  *   - multi-turn: turn 1 decodes its whole rendering from cell 0; turn 2 decodes only the new part (the
  *     reply's end, the message, the assistant header) after turn 1's prompt and reply tokens, and the cache
@@ -10,12 +10,15 @@
  *   - context full: the conversation starts over from the system prompt and the message (same reply as a
  *     fresh session with that conversation); a message too long even for that is refused (LW_ERR_TOO_LARGE)
  *     and the conversation and cache stay (the next turn reuses the cache)
- *   - NUL bytes: a message with a NUL is rendered and tokenized whole; a sampled reply with a NUL byte is kept
- *     whole (reply, stored message) and the next turn still reuses the cache (the re-rendering matches)
+ *   - NUL bytes: a message with a NUL is rendered and tokenized whole; a sampled reply with a NUL byte is
+ * kept whole (reply, stored message) and the next turn still reuses the cache (the re-rendering matches)
  *   - external decoding (lw_chat_session_new_model, push): a caller-driven context ends every turn of a
  *     4-turn conversation with restarts and resumes exactly as a session with its own context
  *   - 300 random operations (messages of random bytes, some too long; reply tokens; ends; adds; aborts;
  *     resets) on both kinds of session: the same messages, replies and cache ids after every step
+ *   - tools (lw_chat_session_params.tools): the template sees them (a turn decodes the rendering made here
+ *     with lw_chat_params.tools); a tool's result answered with lw_chat_session_send(role "tool") decodes
+ *     only the new part, whose rendering has the tool message; tools that are no JSON array are refused
  *   - bad arguments and templates: statuses with messages, no abort; allocation failures injected through
  *     the allocator at every call: LW_ERR_NOMEM (or success), the session stays usable, nothing leaks
  *
@@ -155,6 +158,88 @@ static lw_chat_template *model_template(lw_model *m, lw_chat_params *tp) {
     if (lw_chat_from_gguf(lw_model_gguf(m), &src, &tp->bos_token, &tp->eos_token) == LW_OK && src)
         CHECK_MSG(lw_chat_template_parse(src, strlen(src), NULL, &t, why, sizeof why) == LW_OK, "%s", why);
     return t;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Tools: the template's `tools`, and a tool's result as a turn
+ * ------------------------------------------------------------------------------------------------------- */
+
+static void check_tools(lw_model *m) {
+    static const char tmpl[] =
+        "{% if tools %}<|im_start|>system\nTools:{% for t in tools %} {{ t.function.name }}{{ "
+        "t.function.parameters "
+        "| tojson }}{% endfor %}<|im_end|>\n{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n"
+        "{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% "
+        "endif %}";
+    static const char tools[] =
+        "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": "
+        "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}]";
+    static int32_t ids[MAX_IDS];
+    static char p1[16384], p2[16384];
+    static reply r1;
+    const char *u = "Weather in Oslo?", *res = "{\"temp\": 21}";
+    lw_chat_params tp;
+    lw_chat_params_default(&tp);
+    tp.add_generation_prompt = 1;
+    tp.tools = tools;
+    lw_chat_template *t = NULL;
+    char why[256];
+    CHECK_MSG(lw_chat_template_parse(tmpl, strlen(tmpl), NULL, &t, why, sizeof why) == LW_OK, "%s", why);
+    lw_context *c = make_context(m, 512);
+    lw_sampler *s = make_sampler(m, 0, 1, 1.0f);
+    lw_chat_session_params sp = lw_chat_session_default_params();
+    sp.template_src = tmpl;
+    sp.tools = tools;
+    sp.n_predict = N_PREDICT;
+    lw_chat_session *cs = NULL;
+    CHECK_MSG(lw_chat_session_new(c, &sp, &cs) == LW_OK, "%s", lw_chat_session_error(cs));
+    if (!t || !c || !s || !cs) goto done;
+
+    lw_chat_turn tr;
+    CHECK_MSG(lw_chat_session_user(cs, u, strlen(u), &tr) == LW_OK, "%s", lw_chat_session_error(cs));
+    msg conv[3] = {{"user", u, strlen(u)}};
+    size_t l1 = render_expected(t, &tp, conv, 1, p1, sizeof p1), n1 = 0;
+    CHECK_MSG(strstr(p1, "Tools: get_weather{\"type\": \"object\"") != NULL, "%s", p1);
+    ref_tokens(m, p1, l1, 1, ids, &n1);
+    CHECK_MSG(tr.from_cell == 0 && tr.n_prompt == n1 && cache_is(cs, ids, n1),
+              "turn 1 with tools: %u tokens, want %zu", tr.n_prompt, n1);
+    CHECK(gen_reply(cs, s, &r1) == LW_OK);
+
+    /* the tool's result: a "tool" message, only the new part decoded */
+    CHECK_MSG(lw_chat_session_send(cs, "tool", res, strlen(res), &tr) == LW_OK, "%s",
+              lw_chat_session_error(cs));
+    conv[1] = (msg){"assistant", r1.text, r1.len};
+    conv[2] = (msg){"tool", res, strlen(res)};
+    size_t l2 = render_expected(t, &tp, conv, 3, p2, sizeof p2), n2 = n1;
+    CHECK(strstr(p2, "<|im_start|>tool\n{\"temp\": 21}<|im_end|>") != NULL);
+    CHECK(l2 > l1 + r1.len && !memcmp(p2, p1, l1) && !memcmp(p2 + l1, r1.text, r1.len));
+    const int kept = r1.stop == LW_STOP_EOG ? r1.n - 1 : r1.n;
+    for (int i = 0; i < kept; i++) ids[n2++] = r1.tok[i];
+    const size_t cell2 = n2;
+    ref_tokens(m, p2 + l1 + r1.len, l2 - l1 - r1.len, 0, ids, &n2);
+    CHECK_MSG(tr.from_cell == cell2 && tr.n_prompt == n2 - cell2 && cache_is(cs, ids, n2),
+              "tool turn: %u tokens from %u, want %zu from %zu", tr.n_prompt, tr.from_cell, n2 - cell2,
+              cell2);
+    const char *role = NULL;
+    CHECK(lw_chat_session_message(cs, 2, &role, NULL, NULL) == LW_OK && role && !strcmp(role, "tool"));
+    CHECK(lw_chat_session_send(cs, "", "x", 1, NULL) == LW_ERR_INVALID_ARG);
+    CHECK(lw_chat_session_send(cs, NULL, "x", 1, NULL) == LW_ERR_INVALID_ARG);
+
+    /* tools that are not a JSON array: refused at creation, with a message */
+    static const char *const bad[] = {"{\"type\": \"function\"}", "[{\"a\": 1", "tools"};
+    for (int i = 0; i < 3; i++) {
+        lw_chat_session *b = NULL;
+        sp.tools = bad[i];
+        CHECK(lw_chat_session_new(c, &sp, &b) == LW_ERR_INVALID_ARG);
+        CHECK_MSG(b && strstr(lw_chat_session_error(b), "tools"), "%s",
+                  b ? lw_chat_session_error(b) : "NULL");
+        lw_chat_session_free(b);
+    }
+done:
+    lw_chat_session_free(cs);
+    lw_sampler_free(s);
+    lw_context_free(c);
+    lw_chat_template_free(t);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -868,6 +953,7 @@ int main(void) {
                       "{{ m.content }}{% endif %}{{ '\\n' }}{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}",
                    0, 3);
     check_push_eog(m);
+    check_tools(m);
     check_random(m);
     check_nul(m);
     check_errors(m, path);

@@ -4,7 +4,9 @@
  * function, no parallel calls, tools without parameters, $ref inside parameters), its errors, the format
  * found in chat templates; then constrained generation through stories260K (../shared, skipped visibly when
  * absent): every finished reply parses into calls of the defined tools whose arguments python's jsonschema
- * validates against their schemas (with a self-check that must fail), and the CLI's --tools output. */
+ * validates against their schemas (with a self-check that must fail), and the CLI's --tools output; `llamaweb
+ * chat --tools` on a synthetic model (no shared data) whose template refuses to render without the tools or
+ * shows a tool message's text: calls printed per reply, `/tool TEXT` a "tool" message. */
 #include "core/core.h"
 #include "grammar/grammar.h"
 #include "structured-test.h"
@@ -516,10 +518,89 @@ static void test_cli(const char *model_path) {
     CHECK(system(cmd) != 0);
 }
 
+/* Runs cmd (stderr into err_path) and captures its stdout into buf (cap bytes). Returns the exit status. */
+static int run_cmd(const char *cmd, char *buf, size_t cap) {
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(buf, 1, cap - 1, p) : 0;
+    buf[n] = 0;
+    int st = p ? pclose(p) : -1;
+    return st == -1 ? -1 : (st >> 8) & 0xff;
+}
+
+/* llamaweb chat --tools: the template gets the tools (it raises without them, and names the first), each
+ * reply is parsed ("tool_calls: [...]" after it; a grammar makes them calls), `/tool TEXT` is a tool message
+ * (the template raises with its text: the turn fails visibly and the conversation goes on). */
+static void test_cli_chat(void) {
+    const char *cli = getenv("LW_CLI");
+    if (!cli || !*cli) {
+        printf("SKIP (chat CLI check): LW_CLI not set\n");
+        return;
+    }
+    static const char tmpl[] =
+        "{% if not tools %}{{ raise_exception('no tools') }}{% endif %}"
+        "{% if messages[-1].role == 'tool' %}{{ raise_exception('tool message: ' ~ messages[-1].content) "
+        "}}{% endif %}"
+        "<|im_start|>system\nTools: {{ tools[0].function.name }}<|im_end|>\n"
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    /* one small call: a reply of bounded length from a random model */
+    static const char unit_tool[] =
+        "[{\"type\": \"function\", \"function\": {\"name\": \"get_unit\", \"parameters\": "
+        "{\"type\": \"object\", \"properties\": {\"u\": {\"enum\": [\"c\", \"f\"]}}, "
+        "\"required\": [\"u\"]}}}]";
+    char dir[1024], t_path[1200], tools_path[1200], model[1200], err_path[1200], cmd[6000];
+    snprintf(dir, sizeof dir, "%s", test_tmp_dir());
+    snprintf(t_path, sizeof t_path, "%s/chat-tools.jinja", dir);
+    snprintf(tools_path, sizeof tools_path, "%s/chat-tools.json", dir);
+    snprintf(model, sizeof model, "%s/chat-tools.gguf", dir);
+    snprintf(err_path, sizeof err_path, "%s/chat-tools.err", dir);
+    FILE *f = fopen(t_path, "w"), *g = fopen(tools_path, "w");
+    CHECK(f && g);
+    if (f) fputs(tmpl, f), fclose(f);
+    if (g) fputs(unit_tool, g), fclose(g);
+    if (!f || !g) return;
+    static char buf[1 << 16], err[1 << 14];
+    snprintf(
+        cmd, sizeof cmd,
+        "'%s' synth --preset tiny --type f32 --vocab builtin --chat-template '%s' -o '%s' >/dev/null 2>&1",
+        cli, t_path, model);
+    CHECK_MSG(system(cmd) == 0, "%s failed", cmd);
+    const char *chat = "'%s' chat -m '%s' -n 120 --temp 1 --seed 3 --ctx 1024 -t 1 %s 2>'%s'";
+    /* without --tools the template refuses every turn */
+    char opts[2048];
+    snprintf(cmd, sizeof cmd, chat, cli, model, "", err_path);
+    snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " <<'EOF'\nWeather?\nEOF\n");
+    CHECK(run_cmd(cmd, buf, sizeof buf) == 0);
+    FILE *e = fopen(err_path, "r");
+    size_t en = e ? fread(err, 1, sizeof err - 1, e) : 0;
+    err[en] = 0;
+    if (e) fclose(e);
+    CHECK_MSG(strstr(err, "no tools") && !strstr(buf, "tool_calls:"), "without --tools: %s / %s", buf, err);
+    /* with them: two replies that are calls of get_unit, and the tool message refused by the template */
+    snprintf(opts, sizeof opts, "--tools '%s' --tool-choice required --no-parallel-tool-calls", tools_path);
+    snprintf(cmd, sizeof cmd, chat, cli, model, opts, err_path);
+    snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd),
+             " <<'EOF'\nWeather?\n/tool {\"temp\": 21}\nAnd now?\nEOF\n");
+    CHECK(run_cmd(cmd, buf, sizeof buf) == 0);
+    e = fopen(err_path, "r");
+    en = e ? fread(err, 1, sizeof err - 1, e) : 0;
+    err[en] = 0;
+    if (e) fclose(e);
+    int calls = 0;
+    for (const char *q = buf; (q = strstr(q, "tool_calls: [{\"id\": \"call_0\", \"type\": \"function\", "
+                                             "\"function\": {\"name\": \"get_unit\", \"arguments\": \"{"));
+         q++)
+        calls++;
+    CHECK_MSG(calls == 2, "chat --tools: %d calls printed (want 2): %s", calls, buf);
+    CHECK_MSG(strstr(err, "tool message: {\"temp\": 21}") && !strstr(err, "no tools"), "chat /tool: %s", err);
+    printf("chat --tools: %d replies with calls; the tool message reached the template\n", calls);
+}
+
 int main(void) {
     libc = lw__allocator_or_default(NULL);
     test_parse();
     test_grammar();
+    test_cli_chat();
     char path[1024];
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", test_shared_dir());
     FILE *f = fopen(path, "rb");

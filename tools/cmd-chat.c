@@ -2,6 +2,9 @@
  * on stdin/stdout. Each input line is a user message; the reply streams to stdout and ends with a newline.
  * `/reset` starts over (system prompt kept, sampler reseeded), `/quit` or end of input ends. With a
  * terminal on stdin a "> " prompt is shown; from a pipe the output is the replies only (tests use that).
+ * With --tools FILE (OpenAI's tools array) the template renders the tools (its `tools` variable, as
+ * llama.cpp's --jinja does), each reply is parsed for tool calls ("tool_calls: [...]" after it), and
+ * `/tool TEXT` answers with a tool's result (a "tool" message) instead of a user message.
  *
  * The conversation is rendered with the model's chat template (tokenizer.chat_template, run by src/chat's
  * Jinja interpreter), or with a plain format when the file has none (or one that does not parse):
@@ -26,11 +29,13 @@ static int is_command(const char *line, size_t n, const char *cmd) {
     return n == strlen(cmd) && !memcmp(line, cmd, n);
 }
 
-/* One turn: the user's message in, the reply streamed out. Returns 0, or 1 on a fatal error (memory). */
-static int turn(lw_chat_session *cs, lw_context *c, lw_sampler *s, const char *msg, size_t len, int verbose) {
-    lw_chat_turn tr;
+/* One turn: the message (a user's or a tool's) in, the reply streamed out. Returns 0, 1 on a fatal error
+ * (memory), or -1 when the turn failed and the conversation goes on (no reply). */
+static int turn(lw_chat_session *cs, lw_context *c, lw_sampler *s, const char *role, const char *msg,
+                size_t len, int verbose) {
+    lw_chat_turn tr = {0};
     double t0 = lw__cli_now();
-    lw_status st = lw_chat_session_user(cs, msg, len, &tr);
+    lw_status st = lw_chat_session_send(cs, role, msg, len, &tr);
     if (verbose && tr.resumed)
         fprintf(stderr, "[the template changed earlier text: resuming at byte %zu, cell %u]\n", tr.resumed_at,
                 tr.from_cell);
@@ -39,7 +44,7 @@ static int turn(lw_chat_session *cs, lw_context *c, lw_sampler *s, const char *m
                 lw_context_n_ctx(c));
     if (st != LW_OK) {
         fprintf(stderr, "llamaweb chat: %s\n", lw_chat_session_error(cs));
-        return st == LW_ERR_NOMEM;
+        return st == LW_ERR_NOMEM ? 1 : -1;
     }
     double t_first = 0;
     int32_t tok;
@@ -76,7 +81,7 @@ static int chat_usage(void) {
                     "  --ctx N            context cells (default: the model's, at most 4096)\n"
                     "  -v, --verbose      per-turn figures on stderr\n");
     lw__cli_gen_usage(stderr);
-    fprintf(stderr, "commands: /reset (start over), /quit\n");
+    fprintf(stderr, "commands: /reset (start over), /tool TEXT (a tool's result, with --tools), /quit\n");
     return 2;
 }
 
@@ -117,7 +122,15 @@ int lw__cmd_chat(int argc, char **argv) {
     double t0 = lw__cli_now();
     if (lw__cli_load_model("chat", model_path, &m)) return 1;
     if (lw__cli_gen_context("chat", m, &o, n_ctx, &c, &s)) goto done;
-    if (lw_chat_session_new(c, &sp, &cs) != LW_OK) {
+    char *tools = NULL; /* --tools: the template's `tools` (the session keeps a copy) */
+    if (o.tools_file && !(tools = lw__cli_read_file(o.tools_file, &(size_t){0}))) {
+        fprintf(stderr, "llamaweb chat: cannot read %s\n", o.tools_file);
+        goto done;
+    }
+    sp.tools = tools;
+    lw_status st = lw_chat_session_new(c, &sp, &cs);
+    free(tools);
+    if (st != LW_OK) {
         fprintf(stderr, "llamaweb chat: %s\n", cs ? lw_chat_session_error(cs) : "out of memory");
         goto done;
     }
@@ -147,11 +160,15 @@ int lw__cmd_chat(int argc, char **argv) {
             if (interactive) fprintf(stderr, "[conversation reset]\n");
             continue;
         }
+        const char *role = "user", *msg = line;
+        if (n >= 6 && !memcmp(line, "/tool ", 6)) role = "tool", msg = line + 6, n -= 6;
         if (o.grammar) lw_grammar_reset(o.grammar); /* every reply follows the grammar from its start */
-        if (turn(cs, c, s, line, n, verbose)) {
+        const int r = turn(cs, c, s, role, msg, n, verbose);
+        if (r > 0) {
             fprintf(stderr, "llamaweb chat: out of memory\n");
             goto done;
         }
+        if (r < 0) continue; /* no reply to parse */
         size_t reply_len = 0;
         const char *reply = lw_chat_session_reply(cs, &reply_len);
         lw__cli_gen_tool_calls(&o, reply, reply_len);

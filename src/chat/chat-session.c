@@ -16,6 +16,7 @@
  * message through tojson escapes the stand-in, so there the NUL does not come back: chat templates apply
  * tojson to tool calls and arguments, not to message contents.) */
 #include "core/core.h"
+#include "grammar/grammar.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +63,7 @@ struct lw_chat_session {
     lw_chat_template *tmpl;      /* the template in use                                          */
     lw_chat_template_kind kind;  /* which one                                                    */
     char *tmpl_copy;             /* a given template's source (owned)                            */
+    char *tools;                 /* the `tools` JSON given (owned; tp.tools points here), or NULL */
     const char *tmpl_src;        /* the source in use (for the NUL stand-in check)               */
     lw_chat_params tp;           /* render options (BOS/EOS texts from the model)                */
     cs_message *msgs;            /* the conversation                                             */
@@ -221,8 +223,8 @@ static lw_status render(lw_chat_session *s, const size_t *idx, size_t n, char **
             found = 1;
             for (size_t i = 0; i < n && found; i++)
                 found = !find_bytes(s->msgs[idx[i]].content, s->msgs[idx[i]].len, mark, 4);
-            const char *other[3] = {s->tmpl_src, s->tp.bos_token, s->tp.eos_token};
-            for (int j = 0; j < 3 && found; j++)
+            const char *other[4] = {s->tmpl_src, s->tp.bos_token, s->tp.eos_token, s->tools};
+            for (int j = 0; j < 4 && found; j++)
                 found = !other[j] || !find_bytes(other[j], strlen(other[j]), mark, 4);
         }
         if (!found) {
@@ -405,6 +407,19 @@ static lw_status session_new(lw_model *m, lw_context *c, uint32_t n_ctx, const l
     if (st != LW_OK && (st = parse_template(s, plain_template)) != LW_OK)
         return lw__errorf(s->err, st, "the plain template: %s", s->why); /* only when memory runs out */
 
+    if (p.tools && *p.tools) { /* a JSON array, checked now rather than at the first turn's render */
+        const size_t n = strlen(p.tools);
+        lw__json j;
+        char jerr[LW_ERRMSG_SIZE];
+        if ((st = lw__json_parse(p.tools, n, 0, &a, &j, jerr)) != LW_OK)
+            return lw__errorf(s->err, st == LW_ERR_NOMEM ? st : LW_ERR_INVALID_ARG, "tools: %s", jerr);
+        const int is_array = j.n[j.root].type == LW_JSON_ARR;
+        lw__json_free(&a, &j);
+        if (!is_array) return lw__errorf(s->err, LW_ERR_INVALID_ARG, "tools: not a JSON array");
+        if (!(s->tools = copy_bytes(s, p.tools, n)))
+            return lw__errorf(s->err, LW_ERR_NOMEM, "out of memory for the tools");
+        s->tp.tools = s->tools;
+    }
     if (p.system && !add_message(s, "system", p.system, p.system_len))
         return lw__errorf(s->err, LW_ERR_NOMEM, "out of memory for the system prompt");
     s->n_keep = s->n_msgs;
@@ -438,6 +453,7 @@ void lw_chat_session_free(lw_chat_session *s) {
     lw__free(&s->alloc, s->gen_buf);
     lw__free(&s->alloc, s->stops);
     lw__free(&s->alloc, s->tmpl_copy);
+    lw__free(&s->alloc, s->tools);
     lw_chat_template_free(s->tmpl);
     lw_allocator a = s->alloc;
     lw__free(&a, s);
@@ -550,12 +566,19 @@ lw_status lw_chat_session_set_limits(lw_chat_session *s, int32_t n_predict, cons
 }
 
 lw_status lw_chat_session_user(lw_chat_session *s, const char *msg, size_t len, lw_chat_turn *turn) {
+    return lw_chat_session_send(s, "user", msg, len, turn);
+}
+
+lw_status lw_chat_session_send(lw_chat_session *s, const char *role, const char *msg, size_t len,
+                               lw_chat_turn *turn) {
     if (!s) return LW_ERR_INVALID_ARG;
     if (msg && len == LW_CHAT_NUL_TERMINATED) len = strlen(msg);
-    if (!msg && len) return lw__errorf(s->err, LW_ERR_INVALID_ARG, "lw_chat_session_user: NULL message");
+    if (!msg && len) return lw__errorf(s->err, LW_ERR_INVALID_ARG, "lw_chat_session_send: NULL message");
+    if (!role || !*role)
+        return lw__errorf(s->err, LW_ERR_INVALID_ARG, "lw_chat_session_send: NULL or empty role");
     lw_status st = lw_chat_session_end_reply(s);
     if (st != LW_OK) return st;
-    if (!add_message(s, "user", msg ? msg : "", len))
+    if (!add_message(s, role, msg ? msg : "", len))
         return lw__errorf(s->err, LW_ERR_NOMEM, "out of memory for a %zu-byte message", len);
     s->turn_first = s->n_msgs - 1;
     memset(&s->turn, 0, sizeof s->turn);

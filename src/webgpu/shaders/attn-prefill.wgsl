@@ -4,13 +4,14 @@
 // KV head; the cells the tile sees (from the first token's window start to the last token's position)
 // stream through workgroup memory TILE_K at a time. Per K/V tile, five phases between barriers:
 //   1. K tile -> workgroup memory (transposed: dim quad d of cell j at d * (TK + 1) + j, padded so the
-//      coalesced cache reads store across banks);
+//      coalesced cache reads store across banks), from registers: each tile's cache reads are issued one
+//      phase earlier (K during the previous tile's P V, V during the scores) and stored after the barrier;
 //   2. scores: invocation b takes a block of ROW_BLOCK rows x CELL_BLOCK cells (rows rb * RQ + i, cells
 //      cb + k * NBK: neighbouring invocations read neighbouring cells), so every workgroup load of a Q or K
 //      quad feeds RK or RQ dot products (the time goes here and in 5: 2 loads per 4 MACs with 1 x 1
 //      blocks, (RQ + RK) per 4 RQ RK with blocks); masks (causal, sliding window) and soft-cap applied,
 //      scores to workgroup memory;
-//   3. V tile -> workgroup memory (cell j at j * D4: its reads overlap 4), and the row maxima: WG / TILE_Q
+//   3. V tile (fetched during 2) -> workgroup memory (cell j at j * D4), and the row maxima: WG / TILE_Q
 //      invocations per row, each a strided part of the row (quads of 4 cells);
 //   4. the online softmax step of each row: new max, the old sums' scale alpha, the probabilities written
 //      over the scores (each exp once per score), partial sums per invocation;
@@ -60,22 +61,42 @@ var<workgroup> ss: array<vec4<f32>, TILE_Q * (TILE_K / 4 + 1)>;     // scores, t
 var<workgroup> red: array<f32, WG_SIZE>;                       // row maxima / sums: row r's parts at r * SPR
 var<workgroup> als: array<f32, TILE_Q>;                        // alpha of each row for the tile
 
-// Loads cells c .. c + TK of one KV head from cache (K or V) into kvs (global reads coalesced along the head;
-// K stored transposed); cells from c_end on are zeros.
-fn load_tile(kv_k: bool, base: u32, c: u32, c_end: u32, lid: u32) {
-    for (var i = lid; i < TK * D4; i += WG) {
+// An invocation's share of a K or V tile in registers: quad n is element lid + n * WG of the tile (cell
+// (lid + n * WG) / D4, quad % D4 of the head: global reads coalesced along the head).
+const NL: u32 = (TK * D4 + WG - 1u) / WG;
+alias TileRegs = array<vec4<f32>, NL>;
+
+// Reads this invocation's share of cells c .. c + TK of one KV head from cache (K or V); cells from c_end on
+// are zeros. Issued a phase before they are stored (put_tile), so the cache reads' latency overlaps the
+// score or P V arithmetic instead of stalling the workgroup between two barriers.
+fn fetch_tile(kv_k: bool, base: u32, c: u32, c_end: u32, lid: u32) -> TileRegs {
+    var r: TileRegs;
+    for (var n = 0u; n < NL; n++) {
+        let i = lid + n * WG;
         let j = i / D4;
-        let d = i % D4;
         var v = vec4<f32>(0.0);
-        if (c + j < c_end) {
-            let at = base + (c + j) * params.kv_stride + d;
+        if (i < TK * D4 && c + j < c_end) {
+            let at = base + (c + j) * params.kv_stride + i % D4;
             if (kv_k) {
                 v = quad(kc[at]);
             } else {
                 v = quad(vc[at]);
             }
         }
-        kvs[select(j * D4 + d, d * KT + j, kv_k)] = v;
+        r[n] = v;
+    }
+    return r;
+}
+
+// Stores a fetched share into kvs: K transposed (d * KT + j), V by cell (j * D4 + d).
+fn put_tile(kv_k: bool, r: TileRegs, lid: u32) {
+    for (var n = 0u; n < NL; n++) {
+        let i = lid + n * WG;
+        let j = i / D4;
+        let d = i % D4;
+        if (i < TK * D4) {
+            kvs[select(j * D4 + d, d * KT + j, kv_k)] = r[n];
+        }
     }
 }
 
@@ -107,10 +128,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     var m = NEG;   // row sr's running max (the same in each of its SPR invocations)
     var l = 0.0;   // this invocation's part of row sr's running sum
     var acc: array<vec4<f32>, RQ * NACC>;
+    let kb = params.k_offset + hk * D4;
+    let vb = params.v_offset + hk * D4;
+    var kr = fetch_tile(true, kb, c_start, c_end, lid);
     for (var c = c_start; c < c_end; c += TK) {
         workgroupBarrier(); // the previous tile's P V readers are done (and Q is stored)
-        load_tile(true, params.k_offset + hk * D4, c, c_end, lid);
+        put_tile(true, kr, lid);
         workgroupBarrier();
+        let vr = fetch_tile(false, vb, c, c_end, lid); // in flight during the scores
         for (var b = lid; b < NB; b += WG) {
             let rb = b / NBK;
             let cb = b % NBK;
@@ -144,7 +169,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
             }
         }
         workgroupBarrier(); // scores stored, K no longer read
-        load_tile(false, params.v_offset + hk * D4, c, c_end, lid);
+        put_tile(false, vr, lid);
         var tmax = NEG;
         for (var j4 = ssub; j4 < TK4; j4 += SPR) {
             let x = ss[sr * SS + j4];
@@ -169,6 +194,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
             als[sr] = alpha;
         }
         workgroupBarrier(); // P, alpha and V stored
+        kr = fetch_tile(true, kb, c + TK, c_end, lid); // the next K tile, in flight during P V (none past the end)
         for (var i = 0u; i < RQ; i++) {
             let a = als[pg * RQ + i];
             for (var k = 0u; k < NACC; k++) {

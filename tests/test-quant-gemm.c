@@ -126,8 +126,39 @@ static int32_t own_block(uint32_t type, const uint8_t *w, const uint8_t *a, int6
     return s;
 }
 
+/* Q4_K's own-order chains (quant-gemm-avx2.c): per super-block acc = fma(float(sum_j sc_j s_j), d dy, acc),
+ * accm = fma(float(sum_j mn_j B_j), dmin dy, accm); acc - accm. *mag: sum |w a| over the dequantized terms.
+ */
+static float own_ref_q4_K(int64_t k, const uint8_t *w, const uint8_t *a, double *mag) {
+    const lw__block_q4_K *x = (const lw__block_q4_K *)w;
+    const lw__block_q8_K *y = (const lw__block_q8_K *)a;
+    float acc = 0.0f, accm = 0.0f;
+    *mag = 0.0;
+    for (int64_t i = 0; i < k / 256; i++) {
+        int32_t isum = 0, imin = 0;
+        const float d = lw__fp16_to_fp32(x[i].d), dmin = lw__fp16_to_fp32(x[i].dmin);
+        for (int j = 0; j < 8; j++) {
+            int sc, mn;
+            lw__k4_scale_min(j, x[i].scales, &sc, &mn);
+            int32_t s = 0;
+            for (int e = 0; e < 32; e++) {
+                const uint8_t byte = x[i].qs[32 * (j / 2) + e];
+                const int q = j % 2 ? byte >> 4 : byte & 15, yv = y[i].qs[32 * j + e];
+                s += q * yv;
+                *mag += fabs((double)y[i].d * ((double)d * sc * q - (double)dmin * mn) * yv);
+            }
+            isum += sc * s;
+            imin += mn * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        acc = fmaf((float)isum, d * y[i].d, acc);
+        accm = fmaf((float)imin, dmin * y[i].d, accm);
+    }
+    return acc - accm;
+}
+
 /* The own-order chain, and in *mag the sum over elements of |w a| (the scale of any order's rounding). */
 static float own_ref(uint32_t type, int64_t k, const uint8_t *w, const uint8_t *a, double *mag) {
+    if (type == LW_TYPE_Q4_K) return own_ref_q4_K(k, w, a, mag);
     float acc = 0.0f;
     *mag = 0.0;
     for (int64_t b = 0; b < k / 32; b++) {
@@ -144,6 +175,7 @@ static void test_own(void) {
     static const gcase own_cases[] = {
         {"q4_0", LW_TYPE_Q4_0, LW_TYPE_Q8_0, lw__vec_dot_q4_0_q8_0_x86_repack, 0, -1},
         {"q8_0", LW_TYPE_Q8_0, LW_TYPE_Q8_0, lw__vec_dot_q8_0_q8_0_x86, 0, -1},
+        {"q4_K", LW_TYPE_Q4_K, LW_TYPE_Q8_K, lw__vec_dot_q4_K_q8_K_x86, 0, 2},
     };
     static const struct {
         lw__qgemm_isa isa; /* forced instruction set */
@@ -159,7 +191,7 @@ static void test_own(void) {
         char name[64];
         snprintf(name, sizeof name, "%s own %s", gc->name, isas[c % 2].name);
         if (!own) {
-            printf("%-20s no kernel on this CPU, skipped\n", name);
+            printf("%-20s no such kernel (type, CPU), skipped\n", name);
             continue;
         }
         ran++;
@@ -167,7 +199,8 @@ static void test_own(void) {
         double worst = 0; /* |own - ggml's x86 order| / sum |w a|, over the quantized rows */
         for (int seed = 0; seed < 40; seed++) {
             rng_state = 9100u * c + (uint64_t)seed;
-            const int64_t m = ms[seed % 5], k = kblocks[(seed / 4) % 4] * 32, nt = nts[seed % 5];
+            const int64_t m = ms[seed % 5], nt = nts[seed % 5];
+            const int64_t k = kblocks[(seed / 4) % 4] * lw_type_get(gc->type)->block_size;
             const int quantized = seed % 3 == 2;
             const size_t wrb = row_bytes(gc->type, k), arb = row_bytes(gc->act, k), cs = (size_t)m + 3;
             uint8_t *w = malloc((size_t)m * wrb), *a = malloc((size_t)nt * arb);
@@ -175,8 +208,8 @@ static void test_own(void) {
             void *scratch = aligned_alloc(64, (lw__quant_gemm_scratch(k, nt) + 63) / 64 * 64);
             random_rows(gc, w, m, k, quantized);
             random_acts(gc, a, nt, k, quantized);
-            for (int64_t t = 0; t < nt;
-                 t++) /* activations hold -127..127, as the engine's quantizers write */
+            /* Q8_0 activations hold -127..127, as the engine's quantizers write them */
+            for (int64_t t = 0; t < nt && gc->act == LW_TYPE_Q8_0; t++)
                 for (int64_t b = 0; b < k / 32; b++) {
                     lw__block_q8_0 *y = (lw__block_q8_0 *)(a + (size_t)t * arb) + b;
                     for (int i = 0; i < 32; i++) y->qs[i] = y->qs[i] == -128 ? -127 : y->qs[i];

@@ -157,6 +157,132 @@ AVX2 static void gemm_q8_0_avx2(int64_t k, const void *w, size_t ws, int64_t m, 
     gemm8(k, w, ws, m, a, as, nt, c, cs, scratch, 0);
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Q4_K: per super-block and (row, token) two chains, acc = fma(float(sum_j sc_j s_j), d * dy, acc) and
+ * accm = fma(float(sum_j mn_j B_j), dmin * dy, accm), result acc - accm (s_j: sub-block j's integer dot,
+ * B_j: the sum of its activation quants, from the Q8_K bsums). The panel keeps per super-block the 8 rows'
+ * d and dmin, per sub-block the rows' scales as int16 pairs (one vpmaddwd applies them to the int16 pair
+ * sums: 8 groups of 2 x 15 x 128 stay within int16), the mins as int16 pairs per pair of sub-blocks, and the
+ * quants of each sub-block as for Q4_0 (0..15, 4 per row side by side).
+ * ------------------------------------------------------------------------------------------------------- */
+
+#define K8_D     0                /* float d[8]                                         */
+#define K8_DMIN  32               /* float dmin[8]                                      */
+#define K8_SC    64               /* int16 (sc_j, sc_j)[8 sub-blocks][8 rows]           */
+#define K8_MN    (K8_SC + 8 * 32) /* int16 (mn_2p, mn_2p+1)[4][8 rows]                  */
+#define K8_Q     (K8_MN + 4 * 32) /* u8 q[8 sub-blocks][8 groups][8 rows][4]            */
+#define K8_BLOCK (K8_Q + 8 * 256) /* 2496 bytes per super-block (scratch: 8 x 640 = 5120) */
+
+/* Per token and super-block: scale and the 4 pairs of sub-block sums as int16 pairs. */
+typedef struct k8_aux {
+    float d;       /* activation scale                                                    */
+    int32_t bp[4]; /* (B[2p] & 0xffff) | B[2p+1] << 16, B[j] = bsums[2j] + bsums[2j + 1] */
+} k8_aux;
+
+AVX2 static void q4_K_panel8(int64_t nb, const uint8_t *w, size_t ws, int nr, uint8_t *p) {
+    const uint8_t *rp[P8];
+    rows8(w, ws, nr, rp);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t i = 0; i < nb; i++) {
+        const size_t bo = (size_t)i * sizeof(lw__block_q4_K);
+        uint8_t *pb = p + (size_t)i * K8_BLOCK;
+        for (int r = 0; r < P8; r++) {
+            const lw__block_q4_K *x = (const lw__block_q4_K *)(rp[r] + bo);
+            ((float *)(pb + K8_D))[r] = h2f(x->d);
+            ((float *)(pb + K8_DMIN))[r] = h2f(x->dmin);
+            int sc[8], mn[8];
+            for (int j = 0; j < 8; j++) lw__k4_scale_min(j, x->scales, &sc[j], &mn[j]);
+            for (int j = 0; j < 8; j++) {
+                int16_t *v = (int16_t *)(pb + K8_SC + 32 * j) + 2 * r;
+                v[0] = v[1] = (int16_t)sc[j];
+            }
+            for (int q = 0; q < 4; q++) {
+                int16_t *v = (int16_t *)(pb + K8_MN + 32 * q) + 2 * r;
+                v[0] = (int16_t)mn[2 * q], v[1] = (int16_t)mn[2 * q + 1];
+            }
+        }
+        for (int q = 0; q < 4; q++) /* bytes 32q..: low nibbles = sub-block 2q, high = 2q + 1 */
+            for (int g = 0; g < 8; g++) {
+                const __m256i v = dwords8(rp, bo + offsetof(lw__block_q4_K, qs) + 32 * (size_t)q, g);
+                _mm256_store_si256((__m256i *)(pb + K8_Q + 256 * (2 * q) + 32 * g), _mm256_and_si256(v, m4));
+                _mm256_store_si256((__m256i *)(pb + K8_Q + 256 * (2 * q + 1) + 32 * g),
+                                   _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+            }
+    }
+}
+
+AVX2 static INLINE void q4_K_tile8(int T, int64_t nb, const uint8_t *p, const uint8_t *a, size_t as,
+                                   const k8_aux *aux, float *c, size_t cs, int nr) {
+    __m256 acc[4], accm[4];
+    for (int u = 0; u < T; u++) acc[u] = accm[u] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *pb = p + (size_t)i * K8_BLOCK;
+        const __m256 dv = _mm256_load_ps((const float *)(pb + K8_D));
+        const __m256 dmv = _mm256_load_ps((const float *)(pb + K8_DMIN));
+        for (int u = 0; u < T; u++) {
+            const int8_t *yq = ((const lw__block_q8_K *)(a + (size_t)u * as))[i].qs;
+            const k8_aux *x = aux + (size_t)u * nb + i;
+            __m256i isum = _mm256_setzero_si256(), imin = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                __m256i s16 = _mm256_setzero_si256();
+                for (int g = 0; g < 8; g++) {
+                    int32_t y4;
+                    memcpy(&y4, yq + 32 * j + 4 * g, 4);
+                    s16 = _mm256_add_epi16(
+                        s16, _mm256_maddubs_epi16(
+                                 _mm256_load_si256((const __m256i *)(pb + K8_Q + 256 * j + 32 * g)),
+                                 _mm256_set1_epi32(y4)));
+                }
+                isum = _mm256_add_epi32(
+                    isum, _mm256_madd_epi16(s16, _mm256_load_si256((const __m256i *)(pb + K8_SC + 32 * j))));
+            }
+            for (int q = 0; q < 4; q++)
+                imin = _mm256_add_epi32(
+                    imin, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pb + K8_MN + 32 * q)),
+                                            _mm256_set1_epi32(x->bp[q])));
+            const __m256 dy = _mm256_set1_ps(x->d);
+            acc[u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dv, dy), acc[u]);
+            accm[u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(dmv, dy), accm[u]);
+        }
+    }
+    for (int u = 0; u < T; u++) {
+        float v[P8];
+        _mm256_storeu_ps(v, _mm256_sub_ps(acc[u], accm[u]));
+        memcpy(c + (size_t)u * cs, v, (size_t)nr * sizeof(float));
+    }
+}
+
+AVX2 static void gemm_q4_K_avx2(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
+                                int64_t nt, float *c, size_t cs, void *scratch) {
+    const int64_t nb = k / LW_QK_K;
+    uint8_t *panel = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    k8_aux *aux = (k8_aux *)(panel + (size_t)nb * K8_BLOCK);
+    const uint8_t *act = a;
+    for (int64_t t = 0; t < nt; t++) {
+        const lw__block_q8_K *y = (const lw__block_q8_K *)(act + (size_t)t * as);
+        for (int64_t i = 0; i < nb; i++) {
+            k8_aux *x = &aux[t * nb + i];
+            x->d = y[i].d;
+            for (int q = 0; q < 4; q++) {
+                const int b0 = y[i].bsums[4 * q] + y[i].bsums[4 * q + 1];
+                const int b1 = y[i].bsums[4 * q + 2] + y[i].bsums[4 * q + 3];
+                x->bp[q] = (int32_t)(((uint32_t)b0 & 0xffff) | ((uint32_t)b1 << 16));
+            }
+        }
+    }
+    for (int64_t r0 = 0; r0 < m; r0 += P8) {
+        const int nr = m - r0 < P8 ? (int)(m - r0) : P8;
+        q4_K_panel8(nb, (const uint8_t *)w + (size_t)r0 * ws, ws, nr, panel);
+        int64_t t = 0;
+        for (; t + 4 <= nt; t += 4)
+            q4_K_tile8(4, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0,
+                       cs, nr);
+        for (; t < nt; t++)
+            q4_K_tile8(1, nb, panel, act + (size_t)t * as, as, aux + (size_t)t * nb, c + (size_t)t * cs + r0,
+                       cs, nr);
+    }
+}
+
 lw__quant_gemm_fn lw__quant_gemm_own_avx2(uint32_t type) {
     unsigned eax, ebx, ecx, edx;
     __builtin_cpu_init();
@@ -165,6 +291,7 @@ lw__quant_gemm_fn lw__quant_gemm_own_avx2(uint32_t type) {
         return NULL;
     if (type == LW_TYPE_Q4_0) return gemm_q4_0_avx2;
     if (type == LW_TYPE_Q8_0) return gemm_q8_0_avx2;
+    if (type == LW_TYPE_Q4_K) return gemm_q4_K_avx2;
     return NULL;
 }
 

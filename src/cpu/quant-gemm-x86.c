@@ -763,6 +763,10 @@ static lw__quant_gemm_fn own_vnni512(uint32_t type) {
     return NULL;
 }
 
+static int has_vnni512(void) {
+    return 0;
+}
+
 #endif
 
 lw__quant_gemm_fn lw__quant_gemm_fast(lw__vec_dot_fn ref) {
@@ -778,10 +782,8 @@ lw__quant_gemm_fn lw__quant_gemv_fast(lw__vec_dot_fn ref) {
 }
 
 lw__quant_gemm_fn lw__quant_gemm_own_isa(uint32_t type, lw__qgemm_isa isa) {
-    if (isa == LW_QGEMM_BEST) {
-        const lw__quant_gemm_fn f = own_vnni512(type);
-        return f ? f : lw__quant_gemm_own_avx2(type);
-    }
+    if (isa == LW_QGEMM_BEST) /* VNNI CPUs keep their exact tiles where no own-order VNNI kernel exists */
+        return has_vnni512() ? own_vnni512(type) : lw__quant_gemm_own_avx2(type);
     return isa == LW_QGEMM_VNNI512 ? own_vnni512(type)
            : isa == LW_QGEMM_AVX2  ? lw__quant_gemm_own_avx2(type)
                                    : NULL;

@@ -456,14 +456,23 @@ export interface ChatCompletion {
   usage: CompletionUsage;
 }
 
+/** A streamed piece of a tool call, as OpenAI streams them: the first for a call (its index) has id, type and
+ * function.name (arguments ''), the next ones only function.arguments: pieces that join to the call's. */
+export interface ToolCallDelta {
+  index: number;
+  id?: string;
+  type?: 'function';
+  function: { name?: string; arguments: string };
+}
+
 /** A streamed piece: the first has delta.role, the last an empty delta, finish_reason and usage. With tools,
- * the text before the first call streams as content and each call comes whole in one delta at the end. */
+ * the text before the first call streams as content, then the calls as ToolCallDeltas while they are generated. */
 export interface ChatCompletionChunk {
   id: string;
   object: 'chat.completion.chunk';
   created: number;
   model: string;
-  choices: { index: 0; delta: { role?: 'assistant'; content?: string; tool_calls?: (ToolCall & { index: number })[] }; logprobs: null;
+  choices: { index: 0; delta: { role?: 'assistant'; content?: string; tool_calls?: ToolCallDelta[] }; logprobs: null;
     finish_reason: FinishReason | null }[];
   usage?: CompletionUsage;
 }

@@ -238,14 +238,17 @@ async function completion(model, req) {
 // {name}} (the reply is constrained to calls: a grammar from the tools' parameter schemas), 'none' (tools
 // are not shown); parallel_tool_calls (default true); tool_format (an extension: 'hermes' | 'llama3' |
 // 'mistral', default the template's). Replies with calls have message.tool_calls and finish_reason
-// 'tool_calls'; streamed, the text before the first call streams as content and each call comes as one
-// delta {tool_calls: [{index, id, type, function: {name, arguments}}]} at the end. Messages may carry
-// tool_calls (assistant) and tool_call_id (role 'tool'), and the conversation may end with tool results.
+// 'tool_calls'. Streamed as OpenAI streams them: the text before the first call as content deltas, then per
+// call a delta {tool_calls: [{index, id, type: 'function', function: {name, arguments: ''}}]} once its name
+// is complete and deltas {tool_calls: [{index, function: {arguments}}]} with the arguments' text as it is
+// generated; the argument pieces of a call join to the result's arguments (toolCallStream). Messages may
+// carry tool_calls (assistant) and tool_call_id (role 'tool'), and the conversation may end with tool results.
 
 const RESPONSE_TYPES = ['text', 'json_object', 'json_schema'];
 const TOOL_FORMAT_NAMES = ['auto', 'hermes', 'llama3', 'mistral'];
 // where a reply's tool calls begin, per convention (Llama 3's bare object: a '{' opening the reply)
-const CALL_MARKERS = { hermes: ['<tool_call>'], mistral: ['[TOOL_CALLS]'], llama3: [], auto: ['<tool_call>', '[TOOL_CALLS]'] };
+const CALL_MARKERS = { hermes: ['<tool_call>'], mistral: ['[TOOL_CALLS]'], llama3: ['<|python_tag|>'],
+  auto: ['<tool_call>', '[TOOL_CALLS]', '<|python_tag|>'] };
 
 const isObject = (x) => x !== null && typeof x === 'object' && !Array.isArray(x);
 
@@ -390,6 +393,256 @@ function callHold(format) {
       return s.slice(0, s.length - keep);
     },
     held: () => held,
+    cut: () => cut,
+  };
+}
+
+// Follows the calls in the text callHold holds back (from the first marker on) as it grows, in format's
+// convention ('auto': the one its first marker shows), mirroring src/grammar/tool-call.c's parser: a call
+// object's "name" (or "function") string, then its "arguments" (or "parameters") object streamed as its raw
+// text char by char (the parser's arguments are that text). It stops following (off) at anything else: a
+// name after the arguments, arguments as a JSON string, text between calls; the calls from there on then
+// come whole from the final parse (finish). feed(text) -> [{index, id?, name?, args}] events.
+function callScanner(format) {
+  const WS = /[ \t\n\r]/; // the C parser's whitespace
+  let buf = '', pos = 0, off = false, fmt = format === 'auto' ? null : format;
+  let state = 'start'; // start | open (before a call object) | key | colon | value | args | skip | after | between
+  const calls = []; // {name, args, shown (the header went out)}
+  let cur = null, key = null, depth = 0, inStr = false, esc = false;
+  let events = [];
+  const ev = (e) => { events.push(e); };
+  const ws = () => { while (pos < buf.length && WS.test(buf[pos])) pos++; };
+  // a literal at pos: 1 taken, 0 needs more text, -1 absent
+  const lit = (l) => {
+    const n = Math.min(l.length, buf.length - pos);
+    if (buf.slice(pos, pos + n) !== l.slice(0, n)) return -1;
+    if (n < l.length) return 0;
+    pos += l.length;
+    return 1;
+  };
+  // a complete JSON string token at pos: its value, undefined when it needs more text, null when not one
+  const str = () => {
+    if (buf[pos] !== '"') return null;
+    for (let i = pos + 1, e = false; i < buf.length; i++) {
+      if (e) { e = false; continue; }
+      if (buf[i] === '\\') e = true;
+      else if (buf[i] === '"') {
+        try { const v = JSON.parse(buf.slice(pos, i + 1)); pos = i + 1; return v; } catch { return null; }
+      }
+    }
+    return undefined;
+  };
+  const header = () => {
+    if (cur.shown) return;
+    cur.shown = true;
+    ev({ index: calls.length - 1, id: newId('call_'), name: cur.name, args: '' });
+  };
+  // one step of the machine: true when it moved (call again), false when it waits for more text
+  const step = () => {
+    if (state === 'start') {
+      ws();
+      if (pos >= buf.length) return false;
+      if (!fmt) { // auto: the first marker decides, as the C parser's order finds it for a reply opening so
+        if (lit('<tool_call>') === 0 || lit('[TOOL_CALLS]') === 0 || lit('<|python_tag|>') === 0) return false;
+        const c = buf[pos];
+        fmt = buf.startsWith('<tool_call>', pos) ? 'hermes' : buf.startsWith('[TOOL_CALLS]', pos) || c === '[' ? 'mistral'
+          : buf.startsWith('<|python_tag|>', pos) || c === '{' ? 'llama3' : null;
+        if (!fmt) { off = true; return false; }
+      }
+      const marker = { hermes: '<tool_call>', mistral: '[TOOL_CALLS]', llama3: '<|python_tag|>' }[fmt];
+      const m = lit(marker);
+      if (m === 0) return false;
+      if (m < 0 && fmt === 'hermes') { off = true; return false; }
+      if (fmt === 'mistral') {
+        ws();
+        if (pos >= buf.length) return false;
+        if (buf[pos] !== '[') { off = true; return false; }
+        pos++;
+      }
+      state = 'open';
+      return true;
+    }
+    if (state === 'open') {
+      ws();
+      if (pos >= buf.length) return false;
+      if (buf[pos] !== '{') { off = true; return false; }
+      pos++;
+      cur = { name: null, args: '', shown: false };
+      calls.push(cur);
+      state = 'key';
+      return true;
+    }
+    if (state === 'key') {
+      ws();
+      if (pos >= buf.length) return false;
+      if (buf[pos] === '}') { pos++; state = 'after'; return true; }
+      if (buf[pos] === ',') { pos++; return true; }
+      const k = str();
+      if (k === undefined) return false;
+      if (k === null) { off = true; return false; }
+      key = k;
+      state = 'colon';
+      return true;
+    }
+    if (state === 'colon') {
+      ws();
+      if (pos >= buf.length) return false;
+      if (buf[pos] !== ':') { off = true; return false; }
+      pos++;
+      state = 'value';
+      return true;
+    }
+    if (state === 'value') {
+      ws();
+      if (pos >= buf.length) return false;
+      if ((key === 'name' || (key === 'function' && cur.name === null)) && buf[pos] === '"') {
+        const v = str();
+        if (v === undefined) return false;
+        if (v === null || v === '') { off = true; return false; }
+        cur.name = v;
+        state = 'key';
+        return true;
+      }
+      if (key === 'arguments' || key === 'parameters') {
+        if (cur.name === null || buf[pos] !== '{' || cur.args) { off = true; return false; } // whole, from the parse
+        header();
+        state = 'args';
+        depth = 0, inStr = false, esc = false;
+        return true;
+      }
+      state = 'skip';
+      depth = 0, inStr = false, esc = false;
+      return true;
+    }
+    if (state === 'args' || state === 'skip') { // a value's raw text up to its end
+      const from = pos;
+      let done = false;
+      while (pos < buf.length && !done) {
+        const c = buf[pos];
+        if (inStr) {
+          if (esc) esc = false;
+          else if (c === '\\') esc = true;
+          else if (c === '"') inStr = false;
+        } else if (c === '"') inStr = true;
+        else if (c === '{' || c === '[') depth++;
+        else if (c === '}' || c === ']') {
+          if (depth === 0) break; // the end of a bare value in the enclosing object
+          depth--;
+          if (depth === 0 && state === 'args') done = true;
+        } else if (c === ',' && depth === 0) break;
+        pos++;
+        if (depth === 0 && !inStr && state === 'skip' && (c === '"' || c === '}' || c === ']')) done = true;
+      }
+      if (state === 'args' && pos > from) {
+        const t = buf.slice(from, pos);
+        cur.args += t;
+        ev({ index: calls.length - 1, args: t });
+      }
+      if (!done && state === 'skip' && pos < buf.length) done = true; // a number or literal ended by , or }
+      if (!done) return false;
+      state = 'key';
+      return true;
+    }
+    if (state === 'after') { // a call object ended
+      if (cur.name === null) { off = true; return false; }
+      header(); // no arguments: the parse gives "{}"
+      if (fmt === 'hermes') {
+        ws();
+        const m = lit('</tool_call>');
+        if (m === 0 || pos >= buf.length) return false;
+        if (m < 0) { off = true; return false; }
+        state = 'between';
+        return true;
+      }
+      ws();
+      if (pos >= buf.length) return false;
+      if (fmt === 'mistral') {
+        if (buf[pos] === ',') { pos++; state = 'open'; return true; }
+        off = true; // ']': the array is over
+        return false;
+      }
+      if (buf[pos] === ';') pos++;
+      state = 'open';
+      return true;
+    }
+    if (state === 'between') { // hermes: another block, or the end
+      ws();
+      const m = lit('<tool_call>');
+      if (m === 0 || pos >= buf.length) return false;
+      if (m < 0) { off = true; return false; }
+      state = 'open';
+      return true;
+    }
+    return false;
+  };
+  return {
+    feed(t) {
+      events = [];
+      if (off) return events;
+      buf += t;
+      while (!off && step());
+      return events;
+    },
+    calls,
+  };
+}
+
+// The streamed deltas of a reply with tools: push(text) -> deltas as they come ({content} before the first
+// call, then {tool_calls: [...]}); finish(calls, content) -> the deltas that complete them from the final
+// parse (openaiCalls' objects and its content): the rest of each streamed call's arguments, the calls not
+// streamed whole, and content outside the calls that did not stream. A streamed call the parse does not
+// have (a reply cut off inside it) stays as streamed; finish then gives null for "no calls".
+export function toolCallStream(format) {
+  const hold = callHold(format), scan = callScanner(format);
+  let fed = 0, sent = '';
+  const calls = scan.calls;
+  const ids = [];
+  const asDelta = (e) => {
+    if (e.id) {
+      ids[e.index] = e.id;
+      return { index: e.index, id: e.id, type: 'function', function: { name: e.name, arguments: e.args } };
+    }
+    return { index: e.index, function: { arguments: e.args } };
+  };
+  return {
+    push(t) {
+      const out = [];
+      const c = hold.push(t);
+      if (c) { out.push({ content: c }); sent += c; }
+      if (!hold.cut()) return out;
+      const h = hold.held();
+      const evs = scan.feed(h.slice(fed));
+      fed = h.length;
+      // one delta per call per push: a header with the arguments so far, or the arguments' new text
+      for (const e of evs) {
+        const last = out.at(-1), lt = last && last.tool_calls && last.tool_calls[0];
+        if (lt && lt.index === e.index && !e.id) lt.function.arguments += e.args;
+        else out.push({ tool_calls: [asDelta(e)] });
+      }
+      return out;
+    },
+    finish(final, content) {
+      const out = [];
+      if (final && final.length) {
+        final.forEach((f, i) => {
+          const st = calls[i];
+          if (st && st.shown) {
+            f.id = ids[i]; // the streamed call's id
+            if (st.name === f.function.name && f.function.arguments.startsWith(st.args) && f.function.arguments.length > st.args.length) {
+              out.push({ tool_calls: [{ index: i, function: { arguments: f.function.arguments.slice(st.args.length) } }] });
+            }
+          } else {
+            out.push({ tool_calls: [{ index: i, id: f.id, type: 'function', function: { name: f.function.name, arguments: f.function.arguments } }] });
+          }
+        });
+        const s = sent.trim();
+        if (content && content.startsWith(s) && content.length > s.length) out.push({ content: content.slice(s.length) });
+      } else if (!calls.some((c) => c.shown) && hold.held()) {
+        out.push({ content: hold.held() });
+      }
+      return out;
+    },
+    streamed: () => calls.some((c) => c.shown),
   };
 }
 
@@ -423,7 +676,7 @@ async function structuredChat(model, req) {
     total_tokens: r.fromCell + r.decodedTokens + r.tokens.length, prompt_tokens_details: { cached_tokens: r.fromCell },
   });
   const calling = !!(t.tools && t.choice !== 'none');
-  const hold = calling ? callHold(t.format) : null;
+  const calls = calling ? toolCallStream(t.format) : null;
   let sentRole = false;
   const chunk = (delta) => {
     const d = sentRole ? delta : { role: 'assistant', ...delta };
@@ -431,22 +684,20 @@ async function structuredChat(model, req) {
     return base([{ index: 0, delta: d, logprobs: null, finish_reason: null }]);
   };
   const start = runPlan(model, plan);
-  return run(model, opts, hold ? (onToken, signal) => start((text) => onToken(hold.push(text)), signal) : start,
-    (text) => chunk({ content: text }), (r, streaming) => {
-      const calls = r.toolCalls && r.toolCalls.calls.length ? openaiCalls(r.toolCalls.calls) : null;
-      const reason = calls ? 'tool_calls' : finishReason(r.reason);
+  // streaming with tools: each piece's deltas (content, tool_calls) go out as chunks of their own
+  const startCalls = (onToken, signal) => start((text) => { for (const d of calls.push(text)) onToken(d); }, signal);
+  return run(model, opts, calls ? startCalls : start,
+    (d) => chunk(typeof d === 'string' ? { content: d } : d), (r, streaming) => {
+      const found = r.toolCalls && r.toolCalls.calls.length ? openaiCalls(r.toolCalls.calls) : null;
+      const reason = found ? 'tool_calls' : finishReason(r.reason);
       if (streaming) {
         return (function* () {
-          if (calls) {
-            for (let i = 0; i < calls.length; i++) yield chunk({ tool_calls: [{ index: i, ...calls[i] }] });
-          } else if (hold && hold.held()) {
-            yield chunk({ content: hold.held() });
-          }
+          if (calls) for (const d of calls.finish(found, r.toolCalls && r.toolCalls.content)) yield chunk(d);
           if (!sentRole) yield chunk({ content: '' });
           yield { ...base([{ index: 0, delta: {}, logprobs: null, finish_reason: reason }]), usage: usage(r) };
         })();
       }
-      const message = calls ? { role: 'assistant', content: r.toolCalls.content || null, tool_calls: calls }
+      const message = found ? { role: 'assistant', content: r.toolCalls.content || null, tool_calls: found }
         : { role: 'assistant', content: r.text };
       return {
         id, object: 'chat.completion', created, model: name,

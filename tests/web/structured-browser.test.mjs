@@ -1,7 +1,7 @@
 // Structured output in headless Chromium through Llamaweb.loadInWorker() (the worker's 'structured' and
 // 'embed' ops, web/llamaweb-worker.mjs) and load() on the page, CPU engine: a tool model's
-// chat.completions.create with tool_choice 'required' answers OpenAI-shaped tool_calls (streamed deltas equal
-// the result), a json_schema reply on stories260K equals the native CLI's constrained greedy text, and
+// chat.completions.create with tool_choice 'required' answers OpenAI-shaped tool_calls (streamed deltas: the
+// call's header, then its arguments in pieces that join to the result's), a json_schema reply on stories260K equals the native CLI's constrained greedy text, and
 // embeddings.create equals `llamaweb embed`; a bad schema rejects with BAD_INPUT across the worker.
 // Run: LW_WASM_DIR=... LW_CLI=build-NAME/llamaweb node --test tests/web/structured-browser.test.mjs
 import { test, after } from 'node:test';
@@ -93,7 +93,11 @@ test('headless Chromium: tool_calls, json_schema and embeddings in the worker an
       assert.equal(call.function.name, 'get_weather');
       const args = JSON.parse(call.function.arguments);
       assert.ok(typeof args.city === 'string' && args.city.length <= 8 && ['c', 'f'].includes(args.unit), call.function.arguments);
-      assert.deepEqual(g.deltas.map((d) => [d.index, d.function.name, d.function.arguments]), [[0, 'get_weather', call.function.arguments]]);
+      // OpenAI's stream shape: the call's header (its id, the name), then its arguments in pieces
+      assert.ok(g.deltas.length > 2 && /^call_/.test(g.deltas[0].id) && g.deltas.slice(1).every((d) => d.index === 0 && d.id === undefined),
+        `${where}: ${JSON.stringify(g.deltas.slice(0, 3))}`);
+      assert.deepEqual([g.deltas[0].index, g.deltas[0].function.name, g.deltas.map((d) => d.function.arguments).join('')],
+        [0, 'get_weather', call.function.arguments]);
       assert.equal(g.finish, 'tool_calls');
       assert.equal(g.j.choices[0].text, native, `${where}: the native CLI's constrained greedy text`);
       const v = g.e.data[0].embedding;

@@ -9,7 +9,8 @@
 //    the cost of a grammar per step is printed (tokens/s with and without, both engines);
 //  - tools on a synthetic ChatML model whose template renders tools as Qwen's does: tool_choice 'required'
 //    gives OpenAI-shaped tool_calls whose arguments validate against the tool's parameters, a named tool
-//    only that one, parallel_tool_calls false one call; the stream's tool_calls deltas equal the result;
+//    only that one, parallel_tool_calls false one call; the stream's tool_calls deltas (a header per call,
+//    then the arguments in pieces) join to the result;
 //    the rendered prompt holds the tools' JSON; a conversation ending with a tool result renders and answers;
 //  - embeddings.create equals `llamaweb embed` (mean / last / cls pooling, L2): cosine >= 0.9999 and within 1e-4 on the
 //    CPU engine, 1e-3 on WebGPU (one-token steps, its sums); the OpenAI list object, base64 encoding;
@@ -283,8 +284,16 @@ for (const [dev, lw] of engines) {
       await m.completions.create({ prompt: 'x', max_tokens: 1 });
       const chunks = await collect(await m.chat.completions.create({ ...req, stream: true }));
       const deltas = chunks.flatMap((k) => k.choices[0].delta.tool_calls || []);
-      assert.deepEqual(deltas.map((d) => [d.index, d.function.name, d.function.arguments]),
-        full.choices[0].message.tool_calls.map((d, i) => [i, d.function.name, d.function.arguments]));
+      // OpenAI's stream shape: per call a header (index, id, type, name) and then the arguments in pieces
+      // as they were generated, joining to the result's arguments
+      const joined = [];
+      for (const d of deltas) {
+        if (d.id) joined[d.index] = { index: d.index, name: d.function.name, arguments: d.function.arguments, type: d.type };
+        else joined[d.index].arguments += d.function.arguments;
+      }
+      assert.deepEqual(joined.map((d) => [d.index, d.type, d.name, d.arguments]),
+        full.choices[0].message.tool_calls.map((d, i) => [i, 'function', d.function.name, d.function.arguments]));
+      assert.ok(deltas.length > joined.length + 1, `the arguments streamed in pieces (${deltas.length} deltas)`);
       assert.equal(chunks.at(-1).choices[0].finish_reason, 'tool_calls');
       assert.equal(chunks[0].choices[0].delta.role, 'assistant');
       // a conversation ending with the tool's result: rendered with the call and the result; a reply (auto)

@@ -18,8 +18,9 @@
 //   5. P V: invocation (row group, sub) owns ROW_BLOCK rows x NACC quads of the head (quads sub + k * TPR)
 //      of the accumulator in registers; per 4 cells it loads RQ quads of P and 4 NACC quads of V for
 //      16 RQ NACC MACs, after scaling its rows by their alpha.
-// The output is the accumulator over the row's sum (the partial sums of 4 added at the end). Workgroups are
-// taken last tile first: the causal tiles late in the prompt see the most cells, and start first.
+// The output is the accumulator over the row's sum (the partial sums of phase 4 added at the end).
+// Workgroups are taken last tile first: the causal tiles late in the prompt see the most cells, and start
+// first.
 // Defines: attn-common.wgsl's, TILE_Q (divides WG_SIZE), TILE_K (a multiple of 4), ROW_BLOCK (divides
 // TILE_Q), CELL_BLOCK (divides TILE_K). Dispatch: (ceil(tokens * GROUP / TILE_Q), KV heads, 1).
 #include "attn-common.wgsl"
@@ -55,11 +56,11 @@ const TK4: u32 = TK / 4u;                 // quads of scores per row
 const KT: u32 = TK + 1u;                  // stride of a K dim quad in kvs (padded against bank conflicts)
 const SS: u32 = TK4 + 1u;                 // stride of a row in ss, quads (padded likewise)
 
-var<workgroup> qs: array<vec4<f32>, TILE_Q * (HEAD_DIM / 4)>;  // Q (times scale): row r at r * D4
-var<workgroup> kvs: array<vec4<f32>, (TILE_K + 1) * (HEAD_DIM / 4)>; // K transposed (d * KT + j), then V (j * D4 + d)
-var<workgroup> ss: array<vec4<f32>, TILE_Q * (TILE_K / 4 + 1)>;     // scores, then P: row r, cells 4c.. at r * SS + c
-var<workgroup> red: array<f32, WG_SIZE>;                       // row maxima / sums: row r's parts at r * SPR
-var<workgroup> als: array<f32, TILE_Q>;                        // alpha of each row for the tile
+var<workgroup> qs: array<vec4<f32>, TILE_Q * (HEAD_DIM / 4)>;        // Q (times scale): row r at r * D4
+var<workgroup> kvs: array<vec4<f32>, (TILE_K + 1) * (HEAD_DIM / 4)>; // K (d * KT + j), then V (j * D4 + d)
+var<workgroup> ss: array<vec4<f32>, TILE_Q * (TILE_K / 4 + 1)>;      // scores, then P: row r at r * SS
+var<workgroup> red: array<f32, WG_SIZE>;                             // row maxima / sums: row r's at r * SPR
+var<workgroup> als: array<f32, TILE_Q>;                              // alpha of each row for the tile
 
 // An invocation's share of a K or V tile in registers: quad n is element lid + n * WG of the tile (cell
 // (lid + n * WG) / D4, quad % D4 of the head: global reads coalesced along the head).
@@ -194,7 +195,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
             als[sr] = alpha;
         }
         workgroupBarrier(); // P, alpha and V stored
-        kr = fetch_tile(true, kb, c + TK, c_end, lid); // the next K tile, in flight during P V (none past the end)
+        kr = fetch_tile(true, kb, c + TK, c_end, lid); // the next K tile (zeros past the end), during P V
         for (var i = 0u; i < RQ; i++) {
             let a = als[pg * RQ + i];
             for (var k = 0u; k < NACC; k++) {

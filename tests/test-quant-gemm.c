@@ -156,9 +156,34 @@ static float own_ref_q4_K(int64_t k, const uint8_t *w, const uint8_t *a, double 
     return acc - accm;
 }
 
+/* Q6_K's own-order chain (quant-gemm-avx2.c): per super-block acc = fma(float(sum_s sc_s (u_s . y_s) - 32
+ * sum_s sc_s B_s), d dy, acc), u the unsigned 6-bit values, B_s the bsums. */
+static float own_ref_q6_K(int64_t k, const uint8_t *w, const uint8_t *a, double *mag) {
+    const lw__block_q6_K *x = (const lw__block_q6_K *)w;
+    const lw__block_q8_K *y = (const lw__block_q8_K *)a;
+    float acc = 0.0f;
+    *mag = 0.0;
+    for (int64_t i = 0; i < k / 256; i++) {
+        const float d = lw__fp16_to_fp32(x[i].d);
+        int32_t isum = 0;
+        for (int e = 0; e < 256; e++) {
+            const int h = e / 128, l = e % 32, part = (e % 128) / 32;
+            const uint8_t qh = x[i].qh[32 * h + l], ql = x[i].ql[64 * h + l + 32 * (part & 1)];
+            const int u = (part < 2 ? ql & 15 : ql >> 4) | ((qh >> (2 * part)) & 3) << 4,
+                      sc = x[i].scales[e / 16];
+            isum += sc * u * y[i].qs[e];
+            *mag += fabs((double)y[i].d * d * sc * (u - 32) * y[i].qs[e]);
+        }
+        for (int sb = 0; sb < 16; sb++) isum -= 32 * x[i].scales[sb] * y[i].bsums[sb];
+        acc = fmaf((float)isum, d * y[i].d, acc);
+    }
+    return acc;
+}
+
 /* The own-order chain, and in *mag the sum over elements of |w a| (the scale of any order's rounding). */
 static float own_ref(uint32_t type, int64_t k, const uint8_t *w, const uint8_t *a, double *mag) {
     if (type == LW_TYPE_Q4_K) return own_ref_q4_K(k, w, a, mag);
+    if (type == LW_TYPE_Q6_K) return own_ref_q6_K(k, w, a, mag);
     float acc = 0.0f;
     *mag = 0.0;
     for (int64_t b = 0; b < k / 32; b++) {
@@ -176,6 +201,7 @@ static void test_own(void) {
         {"q4_0", LW_TYPE_Q4_0, LW_TYPE_Q8_0, lw__vec_dot_q4_0_q8_0_x86_repack, 0, -1},
         {"q8_0", LW_TYPE_Q8_0, LW_TYPE_Q8_0, lw__vec_dot_q8_0_q8_0_x86, 0, -1},
         {"q4_K", LW_TYPE_Q4_K, LW_TYPE_Q8_K, lw__vec_dot_q4_K_q8_K_x86, 0, 2},
+        {"q6_K", LW_TYPE_Q6_K, LW_TYPE_Q8_K, lw__vec_dot_q6_K_q8_K_x86, 208, -1},
     };
     static const struct {
         lw__qgemm_isa isa; /* forced instruction set */

@@ -283,6 +283,111 @@ AVX2 static void gemm_q4_K_avx2(int64_t k, const void *w, size_t ws, int64_t m, 
     }
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Q6_K: per super-block and (row, token) acc = fma(float(sum_s sc_s (u_s . y_s) - 32 sum_s sc_s B_s), d dy,
+ * acc) over the 16 sub-blocks s of 16 (u: the unsigned 6-bit values, B_s: the token's bsums). The panel keeps
+ * the 8 rows' d, the values in element order (4 per row side by side per group; two groups' pair sums,
+ * 4 x 63 x 128, fit int16), each sub-block's scales as int16 pairs and the scale pairs for the correction.
+ * ------------------------------------------------------------------------------------------------------- */
+
+#define K6_D     0                 /* float d[8]                                  */
+#define K6_SC    32                /* int16 (sc_s, sc_s)[16][8 rows]              */
+#define K6_SP    (K6_SC + 16 * 32) /* int16 (sc_2p, sc_2p+1)[8][8 rows]           */
+#define K6_Q     (K6_SP + 8 * 32)  /* u8 u[64 groups][8 rows][4]                  */
+#define K6_BLOCK (K6_Q + 64 * 32)  /* 2848 bytes per super-block (scratch: 5120)   */
+
+AVX2 static void q6_K_panel8(int64_t nb, const uint8_t *w, size_t ws, int nr, uint8_t *p) {
+    const uint8_t *rp[P8];
+    rows8(w, ws, nr, rp);
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t *pb = p + (size_t)i * K6_BLOCK;
+        for (int r = 0; r < P8; r++) {
+            const lw__block_q6_K *x = (const lw__block_q6_K *)rp[r] + i;
+            ((float *)(pb + K6_D))[r] = h2f(x->d);
+            for (int sb = 0; sb < 16; sb++) {
+                int16_t *v = (int16_t *)(pb + K6_SC + 32 * sb) + 2 * r;
+                v[0] = v[1] = x->scales[sb];
+            }
+            for (int q = 0; q < 8; q++) {
+                int16_t *v = (int16_t *)(pb + K6_SP + 32 * q) + 2 * r;
+                v[0] = x->scales[2 * q], v[1] = x->scales[2 * q + 1];
+            }
+            uint8_t u[256]; /* element order, as ggml's dequantize_row_q6_K */
+            for (int h = 0; h < 2; h++)
+                for (int l = 0; l < 32; l++) {
+                    const uint8_t *ql = x->ql + 64 * h, qh = x->qh[32 * h + l];
+                    u[128 * h + l] = (uint8_t)((ql[l] & 15) | (qh & 3) << 4);
+                    u[128 * h + l + 32] = (uint8_t)((ql[l + 32] & 15) | ((qh >> 2) & 3) << 4);
+                    u[128 * h + l + 64] = (uint8_t)((ql[l] >> 4) | ((qh >> 4) & 3) << 4);
+                    u[128 * h + l + 96] = (uint8_t)((ql[l + 32] >> 4) | ((qh >> 6) & 3) << 4);
+                }
+            for (int g = 0; g < 64; g++) memcpy(pb + K6_Q + 32 * g + 4 * r, u + 4 * g, 4);
+        }
+    }
+}
+
+AVX2 static INLINE void q6_K_tile8(int T, int64_t nb, const uint8_t *p, const uint8_t *a, size_t as, float *c,
+                                   size_t cs, int nr) {
+    __m256 acc[4];
+    for (int u = 0; u < T; u++) acc[u] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *pb = p + (size_t)i * K6_BLOCK;
+        const __m256 dv = _mm256_load_ps((const float *)(pb + K6_D));
+        for (int u = 0; u < T; u++) {
+            const lw__block_q8_K *y = (const lw__block_q8_K *)(a + (size_t)u * as) + i;
+            __m256i isum = _mm256_setzero_si256(), corr = _mm256_setzero_si256();
+            for (int sb = 0; sb < 16; sb++) { /* two groups' pair sums (<= 2 x 2 x 63 x 128) per int16 lane */
+                const __m256i sc = _mm256_load_si256((const __m256i *)(pb + K6_SC + 32 * sb));
+                const uint8_t *q = pb + K6_Q + 128 * sb;
+                int32_t y4[4];
+                memcpy(y4, y->qs + 16 * sb, 16);
+                const __m256i s0 = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)q), _mm256_set1_epi32(y4[0])),
+                    _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(q + 32)),
+                                         _mm256_set1_epi32(y4[1])));
+                const __m256i s1 =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(q + 64)),
+                                                          _mm256_set1_epi32(y4[2])),
+                                     _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(q + 96)),
+                                                          _mm256_set1_epi32(y4[3])));
+                isum = _mm256_add_epi32(
+                    isum, _mm256_add_epi32(_mm256_madd_epi16(s0, sc), _mm256_madd_epi16(s1, sc)));
+            }
+            for (int q = 0; q < 8; q++) {
+                const int32_t bp = (int32_t)(((uint32_t)(uint16_t)y->bsums[2 * q]) |
+                                             ((uint32_t)(uint16_t)y->bsums[2 * q + 1] << 16));
+                corr = _mm256_add_epi32(
+                    corr, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pb + K6_SP + 32 * q)),
+                                            _mm256_set1_epi32(bp)));
+            }
+            isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(corr, 5));
+            acc[u] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dv, _mm256_set1_ps(y->d)), acc[u]);
+        }
+    }
+    for (int u = 0; u < T; u++) {
+        float v[P8];
+        _mm256_storeu_ps(v, acc[u]);
+        memcpy(c + (size_t)u * cs, v, (size_t)nr * sizeof(float));
+    }
+}
+
+AVX2 static void gemm_q6_K_avx2(int64_t k, const void *w, size_t ws, int64_t m, const void *a, size_t as,
+                                int64_t nt, float *c, size_t cs, void *scratch) {
+    const int64_t nb = k / LW_QK_K;
+    uint8_t *panel = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    const uint8_t *act = a;
+    for (int64_t r0 = 0; r0 < m; r0 += P8) {
+        const int nr = m - r0 < P8 ? (int)(m - r0) : P8;
+        q6_K_panel8(nb, (const uint8_t *)w + (size_t)r0 * ws, ws, nr, panel);
+        int64_t t = 0;
+        for (; t + 4 <= nt; t += 4)
+            q6_K_tile8(4, nb, panel, act + (size_t)t * as, as, c + (size_t)t * cs + r0, cs, nr);
+        for (; t < nt; t++)
+            q6_K_tile8(1, nb, panel, act + (size_t)t * as, as, c + (size_t)t * cs + r0, cs, nr);
+    }
+}
+
 lw__quant_gemm_fn lw__quant_gemm_own_avx2(uint32_t type) {
     unsigned eax, ebx, ecx, edx;
     __builtin_cpu_init();
@@ -292,6 +397,7 @@ lw__quant_gemm_fn lw__quant_gemm_own_avx2(uint32_t type) {
     if (type == LW_TYPE_Q4_0) return gemm_q4_0_avx2;
     if (type == LW_TYPE_Q8_0) return gemm_q8_0_avx2;
     if (type == LW_TYPE_Q4_K) return gemm_q4_K_avx2;
+    if (type == LW_TYPE_Q6_K) return gemm_q6_K_avx2;
     return NULL;
 }
 

@@ -29,12 +29,14 @@ lw__quant_gemm_fn lw__quant_gemv_fast(lw__vec_dot_fn ref);
 lw__quant_gemm_fn lw__quant_gemv_x86(lw__vec_dot_fn ref);
 
 /* Many-token kernels in the engine's own float order (as the fast decode kernels of quant-gemv.h): the exact
- * integer block sums, then per (row, token) one chain acc = fma(float(sum_b), dw_b * da_b, acc) over the
- * blocks b in order, started at 0 (tests/test-quant-gemm.c recomputes those bits in scalar C), where ggml's
- * x86 order keeps several float lanes per (row, token). Same contract and scratch as lw__quant_gemm_fn, for
- * any layout llama.cpp would give the weights (the order is the kernel's, not ggml's). Types: Q4_0, Q8_0
- * (for Q4_0 this is also llama.cpp's repacked order, so the VNNI kernel is the exact one). Activations in
- * -127..127 (the engine's quantizers). */
+ * integer block sums, then per (row, token) one fma per block (Q4_0, Q8_0: acc = fma(float(sum_b), dw_b *
+ * da_b, acc)) or per super-block (Q4_K: that chain plus one for the mins, result acc - acc_min; Q6_K: the
+ * -32 offset inside the integer sum), in block order from 0 (tests/test-quant-gemm.c recomputes those bits
+ * in scalar C), where ggml's x86 order keeps several float lanes or sub-block steps per (row, token). Same
+ * contract and scratch as lw__quant_gemm_fn, for any layout llama.cpp would give the weights (the order is
+ * the kernel's, not ggml's). AVX2: Q4_0, Q8_0, Q4_K, Q6_K; AVX-512 VNNI: Q4_0 (the own order is llama.cpp's
+ * repacked one there, so the kernel is also the exact one) and Q8_0; VNNI CPUs keep their exact tiles for
+ * the others. Activations in -127..127 (the engine's quantizers). */
 typedef enum lw__qgemm_isa {
     LW_QGEMM_BEST = 0,   /* the fastest this CPU runs                       */
     LW_QGEMM_AVX2 = 1,   /* AVX2 + FMA + F16C (quant-gemm-avx2.c)            */

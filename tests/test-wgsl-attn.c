@@ -132,6 +132,16 @@ static void test_prefill_tiles(void) {
                   "D %u: %s", dims[i], err);
         CHECK(wgsl_const(f->wgsl, "RQ") == (long)v.rq && wgsl_const(f->wgsl, "RK") == (long)v.rk);
     }
+    /* a GPU at WebGPU's default 16 KiB of workgroup memory gets smaller tiles that fit */
+    lw_gpu_info small = h200;
+    small.max_compute_workgroup_storage_size = 16384;
+    for (size_t i = 0; i < 4; i++) {
+        v = lw__gpu_attn_default(&small, LW_TYPE_F16, dims[i], 4);
+        CHECK_MSG(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_PREFILL, &small, &p, err) ==
+                          LW_OK &&
+                      lw__gpu_attn_wg_bytes(&v, LW_GPU_ATTN_PREFILL) <= 16384,
+                  "D %u: %s", dims[i], err);
+    }
     v = lw__gpu_attn_default(&h200, LW_TYPE_F16, 64, 4);
     v.rq = 3; /* does not divide 64 rows */
     CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_PREFILL, &h200, &p, err) ==

@@ -137,6 +137,9 @@ int lw__cmd_chat(int argc, char **argv) {
     const char *why = "";
     lw_chat_template_kind kind = lw_chat_session_template(cs, &why);
     if (*why) fprintf(stderr, "llamaweb chat: the model's chat template does not parse (%s): using the plain format\n", why);
+    if (o.tools_file && kind == LW_CHAT_TEMPLATE_PLAIN)
+        fprintf(stderr,
+                "llamaweb chat: the plain format shows no tools to the model (replies are still parsed)\n");
     fprintf(stderr, "llamaweb chat: %s, %d layers, context %u cells, %d threads, %s, load %.0f ms\n", lw_model_arch(m),
             lw_model_n_layer(m), lw_context_n_ctx(c), lw_context_n_threads(c),
             kind != LW_CHAT_TEMPLATE_PLAIN ? "the model's chat template" : "no chat template: plain User:/Assistant: format",

@@ -172,8 +172,8 @@ static void test_pipelines(void) {
     d = lw__gpu_matmat_tuned(&tn, &info, LW_TYPE_Q8_0);
     CHECK(!d.idot && d.tk == 32 && d.rm == 4);
     /* the matrix units: only on a device with i8 16 x 16 x 32 subgroup matrices and 32-wide subgroups, for
-     * the idot formats with 32-element sub-blocks; opt-in ("smx": 1), with subgroups of 32 */
-    lw__gpu_matmat_variant sm = {LW_TYPE_Q4_K, false, 64, 64, 64, 2, 2, LW_GPU_ACTQ_Q8_K, false, true};
+     * every quantized format (16-bit digits of X and W); opt-in ("smx": 1) until they beat the others */
+    lw__gpu_matmat_variant sm = {LW_TYPE_Q4_K, false, 64, 64, 64, 2, 2, LW_GPU_ACTQ_NONE, false, true};
     CHECK(lw__gpu_matmat_check(&info, &sm, err) == LW_ERR_UNSUPPORTED && strstr(err, "subgroup matrices"));
     CHECK(!lw__gpu_matmat_default(&info, LW_TYPE_Q4_0).smx);
     lw_gpu_info mx = info;
@@ -183,24 +183,40 @@ static void test_pipelines(void) {
     static lw__gpu_tune on;                                /* 20 KiB: not on the stack */
     lw__gpu_tune_init(&on);
     CHECK(lw__gpu_tune_set(&on, "matmat.*.smx", 1, err) == LW_OK);
+    CHECK(!lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_F16).smx); /* the float formats keep the float tiles */
     CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &sm, &mx, &p, err) == LW_OK, "%s", err);
-    CHECK(strstr(f->wgsl, "subgroupMatrixMultiply") &&
+    CHECK(strstr(f->wgsl, "subgroupMatrixMultiplyAccumulate") &&
           strstr(f->wgsl, "chromium_experimental_subgroup_matrix"));
-    CHECK_MSG(strcmp(f->label, "matmat q4_K t64x64x64 r2x2 a2 smx") == 0, "%s", f->label);
+    CHECK_MSG(strcmp(f->label, "matmat q4_K t64x64x64 r2x2 a0 smx") == 0, "%s", f->label);
     CHECK(lw__gpu_matmat_wg_size(&sm) == 128 &&
-          lw__gpu_matmat_wg_bytes(&sm) == 128 * 80 + 2 * 128 * 8 + 4 * 2 * 4 * 1024);
-    sm.type = LW_TYPE_Q6_K; /* sub-blocks of 16 */
+          lw__gpu_matmat_wg_bytes(&sm) == 2 * 64 * 80 + 64 * 4 + 4 * 1024);
+    sm.type = LW_TYPE_F16; /* no quantized blocks */
     CHECK(lw__gpu_matmat_check(&mx, &sm, err) == LW_ERR_INVALID_ARG && strstr(err, "subgroup matrices"));
-    sm.type = LW_TYPE_Q4_0, sm.actq = LW_GPU_ACTQ_Q8_0, sm.tn = 48; /* 48 is not a multiple of 16 x 2 */
+    sm.type = LW_TYPE_Q4_0, sm.tn = 48; /* 48 is not a multiple of 16 x 2 */
     CHECK(lw__gpu_matmat_check(&mx, &sm, err) == LW_ERR_INVALID_ARG);
     d = lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_Q4_0);
-    CHECK(d.smx && !d.idot && d.actq == LW_GPU_ACTQ_Q8_0 && d.tm == 64 && d.tn == 128 &&
+    CHECK(d.smx && !d.idot && d.actq == LW_GPU_ACTQ_NONE && d.tm == 64 && d.tn == 128 &&
           lw__gpu_matmat_check(&mx, &d, err) == LW_OK);
     CHECK(lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_Q4_K).smx &&
-          !lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_Q6_K).smx);
+          lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_Q6_K).smx &&
+          lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_IQ2_XXS).smx);
     CHECK(!lw__gpu_matmat_tuned(&on, &info, LW_TYPE_Q4_0).smx); /* not without the device's support */
     CHECK(lw__gpu_tune_set(&on, "matmat.q4_0.smx", 0, err) == LW_OK);
     CHECK(!lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_Q4_0).smx);
+    /* its prep pass: digits of every token and the rows' maxima in one buffer, refused for the float formats
+     */
+    lw__gpu_matmat_shape ps = {67, 512, 37, 0, 0, 0, 0, 0};
+    lw__gpu_smx_prep_params pp;
+    uint32_t pg[3];
+    uint64_t pb = 0;
+    CHECK(lw__gpu_smx_prep_bytes(512, 37, 67, &pb) == LW_OK && pb == 4 * (48 * 256 + 37 + 67));
+    CHECK(lw__gpu_smx_prep_plan(&mx, LW_TYPE_Q4_0, &ps, 37, &pp, pg, err) == LW_OK && pp.tokens == 37 &&
+          pp.t_total == 37 && pp.row_stride == 16 * 18 && pg[0] * pg[1] >= 37 + 17);
+    CHECK(lw__gpu_smx_prep_plan(&mx, LW_TYPE_Q4_0, &ps, 0, &pp, pg, err) == LW_OK && pp.tokens == 0);
+    CHECK(lw__gpu_smx_prep_plan(&mx, LW_TYPE_F16, &ps, 37, &pp, pg, err) == LW_ERR_UNSUPPORTED);
+    ps.x_stride = 514; /* not a multiple of 4 */
+    CHECK(lw__gpu_smx_prep_plan(&mx, LW_TYPE_Q4_0, &ps, 37, &pp, pg, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_smx_prep_bytes(UINT64_MAX / 2, 4, 1, &pb) == LW_ERR_TOO_LARGE);
     /* the f16 tiles halve the workgroup memory: 128 x 128 x 64 fits in f16, not in f32 */
     lw__gpu_matmat_variant h = {LW_TYPE_Q8_0, true, 128, 128, 48, 8, 8, 0, false, false};
     CHECK(lw__gpu_matmat_wg_bytes(&h) == 256 * 13 * 8);

@@ -74,11 +74,10 @@ typedef struct lw_wasm_matmat {
     lw_gpu_bind_group group;      /* its bind group                                           */
     lw_gpu_pipeline mv_pipe;      /* mat-vec pipeline of the bind groups below                */
     lw_gpu_bind_group *mv_groups; /* one per token (its params slot)                          */
-    lw_gpu_buffer bq, bqp;        /* smx: X rounded by the quantizer, and its params          */
-    lw_gpu_pipeline q_pipe;       /* smx: the quantizer's pipeline (actq-quant.wgsl)          */
+    lw_gpu_buffer bq, bqp;        /* smx: the prep pass's digits and row maxima, its params   */
+    lw_gpu_pipeline q_pipe;       /* smx: the prep pass's pipeline (smx-prep.wgsl)            */
     lw_gpu_bind_group q_group;    /* its bind group                                           */
     bool group_smx;               /* the mat-mat bind group binds bq as X                     */
-    uint32_t q_actq;              /* the rounding kind bq holds (LW_GPU_ACTQ_*)               */
     lw__gpu_pipeline_cache cache; /* pipelines by variant: each is compiled once              */
     bool broken;                  /* setup failed: every later call refuses                   */
     char err[LW_ERRMSG_SIZE];     /* why the last call failed                                 */
@@ -216,48 +215,54 @@ static lw__gpu_matmat_variant variant_of(const lw_wasm_matmat *m, int f16, int t
     return v;
 }
 
-/* The subgroup-matrix variants' X: every token rounded by the quantizer pass into bq (made on first use),
- * its pipeline, parameters and bind group ready for dispatch_quant. */
-static lw_status quantizer(lw_wasm_matmat *m, uint32_t actq) {
+/* The shape of the uploaded problem. */
+static lw__gpu_matmat_shape shape_of(const lw_wasm_matmat *m) {
+    lw__gpu_matmat_shape s = {(uint64_t)m->rows, (uint64_t)m->k,  (uint64_t)m->tokens, m->lay.w_offset,
+                              m->lay.x_offset,   m->lay.x_stride, m->lay.y_offset,     m->lay.y_stride};
+    return s;
+}
+
+/* The subgroup-matrix variants' inputs: X's digits and W's row maxima by the prep pass into bq (made on
+ * first use), its pipeline, parameters and bind group ready for dispatch_quant. */
+static lw_status quantizer(lw_wasm_matmat *m) {
     lw_status st;
     const lw_gpu_ops *o = m->gpu.ops;
     void *c = m->gpu.ctx;
-    lw__gpu_actq_quant_params qp;
+    lw__gpu_smx_prep_params qp;
     uint32_t grid[3];
-    if ((st = lw__gpu_actq_quant_plan_rows(&m->info, actq, (uint64_t)m->k, m->lay.x_offset, m->lay.x_stride,
-                                           (uint64_t)m->tokens, &qp, grid, m->err)) != LW_OK)
-        return st;
+    const lw__gpu_matmat_shape s = shape_of(m);
+    uint64_t bytes;
+    if ((st = lw__gpu_smx_prep_plan(&m->info, m->type, &s, s.tokens, &qp, grid, m->err)) != LW_OK) return st;
     if (!m->bq) {
         const uint32_t sd = LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST;
-        if ((st = o->buffer_create(c, lw__gpu_actq_rows_bytes((uint64_t)m->k, (uint64_t)m->tokens), sd,
-                                   "X quants", &m->bq)) != LW_OK ||
-            (st = o->buffer_create(c, sizeof qp, LW_GPU_USAGE_UNIFORM | LW_GPU_USAGE_COPY_DST, "quant params",
+        if ((st = lw__gpu_smx_prep_bytes(s.k, s.tokens, s.rows, &bytes)) != LW_OK ||
+            (st = o->buffer_create(c, bytes, sd, "X digits", &m->bq)) != LW_OK ||
+            (st = o->buffer_create(c, sizeof qp, LW_GPU_USAGE_UNIFORM | LW_GPU_USAGE_COPY_DST, "prep params",
                                    &m->bqp)) != LW_OK)
             return lw__errorf(m->err, st, "buffer creation failed");
     }
     lw_gpu_pipeline pipe;
-    if ((st = lw__gpu_actq_quant_pipeline(&m->gpu, &m->cache, NULL, actq, 0, &m->info, &pipe, m->err)) !=
-        LW_OK)
+    if ((st = lw__gpu_smx_prep_pipeline(&m->gpu, &m->cache, NULL, m->type, &m->info, &pipe, m->err)) != LW_OK)
         return st;
-    m->q_actq = actq;
     if ((st = o->buffer_write(c, m->bqp, 0, &qp, sizeof qp)) != LW_OK)
         return lw__errorf(m->err, st, "params");
     if (pipe != m->q_pipe || !m->q_group) {
         m->q_pipe = pipe;
-        lw_gpu_bind b[LW_GPU_ACTQ_QUANT_BINDINGS] = {{m->bx, 0, 0}, {m->bq, 0, 0}, {m->bqp, 0, 0}};
-        if ((st = o->bind_group_create(c, pipe, b, LW_GPU_ACTQ_QUANT_BINDINGS, &m->q_group)) != LW_OK)
+        lw_gpu_bind b[LW_GPU_SMX_PREP_BINDINGS] = {
+            {m->bw, 0, 0}, {m->bx, 0, 0}, {m->bq, 0, 0}, {m->bqp, 0, 0}};
+        if ((st = o->bind_group_create(c, pipe, b, LW_GPU_SMX_PREP_BINDINGS, &m->q_group)) != LW_OK)
             return lw__errorf(m->err, st, "bind group: %s", o->error(c) ? o->error(c) : "");
     }
     return LW_OK;
 }
 
-/* Dispatches the quantizer of the smx variants (after quantizer()). */
+/* Dispatches the prep pass of the smx variants (after quantizer()). */
 static void dispatch_quant(lw_wasm_matmat *m) {
-    lw__gpu_actq_quant_params qp;
+    lw__gpu_smx_prep_params qp;
     uint32_t grid[3];
     char err[LW_ERRMSG_SIZE];
-    if (lw__gpu_actq_quant_plan_rows(&m->info, m->q_actq, (uint64_t)m->k, m->lay.x_offset, m->lay.x_stride,
-                                     (uint64_t)m->tokens, &qp, grid, err) == LW_OK)
+    const lw__gpu_matmat_shape s = shape_of(m);
+    if (lw__gpu_smx_prep_plan(&m->info, m->type, &s, s.tokens, &qp, grid, err) == LW_OK)
         m->gpu.ops->dispatch(m->gpu.ctx, m->q_pipe, m->q_group, 0, grid[0], grid[1], grid[2]);
 }
 
@@ -266,15 +271,14 @@ static lw_status prepare(lw_wasm_matmat *m, const lw__gpu_matmat_variant *v, uin
     lw_status st;
     const lw_gpu_ops *o = m->gpu.ops;
     void *c = m->gpu.ctx;
-    lw__gpu_matmat_shape s = {(uint64_t)m->rows, (uint64_t)m->k,  (uint64_t)m->tokens, m->lay.w_offset,
-                              m->lay.x_offset,   m->lay.x_stride, m->lay.y_offset,     m->lay.y_stride};
+    lw__gpu_matmat_shape s = shape_of(m);
     lw__gpu_matmat_params p;
     if ((st = lw__gpu_matmat_plan(&m->info, v, &s, &p, grid, m->err)) != LW_OK) return st;
     if ((st = o->buffer_write(c, m->bp, 0, &p, sizeof p)) != LW_OK) return lw__errorf(m->err, st, "params");
     lw_gpu_pipeline pipe;
     if ((st = lw__gpu_matmat_pipeline(&m->gpu, &m->cache, NULL, v, &m->info, &pipe, m->err)) != LW_OK)
         return st;
-    if (v->smx && (st = quantizer(m, v->actq)) != LW_OK) return st; /* makes bq, which the group binds */
+    if (v->smx && (st = quantizer(m)) != LW_OK) return st; /* makes bq, which the group binds */
     if (pipe != m->pipe || !m->group || m->group_smx != v->smx) {
         m->pipe = pipe;
         m->group_smx = v->smx;
@@ -314,9 +318,10 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_run(lw_wasm_matmat *m, int f16, int tm, 
         v = lw__gpu_matmat_tuned(&t, &m->info, m->type);
         v.f16 = f16 != 0;
     }
-    if (round_acts) lw__gpu_matmat_round_acts(&v);
+    if (round_acts && round_acts != 3) lw__gpu_matmat_round_acts(&v);
     v.idot = round_acts == 2;
     v.smx = round_acts == 3;
+    if (v.smx) v.actq = LW_GPU_ACTQ_NONE; /* the matrix units take X's 16-bit digits */
     uint32_t grid[3];
     if ((st = poison(m)) != LW_OK) return lw__errorf(m->err, st, "writing Y failed");
     if ((st = prepare(m, &v, grid)) != LW_OK) return st;
@@ -337,7 +342,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_bench(lw_wasm_matmat *m, int f16, int tm
     if (!m->gpu.ops || iters <= 0) return lw__errorf(m->err, LW_ERR_INVALID_ARG, "upload first; iters > 0");
     lw__gpu_matmat_variant v = variant_of(m, f16, tm, tn, tk, rm, rn);
     if (idot && tm) {
-        lw__gpu_matmat_round_acts(&v);
+        if (idot == 1) lw__gpu_matmat_round_acts(&v);
         v.idot = idot == 1;
         v.smx = idot == 2;
     }

@@ -417,7 +417,9 @@ static uint32_t elt_op(uint8_t op) {
 
 /* One ATTN node's variant (shared by its three kernels). */
 static lw__gpu_attn_variant attn_variant(const lw__gpu_model *g, const lw__node *nd) {
-    return lw__gpu_attn_default(&g->info, g->kv_type, (uint32_t)nd->ip[3], (uint32_t)(nd->ip[1] / nd->ip[2]));
+    /* the device default, then the tune keys "attn.*" (prefill tiles and register blocks) */
+    return lw__gpu_attn_tuned(g->p.tune, &g->info, g->kv_type, (uint32_t)nd->ip[3],
+                              (uint32_t)(nd->ip[1] / nd->ip[2]));
 }
 
 lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
@@ -479,8 +481,7 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
                 mm.v.mm = lw__gpu_matmat_tuned(g->p.tune, info, w->type);
             }
             mm.v.mm.f16 = mm.v.mm.f16 && g->f16;
-            if (mm.v.mm.smx && (g->p.raw_acts || !c.v.mv.idot || c.v.mv.actq != mm.v.mm.actq)) {
-                /* the matrix units read the quantizer's rows: only beside integer mat-vecs of its kind */
+            if (mm.v.mm.smx && g->p.raw_acts) { /* the matrix units take 16-bit digits, not f32 products */
                 lw__gpu_tune t;
                 if (g->p.tune)
                     t = *g->p.tune;
@@ -507,13 +508,20 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         if (batched && (st = lw__gpu_matmat_pipeline(gpu, &g->cache, &g->alloc, &mm.v.mm, info, &mm.pipe,
                                                      g->err)) != LW_OK)
             return st;
+        gm_call prep = mm; /* the matrix units: X's digits and the piece's row maxima first (smx-prep.wgsl) */
+        if (batched && mm.v.mm.smx &&
+            (st = lw__gpu_smx_prep_pipeline(gpu, &g->cache, &g->alloc, w->type, info, &prep.pipe, g->err)) !=
+                LW_OK)
+            return st;
         g->nodes[i].batched = batched;
         for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces && st == LW_OK; k++) {
-            c.aux = mm.aux = g->loc[nd->src[0]].piece0 + k;
+            c.aux = mm.aux = prep.aux = g->loc[nd->src[0]].piece0 + k;
             lw_gpu_bind b[4] = {lw__gm_piece(g, c.aux), lw__gm_act(g, nd->src[1]), lw__gm_act(g, nd->dst),
                                 lw__gm_params(g)};
             lw_gpu_bind bq[4] = {b[0], lw__gm_whole(g->actq_scratch), b[2], b[3]};
+            lw_gpu_bind bp[4] = {b[0], b[1], lw__gm_whole(g->actq_scratch), b[3]};
             st = lw__gm_add_call(g, &c, c.v.mv.idot ? bq : b, 4, false);
+            if (st == LW_OK && batched && mm.v.mm.smx) st = lw__gm_add_call(g, &prep, bp, 4, false);
             if (st == LW_OK && batched) st = lw__gm_add_call(g, &mm, mm.v.mm.smx ? bq : b, 4, false);
         }
         const int32_t s = st != LW_OK ? -1 : c.v.mv.idot ? lw__gm_glu_match(g, i) : lw__gm_glu_source(g, i);
@@ -728,11 +736,14 @@ lw_status lw__gm_prepare_shared(lw__gpu_model *g) {
     for (int32_t i = 0; i < gr->n_nodes; i++)
         if (gr->nodes[i].op == LW_OP_MUL_MAT && (uint64_t)gr->t[gr->nodes[i].src[0]].ne0 > k_max)
             k_max = (uint64_t)gr->t[gr->nodes[i].src[0]].ne0;
-    /* the subgroup-matrix mat-mats read a whole step's rounded rows from it (lw__gpu_actq_rows_bytes) */
-    uint64_t q_bytes = lw__gpu_actq_quant_bytes(k_max) + 16;
+    /* the subgroup-matrix mat-mats read a whole step's digits and a piece's row maxima from it
+     * (lw__gpu_smx_prep_bytes) */
+    uint64_t q_bytes = lw__gpu_actq_quant_bytes(k_max) + 16, smx_bytes = 0, rows_max = 0;
+    for (int32_t p = 0; p < g->n_pieces; p++)
+        if ((uint64_t)g->pieces[p].rows > rows_max) rows_max = (uint64_t)g->pieces[p].rows;
     if (lw__gpu_smx_available(&g->info) && g->n_batch > 1 &&
-        lw__gpu_actq_rows_bytes(k_max, g->n_batch) > q_bytes)
-        q_bytes = lw__gpu_actq_rows_bytes(k_max, g->n_batch);
+        lw__gpu_smx_prep_bytes(k_max, g->n_batch, rows_max, &smx_bytes) == LW_OK && smx_bytes > q_bytes)
+        q_bytes = smx_bytes;
     if ((st = lw__gm_new_buffer(g, q_bytes, rw, "activation quants", &g->actq_scratch)) != LW_OK) return st;
     if ((st = lw__gm_new_buffer(g, g->attn_scratch_bytes, rw, "attention scratch", &g->attn_scratch)) !=
             LW_OK ||
@@ -830,9 +841,10 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     case LW_OP_MUL_MAT: {
         const lw__tensor *w = &g->graph.t[nd->src[0]];
         const uint64_t rows_t = rows_of(g, nd->dst, n_tokens);
-        const int32_t per_piece = gn->batched ? 2 : 1;    /* mat-vec (, mat-mat) */
         const gm_call *quant = gn->q8 ? &calls[0] : NULL; /* rounds x for the integer mat-vecs */
         if (quant) calls++;
+        /* mat-vec (, the matrix units' prep pass, mat-mat) per piece */
+        const int32_t per_piece = !gn->batched ? 1 : calls[1].v.mm.smx ? 3 : 2;
         if (rows_t == 1 && gn->glu) { /* the GLU's inputs, gate and up parts of one fused output */
             const lw__node *glu = &g->graph.nodes[gn->glu_node];
             const int32_t n_pieces = g->loc[nd->src[0]].n_pieces;
@@ -865,22 +877,24 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
             }
             return LW_OK;
         }
-        if (rows_t > 1 && per_piece == 2 &&
+        if (rows_t > 1 && per_piece >= 2 &&
             !(gn->exact && rows_t <= GM_EXACT_TOKENS)) { /* one mat-mat per piece */
-            if (calls[1].v.mm.smx) { /* the matrix units: every token's x rounded first, for all pieces */
-                lw__gpu_actq_quant_params qp;
-                PLAN(lw__gpu_actq_quant_plan_rows(info, quant->v.mv.actq, (uint64_t)w->ne0, 0,
-                                                  (uint64_t)w->ne0, rows_t, &qp, grid, g->err));
-                lw__gm_emit(g, quant, &qp, sizeof qp, grid);
-                g->q8_tensor = -1;
-            }
-            for (int32_t k = 1; k < gn->n_calls - (quant ? 1 : 0); k += 2) {
-                const gm_piece *pc = &g->pieces[calls[k].aux];
+            const int32_t n_pieces = g->loc[nd->src[0]].n_pieces;
+            for (int32_t k = 0; k < n_pieces; k++) {
+                const gm_call *mc = &calls[k * per_piece + per_piece - 1];
+                const gm_piece *pc = &g->pieces[mc->aux];
                 lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, rows_t, 0, 0, 0,
                                            (uint64_t)pc->row0, (uint64_t)w->ne1};
+                if (per_piece ==
+                    3) { /* the matrix units: X's digits (once, with the first piece), row maxima */
+                    lw__gpu_smx_prep_params pp;
+                    PLAN(lw__gpu_smx_prep_plan(info, w->type, &sh, k == 0 ? rows_t : 0, &pp, grid, g->err));
+                    lw__gm_emit(g, &calls[k * per_piece + 1], &pp, sizeof pp, grid);
+                    g->q8_tensor = -1; /* the integer mat-vecs' rounded x is overwritten */
+                }
                 lw__gpu_matmat_params p;
-                PLAN(lw__gpu_matmat_plan(info, &calls[k].v.mm, &sh, &p, grid, g->err));
-                lw__gm_emit(g, &calls[k], &p, sizeof p, grid);
+                PLAN(lw__gpu_matmat_plan(info, &mc->v.mm, &sh, &p, grid, g->err));
+                lw__gm_emit(g, mc, &p, sizeof p, grid);
             }
             return LW_OK;
         }

@@ -485,18 +485,17 @@ lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_
     /* integer products first: their tiles have defaults of their own (above) */
     const lw__gpu_format *f = lw__gpu_format_of(type);
     def[LW_GPU_TUNE_MM_IDOT] = gpu && lw__gpu_matmat_has_idot(type) && info->has_dot4 && f && f->block == 32;
-    /* the matrix units, where the device has them for the format, when tuned on ("smx": 1): 64 x 128 tiles of
-     * 8 subgroups, each 2 x 2 fragments, K steps of 32. On the H200 (tests/web/bench-matmat.mjs 4096 4096
-     * 512, Q4_0, the quantizer included, 20 products per timing): 0.71-0.76 ms (~23 TOPS), every other tiling
-     * tried 0.76-2.4 ms, the f32 tiles 0.93 ms, the dot4 kernel 5.1 ms. In whole models (STEPS=compare, one
-     * round) pp512 of the 8B Q4_0 went 1132 -> 1241 t/s with them but the 1B Q4_0 6844 -> 5637 (its 2048-row
-     * products make too few workgroups of these tiles), so they stay off by default until they win on both.
-     */
+    /* the matrix units, where the device has them, for every quantized format (matmat-smx.wgsl: 16-bit
+     * digits, three i8 products per fragment and K step), when tuned on ("smx": 1): 64 x 128 tiles of 8
+     * subgroups, each 2 x 2 fragments, K steps of 64. On the H200 (tests/web/bench-matmat.mjs 4096 4096 512,
+     * the prep pass included): Q4_0 0.88 ms (19 TFLOP/s), Q4_K 0.89 ms, against 1.03 / 0.92 ms for the f32
+     * tiles; in the 1B Q4_0 (STEPS=compare) pp512 3781 t/s against ~6,700 with the integer products: off by
+     * default until they win */
     def[LW_GPU_TUNE_MM_SMX] = 0;
     const bool smx = pick(t, 1, type, LW_GPU_TUNE_MM_SMX, def[LW_GPU_TUNE_MM_SMX]) &&
                      lw__gpu_smx_available(info) && lw__gpu_matmat_has_smx(type);
     if (smx) {
-        def[LW_GPU_TUNE_MM_TM] = 64, def[LW_GPU_TUNE_MM_TN] = 128, def[LW_GPU_TUNE_MM_TK] = 32;
+        def[LW_GPU_TUNE_MM_TM] = 64, def[LW_GPU_TUNE_MM_TN] = 128, def[LW_GPU_TUNE_MM_TK] = 64;
         def[LW_GPU_TUNE_MM_RM] = 2, def[LW_GPU_TUNE_MM_RN] = 2;
     } else if (pick(t, 1, type, LW_GPU_TUNE_MM_IDOT, def[LW_GPU_TUNE_MM_IDOT])) {
         def[LW_GPU_TUNE_MM_TM] = 32, def[LW_GPU_TUNE_MM_TN] = 64, def[LW_GPU_TUNE_MM_TK] = 128;
@@ -511,14 +510,13 @@ lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_
     /* integer products where the format and the device have them; they round X (actq) and take f32 */
     r.idot = v[LW_GPU_TUNE_MM_IDOT] && lw__gpu_matmat_has_idot(type) && info->has_dot4;
     r.smx = smx;
-    if (r.smx) { /* X is the quantizer's output; tiles as given (lw__gpu_matmat_check says what breaks) */
+    if (r.smx) { /* X is the prep pass's digits; tiles as given (lw__gpu_matmat_check says what breaks) */
         r.idot = false;
-        lw__gpu_matmat_round_acts(&r);
+        r.actq = LW_GPU_ACTQ_NONE;
         r.tm = (uint32_t)v[LW_GPU_TUNE_MM_TM], r.tn = (uint32_t)v[LW_GPU_TUNE_MM_TN];
         r.tk = (uint32_t)v[LW_GPU_TUNE_MM_TK];
         r.rm = (uint32_t)v[LW_GPU_TUNE_MM_RM], r.rn = (uint32_t)v[LW_GPU_TUNE_MM_RN];
-        /* fit the device's workgroup memory: the integer sums of a step are most of it (K steps of 32 hold
-         * one unit's) */
+        /* fit the device's workgroup memory: the digit tiles are most of it */
         while (r.tk > 32 && r.tk % 64 == 0 &&
                lw__gpu_matmat_wg_bytes(&r) > info->max_compute_workgroup_storage_size)
             r.tk /= 2;

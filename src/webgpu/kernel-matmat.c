@@ -46,7 +46,9 @@ bool lw__gpu_matmat_has_idot(uint32_t type) {
 }
 
 bool lw__gpu_matmat_has_smx(uint32_t type) {
-    return idot_subs(type) == 1 || type == LW_TYPE_Q4_K || type == LW_TYPE_Q5_K;
+    /* every quantized format (its dq_chunk feeds the digits); F32/F16/BF16 keep the float tiles */
+    const lw__gpu_format *f = lw__gpu_format_of(type);
+    return f && f->block % 32 == 0;
 }
 
 bool lw__gpu_smx_available(const lw_gpu_info *info) {
@@ -59,11 +61,10 @@ uint64_t lw__gpu_matmat_wg_bytes(const lw__gpu_matmat_variant *v) {
      * scales and per sub-block one of integer scale and min; per token and block a vec2, and with
      * sub-blocks (the K formats) an i32 sum per sub-block */
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
-    if (v->smx) { /* matmat-smx.wgsl: the W and X tiles (rows of tk + 16 bytes), (a, b) per row and unit, (d,
-                     s) per token and unit, and the integer sums: 1 KiB per fragment, unit and subgroup */
-        const uint64_t nu = v->tk / 32, wg = lw__gpu_matmat_wg_size(v) / 32;
-        return ((uint64_t)v->tm + v->tn) * (v->tk + 16) + nu * (v->tm + v->tn) * 8u +
-               wg * nu * v->rm * v->rn * 1024u;
+    if (v->smx) { /* matmat-smx.wgsl: two W digit tiles (rows of tk + 16 bytes), a scale per row, and one
+                     16 x 16 i32 fragment per subgroup for the end */
+        const uint64_t sgs = lw__gpu_matmat_wg_size(v) / 32;
+        return 2u * (uint64_t)v->tm * (v->tk + 16) + (uint64_t)v->tm * 4u + sgs * 1024u;
     }
     if (v->idot && f) {
         const uint64_t nb = v->tk / f->block, subs = idot_subs(v->type);
@@ -111,14 +112,13 @@ lw_status lw__gpu_matmat_check(const lw_gpu_info *info, const lw__gpu_matmat_var
             "weights, their 8-bit activation rounding, f32 and K steps of whole blocks (%s, actq "
             "%u, tk %u)",
             ti ? ti->name : "?", v->actq, v->tk);
-    if (v->smx && (!lw__gpu_matmat_has_smx(v->type) || v->actq != f->actq || v->f16 || v->tk % 32 ||
+    if (v->smx && (!lw__gpu_matmat_has_smx(v->type) || v->idot || v->f16 || v->tk % 32 ||
                    v->tm % (16 * v->rm) || v->tn % (16 * v->rn)))
-        return lw__errorf(
-            err, LW_ERR_INVALID_ARG,
-            "matmat: subgroup matrices need Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/Q4_K/Q5_K weights, "
-            "their 8-bit activation rounding, f32, tk a multiple of 32, tm of 16 rm and tn of 16 "
-            "rn (%s, actq %u, %ux%ux%u, %ux%u fragments)",
-            ti ? ti->name : "?", v->actq, v->tm, v->tn, v->tk, v->rm, v->rn);
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matmat: subgroup matrices need quantized weights (blocks of a multiple of 32), "
+                          "f32, tk a multiple of 32, tm of 16 rm and tn of 16 rn (%s, %ux%ux%u, %ux%u "
+                          "fragments)",
+                          ti ? ti->name : "?", v->tm, v->tn, v->tk, v->rm, v->rn);
     if (v->smx && !lw__gpu_smx_available(info))
         return lw__errorf(err, LW_ERR_UNSUPPORTED,
                           "matmat: this device has no i8 16x16x32 subgroup matrices with 32-wide subgroups");
@@ -221,7 +221,13 @@ lw_status lw__gpu_matmat_plan(const lw_gpu_info *info, const lw__gpu_matmat_vari
         return lw__errorf(err, LW_ERR_TOO_LARGE,
                           "matmat: %llu x %llu weights exceed one binding (%llu bytes)",
                           (unsigned long long)s->rows, (unsigned long long)s->k, (unsigned long long)bind);
-    if ((v->smx && (s->tokens > UINT32_MAX / 2 / s->k || s->tokens * s->k > bind / 2)) ||
+    uint64_t smx_bytes = 0;
+    if (v->smx && (s->k % 32 || lw__gpu_smx_prep_bytes(s->k, s->tokens, s->rows, &smx_bytes) != LW_OK ||
+                   smx_bytes > bind || smx_bytes / 4 > UINT32_MAX))
+        return lw__errorf(err, LW_ERR_TOO_LARGE,
+                          "matmat: the digits of %llu tokens of k=%llu (a multiple of 32) exceed one binding",
+                          (unsigned long long)s->tokens, (unsigned long long)s->k);
+    if ((v->smx && s->k > 65536) || /* the cross accumulator: 2 * 127 * 128 * k must stay below 2^31 */
         (!v->smx && (!strided_end(s->x_offset, s->tokens, xs, s->k, &x_end) || x_end > bind / 4 ||
                      x_end / 4 > UINT32_MAX)) ||
         !strided_end(s->y_offset, s->tokens, ys, s->rows, &y_end) || y_end > bind / 4 || y_end > UINT32_MAX)
@@ -248,5 +254,90 @@ lw_status lw__gpu_matmat_plan(const lw_gpu_info *info, const lw__gpu_matmat_vari
     grid[0] = (uint32_t)gx;
     grid[1] = (uint32_t)gy;
     grid[2] = (uint32_t)gz;
+    return LW_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * The subgroup-matrix kernel's prep pass (shaders/smx-prep.wgsl): X's 16-bit digits, W's row maxima
+ * ------------------------------------------------------------------------------------------------------- */
+
+#define SMX_PREP_WG  256u /* invocations per workgroup: a token each, or SMX_PREP_RPW rows          */
+#define SMX_PREP_RPW 4u   /* rows of W per workgroup (64 invocations stride each row's chunks)       */
+
+lw_status lw__gpu_smx_prep_bytes(uint64_t k, uint64_t tokens, uint64_t rows, uint64_t *bytes) {
+    uint64_t words; /* two planes of whole 16-token fragments, a max per token and per row */
+    if (tokens > UINT32_MAX || !lw__mul_u64((tokens + 15) / 16 * 16, k / 2, &words) ||
+        !lw__add_u64(words, tokens, &words) || !lw__add_u64(words, rows, &words) ||
+        !lw__mul_u64(words, 4, bytes))
+        return LW_ERR_TOO_LARGE;
+    return LW_OK;
+}
+
+lw_status lw__gpu_smx_prep_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                    const lw_allocator *alloc, uint32_t type, const lw_gpu_info *info,
+                                    lw_gpu_pipeline *out, char *err) {
+    *out = 0;
+    const lw__gpu_format *f = lw__gpu_format_of(type);
+    const lw_type_info *ti = lw_type_get(type);
+    if (!f || !lw__gpu_matmat_has_smx(type))
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "smx-prep: no subgroup-matrix kernel for %s",
+                          ti ? ti->name : "?");
+    if (SMX_PREP_WG > info->max_compute_invocations_per_workgroup)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "smx-prep: needs %u invocations per workgroup",
+                          SMX_PREP_WG);
+    char label[LW_GPU_CACHE_KEY], wg[12], rpw[12];
+    snprintf(label, sizeof label, "smx-prep %s", ti ? ti->name : "?");
+    snprintf(wg, sizeof wg, "%u", SMX_PREP_WG);
+    snprintf(rpw, sizeof rpw, "%u", SMX_PREP_RPW);
+    lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define}, {"WG_SIZE", wg}, {"RPW", rpw}};
+    static const lw_gpu_binding_kind kinds[LW_GPU_SMX_PREP_BINDINGS] = {
+        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "smx-prep.wgsl", defs,
+                                  sizeof defs / sizeof defs[0], kinds, LW_GPU_SMX_PREP_BINDINGS, out, err);
+}
+
+lw_status lw__gpu_smx_prep_plan(const lw_gpu_info *info, uint32_t type, const lw__gpu_matmat_shape *s,
+                                uint64_t tokens, lw__gpu_smx_prep_params *p, uint32_t grid[3], char *err) {
+    const lw__gpu_format *f = lw__gpu_format_of(type);
+    if (!f || !lw__gpu_matmat_has_smx(type))
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "smx-prep: unsupported weight type %u", type);
+    const uint64_t xs = s->x_stride ? s->x_stride : s->k;
+    uint64_t bytes, stride, span, end;
+    if (s->rows == 0 || s->tokens == 0 || s->k == 0 || s->k % 32 || s->k % f->block || tokens > s->tokens ||
+        s->x_offset % 4 || xs % 4 || xs < s->k || s->w_offset % 2)
+        return lw__errorf(
+            err, LW_ERR_INVALID_ARG,
+            "smx-prep: k=%llu (a multiple of 32 and of the block), %llu of %llu tokens, x at %llu "
+            "stride %llu (multiples of 4)",
+            (unsigned long long)s->k, (unsigned long long)tokens, (unsigned long long)s->tokens,
+            (unsigned long long)s->x_offset, (unsigned long long)xs);
+    if (lw__gpu_smx_prep_bytes(s->k, s->tokens, s->rows, &bytes) != LW_OK ||
+        bytes > info->max_storage_buffer_binding_size ||
+        !lw__mul_u64(s->k / f->block, f->block_bytes, &stride) || !lw__mul_u64(s->rows, stride, &span) ||
+        !lw__add_u64(span, s->w_offset, &end) || end > UINT32_MAX || !lw__mul_u64(s->tokens - 1, xs, &span) ||
+        !lw__add_u64(span, s->x_offset + s->k, &end) || end / 4 > UINT32_MAX)
+        return lw__errorf(
+            err, LW_ERR_TOO_LARGE, "smx-prep: %llu x %llu weights or %llu tokens exceed a binding",
+            (unsigned long long)s->rows, (unsigned long long)s->k, (unsigned long long)s->tokens);
+    uint32_t gmax =
+        info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
+    const uint64_t groups = tokens + (s->rows + SMX_PREP_RPW - 1) / SMX_PREP_RPW,
+                   gx = groups < gmax ? groups : gmax, gy = (groups + gx - 1) / gx;
+    if (gy > gmax)
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "smx-prep: %llu rows exceed the grid",
+                          (unsigned long long)s->rows);
+    *p = (lw__gpu_smx_prep_params){(uint32_t)s->k,
+                                   (uint32_t)s->rows,
+                                   (uint32_t)tokens,
+                                   (uint32_t)s->tokens,
+                                   (uint32_t)stride,
+                                   (uint32_t)s->w_offset,
+                                   (uint32_t)(s->x_offset / 4),
+                                   (uint32_t)(xs / 4),
+                                   (uint32_t)gx,
+                                   {0, 0, 0}};
+    grid[0] = (uint32_t)gx;
+    grid[1] = (uint32_t)gy;
+    grid[2] = 1;
     return LW_OK;
 }

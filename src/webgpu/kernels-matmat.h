@@ -23,13 +23,13 @@ typedef struct lw__gpu_matmat_variant {
     bool idot;     /* integer products (matmat-q8.wgsl): 8-bit tiles and dot4I8Packed, for the
                       formats lw__gpu_matmat_has_idot lists, with actq Q8_0 and tk % 32 == 0 */
     bool smx;      /* the matrix units (matmat-smx.wgsl, needs the device's i8 16 x 16 x 32 subgroup
-                      matrices and 32-wide subgroups): X is the quantizer's output (actq-quant.wgsl,
-                      lw__gpu_actq_quant_plan_rows), rm x rn fragments of 16 x 16 per subgroup of 32 (rows x
-                      tokens), tm a multiple of 16 rm, tn of 16 rn, tk of 32; implies idot's formats but
-                      Q6_K and its activation rounding */
+                      matrices and 32-wide subgroups): X and W as 16-bit fixed point in two 8-bit digits,
+                      X's from the prep pass (lw__gpu_smx_prep_plan) that runs before it; rm x rn fragments
+                      of 16 x 16 per subgroup of 32 (rows x tokens), tm a multiple of 16 rm, tn of 16 rn,
+                      tk of 32; every quantized format; actq and idot unused (idot must be off) */
 } lw__gpu_matmat_variant;
 
-/* Whether format type has a subgroup-matrix kernel (the idot formats with 32-element sub-blocks). */
+/* Whether format type has a subgroup-matrix kernel (every quantized format: blocks of a multiple of 32). */
 bool lw__gpu_matmat_has_smx(uint32_t type);
 /* Whether the device offers what the subgroup-matrix kernel needs. */
 bool lw__gpu_smx_available(const lw_gpu_info *info);
@@ -98,5 +98,40 @@ lw_status lw__gpu_matmat_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
 lw_status lw__gpu_matmat_plan(const lw_gpu_info *info, const lw__gpu_matmat_variant *v,
                               const lw__gpu_matmat_shape *s, lw__gpu_matmat_params *p, uint32_t grid[3],
                               char *err);
+
+/* The subgroup-matrix kernel's prep pass (shaders/smx-prep.wgsl), run before each smx mat-mat of a weight
+ * piece: X's tokens as 16-bit fixed point in two 8-bit digit planes (in the format's chunk order) with each
+ * token's max |x|, and the max |w| of each row of the piece, into one buffer the mat-mat reads (binding 1).
+ */
+typedef struct lw__gpu_smx_prep_params {
+    uint32_t k;          /* elements per token and row (a multiple of 32)                          */
+    uint32_t rows;       /* rows of the piece                                                      */
+    uint32_t tokens;     /* tokens whose digits this dispatch writes (0: only the row maxima)      */
+    uint32_t t_total;    /* tokens the buffer's layout is for (the mat-mat's)                      */
+    uint32_t row_stride; /* bytes between rows of W                                                */
+    uint32_t w_offset;   /* byte offset of row 0 of W in its binding                               */
+    uint32_t x_offset;   /* vec4 of token 0 of X                                                   */
+    uint32_t x_stride;   /* vec4s between tokens of X                                              */
+    uint32_t groups_x;   /* workgroups along x of the grid                                         */
+    uint32_t pad[3];     /* a multiple of 16 bytes                                                 */
+} lw__gpu_smx_prep_params;
+_Static_assert(sizeof(lw__gpu_smx_prep_params) == 48, "smx prep params block");
+
+/* Binding kinds of the prep pipeline: weights, X (f32), the digits buffer (read_write), params. */
+#define LW_GPU_SMX_PREP_BINDINGS 4u
+
+/* Bytes of the prep buffer for tokens x k digits and rows row maxima; LW_ERR_TOO_LARGE on overflow. */
+lw_status lw__gpu_smx_prep_bytes(uint64_t k, uint64_t tokens, uint64_t rows, uint64_t *bytes);
+
+/* The prep pipeline of weight format type. err: LW_ERRMSG_SIZE bytes. */
+lw_status lw__gpu_smx_prep_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                    const lw_allocator *alloc, uint32_t type, const lw_gpu_info *info,
+                                    lw_gpu_pipeline *out, char *err);
+
+/* Plans the prep of the mat-mat of shape s (its rows, k, tokens, w_offset, and X's x_offset / x_stride in
+ * elements): the digits of the first `tokens` tokens (s->tokens or 0, for the pieces after the first) and
+ * every row's maximum. */
+lw_status lw__gpu_smx_prep_plan(const lw_gpu_info *info, uint32_t type, const lw__gpu_matmat_shape *s,
+                                uint64_t tokens, lw__gpu_smx_prep_params *p, uint32_t grid[3], char *err);
 
 #endif

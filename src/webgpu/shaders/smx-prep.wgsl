@@ -1,0 +1,136 @@
+// The inputs of the subgroup-matrix mat-mat (matmat-smx.wgsl) for one weight piece: every token of X as a
+// 16-bit fixed-point number split into two signed bytes, and the largest |w| of every row of W.
+// Why 16 bits in two int8 digits: the device's matrix units multiply i8 x i8 into i32, and a product of the
+// quantized formats' natural integers would need its per-block scales applied every 32 elements, outside
+// the matrix units (a fragment store and a weighting per block: that was 95 % of the time). A fixed point
+// per token (X) and per row (W) instead makes the whole K sum one integer product:
+//   x = ux (256 xh + xl),  w = uw (256 wh + wl),  xh, wh in [-127, 127], xl, wl in [-128, 127]
+//   sum_k w x = ux uw (65536 sum wh xh + 256 (sum wh xl + sum wl xh) + sum wl xl)
+// where the last term (< 2^-15 of the first's scale) is dropped: three i8 products per fragment and K step,
+// scales once at the end. The precision is that of a 15-bit mantissa against the row's (the token's) largest
+// value: finer than an f16 and than the CPU's 8-bit activation blocks wherever a block's largest |x| is more
+// than 1/128 of the token's, and the weights' rounding stays far below their own quantization steps.
+//
+// Workgroups [0, tokens) take one token each: the token's max |x|, then its digits, written in the chunk
+// order of WEIGHT_TYPE (dequant.wgsl: chunk c of a block holds elements dq_lo_at(c) .. +4 and
+// dq_hi_at(c) .. +4), so the mat-mat reads X's K steps as contiguous words matching its W tiles. The
+// workgroups after them take RPW rows of W each (WG_SIZE / RPW invocations per row, striding its chunks).
+// Output (words of q; nkw = k / 4, T16 = T rounded up to a multiple of 16: a plane holds whole fragments, so
+// the mat-mat's fragment loads never reach past it; the padding tokens' digits are never written):
+//   [0, T16 nkw)             high digits, token t at t nkw, chunk g of K at words 2 g (lo half), 2 g + 1 (hi)
+//   [T16 nkw, 2 T16 nkw)     low digits likewise
+//   2 T16 nkw + t            token t's max |x| (f32 bits)
+//   2 T16 nkw + T + r        row r's max |w| (f32 bits; row r of this piece)
+// Defines: WEIGHT_TYPE, WG_SIZE (a power of two >= 64), RPW (rows per workgroup, divides WG_SIZE).
+// Bindings: 0 w (weights, u32 words), 1 x as vec4<f32>, 2 q (read_write), 3 params.
+// Dispatch: (groups_x, ceil((tokens + ceil(rows / RPW)) / groups_x), 1).
+#include "common.wgsl"
+#include "types.wgsl"
+#ifndef WEIGHT_TYPE
+#error smx-prep.wgsl needs WEIGHT_TYPE
+#endif
+#if WG_SIZE % RPW != 0 || WG_SIZE < 64
+#error smx-prep.wgsl: WG_SIZE a multiple of RPW, at least 64
+#endif
+
+struct PrepParams {
+    k: u32,          // elements per token and per row (a multiple of 32)
+    rows: u32,       // rows of this piece of W
+    tokens: u32,     // tokens T whose digits this dispatch writes (0: only the rows' maxima)
+    t_total: u32,    // tokens the layout is sized for (the mat-mat's params.tokens)
+    row_stride: u32, // bytes between rows of W
+    w_offset: u32,   // byte offset of row 0 in w
+    x_offset: u32,   // first vec4 of token 0 in x
+    x_stride: u32,   // vec4s from token t to t + 1
+    groups_x: u32,   // workgroups along x of the grid
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> q: array<u32>;
+@group(0) @binding(3) var<uniform> params: PrepParams;
+
+#include "dequant.wgsl"
+
+const FULL: f32 = 32512.0; // 127 * 256: the largest |value| maps here, so the high digit stays in [-127, 127]
+const LPR: u32 = WG_SIZE / RPW; // invocations per row of W
+
+var<workgroup> red: array<f32, WG_SIZE>;
+
+// The two digits of four values already scaled to [-FULL, FULL]: (high bytes, low bytes), packed.
+fn split4(v: vec4<f32>) -> vec2<u32> {
+    let n = clamp(vec4<i32>(round(v)), vec4<i32>(-32512), vec4<i32>(32512));
+    let h = (n + vec4<i32>(128)) >> vec4<u32>(8u);
+    let l = n - (h << vec4<u32>(8u));
+    let hb = vec4<u32>(bitcast<vec4<u32>>(h) & vec4<u32>(0xffu));
+    let lb = vec4<u32>(bitcast<vec4<u32>>(l) & vec4<u32>(0xffu));
+    return vec2<u32>(hb.x | (hb.y << 8u) | (hb.z << 16u) | (hb.w << 24u),
+                     lb.x | (lb.y << 8u) | (lb.z << 16u) | (lb.w << 24u));
+}
+
+fn absmax4(v: vec4<f32>) -> f32 {
+    let a = abs(v);
+    return max(max(a.x, a.y), max(a.z, a.w));
+}
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let g = wg.x + wg.y * params.groups_x;
+    let nkw = params.k / 4u;
+    let plane = (params.t_total + 15u) / 16u * 16u * nkw; // planes of whole 16-token fragments
+    if (g < params.tokens) { // uniform across the workgroup
+        let x0 = params.x_offset + g * params.x_stride;
+        var m = 0.0f;
+        for (var i = lid; i < nkw; i += WG_SIZE) {
+            m = max(m, absmax4(x[x0 + i]));
+        }
+        red[lid] = m;
+        workgroupBarrier();
+        for (var s = WG_SIZE / 2u; s > 0u; s >>= 1u) {
+            if (lid < s) {
+                red[lid] = max(red[lid], red[lid + s]);
+            }
+            workgroupBarrier();
+        }
+        let mx = red[0];
+        let inv = select(0.0, FULL / mx, mx > 0.0);
+        for (var c = lid; c < params.k / 8u; c += WG_SIZE) { // chunk c of K in (block, chunk) order
+            let e0 = (c / DQ_CHUNKS) * DQ_BLOCK;
+            let lo = split4(x[x0 + (e0 + dq_lo_at(c % DQ_CHUNKS)) / 4u] * inv);
+            let hi = split4(x[x0 + (e0 + dq_hi_at(c % DQ_CHUNKS)) / 4u] * inv);
+            let o = g * nkw + 2u * c;
+            q[o] = lo.x;
+            q[o + 1u] = hi.x;
+            q[plane + o] = lo.y;
+            q[plane + o + 1u] = hi.y;
+        }
+        if (lid == 0u) {
+            q[2u * plane + g] = bitcast<u32>(mx);
+        }
+        return;
+    }
+    let r = (g - params.tokens) * RPW + lid / LPR; // this invocation's row
+    let lane = lid % LPR;
+    var m = 0.0f;
+    if (r < params.rows) {
+        let b0 = params.w_offset + r * params.row_stride;
+        for (var c = lane; c < params.k / 8u; c += LPR) {
+            let d = dq_chunk(b0 + (c / DQ_CHUNKS) * DQ_BYTES, c % DQ_CHUNKS);
+            m = max(m, max(absmax4(vec4<f32>(d.lo)), absmax4(vec4<f32>(d.hi))));
+        }
+    }
+    red[lid] = m;
+    workgroupBarrier();
+    for (var s = LPR / 2u; s > 0u; s >>= 1u) {
+        if (lane < s) {
+            red[lid] = max(red[lid], red[lid + s]);
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u && r < params.rows) {
+        q[2u * plane + params.t_total + r] = bitcast<u32>(red[lid]);
+    }
+}

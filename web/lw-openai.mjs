@@ -589,9 +589,10 @@ function callScanner(format) {
 
 // The streamed deltas of a reply with tools: push(text) -> deltas as they come ({content} before the first
 // call, then {tool_calls: [...]}); finish(calls, content) -> the deltas that complete them from the final
-// parse (openaiCalls' objects and its content): the rest of each streamed call's arguments, the calls not
-// streamed whole, and content outside the calls that did not stream. A streamed call the parse does not
-// have (a reply cut off inside it) stays as streamed; finish then gives null for "no calls".
+// parse (openaiCalls' objects and its content, null for none): the rest of each streamed call's arguments,
+// the calls not streamed whole, and content outside the calls that did not stream. A streamed call the parse
+// does not have (a reply cut off inside it, or text that looked like a call and was not) stays as streamed:
+// what went out cannot be taken back; every parsed call still comes, after it.
 export function toolCallStream(format) {
   const hold = callHold(format), scan = callScanner(format);
   let fed = 0, sent = '';
@@ -624,17 +625,25 @@ export function toolCallStream(format) {
     finish(final, content) {
       const out = [];
       if (final && final.length) {
-        final.forEach((f, i) => {
-          const st = calls[i];
-          if (st && st.shown) {
-            f.id = ids[i]; // the streamed call's id
-            if (st.name === f.function.name && f.function.arguments.startsWith(st.args) && f.function.arguments.length > st.args.length) {
-              out.push({ tool_calls: [{ index: i, function: { arguments: f.function.arguments.slice(st.args.length) } }] });
+        // the parse's calls in order against the streamed ones (indices 0..k-1): a streamed call that agrees
+        // (its name, its arguments so far a prefix) is completed; one the parse does not have (text that
+        // looked like a call and was not) is passed over; a parsed call not streamed comes whole after them
+        const shown = calls.filter((c) => c.shown);
+        let j = 0, next = shown.length;
+        const agrees = (st, f) => st.name === f.function.name && f.function.arguments.startsWith(st.args);
+        for (const f of final) {
+          while (j < shown.length && !agrees(shown[j], f)) j++;
+          if (j < shown.length) {
+            const st = shown[j];
+            f.id = ids[j]; // the streamed call's id
+            if (f.function.arguments.length > st.args.length) {
+              out.push({ tool_calls: [{ index: j, function: { arguments: f.function.arguments.slice(st.args.length) } }] });
             }
+            j++;
           } else {
-            out.push({ tool_calls: [{ index: i, id: f.id, type: 'function', function: { name: f.function.name, arguments: f.function.arguments } }] });
+            out.push({ tool_calls: [{ index: next++, id: f.id, type: 'function', function: { name: f.function.name, arguments: f.function.arguments } }] });
           }
-        });
+        }
         const s = sent.trim();
         if (content && content.startsWith(s) && content.length > s.length) out.push({ content: content.slice(s.length) });
       } else if (!calls.some((c) => c.shown) && hold.held()) {

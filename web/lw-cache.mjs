@@ -28,9 +28,17 @@
 // with the package's public codes (web/lw-model.mjs): NETWORK (network or HTTP, after retries; or bytes that
 // do not hash to the expected SHA-256: the entry is removed), ABORTED (opts.signal; an already aborted signal
 // fetches nothing), QUOTA_EXCEEDED (not enough storage: checked against navigator.storage.estimate() before
-// anything is written, and a write refused on the way removes what this call wrote). Two calls for one URL
-// (two tabs, or a page and its worker) take turns through the Web Locks API; the second finds the entry
-// complete.
+// anything is written, and a write refused on the way removes what this call wrote). Other storage failures
+// (a write or a commit refused, a file gone under the cache) fail the call at once with NETWORK ("the model
+// cache could not ..."), not retried, keeping what was committed. Two calls for one URL (two tabs, or a page
+// and its worker) take turns through the Web Locks API (a closed tab releases its lock); the second finds the
+// entry complete.
+// What is on disk is checked before it is used: a meta.json that does not parse or holds impossible sizes
+// starts the entry over; a part listed as done whose file is missing or has another size (cut short) is
+// downloaded again, with the SHA-256, when one is known, checked again; a part file committed whole that
+// meta.json does not list yet (the tab closed between the two) counts as done. Bytes changed on disk with the
+// sizes kept can only be seen by hashing: opts.verify hashes a complete entry whose SHA-256 is known
+// ('verify' progress) and downloads it again when it differs (open(url, {verify: true}) too).
 import { LlamawebError } from './lw-model.mjs';
 
 const ROOT = 'llamaweb-cache';
@@ -206,23 +214,47 @@ async function cacheRoot() {
   return (await navigator.storage.getDirectory()).getDirectoryHandle(ROOT, { create: true });
 }
 
+// meta.json, or null when it is missing, not JSON, or not a meta.json this code wrote (the entry then
+// starts over): sizes and part indices are checked, since everything else trusts them.
 async function readMeta(dir) {
   try {
     const m = JSON.parse(await (await (await dir.getFileHandle(META)).getFile()).text());
-    return m && m.v === 1 ? m : null;
+    return validMeta(m) ? m : null;
   } catch {
     return null;
   }
 }
 
+function validMeta(m) {
+  if (!m || m.v !== 1 || typeof m.url !== 'string' || !Number.isSafeInteger(m.size) || !(m.size > 0) ||
+      !Number.isSafeInteger(m.partBytes) || !(m.partBytes >= 4096) || !Array.isArray(m.done)) return false;
+  const n = Math.ceil(m.size / m.partBytes);
+  return m.done.every((i) => Number.isSafeInteger(i) && i >= 0 && i < n) &&
+    (m.sha256 === null || m.sha256 === undefined || /^[0-9a-f]{64}$/.test(m.sha256));
+}
+
+// A storage failure other than the quota (a write, a commit, a file that went away under the cache: another
+// tab's clearCache(), the disk): the call's error at once, not retried like the network's faults (another
+// try would write into the same broken stream). What the entry had committed stays; the next call continues.
+function storageFault(what, e) {
+  if (isQuota(e) || (e && e.storage)) return e;
+  return Object.assign(new LlamawebError('NETWORK', `the model cache could not ${what}: ${e && e.name || 'Error'}: ` +
+    `${e && e.message || e}`, { cause: e }), { storage: true });
+}
+
 async function writeFile(dir, name, data) {
-  const w = await (await dir.getFileHandle(name, { create: true })).createWritable();
+  let w;
+  try {
+    w = await (await dir.getFileHandle(name, { create: true })).createWritable();
+  } catch (e) {
+    throw storageFault(`write ${name}`, e);
+  }
   try {
     await w.write(data);
     await w.close();
   } catch (e) {
     await w.abort().catch(() => {});
-    throw e;
+    throw storageFault(`write ${name}`, e);
   }
 }
 
@@ -344,11 +376,22 @@ function changed(e, detail) {
     'try again'), { entry: e });
 }
 
-// A part being written: its writable from the byte it holds, or afresh.
+// A part being written: its writable from the byte it holds, or afresh; write / close / abort, with the
+// storage's failures as storageFault.
 async function openPart(dir, i, have) {
-  const w = await (await dir.getFileHandle(partName(i), { create: true })).createWritable({ keepExistingData: have > 0 });
-  if (have > 0) await w.seek(have);
-  return w;
+  let w;
+  try {
+    w = await (await dir.getFileHandle(partName(i), { create: true })).createWritable({ keepExistingData: have > 0 });
+    if (have > 0) await w.seek(have);
+  } catch (e) {
+    if (w) await w.abort().catch(() => {});
+    throw storageFault(`open part ${i} for writing`, e);
+  }
+  return {
+    write: (b) => w.write(b).catch((e) => { throw storageFault(`write part ${i}`, e); }),
+    close: () => w.close().catch((e) => { throw storageFault(`commit part ${i}`, e); }),
+    abort: () => w.abort(),
+  };
 }
 
 // Ends a part's writable: commits it (complete, or the bytes so far for a later resume) or drops it.
@@ -400,12 +443,12 @@ async function rangePart(e, i, run) {
           }
         } catch (err) {
           reader.cancel().catch(() => {});
-          if (err && (err.retry || isQuota(err) || run.signal.aborted)) throw err;
+          if (err && (err.retry || err.storage || isQuota(err) || run.signal.aborted)) throw err;
           throw fault(`${url}: range ${from}-${to} cut at byte ${start + got}: ${err && err.message || err}`);
         }
         if (got < len) throw fault(`${url}: range ${from}-${to}: the body ended at byte ${start + got}`);
       } catch (err) {
-        if (isQuota(err)) { keep = false; throw err; }
+        if (isQuota(err) || (err && err.storage)) { keep = false; throw err; }
         if (got > atFailure) failures = 0; // progress since the last failure: a new series of tries
         atFailure = got;
         run.stats.retries++;
@@ -461,7 +504,7 @@ async function sequential(e, run, first) {
         }
       } catch (err) {
         reader.cancel().catch(() => {});
-        if (err && (isQuota(err) || run.signal.aborted)) throw err;
+        if (err && (isQuota(err) || err.storage || run.signal.aborted)) throw err;
         throw fault(`${url}: the download was cut at byte ${at}: ${err && err.message || err}`);
       }
       if (e.done.size < n) throw fault(`${url}: the body ended at byte ${at} of ${m.size}`);
@@ -469,7 +512,7 @@ async function sequential(e, run, first) {
     } catch (err) {
       await closePart(w, false);
       if (i >= 0 && !e.done.has(i)) run.progress(i * m.partBytes - at); // that part starts over
-      if (isQuota(err)) throw err;
+      if (isQuota(err) || (err && err.storage)) throw err;
       if (got > best) { failures = 0; best = got; }
       run.stats.retries++;
       failures = await failed(err, url, run.o, run.signal, failures);
@@ -823,7 +866,7 @@ class Tee {
             if (this.at < regionEnd) throw fault(`${url}: the body ended at byte ${this.at} of ${regionEnd}`);
           } catch (err) {
             if (reader) reader.cancel().catch(() => {});
-            if (isQuota(err) || this.run.signal.aborted || (err && err.entry)) throw err;
+            if (isQuota(err) || this.run.signal.aborted || (err && (err.entry || err.storage))) throw err;
             const e = err && (err.retry || err instanceof LlamawebError) ? err : fault(`${url}: the download was cut at byte ${this.at}: ${err && err.message || err}`);
             if (this.at > best) { failures = 0; best = this.at; }
             this.run.stats.retries++;
@@ -1016,7 +1059,8 @@ const absolute = (u) => String(new URL(u, globalThis.location ? globalThis.locat
 // and resolves to one Blob per URL (the cached file, read from OPFS). opts: sha256 (hex digest, or an array
 // of one per URL: checked before the entry is complete; given for an entry completed without one, the
 // entry is hashed then), signal, onProgress(done, total, phase: 'download' | 'verify'), headers (e.g.
-// Authorization), revalidate (ask the server whether a complete entry is still current), partBytes,
+// Authorization), revalidate (ask the server whether a complete entry is still current), verify (hash a
+// complete entry against its known SHA-256; a corrupt one is downloaded again), partBytes,
 // parallel, retries, retryDelayMs (see CACHE_DEFAULTS). A resolved call has every entry complete.
 export async function cacheFiles(urls, opts = {}) {
   throwIfAborted(opts.signal);
@@ -1088,8 +1132,15 @@ async function prepare(root, entries, run, opts) {
     const m = e.meta;
     if (!m || !m.complete || m.url !== e.url) return;
     const files = await wholeParts(e.dir, m);
-    if (!files) { m.complete = false; return; } // a part went missing: download it again
+    if (!files) { m.complete = false; return; } // a part went missing or was cut short: see below
     if (opts.revalidate && !sameFile(m, await probe(e.url, o, run.signal))) { e.meta = null; return; }
+    // verify: the bytes on disk hashed against the entry's SHA-256 (or the one given); corrupt ones (same
+    // sizes, other bytes: nothing else can see that) are dropped and downloaded again
+    const want = e.want || m.sha256;
+    if (opts.verify && want) {
+      run.vTotal += m.size;
+      if (await hashParts(files, run) !== want) { e.meta = null; return; }
+    }
     e.files = files;
   }));
   const todo = entries.filter((e) => !e.files);
@@ -1108,12 +1159,26 @@ async function prepare(root, entries, run, opts) {
     e.want = e.want || p.sha256 || e.meta.sha256 || null;
     e.done = new Set(e.meta.done);
     e.partial = new Map();
+    let dropped = false;
     for (let i = 0; i < nParts(e.meta); i++) {
-      if (e.done.has(i)) continue;
-      const f = e.dir && p.ranges ? await partFile(e.dir, i) : null; // bytes of an earlier try
-      if (f && f.size <= partLen(e.meta, i)) e.partial.set(i, f.size);
-      need += partLen(e.meta, i) - (e.partial.get(i) || 0);
+      const len = partLen(e.meta, i);
+      const f = e.dir ? await partFile(e.dir, i) : null;
+      if (e.done.has(i)) {
+        if (f && f.size === len) continue;
+        // a part listed as done whose file is gone or has another size (cut short or removed by something
+        // other than this cache): downloaded again, and the whole file's SHA-256 checked again at the end
+        e.done.delete(i);
+        dropped = true;
+        if (f) await e.dir.removeEntry(partName(i)).catch(() => {});
+        need += len;
+        continue;
+      }
+      if (f && f.size === len) { e.done.add(i); continue; } // committed, then the page went before meta.json said so
+      if (f && p.ranges && f.size < len) e.partial.set(i, f.size); // bytes of an earlier try
+      need += len - (e.partial.get(i) || 0);
     }
+    if (dropped) e.meta.sha256 = null;
+    e.meta.done = [...e.done].sort((a, b) => a - b);
   }
   if (need > 0 && navigator.storage.estimate) {
     const est = await navigator.storage.estimate();

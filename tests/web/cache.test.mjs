@@ -21,6 +21,8 @@
 //    tests/web/gguf-split.mjs) opens all parts through the cache, same tokens; an abort during the upload
 //    gives ABORTED; the reloaded page opens both from OPFS with no request (CPU engine), same tokens;
 //    {cache: false} reads by range requests and stores nothing.
+// Then tests/web/cache-stream.mjs (open(url) streaming into the cache) and tests/web/cache-faults.mjs (storage
+// faults, a killed tab, two tabs, what is on disk checked), each on its own page.
 // Skips (visibly) without Chromium; the model cases without the wasm build or ../shared.
 // Run: LW_WASM_DIR=... node --test tests/web/cache.test.mjs
 import { test } from 'node:test';
@@ -313,3 +315,6 @@ test('open(url): stories260K through the cache (download, then upload); a split 
 
 // open(url) streaming into the cache and the engine at once (its own page and browser)
 await import('./cache-stream.mjs');
+
+// storage faults: refused writes and commits, a killed tab, two tabs, what is on disk checked (its own page)
+await import('./cache-faults.mjs');

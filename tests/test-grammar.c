@@ -1,10 +1,12 @@
 /* GBNF grammars without a vocabulary: every rule form matched against texts (accepted as a whole, as a
  * prefix only, or refused), hostile grammars refused cleanly with a message, JSON Schema -> GBNF shapes, and
- * allocation failures (every Nth allocation fails: no leak, no crash). */
+ * allocation failures (every Nth allocation fails: no leak, no crash); integer ranges (minimum, maximum,
+ * exclusive bounds) against every integer of a window around them. */
 #include "test.h"
 
 #include "llamaweb.h"
 
+#include <limits.h>
 #include <stdint.h>
 
 /* 2: the grammar accepts text as a whole; 1: only as a prefix; 0: refuses it; -1: the grammar fails. */
@@ -229,6 +231,74 @@ static int schema_match(const char *schema, const char *text) {
     return r;
 }
 
+/* Integer ranges: every integer of a window around the bounds is accepted exactly when it lies in the range
+ * (one grammar per schema, reset per text), and spellings JSON does not allow are refused. */
+static void test_integer_ranges(void) {
+    static const struct {
+        const char *bounds; /* the schema's members besides "type" */
+        long long lo, hi;   /* the integers allowed (LLONG_MIN / LLONG_MAX: no bound) */
+        long long from, to; /* the window tried */
+    } cases[] = {
+        {"\"minimum\":0,\"maximum\":30", 0, 30, -40, 140},
+        {"\"minimum\":-5,\"maximum\":5", -5, 5, -120, 120},
+        {"\"minimum\":7", 7, LLONG_MAX, -30, 1200},
+        {"\"maximum\":-7", LLONG_MIN, -7, -1200, 30},
+        {"\"maximum\":250", LLONG_MIN, 250, -1100, 1100},
+        {"\"minimum\":-250", -250, LLONG_MAX, -1100, 1100},
+        {"\"minimum\":17,\"maximum\":1234", 17, 1234, -20, 2100},
+        {"\"minimum\":-1234,\"maximum\":-17", -1234, -17, -2100, 20},
+        {"\"minimum\":-99,\"maximum\":1000", -99, 1000, -1100, 1100},
+        {"\"exclusiveMinimum\":0,\"exclusiveMaximum\":10", 1, 9, -20, 120},
+        {"\"minimum\":2.5,\"maximum\":9.5", 3, 9, -20, 120},
+        {"\"minimum\":-2.5,\"maximum\":-0.5", -2, -1, -120, 120},
+        {"\"minimum\":5,\"exclusiveMinimum\":true,\"maximum\":9,\"exclusiveMaximum\":true", 6, 8, -20, 120},
+        {"\"minimum\":3,\"maximum\":3", 3, 3, -20, 120},
+        {"\"minimum\":0,\"maximum\":0", 0, 0, -20, 120},
+        {"\"minimum\":999,\"maximum\":1001", 999, 1001, 900, 1100},
+        {"\"minimum\":1000000000000,\"maximum\":1000000000100", 1000000000000LL, 1000000000100LL,
+         999999999900LL, 1000000000200LL},
+        {"\"minimum\":-1e30", LLONG_MIN, LLONG_MAX, -200, 200},
+    };
+    char schema[256], text[64];
+    long long checked = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(schema, sizeof schema, "{\"type\":\"integer\",%s}", cases[i].bounds);
+        lw_grammar *g = NULL;
+        CHECK_MSG(lw_grammar_from_json_schema(schema, strlen(schema), NULL, NULL, &g) == LW_OK, "%s: %s",
+                  schema, lw_grammar_error(g));
+        for (long long v = cases[i].from; g && v <= cases[i].to; v++) {
+            snprintf(text, sizeof text, "%lld", v);
+            lw_grammar_reset(g);
+            const int whole =
+                lw_grammar_accept_text(g, text, strlen(text)) == LW_OK && lw_grammar_is_complete(g);
+            const int want = v >= cases[i].lo && v <= cases[i].hi;
+            CHECK_MSG(whole == want, "%s: %lld %s", schema, v, want ? "refused" : "accepted");
+            checked++;
+        }
+        static const char *const never[] = {"007", "+1", "1.0", "1e2", "--1", ""};
+        for (size_t k = 0; g && k < sizeof never / sizeof never[0]; k++) {
+            lw_grammar_reset(g);
+            CHECK_MSG(!(lw_grammar_accept_text(g, never[k], strlen(never[k])) == LW_OK &&
+                        lw_grammar_is_complete(g)),
+                      "%s: '%s' accepted", schema, never[k]);
+        }
+        lw_grammar_free(g);
+    }
+    /* a range without integers, and bounds no 16-digit integer reaches, are refused with a message */
+    static const char *const bad[] = {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}",
+                                      "{\"type\":\"integer\",\"minimum\":2.2,\"maximum\":2.8}",
+                                      "{\"type\":\"integer\",\"minimum\":1e20}"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        lw_grammar *g = NULL;
+        CHECK_MSG(lw_grammar_from_json_schema(bad[k], strlen(bad[k]), NULL, NULL, &g) != LW_OK &&
+                      lw_grammar_error(g)[0],
+                  "%s", bad[k]);
+        lw_grammar_free(g);
+    }
+    printf("integer ranges: %lld integers checked against %zu ranges\n", checked,
+           sizeof cases / sizeof cases[0]);
+}
+
 static void test_schema_text(void) {
     const char *person = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\","
                          "\"minimum\":0},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\"]},\"minItems\":1,"
@@ -293,5 +363,6 @@ int main(void) {
     test_hostile();
     test_alloc_failures();
     test_schema_text();
+    test_integer_ranges();
     return test_summary("test-grammar");
 }

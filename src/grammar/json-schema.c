@@ -1,9 +1,10 @@
 /* JSON Schema -> GBNF, in the shape llama.cpp's json-schema-to-grammar gives (the same primitive rules and
- * whitespace), for: type (one or a list), object (properties in order, required / optional, additionalProperties
- * as a map when there are no properties), array (items, prefixItems, minItems / maxItems), string
- * (minLength / maxLength), number, integer (minimum >= 0 drops the sign), boolean, null, enum, const,
- * anyOf / oneOf (alternatives), allOf with one schema, $ref to "#/..." within the document (recursion
- * allowed). Unsupported keywords that change what is valid (pattern, allOf of several) fail with
+ * whitespace), for: type (one or a list), object (properties in order, required / optional,
+ * additionalProperties as a map when there are no properties), array (items, prefixItems, minItems /
+ * maxItems), string (minLength / maxLength), number, integer (minimum / maximum / exclusiveMinimum /
+ * exclusiveMaximum: the digit strings of exactly that range, as llama.cpp's _build_min_max_int), boolean,
+ * null, enum, const, anyOf / oneOf (alternatives), allOf with one schema, $ref to "#/..." within the document
+ * (recursion allowed). Unsupported keywords that change what is valid (pattern, allOf of several) fail with
  * LW_ERR_UNSUPPORTED rather than allow invalid output. With no schema: any JSON value ("JSON mode").
  *
  * The document is parsed by a small JSON reader with limits (depth, nodes, size). */
@@ -11,6 +12,7 @@
 
 #include "core/core.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -643,9 +645,152 @@ static void gen_string(conv *c, sbuf *b, uint32_t s) {
     sb_str(c, b, "} \"\\\"\" space");
 }
 
+/* Integer ranges. Integers have at most 16 digits (integral-part); a bound past that is no bound. */
+#define INT_DIGITS 16
+#define INT_LIMIT  9999999999999999.0 /* the largest 16-digit magnitude */
+
+/* The n-digit strings from x to y (x <= y, digit strings of length n, leading zeros allowed: a suffix) as one
+ * GBNF expression: the first digits alike, a common digit and the rest; else the first digit's range
+ * split into x's own digit (then x's rest up to 9...9), the digits between (then anything) and y's digit
+ * (then 0...0 up to y's rest), merged where x's rest is 0...0 or y's 9...9. */
+static void int_digits(conv *c, sbuf *b, const char *x, const char *y, size_t n) {
+    if (n == 0) return;
+    size_t z = 0, w = 0; /* x's rest all '0', y's rest all '9' */
+    while (z + 1 < n && x[z + 1] == '0') z++;
+    while (w + 1 < n && y[w + 1] == '9') w++;
+    const bool x_low = z + 1 == n, y_high = w + 1 == n;
+    if (x[0] == y[0] && !(x_low && y_high)) {
+        char lit[8] = {'"', x[0], '"', ' ', 0};
+        sb_str(c, b, lit);
+        int_digits(c, b, x + 1, y + 1, n - 1);
+        return;
+    }
+    int lo = x[0] - '0' + !x_low, hi = y[0] - '0' - !y_high, parts = 0;
+    char t[64];
+    sb_str(c, b, "(");
+    if (!x_low) { /* x's digit, then x's rest .. 9...9 */
+        char nines[INT_DIGITS + 1];
+        memset(nines, '9', n - 1);
+        snprintf(t, sizeof t, "\"%c\" ", x[0]);
+        sb_str(c, b, t);
+        int_digits(c, b, x + 1, nines, n - 1);
+        parts++;
+    }
+    if (lo <= hi) { /* the digits between, then anything */
+        if (parts++) sb_str(c, b, " | ");
+        if (lo == hi)
+            snprintf(t, sizeof t, "\"%d\"", lo);
+        else
+            snprintf(t, sizeof t, "[%d-%d]", lo, hi);
+        sb_str(c, b, t);
+        if (n > 1) sb_fmt(c, b, " [0-9]{%u}", (unsigned)(n - 1));
+    }
+    if (!y_high) { /* y's digit, then 0...0 .. y's rest */
+        char zeros[INT_DIGITS + 1];
+        memset(zeros, '0', n - 1);
+        if (parts++) sb_str(c, b, " | ");
+        snprintf(t, sizeof t, "\"%c\" ", y[0]);
+        sb_str(c, b, t);
+        int_digits(c, b, zeros, y + 1, n - 1);
+    }
+    sb_str(c, b, ")");
+}
+
+static size_t n_digits(uint64_t v) {
+    size_t n = 1;
+    while (v >= 10) v /= 10, n++;
+    return n;
+}
+
+/* The decimal strings without leading zeros of [a, b] (b < 0: no upper bound, up to 16 digits), as one GBNF
+ * expression of alternatives by digit count. */
+static void int_magnitudes(conv *c, sbuf *b, int64_t a, int64_t hi) {
+    const size_t da = n_digits((uint64_t)a), db = hi < 0 ? INT_DIGITS : n_digits((uint64_t)hi);
+    int parts = 0;
+    sb_str(c, b, "(");
+    for (size_t d = da; d <= db; d++) {
+        uint64_t first = d == 1 ? 0 : 1, last = 9;
+        for (size_t k = 1; k < d; k++) first *= 10, last = last * 10 + 9;
+        uint64_t x = d == da ? (uint64_t)a : first, y = hi >= 0 && d == db ? (uint64_t)hi : last;
+        if (parts++) sb_str(c, b, " | ");
+        if (hi < 0 && d > da) { /* every longer number at once */
+            sb_fmt(c, b, "[1-9] [0-9]{%u,", (unsigned)(d - 1));
+            sb_fmt(c, b, "%u}", INT_DIGITS - 1);
+            break;
+        }
+        char xs[INT_DIGITS + 2], ys[INT_DIGITS + 2];
+        snprintf(xs, sizeof xs, "%0*llu", (int)d, (unsigned long long)x);
+        snprintf(ys, sizeof ys, "%0*llu", (int)d, (unsigned long long)y);
+        int_digits(c, b, xs, ys, d);
+    }
+    sb_str(c, b, ")");
+}
+
+/* An integer schema: the range its minimum / maximum / exclusive bounds (numbers, or draft 4's booleans)
+ * give, or any integer. */
+static void gen_integer(conv *c, sbuf *b, uint32_t s) {
+    const jdoc *d = c->d;
+    uint32_t mn = member(d, s, "minimum"), mx = member(d, s, "maximum");
+    uint32_t emn = member(d, s, "exclusiveMinimum"), emx = member(d, s, "exclusiveMaximum");
+    /* the integers inside: minimum v -> ceil(v), exclusive (draft 6's number, draft 4's true) -> floor(v) +
+     * 1; maximum likewise down; the tighter of two lower (upper) bounds wins */
+    bool has_lo = false, has_hi = false;
+    double lo = 0, hi = 0;
+    if (mn != NONE && d->n[mn].type == J_NUM) {
+        const double v = d->n[mn].num;
+        has_lo = true, lo = emn != NONE && d->n[emn].type == J_TRUE ? floor(v) + 1 : ceil(v);
+    }
+    if (emn != NONE && d->n[emn].type == J_NUM) {
+        const double v = floor(d->n[emn].num) + 1;
+        if (!has_lo || v > lo) lo = v;
+        has_lo = true;
+    }
+    if (mx != NONE && d->n[mx].type == J_NUM) {
+        const double v = d->n[mx].num;
+        has_hi = true, hi = emx != NONE && d->n[emx].type == J_TRUE ? ceil(v) - 1 : floor(v);
+    }
+    if (emx != NONE && d->n[emx].type == J_NUM) {
+        const double v = ceil(d->n[emx].num) - 1;
+        if (!has_hi || v < hi) hi = v;
+        has_hi = true;
+    }
+    if (has_lo && lo < -INT_LIMIT) has_lo = false; /* no 16-digit integer lies beyond: no bound */
+    if (has_hi && hi > INT_LIMIT) has_hi = false;
+    if ((has_lo && lo > INT_LIMIT) || (has_hi && hi < -INT_LIMIT)) {
+        cfail(c, LW_ERR_UNSUPPORTED, "an integer bound past 16 digits");
+        return;
+    }
+    const int64_t a = has_lo ? (int64_t)lo : 0, z = has_hi ? (int64_t)hi : 0;
+    if (has_lo && has_hi && a > z) {
+        cfail(c, LW_ERR_INVALID_ARG, "an integer range with no integer in it");
+        return;
+    }
+    c->prims |= P_SPACE;
+    if (!has_lo && !has_hi) {
+        sb_str(c, b, "integer"), c->prims |= P_INT;
+        return;
+    }
+    if (has_lo && a == 0 && !has_hi) { /* the common case, in llama.cpp's words */
+        sb_str(c, b, "uinteger"), c->prims |= P_UINT;
+        return;
+    }
+    int parts = 0;
+    sb_str(c, b, "(");
+    if (!has_lo || a < 0) { /* negatives: "-" then the magnitudes from -max(z, -1) up to -a */
+        const int64_t m0 = has_hi && z < -1 ? -z : 1, m1 = has_lo ? -a : -1;
+        sb_str(c, b, "\"-\" ");
+        int_magnitudes(c, b, m0, m1);
+        parts++;
+    }
+    if (!has_hi || z >= 0) { /* non-negatives: max(a, 0) .. z */
+        if (parts++) sb_str(c, b, " | ");
+        int_magnitudes(c, b, has_lo && a > 0 ? a : 0, has_hi ? z : -1);
+    }
+    sb_str(c, b, ") space");
+}
+
 /* The body for one type name. */
 static void gen_type(conv *c, sbuf *b, uint32_t s, const char *t, size_t tl) {
-    const jdoc *d = c->d;
 #define IS(w) (tl == sizeof(w) - 1 && !memcmp(t, w, tl))
     if (IS("object")) gen_object(c, b, s);
     else if (IS("array")) gen_array(c, b, s);
@@ -653,15 +798,10 @@ static void gen_type(conv *c, sbuf *b, uint32_t s, const char *t, size_t tl) {
     else if (IS("boolean")) sb_str(c, b, "boolean"), c->prims |= P_BOOL | P_SPACE;
     else if (IS("null")) sb_str(c, b, "null"), c->prims |= P_NULL | P_SPACE;
     else if (IS("number")) sb_str(c, b, "number"), c->prims |= P_NUM | P_SPACE;
-    else if (IS("integer")) {
-        double m = -1;
-        uint32_t mv = member(d, s, "minimum"), ev = member(d, s, "exclusiveMinimum");
-        bool nonneg = (mv != NONE && d->n[mv].type == J_NUM && d->n[mv].num >= 0) ||
-                      (ev != NONE && d->n[ev].type == J_NUM && d->n[ev].num >= -1);
-        (void)m;
-        if (nonneg) sb_str(c, b, "uinteger"), c->prims |= P_UINT | P_SPACE;
-        else sb_str(c, b, "integer"), c->prims |= P_INT | P_SPACE;
-    } else cfail(c, LW_ERR_UNSUPPORTED, "unknown \"type\"");
+    else if (IS("integer"))
+        gen_integer(c, b, s);
+    else
+        cfail(c, LW_ERR_UNSUPPORTED, "unknown \"type\"");
 #undef IS
 }
 

@@ -1,5 +1,6 @@
 /* The `llamaweb template` command: renders a template file and a GGUF file's own template for messages
- * given on the command line; the prompt is printed exactly. Skipped (77) without the CLI ($LW_CLI). */
+ * given on the command line (tools from a file, tool messages too); the prompt is printed exactly. Skipped
+ * (77) without the CLI ($LW_CLI). */
 #include "test.h"
 
 /* Runs a shell command and captures its stdout (at most cap-1 bytes). Returns the exit status. */
@@ -37,6 +38,36 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "'%s' template -t '%s' -u 'q' -a 'r' --no-gen", cli, path);
     CHECK(run(cmd, out, sizeof out) == 0);
     CHECK_MSG(!strcmp(out, "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\nr<|im_end|>\n"), "got: %s", out);
+    /* --tools FILE: the template's `tools`; --tool TEXT: a tool message */
+    char tpath[1024], tools_path[1024];
+    snprintf(tpath, sizeof tpath, "%s/chat-cli-tools.jinja", test_tmp_dir());
+    snprintf(tools_path, sizeof tools_path, "%s/chat-cli-tools.json", test_tmp_dir());
+    FILE *tf = fopen(tpath, "wb"), *jf = fopen(tools_path, "wb");
+    CHECK(tf && jf);
+    if (tf) {
+        fputs("{% for t in tools or [] %}[{{ t.function.name }}: {{ t.function.parameters | tojson }}]{% "
+              "endfor %}"
+              "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}",
+              tf);
+        fclose(tf);
+    }
+    if (jf) {
+        fputs(
+            "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": "
+            "\"object\"}}}]",
+            jf);
+        fclose(jf);
+    }
+    snprintf(cmd, sizeof cmd, "'%s' template -t '%s' --tools '%s' -u 'Oslo?' --tool '{\"t\": 21}'", cli,
+             tpath, tools_path);
+    CHECK(run(cmd, out, sizeof out) == 0);
+    CHECK_MSG(!strcmp(out, "[get_weather: {\"type\": \"object\"}]<user>Oslo?<tool>{\"t\": 21}"), "got: %s",
+              out);
+    snprintf(cmd, sizeof cmd, "'%s' template -t '%s' -u 'Oslo?'", cli, tpath);
+    CHECK(run(cmd, out, sizeof out) == 0);
+    CHECK_MSG(!strcmp(out, "<user>Oslo?"), "got: %s", out); /* no tools: none */
+    snprintf(cmd, sizeof cmd, "'%s' template -t '%s' --tools '%s' -u x 2>/dev/null", cli, tpath, tpath);
+    CHECK(run(cmd, out, sizeof out) == 1 && out[0] == 0); /* not JSON */
     /* errors: exit status 1 and nothing on stdout */
     snprintf(cmd, sizeof cmd, "'%s' template -t /nonexistent.jinja 2>/dev/null", cli);
     CHECK(run(cmd, out, sizeof out) == 1 && out[0] == 0);

@@ -9,22 +9,23 @@
 #include <string.h>
 
 static int tmpl_usage(void) {
-    fprintf(stderr,
-            "usage: llamaweb template (-m FILE.gguf | -t FILE.jinja) [messages] [options]\n"
-            "  -m FILE         use the GGUF file's tokenizer.chat_template and BOS/EOS tokens\n"
-            "  -t FILE         use a template file instead\n"
-            "  -s TEXT         a system message     (messages keep the order given;\n"
-            "  -u TEXT         a user message        without any, a demo conversation:\n"
-            "  -a TEXT         an assistant message  system, user, assistant, user)\n"
-            "  --bos T --eos T special token texts (default: the GGUF's, else empty)\n"
-            "  --no-gen        no generation prompt (add_generation_prompt=false)\n"
-            "  --think 0|1     set enable_thinking (default: undefined)\n"
-            "  --stats         print steps and sizes to stderr\n");
+    fprintf(stderr, "usage: llamaweb template (-m FILE.gguf | -t FILE.jinja) [messages] [options]\n"
+                    "  -m FILE         use the GGUF file's tokenizer.chat_template and BOS/EOS tokens\n"
+                    "  -t FILE         use a template file instead\n"
+                    "  -s TEXT         a system message     (messages keep the order given;\n"
+                    "  -u TEXT         a user message        without any, a demo conversation:\n"
+                    "  -a TEXT         an assistant message  system, user, assistant, user)\n"
+                    "  --tool TEXT     a tool message (a tool's result)\n"
+                    "  --tools FILE    OpenAI tools array (JSON): the template's `tools`\n"
+                    "  --bos T --eos T special token texts (default: the GGUF's, else empty)\n"
+                    "  --no-gen        no generation prompt (add_generation_prompt=false)\n"
+                    "  --think 0|1     set enable_thinking (default: undefined)\n"
+                    "  --stats         print steps and sizes to stderr\n");
     return 2;
 }
 
 int lw__cmd_template(int argc, char **argv) {
-    const char *model = NULL, *file = NULL, *bos = NULL, *eos = NULL;
+    const char *model = NULL, *file = NULL, *bos = NULL, *eos = NULL, *tools_file = NULL;
     int add_gen = 1, think = -1, stats = 0;
     lw_chat_message *msgs = calloc((size_t)argc + 1, sizeof *msgs);
     size_t n = 0;
@@ -37,6 +38,10 @@ int lw__cmd_template(int argc, char **argv) {
         else if (!strcmp(a, "-s") && more) msgs[n++] = (lw_chat_message){"system", argv[++i]};
         else if (!strcmp(a, "-u") && more) msgs[n++] = (lw_chat_message){"user", argv[++i]};
         else if (!strcmp(a, "-a") && more) msgs[n++] = (lw_chat_message){"assistant", argv[++i]};
+        else if (!strcmp(a, "--tool") && more)
+            msgs[n++] = (lw_chat_message){"tool", argv[++i]};
+        else if (!strcmp(a, "--tools") && more)
+            tools_file = argv[++i];
         else if (!strcmp(a, "--bos") && more) bos = argv[++i];
         else if (!strcmp(a, "--eos") && more) eos = argv[++i];
         else if (!strcmp(a, "--no-gen")) add_gen = 0;
@@ -65,7 +70,7 @@ int lw__cmd_template(int argc, char **argv) {
     lw_source *src = NULL;
     lw_gguf *g = NULL;
     lw_chat_template *t = NULL;
-    char *owned = NULL, *out = NULL;
+    char *owned = NULL, *out = NULL, *tools = NULL;
     const char *tmpl = NULL;
     size_t tlen = 0, olen = 0;
     if (model) {
@@ -97,8 +102,13 @@ int lw__cmd_template(int argc, char **argv) {
         fprintf(stderr, "llamaweb template: %s\n", err);
         goto done;
     }
+    if (tools_file && !(tools = lw__cli_read_file(tools_file, &(size_t){0}))) {
+        fprintf(stderr, "llamaweb template: cannot read %s\n", tools_file);
+        goto done;
+    }
     lw_chat_params p;
     lw_chat_params_default(&p);
+    p.tools = tools;
     p.add_generation_prompt = add_gen;
     p.bos_token = bos;
     p.eos_token = eos;
@@ -116,6 +126,7 @@ done:
     lw_chat_string_free(t, out);
     lw_chat_template_free(t);
     free(owned);
+    free(tools);
     lw_gguf_close(g);
     lw_source_close(src);
     free(msgs);

@@ -9,18 +9,19 @@
 #include <string.h>
 
 static int tmpl_usage(void) {
-    fprintf(stderr, "usage: llamaweb template (-m FILE.gguf | -t FILE.jinja) [messages] [options]\n"
-                    "  -m FILE         use the GGUF file's tokenizer.chat_template and BOS/EOS tokens\n"
-                    "  -t FILE         use a template file instead\n"
-                    "  -s TEXT         a system message     (messages keep the order given;\n"
-                    "  -u TEXT         a user message        without any, a demo conversation:\n"
-                    "  -a TEXT         an assistant message  system, user, assistant, user)\n"
-                    "  --tool TEXT     a tool message (a tool's result)\n"
-                    "  --tools FILE    OpenAI tools array (JSON): the template's `tools`\n"
-                    "  --bos T --eos T special token texts (default: the GGUF's, else empty)\n"
-                    "  --no-gen        no generation prompt (add_generation_prompt=false)\n"
-                    "  --think 0|1     set enable_thinking (default: undefined)\n"
-                    "  --stats         print steps and sizes to stderr\n");
+    fprintf(stderr,
+            "usage: llamaweb template (-m FILE.gguf | -t FILE.jinja) [messages] [options]\n"
+            "  -m FILE         use the GGUF file's tokenizer.chat_template and BOS/EOS tokens\n"
+            "  -t FILE         use a template file instead\n"
+            "  -s TEXT         a system message     (messages keep the order given;\n"
+            "  -u TEXT         a user message        without any, a demo conversation:\n"
+            "  -a TEXT         an assistant message  system, user, assistant, user)\n"
+            "  --tool TEXT     a tool message (a tool's result)\n"
+            "  --tools FILE    OpenAI tools array (JSON): the template's `tools`\n"
+            "  --bos T --eos T special token texts (default: the GGUF's, else empty)\n"
+            "  --no-gen        no generation prompt (add_generation_prompt=false)\n"
+            "  --think 0|1     set enable_thinking (default: undefined)\n"
+            "  --stats         print steps and sizes to stderr\n");
     return 2;
 }
 
@@ -38,10 +39,8 @@ int lw__cmd_template(int argc, char **argv) {
         else if (!strcmp(a, "-s") && more) msgs[n++] = (lw_chat_message){"system", argv[++i]};
         else if (!strcmp(a, "-u") && more) msgs[n++] = (lw_chat_message){"user", argv[++i]};
         else if (!strcmp(a, "-a") && more) msgs[n++] = (lw_chat_message){"assistant", argv[++i]};
-        else if (!strcmp(a, "--tool") && more)
-            msgs[n++] = (lw_chat_message){"tool", argv[++i]};
-        else if (!strcmp(a, "--tools") && more)
-            tools_file = argv[++i];
+        else if (!strcmp(a, "--tool") && more) msgs[n++] = (lw_chat_message){"tool", argv[++i]};
+        else if (!strcmp(a, "--tools") && more) tools_file = argv[++i];
         else if (!strcmp(a, "--bos") && more) bos = argv[++i];
         else if (!strcmp(a, "--eos") && more) eos = argv[++i];
         else if (!strcmp(a, "--no-gen")) add_gen = 0;

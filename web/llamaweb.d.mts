@@ -457,7 +457,8 @@ export interface ChatCompletion {
 }
 
 /** A streamed piece of a tool call, as OpenAI streams them: the first for a call (its index) has id, type and
- * function.name (arguments ''), the next ones only function.arguments: pieces that join to the call's. */
+ * function.name (arguments: the first piece, often ''), the next ones only function.arguments: pieces that
+ * join to the call's. */
 export interface ToolCallDelta {
   index: number;
   id?: string;

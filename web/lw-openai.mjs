@@ -239,7 +239,7 @@ async function completion(model, req) {
 // are not shown); parallel_tool_calls (default true); tool_format (an extension: 'hermes' | 'llama3' |
 // 'mistral', default the template's). Replies with calls have message.tool_calls and finish_reason
 // 'tool_calls'. Streamed as OpenAI streams them: the text before the first call as content deltas, then per
-// call a delta {tool_calls: [{index, id, type: 'function', function: {name, arguments: ''}}]} once its name
+// call a delta {tool_calls: [{index, id, type: 'function', function: {name, arguments}}]} once its name
 // is complete and deltas {tool_calls: [{index, function: {arguments}}]} with the arguments' text as it is
 // generated; the argument pieces of a call join to the result's arguments (toolCallStream). Messages may
 // carry tool_calls (assistant) and tool_call_id (role 'tool'), and the conversation may end with tool results.

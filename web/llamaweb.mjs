@@ -106,13 +106,7 @@ async function loadScriptOnce(src, name) {
     if (prev !== undefined) globalThis[name] = prev;
     return f;
   };
-  if (typeof document === 'undefined') {
-    // a module worker has neither <script> nor importScripts: run the classic script as global code
-    const r = await fetch(src);
-    if (!r.ok) throw missing(`: HTTP ${r.status}`);
-    (0, eval)(await r.text() + '\n//# sourceURL=' + src);
-    return take();
-  }
+  if (typeof document === 'undefined') return importFactory(src, name, missing);
   await new Promise((resolve, reject) => {
     const el = document.createElement('script');
     el.src = src;
@@ -121,6 +115,30 @@ async function loadScriptOnce(src, name) {
     document.head.appendChild(el);
   });
   return take();
+}
+
+// A module worker has neither <script> nor importScripts, and a strict Content-Security-Policy (no
+// 'unsafe-eval') refuses eval: the classic script is imported as a module instead, whose UMD tail stores the
+// factory on the global `exports` object it finds (`exports[name] = ...`); that object is ours for the
+// duration, so loads are one at a time. Needs the script served as JavaScript (module MIME check).
+let importing = Promise.resolve();
+function importFactory(src, name, missing) {
+  const run = importing.then(async () => {
+    const had = Object.prototype.hasOwnProperty.call(globalThis, 'exports'), prev = globalThis.exports, sink = {};
+    globalThis.exports = sink;
+    try {
+      await import(src);
+    } catch (e) {
+      throw missing(`: ${e && e.message || e}`);
+    } finally {
+      if (had) globalThis.exports = prev;
+      else delete globalThis.exports;
+    }
+    if (typeof sink[name] !== 'function') throw new LlamawebError('UNSUPPORTED_MODEL', `${src} did not define ${name}`);
+    return sink[name];
+  });
+  importing = run.catch(() => {});
+  return run;
 }
 
 // The folder of the wasm builds, ending in '/'.

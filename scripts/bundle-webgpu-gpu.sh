@@ -128,7 +128,7 @@ for step in ${STEPS:-test bench}; do
       for se in ${SUBMITS:-256}; do
         for tu in "${tunes[@]}"; do
           echo "-- $t submit $se${tu:+ tune $tu}" | tee -a $OUT/models.log
-          timeout 300 $T/node web/cli.mjs bench -m $T/m-$pr-$t.gguf -p ${PP:-512} -n ${TG:-128} -r ${REPS:-3} --submit $se \
+          timeout 300 $T/node web/cli.mjs bench -m $T/m-$pr-$t.gguf -p ${PP:-512} -n ${TG:-128} -r ${REPS:-3} --submit $se ${WEB_ARGS:-} \
             ${tu:+--tune "$tu"} 2>&1 | grep -v artificially | tee -a $OUT/models.log
         done
       done

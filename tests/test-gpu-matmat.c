@@ -172,15 +172,15 @@ static void test_pipelines(void) {
     d = lw__gpu_matmat_tuned(&tn, &info, LW_TYPE_Q8_0);
     CHECK(!d.idot && d.tk == 32 && d.rm == 4);
     /* the matrix units: only on a device with i8 16 x 16 x 32 subgroup matrices and 32-wide subgroups, for
-     * every quantized format (16-bit digits of X and W); opt-in ("smx": 1) until they beat the others */
+     * every quantized format (16-bit digits of X and W); on by default there, off with "smx": 0 */
     lw__gpu_matmat_variant sm = {LW_TYPE_Q4_K, false, 64, 64, 64, 2, 2, LW_GPU_ACTQ_NONE, false, true};
     CHECK(lw__gpu_matmat_check(&info, &sm, err) == LW_ERR_UNSUPPORTED && strstr(err, "subgroup matrices"));
     CHECK(!lw__gpu_matmat_default(&info, LW_TYPE_Q4_0).smx);
     lw_gpu_info mx = info;
     mx.smx_m = mx.smx_n = 16, mx.smx_k = 32, mx.subgroup_min_size = mx.subgroup_max_size = 32;
-    mx.max_compute_workgroup_storage_size = 49152;         /* the H200's */
-    CHECK(!lw__gpu_matmat_default(&mx, LW_TYPE_Q4_0).smx); /* off unless tuned on */
-    static lw__gpu_tune on;                                /* 20 KiB: not on the stack */
+    mx.max_compute_workgroup_storage_size = 49152; /* the H200's */
+    CHECK(lw__gpu_matmat_default(&mx, LW_TYPE_Q4_0).smx);
+    static lw__gpu_tune on; /* 20 KiB: not on the stack */
     lw__gpu_tune_init(&on);
     CHECK(lw__gpu_tune_set(&on, "matmat.*.smx", 1, err) == LW_OK);
     CHECK(!lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_F16).smx); /* the float formats keep the float tiles */
@@ -188,14 +188,13 @@ static void test_pipelines(void) {
     CHECK(strstr(f->wgsl, "subgroupMatrixMultiplyAccumulate") &&
           strstr(f->wgsl, "chromium_experimental_subgroup_matrix"));
     CHECK_MSG(strcmp(f->label, "matmat q4_K t64x64x64 r2x2 a0 smx") == 0, "%s", f->label);
-    CHECK(lw__gpu_matmat_wg_size(&sm) == 128 &&
-          lw__gpu_matmat_wg_bytes(&sm) == 2 * 64 * 80 + 64 * 4 + 4 * 1024);
+    CHECK(lw__gpu_matmat_wg_size(&sm) == 128 && lw__gpu_matmat_wg_bytes(&sm) == 4 * (64 + 64) * 64 + 64 * 4);
     sm.type = LW_TYPE_F16; /* no quantized blocks */
     CHECK(lw__gpu_matmat_check(&mx, &sm, err) == LW_ERR_INVALID_ARG && strstr(err, "subgroup matrices"));
     sm.type = LW_TYPE_Q4_0, sm.tn = 48; /* 48 is not a multiple of 16 x 2 */
     CHECK(lw__gpu_matmat_check(&mx, &sm, err) == LW_ERR_INVALID_ARG);
     d = lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_Q4_0);
-    CHECK(d.smx && !d.idot && d.actq == LW_GPU_ACTQ_NONE && d.tm == 64 && d.tn == 128 &&
+    CHECK(d.smx && !d.idot && d.actq == LW_GPU_ACTQ_NONE && d.tm == 128 && d.tn == 128 &&
           lw__gpu_matmat_check(&mx, &d, err) == LW_OK);
     CHECK(lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_Q4_K).smx &&
           lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_Q6_K).smx &&

@@ -58,9 +58,8 @@ export async function problem(M, type, rows, k, tokens, { reps = 3 } = {}) {
   return {
     // v: {f16, tm, tn, tk, rm, rn, idot} (tm 0 or absent: the device's default variant; idot 1 integer
     // products, 2 the matrix units with the quantizer pass before each product)
-    // (the integer products are checked against the CPU's own products; the matrix units' 16-bit digits
-    // against the reference, like the float tiles)
-    matmat: (v, n = 1) => time((i) => M._lw_wasm_matmat_bench(h, v.f16 ?? 0, v.tm ?? 0, v.tn ?? 0, v.tk ?? 0, v.rm ?? 0, v.rn ?? 0, v.idot ?? 0, i), n, v.idot === 1),
+    // (the integer products and the matrix units round X as the CPU does: checked against its own products)
+    matmat: (v, n = 1) => time((i) => M._lw_wasm_matmat_bench(h, v.f16 ?? 0, v.tm ?? 0, v.tn ?? 0, v.tk ?? 0, v.rm ?? 0, v.rn ?? 0, v.idot ?? 0, i), n, !!v.idot),
     // v: {f16, sg, wg, rows, blocks} (wg 0 or absent: the device's default variant); one dispatch per token
     matvec: (v, n = 1) => time((i) => M._lw_wasm_matmat_matvec(h, v.f16 ?? 0, v.sg ?? 0, v.wg ?? 0, v.rows ?? 1, v.blocks ?? 0, i), n),
     // the default variants of this device, as C assembles them (lw__gpu_*_tuned with no overrides)
@@ -109,7 +108,7 @@ export function candidates(device, quick, onlyF16 = null) {
     [64, 64, 128, 2, 2]];
   for (const [tm, tn, tk, rm, rn] of smxShapes) {
     const inv = (tm / (16 * rm)) * (tn / (16 * rn)) * 32, sgs = inv / 32;
-    const mem = 2 * tm * (tk + 16) + tm * 4 + sgs * 1024; // lw__gpu_matmat_wg_bytes
+    const mem = 4 * (tm + tn) * tk + tm * 4 + (2 * tn * tk >= sgs * 1024 ? 0 : sgs * 1024); // lw__gpu_matmat_wg_bytes
     if (inv <= maxInv && mem <= maxMem) mm.push({ f16: 0, tm, tn, tk, rm, rn, idot: 2 });
   }
   return { mv, mm };

@@ -504,7 +504,10 @@ static lw_status create(lw__gpu_model *g) {
     g->n_ctx = g->p.n_ctx ? g->p.n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
     if (g->n_ctx == 0 || g->n_ctx > (1u << 24))
         return lw__errorf(g->err, LW_ERR_INVALID_ARG, "bad n_ctx %u", g->n_ctx);
-    g->n_batch = g->p.n_batch ? g->p.n_batch : 128;
+    /* tokens per step: 512 where the prompt's products run on the matrix units (llama.cpp's default ubatch;
+     * H200 pp512 with them, 8B Q4_0: 1149 t/s in steps of 128, 2568 in one step of 512: a step of 128 gives
+     * a 4096-row product 32 workgroups of 128 x 128), else 128 */
+    g->n_batch = g->p.n_batch ? g->p.n_batch : lw__gpu_smx_available(&g->info) ? 512 : 128;
     if (g->n_batch > g->n_ctx) g->n_batch = g->n_ctx;
     lw__gpu_cache_init(&g->cache, &g->alloc);
 

@@ -486,17 +486,17 @@ lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_
     const lw__gpu_format *f = lw__gpu_format_of(type);
     def[LW_GPU_TUNE_MM_IDOT] = gpu && lw__gpu_matmat_has_idot(type) && info->has_dot4 && f && f->block == 32;
     /* the matrix units, where the device has them, for every quantized format (matmat-smx.wgsl: 16-bit
-     * digits, three i8 products per fragment and K step), when tuned on ("smx": 1): 64 x 128 tiles of 8
-     * subgroups, each 2 x 2 fragments, K steps of 64. On the H200 (tests/web/bench-matmat.mjs 4096 4096 512,
-     * the prep pass included): Q4_0 0.88 ms (19 TFLOP/s), Q4_K 0.89 ms, against 1.03 / 0.92 ms for the f32
-     * tiles; in the 1B Q4_0 (STEPS=compare) pp512 3781 t/s against ~6,700 with the integer products: off by
-     * default until they win */
-    def[LW_GPU_TUNE_MM_SMX] = 0;
+     * digits, three i8 products per fragment and K step; off with "smx": 0): 128 x 128 tiles of 8 subgroups,
+     * each 4 x 2 fragments, K steps of 32. On the H200 (tests/web/bench-matmat.mjs 4096 4096 512, the prep
+     * pass included): Q4_0 0.47 ms (36 TFLOP/s), Q4_K 0.53 ms; 64 x 128 x 32 of 2 x 2 0.65 / 0.70 ms, the f32
+     * tiles 0.91 ms; whole models (web/cli.mjs bench --batch 512): pp512 of the 1B Q4_0 7701 -> 13166 t/s and
+     * of the 8B Q4_0 1202 -> 2568 against the integer products */
+    def[LW_GPU_TUNE_MM_SMX] = 1;
     const bool smx = pick(t, 1, type, LW_GPU_TUNE_MM_SMX, def[LW_GPU_TUNE_MM_SMX]) &&
                      lw__gpu_smx_available(info) && lw__gpu_matmat_has_smx(type);
     if (smx) {
-        def[LW_GPU_TUNE_MM_TM] = 64, def[LW_GPU_TUNE_MM_TN] = 128, def[LW_GPU_TUNE_MM_TK] = 64;
-        def[LW_GPU_TUNE_MM_RM] = 2, def[LW_GPU_TUNE_MM_RN] = 2;
+        def[LW_GPU_TUNE_MM_TM] = 128, def[LW_GPU_TUNE_MM_TN] = 128, def[LW_GPU_TUNE_MM_TK] = 32;
+        def[LW_GPU_TUNE_MM_RM] = 4, def[LW_GPU_TUNE_MM_RN] = 2;
     } else if (pick(t, 1, type, LW_GPU_TUNE_MM_IDOT, def[LW_GPU_TUNE_MM_IDOT])) {
         def[LW_GPU_TUNE_MM_TM] = 32, def[LW_GPU_TUNE_MM_TN] = 64, def[LW_GPU_TUNE_MM_TK] = 128;
         def[LW_GPU_TUNE_MM_RM] = 2, def[LW_GPU_TUNE_MM_RN] = 4;

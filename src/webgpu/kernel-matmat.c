@@ -61,10 +61,12 @@ uint64_t lw__gpu_matmat_wg_bytes(const lw__gpu_matmat_variant *v) {
      * scales and per sub-block one of integer scale and min; per token and block a vec2, and with
      * sub-blocks (the K formats) an i32 sum per sub-block */
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
-    if (v->smx) { /* matmat-smx.wgsl: two W digit tiles (rows of tk + 16 bytes), a scale per row, and one
-                     16 x 16 i32 fragment per subgroup for the end */
-        const uint64_t sgs = lw__gpu_matmat_wg_size(v) / 32;
-        return 2u * (uint64_t)v->tm * (v->tk + 16) + (uint64_t)v->tm * 4u + sgs * 1024u;
+    if (v->smx) { /* matmat-smx.wgsl: two buffers of two digit tiles each of W and X (rows of tk bytes), a
+                     scale per row, and one 16 x 16 i32 fragment per subgroup for the end (in X's tiles where
+                     they hold it) */
+        const uint64_t sgs = lw__gpu_matmat_wg_size(v) / 32, x = 4u * (uint64_t)v->tn * v->tk;
+        return 4u * (uint64_t)v->tm * v->tk + x + (uint64_t)v->tm * 4u +
+               (x / 2 >= sgs * 1024u ? 0 : sgs * 1024u);
     }
     if (v->idot && f) {
         const uint64_t nb = v->tk / f->block, subs = idot_subs(v->type);
@@ -285,11 +287,14 @@ lw_status lw__gpu_smx_prep_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *c
     if (SMX_PREP_WG > info->max_compute_invocations_per_workgroup)
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "smx-prep: needs %u invocations per workgroup",
                           SMX_PREP_WG);
-    char label[LW_GPU_CACHE_KEY], wg[12], rpw[12];
-    snprintf(label, sizeof label, "smx-prep %s", ti ? ti->name : "?");
+    char label[LW_GPU_CACHE_KEY], wg[12], rpw[12], actq[12];
+    /* X rounded as the CPU rounds it for the format (its 8-bit blocks; the float roundings do not apply) */
+    const uint32_t aq = lw__gpu_actq_block(f->actq) ? f->actq : LW_GPU_ACTQ_NONE;
+    snprintf(label, sizeof label, "smx-prep %s a%u", ti ? ti->name : "?", aq);
+    snprintf(actq, sizeof actq, "%u", aq);
     snprintf(wg, sizeof wg, "%u", SMX_PREP_WG);
     snprintf(rpw, sizeof rpw, "%u", SMX_PREP_RPW);
-    lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define}, {"WG_SIZE", wg}, {"RPW", rpw}};
+    lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define}, {"WG_SIZE", wg}, {"RPW", rpw}, {"ACTQ", actq}};
     static const lw_gpu_binding_kind kinds[LW_GPU_SMX_PREP_BINDINGS] = {
         LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "smx-prep.wgsl", defs,

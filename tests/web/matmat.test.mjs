@@ -143,10 +143,11 @@ test('integer products (idot): the CPU engine\'s own products for its formats, r
 });
 
 // The matrix units (shaders/matmat-smx.wgsl, "smx": WebGPU subgroup matrices, i8 x i8 -> i32 16 x 16 x 32):
-// X (per token) and W (per row) as 16-bit fixed point in two signed-byte digits (smx-prep.wgsl), three
-// integer products per fragment and K step, scales once at the end. Against the reference in double the
-// error is that of a 15-bit mantissa relative to a token's / row's largest value (nmse ~1e-9 on these random
-// data; the f32 tiles' is ~1e-14, 8-bit activation blocks' ~1e-5), so the bound is SMX_BOUND. Every
+// X rounded as the CPU rounds it for the format, then X (per token) and W (per row) as 16-bit fixed point in
+// two signed-byte digits (smx-prep.wgsl), three integer products per fragment and K step, scales once at the
+// end. Against the CPU engine's own products the error is that of a 15-bit mantissa relative to a token's /
+// row's largest value (nmse ~1e-9 on these random data; the unrounded X would differ by the 8-bit blocks'
+// ~1e-5), so the bound is SMX_BOUND. Every
 // quantized format. Only GPUs list such configurations (lavapipe and SwiftShader list none): elsewhere the
 // variant must be refused with a reason, as for the float formats everywhere. Partial tiles in every
 // direction (67 rows, 37 tokens, K steps that end part full), the offsets and strides of LAYOUT, several
@@ -164,12 +165,15 @@ test('matrix units (smx): every quantized format against the reference on GPUs t
       continue;
     }
     const k = kOf(f) + f.block * (f.block === 256 ? 1 : 3); // an odd number of 32-blocks: 64-wide steps end half full
-    const runs = [{ tm: 64, tn: 128, tk: 64, rm: 2, rn: 2, smx: true }, { tm: 32, tn: 32, tk: 32, rm: 1, rn: 1, smx: true },
-      { tm: 128, tn: 32, tk: 32, rm: 4, rn: 1, smx: true }, { tm: 16, tn: 64, tk: 96, rm: 1, rn: 2, smx: true }];
+    const runs = [{ tm: 128, tn: 128, tk: 32, rm: 4, rn: 2, smx: true, cpu: true }, { tm: 32, tn: 32, tk: 32, rm: 1, rn: 1, smx: true, cpu: true },
+      { tm: 128, tn: 32, tk: 32, rm: 4, rn: 1, smx: true, cpu: true }, { tm: 16, tn: 64, tk: 96, rm: 1, rn: 2, smx: true, cpu: true }];
     const r = await check(f, 67, k, 37, runs, { seed: 57 + f.type, layout: LAYOUT });
-    const [plain] = await check(f, 67, k, 37, [{ ...ODD }], { seed: 57 + f.type, layout: LAYOUT });
-    console.log(`# ${f.name} smx (k=${k}): nmse ${r.map((v) => v.toExponential(2)).join(' / ')} (f32 tiles ${plain.toExponential(2)})`);
-    for (const v of r) assert.ok(v < SMX_BOUND, `${f.name}: ${r}`);
+    const [plain] = await check(f, 67, k, 37, [{ ...ODD, cpu: true }], { seed: 57 + f.type, layout: LAYOUT });
+    console.log(`# ${f.name} smx (k=${k}): nmse vs the CPU's products ${r.map((v) => v.toExponential(2)).join(' / ')} (f32 tiles, X unrounded: ${plain.toExponential(2)})`);
+    // Q4_1 / Q5_1: the CPU multiplies the weight minimum by its Q8_1 block sum kept in f16, the digits by the
+    // sum of the rounded x (measured 1.4e-7)
+    const bound = ['q4_1', 'q5_1'].includes(f.name) ? 1e-6 : SMX_BOUND;
+    for (const v of r) assert.ok(v < bound, `${f.name}: ${r}`);
   }
 });
 

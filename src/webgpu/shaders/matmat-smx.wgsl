@@ -12,8 +12,8 @@ enable chromium_experimental_subgroup_matrix;
 // barriers.
 // Tiling: a workgroup computes TM rows x TN tokens with (TM / (16 RF)) x (TN / (16 TF)) subgroups of SG = 32
 // invocations; each subgroup RF x TF fragments. K steps of TK elements (TK / 8 chunks of the format, in its
-// (block, chunk) order, which the prep pass wrote X in). X's fragments load straight from the prep buffer
-// (16 tokens at nkw words apart); W's from the tiles.
+// (block, chunk) order, which the prep pass wrote X in). Both operands' fragments load from workgroup tiles
+// (X's words copied there coalesced, W's made there).
 // Loads and stores name their layout as a template argument (Dawn deprecates the boolean form). For 8-bit
 // matrices in an array<i32>, offsets and strides count words, four bytes of the matrix to a word along its
 // contiguous dimension (Dawn, npm webgpu 0.6.2, measured on the H200).
@@ -66,13 +66,26 @@ const SG: u32 = 32u;                      // invocations per subgroup
 const SGR: u32 = TM / (16u * RF);         // subgroups along rows
 const NSG: u32 = SGR * (TN / (16u * TF)); // subgroups
 const CK: u32 = TK / 8u;                  // chunks per K step
-const WSW: u32 = TK / 4u + 4u;            // words per row of a W tile (16 bytes of padding: banks)
+const WSW: u32 = TK / 4u;                 // words per row of a tile (a 16 x 32 fragment: 512 contiguous bytes at TK 32)
 const FULL: f32 = 32512.0;                // smx-prep.wgsl: the largest |value| of a row / token
 
-var<workgroup> wh: array<i32, TM * WSW>;  // W's high digits: row m, chunk s at words m WSW + 2 s, + 1
-var<workgroup> wl: array<i32, TM * WSW>;  // W's low digits likewise
-var<workgroup> rinv: array<f32, TM>;      // FULL / (row's max |w|), 0 for a zero row or one past the end
+// Two buffers of each tile: the fill of step s + 1 (global loads, dequantization) runs while the products of
+// step s read the other, so one barrier per step and the loads' latency hides under other subgroups' products
+// (with one barrier before and one after the products the whole workgroup waited on every step's loads:
+// ~4 us a step on the H200, 10x its products)
+const TW: u32 = TM * WSW;                     // words of one W tile
+const TX: u32 = TN * WSW;                     // words of one X tile
+var<workgroup> xh: array<i32, 2u * TX>;       // X's high digits: buffer p, token n at p TX + n WSW ..
+var<workgroup> xl: array<i32, 2u * TX>;       // X's low digits likewise
+var<workgroup> wh: array<i32, 2u * TW>;       // W's high digits: buffer p, row m, chunk s at p TW + m WSW + 2 s, + 1
+var<workgroup> wl: array<i32, 2u * TW>;       // W's low digits likewise
+var<workgroup> rinv: array<f32, TM>;          // FULL / (row's max |w|), 0 for a zero row or one past the end
+#if 2 * TN * (TK / 4) >= (TM / (16 * RF)) * (TN / (16 * TF)) * 256
+#define STAGE xh                              // the end: one 16 x 16 accumulator per subgroup, in X's tiles
+#else
 var<workgroup> stage: array<i32, NSG * 256u>; // the end: one accumulator per subgroup, row-major 16 x 16
+#define STAGE stage
+#endif
 
 // Packs the digits of four weights (already scaled by FULL / max): (high bytes, low bytes).
 fn split4(v: vec4<f32>) -> vec2<i32> {
@@ -83,6 +96,43 @@ fn split4(v: vec4<f32>) -> vec2<i32> {
     let lb = bitcast<vec4<u32>>(l) & vec4<u32>(0xffu);
     return vec2<i32>(bitcast<i32>(hb.x | (hb.y << 8u) | (hb.z << 16u) | (hb.w << 24u)),
                      bitcast<i32>(lb.x | (lb.y << 8u) | (lb.z << 16u) | (lb.w << 24u)));
+}
+
+// Fills buffer p with K step k0's digits: W's (one (row, chunk) per invocation; rows past the end and chunks
+// past K are zeros) and X's words of both planes (coalesced along K; tokens past the end and words past K
+// are zeros).
+fn fill(p: u32, k0: u32, lid: u32, row0: u32, tok0: u32, nkw: u32, plane: u32) {
+    for (var i = lid; i < TM * CK; i += WG_SIZE) {
+        let m = i / CK;
+        let s = i % CK;
+        let c = k0 / 8u + s;
+        var d = vec4<i32>(0);
+        if (c < params.k / 8u && row0 + m < params.rows) {
+            let b = params.w_offset + (row0 + m) * params.row_stride + (c / DQ_CHUNKS) * DQ_BYTES;
+            let v = dq_chunk(b, c % DQ_CHUNKS);
+            let lo = split4(vec4<f32>(v.lo) * rinv[m]);
+            let hi = split4(vec4<f32>(v.hi) * rinv[m]);
+            d = vec4<i32>(lo.x, hi.x, lo.y, hi.y);
+        }
+        let o = p * TW + m * WSW + 2u * s;
+        wh[o] = d.x;
+        wh[o + 1u] = d.y;
+        wl[o] = d.z;
+        wl[o + 1u] = d.w;
+    }
+    for (var i = lid; i < TN * (TK / 4u); i += WG_SIZE) {
+        let n = i / (TK / 4u);
+        let v = i % (TK / 4u);
+        var a = 0;
+        var b = 0;
+        if (tok0 + n < params.tokens && k0 / 4u + v < nkw) {
+            let at = (tok0 + n) * nkw + k0 / 4u + v;
+            a = xq[at];
+            b = xq[plane + at];
+        }
+        xh[p * TX + n * WSW + v] = a;
+        xl[p * TX + n * WSW + v] = b;
+    }
 }
 
 @compute @workgroup_size(WG_SIZE)
@@ -108,12 +158,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let sr = sid % SGR; // this subgroup's fragments: rows (sr RF + rf) 16 .., tokens (st TF + tf) 16 ..
     let st = sid / SGR;
-    // X's fragments: tokens past the end read the planes' padding (or, for fragments wholly past it, the
-    // last 16 tokens): their outputs are never stored, and a row of the product depends only on its own token.
-    // A fragment load must lie wholly inside the binding: one that reaches past its end reads zeros or
-    // clamped words on some drivers (measured on the H200: wrong low digits for the last tokens)
-    let xrow0 = min(tok0 + st * TF * 16u, t16 - 16u) * nkw;
-    let xrow1 = min(tok0 + (st * TF + 1u) * 16u, t16 - 16u) * nkw;
     // the accumulators a<tf><rf>h (high x high) and a<tf><rf>x (the two cross products)
     var a00h: subgroup_matrix_result<i32, 16, 16>;
     var a00x: subgroup_matrix_result<i32, 16, 16>;
@@ -135,34 +179,23 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var a13h: subgroup_matrix_result<i32, 16, 16>;
     var a13x: subgroup_matrix_result<i32, 16, 16>;
 #endif
+    workgroupBarrier(); // rinv
+    fill(0u, 0u, lid, row0, tok0, nkw, plane);
     workgroupBarrier();
+    var p = 0u;
     for (var k0 = 0u; k0 < params.k; k0 += TK) {
-        // W tile: one (row, chunk) per invocation; rows past the end and chunks past K are zeros
-        for (var i = lid; i < TM * CK; i += WG_SIZE) {
-            let m = i / CK;
-            let s = i % CK;
-            let c = k0 / 8u + s;
-            var d = vec4<i32>(0);
-            if (c < params.k / 8u && row0 + m < params.rows) {
-                let b = params.w_offset + (row0 + m) * params.row_stride + (c / DQ_CHUNKS) * DQ_BYTES;
-                let v = dq_chunk(b, c % DQ_CHUNKS);
-                let lo = split4(vec4<f32>(v.lo) * rinv[m]);
-                let hi = split4(vec4<f32>(v.hi) * rinv[m]);
-                d = vec4<i32>(lo.x, hi.x, lo.y, hi.y);
-            }
-            wh[m * WSW + 2u * s] = d.x;
-            wh[m * WSW + 2u * s + 1u] = d.y;
-            wl[m * WSW + 2u * s] = d.z;
-            wl[m * WSW + 2u * s + 1u] = d.w;
+        if (k0 + TK < params.k) { // the next step's tiles into the other buffers, under this step's products
+            fill(p ^ 1u, k0 + TK, lid, row0, tok0, nkw, plane);
         }
-        workgroupBarrier();
         for (var kk = 0u; kk < TK / 32u && k0 + 32u * kk < params.k; kk++) { // (a last step may end early)
-            let kw = (k0 + 32u * kk) / 4u; // X's word of this 32-element step
-            let xh0 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xq, xrow0 + kw, nkw);
-            let xl0 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xq, plane + xrow0 + kw, nkw);
+            // X's fragments from workgroup memory: loads straight from the storage buffer measured ~10x
+            // slower on the H200 (tests/web/smx-micro.mjs: 111 against 1,134 TOPS at 4 products a load)
+            let xo0 = p * TX + st * TF * 16u * WSW + 8u * kk;
+            let xh0 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xh, xo0, WSW);
+            let xl0 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xl, xo0, WSW);
 #if TF > 1
-            let xh1 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xq, xrow1 + kw, nkw);
-            let xl1 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xq, plane + xrow1 + kw, nkw);
+            let xh1 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xh, xo0 + 16u * WSW, WSW);
+            let xl1 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xl, xo0 + 16u * WSW, WSW);
 #endif
 #define RFI 0u
 #define A0H a00h
@@ -214,6 +247,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #endif
         }
         workgroupBarrier();
+        p ^= 1u;
     }
     // the end: each fragment's two accumulators through workgroup memory, weighted by the scales; lane
     // (r, c) = (lane / 16, lane % 16) takes elements r + 2 e (tokens), c (row), e = 0 .. 7

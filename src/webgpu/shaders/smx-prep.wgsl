@@ -21,7 +21,8 @@
 //   [T16 nkw, 2 T16 nkw)     low digits likewise
 //   2 T16 nkw + t            token t's max |x| (f32 bits)
 //   2 T16 nkw + T + r        row r's max |w| (f32 bits; row r of this piece)
-// Defines: WEIGHT_TYPE, WG_SIZE (a power of two >= 64), RPW (rows per workgroup, divides WG_SIZE).
+// Defines: WEIGHT_TYPE, ACTQ (the CPU's activation rounding for it: 0, 1 or 2), WG_SIZE (a power of two >= 64),
+// RPW (rows per workgroup, divides WG_SIZE).
 // Bindings: 0 w (weights, u32 words), 1 x as vec4<f32>, 2 q (read_write), 3 params.
 // Dispatch: (groups_x, ceil((tokens + ceil(rows / RPW)) / groups_x), 1).
 #include "common.wgsl"
@@ -55,6 +56,27 @@ struct PrepParams {
 
 #include "dequant.wgsl"
 
+// X rounded first as the CPU engine rounds it for this format (ACTQ 1: Q8_0 blocks of 32, 2: Q8_K blocks of
+// 256; actq.wgsl), so the product is the CPU's up to the digits' 15-bit rounding (~1e-9 of its square
+// norm) instead of differing from it by the 8-bit rounding (~1e-5): the greedy agreement with the CPU engine
+// stays that of the integer kernels
+fn actq_x(i: u32) -> vec4<f32> {
+    return x[i];
+}
+#include "actq.wgsl"
+#if ACTQ == 1 || ACTQ == 2
+const MAXB: u32 = 65536u / ACT_BLOCK;      // activation blocks of the longest row the mat-mat takes
+var<workgroup> bsc: array<vec2<f32>, MAXB>; // (multiplier, scale) of each block of the token
+#endif
+// Element values of the token as the product sees them: vec4 number i of x, in activation block b.
+fn xr4(i: u32, b: u32) -> vec4<f32> {
+#if ACTQ == 1 || ACTQ == 2
+    return actq_apply(x[i], bsc[b]);
+#else
+    return x[i];
+#endif
+}
+
 const FULL: f32 = 32512.0; // 127 * 256: the largest |value| maps here, so the high digit stays in [-127, 127]
 const LPR: u32 = WG_SIZE / RPW; // invocations per row of W
 
@@ -83,9 +105,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let plane = (params.t_total + 15u) / 16u * 16u * nkw; // planes of whole 16-token fragments
     if (g < params.tokens) { // uniform across the workgroup
         let x0 = params.x_offset + g * params.x_stride;
+#if ACTQ == 1 || ACTQ == 2
+        for (var b = lid; b < params.k / ACT_BLOCK; b += WG_SIZE) {
+            bsc[b] = actq_scale(x0 + b * (ACT_BLOCK / 4u));
+        }
+        workgroupBarrier();
+        let bv = ACT_BLOCK / 4u; // vec4s per activation block
+#else
+        let bv = 1u;
+#endif
         var m = 0.0f;
         for (var i = lid; i < nkw; i += WG_SIZE) {
-            m = max(m, absmax4(x[x0 + i]));
+            m = max(m, absmax4(xr4(x0 + i, i / bv)));
         }
         red[lid] = m;
         workgroupBarrier();
@@ -99,8 +130,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let inv = select(0.0, FULL / mx, mx > 0.0);
         for (var c = lid; c < params.k / 8u; c += WG_SIZE) { // chunk c of K in (block, chunk) order
             let e0 = (c / DQ_CHUNKS) * DQ_BLOCK;
-            let lo = split4(x[x0 + (e0 + dq_lo_at(c % DQ_CHUNKS)) / 4u] * inv);
-            let hi = split4(x[x0 + (e0 + dq_hi_at(c % DQ_CHUNKS)) / 4u] * inv);
+            let il = (e0 + dq_lo_at(c % DQ_CHUNKS)) / 4u;
+            let ih = (e0 + dq_hi_at(c % DQ_CHUNKS)) / 4u;
+            let lo = split4(xr4(x0 + il, il / bv) * inv);
+            let hi = split4(xr4(x0 + ih, ih / bv) * inv);
             let o = g * nkw + 2u * c;
             q[o] = lo.x;
             q[o + 1u] = hi.x;

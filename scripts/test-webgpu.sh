@@ -19,7 +19,7 @@ mkdir -p "$wasm_dir"
 lavapipe=$(ls /usr/share/vulkan/icd.d/lvp_icd*.json 2>/dev/null | head -1)
 swiftshader=/usr/lib/chromium/vk_swiftshader_icd.json
 
-node_tests=$(ls tests/web/*.test.mjs | grep -vE '/(browser|demo|cache|cpu-fallback|structured-browser)\.test\.mjs$')
+node_tests=$(ls tests/web/*.test.mjs | grep -vE '/(browser|demo|cache|cpu-fallback|structured-browser|csp)\.test\.mjs$')
 
 # Each test file runs in its own node process under its own time limit (LW_WEB_TEST_TIMEOUT seconds, default
 # 900), so a driver's total follows the work (a busy machine makes every file slower, not one limit too
@@ -73,7 +73,7 @@ run_on lavapipe "$lavapipe" $node_tests
 # shellcheck disable=SC2086
 run_on swiftshader "$swiftshader" $node_tests
 run_on chromium /usr/bin/chromium tests/web/browser.test.mjs tests/web/demo.test.mjs tests/web/cache.test.mjs tests/web/cpu-fallback.test.mjs \
-  tests/web/structured-browser.test.mjs
+  tests/web/structured-browser.test.mjs tests/web/csp.test.mjs
 [ "$skipped" -gt 0 ] && echo "test-webgpu: $skipped driver(s) skipped"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

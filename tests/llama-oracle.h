@@ -140,6 +140,22 @@ static inline void llama_oracle_log_cb(int level, const char *text, void *user) 
     llama_oracle_log[have + add] = 0;
 }
 
+/* Whether this CPU has AMX int8 tiles (/proc/cpuinfo's amx_int8 flag). There llama.cpp's loader picks its
+ * sapphirerapids build of ggml-cpu, which multiplies quantized weights on AMX tiles in an order of its own
+ * that the engine does not reproduce (measured: test-oracle-llama / -gemma4 / -qwen3moe outside their
+ * bounds, within them with the icelake build on the same host), so the oracle then loads the AVX-512 VNNI
+ * build of the same ISA (icelake) unless LW_ORACLE_CPU_VARIANT names one. */
+static inline int llama_oracle_host_has_amx(void) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return 0;
+    char line[4096];
+    int amx = 0;
+    while (!amx && fgets(line, sizeof line, f))
+        if (!strncmp(line, "flags", 5) && strstr(line, " amx_int8")) amx = 1;
+    fclose(f);
+    return amx;
+}
+
 /* Loads libllama and resolves the entry points; returns NULL on success, else why (for test_skip). */
 static inline const char *llama_oracle_open(void) {
     static char why[1400];
@@ -197,6 +213,8 @@ static inline const char *llama_oracle_open(void) {
     /* the CPU backend is a separate, per-CPU-feature library: the best for this CPU, or the one named by
      * LW_ORACLE_CPU_VARIANT (e.g. "haswell": what an AVX2-only machine such as a CI runner would use) */
     const char *variant = getenv("LW_ORACLE_CPU_VARIANT");
+    if ((!variant || !*variant) && llama_oracle_host_has_amx())
+        variant = "icelake"; /* the sapphirerapids build's AMX path: see llama_oracle_host_has_amx */
     if (variant && *variant) {
         snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", LLAMA_ORACLE_DIR, variant);
         if (!ll.backend_load || !ll.backend_load(path)) {

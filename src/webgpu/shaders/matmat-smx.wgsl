@@ -61,13 +61,13 @@ struct MatmatParams {
 @group(0) @binding(3) var<uniform> params: MatmatParams;
 
 #include "dequant.wgsl"
+#include "smx-digits.wgsl"
 
 const SG: u32 = 32u;                      // invocations per subgroup
 const SGR: u32 = TM / (16u * RF);         // subgroups along rows
 const NSG: u32 = SGR * (TN / (16u * TF)); // subgroups
 const CK: u32 = TK / 8u;                  // chunks per K step
 const WSW: u32 = TK / 4u;                 // words per row of a tile (a 16 x 32 fragment: 512 contiguous bytes at TK 32)
-const FULL: f32 = 32512.0;                // smx-prep.wgsl: the largest |value| of a row / token
 
 // Two buffers of each tile: the fill of step s + 1 (global loads, dequantization) runs while the products of
 // step s read the other, so one barrier per step and the loads' latency hides under other subgroups' products
@@ -87,17 +87,6 @@ var<workgroup> stage: array<i32, NSG * 256u>; // the end: one accumulator per su
 #define STAGE stage
 #endif
 
-// Packs the digits of four weights (already scaled by FULL / max): (high bytes, low bytes).
-fn split4(v: vec4<f32>) -> vec2<i32> {
-    let n = clamp(vec4<i32>(round(v)), vec4<i32>(-32512), vec4<i32>(32512));
-    let h = (n + vec4<i32>(128)) >> vec4<u32>(8u);
-    let l = n - (h << vec4<u32>(8u));
-    let hb = bitcast<vec4<u32>>(h) & vec4<u32>(0xffu);
-    let lb = bitcast<vec4<u32>>(l) & vec4<u32>(0xffu);
-    return vec2<i32>(bitcast<i32>(hb.x | (hb.y << 8u) | (hb.z << 16u) | (hb.w << 24u)),
-                     bitcast<i32>(lb.x | (lb.y << 8u) | (lb.z << 16u) | (lb.w << 24u)));
-}
-
 // Fills buffer p with K step k0's digits: W's (one (row, chunk) per invocation; rows past the end and chunks
 // past K are zeros) and X's words of both planes (coalesced along K; tokens past the end and words past K
 // are zeros).
@@ -112,7 +101,7 @@ fn fill(p: u32, k0: u32, lid: u32, row0: u32, tok0: u32, nkw: u32, plane: u32) {
             let v = dq_chunk(b, c % DQ_CHUNKS);
             let lo = split4(vec4<f32>(v.lo) * rinv[m]);
             let hi = split4(vec4<f32>(v.hi) * rinv[m]);
-            d = vec4<i32>(lo.x, hi.x, lo.y, hi.y);
+            d = bitcast<vec4<i32>>(vec4<u32>(lo.x, hi.x, lo.y, hi.y));
         }
         let o = p * TW + m * WSW + 2u * s;
         wh[o] = d.x;
@@ -144,7 +133,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         return; // uniform across the workgroup
     }
     let nkw = params.k / 4u;                  // words per token of a digit plane
-    let t16 = (params.tokens + 15u) / 16u * 16u; // tokens of a plane: whole fragments (loads stay inside)
+    let t16 = (params.tokens + 15u) / 16u * 16u; // tokens of a plane (smx-prep.wgsl's layout)
     let plane = t16 * nkw;                    // the low digits' plane
     let xmax0 = 2u * plane;                   // tokens' max |x|
     let wmax0 = xmax0 + params.tokens;        // rows' max |w|

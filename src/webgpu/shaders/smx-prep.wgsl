@@ -77,21 +77,9 @@ fn xr4(i: u32, b: u32) -> vec4<f32> {
 #endif
 }
 
-const FULL: f32 = 32512.0; // 127 * 256: the largest |value| maps here, so the high digit stays in [-127, 127]
+#include "smx-digits.wgsl"
 const LPR: u32 = WG_SIZE / RPW; // invocations per row of W
-
 var<workgroup> red: array<f32, WG_SIZE>;
-
-// The two digits of four values already scaled to [-FULL, FULL]: (high bytes, low bytes), packed.
-fn split4(v: vec4<f32>) -> vec2<u32> {
-    let n = clamp(vec4<i32>(round(v)), vec4<i32>(-32512), vec4<i32>(32512));
-    let h = (n + vec4<i32>(128)) >> vec4<u32>(8u);
-    let l = n - (h << vec4<u32>(8u));
-    let hb = vec4<u32>(bitcast<vec4<u32>>(h) & vec4<u32>(0xffu));
-    let lb = vec4<u32>(bitcast<vec4<u32>>(l) & vec4<u32>(0xffu));
-    return vec2<u32>(hb.x | (hb.y << 8u) | (hb.z << 16u) | (hb.w << 24u),
-                     lb.x | (lb.y << 8u) | (lb.z << 16u) | (lb.w << 24u));
-}
 
 fn absmax4(v: vec4<f32>) -> f32 {
     let a = abs(v);

@@ -336,6 +336,26 @@ static bool match_add_norm(const lw__gpu_model *g, int32_t i) {
 }
 
 /* The mat-vec variant MUL_MAT node j runs: tuned for its weight, fitted to the model's switches. */
+/* The mat-mat tiles of a weight of format type: the tuned ones, but with raw activations (f32 products)
+ * neither integer tiles nor the matrix units (they round X), and without the matrix units where no_smx. */
+static lw__gpu_matmat_variant mm_tiles(const lw__gpu_model *g, const lw_gpu_info *info, uint32_t type,
+                                       bool no_smx) {
+    lw__gpu_tune t;
+    if (g->p.tune)
+        t = *g->p.tune;
+    else
+        lw__gpu_tune_init(&t);
+    if (g->p.raw_acts) t.matmat[type][LW_GPU_TUNE_MM_IDOT] = 0;
+    if (g->p.raw_acts || no_smx) t.matmat[type][LW_GPU_TUNE_MM_SMX] = 0;
+    lw__gpu_matmat_variant v = lw__gpu_matmat_tuned(&t, info, type);
+    v.f16 = v.f16 && g->f16;
+    if (!g->p.raw_acts)
+        lw__gpu_matmat_round_acts(&v);
+    else
+        v.idot = false, v.actq = LW_GPU_ACTQ_NONE; /* integer products round X */
+    return v;
+}
+
 static lw__gpu_matvec_variant mm_variant(const lw__gpu_model *g, int32_t j) {
     const lw__tensor *w = &g->graph.t[g->graph.nodes[j].src[0]];
     lw__gpu_matvec_variant v = lw__gpu_matvec_tuned(g->p.tune, &g->info, w->type);
@@ -469,33 +489,7 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         }
         bool batched = g->n_batch > 1 && rows_of(g, nd->dst, 2) > 1;
         if (batched) { /* only where the mat-mat kernel takes the shape (e.g. k a multiple of its block) */
-            if (g->p.raw_acts) { /* f32 products: the tiles chosen for them, not those of integer products */
-                lw__gpu_tune t;
-                if (g->p.tune)
-                    t = *g->p.tune;
-                else
-                    lw__gpu_tune_init(&t);
-                t.matmat[w->type][LW_GPU_TUNE_MM_IDOT] = 0;
-                mm.v.mm = lw__gpu_matmat_tuned(&t, info, w->type);
-            } else {
-                mm.v.mm = lw__gpu_matmat_tuned(g->p.tune, info, w->type);
-            }
-            mm.v.mm.f16 = mm.v.mm.f16 && g->f16;
-            if (mm.v.mm.smx && g->p.raw_acts) { /* the matrix units take 16-bit digits, not f32 products */
-                lw__gpu_tune t;
-                if (g->p.tune)
-                    t = *g->p.tune;
-                else
-                    lw__gpu_tune_init(&t);
-                t.matmat[w->type][LW_GPU_TUNE_MM_SMX] = 0;
-                if (g->p.raw_acts) t.matmat[w->type][LW_GPU_TUNE_MM_IDOT] = 0;
-                mm.v.mm = lw__gpu_matmat_tuned(&t, info, w->type);
-                mm.v.mm.f16 = mm.v.mm.f16 && g->f16;
-            }
-            if (!g->p.raw_acts)
-                lw__gpu_matmat_round_acts(&mm.v.mm);
-            else
-                mm.v.mm.idot = false, mm.v.mm.actq = LW_GPU_ACTQ_NONE; /* integer products round X */
+            mm.v.mm = mm_tiles(g, info, w->type, false);
             const gm_piece *pc = &g->pieces[g->loc[nd->src[0]].piece0];
             lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, g->n_batch, 0, 0, 0, 0,
                                        (uint64_t)w->ne1};
@@ -504,6 +498,11 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             char why[LW_ERRMSG_SIZE];
             batched = lw__gpu_matmat_check(info, &mm.v.mm, why) == LW_OK &&
                       lw__gpu_matmat_plan(info, &mm.v.mm, &sh, &p, grid, why) == LW_OK;
+            if (!batched && mm.v.mm.smx) { /* digits over a binding (a huge piece): the other tiles */
+                mm.v.mm = mm_tiles(g, info, w->type, true);
+                batched = lw__gpu_matmat_check(info, &mm.v.mm, why) == LW_OK &&
+                          lw__gpu_matmat_plan(info, &mm.v.mm, &sh, &p, grid, why) == LW_OK;
+            }
         }
         if (batched && (st = lw__gpu_matmat_pipeline(gpu, &g->cache, &g->alloc, &mm.v.mm, info, &mm.pipe,
                                                      g->err)) != LW_OK)
@@ -736,14 +735,23 @@ lw_status lw__gm_prepare_shared(lw__gpu_model *g) {
     for (int32_t i = 0; i < gr->n_nodes; i++)
         if (gr->nodes[i].op == LW_OP_MUL_MAT && (uint64_t)gr->t[gr->nodes[i].src[0]].ne0 > k_max)
             k_max = (uint64_t)gr->t[gr->nodes[i].src[0]].ne0;
-    /* the subgroup-matrix mat-mats read a whole step's digits and a piece's row maxima from it
-     * (lw__gpu_smx_prep_bytes) */
-    uint64_t q_bytes = lw__gpu_actq_quant_bytes(k_max) + 16, smx_bytes = 0, rows_max = 0;
-    for (int32_t p = 0; p < g->n_pieces; p++)
-        if ((uint64_t)g->pieces[p].rows > rows_max) rows_max = (uint64_t)g->pieces[p].rows;
-    if (lw__gpu_smx_available(&g->info) && g->n_batch > 1 &&
-        lw__gpu_smx_prep_bytes(k_max, g->n_batch, rows_max, &smx_bytes) == LW_OK && smx_bytes > q_bytes)
-        q_bytes = smx_bytes;
+    /* the subgroup-matrix mat-mats read a whole step's digits of X and a piece's of W from it
+     * (lw__gpu_smx_prep_bytes): the most any batched product's piece needs (one whose digits exceed a
+     * binding takes the other tiles) */
+    uint64_t q_bytes = lw__gpu_actq_quant_bytes(k_max) + 16, smx_bytes = 0;
+    for (int32_t i = 0; i < gr->n_nodes && lw__gpu_smx_available(&g->info) && g->n_batch > 1; i++) {
+        const lw__node *nd = &gr->nodes[i];
+        if (nd->op != LW_OP_MUL_MAT || !is_weight(g, nd->src[0]) || rows_of(g, nd->dst, 2) < 2 ||
+            !lw__gpu_matmat_has_smx(gr->t[nd->src[0]].type))
+            continue;
+        for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces; k++) {
+            const gm_piece *pc = &g->pieces[g->loc[nd->src[0]].piece0 + k];
+            if (lw__gpu_smx_prep_bytes((uint64_t)gr->t[nd->src[0]].ne0, g->n_batch, (uint64_t)pc->rows,
+                                       &smx_bytes) == LW_OK &&
+                smx_bytes <= g->info.max_storage_buffer_binding_size && smx_bytes > q_bytes)
+                q_bytes = smx_bytes;
+        }
+    }
     if ((st = lw__gm_new_buffer(g, q_bytes, rw, "activation quants", &g->actq_scratch)) != LW_OK) return st;
     if ((st = lw__gm_new_buffer(g, g->attn_scratch_bytes, rw, "attention scratch", &g->attn_scratch)) !=
             LW_OK ||

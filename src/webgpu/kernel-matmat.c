@@ -61,12 +61,10 @@ uint64_t lw__gpu_matmat_wg_bytes(const lw__gpu_matmat_variant *v) {
      * scales and per sub-block one of integer scale and min; per token and block a vec2, and with
      * sub-blocks (the K formats) an i32 sum per sub-block */
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
-    if (v->smx) { /* matmat-smx.wgsl: two buffers of two digit tiles each of W and X (rows of tk bytes), a
-                     scale per row, and one 16 x 16 i32 fragment per subgroup for the end (in X's tiles where
-                     they hold it) */
+    if (v->smx) { /* matmat-smx.wgsl: two buffers of two digit tiles each of W and X (rows of tk bytes), and
+                     one 16 x 16 i32 fragment per subgroup for the end (in X's tiles where they hold it) */
         const uint64_t sgs = lw__gpu_matmat_wg_size(v) / 32, x = 4u * (uint64_t)v->tn * v->tk;
-        return 4u * (uint64_t)v->tm * v->tk + x + (uint64_t)v->tm * 4u +
-               (x / 2 >= sgs * 1024u ? 0 : sgs * 1024u);
+        return 4u * (uint64_t)v->tm * v->tk + x + (x / 2 >= sgs * 1024u ? 0 : sgs * 1024u);
     }
     if (v->idot && f) {
         const uint64_t nb = v->tk / f->block, subs = idot_subs(v->type);
@@ -237,8 +235,12 @@ lw_status lw__gpu_matmat_plan(const lw_gpu_info *info, const lw__gpu_matmat_vari
                           (unsigned long long)s->tokens);
     uint32_t gmax =
         info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
-    uint64_t groups = (s->rows + v->tm - 1) / v->tm, gx = groups < gmax ? groups : gmax,
-             gy = (groups + gx - 1) / gx, gz = (s->tokens + v->tn - 1) / v->tn;
+    /* the matrix units: row and token tiles fold together over x and y, token tiles fastest (a row tile's
+     * workgroups run side by side, so its W words come from DRAM once); the others: row tiles over x and y,
+     * token tiles over z */
+    const uint64_t row_tiles = (s->rows + v->tm - 1) / v->tm, tok_tiles = (s->tokens + v->tn - 1) / v->tn;
+    uint64_t groups = v->smx ? row_tiles * tok_tiles : row_tiles, gx = groups < gmax ? groups : gmax,
+             gy = (groups + gx - 1) / gx, gz = v->smx ? 1 : tok_tiles;
     if (gy > gmax || gz > gmax)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "matmat: %llu rows x %llu tokens exceed the dispatch grid",
                           (unsigned long long)s->rows, (unsigned long long)s->tokens);
@@ -252,7 +254,7 @@ lw_status lw__gpu_matmat_plan(const lw_gpu_info *info, const lw__gpu_matmat_vari
                                  (uint32_t)s->y_offset,
                                  (uint32_t)ys,
                                  (uint32_t)gx,
-                                 {0, 0}};
+                                 {v->smx ? (uint32_t)tok_tiles : 0, 0}};
     grid[0] = (uint32_t)gx;
     grid[1] = (uint32_t)gy;
     grid[2] = (uint32_t)gz;
@@ -267,9 +269,12 @@ lw_status lw__gpu_matmat_plan(const lw_gpu_info *info, const lw__gpu_matmat_vari
 #define SMX_PREP_RPW 4u   /* rows of W per workgroup (64 invocations stride each row's chunks)       */
 
 lw_status lw__gpu_smx_prep_bytes(uint64_t k, uint64_t tokens, uint64_t rows, uint64_t *bytes) {
-    uint64_t words; /* two planes of whole 16-token fragments, a max per token and per row */
+    /* X's two planes of whole 16-token fragments, a max per token and per row, up to a multiple of 4 words,
+     * W's two planes (smx-prep.wgsl's layout) */
+    uint64_t words, w_planes;
     if (tokens > UINT32_MAX || !lw__mul_u64((tokens + 15) / 16 * 16, k / 2, &words) ||
-        !lw__add_u64(words, tokens, &words) || !lw__add_u64(words, rows, &words) ||
+        !lw__add_u64(words, tokens, &words) || !lw__add_u64(words, rows + 3, &words) ||
+        !lw__mul_u64(rows, k / 2, &w_planes) || !lw__add_u64(words / 4 * 4, w_planes, &words) ||
         !lw__mul_u64(words, 4, bytes))
         return LW_ERR_TOO_LARGE;
     return LW_OK;

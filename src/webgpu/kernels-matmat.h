@@ -24,7 +24,7 @@ typedef struct lw__gpu_matmat_variant {
                       formats lw__gpu_matmat_has_idot lists, with actq Q8_0 and tk % 32 == 0 */
     bool smx;      /* the matrix units (matmat-smx.wgsl, needs the device's i8 16 x 16 x 32 subgroup
                       matrices and 32-wide subgroups): X and W as 16-bit fixed point in two 8-bit digits,
-                      X's from the prep pass (lw__gpu_smx_prep_plan) that runs before it; rm x rn fragments
+                      both from the prep pass (lw__gpu_smx_prep_plan) that runs before it; rm x rn fragments
                       of 16 x 16 per subgroup of 32 (rows x tokens), tm a multiple of 16 rm, tn of 16 rn,
                       tk of 32; every quantized format; actq and idot unused (idot must be off) */
 } lw__gpu_matmat_variant;
@@ -50,7 +50,8 @@ typedef struct lw__gpu_matmat_params {
     uint32_t y_offset;   /* offset of Y[0] inside its binding, elements       */
     uint32_t y_stride;   /* elements from Y[t] to Y[t + 1]                    */
     uint32_t groups_x;   /* workgroups along x of the grid                    */
-    uint32_t pad[2];     /* keeps the block a multiple of 16 bytes            */
+    uint32_t pad[2];     /* smx: pad[0] = token tiles (the grid folds them with the row tiles); then
+                            keeps the block a multiple of 16 bytes */
 } lw__gpu_matmat_params;
 _Static_assert(sizeof(lw__gpu_matmat_params) == 48, "matmat params block");
 
@@ -100,9 +101,9 @@ lw_status lw__gpu_matmat_plan(const lw_gpu_info *info, const lw__gpu_matmat_vari
                               char *err);
 
 /* The subgroup-matrix kernel's prep pass (shaders/smx-prep.wgsl), run before each smx mat-mat of a weight
- * piece: X's tokens as 16-bit fixed point in two 8-bit digit planes (in the format's chunk order) with each
- * token's max |x|, and the max |w| of each row of the piece, into one buffer the mat-mat reads (binding 1).
- */
+ * piece: X's tokens and the piece's rows of W as 16-bit fixed point in two 8-bit digit planes each (in the
+ * format's chunk order) with each token's max |x| and each row's max |w|, into one buffer the mat-mat reads
+ * (binding 1). */
 typedef struct lw__gpu_smx_prep_params {
     uint32_t k;          /* elements per token and row (a multiple of 32)                          */
     uint32_t rows;       /* rows of the piece                                                      */
@@ -120,7 +121,8 @@ _Static_assert(sizeof(lw__gpu_smx_prep_params) == 48, "smx prep params block");
 /* Binding kinds of the prep pipeline: weights, X (f32), the digits buffer (read_write), params. */
 #define LW_GPU_SMX_PREP_BINDINGS 4u
 
-/* Bytes of the prep buffer for tokens x k digits and rows row maxima; LW_ERR_TOO_LARGE on overflow. */
+/* Bytes of the prep buffer for tokens x k and rows x k digits and their maxima; LW_ERR_TOO_LARGE on
+ * overflow. */
 lw_status lw__gpu_smx_prep_bytes(uint64_t k, uint64_t tokens, uint64_t rows, uint64_t *bytes);
 
 /* The prep pipeline of weight format type. err: LW_ERRMSG_SIZE bytes. */

@@ -10,6 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { setup } from '../../web/lw-node.mjs';
 import { BOUND } from './matvec-check.mjs';
+import { emulateSmx } from './smx-emulate.mjs';
 
 const ctx = await setup();
 const skip = ctx.skip || false;
@@ -175,6 +176,38 @@ test('matrix units (smx): every quantized format against the reference on GPUs t
     const bound = ['q4_1', 'q5_1'].includes(f.name) ? 1e-6 : SMX_BOUND;
     for (const v of r) assert.ok(v < bound, `${f.name}: ${r}`);
   }
+});
+
+// The same kernels where the adapter has no matrix units (CI's lavapipe and SwiftShader): their subgroup-matrix
+// calls emulated in plain WGSL (tests/web/smx-emulate.mjs), so the prep pass, the mat-mat's tiles, register
+// pipelining, grid and epilogue run as written and meet the CPU engine's products; the arithmetic of the units
+// themselves is checked on GPUs that have them (the test above). Tilings with one, two and more vec4s of a
+// tile per invocation, one to four fragments per subgroup, partial tiles in every direction.
+// The emulated kernels take lavapipe 10-50 s each to compile, so CI runs them on lavapipe only (the logic is
+// the driver's no more than the arithmetic is), the default tiling for two formats and three more tilings
+// for Q4_0; LW_TEST_SLOW=1: every tiling for five formats.
+const slow = process.env.LW_TEST_SLOW === '1';
+const lavapipe = !skip && /llvmpipe|lavapipe/i.test(`${ctx.info.device} ${ctx.info.description} ${ctx.info.architecture}`);
+test('matrix units emulated on a CPU adapter: the smx kernels against the CPU engine\'s products', {
+  skip: skip || (hasSmx && 'the device has them: the test above') || (!lavapipe && !slow && 'lavapipe only (LW_TEST_SLOW=1: every adapter)'),
+}, async () => {
+  const restore = emulateSmx(M);
+  try {
+    const all = [{ tm: 128, tn: 128, tk: 32, rm: 4, rn: 2 }, { tm: 128, tn: 32, tk: 32, rm: 4, rn: 1 }, { tm: 16, tn: 64, tk: 96, rm: 1, rn: 2 },
+      { tm: 64, tn: 64, tk: 64, rm: 2, rn: 2 }, { tm: 32, tn: 32, tk: 32, rm: 1, rn: 1 }].map((r) => ({ ...r, smx: true, cpu: true }));
+    for (const name of slow ? ['q4_0', 'q4_K', 'q6_K', 'q8_0', 'iq2_xxs'] : ['q4_0', 'q4_K']) {
+      const f = formats.find((x) => x.name === name);
+      if (!f) continue;
+      const runs = slow ? all : name === 'q4_0' ? all.slice(0, 4) : all.slice(0, 1);
+      const k = kOf(f) + f.block * (f.block === 256 ? 1 : 3);
+      const r = await check(f, 67, k, 37, runs, { seed: 91 + f.type, layout: LAYOUT });
+      console.log(`# ${f.name} smx emulated (k=${k}): nmse vs the CPU's products ${r.map((v) => v.toExponential(2)).join(' / ')}`);
+      for (const v of r) assert.ok(v < SMX_BOUND, `${f.name}: ${r}`);
+    }
+  } finally {
+    restore();
+  }
+  assert.ok(restore.rewritten > 0, 'the emulation compiled the kernels');
 });
 
 test('the default variant (lw__gpu_matmat_default) and one mat-vec per token agree with the reference', { skip }, async () => {

@@ -2,18 +2,19 @@ enable chromium_experimental_subgroup_matrix;
 // Matrix-matrix product for prefill on the GPU's matrix units, Y[t] = W X[t], through WebGPU's subgroup
 // matrices (Dawn's chromium_experimental_subgroup_matrix) in their i8 x i8 -> i32 16 x 16 x 32 configuration,
 // for every weight format with a dequantization routine (dequant.wgsl).
-// X and W are 16-bit fixed point split into two signed bytes (smx-prep.wgsl says why and how): X's digits
-// come from the prep pass, W's are made here, a K step at a time, from the format's dequantized values and
-// the row's largest |w| (also from the prep pass) into workgroup memory. Each fragment of 16 tokens x 16 rows
-// keeps two i32 accumulators over the whole of K,
+// X and W are 16-bit fixed point split into two signed bytes, both from the prep pass (smx-prep.wgsl says
+// why and how) as planes of digits in the weight format's K order, with each token's and row's largest |value|.
+// Each fragment of 16 tokens x 16 rows keeps two i32 accumulators over the whole of K,
 //   hh += xh wh,   x += xh wl + xl wh
 // and only the end converts them: y = ux uw (65536 hh + 256 x). So the matrix units do all the work of the
-// K loop; what else a step costs is W's dequantization into digits (one dq_chunk per 8 weights) and two
-// barriers.
+// K loop; a step's tiles are plain copies of the planes' words, loaded into registers while the products of
+// the step before run (their latency under the products), stored to the other buffer after them: one
+// barrier a step. (Made from the format here instead, W's digits cost a dequantization per token tile and
+// their loads stalled every step: 0.47 ms for 4096 x 4096 x 512 Q4_0 on the H200.)
 // Tiling: a workgroup computes TM rows x TN tokens with (TM / (16 RF)) x (TN / (16 TF)) subgroups of SG = 32
-// invocations; each subgroup RF x TF fragments. K steps of TK elements (TK / 8 chunks of the format, in its
-// (block, chunk) order, which the prep pass wrote X in). Both operands' fragments load from workgroup tiles
-// (X's words copied there coalesced, W's made there).
+// invocations; each subgroup RF x TF fragments. K steps of TK elements. Both operands' fragments load from
+// workgroup tiles. The workgroups of one row tile are consecutive in the grid (token tiles vary fastest), so
+// they run together and W's tile comes from DRAM once, the other times from L2.
 // Loads and stores name their layout as a template argument (Dawn deprecates the boolean form). For 8-bit
 // matrices in an array<i32>, offsets and strides count words, four bytes of the matrix to a word along its
 // contiguous dimension (Dawn, npm webgpu 0.6.2, measured on the H200).
@@ -21,15 +22,12 @@ enable chromium_experimental_subgroup_matrix;
 // memory (measured on the H200: ~17 TFLOP/s, 20x below the same products in registers), so the per-fragment
 // code is repeated by including matmat-smx-rf.wgsl / matmat-smx-out.wgsl once per fragment column / fragment
 // with the names defined for it (RF 1, 2 or 4; TF 1 or 2).
-// Defines: WEIGHT_TYPE, TM, TN, TK, RF, TF, WG_SIZE.
-// Bindings: 0 w (weights, u32 words), 1 xq (the prep pass's output for params.tokens tokens of params.k),
-// 2 y, 3 params (MatmatParams; x_offset / x_stride unused).
-// Dispatch: (groups_x, ceil(ceil(rows / TM) / groups_x), ceil(tokens / TN)) workgroups.
+// Defines: TM, TN, TK, RF, TF, WG_SIZE (WEIGHT_TYPE unused: the prep pass made the digits).
+// Bindings: 0 w (unused: the layout is the other mat-mats'), 1 q (the prep pass's output for params.tokens
+// tokens of params.k and params.rows rows), 2 y, 3 params (MatmatParams; w_offset, row_stride, x_offset and
+// x_stride unused; pad0 = token tiles).
+// Dispatch: (groups_x, ceil(ceil(rows / TM) ceil(tokens / TN) / groups_x), 1) workgroups.
 #include "common.wgsl"
-#include "types.wgsl"
-#ifndef WEIGHT_TYPE
-#error matmat-smx.wgsl needs WEIGHT_TYPE
-#endif
 #if TK < 32 || TK % 32 != 0 || TM % (16 * RF) != 0 || TN % (16 * TF) != 0
 #error matmat-smx.wgsl: TK a multiple of 32, TM of 16 RF, TN of 16 TF
 #endif
@@ -50,36 +48,35 @@ struct MatmatParams {
     x_stride: u32,   // unused
     y_offset: u32,   // offset of Y[0] in the y binding, in elements
     y_stride: u32,   // elements from Y[t] to Y[t + 1]
-    groups_x: u32,   // workgroups along x of the grid (row tiles fold over x and y)
-    pad0: u32,
+    groups_x: u32,   // workgroups along x of the grid (the tiles fold over x and y)
+    tok_tiles: u32,  // ceil(tokens / TN): the tile index's fastest part
     pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read> w: array<u32>;
-@group(0) @binding(1) var<storage, read> xq: array<i32>;
+@group(0) @binding(1) var<storage, read> q: array<vec4<i32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> params: MatmatParams;
 
-#include "dequant.wgsl"
 #include "smx-digits.wgsl"
 
 const SG: u32 = 32u;                      // invocations per subgroup
 const SGR: u32 = TM / (16u * RF);         // subgroups along rows
 const NSG: u32 = SGR * (TN / (16u * TF)); // subgroups
-const CK: u32 = TK / 8u;                  // chunks per K step
 const WSW: u32 = TK / 4u;                 // words per row of a tile (a 16 x 32 fragment: 512 contiguous bytes at TK 32)
+const VPR: u32 = TK / 16u;                // vec4s per row (token) of a K step in one plane
+const NWV: u32 = TM * VPR;                // vec4s of one plane of a W tile
+const NXV: u32 = TN * VPR;                // vec4s of one plane of an X tile
+const LW: u32 = (NWV + WG_SIZE - 1u) / WG_SIZE; // of them per invocation
+const LX: u32 = (NXV + WG_SIZE - 1u) / WG_SIZE;
 
-// Two buffers of each tile: the fill of step s + 1 (global loads, dequantization) runs while the products of
-// step s read the other, so one barrier per step and the loads' latency hides under other subgroups' products
-// (with one barrier before and one after the products the whole workgroup waited on every step's loads:
-// ~4 us a step on the H200, 10x its products)
+// Two buffers of each tile: step s + 1's words are stored to one while the products of step s read the
+// other, so one barrier per step.
 const TW: u32 = TM * WSW;                     // words of one W tile
 const TX: u32 = TN * WSW;                     // words of one X tile
 var<workgroup> xh: array<i32, 2u * TX>;       // X's high digits: buffer p, token n at p TX + n WSW ..
 var<workgroup> xl: array<i32, 2u * TX>;       // X's low digits likewise
-var<workgroup> wh: array<i32, 2u * TW>;       // W's high digits: buffer p, row m, chunk s at p TW + m WSW + 2 s, + 1
+var<workgroup> wh: array<i32, 2u * TW>;       // W's high digits: buffer p, row m at p TW + m WSW ..
 var<workgroup> wl: array<i32, 2u * TW>;       // W's low digits likewise
-var<workgroup> rinv: array<f32, TM>;          // FULL / (row's max |w|), 0 for a zero row or one past the end
 #if 2 * TN * (TK / 4) >= (TM / (16 * RF)) * (TN / (16 * TF)) * 256
 #define STAGE xh                              // the end: one 16 x 16 accumulator per subgroup, in X's tiles
 #else
@@ -87,64 +84,69 @@ var<workgroup> stage: array<i32, NSG * 256u>; // the end: one accumulator per su
 #define STAGE stage
 #endif
 
-// Fills buffer p with K step k0's digits: W's (one (row, chunk) per invocation; rows past the end and chunks
-// past K are zeros) and X's words of both planes (coalesced along K; tokens past the end and words past K
-// are zeros).
-fn fill(p: u32, k0: u32, lid: u32, row0: u32, tok0: u32, nkw: u32, plane: u32) {
-    for (var i = lid; i < TM * CK; i += WG_SIZE) {
-        let m = i / CK;
-        let s = i % CK;
-        let c = k0 / 8u + s;
-        var d = vec4<i32>(0);
-        if (c < params.k / 8u && row0 + m < params.rows) {
-            let b = params.w_offset + (row0 + m) * params.row_stride + (c / DQ_CHUNKS) * DQ_BYTES;
-            let v = dq_chunk(b, c % DQ_CHUNKS);
-            let lo = split4(vec4<f32>(v.lo) * rinv[m]);
-            let hi = split4(vec4<f32>(v.hi) * rinv[m]);
-            d = bitcast<vec4<i32>>(vec4<u32>(lo.x, hi.x, lo.y, hi.y));
-        }
-        let o = p * TW + m * WSW + 2u * s;
-        wh[o] = d.x;
-        wh[o + 1u] = d.y;
-        wl[o] = d.z;
-        wl[o + 1u] = d.w;
+// Word i of the prep pass's output (the maxima).
+fn qword(i: u32) -> i32 {
+    return q[i >> 2u][i & 3u];
+}
+
+// vec4 j of a plane's tile of step k0 (starting at vec4 base, n0 its first row or token, n rows or tokens in
+// all, nkv vec4s each): zeros past the last row or token and past K.
+fn tile_load(base: u32, j: u32, k0: u32, n0: u32, n: u32, nkv: u32, nv: u32) -> vec4<i32> {
+    let r = j / VPR;
+    let v = k0 / 16u + j % VPR;
+    if (j < nv && n0 + r < n && v < nkv) {
+        return q[base + (n0 + r) * nkv + v];
     }
-    for (var i = lid; i < TN * (TK / 4u); i += WG_SIZE) {
-        let n = i / (TK / 4u);
-        let v = i % (TK / 4u);
-        var a = 0;
-        var b = 0;
-        if (tok0 + n < params.tokens && k0 / 4u + v < nkw) {
-            let at = (tok0 + n) * nkw + k0 / 4u + v;
-            a = xq[at];
-            b = xq[plane + at];
-        }
-        xh[p * TX + n * WSW + v] = a;
-        xl[p * TX + n * WSW + v] = b;
+    return vec4<i32>(0);
+}
+
+// Stores vec4 j of a W tile's high and low planes into buffer p.
+fn put_w(p: u32, j: u32, h: vec4<i32>, l: vec4<i32>) {
+    if (j < NWV) {
+        let o = p * TW + (j / VPR) * WSW + 4u * (j % VPR);
+        wh[o] = h.x;
+        wh[o + 1u] = h.y;
+        wh[o + 2u] = h.z;
+        wh[o + 3u] = h.w;
+        wl[o] = l.x;
+        wl[o + 1u] = l.y;
+        wl[o + 2u] = l.z;
+        wl[o + 3u] = l.w;
+    }
+}
+
+// Stores vec4 j of an X tile's high and low planes into buffer p.
+fn put_x(p: u32, j: u32, h: vec4<i32>, l: vec4<i32>) {
+    if (j < NXV) {
+        let o = p * TX + (j / VPR) * WSW + 4u * (j % VPR);
+        xh[o] = h.x;
+        xh[o + 1u] = h.y;
+        xh[o + 2u] = h.z;
+        xh[o + 3u] = h.w;
+        xl[o] = l.x;
+        xl[o + 1u] = l.y;
+        xl[o + 2u] = l.z;
+        xl[o + 3u] = l.w;
     }
 }
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32,
         @builtin(subgroup_id) sid: u32) {
-    let row0 = (wg.x + wg.y * params.groups_x) * TM;
-    let tok0 = wg.z * TN;
+    let tile = wg.x + wg.y * params.groups_x;
+    let row0 = (tile / params.tok_tiles) * TM;
+    let tok0 = (tile % params.tok_tiles) * TN;
     if (row0 >= params.rows) {
         return; // uniform across the workgroup
     }
-    let nkw = params.k / 4u;                  // words per token of a digit plane
-    let t16 = (params.tokens + 15u) / 16u * 16u; // tokens of a plane (smx-prep.wgsl's layout)
-    let plane = t16 * nkw;                    // the low digits' plane
-    let xmax0 = 2u * plane;                   // tokens' max |x|
-    let wmax0 = xmax0 + params.tokens;        // rows' max |w|
-    for (var i = lid; i < TM; i += WG_SIZE) {
-        var inv = 0.0f;
-        if (row0 + i < params.rows) {
-            let m = bitcast<f32>(xq[wmax0 + row0 + i]);
-            inv = select(0.0, FULL / m, m > 0.0);
-        }
-        rinv[i] = inv;
-    }
+    let nkw = params.k / 4u;                     // words per token (row) of a digit plane
+    let nkv = nkw / 4u;                          // vec4s likewise
+    let t16 = (params.tokens + 15u) / 16u * 16u; // tokens of an X plane (smx-prep.wgsl's layout)
+    let xl0 = t16 * nkv;                         // X's low digits' plane, in vec4s
+    let xmax0 = 2u * t16 * nkw;                  // tokens' max |x|, in words
+    let wmax0 = xmax0 + params.tokens;           // rows' max |w|
+    let wh0 = (wmax0 + params.rows + 3u) / 4u;   // W's high digits' plane, in vec4s
+    let wl0 = wh0 + params.rows * nkv;           // W's low digits'
     let sr = sid % SGR; // this subgroup's fragments: rows (sr RF + rf) 16 .., tokens (st TF + tf) 16 ..
     let st = sid / SGR;
     // the accumulators a<tf><rf>h (high x high) and a<tf><rf>x (the two cross products)
@@ -168,13 +170,33 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var a13h: subgroup_matrix_result<i32, 16, 16>;
     var a13x: subgroup_matrix_result<i32, 16, 16>;
 #endif
-    workgroupBarrier(); // rinv
-    fill(0u, 0u, lid, row0, tok0, nkw, plane);
+    // the registers of a step's loads, high and low digits of vec4 u at 2 u, 2 u + 1 (step 0's straight to
+    // buffer 0); the loops have constant trip counts, unrolled into registers
+    var rw: array<vec4<i32>, 2u * LW>;
+    var rx: array<vec4<i32>, 2u * LX>;
+    for (var u = 0u; u < LW; u++) {
+        let j = lid + u * WG_SIZE;
+        put_w(0u, j, tile_load(wh0, j, 0u, row0, params.rows, nkv, NWV), tile_load(wl0, j, 0u, row0, params.rows, nkv, NWV));
+    }
+    for (var u = 0u; u < LX; u++) {
+        let j = lid + u * WG_SIZE;
+        put_x(0u, j, tile_load(0u, j, 0u, tok0, params.tokens, nkv, NXV), tile_load(xl0, j, 0u, tok0, params.tokens, nkv, NXV));
+    }
     workgroupBarrier();
     var p = 0u;
     for (var k0 = 0u; k0 < params.k; k0 += TK) {
-        if (k0 + TK < params.k) { // the next step's tiles into the other buffers, under this step's products
-            fill(p ^ 1u, k0 + TK, lid, row0, tok0, nkw, plane);
+        let more = k0 + TK < params.k;
+        if (more) { // the next step's words into registers: their latency under this step's products
+            for (var u = 0u; u < LW; u++) {
+                let j = lid + u * WG_SIZE;
+                rw[2u * u] = tile_load(wh0, j, k0 + TK, row0, params.rows, nkv, NWV);
+                rw[2u * u + 1u] = tile_load(wl0, j, k0 + TK, row0, params.rows, nkv, NWV);
+            }
+            for (var u = 0u; u < LX; u++) {
+                let j = lid + u * WG_SIZE;
+                rx[2u * u] = tile_load(0u, j, k0 + TK, tok0, params.tokens, nkv, NXV);
+                rx[2u * u + 1u] = tile_load(xl0, j, k0 + TK, tok0, params.tokens, nkv, NXV);
+            }
         }
         for (var kk = 0u; kk < TK / 32u && k0 + 32u * kk < params.k; kk++) { // (a last step may end early)
             // X's fragments from workgroup memory: loads straight from the storage buffer measured ~10x
@@ -234,6 +256,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #undef A1H
 #undef A1X
 #endif
+        }
+        if (more) { // into the other buffer, which every subgroup finished reading before the last barrier
+            for (var u = 0u; u < LW; u++) {
+                put_w(p ^ 1u, lid + u * WG_SIZE, rw[2u * u], rw[2u * u + 1u]);
+            }
+            for (var u = 0u; u < LX; u++) {
+                put_x(p ^ 1u, lid + u * WG_SIZE, rx[2u * u], rx[2u * u + 1u]);
+            }
         }
         workgroupBarrier();
         p ^= 1u;

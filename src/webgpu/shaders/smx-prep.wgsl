@@ -1,5 +1,5 @@
-// The inputs of the subgroup-matrix mat-mat (matmat-smx.wgsl) for one weight piece: every token of X as a
-// 16-bit fixed-point number split into two signed bytes, and the largest |w| of every row of W.
+// The inputs of the subgroup-matrix mat-mat (matmat-smx.wgsl) for one weight piece: every token of X and
+// every row of W as 16-bit fixed point split into two signed bytes, with each token's and row's largest |value|.
 // Why 16 bits in two int8 digits: the device's matrix units multiply i8 x i8 into i32, and a product of the
 // quantized formats' natural integers would need its per-block scales applied every 32 elements, outside
 // the matrix units (a fragment store and a weighting per block: that was 95 % of the time). A fixed point
@@ -10,17 +10,26 @@
 // scales once at the end. The precision is that of a 15-bit mantissa against the row's (the token's) largest
 // value: finer than an f16 and than the CPU's 8-bit activation blocks wherever a block's largest |x| is more
 // than 1/128 of the token's, and the weights' rounding stays far below their own quantization steps.
+// Why W's digits are written here, once per piece and prompt step, and not made by the mat-mat from the
+// format: there every K step's tile was dequantized again by each of the T / TN token tiles, and its loads
+// could not be issued ahead of the products (they fed the dequantization at once), so the matrix units
+// waited on memory latency every step; from planes of digits the mat-mat's tiles are plain word copies,
+// loaded into registers a step ahead. The price is 2 bytes per weight written and read back per step
+// (an 8B model: ~30 GB at ~4 TB/s, ~8 ms of a 512-token step).
 //
 // Workgroups [0, tokens) take one token each: the token's max |x|, then its digits, written in the chunk
 // order of WEIGHT_TYPE (dequant.wgsl: chunk c of a block holds elements dq_lo_at(c) .. +4 and
-// dq_hi_at(c) .. +4), so the mat-mat reads X's K steps as contiguous words matching its W tiles. The
-// workgroups after them take RPW rows of W each (WG_SIZE / RPW invocations per row, striding its chunks).
-// Output (words of q; nkw = k / 4, T16 = T rounded up to a multiple of 16: a plane holds whole fragments, so
-// the mat-mat's fragment loads never reach past it; the padding tokens' digits are never written):
-//   [0, T16 nkw)             high digits, token t at t nkw, chunk g of K at words 2 g (lo half), 2 g + 1 (hi)
-//   [T16 nkw, 2 T16 nkw)     low digits likewise
+// dq_hi_at(c) .. +4), so X's and W's K orders match and the mat-mat reads both as contiguous words. The
+// workgroups after them take RPW rows of W each (WG_SIZE / RPW invocations per row, striding its chunks):
+// the row's max |w|, then its digits in the same order.
+// Output (words of q; nkw = k / 4, T16 = T rounded up to a multiple of 16, R the piece's rows; every plane
+// starts at a multiple of 4 words, so the mat-mat reads them as vec4s; lw__gpu_smx_prep_bytes sizes it):
+//   [0, T16 nkw)             X's high digits, token t at t nkw, chunk g of K at words 2 g (lo half), 2 g + 1 (hi)
+//   [T16 nkw, 2 T16 nkw)     X's low digits likewise
 //   2 T16 nkw + t            token t's max |x| (f32 bits)
 //   2 T16 nkw + T + r        row r's max |w| (f32 bits; row r of this piece)
+//   wh0 = (2 T16 nkw + T + R) rounded up to 4, [wh0, wh0 + R nkw): W's high digits, row r at wh0 + r nkw
+//   [wh0 + R nkw, wh0 + 2 R nkw): W's low digits likewise
 // Defines: WEIGHT_TYPE, ACTQ (the CPU's activation rounding for it: 0, 1 or 2), WG_SIZE (a power of two >= 64),
 // RPW (rows per workgroup, divides WG_SIZE).
 // Bindings: 0 w (weights, u32 words), 1 x as vec4<f32>, 2 q (read_write), 3 params.
@@ -135,9 +144,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let r = (g - params.tokens) * RPW + lid / LPR; // this invocation's row
     let lane = lid % LPR;
+    let b0 = params.w_offset + r * params.row_stride;
     var m = 0.0f;
     if (r < params.rows) {
-        let b0 = params.w_offset + r * params.row_stride;
         for (var c = lane; c < params.k / 8u; c += LPR) {
             let d = dq_chunk(b0 + (c / DQ_CHUNKS) * DQ_BYTES, c % DQ_CHUNKS);
             m = max(m, max(absmax4(vec4<f32>(d.lo)), absmax4(vec4<f32>(d.hi))));
@@ -151,7 +160,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         workgroupBarrier();
     }
-    if (lane == 0u && r < params.rows) {
-        q[2u * plane + params.t_total + r] = bitcast<u32>(red[lid]);
+    if (r < params.rows) {
+        let mx = red[lid - lane]; // the row's max (the reduction's last barrier made it visible)
+        if (lane == 0u) {
+            q[2u * plane + params.t_total + r] = bitcast<u32>(mx);
+        }
+        // the row's digits: a second pass over its blocks (from the cache the first pass filled)
+        let inv = select(0.0, FULL / mx, mx > 0.0);
+        let wh0 = (2u * plane + params.t_total + params.rows + 3u) / 4u * 4u;
+        let wl0 = wh0 + params.rows * nkw;
+        for (var c = lane; c < params.k / 8u; c += LPR) {
+            let d = dq_chunk(b0 + (c / DQ_CHUNKS) * DQ_BYTES, c % DQ_CHUNKS);
+            let lo = split4(vec4<f32>(d.lo) * inv);
+            let hi = split4(vec4<f32>(d.hi) * inv);
+            let o = r * nkw + 2u * c;
+            q[wh0 + o] = lo.x;
+            q[wh0 + o + 1u] = hi.x;
+            q[wl0 + o] = lo.y;
+            q[wl0 + o + 1u] = hi.y;
+        }
     }
 }

@@ -208,7 +208,8 @@ static void test_pipelines(void) {
     lw__gpu_smx_prep_params pp;
     uint32_t pg[3];
     uint64_t pb = 0;
-    CHECK(lw__gpu_smx_prep_bytes(512, 37, 67, &pb) == LW_OK && pb == 4 * ((48 * 256 + 37 + 67 + 3) / 4 * 4 + 67 * 256));
+    CHECK(lw__gpu_smx_prep_bytes(512, 37, 67, &pb) == LW_OK &&
+          pb == 4 * ((48 * 256 + 37 + 67 + 3) / 4 * 4 + 67 * 256));
     CHECK(lw__gpu_smx_prep_plan(&mx, LW_TYPE_Q4_0, &ps, 37, &pp, pg, err) == LW_OK && pp.tokens == 37 &&
           pp.t_total == 37 && pp.row_stride == 16 * 18 && pg[0] * pg[1] >= 37 + 17);
     CHECK(lw__gpu_smx_prep_plan(&mx, LW_TYPE_Q4_0, &ps, 0, &pp, pg, err) == LW_OK && pp.tokens == 0);

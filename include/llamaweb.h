@@ -340,7 +340,9 @@ typedef struct lw_context_params {
     uint32_t n_ctx;     /* KV cache cells; 0: the model's training context, at most 4096 (default 0)      */
     uint32_t n_batch;   /* most tokens one step computes; longer decodes are split (default 512)          */
     int32_t n_threads;  /* threads for a step; 0: the online processors, at most 8 (default 0)            */
-    uint32_t type_k;    /* LW_TYPE_F16 (default, as llama.cpp) or LW_TYPE_F32                            */
+    uint32_t type_k;    /* LW_TYPE_F16 (default, as llama.cpp), LW_TYPE_F32, or LW_TYPE_Q8_0 / LW_TYPE_Q4_0:
+                           llama.cpp's quantized caches, 1/2 and ~0.28 of f16's bytes (CPU engine; needs
+                           flash attention and head sizes that are multiples of 32)                        */
     uint32_t type_v;    /* must equal type_k for now                                                      */
     int32_t flash_attn; /* 1 (default): attention as llama.cpp's CPU default (flash attention); 0: as
                            llama.cpp with flash attention off (KQ, softmax, KQV; reference speed)          */

@@ -21,7 +21,8 @@ void lw__cli_gen_usage(FILE *f) {
                "  --min-p P          (default 0.05)            --repeat-penalty R (default 1.0)\n"
                "  --repeat-last-n N  (default 64)              --seed S    (default 0x5eed)\n"
                "  --threads N, -t N  (default: online CPUs, at most 8)\n"
-               "  --kv f16|f32       KV cache type (default f16, as llama.cpp)\n"
+               "  --kv T             KV cache type: f16 (default, as llama.cpp), f32, q8_0, q4_0 (these two\n"
+               "                     need flash attention and head sizes that are multiples of 32)\n"
                "  --no-flash-attn    attention as llama.cpp with flash attention off\n"
                "  --grammar FILE     constrain the output to a GBNF grammar (llama.cpp's dialect)\n"
                "  --json-schema FILE constrain the output to JSON valid for a JSON Schema\n"
@@ -41,6 +42,16 @@ static int num(const char *v, double lo, double hi, double *out) {
     if (!*v || *end || !(d >= lo && d <= hi)) return 0;
     *out = d;
     return 1;
+}
+
+uint32_t lw__cli_kv_type(const char *v) {
+    static const struct {
+        const char *name; /* as llama.cpp's --cache-type-k / -v */
+        uint32_t type;    /* LW_TYPE_*                          */
+    } kinds[] = {{"f16", LW_TYPE_F16}, {"f32", LW_TYPE_F32}, {"q8_0", LW_TYPE_Q8_0}, {"q4_0", LW_TYPE_Q4_0}};
+    for (size_t i = 0; v && i < sizeof kinds / sizeof kinds[0]; i++)
+        if (!strcmp(v, kinds[i].name)) return kinds[i].type;
+    return UINT32_MAX;
 }
 
 int lw__cli_gen_option(const char *a, const char *v, lw__cli_gen *o) {
@@ -80,9 +91,8 @@ int lw__cli_gen_option(const char *a, const char *v, lw__cli_gen *o) {
         return 1;
     }
     if (!strcmp(a, "--kv")) {
-        if (!v || (strcmp(v, "f16") && strcmp(v, "f32"))) return -1;
-        o->kv = !strcmp(v, "f16") ? LW_TYPE_F16 : LW_TYPE_F32;
-        return 2;
+        o->kv = lw__cli_kv_type(v);
+        return o->kv == UINT32_MAX ? -1 : 2;
     }
     if (!strcmp(a, "--seed")) {
         char *end;

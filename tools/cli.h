@@ -25,7 +25,7 @@ char *lw__cli_read_file(const char *path, size_t *len);
 typedef struct lw__cli_gen {
     lw_sampler_params sampler; /* --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --seed */
     int32_t n_threads;         /* --threads / -t (0: the context's default)                            */
-    uint32_t kv;               /* --kv f16|f32                                                         */
+    uint32_t kv;               /* --kv f16|f32|q8_0|q4_0                                               */
     int flash_attn;            /* 0 with --no-flash-attn                                               */
     const char *grammar_file;  /* --grammar FILE (GBNF)                                                */
     const char *schema_file;   /* --json-schema FILE                                                   */
@@ -43,6 +43,8 @@ void lw__cli_gen_usage(FILE *f);
 /* Parses option a (with its value v, NULL when a is the last argument): the argv entries used (1 or 2), 0
  * when a is not one of these options, -1 for a missing or bad value. */
 int lw__cli_gen_option(const char *a, const char *v, lw__cli_gen *o);
+/* The KV cache type a --kv value names (f16, f32, q8_0, q4_0), UINT32_MAX for anything else or NULL. */
+uint32_t lw__cli_kv_type(const char *v);
 /* Loads a model; on failure prints "llamaweb CMD: why" and returns 1 (*m NULL). */
 int lw__cli_load_model(const char *cmd, const char *path, lw_model **m);
 /* Creates the context (n_ctx cells, 0: the model's default) and the sampler; prints why and returns 1 on

@@ -23,7 +23,7 @@ static int cmp_double(const void *a, const void *b) {
 
 static int usage(void) {
     fprintf(stderr, "usage: llamaweb bench -m MODEL.gguf [-p PROMPT_TOKENS=512] [-n GEN_TOKENS=128] [-t THREADS=1,2] "
-                    "[-r REPS=3] [--kv f16|f32]\n");
+                    "[-r REPS=3] [--kv f16|f32|q8_0|q4_0]\n");
     return 2;
 }
 
@@ -39,7 +39,7 @@ int lw__cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "-n")) n_g = atoi(v);
         else if (!strcmp(argv[i], "-t")) threads = v;
         else if (!strcmp(argv[i], "-r")) reps = atoi(v);
-        else if (!strcmp(argv[i], "--kv") && (!strcmp(v, "f16") || !strcmp(v, "f32"))) kv = !strcmp(v, "f16") ? LW_TYPE_F16 : LW_TYPE_F32;
+        else if (!strcmp(argv[i], "--kv") && lw__cli_kv_type(v) != UINT32_MAX) kv = lw__cli_kv_type(v);
         else return usage();
     }
     if (!model_path || n_p < 0 || n_g < 0 || n_p > (1 << 20) || n_g > (1 << 20) || n_p + n_g == 0 || reps < 1 || reps > 100)

@@ -615,8 +615,30 @@ static void op_kv_store(const lw__exec *ex, const lw__node *nd, int ith, int nth
         uint8_t *cell = base + (size_t)(ex->pos0 + r) * rb;
         if (ex->kv_type == LW_TYPE_F16)
             ex->kern->f32_to_f16(row_f32(x, r), cell, row);
+        else if (ex->kv_type == LW_TYPE_Q8_0) /* as llama.cpp's set_rows into a q8_0 / q4_0 cache */
+            lw__quantize_row_q8_0_ref(row_f32(x, r), cell, row);
+        else if (ex->kv_type == LW_TYPE_Q4_0)
+            lw__quantize_row_q4_0_ref(row_f32(x, r), cell, row);
         else
             memcpy(cell, row_f32(x, r), (size_t)row * sizeof(float));
+    }
+}
+
+/* Head hk (D elements) of a cache row as f32: widened from f16, copied, or dequantized from the 32-element
+ * blocks of a Q8_0 / Q4_0 cache (D a multiple of 32: lw_context_create checks). */
+static void kv_widen(const lw__exec *ex, const uint8_t *row, int64_t hk, int64_t D, float *dst) {
+    switch (ex->kv_type) {
+    case LW_TYPE_F16:
+        ex->kern->f16_to_f32((const uint16_t *)row + hk * D, dst, D);
+        break;
+    case LW_TYPE_Q8_0:
+        lw__dequantize_row_q8_0(row + (size_t)(hk * D / 32) * sizeof(lw__block_q8_0), dst, D);
+        break;
+    case LW_TYPE_Q4_0:
+        lw__dequantize_row_q4_0(row + (size_t)(hk * D / 32) * sizeof(lw__block_q4_0), dst, D);
+        break;
+    default:
+        memcpy(dst, (const float *)row + hk * D, sizeof(float) * (size_t)D);
     }
 }
 
@@ -659,7 +681,7 @@ static void fa_vacc(int64_t D, int64_t m, const float *V, const float *kq, float
 
 /* Floats of per-thread scratch for one work item of head size D. */
 static size_t fa_tiled_floats(int64_t D) {
-    return (size_t)(3 * FA_TILE * D + 3 * FA_TILE);
+    return (size_t)(3 * FA_TILE * D + 3 * FA_TILE + D);
 }
 
 static void op_attn_tiled(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
@@ -667,13 +689,12 @@ static void op_attn_tiled(const lw__exec *ex, const lw__node *nd, int ith, int n
     const int64_t n_head = nd->ip[1], n_head_kv = nd->ip[2], D = nd->ip[3], nt = lw__cpu_rows(ex, q);
     const float softcap = nd->fp[1],
                 scale = softcap != 0.0f ? nd->fp[0] / softcap : nd->fp[0]; /* as one-chunk */
-    const int f16 = ex->kv_type == LW_TYPE_F16;
     const size_t rb = lw__cpu_row_size(ex->kv_type, lw__cpu_kv_row(ex, nd->ip[0]));
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
     const lw__cpu_kernels *K = ex->kern;
     float *ts = ex->thread_scratch + (size_t)ith * ex->thread_floats;
     float *Kt = ts, *V32 = Kt + FA_TILE * D, *vkq = V32 + FA_TILE * D, *kq = vkq + FA_TILE * D;
-    float *M = kq + FA_TILE, *S = M + FA_TILE;
+    float *M = kq + FA_TILE, *S = M + FA_TILE, *krow = S + FA_TILE; /* krow: one K row widened */
     const int64_t n_qt = (nt + FA_TILE - 1) / FA_TILE;
     int64_t i0, i1;
     lw__cpu_split(n_head * n_qt, ith, nth, &i0, &i1);
@@ -688,14 +709,9 @@ static void op_attn_tiled(const lw__exec *ex, const lw__node *nd, int ith, int n
             const int64_t n = n_kv_max - c0 < FA_TILE ? n_kv_max - c0 : FA_TILE;
             for (int64_t j = 0; j < n; j++) { /* widen the tile once for every row */
                 const uint8_t *kr = kc + (size_t)(c0 + j) * rb, *vr = vc + (size_t)(c0 + j) * rb;
-                float *vd = V32 + j * D;
-                if (f16)
-                    K->f16_to_f32((const uint16_t *)vr + hk * D, vd, D);
-                else
-                    memcpy(vd, (const float *)vr + hk * D, sizeof(float) * (size_t)D);
-                for (int64_t d = 0; d < D; d++)
-                    Kt[d * FA_TILE + j] = f16 ? lw__fp16_to_fp32(((const uint16_t *)kr)[hk * D + d])
-                                              : ((const float *)kr)[hk * D + d];
+                kv_widen(ex, vr, hk, D, V32 + j * D);
+                kv_widen(ex, kr, hk, D, krow);
+                for (int64_t d = 0; d < D; d++) Kt[d * FA_TILE + j] = krow[d];
             }
             for (int64_t r = 0; r < t1 - t0; r++) {
                 const int64_t nv = ex->pos0 + t0 + r + 1; /* cells row r sees: [lo, nv) */
@@ -834,10 +850,12 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
     }
     const size_t rb = lw__cpu_row_size(ex->kv_type, lw__cpu_kv_row(ex, nd->ip[0]));
     const uint8_t *kc = ex->k[nd->ip[0]], *vc = ex->v[nd->ip[0]];
+    const int quant = ex->kv_type == LW_TYPE_Q8_0 || ex->kv_type == LW_TYPE_Q4_0;
     float *ts = ex->thread_scratch + (size_t)ith * ex->thread_floats;
     float *vkq32 = ts;                      /* D floats   */
     uint16_t *vkq16 = (uint16_t *)(ts + D); /* D halves   */
     uint16_t *q16 = vkq16 + D;              /* D halves   */
+    float *kw = ts + 2 * D, *vw = kw + D;   /* a quantized cache's K and V rows, widened */
     int64_t r0, r1;
     lw__cpu_split(lw__cpu_rows(ex, q) * n_head, ith, nth, &r0, &r1);
     for (int64_t ir = r0; ir < r1; ir++) {
@@ -856,8 +874,12 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
         }
         for (int64_t ic = lo; ic < n_kv; ic++) {
             const uint8_t *kr = kc + (size_t)ic * rb, *vr = vc + (size_t)ic * rb;
+            if (quant) { /* K.Q and the V sum in f32 over the dequantized rows */
+                kv_widen(ex, kr, hk, D, kw);
+                kv_widen(ex, vr, hk, D, vw);
+            }
             float s = f16 ? K->dot_f16(D, (const uint16_t *)kr + hk * D, q16)
-                          : K->dot_f32(D, (const float *)kr + hk * D, qr);
+                          : K->dot_f32(D, quant ? kw : (const float *)kr + hk * D, qr);
             s = s * scale;
             if (softcap != 0.0f) s = softcap * tanhf(s);
             const float Mold = M;
@@ -875,7 +897,7 @@ static void op_attn(const lw__exec *ex, const lw__node *nd, int ith, int nth) {
             if (f16) {
                 K->mad_f16(vkq16, (const uint16_t *)vr + hk * D, vs, D);
             } else {
-                const float *v = (const float *)vr + hk * D;
+                const float *v = quant ? vw : (const float *)vr + hk * D;
                 for (int64_t d = 0; d < D; d++) vkq32[d] = fmaf(v[d], vs, vkq32[d]);
             }
             S = S * ms + vs; /* not fused in ggml's build */
@@ -1045,7 +1067,7 @@ lw_status lw__cpu_scratch_needs(const lw__graph *g, int64_t max_tokens, int64_t 
             if (b > shared) shared = b;
             if (f > per_thread) per_thread = f;
         } else if (nd->op == LW_OP_ATTN) {
-            uint64_t f = 2 * (uint64_t)nd->ip[3]; /* one-chunk: D floats + 2 D halves */
+            uint64_t f = 4 * (uint64_t)nd->ip[3]; /* one-chunk: D floats + 2 D halves, 2 D widened */
             if (max_tokens >= FA_TILE && nd->ip[3] % 16 == 0 && fa_tiled_floats(nd->ip[3]) > f)
                 f = fa_tiled_floats(nd->ip[3]);
             const uint64_t classic = 2 * (uint64_t)classic_pad(n_ctx, n_ctx) + (uint64_t)nd->ip[3];

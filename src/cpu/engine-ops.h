@@ -124,7 +124,7 @@ typedef struct lw__exec {
     int32_t flash_attn;          /* 1: ggml's flash attention (llama.cpp's CPU default); 0: its KQ,
                                     softmax, KQV path (llama.cpp with flash attention off)               */
     int64_t n_ctx;               /* cache cells (the classic path pads rows as llama.cpp's KV view)      */
-    uint32_t kv_type;            /* LW_TYPE_F16 or LW_TYPE_F32                                           */
+    uint32_t kv_type;            /* LW_TYPE_F16, LW_TYPE_F32, LW_TYPE_Q8_0 or LW_TYPE_Q4_0 (flash only)  */
     int64_t kv_row;              /* elements per cache row (KV heads x head dim)                         */
     const int64_t *kv_rows;      /* per layer: that layer's cache row when the blocks' geometries differ
                                     (gemma4: sliding and global heads of other sizes), or NULL: kv_row   */

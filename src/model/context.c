@@ -6,6 +6,7 @@
 #include "model/model.h"
 #include "sample/sample.h"
 
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -57,8 +58,18 @@ static int reserve(uint64_t *top, uint64_t size, uint64_t *off) {
 static lw_status create(lw_context *c, const lw_context_params *p) {
     lw_model *m = c->model;
     const lw__hparams *hp = &m->hp;
-    if (p->type_k != p->type_v || (p->type_k != LW_TYPE_F16 && p->type_k != LW_TYPE_F32))
-        return lw__errorf(c->err, LW_ERR_UNSUPPORTED, "KV cache types must both be f16 or both f32");
+    const bool kv_quant = p->type_k == LW_TYPE_Q8_0 || p->type_k == LW_TYPE_Q4_0;
+    if (p->type_k != p->type_v || (p->type_k != LW_TYPE_F16 && p->type_k != LW_TYPE_F32 && !kv_quant))
+        return lw__errorf(c->err, LW_ERR_UNSUPPORTED,
+                          "KV cache types must both be f16, f32, q8_0 or q4_0 (K %u, V %u)", p->type_k,
+                          p->type_v);
+    if (kv_quant && !p->flash_attn) /* as llama.cpp: the classic path reads V by columns */
+        return lw__errorf(c->err, LW_ERR_UNSUPPORTED, "a quantized KV cache needs flash attention");
+    for (uint32_t l = 0; kv_quant && l < hp->n_layer; l++)
+        if (m->lhp[l].head_dim % 32) /* each head's row must start on a 32-element block */
+            return lw__errorf(c->err, LW_ERR_UNSUPPORTED,
+                              "a quantized KV cache needs head sizes that are multiples of 32 (layer %u: %u)",
+                              l, m->lhp[l].head_dim);
     c->n_ctx = p->n_ctx ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
     if (c->n_ctx == 0 || c->n_ctx > (1u << 24))
         return lw__errorf(c->err, LW_ERR_INVALID_ARG, "bad n_ctx %u", c->n_ctx);
@@ -78,7 +89,8 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
     if ((st = m->arch->build(m, &c->graph, &c->logits)) != LW_OK)
         return lw__errorf(c->err, st, "building the %s graph failed", m->arch->name);
     if (p->embeddings && (st = lw__embed_graph_cut(&c->graph, &c->embd)) != LW_OK)
-        return lw__errorf(c->err, st, "the %s graph has no final norm to take embeddings from", m->arch->name);
+        return lw__errorf(c->err, st, "the %s graph has no final norm to take embeddings from",
+                          m->arch->name);
     if ((st = lw__graph_plan(&c->graph, c->n_batch, c->n_batch, ARENA_ALIGN)) != LW_OK)
         return lw__errorf(c->err, st, "planning the graph failed");
     size_t shared = 0, thread_floats = 0;
@@ -102,7 +114,7 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
         c->kv_rows[l] = (int64_t)lh->n_head_kv * lh->head_dim;
         uint64_t bytes;
         if (lh->kv_src == (int32_t)l &&
-            (!lw__mul_u64((uint64_t)c->kv_rows[l] * kti->type_size, c->n_ctx, &bytes) ||
+            (!lw__mul_u64((uint64_t)c->kv_rows[l] / kti->block_size * kti->type_size, c->n_ctx, &bytes) ||
              !lw__mul_u64(bytes, 2, &bytes) || !lw__add_u64(all_cache, bytes, &all_cache)))
             return lw__errorf(c->err, LW_ERR_OVERFLOW, "KV cache too large");
     }
@@ -122,7 +134,8 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
     size_t at = 0;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         if (m->lhp[l].kv_src != (int32_t)l) continue;
-        const size_t bytes = (size_t)c->kv_rows[l] * kti->type_size * c->n_ctx;
+        /* a row of whole blocks (quantized caches: head sizes are multiples of the block, checked above) */
+        const size_t bytes = (size_t)c->kv_rows[l] / kti->block_size * kti->type_size * c->n_ctx;
         c->kv[l] = base + kv_off + at;
         c->kv[hp->n_layer + l] = base + kv_off + at + bytes;
         at += 2 * bytes;

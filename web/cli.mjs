@@ -52,7 +52,7 @@ function parse(argv) {
     else if (k === '--chain') o.chain = num(k, v, 0, 16, true);
     else if (k === '--f16') o.f16 = Number(v);
     else if (k === '--sg') o.subgroups = Number(v);
-    else if (k === '--kv') o.kvF32 = v === 'f32';
+    else if (k === '--kv') o.kvType = v;
     else if (k === '--tune') o.tune = existsSync(v) ? readFileSync(v, 'utf8') : v;
     else if (k === '--temp') o.sampling.temp = num(k, v, 0, 1e6);
     else if (k === '--top-k') o.sampling.topK = num(k, v, -1, 1e9, true);
@@ -85,7 +85,7 @@ async function main() {
   const src = fileSource(o.model);
   const nCtx = o.nCtx ?? (o.cmd !== 'run' ? (o.prompt ? Number(o.prompt) : 512) + (o.n ?? 128) + 8 : 2048);
   const m = await GpuModel.open(M, src, { nCtx, nBatch: o.nBatch, submitEvery: o.submitEvery, f16: o.f16, subgroups: o.subgroups,
-    kvF32: o.kvF32, tune: o.tune });
+    kvType: o.kvType, tune: o.tune });
   // run samples (the native defaults); bench takes the argmax unless a sampling option was given
   const sample = o.cmd === 'run' || Object.keys(o.sampling).length > 0;
   const sp = { ...SAMPLING_DEFAULTS, ...o.sampling };

@@ -297,7 +297,9 @@ export class Llamaweb {
   // instead; sha256, headers, revalidate, partBytes, parallel, retryDelayMs as cacheModel's); signal (an
   // AbortSignal) stops the download and the load (ABORTED).
   // opts: device (this open's engine: 'auto' | 'webgpu' | 'cpu'), nCtx (KV cells; default 2048), nBatch,
-  // kvF32, headBytes (first header prefetch, default 256 KiB), onProgress(done, total, phase: 'download' |
+  // kvType ('f16' default, 'f32', and on the CPU engine llama.cpp's quantized 'q8_0' / 'q4_0': half and 0.28
+  // of f16's bytes; WebGPU refuses those with BAD_INPUT, so device 'auto' opens the model on the CPU) or kvF32,
+  // headBytes (first header prefetch, default 256 KiB), onProgress(done, total, phase: 'download' |
   // 'verify' | 'upload'), maxInFlight (chunks read and not yet in place, at most) and retries (per chunk read, with
   // backoff); on WebGPU f16/subgroups (0/1; default as the device offers) and tune (kernel overrides, as node
   // web/tune.mjs prints them); on the CPU threads. With device 'auto', a model WebGPU fails to open (a plan
@@ -384,7 +386,7 @@ export class Llamaweb {
     const want = Math.max(1, Math.floor(opts.threads ?? this.threads));
     const mod = await this.cpuModule(want);
     const e = await CpuEngine.open(mod.M, src, { nCtx: opts.nCtx ?? 2048, nBatch: opts.nBatch, threads: Math.min(want, mod.threads),
-      kvF32: opts.kvF32, headBytes: opts.headBytes, onProgress: opts.onProgress && ((d, n) => opts.onProgress(d, n, 'upload')), maxInFlight: opts.maxInFlight,
+      kvType: opts.kvType, kvF32: opts.kvF32, headBytes: opts.headBytes, onProgress: opts.onProgress && ((d, n) => opts.onProgress(d, n, 'upload')), maxInFlight: opts.maxInFlight,
       retries: opts.retries, signal: opts.signal });
     const model = new Model(e, src, performance.now() - t0);
     model.loadStats = e.loadStats;
@@ -416,7 +418,7 @@ export class Llamaweb {
       const ctx0 = this.Module.lwGpu.contexts; // the HAL contexts this open makes own the model's buffers
       try {
         const g = await GpuModel.open(this.Module, s, { nCtx: opts.nCtx ?? 2048, nBatch: opts.nBatch, f16: opts.f16,
-          subgroups: opts.subgroups, kvF32: opts.kvF32, tune: opts.tune, maxInFlight: opts.maxInFlight, retries: opts.retries });
+          subgroups: opts.subgroups, kvType: opts.kvType, kvF32: opts.kvF32, tune: opts.tune, maxInFlight: opts.maxInFlight, retries: opts.retries });
         const model = new Model(g, src, performance.now() - t0);
         model.loadStats = g.loadStats; // {ms, bytes, chunks, peakInFlight, retries, peakJsHeap} of the upload
         model.headBytes = s.head.length; // header bytes prefetched (tests: never the whole file of a big model)

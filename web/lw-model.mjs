@@ -136,13 +136,15 @@ export const SAMPLING_DEFAULTS = Object.freeze({ temp: 0.8, topK: 40, topP: 0.95
 
 export class GpuModel {
   // Opens and plans the model and awaits the weight upload. opts: nCtx, nBatch, submitEvery, f16, subgroups
-  // (-1 or undefined: as the device offers), kvF32 (an f32 KV cache instead of f16), tune (kernel overrides,
+  // (-1 or undefined: as the device offers), kvType 'f16' | 'f32' or kvF32 (an f32 KV cache instead of f16;
+  // gpuKvF32), tune (kernel overrides,
   // src/webgpu/gpu-tune.h: the JSON text `node web/tune.mjs` prints, the same as an object, or an object of
   // single keys {'matvec.q4_0.wg': 128}; a bad one throws before anything is opened). Streaming: maxInFlight
   // (chunks read and not yet on the GPU, at most; default lwGpu.load's), retries (per chunk). Afterwards
   // m.loadMs and m.loadStats ({ms, bytes, chunks, peakInFlight, retries, peakJsHeap}). Failures throw a
   // LlamawebError and free what was made.
   static async open(M, source, opts = {}) {
+    gpuKvF32(opts); // a bad kvType throws before anything is opened
     const tune = opts.tune === undefined || opts.tune === null || opts.tune === '' ? 0 : makeTune(M, opts.tune);
     const L = M.lwGpu.load, saved = L ? { ...L } : null;
     if (L && opts.maxInFlight > 0) L.maxInFlight = opts.maxInFlight;
@@ -161,7 +163,7 @@ export class GpuModel {
       t0 = performance.now();
       if (M.lwGpu.resetLoadStats) M.lwGpu.resetLoadStats();
       h = M._lw_wasm_model_open(id, source.size, opts.nCtx ?? 0, opts.nBatch ?? 0, opts.submitEvery ?? 0,
-        opts.f16 ?? -1, opts.subgroups ?? -1, opts.kvF32 ? 1 : 0, tune, opts.exact === undefined ? -1 : opts.exact ? 1 : 0);
+        opts.f16 ?? -1, opts.subgroups ?? -1, gpuKvF32(opts) ? 1 : 0, tune, opts.exact === undefined ? -1 : opts.exact ? 1 : 0);
     } finally {
       if (tune) M._lw_wasm_tune_free(tune); // read during open only
     }
@@ -469,11 +471,33 @@ async function streamIntoHeap(M, source, ranges, { chunkBytes = 8 << 20, maxInFl
   return { chunks: chunks.length, retries: retried };
 }
 
+// The KV cache types the CPU engine takes (lw_context_params type_k/type_v; ggml's type numbers): f16, the
+// default as llama.cpp's; f32; llama.cpp's quantized caches q8_0 and q4_0, 1/2 and 0.28 of f16's bytes (flash
+// attention, head sizes multiples of 32).
+export const KV_TYPES = Object.freeze({ f32: 0, f16: 1, q4_0: 2, q8_0: 8 });
+// The type number of opts.kvType (or of kvF32: f32), -1 for the default; BAD_INPUT for an unknown name.
+export function kvTypeId(opts) {
+  if (opts.kvType === undefined || opts.kvType === null) return opts.kvF32 ? KV_TYPES.f32 : -1;
+  const id = KV_TYPES[String(opts.kvType).toLowerCase()];
+  if (id === undefined) throw new LlamawebError('BAD_INPUT', `kvType ${opts.kvType}: one of ${Object.keys(KV_TYPES).join(', ')}`);
+  return id;
+}
+
+// Whether the WebGPU engine's cache is f32 (kvType 'f32' or kvF32), else f16; its kernels read no quantized
+// cache, so q8_0 / q4_0 are BAD_INPUT there (device 'auto' then opens the model on the CPU engine).
+export function gpuKvF32(opts) {
+  const id = kvTypeId(opts);
+  if (id !== -1 && id !== KV_TYPES.f16 && id !== KV_TYPES.f32)
+    throw new LlamawebError('BAD_INPUT', `kvType ${opts.kvType}: the WebGPU engine keeps an f16 or f32 KV cache (a quantized one runs on the CPU engine)`);
+  return id === KV_TYPES.f32;
+}
+
 export class CpuEngine {
   // Opens the model of source ({size, read(offset, length) -> Promise<Uint8Array>, name?}) on the CPU engine
   // of module M: the header from a prefetched head of the file (grown when the header is longer), then every
   // tensor streamed from the source straight to its place in the heap. opts: nCtx (default: the model's
-  // training context, at most 4096), nBatch, threads (default 1; a pthreads module can run more), kvF32,
+  // training context, at most 4096), nBatch, threads (default 1; a pthreads module can run more), kvType
+  // ('f16' default, 'f32', 'q8_0', 'q4_0': kvTypeId) or kvF32,
   // headBytes (first head, default 256 KiB), onProgress(bytesRead, fileSize), chunkBytes (8 MiB),
   // maxInFlight (reads at a time, 4), retries (per chunk, 3), signal. Afterwards e.loadMs, e.loadStats,
   // e.headBytes, e.headTries. Failures throw a LlamawebError (public codes) and free what was made.
@@ -513,7 +537,7 @@ export class CpuEngine {
       const id = M.lwCpu.sources.push(host) - 1;
       let h = 0;
       try {
-        h = M._lw_wasm_cpum_open(id, source.size, opts.nCtx ?? 0, opts.nBatch ?? 0, opts.threads ?? 1, opts.kvF32 ? 1 : 0);
+        h = M._lw_wasm_cpum_open(id, source.size, opts.nCtx ?? 0, opts.nBatch ?? 0, opts.threads ?? 1, kvTypeId(opts));
         if (!h) throw new LlamawebError('NOT_ENOUGH_MEMORY', 'out of memory');
         const err = M.UTF8ToString(M._lw_wasm_cpum_error(h));
         if (err) {

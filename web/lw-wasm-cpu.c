@@ -52,6 +52,7 @@ typedef struct lw_wasm_cpum {
     int loaded;                /* 1 once the host wrote every deferred tensor range (lw_wasm_cpum_loaded) */
     int32_t token;             /* the last decode's chosen token (argmax or drawn)                   */
     int32_t threads_wanted;    /* threads asked for (the context may run fewer: see lw_wasm_cpum_info_json) */
+    uint32_t kv_type;          /* the KV cache's LW_TYPE (lw_wasm_cpum_info_json's kvType)              */
     lw_status status;          /* status of the last failed call                                     */
     char err[LW_ERRMSG_SIZE];  /* why opening failed ("" when none): the model is unusable            */
     char derr[LW_ERRMSG_SIZE]; /* why the last decode failed (the model stays usable)                */
@@ -98,11 +99,11 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_cpum_status(const lw_wasm_cpum *w) {
 /* Opens the model of host source `host` (size bytes) for the CPU: header, tokenizer, weight allocation (its
  * tensor ranges recorded by the host, to be written before lw_wasm_cpum_loaded), and a context of n_ctx cells
  * (0: the model's training context, at most 4096), n_batch tokens per step (0: default), n_threads threads
- * (< 1: 1; when the pool cannot start them, e.g. no pthreads in this build, one thread), kv_f32: an f32 KV
- * cache instead of f16. Returns NULL only when memory runs out; otherwise check lw_wasm_cpum_error() (empty:
+ * (< 1: 1; when the pool cannot start them, e.g. no pthreads in this build, one thread), kv_type: the KV
+ * cache's LW_TYPE (F16, F32, Q8_0 or Q4_0; < 0: F16, the default). Returns NULL only when memory runs out; otherwise check lw_wasm_cpum_error() (empty:
  * fine) and free it either way. */
 EMSCRIPTEN_KEEPALIVE lw_wasm_cpum *lw_wasm_cpum_open(uint32_t host, double size, int n_ctx, int n_batch,
-                                                     int n_threads, int kv_f32) {
+                                                     int n_threads, int kv_type) {
     lw_wasm_cpum *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->host = host;
@@ -138,7 +139,8 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_cpum *lw_wasm_cpum_open(uint32_t host, double size,
     cp.n_ctx = n_ctx > 0 ? (uint32_t)n_ctx : 0;
     if (n_batch > 0) cp.n_batch = (uint32_t)n_batch;
     cp.n_threads = w->threads_wanted;
-    if (kv_f32) cp.type_k = cp.type_v = LW_TYPE_F32;
+    if (kv_type >= 0) cp.type_k = cp.type_v = (uint32_t)kv_type; /* lw_context_create refuses the others */
+    w->kv_type = cp.type_k;
     st = lw_context_create(w->m, &cp, &w->c);
     if (st != LW_OK && cp.n_threads > 1 && st != LW_ERR_NOMEM) {
         /* threads could not start (a single-thread build, or the browser refused more workers): one thread */
@@ -269,11 +271,12 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_cpum_info_json(const lw_wasm_cpum *w, char *dst
     int n =
         snprintf(dst, (size_t)cap,
                  "{\"arch\":\"%s\",\"n_vocab\":%d,\"n_layer\":%d,\"n_embd\":%d,\"n_ctx\":%u,\"n_batch\":%u,"
-                 "\"threads\":%d,\"threadsWanted\":%d,\"weightBytes\":%llu,\"contextBytes\":%llu}",
+                 "\"threads\":%d,\"threadsWanted\":%d,\"weightBytes\":%llu,\"contextBytes\":%llu,"
+                 "\"kvType\":\"%s\"}",
                  lw_model_arch(w->m), lw_model_n_vocab(w->m), lw_model_n_layer(w->m), lw_model_n_embd(w->m),
                  lw_context_n_ctx(w->c), lw_context_n_batch(w->c), (int)lw_context_n_threads(w->c),
                  (int)w->threads_wanted, (unsigned long long)lw_model_weight_bytes(w->m),
-                 (unsigned long long)lw_context_bytes(w->c));
+                 (unsigned long long)lw_context_bytes(w->c), lw_type_get(w->kv_type)->name);
     return n < cap ? n : -1;
 }
 

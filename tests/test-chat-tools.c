@@ -1,7 +1,8 @@
 /* Chat templates given `tools` and OpenAI-shaped messages as JSON (lw_chat_params.tools,
  * lw_chat_template_render_json): the real Qwen2.5, Qwen3, Llama 3.1 and Mistral Nemo templates render a
  * request with two tools, and a conversation with an assistant tool call and its tool result, exactly as
- * @huggingface/jinja renders them (tests/test-chat-tools-expected.h); without tools the same templates give
+ * @huggingface/jinja renders them (tests/test-chat-tools-expected.h), also with the tool-calling turn's content
+ * null as OpenAI clients send it; without tools the same templates give
  * the same text as lw_chat_template_render of the same messages; bad JSON and wrong shapes fail with
  * LW_ERR_INVALID_ARG and a message naming what; tojson of the tools keeps their key order. */
 #include "test.h"
@@ -67,6 +68,21 @@ int main(void) {
     expect("llama3.1 tool result", TMPL_LLAMA31, MSGS_RESULT, TOOLS_JSON, EXPECT_LLAMA31_RESULT);
     expect("mistral nemo tools", TMPL_MISTRAL_NEMO, MSGS_ASK, TOOLS_JSON, EXPECT_NEMO_ASK);
     expect("mistral nemo tool result", TMPL_MISTRAL_NEMO, MSGS_RESULT, TOOLS_JSON, EXPECT_NEMO_RESULT);
+
+    /* the tool-calling turn as OpenAI clients send it, "content": null: Qwen3's template concatenates the
+     * content (none + str fails in Jinja), so the render retries with the nulls as "" (llama.cpp does the
+     * same for such templates); the others take none as they are; every render is the "" one's */
+    {
+        const char *from = "\"role\":\"assistant\",\"content\":\"\"", *to = "\"role\":\"assistant\",\"content\":null";
+        const char *at = strstr(MSGS_RESULT, from);
+        CHECK(at != NULL);
+        char nulls[sizeof MSGS_RESULT + 8];
+        snprintf(nulls, sizeof nulls, "%.*s%s%s", (int)(at - MSGS_RESULT), MSGS_RESULT, to, at + strlen(from));
+        expect("qwen3 content null", TMPL_QWEN3, nulls, TOOLS_JSON, EXPECT_QWEN3_RESULT);
+        expect("qwen2.5 content null", TMPL_QWEN25, nulls, TOOLS_JSON, EXPECT_QWEN25_RESULT);
+        expect("llama3.1 content null", TMPL_LLAMA31, nulls, TOOLS_JSON, EXPECT_LLAMA31_RESULT);
+        expect("mistral nemo content null", TMPL_MISTRAL_NEMO, nulls, TOOLS_JSON, EXPECT_NEMO_RESULT);
+    }
 
     /* no tools (NULL and ""): the same as the structs' render, and no tool section */
     {

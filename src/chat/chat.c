@@ -145,18 +145,25 @@ static bool build_globals(jj_ctx *c, jj_scope *g, jj_val messages, const lw_chat
 
 /* The messages of a render: n structs, or (json != NULL) a JSON array of message objects. */
 typedef struct render_msgs {
-    const lw_chat_message *msgs; /* the structs (json NULL)            */
-    size_t n;                    /* their count, or the JSON's bytes   */
-    const char *json;            /* JSON text, or NULL                 */
+    const lw_chat_message *msgs; /* the structs (json NULL)                                         */
+    size_t n;                    /* their count, or the JSON's bytes                                */
+    const char *json;            /* JSON text, or NULL                                              */
+    bool nulls_empty;            /* JSON: "content": null made "" (the retry render() makes)        */
+    int *n_nulls;                /* JSON: where to count the null contents seen (NULL: not counted) */
 } render_msgs;
 
 static bool build_messages(jj_ctx *c, const render_msgs *rm, jj_val *out) {
     if (!rm->json) return messages_list(c, rm->msgs, rm->n, out);
     if (!json_arg(c, "messages", rm->json, rm->n, out)) return false;
     if (out->t != JV_LIST) return jj_fail(c, LW_ERR_INVALID_ARG, "messages: not a JSON array");
-    for (size_t i = 0; i < out->u.l->n; i++)
+    for (size_t i = 0; i < out->u.l->n; i++) {
         if (out->u.l->v[i].t != JV_DICT)
             return jj_fail(c, LW_ERR_INVALID_ARG, "messages[%zu]: not a JSON object", i);
+        jj_val *content = jj_dict_get(c, out->u.l->v[i].u.d, jj_strv(jj_s("content", 7)));
+        if (!content || content->t != JV_NONE) continue;
+        if (rm->n_nulls) (*rm->n_nulls)++;
+        if (rm->nulls_empty) *content = jj_strv(jj_s("", 0));
+    }
     return true;
 }
 
@@ -165,14 +172,25 @@ static lw_status render(lw_chat_template *t, const render_msgs *rm, const lw_cha
 
 lw_status lw_chat_template_render(lw_chat_template *t, const lw_chat_message *msgs, size_t n,
                                   const lw_chat_params *params, char **out, size_t *out_len) {
-    const render_msgs rm = {msgs, n, NULL};
+    const render_msgs rm = {msgs, n, NULL, false, NULL};
     return render(t, n && !msgs ? NULL : &rm, params, out, out_len);
 }
 
 lw_status lw_chat_template_render_json(lw_chat_template *t, const char *messages, size_t len,
                                        const lw_chat_params *params, char **out, size_t *out_len) {
-    const render_msgs rm = {NULL, len, messages ? messages : ""};
-    return render(t, len && !messages ? NULL : &rm, params, out, out_len);
+    int n_nulls = 0;
+    render_msgs rm = {NULL, len, messages ? messages : "", false, &n_nulls};
+    lw_status st = render(t, len && !messages ? NULL : &rm, params, out, out_len);
+    /* OpenAI clients send an assistant turn that only calls tools with "content": null, which templates
+     * that concatenate the content (Qwen3's: '...' + content) cannot render; as llama.cpp does for such
+     * templates, the nulls become empty strings then (only then: templates that test `content is none`
+     * keep seeing none) */
+    if (st == LW_ERR_INVALID_ARG && n_nulls > 0 && t->kind == LW_CHAT_ERR_RENDER) {
+        rm.nulls_empty = true;
+        rm.n_nulls = NULL;
+        st = render(t, &rm, params, out, out_len);
+    }
+    return st;
 }
 
 /* rm NULL: the caller's messages were a NULL pointer with a count. */

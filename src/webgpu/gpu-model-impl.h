@@ -115,6 +115,9 @@ typedef struct gm_node {
         rope_cfg; /* ROPE: its configuration in the host table (rope_node), -1: angles computed on the GPU */
     int32_t qk_norm[2]; /* ROPE of a rope_qkv call with qk_norm: the Q and K RMS_NORM nodes it does (planned
                            at load, so a step does not search the graph) */
+    int32_t smx_subs;   /* MUL_MAT on the matrix units: (prep, mat-mat) pairs per piece, each over at most
+                           smx_rows rows (a piece's digits with X's must fit one binding); 0 otherwise  */
+    uint32_t smx_rows;  /* their rows                                                                   */
 } gm_node;
 
 struct lw__gpu_model {

@@ -336,6 +336,20 @@ static bool match_add_norm(const lw__gpu_model *g, int32_t i) {
 }
 
 /* The mat-vec variant MUL_MAT node j runs: tuned for its weight, fitted to the model's switches. */
+/* Rows of W per (prep, mat-mat) pair on the matrix units for products of k columns over pieces of `rows`
+ * rows: all of them, or fewer (a multiple of 128 where that leaves any) where the piece's digits with X's
+ * would exceed a binding (lw__gpu_smx_prep_bytes); 0 where not even X's digits fit. */
+static uint64_t smx_sub_rows(const lw__gpu_model *g, uint64_t k, uint64_t rows) {
+    const uint64_t bind = g->info.max_storage_buffer_binding_size;
+    uint64_t bytes, r;
+    if (lw__gpu_smx_prep_bytes(k, g->n_batch, rows, &bytes) == LW_OK && bytes <= bind) return rows;
+    if (lw__gpu_smx_prep_bytes(k, g->n_batch, 0, &bytes) != LW_OK || bytes >= bind || k < 2) return 0;
+    r = (bind - bytes) / (4 * (k / 2 + 1)); /* each row: k / 2 words of digits and a max */
+    if (r >= 256) r -= r % 128;
+    while (r > 0 && (lw__gpu_smx_prep_bytes(k, g->n_batch, r, &bytes) != LW_OK || bytes > bind)) r--;
+    return r < rows ? r : rows;
+}
+
 /* The mat-mat tiles of a weight of format type: the tuned ones, but with raw activations (f32 products)
  * neither integer tiles nor the matrix units (they round X), and without the matrix units where no_smx. */
 static lw__gpu_matmat_variant mm_tiles(const lw__gpu_model *g, const lw_gpu_info *info, uint32_t type,
@@ -491,17 +505,33 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         if (batched) { /* only where the mat-mat kernel takes the shape (e.g. k a multiple of its block) */
             mm.v.mm = mm_tiles(g, info, w->type, false);
             const gm_piece *pc = &g->pieces[g->loc[nd->src[0]].piece0];
-            lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, g->n_batch, 0, 0, 0, 0,
+            uint64_t rows_max = 0; /* the node's largest piece */
+            for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces; k++)
+                if ((uint64_t)g->pieces[pc - g->pieces + k].rows > rows_max)
+                    rows_max = (uint64_t)g->pieces[pc - g->pieces + k].rows;
+            const uint64_t sub = mm.v.mm.smx ? smx_sub_rows(g, (uint64_t)w->ne0, rows_max) : 0;
+            lw__gpu_matmat_shape sh = {mm.v.mm.smx && sub ? sub : (uint64_t)pc->rows,
+                                       (uint64_t)w->ne0,
+                                       g->n_batch,
+                                       0,
+                                       0,
+                                       0,
+                                       0,
                                        (uint64_t)w->ne1};
             lw__gpu_matmat_params p;
             uint32_t grid[3];
             char why[LW_ERRMSG_SIZE];
             batched = lw__gpu_matmat_check(info, &mm.v.mm, why) == LW_OK &&
                       lw__gpu_matmat_plan(info, &mm.v.mm, &sh, &p, grid, why) == LW_OK;
-            if (!batched && mm.v.mm.smx) { /* digits over a binding (a huge piece): the other tiles */
+            if (!batched && mm.v.mm.smx) { /* not even X's digits fit a binding: the other tiles */
                 mm.v.mm = mm_tiles(g, info, w->type, true);
+                sh.rows = (uint64_t)pc->rows;
                 batched = lw__gpu_matmat_check(info, &mm.v.mm, why) == LW_OK &&
                           lw__gpu_matmat_plan(info, &mm.v.mm, &sh, &p, grid, why) == LW_OK;
+            }
+            if (batched && mm.v.mm.smx) {
+                g->nodes[i].smx_rows = (uint32_t)sub;
+                g->nodes[i].smx_subs = (int32_t)((rows_max + sub - 1) / sub);
             }
         }
         if (batched && (st = lw__gpu_matmat_pipeline(gpu, &g->cache, &g->alloc, &mm.v.mm, info, &mm.pipe,
@@ -520,8 +550,11 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             lw_gpu_bind bq[4] = {b[0], lw__gm_whole(g->actq_scratch), b[2], b[3]};
             lw_gpu_bind bp[4] = {b[0], b[1], lw__gm_whole(g->actq_scratch), b[3]};
             st = lw__gm_add_call(g, &c, c.v.mv.idot ? bq : b, 4, false);
-            if (st == LW_OK && batched && mm.v.mm.smx) st = lw__gm_add_call(g, &prep, bp, 4, false);
-            if (st == LW_OK && batched) st = lw__gm_add_call(g, &mm, mm.v.mm.smx ? bq : b, 4, false);
+            for (int32_t u = 0; u < g->nodes[i].smx_subs && st == LW_OK; u++) { /* the matrix units */
+                st = lw__gm_add_call(g, &prep, bp, 4, false);
+                if (st == LW_OK) st = lw__gm_add_call(g, &mm, bq, 4, false);
+            }
+            if (st == LW_OK && batched && !mm.v.mm.smx) st = lw__gm_add_call(g, &mm, b, 4, false);
         }
         const int32_t s = st != LW_OK ? -1 : c.v.mv.idot ? lw__gm_glu_match(g, i) : lw__gm_glu_source(g, i);
         if (s >= 0 &&
@@ -735,9 +768,8 @@ lw_status lw__gm_prepare_shared(lw__gpu_model *g) {
     for (int32_t i = 0; i < gr->n_nodes; i++)
         if (gr->nodes[i].op == LW_OP_MUL_MAT && (uint64_t)gr->t[gr->nodes[i].src[0]].ne0 > k_max)
             k_max = (uint64_t)gr->t[gr->nodes[i].src[0]].ne0;
-    /* the subgroup-matrix mat-mats read a whole step's digits of X and a piece's of W from it
-     * (lw__gpu_smx_prep_bytes): the most any batched product's piece needs (one whose digits exceed a
-     * binding takes the other tiles) */
+    /* the subgroup-matrix mat-mats read a whole step's digits of X and a piece's of W (or of the rows of a
+     * piece's part: smx_sub_rows) from it (lw__gpu_smx_prep_bytes): the most any batched product needs */
     uint64_t q_bytes = lw__gpu_actq_quant_bytes(k_max) + 16, smx_bytes = 0;
     for (int32_t i = 0; i < gr->n_nodes && lw__gpu_smx_available(&g->info) && g->n_batch > 1; i++) {
         const lw__node *nd = &gr->nodes[i];
@@ -746,9 +778,10 @@ lw_status lw__gm_prepare_shared(lw__gpu_model *g) {
             continue;
         for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces; k++) {
             const gm_piece *pc = &g->pieces[g->loc[nd->src[0]].piece0 + k];
-            if (lw__gpu_smx_prep_bytes((uint64_t)gr->t[nd->src[0]].ne0, g->n_batch, (uint64_t)pc->rows,
-                                       &smx_bytes) == LW_OK &&
-                smx_bytes <= g->info.max_storage_buffer_binding_size && smx_bytes > q_bytes)
+            const uint64_t kk = (uint64_t)gr->t[nd->src[0]].ne0,
+                           sub = smx_sub_rows(g, kk, (uint64_t)pc->rows);
+            if (sub && lw__gpu_smx_prep_bytes(kk, g->n_batch, sub, &smx_bytes) == LW_OK &&
+                smx_bytes > q_bytes)
                 q_bytes = smx_bytes;
         }
     }
@@ -852,7 +885,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         const gm_call *quant = gn->q8 ? &calls[0] : NULL; /* rounds x for the integer mat-vecs */
         if (quant) calls++;
         /* mat-vec (, the matrix units' prep pass, mat-mat) per piece */
-        const int32_t per_piece = !gn->batched ? 1 : calls[1].v.mm.smx ? 3 : 2;
+        const int32_t per_piece = !gn->batched ? 1 : gn->smx_subs ? 1 + 2 * gn->smx_subs : 2;
         if (rows_t == 1 && gn->glu) { /* the GLU's inputs, gate and up parts of one fused output */
             const lw__node *glu = &g->graph.nodes[gn->glu_node];
             const int32_t n_pieces = g->loc[nd->src[0]].n_pieces;
@@ -893,16 +926,31 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
                 const gm_piece *pc = &g->pieces[mc->aux];
                 lw__gpu_matmat_shape sh = {(uint64_t)pc->rows, (uint64_t)w->ne0, rows_t, 0, 0, 0,
                                            (uint64_t)pc->row0, (uint64_t)w->ne1};
-                if (per_piece ==
-                    3) { /* the matrix units: X's digits (once, with the first piece), row maxima */
-                    lw__gpu_smx_prep_params pp;
-                    PLAN(lw__gpu_smx_prep_plan(info, w->type, &sh, k == 0 ? rows_t : 0, &pp, grid, g->err));
-                    lw__gm_emit(g, &calls[k * per_piece + 1], &pp, sizeof pp, grid);
-                    g->q8_tensor = -1; /* the integer mat-vecs' rounded x is overwritten */
+                if (!gn->smx_subs) {
+                    lw__gpu_matmat_params p;
+                    PLAN(lw__gpu_matmat_plan(info, &mc->v.mm, &sh, &p, grid, g->err));
+                    lw__gm_emit(g, mc, &p, sizeof p, grid);
+                    continue;
                 }
-                lw__gpu_matmat_params p;
-                PLAN(lw__gpu_matmat_plan(info, &mc->v.mm, &sh, &p, grid, g->err));
-                lw__gm_emit(g, mc, &p, sizeof p, grid);
+                /* the matrix units, per part of at most smx_rows rows: X's digits (once, with the first),
+                 * the part's digits and row maxima, then its product */
+                const uint64_t stride = (uint64_t)w->row_bytes;
+                for (uint64_t r0 = 0, u = 0; r0 < (uint64_t)pc->rows; r0 += gn->smx_rows, u++) {
+                    lw__gpu_matmat_shape part = sh;
+                    part.rows =
+                        (uint64_t)pc->rows - r0 < gn->smx_rows ? (uint64_t)pc->rows - r0 : gn->smx_rows;
+                    part.w_offset = r0 * stride;
+                    part.y_offset = (uint64_t)pc->row0 + r0;
+                    const gm_call *pcall = &calls[k * per_piece + 1 + 2 * u];
+                    lw__gpu_smx_prep_params pp;
+                    PLAN(lw__gpu_smx_prep_plan(info, w->type, &part, k == 0 && r0 == 0 ? rows_t : 0, &pp,
+                                               grid, g->err));
+                    lw__gm_emit(g, pcall, &pp, sizeof pp, grid);
+                    lw__gpu_matmat_params p;
+                    PLAN(lw__gpu_matmat_plan(info, &pcall[1].v.mm, &part, &p, grid, g->err));
+                    lw__gm_emit(g, &pcall[1], &p, sizeof p, grid);
+                }
+                g->q8_tensor = -1; /* the integer mat-vecs' rounded x is overwritten */
             }
             return LW_OK;
         }

@@ -1,8 +1,7 @@
 // Whole-model prefill on the matrix units where the adapter has none (CI's lavapipe): the subgroup-matrix
 // kernels emulated in plain WGSL (tests/web/smx-emulate.mjs), so the GPU runner's part of them runs for real
-// — the prep buffer sized for the largest batched piece, one prep pass (X's digits with the first piece, each
-// piece's W digits) and one mat-mat per piece, the grid, the fallback to the other tiles where a piece's
-// digits exceed a binding — on synthetic llamas (written by the native CLI: llamaweb synth), against the CPU
+// — the prep buffer sized for the largest batched piece, a prep pass (X's digits with the first piece, each
+// piece's W digits) and a mat-mat per piece or per part of one whose digits would exceed a binding, the grid — on synthetic llamas (written by the native CLI: llamaweb synth), against the CPU
 // engine and the same model without the matrix units.
 // On GPUs that list the units the emulation is not needed (model.test.mjs and matmat.test.mjs run the real
 // ones); elsewhere than lavapipe only with LW_TEST_SLOW=1 (CPU drivers take ~10-50 s per emulated kernel).
@@ -41,7 +40,9 @@ async function gpuLogits(M, file, opts) {
   // exact: false: CPU adapters otherwise take steps this short on the exact mat-vecs
   const g = await GpuModel.open(M, fileSource(file), { nCtx: 96, nBatch: 64, exact: false, ...opts });
   try {
-    return (await g.decode(PROMPT, 'logits')).logits;
+    const d0 = M.lwGpu.counters.dispatches;
+    const logits = (await g.decode(PROMPT, 'logits')).logits;
+    return { logits, dispatches: M.lwGpu.counters.dispatches - d0 };
   } finally {
     g.free();
   }
@@ -57,12 +58,12 @@ async function cpuLogits(M, file) {
   }
 }
 
-// Q4_K with 512 KiB bindings: the gate and up products' digits (1536 x 256 x 2 bytes) exceed a binding, so those products take
-// the other tiles and the attention's the units, in each step (the runner's fallback); Q8_0 (LW_TEST_SLOW=1)
-// with the adapter's limits: every product on the units. Random weights make these models' logits move ~1e-4
-// (nmse) between the GPU and the CPU engine whatever the mat-mat (other kernels' roundings, amplified), so the
-// bound is relative: the matrix units' run is no further from the CPU engine than the other tiles' run (a
-// misplaced piece, digit or scale is nmse ~1).
+// Q4_K with 512 KiB bindings: the gate and up products' digits (1536 x 256 x 2 bytes) exceed a binding, so
+// they run in two parts of at most 896 rows (a prep and a mat-mat each), the others whole; Q8_0
+// (LW_TEST_SLOW=1) with the adapter's limits. Random weights make these models' logits move ~1e-4 (nmse)
+// between the GPU and the CPU engine whatever the mat-mat (every product's 8-bit rounding of x amplifies
+// small differences: tests/web/smx-precision.mjs), so the bound is relative: the matrix units' run is no
+// further from the CPU engine than the other tiles' run (a misplaced part, digit or scale is nmse ~1).
 const CASES = [['q4_K', 'tiny-256', { maxStorageBufferBindingSize: 512 << 10 }], ...(process.env.LW_TEST_SLOW === '1' ? [['q8_0', 'tiny', null]] : [])];
 for (const [type, preset, caps] of CASES) {
   test(`${type}: prefill through the emulated matrix units is as near the CPU engine as the other tiles${caps ? ' (512 KiB bindings)' : ''}`, { skip }, async () => {
@@ -74,16 +75,26 @@ for (const [type, preset, caps] of CASES) {
     try {
       const plain = await gpuLogits(M, file, { tune: { [`matmat.${type}.smx`]: 0 } });
       const restore = emulateSmx(M);
-      let smx;
+      let smx, whole = null;
       try {
         smx = await gpuLogits(M, file, {});
+        if (caps) { // the same products in one part each: the same bits (rows are independent)
+          M.lwGpu.capLimits(null);
+          whole = await gpuLogits(M, file, {});
+        }
       } finally {
         restore();
       }
       assert.ok(restore.rewritten > 0, 'the matrix units\' kernels were built');
-      const a = nmse(smx, cpu), b = nmse(plain, cpu);
-      console.log(`# ${type}: logits nmse vs the CPU engine: matrix units ${a.toExponential(2)}, other tiles ${b.toExponential(2)} (to each other ${nmse(smx, plain).toExponential(2)})`);
-      assert.ok(a < 2 * b + 1e-7 && nmse(smx, plain) > 0, `${a} vs ${b}`);
+      const a = nmse(smx.logits, cpu), b = nmse(plain.logits, cpu);
+      console.log(`# ${type}: logits nmse vs the CPU engine: matrix units ${a.toExponential(2)}, other tiles ${b.toExponential(2)} ` +
+        `(to each other ${nmse(smx.logits, plain.logits).toExponential(2)}); ${smx.dispatches} dispatches` +
+        (whole ? `, ${whole.dispatches} with whole products` : ''));
+      assert.ok(a < 2 * b + 1e-7 && nmse(smx.logits, plain.logits) > 0, `${a} vs ${b}`);
+      if (whole) {
+        assert.ok(smx.dispatches > whole.dispatches, 'products in parts');
+        assert.deepEqual(smx.logits, whole.logits, 'parts give the bits of whole products');
+      }
     } finally {
       M.lwGpu.capLimits(null);
     }

@@ -335,11 +335,11 @@ static bool match_add_norm(const lw__gpu_model *g, int32_t i) {
     return true;
 }
 
-/* The mat-vec variant MUL_MAT node j runs: tuned for its weight, fitted to the model's switches. */
 /* Rows of W per (prep, mat-mat) pair on the matrix units for products of k columns over pieces of `rows`
- * rows: all of them, or fewer (a multiple of 128 where that leaves any) where the piece's digits with X's
- * would exceed a binding (lw__gpu_smx_prep_bytes); 0 where not even X's digits fit. */
-static uint64_t smx_sub_rows(const lw__gpu_model *g, uint64_t k, uint64_t rows) {
+ * rows of row_bytes bytes: all of them, or fewer (a multiple of 128 where that leaves any; even where rows
+ * have an odd byte count, MXFP4's 17-byte blocks: a part starts at an even byte) where the piece's digits
+ * with X's would exceed a binding (lw__gpu_smx_prep_bytes); 0 where not even X's digits fit. */
+static uint64_t smx_sub_rows(const lw__gpu_model *g, uint64_t k, uint64_t rows, uint64_t row_bytes) {
     const uint64_t bind = g->info.max_storage_buffer_binding_size;
     uint64_t bytes, r;
     if (lw__gpu_smx_prep_bytes(k, g->n_batch, rows, &bytes) == LW_OK && bytes <= bind) return rows;
@@ -347,6 +347,7 @@ static uint64_t smx_sub_rows(const lw__gpu_model *g, uint64_t k, uint64_t rows) 
     r = (bind - bytes) / (4 * (k / 2 + 1)); /* each row: k / 2 words of digits and a max */
     if (r >= 256) r -= r % 128;
     while (r > 0 && (lw__gpu_smx_prep_bytes(k, g->n_batch, r, &bytes) != LW_OK || bytes > bind)) r--;
+    if (row_bytes & 1) r &= ~(uint64_t)1;
     return r < rows ? r : rows;
 }
 
@@ -370,6 +371,7 @@ static lw__gpu_matmat_variant mm_tiles(const lw__gpu_model *g, const lw_gpu_info
     return v;
 }
 
+/* The mat-vec variant MUL_MAT node j runs: tuned for its weight, fitted to the model's switches. */
 static lw__gpu_matvec_variant mm_variant(const lw__gpu_model *g, int32_t j) {
     const lw__tensor *w = &g->graph.t[g->graph.nodes[j].src[0]];
     lw__gpu_matvec_variant v = lw__gpu_matvec_tuned(g->p.tune, &g->info, w->type);
@@ -509,7 +511,8 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces; k++)
                 if ((uint64_t)g->pieces[pc - g->pieces + k].rows > rows_max)
                     rows_max = (uint64_t)g->pieces[pc - g->pieces + k].rows;
-            const uint64_t sub = mm.v.mm.smx ? smx_sub_rows(g, (uint64_t)w->ne0, rows_max) : 0;
+            const uint64_t sub =
+                mm.v.mm.smx ? smx_sub_rows(g, (uint64_t)w->ne0, rows_max, (uint64_t)w->row_bytes) : 0;
             lw__gpu_matmat_shape sh = {mm.v.mm.smx && sub ? sub : (uint64_t)pc->rows,
                                        (uint64_t)w->ne0,
                                        g->n_batch,
@@ -779,7 +782,8 @@ lw_status lw__gm_prepare_shared(lw__gpu_model *g) {
         for (int32_t k = 0; k < g->loc[nd->src[0]].n_pieces; k++) {
             const gm_piece *pc = &g->pieces[g->loc[nd->src[0]].piece0 + k];
             const uint64_t kk = (uint64_t)gr->t[nd->src[0]].ne0,
-                           sub = smx_sub_rows(g, kk, (uint64_t)pc->rows);
+                           sub =
+                               smx_sub_rows(g, kk, (uint64_t)pc->rows, (uint64_t)gr->t[nd->src[0]].row_bytes);
             if (sub && lw__gpu_smx_prep_bytes(kk, g->n_batch, sub, &smx_bytes) == LW_OK &&
                 smx_bytes > q_bytes)
                 q_bytes = smx_bytes;

@@ -236,6 +236,76 @@ fn sum_squares(ob: u32, lid: u32
 #endif
 }
 
+#if SUBGROUPS && Q8_OUT != 2
+#define ONE_PASS 1
+// A group of at most 8 WG_SIZE elements (decode's rows: 2048 and 4096 floats at 512 invocations) in one pass:
+// each invocation loads its 8 consecutive elements of x (and b), and of w, once and together, keeps them
+// in registers through the sum of squares and scales them from there; Q8_OUT=1 rounds its 8 to the Q8_0
+// blocks they are part of (four invocations a block, their largest |x| and quant sum by shuffles). The
+// strided loops it replaces waited on one load after another (8 trips to memory for the sum, then more to
+// read x again), which made a 4096-float norm cost as much as a 9 MB mat-vec on the H200. The sum adds in
+// another order than the strided one: GPUs' norms are within a few ulp of the CPU's anyway (the top).
+fn one_pass(ob: u32, row: u32, g: u32, lid: u32, sg_lid: u32, sg_size: u32) {
+    let n = params.group;
+    let e0 = 8u * lid;
+    let inside = e0 < n;
+    let e = select(0u, e0, inside);
+    let wb = params.w_offset + g * params.w_step;
+    var v: array<f32, 8>;
+    var wv: array<f32, 8>;
+    var acc = 0.0f;
+    for (var j = 0u; j < 8u; j++) {
+        v[j] = load_x(ob, e + j, inside);
+        acc = fma(v[j], v[j], acc);
+        wv[j] = 1.0f;
+        if (params.has_w != 0u) {
+            wv[j] = w[wb + e + j];
+        }
+    }
+    partial[lid] = select(0.0f, acc, inside);
+    workgroupBarrier();
+    var t = 0.0f;
+    for (var i = sg_lid; i < WG_SIZE; i += sg_size) {
+        t += partial[i];
+    }
+    let scale = inverseSqrt(subgroupAdd(t) / f32(n) + params.eps);
+    var m = 0.0f;
+    for (var j = 0u; j < 8u; j++) {
+        var x = v[j] * scale;
+        if (params.has_w != 0u) {
+            x = x * wv[j];
+        }
+        v[j] = x;
+        m = max(m, abs(x));
+    }
+    let db = params.d_offset + row * params.d_stride + g * params.group;
+#if Q8_OUT == 1
+    m = max(m, subgroupShuffleXor(m, 1u));
+    let amax = max(m, subgroupShuffleXor(m, 2u));
+    let sc = actq_scale_of(amax);
+    let q0 = actq_quant4(vec4<f32>(v[0], v[1], v[2], v[3]), sc);
+    let q1 = actq_quant4(vec4<f32>(v[4], v[5], v[6], v[7]), sc);
+    var total = q0.x + q0.y + q0.z + q0.w + q1.x + q1.y + q1.z + q1.w;
+    total += subgroupShuffleXor(total, 1u);
+    total += subgroupShuffleXor(total, 2u);
+#endif
+    if (inside) {
+        for (var j = 0u; j < 8u; j++) {
+            d[db + e + j] = v[j];
+        }
+#if Q8_OUT == 1
+        qout[e / 4u] = pack4xI8(q0);
+        qout[e / 4u + 1u] = pack4xI8(q1);
+        if ((lid & 3u) == 0u) {
+            let gw = actq_group_words(sc, amax, total);
+            qout[n / 4u + 2u * (e / 32u)] = gw.x;
+            qout[n / 4u + 2u * (e / 32u) + 1u] = gw.y;
+        }
+#endif
+    }
+}
+#endif
+
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32
 #if SUBGROUPS
@@ -249,6 +319,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let row = item / params.groups_per_row;
     let g = item % params.groups_per_row;
     let ob = row * params.x_stride + g * params.group;
+#ifdef ONE_PASS
+    if (params.group <= 8u * WG_SIZE && params.group % 8u == 0u) { // uniform
+        one_pass(ob, row, g, lid, sg_lid, sg_size);
+        return;
+    }
+#endif
 #if SUBGROUPS
     let total = sum_squares(ob, lid, sg_lid, sg_size);
 #else

@@ -24,7 +24,9 @@
 # call: split $MODELS over calls (1B ones, then 8B ones). TESTS picks the test files (default
 # tests/web/*.test.mjs); BENCH_TYPES the formats of the mat-vec benchmark; matmat = tests/web/bench-matmat.mjs
 # on $MM_SHAPE (rows k tokens, default 4096 4096 512) for $MM_TYPES (default q4_0,q8_0,q4_K); node = the bundle's
-# node on $NODE_ARGS (a script of the tree and its arguments). Logs also under $OUT.
+# node on $NODE_ARGS (a script of the tree and its arguments); ab = `web/cli.mjs bench` on each of $MODELS
+# with this tree's wasm and with $AB_WASM's (another build's llamaweb-wasm.{js,wasm} in a folder of the
+# tree, e.g. the parent commit's), alternating, $ROUNDS rounds. Logs also under $OUT.
 #
 # The Vulkan build is npm's @node-llama-cpp/linux-x64-vulkan@3.21.1, fetched here on demand with `npm pack`
 # into build/peer (not a package.json dependency: CI must not download its 27 MB); only the libraries the
@@ -130,6 +132,18 @@ for step in ${STEPS:-test bench}; do
           echo "-- $t submit $se${tu:+ tune $tu}" | tee -a $OUT/models.log
           timeout 300 $T/node web/cli.mjs bench -m $T/m-$pr-$t.gguf -p ${PP:-512} -n ${TG:-128} -r ${REPS:-3} --submit $se ${WEB_ARGS:-} \
             ${tu:+--tune "$tu"} 2>&1 | grep -v artificially | tee -a $OUT/models.log
+        done
+      done
+    done ;;
+  ab) # two wasm builds on the same files, alternating: $B/wasm (this tree) and $AB_WASM (a dir of the tree
+    # holding another build's llamaweb-wasm.{js,wasm}, e.g. the parent commit's, copied there before the run)
+    for pt in ${MODELS:-q4_0}; do
+      synth_model $pt || continue
+      for r in $(seq ${ROUNDS:-2}); do
+        for w in build/wasm ${AB_WASM:?ab: set AB_WASM}; do
+          echo "-- ab $pr $t round $r wasm $w" | tee -a $OUT/ab.log
+          LW_WASM_DIR=$w timeout 300 $T/node web/cli.mjs bench -m $f -p ${PP:-512} -n ${TG:-128} -r ${REPS:-3} \
+            ${WEB_ARGS:-} 2>&1 | grep -v artificially | tail -${AB_TAIL:-3} | tee -a $OUT/ab.log
         done
       done
     done ;;

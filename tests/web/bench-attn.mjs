@@ -3,7 +3,9 @@
 // mode), then N calls are recorded in one compute pass, submitted and read back (wall clock, median of 5),
 // so the time per call includes its share of one submit + read-back.
 //   node tests/web/bench-attn.mjs [iters]      LW_BENCH_SHAPE=nh,nkv,d (default 32,8,64: Llama 3.2 1B)
-//   LW_BENCH_CASES="1,512 1,4096 512,0" picks (tokens, n_past) pairs; LW_BENCH_F32=1: an f32 cache
+//   LW_BENCH_CASES="1,512 1,4096 512,0" picks (tokens, n_past) pairs; LW_BENCH_F32=1: an f32 cache;
+//   LW_BENCH_DECODE="wg,chunk,splits,min_chunk ..." runs each case once per decode variant (0 or -1 fields:
+//   the device default's; default one entry, the device default)
 // Prefill tiles: `node tests/web/bench-attn.mjs prefill [iters]` times the prefill kernel's tiles against the
 // CPU adapters' (and before the register blocks everyone's) tiles, the peer: 64 invocations, 16 rows x 32
 // cells, unblocked. For the llama-3.2-1b (32 / 8 heads of 64) and llama-3.1-8b (32 / 8 of 128) shapes,
@@ -32,12 +34,14 @@ console.log(`adapter ${info.vendor} / ${info.architecture} / ${info.device}; ${n
   `${f16 ? 'f16' : 'f32'} cache; ${iters} calls per submit`);
 const G = M._lw_wasm_attn_gpu_open();
 if (!G) { console.log('no GPU'); process.exit(1); }
-for (const [nt, pos0] of cases) {
+const variants = (process.env.LW_BENCH_DECODE || '0,0,-1,0').trim().split(/\s+/).map((c) => c.split(',').map(Number));
+for (const [nt, pos0] of cases) for (const [vwg, vchunk, vsplits, vmin] of variants) {
+  const vname = variants.length > 1 ? ` [wg ${vwg} chunk ${vchunk} splits ${vsplits} min ${vmin}]` : '';
   const h = M._lw_wasm_attn_new(f16, nh, nkv, hd, nt, pos0, pos0 + nt, 0, 1 / Math.sqrt(hd), 0, 3, 1);
   const err = () => M.UTF8ToString(M._lw_wasm_attn_error(h));
   try {
     if (err()) throw new Error(err());
-    if (M._lw_wasm_attn_run(h, G, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0) !== 0) throw new Error(err());
+    if (M._lw_wasm_attn_run(h, G, vwg, vchunk, vsplits, vmin, -1, 0, 0, 0, 0, 0) !== 0) throw new Error(err());
     let e = await M.lwGpu.settle();
     if (e) throw new Error(e);
     const nmse = M._lw_wasm_attn_nmse(h, 0);
@@ -60,9 +64,9 @@ for (const [nt, pos0] of cases) {
     const kvBytes = (pos0 + nt) * nkv * hd * (f16 ? 2 : 4) * 2, flops = 4 * cells * nh * hd;
     console.log(`tokens ${String(nt).padStart(4)} n_past ${String(pos0).padStart(6)}: ${us.toFixed(1).padStart(9)} us/call ` +
       `${(kvBytes / (us * 1e3)).toFixed(1).padStart(7)} GB/s of KV ${(flops / (us * 1e6)).toFixed(2).padStart(8)} TFLOP/s  ` +
-      `(${plan.dispatches} dispatches, ${plan.kernel[0] === 2 ? 'prefill' : 'decode ' + plan.splits + ' splits'}; nmse ${nmse.toExponential(2)})`);
+      `(${plan.dispatches} dispatches, ${plan.kernel[0] === 2 ? 'prefill' : 'decode ' + plan.splits + ' splits'}; nmse ${nmse.toExponential(2)})${vname}`);
   } catch (x) {
-    console.log(`tokens ${nt} n_past ${pos0}: ${x.message}`);
+    console.log(`tokens ${nt} n_past ${pos0}${vname}: ${x.message}`);
   } finally {
     M._lw_wasm_attn_free(h);
   }

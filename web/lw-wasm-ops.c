@@ -643,6 +643,99 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm(lw_wasm_ops *c, int n, int group, 
     return st;
 }
 
+/* One row of n (fused ADD when add) through the f32-sum norm (subgroups, wg invocations; 0: the device's)
+ * that also rounds it to 8 bits (kind LW_GPU_ACTQ_Q8_0 or _Q8_K) as the integer mat-vecs read it. out holds
+ * the normalised row (n floats, ref: the CPU's; lw_wasm_ops_count() is n), then the quant words as the kernel
+ * wrote them (n / 4 quants, then two words per 32 elements: actq-quant.wgsl's layout): the test rounds out's
+ * row itself and compares those words (lw_wasm_ops_out_ptr). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_rms_norm_q8(lw_wasm_ops *c, int n, int kind, int wg, uint32_t seed,
+                                                 int add) {
+    if (n <= 0 || n % 256 || (kind != LW_GPU_ACTQ_Q8_0 && kind != LW_GPU_ACTQ_Q8_K))
+        return lw__errorf(c->err, LW_ERR_INVALID_ARG, "rms_norm_q8: n a multiple of 256, kind 1 or 2");
+    const size_t words = (size_t)n / 4 + (size_t)n / 16;
+    lw_status st = begin_case(c, (size_t)n + words);
+    if (st != LW_OK) return st;
+    float *x = malloc((size_t)n * 4), *b = malloc((size_t)n * 4), *w = malloc((size_t)n * 4),
+          *sum = malloc((size_t)n * 4);
+    if (!x || !b || !w || !sum) {
+        free(x);
+        free(b);
+        free(w);
+        free(sum);
+        return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
+    }
+    uint32_t s = seed ? seed : 1;
+    /* a few large elements, so blocks' maxima and the Q8_K super-block's first largest element vary */
+    for (int i = 0; i < n; i++) x[i] = rnd(&s) * ((rndu(&s) % 61) == 0 ? 9.0f : 1.0f);
+    for (int i = 0; i < n; i++) b[i] = rnd(&s);
+    for (int i = 0; i < n; i++) w[i] = 1.0f + 0.5f * rnd(&s);
+    ref_graph r;
+    memset(&r, 0, sizeof r);
+    lw__graph_init(&r.g, NULL, 5, 2);
+    int32_t tx = lw__graph_weight(&r.g, "x", LW_TYPE_F32, n, 1, x);
+    int32_t tw = lw__graph_weight(&r.g, "w", LW_TYPE_F32, n, 1, w);
+    int32_t td = ref_dst(&r, c->ref, n, 1, LW_ROWS_TOKENS);
+    if (add) {
+        int32_t tb = lw__graph_weight(&r.g, "b", LW_TYPE_F32, n, 1, b);
+        int32_t tsum = ref_dst(&r, sum, n, 1, LW_ROWS_TOKENS);
+        lw__graph_node(&r.g, LW_OP_ADD, tsum, tx, tb, -1);
+        tx = tsum;
+    }
+    lw__node *nd = lw__graph_node(&r.g, LW_OP_RMS_NORM, td, tx, tw, -1);
+    if (nd) nd->fp[0] = 1e-5f;
+    r.ex.n_tokens = 1;
+    r.ex.n_outputs = 1;
+    st = ref_run(c, &r, 1);
+    lw__gpu_norm_variant v = lw__gpu_norm_default(&c->info);
+    v.subgroups = true;
+    v.exact = false;
+    v.add_input = add != 0;
+    v.q8_out = (uint32_t)kind;
+    if (wg > 0) v.wg_size = (uint32_t)wg;
+    lw__gpu_norm_params p;
+    uint32_t grid[3];
+    lw_gpu_pipeline pipe;
+    arena ar = {0};
+    const int ix = arena_add(&ar, (uint64_t)n * 4), id = arena_add(&ar, (uint64_t)n * 4),
+              ib = arena_add(&ar, (uint64_t)n * 4), isum = arena_add(&ar, (uint64_t)n * 4),
+              iq = arena_add(&ar, words * 4);
+    lw_gpu_buffer buf = 0, wbuf = 0;
+    if (st == LW_OK)
+        st = add ? lw__gpu_norm_add_plan(&c->info, &v, n, 0, 1, 0, 0, 0, 0, n, 0, 1e-5f, &p, grid, c->err)
+                 : lw__gpu_norm_plan(&c->info, &v, n, 0, 1, 0, 0, n, 0, 1e-5f, &p, grid, c->err);
+    if (st == LW_OK) st = lw__gpu_norm_pipeline(&c->gpu, &c->cache, NULL, &v, &c->info, &pipe, c->err);
+    if (st == LW_OK) {
+        const void *data[5] = {x, NULL, b, NULL, NULL};
+        const uint64_t bytes[5] = {(uint64_t)n * 4, 0, (uint64_t)n * 4, 0, 0};
+        st = arena_upload(c, &ar, data, bytes, &buf);
+    }
+    if (st == LW_OK) st = upload(c, w, (uint64_t)n * 4, "norm weight", &wbuf);
+    if (st == LW_OK) {
+        lw_gpu_bind sb[6] = {bind_range(buf, &ar, ix), {wbuf, 0, 0}, bind_range(buf, &ar, id)};
+        uint32_t ns = 3;
+        if (add) {
+            sb[ns++] = bind_range(buf, &ar, ib);
+            sb[ns++] = bind_range(buf, &ar, isum);
+        }
+        sb[ns++] = bind_range(buf, &ar, iq); /* (after the parameters) */
+        st = dispatch(c, pipe, sb, ns, ns - 1, &p, sizeof p, grid);
+    }
+    if (st == LW_OK) st = finish(c, buf, ar.off[id], c->out, (uint64_t)n * 4);
+    if (st == LW_OK) st = c->gpu.ops->read(c->gpu.ctx, buf, ar.off[iq], c->out + n, words * 4);
+    c->count = (size_t)n; /* the checks (lw_wasm_ops_nmse, ...) cover the row; the words follow it */
+    free(x);
+    free(b);
+    free(w);
+    free(sum);
+    if (st != LW_OK && !c->err[0]) lw__errorf(c->err, st, "rms_norm_q8 failed");
+    return st;
+}
+
+/* The GPU result of the last case (lw_wasm_ops_count() floats; some cases put words there). */
+EMSCRIPTEN_KEEPALIVE const float *lw_wasm_ops_out_ptr(const lw_wasm_ops *c) {
+    return c->out;
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * ROPE
  * ------------------------------------------------------------------------------------------------------- */

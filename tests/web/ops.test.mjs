@@ -213,6 +213,70 @@ test('RMS_NORM with the f32 sum (GPUs\' default): within 1e-5 of the CPU, plain 
   assert.ok(same < all, 'every element identical: the exact sum ran');
 });
 
+// The norm's 8-bit output (what decode's integer mat-vecs read instead of a quantizer pass): the quant words
+// the kernel wrote against this row's own rounding of the normalised row it wrote (Q8_0: d = fp16(amax / 127),
+// q = round-to-even(x * (127 / amax)), the Q8_1 block sum fp16(amax / 127 * sum); Q8_K: the first element m of
+// largest |x| in each 256, q = round-to-even(x * (-127 / m)), the 32-groups' quant sums), for rows that take
+// the one-pass kernel (at most 8 floats per invocation) and rows that take the strided one (more).
+function f16round(x) {
+  const a = Math.abs(x);
+  if (a === 0 || !Number.isFinite(a)) return x;
+  let e = Math.floor(Math.log2(a));
+  if (2 ** e > a) e--;
+  if (2 ** (e + 1) <= a) e++;
+  const step = 2 ** (Math.max(e, -14) - 10), v = a / step, f = Math.floor(v), d = v - f;
+  const r = (d > 0.5 || (d === 0.5 && f % 2 === 1) ? f + 1 : f) * step;
+  return Math.sign(x) * (r >= 65520 ? Infinity : r);
+}
+const roundEven = (v) => { const f = Math.floor(v), d = v - f; return d > 0.5 || (d === 0.5 && f % 2 !== 0) ? f + 1 : f; };
+const f32bits = (x) => new Uint32Array(new Float32Array([x]).buffer)[0];
+function expectQ8(d, kind) {
+  const n = d.length, q = new Int32Array(n), words = new Uint32Array(n / 4 + n / 16);
+  const put = (i, scale, mul) => { q[i] = Math.max(-128, Math.min(127, roundEven(Math.fround(d[i] * mul)))); };
+  if (kind === 1) {
+    for (let b = 0; b < n; b += 32) {
+      let amax = 0;
+      for (let i = b; i < b + 32; i++) amax = Math.max(amax, Math.abs(d[i]));
+      const mul = amax ? Math.fround(127 / amax) : 0, dq = amax ? Math.fround(amax / 127) : 0;
+      let sum = 0;
+      for (let i = b; i < b + 32; i++) { put(i, 0, mul); sum += q[i]; }
+      words[n / 4 + 2 * (b / 32)] = f32bits(amax ? f16round(dq) : 0);
+      words[n / 4 + 2 * (b / 32) + 1] = f32bits(amax ? f16round(Math.fround(dq * sum)) : 0);
+    }
+  } else {
+    for (let sb = 0; sb < n; sb += 256) {
+      let amax = 0, m = 0;
+      for (let i = sb; i < sb + 256; i++) if (Math.abs(d[i]) > amax) { amax = Math.abs(d[i]); m = d[i]; }
+      const mul = amax ? Math.fround(-127 / m) : 0, scale = amax ? Math.fround(1 / mul) : 0;
+      for (let g = sb; g < sb + 256; g += 32) {
+        let sum = 0;
+        for (let i = g; i < g + 32; i++) { put(i, scale, mul); sum += q[i]; }
+        words[n / 4 + 2 * (g / 32)] = f32bits(scale);
+        words[n / 4 + 2 * (g / 32) + 1] = sum >>> 0;
+      }
+    }
+  }
+  for (let i = 0; i < n; i += 4) words[i / 4] = ((q[i] & 255) | ((q[i + 1] & 255) << 8) | ((q[i + 2] & 255) << 16) | ((q[i + 3] & 255) << 24)) >>> 0;
+  return words;
+}
+test('RMS_NORM with 8-bit output (Q8_0, Q8_K; fused ADD or not): the quants of the row it wrote, one pass and strided', { skip: skip || (!info().subgroups && 'no subgroups') }, async () => {
+  for (const kind of [1, 2])
+    for (const add of [0, 1])
+      for (const [n, wg] of [[4096, 512], [2048, 256], [256, 32], [4096, 128]]) {
+        const name = `rms_norm q8 kind ${kind} n ${n} wg ${wg}${add ? ' add' : ''} (${n <= 8 * wg ? 'one pass' : 'strided'})`;
+        const { c } = await run(name, (c) => M._lw_wasm_ops_rms_norm_q8(c, n, kind, wg, 7 + n + kind, add));
+        const p = M._lw_wasm_ops_out_ptr(c) >> 2;
+        const d = M.HEAPF32.slice(p, p + n), got = M.HEAPU32.slice(p + n, p + n + n / 4 + n / 16);
+        const want = expectQ8(d, kind);
+        let bad = 0, first = -1;
+        for (let i = 0; i < want.length; i++) if (want[i] !== got[i]) { bad++; if (first < 0) first = i; }
+        const ref = stats(name, c); // the row itself against the CPU's norm
+        console.log(`# ${name}: ${bad} of ${want.length} quant words differ; row ${fmt(ref)}`);
+        assert.equal(bad, 0, `first at word ${first}: ${got[first]} != ${want[first]}`);
+        assert.ok(ref.nmse < 1e-12, fmt(ref));
+      }
+});
+
 // ---- ROPE ---------------------------------------------------------------------------------------------------
 // An angle of position P is only defined to an ulp, P * 2^-24 rad, and the CPU and the GPU may round the
 // angle's YaRN blend or frequency-factor division differently (WGSL's fma need not be fused, its division

@@ -236,12 +236,20 @@ fn sum_squares(ob: u32, lid: u32
 #endif
 }
 
-#if SUBGROUPS && Q8_OUT != 2
+#if SUBGROUPS && (Q8_OUT != 2 || WG_SIZE >= 32)
 #define ONE_PASS 1
+#if Q8_OUT == 2
+// Q8_K super-blocks of 256 elements = 32 invocations: its largest |x|, then the first element of that
+// magnitude (255 - its index, so the largest wins) and that element with its sign (actq-quant.wgsl's way)
+var<workgroup> kmax: array<atomic<u32>, WG_SIZE / 32u>;
+var<workgroup> kfirst: array<atomic<u32>, WG_SIZE / 32u>;
+var<workgroup> kval: array<f32, WG_SIZE / 32u>;
+#endif
 // A group of at most 8 WG_SIZE elements (decode's rows: 2048 and 4096 floats at 512 invocations) in one pass:
 // each invocation loads its 8 consecutive elements of x (and b), and of w, once and together, keeps them
 // in registers through the sum of squares and scales them from there; Q8_OUT=1 rounds its 8 to the Q8_0
-// blocks they are part of (four invocations a block, their largest |x| and quant sum by shuffles). The
+// blocks they are part of (four invocations a block, their largest |x| and quant sum by shuffles), Q8_OUT=2
+// to Q8_K (a super-block's scale through workgroup atomics, the 32-groups' quant sums by shuffles). The
 // strided loops it replaces waited on one load after another (8 trips to memory for the sum, then more to
 // read x again), which made a 4096-float norm cost as much as a 9 MB mat-vec on the H200. The sum adds in
 // another order than the strided one: GPUs' norms are within a few ulp of the CPU's anyway (the top).
@@ -283,6 +291,35 @@ fn one_pass(ob: u32, row: u32, g: u32, lid: u32, sg_lid: u32, sg_size: u32) {
     m = max(m, subgroupShuffleXor(m, 1u));
     let amax = max(m, subgroupShuffleXor(m, 2u));
     let sc = actq_scale_of(amax);
+#elif Q8_OUT == 2
+    // (super-blocks lie wholly inside the row or past it: n is a multiple of 256 for Q8_K)
+    let sb = lid / 32u;
+    atomicMax(&kmax[sb], bitcast<u32>(m));
+    workgroupBarrier();
+    let bmax = bitcast<f32>(atomicLoad(&kmax[sb]));
+    var first = 8u;
+    for (var j = 7; j >= 0; j--) {
+        if (abs(v[j]) == bmax) {
+            first = u32(j);
+        }
+    }
+    if (inside && first < 8u) {
+        atomicMax(&kfirst[sb], 255u - ((lid % 32u) * 8u + first));
+    }
+    workgroupBarrier();
+    let at = 255u - atomicLoad(&kfirst[sb]);
+    if (inside && lid % 32u == at / 8u) {
+        kval[sb] = v[at % 8u];
+    }
+    workgroupBarrier();
+    var sc = vec2<f32>(0.0);
+    if (bmax != 0.0f) {
+        let mul = div_rn(-127.0f, kval[sb]);
+        sc = vec2<f32>(mul, div_rn(1.0f, mul));
+    }
+    let amax = 0.0f; // (Q8_K keeps no block sum)
+#endif
+#if Q8_OUT
     let q0 = actq_quant4(vec4<f32>(v[0], v[1], v[2], v[3]), sc);
     let q1 = actq_quant4(vec4<f32>(v[4], v[5], v[6], v[7]), sc);
     var total = q0.x + q0.y + q0.z + q0.w + q1.x + q1.y + q1.z + q1.w;
@@ -293,7 +330,7 @@ fn one_pass(ob: u32, row: u32, g: u32, lid: u32, sg_lid: u32, sg_size: u32) {
         for (var j = 0u; j < 8u; j++) {
             d[db + e + j] = v[j];
         }
-#if Q8_OUT == 1
+#if Q8_OUT
         qout[e / 4u] = pack4xI8(q0);
         qout[e / 4u + 1u] = pack4xI8(q1);
         if ((lid & 3u) == 0u) {

@@ -386,6 +386,7 @@ static lw__gpu_matvec_variant mm_variant(const lw__gpu_model *g, int32_t j) {
     const uint32_t ab = lw__gpu_actq_block(v.actq);
     v.idot = v.idot && !v.exact && !g->p.raw_acts && ab && w->ne0 % ab == 0;
     v.pair = v.idot && (w->type == LW_TYPE_Q4_0 || w->type == LW_TYPE_Q8_0) && w->ne0 % 64 == 0;
+    v.oct = v.oct && v.pair && w->ne0 % 256 == 0; /* (pieces are bound at 256-byte offsets: rows align) */
     lw__gpu_matvec_shape(g->p.tune, &g->info, &v, (uint64_t)w->ne0);
     return v;
 }

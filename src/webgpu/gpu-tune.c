@@ -65,6 +65,7 @@ static const tune_key matvec_keys[LW_GPU_TUNE_MV_KEYS] = {
     [LW_GPU_TUNE_MV_STAGE] = {"stage", 0, 8192, 1, false},
     [LW_GPU_TUNE_MV_EXACT] = {"exact", 0, 1, 1, false},
     [LW_GPU_TUNE_MV_IDOT] = {"idot", 0, 1, 1, false},
+    [LW_GPU_TUNE_MV_OCT] = {"oct", 0, 1, 1, false},
 };
 static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = {"tm", 1, 256, 1, false},   [LW_GPU_TUNE_MM_TN] = {"tn", 1, 256, 1, false},
@@ -434,6 +435,7 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
     r.stage = (uint32_t)v[LW_GPU_TUNE_MV_STAGE];
     r.exact = v[LW_GPU_TUNE_MV_EXACT] && lw__gpu_matvec_has_exact(type, true); /* the plan checks the order */
     r.idot = v[LW_GPU_TUNE_MV_IDOT] && !r.exact && info->has_dot4 && lw__gpu_matmat_has_idot(type);
+    r.oct = r.idot && v[LW_GPU_TUNE_MV_OCT] && (type == LW_TYPE_Q4_0 || type == LW_TYPE_Q8_0); /* pair's */
     if (r.idot) { /* integer products always take x rounded as the CPU rounds it for the format */
         const lw__gpu_format *f = lw__gpu_format_of(type);
         r.actq = f ? f->actq : LW_GPU_ACTQ_NONE;
@@ -448,7 +450,14 @@ void lw__gpu_matvec_shape(const lw__gpu_tune *t, const lw_gpu_info *info, lw__gp
     if ((!v->pair && !kq) || lw__gpu_cpu_adapter(info) || pick(t, 0, v->type, LW_GPU_TUNE_MV_WG, -1) != -1 ||
         pick(t, 0, v->type, LW_GPU_TUNE_MV_ROWS, -1) != -1)
         return;
-    if (kq) {
+    if (v->oct) {
+        /* one invocation per eight-block step of a row where the row has few (K 2048: 8, 4096: 16), at most
+         * 32 (a subgroup on the H200) for longer rows */
+        const uint64_t steps = k / 256;
+        v->wg_size = 4;
+        while (v->wg_size < 32 && (uint64_t)v->wg_size * 2 <= steps) v->wg_size *= 2;
+        v->rows = v->type == LW_TYPE_Q4_0 ? 4 : 2;
+    } else if (kq) {
         /* H200, tests/web/bench-matvec.mjs ROWS K, idot configs, us per mat-vec (default wg128 r2 / r1): Q4_K
          * wg32 r2 16384x2048 14.9 / 17.6, 6144x4096 11.9 / 12.4, 28672x4096 31.8 / 35.5 (3072x2048 8.5,
          * 2048x2048 8.9 / 8.2: the same within noise), longer rows wg256 r2 (4096x14336 40.3 / 42.2,

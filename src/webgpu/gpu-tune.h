@@ -31,6 +31,8 @@ enum {
                               exact kernel (lw__gpu_matvec_has_exact), 0 = float sums  */
     LW_GPU_TUNE_MV_IDOT,   /* "idot": 1 = integer products over x quantized once per step
                               (matvec-q8.wgsl) where the format and device have them     */
+    LW_GPU_TUNE_MV_OCT,    /* "oct": 1 = Q4_0 / Q8_0 integer products eight blocks a step
+                              in 16-byte loads (rows of a multiple of 256), 0 = pairs    */
     LW_GPU_TUNE_MV_KEYS
 };
 /* Mat-mat keys, in the order of lw__gpu_tune.matmat's second index. */

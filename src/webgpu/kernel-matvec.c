@@ -111,17 +111,24 @@ static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
                 err, LW_ERR_UNSUPPORTED,
                 "matvec: no integer-product variant for type %s here (GLU %u, actq %u, dot4 %d)",
                 ti ? ti->name : "?", glu, v->actq, info->has_dot4 ? 1 : 0);
-        if (v->pair && v->type != LW_TYPE_Q4_0 && v->type != LW_TYPE_Q8_0)
+        if (v->rows > v->wg_size) /* matvec-reduce.wgsl: invocation r stores row r */
+            return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: %u rows need as many invocations (%u)", v->rows,
+                              v->wg_size);
+        if ((v->pair || v->oct) && v->type != LW_TYPE_Q4_0 && v->type != LW_TYPE_Q8_0)
             return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: block pairs are for Q4_0 and Q8_0");
         snprintf(label, sizeof label, "matvec-q8 %s%s wg%u r%u%s", ti ? ti->name : "?",
-                 v->subgroups ? " sg" : "", v->wg_size, v->rows, v->pair ? " pair" : "");
+                 v->subgroups ? " sg" : "", v->wg_size, v->rows,
+                 v->oct    ? " oct"
+                 : v->pair ? " pair"
+                           : "");
         snprintf(actq, sizeof actq, "%u", v->actq);
         lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define},
                                   {"WG_SIZE", wg},
                                   {"ROWS", rows},
                                   {"SUBGROUPS", v->subgroups ? "1" : "0"},
                                   {"ACTQ", actq},
-                                  {"PAIR", v->pair ? "1" : "0"}};
+                                  {"PAIR", v->pair || v->oct ? "1" : "0"},
+                                  {"OCT", v->oct ? "1" : "0"}};
         return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec-q8.wgsl", defs,
                                       sizeof defs / sizeof defs[0], kinds, LW_GPU_MATVEC_BINDINGS, out, err);
     }
@@ -216,6 +223,9 @@ lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_vari
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: integer Q4_K / Q5_K rows must be 4-byte aligned");
     if (v->idot && v->pair && (k % 64 || stride % 4 || w_offset % 4))
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: block pairs need k %% 64 == 0 and aligned rows");
+    if (v->idot && v->oct && (k % 256 || stride % 16 || w_offset % 16))
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matvec: eight-block steps need k %% 256 == 0 and 16-byte aligned rows");
     if (rows > UINT32_MAX || x_offset / 4 > UINT32_MAX || y_offset > UINT32_MAX - rows || k >= 0x80000000u)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec: offsets or rows beyond 32 bits");
     uint32_t gmax =

@@ -97,6 +97,8 @@ typedef struct lw__gpu_matvec_variant {
                          wg_size, rows and subgroups kept, the rest ignored        */
     bool pair;        /* idot, Q4_0 / Q8_0: two blocks per step, whole-word loads
                          (rows of an even number of blocks, 4-byte aligned)        */
+    bool oct;         /* pair: eight blocks per step in 16-byte loads (rows of a
+                         multiple of 256 elements, 16-byte aligned)                */
 } lw__gpu_matvec_variant;
 
 /* The uniform parameter block of one mat-vec call (MatvecParams in matvec-common.wgsl; 48 bytes). */

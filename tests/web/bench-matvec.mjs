@@ -25,7 +25,8 @@ Object.assign(bytesPer, { IQ4_NL: 18 / 32, IQ4_XS: 136 / 256, MXFP4: 17 / 32, NV
 const only = process.env.LW_BENCH_TYPES ? process.env.LW_BENCH_TYPES.split(',') : null;
 const IDOT = new Set(['Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'IQ4_NL', 'Q4_K', 'Q5_K', 'Q6_K']); // dequant-int.wgsl
 const IDOT_CONFIGS = [[64, 1, 0, 0, 1], [128, 1, 0, 0, 1], [128, 2, 0, 0, 1], [128, 4, 0, 0, 1], [256, 4, 0, 0, 1], [256, 8, 0, 0, 1], [64, 4, 0, 0, 1], [32, 4, 0, 0, 1]];
-const PAIR_CONFIGS = [[64, 1, 0, 0, 2], [128, 1, 0, 0, 2], [128, 2, 0, 0, 2], [128, 4, 0, 0, 2], [256, 4, 0, 0, 2], [32, 2, 0, 0, 2]]; // idot 2: block pairs (Q4_0, Q8_0)
+const PAIR_CONFIGS = [[64, 1, 0, 0, 2], [128, 1, 0, 0, 2], [128, 2, 0, 0, 2], [128, 4, 0, 0, 2], [256, 4, 0, 0, 2], [32, 2, 0, 0, 2], // idot 2: block pairs (Q4_0, Q8_0)
+  [8, 4, 0, 0, 3], [16, 4, 0, 0, 3], [16, 2, 0, 0, 3], [32, 4, 0, 0, 3], [32, 2, 0, 0, 3], [64, 2, 0, 0, 3]]; // idot 3: eight-block steps
 const configs = process.env.LW_BENCH_CONFIGS ? process.env.LW_BENCH_CONFIGS.trim().split(/\s+/).map((c) => c.split(',').map(Number)) : null;
 for (const type of Object.keys(TYPES)) {
   if (only && !only.includes(type)) continue;
@@ -56,7 +57,7 @@ for (const type of Object.keys(TYPES)) {
           for (let r = 0; r < 5; r++) t.push(await run(iters));
           t.sort((a, b) => a - b);
           const us = (t[2] * 1000) / iters, gbs = (rows * k * bytesPer[type]) / (us * 1e3);
-          console.log(`${type.padEnd(5)} f16=${f16} sg=${sg} wg=${String(wg).padEnd(3)} rows=${perWg} blocks=${blocks} stage=${String(stage).padEnd(4)} actq=${actq}${['     ', ' idot', ' pair'][idot]} ${us.toFixed(1).padStart(8)} us/matvec ` +
+          console.log(`${type.padEnd(5)} f16=${f16} sg=${sg} wg=${String(wg).padEnd(3)} rows=${perWg} blocks=${blocks} stage=${String(stage).padEnd(4)} actq=${actq}${['     ', ' idot', ' pair', ' oct '][idot]} ${us.toFixed(1).padStart(8)} us/matvec ` +
             `${gbs.toFixed(1).padStart(7)} GB/s of weights   nmse ${nmse.toExponential(2)}`);
         } catch (err) {
           console.log(`${type} f16=${f16} sg=${sg} wg=${wg} rows=${perWg} blocks=${blocks} stage=${stage} idot=${idot}: ${err.message}`);

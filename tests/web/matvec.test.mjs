@@ -115,6 +115,12 @@ test('integer mat-vec: every format with integer codes matches the CPU engine\'s
         assert.ok(nmse < 1e-9, `${type} pairs sg ${sg} rows ${rows}: nmse ${nmse} against the CPU product`);
         out.push('pairs ' + nmse.toExponential(2));
       }
+      // eight blocks per step (idot 3: 16-byte loads); k of 5 octets, so lanes idle or loop depending on wg
+      for (const [sg, rows, wg] of [[0, 1, 2], [i.subgroups ? 1 : 0, 4, 16], [0, 3, 4], [i.subgroups ? 1 : 0, 2, 64]]) {
+        const nmse = await matvec(type, 67, 1280, { sg, rows, wg, actq: 1, idot: 3, seed: 19 + rows, cpu: true });
+        assert.ok(nmse < 1e-9, `${type} octets sg ${sg} rows ${rows} wg ${wg}: nmse ${nmse} against the CPU product`);
+        out.push('octets ' + nmse.toExponential(2));
+      }
     }
     console.log(`# ${type}: integer mat-vec nmse vs the CPU's product ${out.join(' / ')}`);
   }

@@ -22,7 +22,11 @@ struct MatvecParams {
     pad2: u32,
 }
 
+#if defined(W_VEC4) // (matvec-q8.wgsl OCT: 16-byte loads; weights.wgsl's words then come through the includer's w_priv)
+@group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
+#else
 @group(0) @binding(0) var<storage, read> w: array<u32>;
+#endif
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> params: MatvecParams;

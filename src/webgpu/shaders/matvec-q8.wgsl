@@ -8,7 +8,7 @@
 // consecutive blocks of a row, so a subgroup reads a contiguous run of weight bytes; x's bytes of the unit
 // are loaded once (two vec4 loads for 32 elements) for all ROWS rows.
 // Defines: WEIGHT_TYPE (a format with DQ_INT), WG_SIZE (power of two), ROWS (1..16), SUBGROUPS, ACTQ (1 or 2:
-// the format's activation kind; only checked here, actq-quant.wgsl applies it), PAIR (below).
+// the format's activation kind; only checked here, actq-quant.wgsl applies it), PAIR and OCT (below).
 // Bindings: 0 weights (read), 1 x's quants as vec4 words (actq-quant.wgsl's output, read), 2 y (read_write),
 // 3 MatvecParams (uniform; x_offset unused: the quants start at 0).
 // Dispatch: (groups_x, ceil(groups / groups_x), 1) workgroups with groups = ceil(rows / ROWS).
@@ -33,6 +33,25 @@
 #error matvec-q8.wgsl: 8-bit activations only (ACTQ 1 or 2)
 #endif
 #define X_GLU 0
+
+// OCT=1 (with PAIR; rows of a multiple of 256 elements starting on 16 bytes): the unit is eight blocks,
+// four pairs, whose 144 / 272 bytes are 9 / 17 whole vec4<u32>s. With PAIR's 4-byte loads the lanes of a
+// subgroup, 36 / 68 bytes apart, each touch a different 32-byte sector per load, 9 / 17 loads for one
+// sector's worth of bytes each; 16-byte loads ask the memory system for a quarter of those sector reads.
+#ifndef OCT
+#define OCT 0
+#endif
+#if OCT && !PAIR
+#error matvec-q8.wgsl: OCT needs PAIR
+#endif
+#if OCT
+#define W_VEC4 1
+#define W_PRIV 1
+// (weights.wgsl's word reads, compiled but not called on this path)
+fn w_priv(i: u32) -> u32 {
+    return w[i / 4u][i % 4u];
+}
+#endif
 
 #include "matvec-common.wgsl"
 #if WEIGHT_TYPE == TYPE_Q4_K || WEIGHT_TYPE == TYPE_Q5_K
@@ -98,7 +117,42 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let n_units = (params.k / DQ_BLOCK) * NSUB;
     let info0 = params.k / 16u; // first vec4 of the groups' (d_x, s_x or sum) pairs
     var acc: array<f32, ROWS>;
-#if PAIR
+#if OCT
+    // an octet's x: 256 quants (16 vec4s) and its four pairs' (d_x, s_x, d_x, s_x)
+    for (var t = lid; t < params.k / 256u; t += WG_SIZE) {
+        var xv: array<vec4<u32>, 16>;
+        for (var v = 0u; v < 16u; v++) {
+            xv[v] = bitcast<vec4<u32>>(x[t * 16u + v]);
+        }
+        var iv: array<vec4<f32>, 4>;
+        for (var q = 0u; q < 4u; q++) {
+            iv[q] = bitcast<vec4<f32>>(x[info0 + t * 4u + q]);
+        }
+        for (var r = 0u; r < ROWS; r++) {
+            let row = min(row0 + r, params.rows - 1u);
+            let wb = (params.w_offset + row * params.row_stride) / 16u + t * PW; // 4 pairs = PW vec4s
+            var wv: array<vec4<u32>, PW>;
+            for (var j = 0u; j < PW; j++) {
+                wv[j] = w[wb + j];
+            }
+            for (var q = 0u; q < 4u; q++) { // pair q: words q PW .. of the octet, x's vec4s 4 q ..
+                var ww: array<u32, PW>;
+                for (var j = 0u; j < PW; j++) {
+                    let e = q * PW + j;
+                    ww[j] = wv[e / 4u][e % 4u];
+                }
+                var xw: array<u32, 16>;
+                for (var j = 0u; j < 16u; j++) {
+                    xw[j] = xv[4u * q + j / 4u][j % 4u];
+                }
+                let s = pair_dots(&ww, &xw);
+                let d0 = unpack2x16float(ww[0]).x;
+                let d1 = unpack2x16float(ww[QW]).y;
+                acc[r] += (d0 * iv[q].x) * f32(s.x) + (d1 * iv[q].z) * f32(s.y);
+            }
+        }
+    }
+#elif PAIR
     for (var t = lid; t < n_units / 2u; t += WG_SIZE) {
         var xw: array<u32, 16>; // x's quants of the pair's 64 elements
         for (var v = 0u; v < 4u; v++) {

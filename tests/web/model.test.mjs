@@ -197,15 +197,19 @@ for (const [preset, type] of [['tiny', 'q4_0'], ['tiny-256', 'q4_k_m']]) {
 // blocks in the same pass, rms-norm.wgsl Q8_QUADS), forced on this CPU adapter (exact: false) with the integer
 // mat-vecs: the 2048-wide rows of a one-block llama-3.2-1b take that path at the 128 invocations CPU adapters use
 // Rows of at most 8 floats per invocation (tiny: 256 wide) take the one-pass norm instead, rounding Q8_0 in it.
-for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', '--vocab-size', '512']], ['tiny', 'q4_0', []]]) {
-  const label = `${preset} ${type}${extra.length ? ', one block' : ''}`;
+// The one-block llama-3.2-1b also runs its Q4_0 mat-vecs eight blocks a step (matvec-q8.wgsl OCT, rows of 2048
+// and 8192: 16-byte loads).
+for (const [preset, type, extra, oct] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', '--vocab-size', '512'], 0],
+  ['llama-3.2-1b', 'q4_0', ['--layers', '1', '--vocab-size', '512'], 1], ['tiny', 'q4_0', [], 0]]) {
+  const label = `${preset} ${type}${extra.length ? ', one block' : ''}${oct ? ', eight-block steps' : ''}`;
   test(`greedy agreement WebGPU vs CPU, the GPUs' norms and integer mat-vecs: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
     const file = synth(preset, type, extra);
     const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
-    const r = await agreement(file, prompt, 24, { exact: false, tune: { matvec: { '*': { idot: 1, exact: 0 } } } });
+    const r = await agreement(file, prompt, 24, { exact: false, tune: { matvec: { '*': { idot: 1, exact: 0, oct } } } });
     console.log(`# ${label} f32 norms, integer mat-vecs: ${(100 * r.rate).toFixed(1)} % of 24 greedy tokens agree, ` +
       `logits within ${(100 * r.worst).toFixed(4)} % of their range`);
     assert.match(JSON.stringify(r.variants.matvec), /idot 1/, 'the integer mat-vecs ran');
+    if (oct) assert.match(JSON.stringify(r.variants.matvec), /oct 1/, 'the eight-block steps ran');
     assert.ok(r.worst < 0.02, `logits differ by ${r.worst} of their range`);
     assert.ok(r.rate >= 0.95, `agreement ${r.rate}`);
   });

@@ -38,6 +38,10 @@
 // four pairs, whose 144 / 272 bytes are 9 / 17 whole vec4<u32>s. With PAIR's 4-byte loads the lanes of a
 // subgroup, 36 / 68 bytes apart, each touch a different 32-byte sector per load, 9 / 17 loads for one
 // sector's worth of bytes each; 16-byte loads ask the memory system for a quarter of those sector reads.
+// Measured on the H200 it loses (tests/web/bench-matvec.mjs, best OCT config against the default pair one,
+// us per mat-vec): Q4_0 28672x4096 28.5 vs 27.8, 6144x4096 19.0 vs 15.1, 4096x14336 28.5 vs 23.3,
+// 16384x2048 26.4 vs 17.3; whole 8B Q4_0 tg128 247 vs 298 t/s. So it is opt-in (tune key "oct"), kept for
+// devices whose memory systems the sector count does limit.
 #ifndef OCT
 #define OCT 0
 #endif

@@ -238,6 +238,10 @@ fn sum_squares(ob: u32, lid: u32
 
 #if SUBGROUPS && (Q8_OUT != 2 || WG_SIZE >= 32)
 #define ONE_PASS 1
+#if Q8_OUT
+var<workgroup> lay_far: atomic<u32>; // 1: some invocation's shuffle partners are not lid ^ 1, lid ^ 2 (main)
+var<workgroup> lay_far_u: u32;       // the same, as a value every invocation reads (uniform)
+#endif
 #if Q8_OUT == 2
 // Q8_K super-blocks of 256 elements = 32 invocations: its largest |x|, then the first element of that
 // magnitude (255 - its index, so the largest wins) and that element with its sign (actq-quant.wgsl's way)
@@ -357,7 +361,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let g = item % params.groups_per_row;
     let ob = row * params.x_stride + g * params.group;
 #ifdef ONE_PASS
-    if (params.group <= 8u * WG_SIZE && params.group % 8u == 0u) { // uniform
+#if Q8_OUT
+    // The 8-bit rounding's shuffles take invocation lid ^ 1 and lid ^ 2 as the block's other invocations:
+    // WebGPU does not say how a workgroup's invocations are laid out in subgroups (every driver measured so
+    // far: consecutive), so the one pass runs only where they are those invocations, else the strided path.
+    let p1 = subgroupShuffleXor(lid, 1u); // (both before the test: && would make the second non-uniform)
+    let p2 = subgroupShuffleXor(lid, 2u);
+    if (p1 != (lid ^ 1u) || p2 != (lid ^ 2u)) {
+        atomicStore(&lay_far, 1u);
+    }
+    workgroupBarrier();
+    if (lid == 0u) {
+        lay_far_u = atomicLoad(&lay_far);
+    }
+    let laid = workgroupUniformLoad(&lay_far_u) == 0u;
+#else
+    let laid = true;
+#endif
+    if (laid && params.group <= 8u * WG_SIZE && params.group % 8u == 0u) { // uniform
         one_pass(ob, row, g, lid, sg_lid, sg_size);
         return;
     }

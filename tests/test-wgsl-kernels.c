@@ -156,7 +156,8 @@ static void test_cache_and_errors(void) {
 }
 
 /* A variant of type with one row per workgroup (planning only looks at type and rows). */
-#define VT(type) (&(lw__gpu_matvec_variant){(type), false, false, 64, 1, false, 0, 0, false, false, false, false})
+#define VT(type)                                                                                             \
+    (&(lw__gpu_matvec_variant){(type), false, false, 64, 1, false, 0, 0, false, false, false, false})
 
 static void test_plan(void) {
     lw_gpu_info info = lavapipe_info();

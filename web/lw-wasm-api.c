@@ -201,10 +201,10 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
     void *c = m->gpu.ctx;
     lw__gpu_matvec_params p;
     uint32_t grid[3];
-    lw__gpu_matvec_variant v = {m->type,        f16 != 0,    subgroups != 0, (uint32_t)wg_size,
-                                (uint32_t)rows, blocks != 0, (uint32_t)actq, (uint32_t)stage,
-                                exact != 0,     idot != 0,   idot >= 2,
-                                idot == 3}; /* idot 2: block pairs, 3: eight-block steps */
+    lw__gpu_matvec_variant v = {
+        m->type,     f16 != 0,       subgroups != 0,  (uint32_t)wg_size, (uint32_t)rows,
+        blocks != 0, (uint32_t)actq, (uint32_t)stage, exact != 0,        idot != 0,
+        idot >= 2,   idot == 3}; /* idot 2: block pairs, 3: eight-block steps */
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;
@@ -241,10 +241,10 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int su
     void *c = m->gpu.ctx;
     lw__gpu_matvec_params p;
     uint32_t grid[3];
-    lw__gpu_matvec_variant v = {m->type,        f16 != 0,    subgroups != 0, (uint32_t)wg_size,
-                                (uint32_t)rows, blocks != 0, (uint32_t)actq, (uint32_t)stage,
-                                exact != 0,     idot != 0,   idot >= 2,
-                                idot == 3}; /* idot 2: block pairs, 3: eight-block steps */
+    lw__gpu_matvec_variant v = {
+        m->type,     f16 != 0,       subgroups != 0,  (uint32_t)wg_size, (uint32_t)rows,
+        blocks != 0, (uint32_t)actq, (uint32_t)stage, exact != 0,        idot != 0,
+        idot >= 2,   idot == 3}; /* idot 2: block pairs, 3: eight-block steps */
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;

@@ -372,7 +372,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_matvec(lw_wasm_matmat *m, int f16, int s
     v.actq = LW_GPU_ACTQ_NONE;
     if (wg)
         v = (lw__gpu_matvec_variant){m->type, f16 != 0, sg != 0, (uint32_t)wg, (uint32_t)rows, blocks != 0,
-                                     0,       0,        false,   false,        false,       false};
+                                     0,       0,        false,   false,        false,          false};
     lw_gpu_pipeline pipe;
     uint32_t grid[3];
     if ((st = lw__gpu_matvec_pipeline(&m->gpu, &m->cache, NULL, &v, &m->info, &pipe, m->err)) != LW_OK)

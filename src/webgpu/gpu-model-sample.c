@@ -130,12 +130,13 @@ int lw__gpu_model_variants_json(const lw__gpu_model *g, char *dst, size_t cap) {
                          first ? "" : ",", tt->name, c->v.mm.tm, c->v.mm.tn, c->v.mm.tk, c->v.mm.rm,
                          c->v.mm.rn, c->v.mm.f16 ? 1 : 0, c->v.mm.idot ? 1 : 0, c->v.mm.smx ? 1 : 0);
             else
-                snprintf(item, sizeof item,
-                         "%s\"%s\":\"wg%u rows%u blocks%d f16 %d sg %d stage %u actq %u exact %d idot %d pair %d "
-                         "oct %d\"",
-                         first ? "" : ",", tt->name, c->v.mv.wg_size, c->v.mv.rows, c->v.mv.blocks ? 1 : 0,
-                         c->v.mv.f16 ? 1 : 0, c->v.mv.subgroups ? 1 : 0, c->v.mv.stage, c->v.mv.actq,
-                         c->v.mv.exact ? 1 : 0, c->v.mv.idot ? 1 : 0, c->v.mv.pair ? 1 : 0, c->v.mv.oct ? 1 : 0);
+                snprintf(
+                    item, sizeof item,
+                    "%s\"%s\":\"wg%u rows%u blocks%d f16 %d sg %d stage %u actq %u exact %d idot %d pair %d "
+                    "oct %d\"",
+                    first ? "" : ",", tt->name, c->v.mv.wg_size, c->v.mv.rows, c->v.mv.blocks ? 1 : 0,
+                    c->v.mv.f16 ? 1 : 0, c->v.mv.subgroups ? 1 : 0, c->v.mv.stage, c->v.mv.actq,
+                    c->v.mv.exact ? 1 : 0, c->v.mv.idot ? 1 : 0, c->v.mv.pair ? 1 : 0, c->v.mv.oct ? 1 : 0);
             first = false;
             ok = put(dst, cap, &n, item);
         }

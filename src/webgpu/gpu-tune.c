@@ -451,8 +451,8 @@ void lw__gpu_matvec_shape(const lw__gpu_tune *t, const lw_gpu_info *info, lw__gp
         pick(t, 0, v->type, LW_GPU_TUNE_MV_ROWS, -1) != -1)
         return;
     if (v->oct) {
-        /* (opt-in: slower than pairs on the H200, matvec-q8.wgsl) one invocation per eight-block step of a row
-         * where the row has few (K 2048: 8, 4096: 16), at most 32 (a subgroup there) for longer rows */
+        /* (opt-in: slower than pairs on the H200, matvec-q8.wgsl) one invocation per eight-block step of a
+         * row where the row has few (K 2048: 8, 4096: 16), at most 32 (a subgroup there) for longer rows */
         const uint64_t steps = k / 256;
         v->wg_size = 4;
         while (v->wg_size < 32 && (uint64_t)v->wg_size * 2 <= steps) v->wg_size *= 2;

@@ -112,8 +112,8 @@ static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
                 "matvec: no integer-product variant for type %s here (GLU %u, actq %u, dot4 %d)",
                 ti ? ti->name : "?", glu, v->actq, info->has_dot4 ? 1 : 0);
         if (v->rows > v->wg_size) /* matvec-reduce.wgsl: invocation r stores row r */
-            return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: %u rows need as many invocations (%u)", v->rows,
-                              v->wg_size);
+            return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: %u rows need as many invocations (%u)",
+                              v->rows, v->wg_size);
         if ((v->pair || v->oct) && v->type != LW_TYPE_Q4_0 && v->type != LW_TYPE_Q8_0)
             return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: block pairs are for Q4_0 and Q8_0");
         snprintf(label, sizeof label, "matvec-q8 %s%s wg%u r%u%s", ti ? ti->name : "?",

@@ -33,7 +33,8 @@ static void test_variants(void) {
         const lw_type_info *ti = lw_type_get(types[t]);
         for (int v16 = 0; v16 < 2; v16++)
             for (int sg = 0; sg < 2; sg++) {
-                lw__gpu_matvec_variant v = {types[t], v16, sg, 128, 1, sg != 0, 0, 0, false, false, false};
+                lw__gpu_matvec_variant v = {types[t], v16, sg,    128,   1,     sg != 0,
+                                            0,        0,   false, false, false, false};
                 lw_gpu_pipeline p = 0;
                 int before = f.creates;
                 lw_status st = lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &v, &info, &p, err);
@@ -69,7 +70,7 @@ static void test_variants(void) {
                       types[t] == LW_TYPE_Q3_K || types[t] == LW_TYPE_Q5_K || types[t] == LW_TYPE_Q6_K));
         CHECK(lw__gpu_matvec_has_exact(types[t], false) ==
               (has && types[t] != LW_TYPE_Q2_K && types[t] != LW_TYPE_Q4_K));
-        lw__gpu_matvec_variant v = {types[t], false, false, 64, 2, false, 0, 0, true, false, false};
+        lw__gpu_matvec_variant v = {types[t], false, false, 64, 2, false, 0, 0, true, false, false, false};
         lw_gpu_pipeline p = 0;
         int before = f.creates;
         lw_status st = lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &v, &info, &p, err);
@@ -84,7 +85,7 @@ static void test_variants(void) {
     }
     /* features the device lacks are refused before the HAL is asked */
     lw_gpu_info ss = swiftshader_info();
-    lw__gpu_matvec_variant v = {LW_TYPE_Q4_0, true, false, 64, 1, false, 0, 0, false, false, false};
+    lw__gpu_matvec_variant v = {LW_TYPE_Q4_0, true, false, 64, 1, false, 0, 0, false, false, false, false};
     lw_gpu_pipeline p = 7;
     int before = f.creates;
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_ERR_UNSUPPORTED && p == 0);
@@ -95,7 +96,7 @@ static void test_variants(void) {
     ss.has_subgroups = false;
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &d, &ss, &p, err) == LW_ERR_UNSUPPORTED);
     /* workgroup sizes: powers of two within the device's limits */
-    lw__gpu_matvec_variant w = {LW_TYPE_Q8_0, false, false, 48, 1, false, 0, 0, false, false, false};
+    lw__gpu_matvec_variant w = {LW_TYPE_Q8_0, false, false, 48, 1, false, 0, 0, false, false, false, false};
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &info, &p, err) == LW_ERR_INVALID_ARG);
     w.wg_size = 0;
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &info, &p, err) == LW_ERR_INVALID_ARG);
@@ -104,7 +105,7 @@ static void test_variants(void) {
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &w, &ss, &p, err) ==
           LW_ERR_INVALID_ARG); /* 256 max there */
     /* rows per workgroup: 1..16, and their reduction buffer must fit workgroup memory */
-    lw__gpu_matvec_variant r = {LW_TYPE_Q4_0, false, true, 256, 4, false, 0, 0, false, false, false};
+    lw__gpu_matvec_variant r = {LW_TYPE_Q4_0, false, true, 256, 4, false, 0, 0, false, false, false, false};
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &r, &info, &p, err) == LW_OK);
     CHECK(strstr(f.wgsl, "array<f32, 256 * 4>") != NULL && strstr(f.label, "r4") != NULL);
     r.rows = 17;
@@ -115,8 +116,8 @@ static void test_variants(void) {
     r.wg_size = 1024; /* 64 KiB of partial sums > 32 KiB */
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &r, &info, &p, err) == LW_ERR_INVALID_ARG);
     /* formats without a dequantization routine */
-    lw__gpu_matvec_variant q6 = {LW_TYPE_Q8_K, false, false, 64, 1, false, 0, 0,
-                                 false,        false, false}; /* an activation-only format */
+    lw__gpu_matvec_variant q6 = {LW_TYPE_Q8_K, false, false, 64,   1, false, 0, 0,
+                                 false,        false, false, false}; /* an activation-only format */
     CHECK(!lw__gpu_matvec_supported(LW_TYPE_Q8_K) && lw__gpu_matvec_block(LW_TYPE_Q8_K) == 0);
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, NULL, &q6, &info, &p, err) == LW_ERR_UNSUPPORTED);
     CHECK(f.creates == before + 3); /* only the three valid requests reached the HAL */
@@ -129,8 +130,8 @@ static void test_cache_and_errors(void) {
     lw__gpu_pipeline_cache cache;
     lw__gpu_cache_init(&cache, NULL);
     char err[LW_ERRMSG_SIZE];
-    lw__gpu_matvec_variant a = {LW_TYPE_Q4_0, true, true, 64, 1, false, 0, 0, false, false, false},
-                           b = {LW_TYPE_Q4_0, false, true, 64, 1, false, 0, 0, false, false, false};
+    lw__gpu_matvec_variant a = {LW_TYPE_Q4_0, true, true, 64, 1, false, 0, 0, false, false, false, false},
+                           b = {LW_TYPE_Q4_0, false, true, 64, 1, false, 0, 0, false, false, false, false};
     lw_gpu_pipeline p1 = 0, p2 = 0, p3 = 0;
     CHECK(lw__gpu_matvec_pipeline(&gpu, &cache, NULL, &a, &info, &p1, err) == LW_OK);
     CHECK(lw__gpu_matvec_pipeline(&gpu, &cache, NULL, &a, &info, &p2, err) == LW_OK);
@@ -139,7 +140,7 @@ static void test_cache_and_errors(void) {
     CHECK(f.creates == 2 && cache.hits == 1 && cache.misses == 2 && cache.n == 2);
     /* a failed creation reports the HAL's message and caches nothing */
     f.fail_create = 1;
-    lw__gpu_matvec_variant c = {LW_TYPE_Q8_0, false, false, 64, 1, false, 0, 0, false, false, false};
+    lw__gpu_matvec_variant c = {LW_TYPE_Q8_0, false, false, 64, 1, false, 0, 0, false, false, false, false};
     CHECK(lw__gpu_matvec_pipeline(&gpu, &cache, NULL, &c, &info, &p1, err) == LW_ERR_INVALID_ARG && p1 == 0);
     CHECK_MSG(strstr(err, "expected ';'") && strstr(err, "matvec q8_0"), "%s", err);
     CHECK(cache.n == 2);
@@ -181,7 +182,7 @@ static void test_plan(void) {
     CHECK(lw__gpu_matvec_plan(&info, VT(LW_TYPE_Q4_0), 17, 32, 0, 0, 0, &p, g, err) == LW_ERR_TOO_LARGE);
     info = lavapipe_info();
     /* several rows per workgroup: ceil(rows / R) workgroups, the grid split as before */
-    lw__gpu_matvec_variant r4 = {LW_TYPE_Q4_0, false, false, 64, 4, false, 0, 0, false, false, false};
+    lw__gpu_matvec_variant r4 = {LW_TYPE_Q4_0, false, false, 64, 4, false, 0, 0, false, false, false, false};
     CHECK(lw__gpu_matvec_plan(&info, &r4, 4097, 32, 0, 0, 0, &p, g, err) == LW_OK && g[0] == 1025 &&
           g[1] == 1 && p.rows == 4097 && p.groups_x == 1025);
     CHECK(lw__gpu_matvec_plan(&info, &r4, 4 * 65535 + 1, 32, 0, 0, 0, &p, g, err) == LW_OK && g[0] == 65535 &&
@@ -244,7 +245,7 @@ static void test_alloc_failures(void) {
     lw_gpu_info info = lavapipe_info();
     failing fl = {-1, 0};
     lw_allocator a = {fa_malloc, fa_realloc, fa_free, &fl};
-    lw__gpu_matvec_variant v = {LW_TYPE_Q4_0, true, true, 64, 1, false, 0, 0, false, false, false};
+    lw__gpu_matvec_variant v = {LW_TYPE_Q4_0, true, true, 64, 1, false, 0, 0, false, false, false, false};
     lw_gpu_pipeline p;
     char err[LW_ERRMSG_SIZE];
     CHECK(lw__gpu_matvec_pipeline(&gpu, NULL, &a, &v, &info, &p, err) == LW_OK);

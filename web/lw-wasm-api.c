@@ -192,6 +192,27 @@ static lw_status matvec_quant(lw_wasm_matvec *m, uint32_t actq) {
     return LW_OK;
 }
 
+/* The variant the harness's arguments name (idot 1: integer products, 2: block pairs, 3: eight-block steps).
+ */
+static lw__gpu_matvec_variant harness_variant(uint32_t type, int f16, int subgroups, int wg_size, int rows,
+                                              int blocks, int actq, int stage, int exact, int idot) {
+    lw__gpu_matvec_variant v;
+    memset(&v, 0, sizeof v);
+    v.type = type;
+    v.f16 = f16 != 0;
+    v.subgroups = subgroups != 0;
+    v.wg_size = (uint32_t)wg_size;
+    v.rows = (uint32_t)rows;
+    v.blocks = blocks != 0;
+    v.actq = (uint32_t)actq;
+    v.stage = (uint32_t)stage;
+    v.exact = exact != 0;
+    v.idot = idot != 0;
+    v.pair = idot >= 2;
+    v.oct = idot == 3;
+    return v;
+}
+
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subgroups, int wg_size, int rows,
                                             int blocks, int actq, int stage, int exact, int idot) {
     lw_status st;
@@ -201,10 +222,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_run(lw_wasm_matvec *m, int f16, int subg
     void *c = m->gpu.ctx;
     lw__gpu_matvec_params p;
     uint32_t grid[3];
-    lw__gpu_matvec_variant v = {
-        m->type,     f16 != 0,       subgroups != 0,  (uint32_t)wg_size, (uint32_t)rows,
-        blocks != 0, (uint32_t)actq, (uint32_t)stage, exact != 0,        idot != 0,
-        idot >= 2,   idot == 3}; /* idot 2: block pairs, 3: eight-block steps */
+    const lw__gpu_matvec_variant v =
+        harness_variant(m->type, f16, subgroups, wg_size, rows, blocks, actq, stage, exact, idot);
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;
@@ -241,10 +260,8 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matvec_bench(lw_wasm_matvec *m, int f16, int su
     void *c = m->gpu.ctx;
     lw__gpu_matvec_params p;
     uint32_t grid[3];
-    lw__gpu_matvec_variant v = {
-        m->type,     f16 != 0,       subgroups != 0,  (uint32_t)wg_size, (uint32_t)rows,
-        blocks != 0, (uint32_t)actq, (uint32_t)stage, exact != 0,        idot != 0,
-        idot >= 2,   idot == 3}; /* idot 2: block pairs, 3: eight-block steps */
+    const lw__gpu_matvec_variant v =
+        harness_variant(m->type, f16, subgroups, wg_size, rows, blocks, actq, stage, exact, idot);
     if ((st = lw__gpu_matvec_plan(&m->info, &v, (uint64_t)m->rows, (uint64_t)m->k, 0, 0, 0, &p, grid,
                                   m->err)) != LW_OK)
         return st;

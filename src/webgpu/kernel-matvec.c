@@ -114,7 +114,7 @@ static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
         if (v->rows > v->wg_size) /* matvec-reduce.wgsl: invocation r stores row r */
             return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec: %u rows need as many invocations (%u)",
                               v->rows, v->wg_size);
-        if ((v->pair || v->oct) && v->type != LW_TYPE_Q4_0 && v->type != LW_TYPE_Q8_0)
+        if (v->pair && v->type != LW_TYPE_Q4_0 && v->type != LW_TYPE_Q8_0) /* (oct is a kind of pair) */
             return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec: block pairs are for Q4_0 and Q8_0");
         snprintf(label, sizeof label, "matvec-q8 %s%s wg%u r%u%s", ti ? ti->name : "?",
                  v->subgroups ? " sg" : "", v->wg_size, v->rows,
@@ -127,7 +127,7 @@ static lw_status matvec_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cach
                                   {"ROWS", rows},
                                   {"SUBGROUPS", v->subgroups ? "1" : "0"},
                                   {"ACTQ", actq},
-                                  {"PAIR", v->pair || v->oct ? "1" : "0"},
+                                  {"PAIR", v->pair ? "1" : "0"},
                                   {"OCT", v->oct ? "1" : "0"}};
         return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec-q8.wgsl", defs,
                                       sizeof defs / sizeof defs[0], kinds, LW_GPU_MATVEC_BINDINGS, out, err);

@@ -118,6 +118,9 @@ typedef struct gm_node {
     int32_t smx_subs;   /* MUL_MAT on the matrix units: (prep, mat-mat) pairs per piece, each over at most
                            smx_rows rows (a piece's digits with X's must fit one binding); 0 otherwise  */
     uint32_t smx_rows;  /* their rows                                                                   */
+    int32_t norm_mv;    /* RMS_NORM: the MUL_MAT node whose one-row mat-vec computes it in its prologue
+                           (matvec-q8-norm.wgsl; the norm records nothing in one-row steps), -1: none      */
+    int32_t norm_src;   /* MUL_MAT: that RMS_NORM node (its last call is the fused one), -1: none          */
 } gm_node;
 
 struct lw__gpu_model {
@@ -252,6 +255,11 @@ int32_t lw__gm_bias_fold(const lw__gpu_model *g, int32_t a);
 /* The SCALE node that a rope_qkv call from ROPE node i will fold in (its q_out written by that call, at
  * node i: planning places it so), or -1. */
 int32_t lw__gm_rope_qkv_scale(const lw__gpu_model *g, int32_t i);
+/* Finds the RMS norms that a one-row step can run in the prologue of the integer mat-vec reading them
+ * (gm_node.norm_mv / norm_src): a whole-row norm with an f32 weight whose output only that Q4_0 / Q8_0
+ * block-pair mat-vec (of one weight piece) reads. Call after the weights are planned, before the
+ * activations (plan_acts gives the mat-vec's output another colour than the norm's inputs). */
+lw_status lw__gm_plan_norm_mv(lw__gpu_model *g);
 /* Creates the buffers the ops share: attention and top-k scratch, the GELU table, a dummy binding. */
 lw_status lw__gm_prepare_shared(lw__gpu_model *g);
 /* gpu-model-rope.c: assigns ROPE nodes (without frequency factors) to host-table configurations and creates

@@ -411,6 +411,88 @@ static uint32_t norm_q8_kind(const lw__gpu_model *g, int32_t i) {
     return kind;
 }
 
+/* The MUL_MAT node whose one-row mat-vec can compute RMS_NORM node n in its prologue (see
+ * lw__gm_plan_norm_mv), or -1. Readers of the norm's output that are the other parts of that mat-vec's
+ * fused projection record nothing. */
+static int32_t norm_mv_match(const lw__gpu_model *g, int32_t n) {
+    const lw__graph *gr = &g->graph;
+    const lw__node *nd = &gr->nodes[n];
+    const int32_t d = nd->dst, x = nd->src[0], wn = nd->src[1];
+    if (nd->op != LW_OP_RMS_NORM || d < 0 || x < 0 || wn < 0 || is_part(g, d) || is_part(g, x) ||
+        is_weight(g, x) || !is_weight(g, wn) || gr->t[wn].type != LW_TYPE_F32 ||
+        gr->t[wn].ne0 != gr->t[d].ne0 || gr->t[wn].ne1 != 1 || (nd->ip[0] && nd->ip[0] != gr->t[d].ne0) ||
+        gr->t[x].ne0 != gr->t[d].ne0)
+        return -1;
+    int32_t m = -1;
+    for (int32_t j = n + 1; j < gr->n_nodes; j++)
+        for (int k = 0; k < 3; k++) {
+            if (gr->nodes[j].src[k] != d) continue;
+            if (gr->nodes[j].op != LW_OP_MUL_MAT || k != 1) return -1;
+            if (g->nodes[j].fuse == GM_FUSE_DONE) continue; /* another part of m's projection */
+            if (m >= 0) return -1;
+            m = j;
+        }
+    if (m < 0) return -1;
+    const int32_t w = gr->nodes[m].src[0];
+    const lw__gpu_matvec_variant v = mm_variant(g, m);
+    if (!v.idot || !v.pair || v.oct || !lw__gpu_matvec_norm_tuned(g->p.tune, gr->t[w].type) ||
+        v.actq != LW_GPU_ACTQ_Q8_0 || g->loc[w].n_pieces != 1 || gr->t[w].ne0 != gr->t[d].ne0 ||
+        gr->t[gr->nodes[m].dst].ne0 != gr->t[w].ne1)
+        return -1;
+    const lw__gpu_matvec_norm_variant nv =
+        lw__gpu_matvec_norm_default(&g->info, gr->t[w].type, (uint32_t)gr->t[w].ne0, true, g->subgroups);
+    char why[LW_ERRMSG_SIZE];
+    return lw__gpu_matvec_norm_check(&g->info, &nv, why) == LW_OK ? m : -1;
+}
+
+lw_status lw__gm_plan_norm_mv(lw__gpu_model *g) {
+    for (int32_t i = 0; i < g->graph.n_nodes; i++) g->nodes[i].norm_mv = g->nodes[i].norm_src = -1;
+    for (int32_t i = 0; i < g->graph.n_nodes; i++) {
+        const int32_t m = norm_mv_match(g, i);
+        if (m < 0) continue;
+        g->nodes[i].norm_mv = m;
+        g->nodes[m].norm_src = i;
+    }
+    return LW_OK;
+}
+
+/* Prepares MUL_MAT node i's one-row call with its norm in the prologue (the node's last call), or gives the
+ * fusion up (both nodes back to their own calls) where the bindings would overlap. */
+static lw_status prepare_norm_mv(lw__gpu_model *g, int32_t i, int32_t piece) {
+    const lw__graph *gr = &g->graph;
+    const int32_t n = g->nodes[i].norm_src;
+    const lw__node *nd = &gr->nodes[i], *nn = &gr->nodes[n];
+    const lw__tensor *w = &gr->t[nd->src[0]];
+    const bool add = g->nodes[n].fuse == GM_FUSE_ADD_NORM; /* the ADD before it is done by the norm */
+    gm_call c;
+    memset(&c, 0, sizeof c);
+    c.aux = piece;
+    const lw__gpu_matvec_norm_variant v =
+        lw__gpu_matvec_norm_default(&g->info, w->type, (uint32_t)w->ne0, add, g->subgroups);
+    lw_gpu_bind b[LW_GPU_MATVEC_NORM_ADD_BINDINGS];
+    uint32_t nb = 0;
+    b[nb++] = lw__gm_piece(g, piece);
+    if (add) {
+        b[nb++] = lw__gm_act(g, nn[-1].src[0]);
+        b[nb++] = lw__gm_act(g, nn[-1].src[1]);
+        b[nb++] = lw__gm_act(g, nn[-1].dst);
+    } else {
+        b[nb++] = lw__gm_act(g, nn->src[0]);
+    }
+    const uint32_t acts = nb;
+    b[nb++] = bind_of(g, nn->src[1]);
+    b[nb++] = lw__gm_act(g, nd->dst);
+    b[nb++] = lw__gm_params(g);
+    for (uint32_t k = 1; k < acts; k++)
+        if (overlaps(b[k], b[nb - 2])) { /* planning keeps them apart: cannot happen */
+            g->nodes[n].norm_mv = g->nodes[i].norm_src = -1;
+            return LW_OK;
+        }
+    lw_status st = lw__gpu_matvec_norm_pipeline(&g->gpu, &g->cache, &g->alloc, &v, &g->info, &c.pipe, g->err);
+    if (st != LW_OK) return st;
+    return lw__gm_add_call(g, &c, b, nb, false);
+}
+
 /* Whether ATTN node i's REDUCE can round its one-token output for the integer mat-vec reading it (Q8_0 only:
  * a head's elements are whole blocks of 32): its output's only reader is a MUL_MAT over all of it. */
 static bool attn_q8(const lw__gpu_model *g, int32_t i, const lw__gpu_attn_variant *v) {
@@ -560,6 +642,8 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             }
             if (st == LW_OK && batched && !mm.v.mm.smx) st = lw__gm_add_call(g, &mm, b, 4, false);
         }
+        if (st == LW_OK && g->nodes[i].norm_src >= 0) /* last: the one-row call with its norm in front */
+            st = prepare_norm_mv(g, i, g->loc[nd->src[0]].piece0);
         const int32_t s = st != LW_OK ? -1 : c.v.mv.idot ? lw__gm_glu_match(g, i) : lw__gm_glu_source(g, i);
         if (s >= 0 &&
             c.v.mv.idot) { /* one-row steps: SwiGLU in the quantizer's loads, after the other calls */
@@ -887,6 +971,17 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     case LW_OP_MUL_MAT: {
         const lw__tensor *w = &g->graph.t[nd->src[0]];
         const uint64_t rows_t = rows_of(g, nd->dst, n_tokens);
+        if (rows_t == 1 && gn->norm_src >= 0) { /* the norm (and the ADD before it) in the prologue */
+            const gm_call *c = &calls[gn->n_calls - 1];
+            const gm_node *nn = &g->nodes[gn->norm_src];
+            lw__gpu_matvec_norm_variant v = lw__gpu_matvec_norm_default(
+                info, w->type, (uint32_t)w->ne0, nn->fuse == GM_FUSE_ADD_NORM, g->subgroups);
+            lw__gpu_matvec_norm_params p;
+            PLAN(lw__gpu_matvec_norm_plan(info, &v, (uint64_t)w->ne1, 0, 0, 0, 0, 0, 0,
+                                          g->graph.nodes[gn->norm_src].fp[0], &p, grid, g->err));
+            lw__gm_emit(g, c, &p, sizeof p, grid);
+            return LW_OK;
+        }
         const gm_call *quant = gn->q8 ? &calls[0] : NULL; /* rounds x for the integer mat-vecs */
         if (quant) calls++;
         /* mat-vec (, the matrix units' prep pass, mat-mat) per piece */
@@ -995,6 +1090,8 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         return LW_OK;
     }
     case LW_OP_RMS_NORM: {
+        if (gn->norm_mv >= 0 && rows_of(g, nd->dst, n_tokens) == 1)
+            return LW_OK; /* in the mat-vec's prologue */
         const lw__tensor *x = &g->graph.t[nd->src[0]];
         const uint64_t w_len = nd->src[1] >= 0 ? (uint64_t)g->graph.t[nd->src[1]].ne0 : 0;
         lw__gpu_norm_params p;

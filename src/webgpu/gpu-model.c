@@ -329,12 +329,23 @@ static lw_status plan_acts(lw__gpu_model *g) {
             const int32_t s = lw__gm_base(g, gr->nodes[glu].src[0]);
             if (g->loc[s].colour >= 0) used |= 1u << g->loc[s].colour;
         }
+        const int32_t nm = nd->op == LW_OP_MUL_MAT ? g->nodes[n].norm_src : -1;
+        if (nm >= 0) { /* its one-row mat-vec reads the norm's input (the ADD's inputs before it), which may
+                          die before this output is born: apart, so the output never takes their place */
+            const bool add = lw__gm_add_norm_shape(g, nm - 1);
+            const lw__node *src = add ? &gr->nodes[nm - 1] : &gr->nodes[nm];
+            for (int k = 0; k < (add ? 2 : 1); k++)
+                if (g->loc[src->src[k]].colour >= 0) used |= 1u << g->loc[src->src[k]].colour;
+        }
         if (lw__gm_add_norm_shape(g, n - 1)) /* fused with the ADD before it: binds that ADD's inputs too */
             for (int k = 0; k < 2; k++)
                 if (g->loc[gr->nodes[n - 1].src[k]].colour >= 0)
                     used |= 1u << g->loc[gr->nodes[n - 1].src[k]].colour;
         int c = 0;
         while (used & (1u << c)) c++;
+        if (c >= GM_MAX_ACT)
+            return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "node %d would need a %dth activation buffer", n,
+                              c + 1);
         g->loc[dst].colour = (int8_t)c;
         if (c + 1 > g->n_act) g->n_act = c + 1;
     }
@@ -526,7 +537,9 @@ static lw_status create(lw__gpu_model *g) {
     if ((st = lw__gm_plan_fusions(g)) != LW_OK || (st = lw__gm_check_ops(g)) != LW_OK) return st;
 
     /* buffers: weights, KV cache, activations, parameters, tokens, result */
-    if ((st = plan_weights(g)) != LW_OK || (st = plan_acts(g)) != LW_OK) return st;
+    if ((st = plan_weights(g)) != LW_OK || (st = lw__gm_plan_norm_mv(g)) != LW_OK ||
+        (st = plan_acts(g)) != LW_OK)
+        return st;
     const uint64_t kv_row = (uint64_t)hp->n_head_kv * hp->n_embd_head_k;
     g->kv_type = g->p.kv_type == LW_TYPE_F32 ? LW_TYPE_F32 : LW_TYPE_F16; /* f16: the CPU context's default */
     if (!lw__mul_u64(kv_row * (g->kv_type == LW_TYPE_F32 ? 4 : 2), g->n_ctx, &g->kv_layer_bytes) ||
@@ -723,6 +736,8 @@ lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n
     if (g->nodes[node].fuse == GM_FUSE_ROPE_QKV && node + 2 < g->graph.n_nodes &&
         g->nodes[node + 2].fuse == GM_FUSE_DONE && g->graph.nodes[node + 2].op == LW_OP_SCALE)
         return LW_ERR_UNSUPPORTED; /* the rotated Q went straight into the folded SCALE's output */
+    if (g->nodes[node].norm_mv >= 0 && n == 1)
+        return LW_ERR_UNSUPPORTED; /* computed inside the next mat-vec's prologue in one-row steps */
     if (g->nodes[node].fuse == GM_FUSE_GLU &&
         (n == 1 || g->graph.t[g->graph.nodes[node].dst].rows == LW_ROWS_OUTPUTS))
         return LW_ERR_UNSUPPORTED; /* computed inside the next mat-vec in one-row steps */

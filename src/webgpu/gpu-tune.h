@@ -33,6 +33,9 @@ enum {
                               (matvec-q8.wgsl) where the format and device have them     */
     LW_GPU_TUNE_MV_OCT,    /* "oct": 1 = Q4_0 / Q8_0 integer products eight blocks a step
                               in 16-byte loads (rows of a multiple of 256), 0 = pairs    */
+    LW_GPU_TUNE_MV_NORM,   /* "norm": 0 = the RMS norm before a Q4_0 / Q8_0 integer mat-vec
+                              of a one-token step keeps its own dispatch (1: in the mat-vec's
+                              prologue, matvec-q8-norm.wgsl)                              */
     LW_GPU_TUNE_MV_KEYS
 };
 /* Mat-mat keys, in the order of lw__gpu_tune.matmat's second index. */
@@ -96,6 +99,10 @@ bool lw__gpu_cpu_adapter(const lw_gpu_info *i);
 /* The mat-vec variant for type on this device: measured default, overridden by t (may be NULL), fitted to
  * the device. lw__gpu_matvec_default(info, type) is this with t = NULL. */
 lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type);
+
+/* Whether tune key "norm" lets the runner put the RMS norm before a one-token mat-vec of type in its prologue
+ * (default 1; lw__gpu_matvec_norm_* of kernels.h). */
+bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type);
 
 /* A mat-vec variant fitted to rows of k elements on this device (the integer kernels of Q4_0 / Q8_0 in block
  * pairs, Q4_K and Q6_K: their invocations per workgroup and rows by row length), unless t sets "wg" or

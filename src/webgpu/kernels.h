@@ -199,4 +199,58 @@ lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_vari
                               uint64_t k, uint64_t w_offset, uint64_t x_offset, uint64_t y_offset,
                               lw__gpu_matvec_params *p, uint32_t grid[3], char *err);
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Mat-vec with the RMS norm of x in its prologue (kernel-matvec-norm.c, shaders/matvec-q8-norm.wgsl):
+ *   y = W q8(rms_norm(a (+ b)) * nw)   for a one-token step, Q4_0 / Q8_0 weights in block pairs
+ * so the norm (and the residual add before it) needs no dispatch of its own; every workgroup re-reads x
+ * (k floats) and rounds it as actq-quant.wgsl does, workgroup 0 also writes h = a + b.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* One compiled variant. */
+typedef struct lw__gpu_matvec_norm_variant {
+    uint32_t type;    /* weight format: LW_TYPE_Q4_0 or LW_TYPE_Q8_0                      */
+    uint32_t k;       /* elements per row (a multiple of 64; sizes the workgroup memory) */
+    uint32_t wg_size; /* invocations: row groups of 32 lanes (a multiple of 32, <= 256)  */
+    uint32_t rows;    /* rows per row group (1..8)                                       */
+    bool add;         /* the residual add before the norm: bindings a, b, h              */
+    bool subgroups;   /* a row's 32 partial sums by subgroupAdd where the layout allows  */
+} lw__gpu_matvec_norm_variant;
+
+/* Its uniform parameter block (NormMatvecParams in the shader; 48 bytes). */
+typedef struct lw__gpu_matvec_norm_params {
+    uint32_t rows;       /* rows of W                                  */
+    uint32_t row_stride; /* bytes between rows of W                    */
+    uint32_t w_offset;   /* byte offset of row 0 in the W binding      */
+    uint32_t groups_x;   /* workgroups along x of the grid             */
+    uint32_t a_offset;   /* first vec4 of a in its binding             */
+    uint32_t b_offset;   /* add: first vec4 of b                       */
+    uint32_t h_offset;   /* add: first vec4 of h = a + b               */
+    uint32_t nw_offset;  /* first vec4 of the norm weight              */
+    uint32_t y_offset;   /* first element of y                         */
+    float eps;           /* added to the mean square                   */
+    uint32_t pad[2];     /* (a multiple of 16 bytes)                   */
+} lw__gpu_matvec_norm_params;
+_Static_assert(sizeof(lw__gpu_matvec_norm_params) == 48, "matvec-norm params block");
+
+/* Bindings: weights, a, (add: b, h,) norm weight, y, params. */
+#define LW_GPU_MATVEC_NORM_BINDINGS     5u
+#define LW_GPU_MATVEC_NORM_ADD_BINDINGS 7u
+
+/* The default variant for rows of k elements of type on this device (the shape of the H200's measurements;
+ * tune keys do not reach it). */
+lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info, uint32_t type, uint32_t k,
+                                                        bool add, bool subgroups);
+/* Whether v suits the device (workgroup size and memory, dot4, the format): LW_OK, else why in err. */
+lw_status lw__gpu_matvec_norm_check(const lw_gpu_info *info, const lw__gpu_matvec_norm_variant *v, char *err);
+/* The pipeline of variant v (cached as the other families). */
+lw_status lw__gpu_matvec_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                       const lw_allocator *alloc, const lw__gpu_matvec_norm_variant *v,
+                                       const lw_gpu_info *info, lw_gpu_pipeline *out, char *err);
+/* One call over `rows` rows of v->k elements from byte w_offset, element offsets of a, b, h, the norm weight
+ * (multiples of 4) and y. */
+lw_status lw__gpu_matvec_norm_plan(const lw_gpu_info *info, const lw__gpu_matvec_norm_variant *v,
+                                   uint64_t rows, uint64_t w_offset, uint64_t a_offset, uint64_t b_offset,
+                                   uint64_t h_offset, uint64_t nw_offset, uint64_t y_offset, float eps,
+                                   lw__gpu_matvec_norm_params *p, uint32_t grid[3], char *err);
+
 #endif

@@ -198,18 +198,39 @@ for (const [preset, type] of [['tiny', 'q4_0'], ['tiny-256', 'q4_k_m']]) {
 // mat-vecs: the 2048-wide rows of a one-block llama-3.2-1b take that path at the 128 invocations CPU adapters use
 // Rows of at most 8 floats per invocation (tiny: 256 wide) take the one-pass norm instead, rounding Q8_0 in it.
 // The one-block llama-3.2-1b also runs its Q4_0 mat-vecs eight blocks a step (matvec-q8.wgsl OCT, rows of 2048
-// and 8192: 16-byte loads).
+// and 8192: 16-byte loads). ("norm": 0 keeps the norms' own dispatches, which the Q4_0 / Q8_0 mat-vecs would
+// otherwise take into their prologue in one-token steps: the next test.)
 for (const [preset, type, extra, oct] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', '--vocab-size', '512'], 0],
   ['llama-3.2-1b', 'q4_0', ['--layers', '1', '--vocab-size', '512'], 1], ['tiny', 'q4_0', [], 0]]) {
   const label = `${preset} ${type}${extra.length ? ', one block' : ''}${oct ? ', eight-block steps' : ''}`;
   test(`greedy agreement WebGPU vs CPU, the GPUs' norms and integer mat-vecs: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
     const file = synth(preset, type, extra);
     const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
-    const r = await agreement(file, prompt, 24, { exact: false, tune: { matvec: { '*': { idot: 1, exact: 0, oct } } } });
+    const r = await agreement(file, prompt, 24, { exact: false, tune: { matvec: { '*': { idot: 1, exact: 0, oct, norm: 0 } } } });
     console.log(`# ${label} f32 norms, integer mat-vecs: ${(100 * r.rate).toFixed(1)} % of 24 greedy tokens agree, ` +
       `logits within ${(100 * r.worst).toFixed(4)} % of their range`);
     assert.match(JSON.stringify(r.variants.matvec), /idot 1/, 'the integer mat-vecs ran');
     if (oct) assert.match(JSON.stringify(r.variants.matvec), /oct 1/, 'the eight-block steps ran');
+    assert.ok(r.worst < 0.02, `logits differ by ${r.worst} of their range`);
+    assert.ok(r.rate >= 0.95, `agreement ${r.rate}`);
+  });
+}
+
+// The RMS norm (and the residual add before it) in the prologue of the Q4_0 / Q8_0 integer mat-vec that reads
+// it, in one-token steps (matvec-q8-norm.wgsl, tune key "norm"): the same agreement with the CPU engine, and two
+// dispatches fewer per block (the attention and FFN norms) than with the norms' own dispatches.
+// (The llama-3.2-1b block: rows of 2048, 256 invocations a workgroup; tiny: rows of 64.)
+for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', '--vocab-size', '512']],
+  ['tiny', 'q8_0', []], ['tiny-qwen2', 'q4_0', []]]) {
+  const label = `${preset} ${type}${extra.length ? `, ${extra[1]} block(s)` : ''}`;
+  test(`greedy agreement WebGPU vs CPU, norms in the mat-vecs' prologue: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
+    const file = synth(preset, type, extra);
+    const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
+    const tune = (norm) => ({ exact: false, kvF32: true, tune: { matvec: { '*': { idot: 1, exact: 0, norm } } } });
+    const r = await agreement(file, prompt, 24, tune(1)), off = await agreement(file, prompt, 2, tune(0));
+    console.log(`# ${label}, norms in the prologue: ${(100 * r.rate).toFixed(1)} % of 24 greedy tokens agree, ` +
+      `logits within ${(100 * r.worst).toFixed(4)} % of their range; ${r.info.stepDispatches} dispatches per token (${off.info.stepDispatches} with the norms' own)`);
+    assert.equal(r.info.stepDispatches, off.info.stepDispatches - 2 * r.info.n_layer, 'two norm dispatches fewer per block');
     assert.ok(r.worst < 0.02, `logits differ by ${r.worst} of their range`);
     assert.ok(r.rate >= 0.95, `agreement ${r.rate}`);
   });

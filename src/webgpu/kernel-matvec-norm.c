@@ -1,0 +1,125 @@
+/* Mat-vec with the RMS norm of x in its prologue (shaders/matvec-q8-norm.wgsl): variant, pipeline, one call's
+ * plan. The runner uses it for one-token steps where a norm's only reader is such a mat-vec
+ * (gpu-model-ops.c, lw__gm_plan_norm_mv). */
+#include "webgpu/kernels.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Workgroup memory of the shader's arrays for v: x's quants (k bytes), the pairs' scales, the squares'
+ * partials, two words per block, the rows' partials, the layout flag. */
+static uint64_t wg_bytes(const lw__gpu_matvec_norm_variant *v) {
+    return (uint64_t)v->k + (uint64_t)v->k / 64 * 16 + (uint64_t)v->wg_size * 4 + (uint64_t)v->k / 32 * 8 +
+           (uint64_t)v->wg_size * v->rows * 4 + 8;
+}
+
+lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info, uint32_t type, uint32_t k,
+                                                        bool add, bool subgroups) {
+    /* 8 row groups of 4 rows: 32 rows per workgroup, so that the prologue's re-reads of x (k floats, and b)
+     * cost 1/32 of a row each; smaller where the device allows fewer invocations or less memory */
+    lw__gpu_matvec_norm_variant v = {type, k, 256, 4, add, subgroups && info->has_subgroups};
+    while (v.wg_size > 32 && (v.wg_size > info->max_compute_invocations_per_workgroup ||
+                              v.wg_size > info->max_compute_workgroup_size_x ||
+                              wg_bytes(&v) > info->max_compute_workgroup_storage_size))
+        v.wg_size /= 2;
+    return v;
+}
+
+lw_status lw__gpu_matvec_norm_check(const lw_gpu_info *info, const lw__gpu_matvec_norm_variant *v,
+                                    char *err) {
+    if (v->type != LW_TYPE_Q4_0 && v->type != LW_TYPE_Q8_0)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec-norm: Q4_0 and Q8_0 weights only");
+    if (!info->has_dot4) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec-norm: needs dot4I8Packed");
+    if (v->subgroups && !info->has_subgroups)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED,
+                          "matvec-norm: subgroup variant needs the subgroups feature");
+    if (v->k == 0 || v->k % 64 || v->k >= 0x40000000u)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: k=%u must be a positive multiple of 64",
+                          v->k);
+    if (v->wg_size == 0 || v->wg_size % 32 || v->wg_size > 256 ||
+        v->wg_size > info->max_compute_invocations_per_workgroup ||
+        v->wg_size > info->max_compute_workgroup_size_x)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: workgroup size %u does not suit this device",
+                          v->wg_size);
+    if (v->rows < 1 || v->rows > 8)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: %u rows per row group", v->rows);
+    if (wg_bytes(v) > info->max_compute_workgroup_storage_size)
+        return lw__errorf(err, LW_ERR_TOO_LARGE,
+                          "matvec-norm: rows of %u need %llu bytes of workgroup memory", v->k,
+                          (unsigned long long)wg_bytes(v));
+    return LW_OK;
+}
+
+lw_status lw__gpu_matvec_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                       const lw_allocator *alloc, const lw__gpu_matvec_norm_variant *v,
+                                       const lw_gpu_info *info, lw_gpu_pipeline *out, char *err) {
+    *out = 0;
+    lw_status st = lw__gpu_matvec_norm_check(info, v, err);
+    if (st != LW_OK) return st;
+    const lw__gpu_format *f = lw__gpu_format_of(v->type);
+    const lw_type_info *ti = lw_type_get(v->type);
+    char label[LW_GPU_CACHE_KEY], nk[16], wg[8], rows[8];
+    snprintf(label, sizeof label, "matvec-q8-norm %s%s k%u wg%u r%u%s", ti ? ti->name : "?",
+             v->subgroups ? " sg" : "", v->k, v->wg_size, v->rows, v->add ? " add" : "");
+    snprintf(nk, sizeof nk, "%u", v->k);
+    snprintf(wg, sizeof wg, "%u", v->wg_size);
+    snprintf(rows, sizeof rows, "%u", v->rows);
+    static const lw_gpu_binding_kind plain[LW_GPU_MATVEC_NORM_BINDINGS] = {
+        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE,
+        LW_GPU_BIND_UNIFORM};
+    static const lw_gpu_binding_kind add[LW_GPU_MATVEC_NORM_ADD_BINDINGS] = {
+        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
+        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
+    lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define},
+                              {"NK", nk},
+                              {"WG_SIZE", wg},
+                              {"ROWS", rows},
+                              {"ADD", v->add ? "1" : "0"},
+                              {"SUBGROUPS", v->subgroups ? "1" : "0"}};
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec-q8-norm.wgsl", defs,
+                                  sizeof defs / sizeof defs[0], v->add ? add : plain,
+                                  v->add ? LW_GPU_MATVEC_NORM_ADD_BINDINGS : LW_GPU_MATVEC_NORM_BINDINGS, out,
+                                  err);
+}
+
+lw_status lw__gpu_matvec_norm_plan(const lw_gpu_info *info, const lw__gpu_matvec_norm_variant *v,
+                                   uint64_t rows, uint64_t w_offset, uint64_t a_offset, uint64_t b_offset,
+                                   uint64_t h_offset, uint64_t nw_offset, uint64_t y_offset, float eps,
+                                   lw__gpu_matvec_norm_params *p, uint32_t grid[3], char *err) {
+    lw_status st = lw__gpu_matvec_norm_check(info, v, err);
+    if (st != LW_OK) return st;
+    const lw__gpu_format *f = lw__gpu_format_of(v->type);
+    const uint64_t stride = (uint64_t)v->k / f->block * f->block_bytes;
+    uint64_t last, end;
+    if (rows == 0 || !lw__mul_u64(stride, rows - 1, &last) || !lw__add_u64(last, stride, &end) ||
+        !lw__add_u64(end, w_offset, &end) || end > UINT32_MAX || end > info->max_storage_buffer_binding_size)
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec-norm: %llu rows of %u exceed one binding",
+                          (unsigned long long)rows, v->k);
+    if (stride % 4 || w_offset % 4 || a_offset % 4 || b_offset % 4 || h_offset % 4 || nw_offset % 4)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: misaligned rows or offsets");
+    if (a_offset / 4 > UINT32_MAX || b_offset / 4 > UINT32_MAX || h_offset / 4 > UINT32_MAX ||
+        nw_offset / 4 > UINT32_MAX || y_offset > UINT32_MAX - rows)
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec-norm: offsets beyond 32 bits");
+    const uint32_t gmax =
+        info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
+    const uint64_t per = (uint64_t)v->wg_size / 32 * v->rows, groups = (rows + per - 1) / per,
+                   gx = groups < gmax ? groups : gmax, gy = (groups + gx - 1) / gx;
+    if (gy > gmax)
+        return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec-norm: %llu rows exceed the dispatch grid",
+                          (unsigned long long)rows);
+    memset(p, 0, sizeof *p);
+    p->rows = (uint32_t)rows;
+    p->row_stride = (uint32_t)stride;
+    p->w_offset = (uint32_t)w_offset;
+    p->groups_x = (uint32_t)gx;
+    p->a_offset = (uint32_t)(a_offset / 4);
+    p->b_offset = (uint32_t)(b_offset / 4);
+    p->h_offset = (uint32_t)(h_offset / 4);
+    p->nw_offset = (uint32_t)(nw_offset / 4);
+    p->y_offset = (uint32_t)y_offset;
+    p->eps = eps;
+    grid[0] = (uint32_t)gx;
+    grid[1] = (uint32_t)gy;
+    grid[2] = 1;
+    return LW_OK;
+}

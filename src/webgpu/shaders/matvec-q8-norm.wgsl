@@ -1,0 +1,254 @@
+// Mat-vec of a one-token step with the RMS norm of its input in the prologue (Q4_0 / Q8_0 weights in block
+// pairs, integer products), so the norm needs no dispatch of its own:
+//   h = a + b                                     (ADD=1: the residual add before the norm, as the ADD op)
+//   x = (h * (1 / sqrt(mean(h^2) + eps))) * nw    (rms-norm.wgsl's f32 arithmetic on GPUs, EXACT_SUM 0)
+//   y = W q8(x)                                   (q8: actq-quant.wgsl's Q8_0 rounding; matvec-q8.wgsl PAIR)
+// Why: on the H200 a one-row norm dispatch cost ~10 us of an 8B decode step (two per layer, 65 per token:
+// leaving them out took tg128 from ~288 to ~355 t/s), far more than its work; here every workgroup reads the
+// NK floats of a (and b) and the norm weight, which stay in L2, and rounds them into workgroup memory, a few
+// us at the mat-vec's start that its weight streaming hides. Workgroup 0 also writes h (the residual stream).
+// Work split: WG_SIZE / 32 row groups of 32 lanes, ROWS rows each; a group's lanes take consecutive block
+// pairs of its rows (a subgroup reads a contiguous run of weight bytes, as matvec-q8.wgsl). A row's 32
+// partial sums meet by subgroupAdd where the device's subgroups are exactly those 32 lanes (checked in the
+// shader: WebGPU does not promise a layout), else in workgroup memory.
+// Defines: WEIGHT_TYPE (Q4_0 / Q8_0), NK (elements per row, a multiple of 64), WG_SIZE (a multiple of 32,
+// at most 256), ROWS (1..8), ADD (0/1), SUBGROUPS.
+// Bindings: 0 weights (read), 1 a (read_write, vec4s), ADD: 2 b, 3 h (read_write, vec4s); then the norm weight
+// (read, vec4s), y (read_write), params (uniform). a, b and h are read_write because they may share a buffer.
+// Dispatch: (groups_x, ceil(groups / groups_x), 1) workgroups with groups = ceil(rows / (WG_SIZE / 32 * ROWS)).
+#include "common.wgsl"
+#include "types.wgsl"
+#ifndef WEIGHT_TYPE
+#error matvec-q8-norm.wgsl needs WEIGHT_TYPE
+#endif
+#if WEIGHT_TYPE != TYPE_Q4_0 && WEIGHT_TYPE != TYPE_Q8_0
+#error matvec-q8-norm.wgsl: block pairs of Q4_0 or Q8_0
+#endif
+#ifndef NK
+#error matvec-q8-norm.wgsl needs NK
+#endif
+#if NK % 64 != 0
+#error matvec-q8-norm.wgsl: NK must be a multiple of 64 (block pairs)
+#endif
+#ifndef WG_SIZE
+#define WG_SIZE 256
+#endif
+#if WG_SIZE % 32 != 0 || WG_SIZE > 256
+#error matvec-q8-norm.wgsl: WG_SIZE must be a multiple of 32, at most 256
+#endif
+#ifndef ROWS
+#define ROWS 4
+#endif
+#if ROWS < 1 || ROWS > 8
+#error matvec-q8-norm.wgsl: ROWS must be 1..8
+#endif
+#ifndef ADD
+#define ADD 0
+#endif
+#define PAIR 1
+#define ACTQ 1
+
+struct NormMatvecParams {
+    rows: u32,       // rows of W (= elements of y)
+    row_stride: u32, // bytes from one row of W to the next
+    w_offset: u32,   // byte offset of row 0 in w (a multiple of 4)
+    groups_x: u32,   // workgroups along x of the grid
+    a_offset: u32,   // first vec4 of a in its binding
+    b_offset: u32,   // ADD: first vec4 of b
+    h_offset: u32,   // ADD: first vec4 of h
+    nw_offset: u32,  // first vec4 of the norm weight
+    y_offset: u32,   // first element of y
+    eps: f32,        // added to the mean square
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read_write> a: array<vec4<f32>>;
+#if ADD
+@group(0) @binding(2) var<storage, read_write> b: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> h: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> nw: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<uniform> params: NormMatvecParams;
+#else
+@group(0) @binding(2) var<storage, read> nw: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<uniform> params: NormMatvecParams;
+#endif
+
+#include "dequant-int.wgsl"
+fn actq_x(i: u32) -> vec4<f32> { // (actq.wgsl's block scans, not called here)
+    return vec4<f32>(f32(i) * 0.0);
+}
+#include "actq.wgsl"
+#include "matvec-pair.wgsl"
+
+const LANES: u32 = 32u;                        // lanes of a row group
+const NG: u32 = WG_SIZE / LANES;               // row groups
+const CH: u32 = NK / 8u;                       // 8-element chunks of x (a quarter of a Q8_0 block)
+const IT: u32 = (CH + WG_SIZE - 1u) / WG_SIZE; // chunks per invocation
+
+var<workgroup> xq: array<vec4<u32>, NK / 16u>;  // x's quants, four to a word in element order
+var<workgroup> xs: array<vec4<f32>, NK / 64u>;  // per block pair: (d_x, s_x) of both blocks
+var<workgroup> part: array<f32, WG_SIZE>;       // partial sums of squares
+var<workgroup> bmax: array<atomic<u32>, NK / 32u>; // per block: bits of its largest |x| (starts at 0)
+var<workgroup> bsum: array<atomic<i32>, NK / 32u>; // per block: sum of its quants
+var<workgroup> red: array<f32, WG_SIZE * ROWS>; // row partials (row r of group g, lane l at (g ROWS + r) 32 + l)
+#if SUBGROUPS
+var<workgroup> lay_far: atomic<u32>; // 1: some subgroup is not exactly a row group's 32 lanes
+var<workgroup> lay_far_u: u32;       // the same, read by every invocation (uniform)
+#endif
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32
+#if SUBGROUPS
+        , @builtin(subgroup_invocation_id) sg_lid: u32, @builtin(subgroup_size) sg_size: u32
+#endif
+) {
+    let item = wg.x + wg.y * params.groups_x;
+    let row_base = item * (NG * ROWS);
+    if (row_base >= params.rows) {
+        return; // uniform across the workgroup
+    }
+#if SUBGROUPS
+    if (sg_size != LANES || sg_lid != lid % LANES) {
+        atomicStore(&lay_far, 1u);
+    }
+#endif
+    // 1. h = a (+ b), this invocation's chunks kept in registers, and their sum of squares
+    var v: array<vec4<f32>, 2u * IT>;
+    var acc = 0.0f;
+    for (var it = 0u; it < IT; it++) {
+        let c = lid + it * WG_SIZE;
+        if (c < CH) {
+            for (var j = 0u; j < 2u; j++) {
+#if ADD
+                let s = a[params.a_offset + 2u * c + j] + b[params.b_offset + 2u * c + j];
+                if (item == 0u) {
+                    h[params.h_offset + 2u * c + j] = s;
+                }
+#else
+                let s = a[params.a_offset + 2u * c + j];
+#endif
+                v[2u * it + j] = s;
+                acc = fma(s.x, s.x, acc);
+                acc = fma(s.y, s.y, acc);
+                acc = fma(s.z, s.z, acc);
+                acc = fma(s.w, s.w, acc);
+            }
+        }
+    }
+    part[lid] = acc;
+    workgroupBarrier();
+#if SUBGROUPS
+    var t = 0.0f;
+    for (var i = sg_lid; i < WG_SIZE; i += sg_size) {
+        t += part[i];
+    }
+    let total = subgroupAdd(t);
+#else
+    for (var s = WG_SIZE / 2u; s > 0u; s >>= 1u) {
+        if (lid < s) {
+            part[lid] += part[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let total = part[0];
+#endif
+    let scale = inverseSqrt(total / f32(NK) + params.eps);
+
+    // 2. x = h * scale * nw, rounded per block of 32 (4 chunks) as actq-quant.wgsl rounds it
+    for (var it = 0u; it < IT; it++) {
+        let c = lid + it * WG_SIZE;
+        if (c < CH) {
+            var m = 0.0f;
+            for (var j = 0u; j < 2u; j++) {
+                let xv = (v[2u * it + j] * scale) * nw[params.nw_offset + 2u * c + j];
+                v[2u * it + j] = xv;
+                let av = abs(xv);
+                m = max(m, max(max(av.x, av.y), max(av.z, av.w)));
+            }
+            atomicMax(&bmax[c / 4u], bitcast<u32>(m));
+        }
+    }
+    workgroupBarrier();
+    for (var it = 0u; it < IT; it++) {
+        let c = lid + it * WG_SIZE;
+        if (c < CH) {
+            let sc = actq_scale_of(bitcast<f32>(atomicLoad(&bmax[c / 4u])));
+            let q0 = actq_quant4(v[2u * it], sc);
+            let q1 = actq_quant4(v[2u * it + 1u], sc);
+            atomicAdd(&bsum[c / 4u], q0.x + q0.y + q0.z + q0.w + q1.x + q1.y + q1.z + q1.w);
+            xq[c / 2u][(c % 2u) * 2u] = pack4xI8(q0);
+            xq[c / 2u][(c % 2u) * 2u + 1u] = pack4xI8(q1);
+        }
+    }
+    workgroupBarrier();
+    for (var blk = lid; blk < NK / 32u; blk += WG_SIZE) {
+        let amax = bitcast<f32>(atomicLoad(&bmax[blk]));
+        let gw = actq_group_words(actq_scale_of(amax), amax, atomicLoad(&bsum[blk]));
+        xs[blk / 2u][(blk % 2u) * 2u] = bitcast<f32>(gw.x);
+        xs[blk / 2u][(blk % 2u) * 2u + 1u] = bitcast<f32>(gw.y);
+    }
+#if SUBGROUPS
+    if (lid == 0u) {
+        lay_far_u = atomicLoad(&lay_far);
+    }
+#endif
+    workgroupBarrier();
+
+    // 3. the group's ROWS rows, block pairs kl, kl + 32, ... (rows past the end repeat the last: never stored)
+    let kl = lid % LANES;
+    let row0 = row_base + (lid / LANES) * ROWS;
+    var accr: array<f32, ROWS>;
+    for (var t = kl; t < NK / 64u; t += LANES) {
+        var xw: array<u32, 16>;
+        for (var q = 0u; q < 4u; q++) {
+            let p = xq[t * 4u + q];
+            xw[4u * q] = p.x;
+            xw[4u * q + 1u] = p.y;
+            xw[4u * q + 2u] = p.z;
+            xw[4u * q + 3u] = p.w;
+        }
+        let iv = xs[t];
+        for (var r = 0u; r < ROWS; r++) {
+            let row = min(row0 + r, params.rows - 1u);
+            let wb = (params.w_offset + row * params.row_stride) / 4u + t * PW;
+            var ww: array<u32, PW>;
+            for (var j = 0u; j < PW; j++) {
+                ww[j] = w[wb + j];
+            }
+            let s = pair_dots(&ww, &xw);
+            let d0 = unpack2x16float(ww[0]).x;
+            let d1 = unpack2x16float(ww[QW]).y;
+            accr[r] += (d0 * iv.x) * f32(s.x) + (d1 * iv.z) * f32(s.y);
+        }
+    }
+
+    // 4. each row's 32 partial sums
+#if SUBGROUPS
+    if (workgroupUniformLoad(&lay_far_u) == 0u) {
+        for (var r = 0u; r < ROWS; r++) {
+            let s = subgroupAdd(accr[r]);
+            if (kl == 0u && row0 + r < params.rows) {
+                y[params.y_offset + row0 + r] = s;
+            }
+        }
+        return;
+    }
+#endif
+    for (var r = 0u; r < ROWS; r++) {
+        red[((lid / LANES) * ROWS + r) * LANES + kl] = accr[r];
+    }
+    workgroupBarrier();
+    for (var o = lid; o < NG * ROWS; o += WG_SIZE) {
+        var s = 0.0f;
+        for (var l = 0u; l < LANES; l++) {
+            s += red[o * LANES + l];
+        }
+        if (row_base + o < params.rows) {
+            y[params.y_offset + row_base + o] = s;
+        }
+    }
+}

@@ -121,6 +121,8 @@ typedef struct gm_node {
     int32_t norm_mv;    /* RMS_NORM: the MUL_MAT node whose one-row mat-vec computes it in its prologue
                            (matvec-q8-norm.wgsl; the norm records nothing in one-row steps), -1: none      */
     int32_t norm_src;   /* MUL_MAT: that RMS_NORM node (its last call is the fused one), -1: none          */
+    int32_t glu_down;   /* MUL_MAT with norm_src, gate|up: the down projection whose x (the SWIGLU of this
+                           output) that call also rounds into the quant scratch (GLU_OUT), -1: none        */
 } gm_node;
 
 struct lw__gpu_model {

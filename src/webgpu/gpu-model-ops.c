@@ -439,19 +439,47 @@ static int32_t norm_mv_match(const lw__gpu_model *g, int32_t n) {
         v.actq != LW_GPU_ACTQ_Q8_0 || g->loc[w].n_pieces != 1 || gr->t[w].ne0 != gr->t[d].ne0 ||
         gr->t[gr->nodes[m].dst].ne0 != gr->t[w].ne1)
         return -1;
-    const lw__gpu_matvec_norm_variant nv =
-        lw__gpu_matvec_norm_default(&g->info, gr->t[w].type, (uint32_t)gr->t[w].ne0, true, g->subgroups);
+    const lw__gpu_matvec_norm_variant nv = lw__gpu_matvec_norm_default(
+        &g->info, gr->t[w].type, (uint32_t)gr->t[w].ne0, true, g->subgroups, false);
     char why[LW_ERRMSG_SIZE];
     return lw__gpu_matvec_norm_check(&g->info, &nv, why) == LW_OK ? m : -1;
 }
 
+/* The down projection whose input the one-row call of MUL_MAT node m (norm in the prologue) can also produce
+ * rounded (GLU_OUT), or -1: m's output is a fused gate|up of two parts [gate | up] that a SWIGLU reads whole,
+ * and that SWIGLU's output is the x of an integer mat-vec rounding it to Q8_0 blocks (lw__gm_glu_match). */
+static int32_t glu_down_match(const lw__gpu_model *g, int32_t m) {
+    const lw__graph *gr = &g->graph;
+    const int32_t y = gr->nodes[m].dst, w = gr->nodes[m].src[0];
+    for (int32_t d = m + 1; d < gr->n_nodes; d++) {
+        if (gr->nodes[d].op != LW_OP_MUL_MAT) continue;
+        const int32_t s = lw__gm_glu_match(g, d);
+        if (s < 0 || gr->nodes[s].op != LW_OP_SWIGLU || lw__gm_base(g, gr->nodes[s].src[0]) != y) continue;
+        uint64_t go, uo, stride;
+        lw__gm_part(g, gr->nodes[s].src[0], &go, &stride);
+        lw__gm_part(g, gr->nodes[s].src[1], &uo, &stride);
+        const int64_t f = gr->t[gr->nodes[d].src[1]].ne0;
+        const lw__gpu_matvec_variant v = mm_variant(g, d);
+        const lw__gpu_matvec_norm_variant nv = lw__gpu_matvec_norm_default(
+            &g->info, gr->t[w].type, (uint32_t)gr->t[w].ne0, true, g->subgroups, true);
+        char why[LW_ERRMSG_SIZE];
+        if (go != 0 || uo != (uint64_t)f || gr->t[y].ne0 != 2 * f || f % 32 || !v.idot ||
+            v.actq != LW_GPU_ACTQ_Q8_0 || lw__gpu_matvec_norm_check(&g->info, &nv, why) != LW_OK)
+            return -1;
+        return d;
+    }
+    return -1;
+}
+
 lw_status lw__gm_plan_norm_mv(lw__gpu_model *g) {
-    for (int32_t i = 0; i < g->graph.n_nodes; i++) g->nodes[i].norm_mv = g->nodes[i].norm_src = -1;
+    for (int32_t i = 0; i < g->graph.n_nodes; i++)
+        g->nodes[i].norm_mv = g->nodes[i].norm_src = g->nodes[i].glu_down = -1;
     for (int32_t i = 0; i < g->graph.n_nodes; i++) {
         const int32_t m = norm_mv_match(g, i);
         if (m < 0) continue;
         g->nodes[i].norm_mv = m;
         g->nodes[m].norm_src = i;
+        g->nodes[m].glu_down = glu_down_match(g, m);
     }
     return LW_OK;
 }
@@ -467,9 +495,10 @@ static lw_status prepare_norm_mv(lw__gpu_model *g, int32_t i, int32_t piece) {
     gm_call c;
     memset(&c, 0, sizeof c);
     c.aux = piece;
+    const bool glu = g->nodes[i].glu_down >= 0;
     const lw__gpu_matvec_norm_variant v =
-        lw__gpu_matvec_norm_default(&g->info, w->type, (uint32_t)w->ne0, add, g->subgroups);
-    lw_gpu_bind b[LW_GPU_MATVEC_NORM_ADD_BINDINGS];
+        lw__gpu_matvec_norm_default(&g->info, w->type, (uint32_t)w->ne0, add, g->subgroups, glu);
+    lw_gpu_bind b[LW_GPU_MAX_BINDINGS];
     uint32_t nb = 0;
     b[nb++] = lw__gm_piece(g, piece);
     if (add) {
@@ -481,11 +510,13 @@ static lw_status prepare_norm_mv(lw__gpu_model *g, int32_t i, int32_t piece) {
     }
     const uint32_t acts = nb;
     b[nb++] = bind_of(g, nn->src[1]);
+    const uint32_t yb = nb;
     b[nb++] = lw__gm_act(g, nd->dst);
+    if (glu) b[nb++] = lw__gm_whole(g->actq_scratch); /* the down projection's rounded x */
     b[nb++] = lw__gm_params(g);
     for (uint32_t k = 1; k < acts; k++)
-        if (overlaps(b[k], b[nb - 2])) { /* planning keeps them apart: cannot happen */
-            g->nodes[n].norm_mv = g->nodes[i].norm_src = -1;
+        if (overlaps(b[k], b[yb])) { /* planning keeps them apart: cannot happen */
+            g->nodes[n].norm_mv = g->nodes[i].norm_src = g->nodes[i].glu_down = -1;
             return LW_OK;
         }
     lw_status st = lw__gpu_matvec_norm_pipeline(&g->gpu, &g->cache, &g->alloc, &v, &g->info, &c.pipe, g->err);
@@ -974,12 +1005,15 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         if (rows_t == 1 && gn->norm_src >= 0) { /* the norm (and the ADD before it) in the prologue */
             const gm_call *c = &calls[gn->n_calls - 1];
             const gm_node *nn = &g->nodes[gn->norm_src];
-            lw__gpu_matvec_norm_variant v = lw__gpu_matvec_norm_default(
-                info, w->type, (uint32_t)w->ne0, nn->fuse == GM_FUSE_ADD_NORM, g->subgroups);
+            lw__gpu_matvec_norm_variant v =
+                lw__gpu_matvec_norm_default(info, w->type, (uint32_t)w->ne0, nn->fuse == GM_FUSE_ADD_NORM,
+                                            g->subgroups, gn->glu_down >= 0);
             lw__gpu_matvec_norm_params p;
             PLAN(lw__gpu_matvec_norm_plan(info, &v, (uint64_t)w->ne1, 0, 0, 0, 0, 0, 0,
                                           g->graph.nodes[gn->norm_src].fp[0], &p, grid, g->err));
             lw__gm_emit(g, c, &p, sizeof p, grid);
+            if (gn->glu_down >= 0) /* the SwiGLU of this output, rounded for the down projection */
+                g->q8_tensor = g->graph.nodes[gn->glu_down].src[1], g->q8_kind = LW_GPU_ACTQ_Q8_0;
             return LW_OK;
         }
         const gm_call *quant = gn->q8 ? &calls[0] : NULL; /* rounds x for the integer mat-vecs */
@@ -997,7 +1031,8 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
                 lw__gpu_actq_quant_params qp;
                 PLAN(lw__gpu_actq_quant_plan(info, gq->v.mv.actq, (uint64_t)w->ne0, go, uo, &qp, grid,
                                              g->err));
-                lw__gm_emit(g, gq, &qp, sizeof qp, grid);
+                if (g->q8_tensor != nd->src[1] || g->q8_kind != gq->v.mv.actq) /* (gate|up's call: done) */
+                    lw__gm_emit(g, gq, &qp, sizeof qp, grid);
                 g->q8_tensor = nd->src[1], g->q8_kind = gq->v.mv.actq; /* the GLU's output, rounded */
                 for (int32_t k = 0; k < n_pieces * per_piece; k += per_piece) {
                     const gm_piece *pc = &g->pieces[calls[k].aux];

@@ -7,20 +7,25 @@
 #include <string.h>
 
 /* Workgroup memory of the shader's arrays for v: x's quants (k bytes), the pairs' scales, the squares'
- * partials, two words per block, the rows' partials, the layout flag. */
+ * partials, two words per block, the rows' partials, the layout flag (, the GLU's rows and block words). */
 static uint64_t wg_bytes(const lw__gpu_matvec_norm_variant *v) {
     return (uint64_t)v->k + (uint64_t)v->k / 64 * 16 + (uint64_t)v->wg_size * 4 + (uint64_t)v->k / 32 * 8 +
-           (uint64_t)v->wg_size * v->rows * 4 + 8;
+           (uint64_t)v->wg_size * v->rows * 4 + 8 + (v->glu ? 64 * 4 + 8 : 0);
+}
+
+uint32_t lw__gpu_matvec_norm_bindings(const lw__gpu_matvec_norm_variant *v) {
+    return (v->add ? LW_GPU_MATVEC_NORM_ADD_BINDINGS : LW_GPU_MATVEC_NORM_BINDINGS) + (v->glu ? 1u : 0u);
 }
 
 lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info, uint32_t type, uint32_t k,
-                                                        bool add, bool subgroups) {
+                                                        bool add, bool subgroups, bool glu) {
     /* 8 row groups of 4 rows: 32 rows per workgroup, so that the prologue's re-reads of x (k floats, and b)
      * cost 1/32 of a row each; smaller where the device allows fewer invocations or less memory */
-    lw__gpu_matvec_norm_variant v = {type, k, 256, 4, add, subgroups && info->has_subgroups};
-    while (v.wg_size > 32 && (v.wg_size > info->max_compute_invocations_per_workgroup ||
-                              v.wg_size > info->max_compute_workgroup_size_x ||
-                              wg_bytes(&v) > info->max_compute_workgroup_storage_size))
+    lw__gpu_matvec_norm_variant v = {type, k, 256, glu ? 8 : 4, add, subgroups && info->has_subgroups, glu};
+    while (!glu && v.wg_size > 32 &&
+           (v.wg_size > info->max_compute_invocations_per_workgroup ||
+            v.wg_size > info->max_compute_workgroup_size_x ||
+            wg_bytes(&v) > info->max_compute_workgroup_storage_size))
         v.wg_size /= 2;
     return v;
 }
@@ -41,8 +46,13 @@ lw_status lw__gpu_matvec_norm_check(const lw_gpu_info *info, const lw__gpu_matve
         v->wg_size > info->max_compute_workgroup_size_x)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: workgroup size %u does not suit this device",
                           v->wg_size);
-    if (v->rows < 1 || v->rows > 8)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: %u rows per row group", v->rows);
+    if (v->rows < 1 || v->rows > 8 || (v->glu && (v->rows != 8 || v->wg_size != 256)))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: %u rows per row group of %u%s", v->rows,
+                          v->wg_size, v->glu ? " (the GLU needs 256 x 8)" : "");
+    if (info->max_storage_buffers_per_shader_stage &&
+        lw__gpu_matvec_norm_bindings(v) - 1 > info->max_storage_buffers_per_shader_stage)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec-norm: %u storage bindings exceed the device's",
+                          lw__gpu_matvec_norm_bindings(v) - 1);
     if (wg_bytes(v) > info->max_compute_workgroup_storage_size)
         return lw__errorf(err, LW_ERR_TOO_LARGE,
                           "matvec-norm: rows of %u need %llu bytes of workgroup memory", v->k,
@@ -59,27 +69,27 @@ lw_status lw__gpu_matvec_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
     char label[LW_GPU_CACHE_KEY], nk[16], wg[8], rows[8];
-    snprintf(label, sizeof label, "matvec-q8-norm %s%s k%u wg%u r%u%s", ti ? ti->name : "?",
-             v->subgroups ? " sg" : "", v->k, v->wg_size, v->rows, v->add ? " add" : "");
+    snprintf(label, sizeof label, "matvec-q8-norm %s%s k%u wg%u r%u%s%s", ti ? ti->name : "?",
+             v->subgroups ? " sg" : "", v->k, v->wg_size, v->rows, v->add ? " add" : "",
+             v->glu ? " glu" : "");
     snprintf(nk, sizeof nk, "%u", v->k);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     snprintf(rows, sizeof rows, "%u", v->rows);
-    static const lw_gpu_binding_kind plain[LW_GPU_MATVEC_NORM_BINDINGS] = {
-        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE,
-        LW_GPU_BIND_UNIFORM};
-    static const lw_gpu_binding_kind add[LW_GPU_MATVEC_NORM_ADD_BINDINGS] = {
-        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
-        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
+    /* weights, a, (b, h,) norm weight, y, (qo,) params: the weights and the norm weight read-only */
+    lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS];
+    const uint32_t n = lw__gpu_matvec_norm_bindings(v);
+    for (uint32_t i = 0; i < n; i++) kinds[i] = LW_GPU_BIND_STORAGE;
+    kinds[0] = kinds[v->add ? 4 : 2] = LW_GPU_BIND_STORAGE_READ;
+    kinds[n - 1] = LW_GPU_BIND_UNIFORM;
     lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define},
                               {"NK", nk},
                               {"WG_SIZE", wg},
                               {"ROWS", rows},
                               {"ADD", v->add ? "1" : "0"},
+                              {"GLU_OUT", v->glu ? "1" : "0"},
                               {"SUBGROUPS", v->subgroups ? "1" : "0"}};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec-q8-norm.wgsl", defs,
-                                  sizeof defs / sizeof defs[0], v->add ? add : plain,
-                                  v->add ? LW_GPU_MATVEC_NORM_ADD_BINDINGS : LW_GPU_MATVEC_NORM_BINDINGS, out,
-                                  err);
+                                  sizeof defs / sizeof defs[0], kinds, n, out, err);
 }
 
 lw_status lw__gpu_matvec_norm_plan(const lw_gpu_info *info, const lw__gpu_matvec_norm_variant *v,
@@ -102,7 +112,10 @@ lw_status lw__gpu_matvec_norm_plan(const lw_gpu_info *info, const lw__gpu_matvec
         return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec-norm: offsets beyond 32 bits");
     const uint32_t gmax =
         info->max_compute_workgroups_per_dimension ? info->max_compute_workgroups_per_dimension : 65535;
-    const uint64_t per = (uint64_t)v->wg_size / 32 * v->rows, groups = (rows + per - 1) / per,
+    if (v->glu && rows % 64)
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matvec-norm: the GLU needs gate and up rows of a multiple of 32");
+    const uint64_t per = v->glu ? 64 : (uint64_t)v->wg_size / 32 * v->rows, groups = (rows + per - 1) / per,
                    gx = groups < gmax ? groups : gmax, gy = (groups + gx - 1) / gx;
     if (gy > gmax)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec-norm: %llu rows exceed the dispatch grid",

@@ -214,6 +214,9 @@ typedef struct lw__gpu_matvec_norm_variant {
     uint32_t rows;    /* rows per row group (1..8)                                       */
     bool add;         /* the residual add before the norm: bindings a, b, h              */
     bool subgroups;   /* a row's 32 partial sums by subgroupAdd where the layout allows  */
+    bool glu;         /* rows [gate | up] of F each: silu(gate) * up rounded to Q8_0 into
+                         binding qo (actq-quant.wgsl's layout, k = F); needs wg_size 256,
+                         rows 8, F a multiple of 32                                      */
 } lw__gpu_matvec_norm_variant;
 
 /* Its uniform parameter block (NormMatvecParams in the shader; 48 bytes). */
@@ -232,14 +235,17 @@ typedef struct lw__gpu_matvec_norm_params {
 } lw__gpu_matvec_norm_params;
 _Static_assert(sizeof(lw__gpu_matvec_norm_params) == 48, "matvec-norm params block");
 
-/* Bindings: weights, a, (add: b, h,) norm weight, y, params. */
+/* Bindings: weights, a, (add: b, h,) norm weight, y, (glu: qo,) params. */
 #define LW_GPU_MATVEC_NORM_BINDINGS     5u
 #define LW_GPU_MATVEC_NORM_ADD_BINDINGS 7u
 
+/* Bindings of variant v. */
+uint32_t lw__gpu_matvec_norm_bindings(const lw__gpu_matvec_norm_variant *v);
+
 /* The default variant for rows of k elements of type on this device (the shape of the H200's measurements;
- * tune keys do not reach it). */
+ * tune keys do not reach it); glu fixes the shape it needs. */
 lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info, uint32_t type, uint32_t k,
-                                                        bool add, bool subgroups);
+                                                        bool add, bool subgroups, bool glu);
 /* Whether v suits the device (workgroup size and memory, dot4, the format): LW_OK, else why in err. */
 lw_status lw__gpu_matvec_norm_check(const lw_gpu_info *info, const lw__gpu_matvec_norm_variant *v, char *err);
 /* The pipeline of variant v (cached as the other families). */

@@ -11,10 +11,16 @@
 // pairs of its rows (a subgroup reads a contiguous run of weight bytes, as matvec-q8.wgsl). A row's 32
 // partial sums meet by subgroupAdd where the device's subgroups are exactly those 32 lanes (checked in the
 // shader: WebGPU does not promise a layout), else in workgroup memory.
+// GLU_OUT=1 (the FFN's gate|up projection, rows [gate | up] of F = rows / 2 each): a workgroup takes gate rows
+// 32 j .. 32 j + 31 and the same up rows (its 8 row groups 4 of each), then computes silu(gate) * up of its 32
+// elements (ops-common.wgsl swiglu4, as the SWIGLU op) and rounds them as one Q8_0 block into qo in
+// actq-quant.wgsl's layout for k = F: the down projection's input, without a GLU or quantizer dispatch (on the
+// H200 each cost ~7 us of an 8B step, 32 per token). Needs WG_SIZE 256 and ROWS 8.
 // Defines: WEIGHT_TYPE (Q4_0 / Q8_0), NK (elements per row, a multiple of 64), WG_SIZE (a multiple of 32,
-// at most 256), ROWS (1..8), ADD (0/1), SUBGROUPS.
+// at most 256), ROWS (1..8), ADD (0/1), GLU_OUT (0/1), SUBGROUPS.
 // Bindings: 0 weights (read), 1 a (read_write, vec4s), ADD: 2 b, 3 h (read_write, vec4s); then the norm weight
-// (read, vec4s), y (read_write), params (uniform). a, b and h are read_write because they may share a buffer.
+// (read, vec4s), y (read_write), GLU_OUT: qo (read_write, words), params (uniform). a, b and h are read_write
+// because they may share a buffer.
 // Dispatch: (groups_x, ceil(groups / groups_x), 1) workgroups with groups = ceil(rows / (WG_SIZE / 32 * ROWS)).
 #include "common.wgsl"
 #include "types.wgsl"
@@ -45,6 +51,12 @@
 #ifndef ADD
 #define ADD 0
 #endif
+#ifndef GLU_OUT
+#define GLU_OUT 0
+#endif
+#if GLU_OUT && (WG_SIZE != 256 || ROWS != 8)
+#error matvec-q8-norm.wgsl: GLU_OUT needs 8 row groups of 8 rows (32 gate and 32 up rows a workgroup)
+#endif
 #define PAIR 1
 #define ACTQ 1
 
@@ -70,14 +82,25 @@ struct NormMatvecParams {
 @group(0) @binding(3) var<storage, read_write> h: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> nw: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
+#if GLU_OUT
+@group(0) @binding(6) var<storage, read_write> qo: array<u32>;
+@group(0) @binding(7) var<uniform> params: NormMatvecParams;
+#else
 @group(0) @binding(6) var<uniform> params: NormMatvecParams;
+#endif
 #else
 @group(0) @binding(2) var<storage, read> nw: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+#if GLU_OUT
+@group(0) @binding(4) var<storage, read_write> qo: array<u32>;
+@group(0) @binding(5) var<uniform> params: NormMatvecParams;
+#else
 @group(0) @binding(4) var<uniform> params: NormMatvecParams;
+#endif
 #endif
 
 #include "dequant-int.wgsl"
+#include "ops-common.wgsl"
 fn actq_x(i: u32) -> vec4<f32> { // (actq.wgsl's block scans, not called here)
     return vec4<f32>(f32(i) * 0.0);
 }
@@ -95,9 +118,53 @@ var<workgroup> part: array<f32, WG_SIZE>;       // partial sums of squares
 var<workgroup> bmax: array<atomic<u32>, NK / 32u>; // per block: bits of its largest |x| (starts at 0)
 var<workgroup> bsum: array<atomic<i32>, NK / 32u>; // per block: sum of its quants
 var<workgroup> red: array<f32, WG_SIZE * ROWS>; // row partials (row r of group g, lane l at (g ROWS + r) 32 + l)
+#if GLU_OUT
+var<workgroup> outv: array<f32, 64>; // the workgroup's rows: gate e at 8 (e / 4) + e % 4, up e 4 further
+var<workgroup> gmax: atomic<u32>;    // bits of the block's largest |silu(gate) * up|
+var<workgroup> gsum: atomic<i32>;    // its quants' sum
+#endif
 #if SUBGROUPS
 var<workgroup> lay_far: atomic<u32>; // 1: some subgroup is not exactly a row group's 32 lanes
 var<workgroup> lay_far_u: u32;       // the same, read by every invocation (uniform)
+#endif
+
+// Row r of the row group whose first row is row0 (rows past the end repeat the last: never stored).
+fn row_of(row0: u32, r: u32) -> u32 {
+#if GLU_OUT
+    return select(row0 + r, params.rows / 2u + row0 + r - 4u, r >= 4u);
+#else
+    return min(row0 + r, params.rows - 1u);
+#endif
+}
+
+#if GLU_OUT
+// The workgroup's 32 elements of silu(gate) * up rounded as one Q8_0 block into qo (actq-quant.wgsl's layout
+// for k = F, one token); called by every invocation after outv holds the rows.
+fn glu_out(item: u32, lid: u32) {
+    let f = params.rows / 2u;
+    var v = vec4<f32>(0.0);
+    if (lid < 8u) {
+        let gv = vec4<f32>(outv[8u * lid], outv[8u * lid + 1u], outv[8u * lid + 2u], outv[8u * lid + 3u]);
+        let uv = vec4<f32>(outv[8u * lid + 4u], outv[8u * lid + 5u], outv[8u * lid + 6u], outv[8u * lid + 7u]);
+        v = swiglu4(gv, uv, item * 32u + 4u * lid, f);
+        let a = abs(v);
+        atomicMax(&gmax, bitcast<u32>(max(max(a.x, a.y), max(a.z, a.w))));
+    }
+    workgroupBarrier();
+    let amax = bitcast<f32>(atomicLoad(&gmax));
+    let sc = actq_scale_of(amax);
+    let qi = actq_quant4(v, sc);
+    if (lid < 8u) {
+        atomicAdd(&gsum, qi.x + qi.y + qi.z + qi.w);
+        qo[item * 8u + lid] = pack4xI8(qi);
+    }
+    workgroupBarrier();
+    if (lid == 0u) {
+        let gw = actq_group_words(sc, amax, atomicLoad(&gsum));
+        qo[f / 4u + 2u * item] = gw.x;
+        qo[f / 4u + 2u * item + 1u] = gw.y;
+    }
+}
 #endif
 
 @compute @workgroup_size(WG_SIZE)
@@ -107,8 +174,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #endif
 ) {
     let item = wg.x + wg.y * params.groups_x;
+#if GLU_OUT
+    let row_base = item * 32u; // gate rows; the up rows are F = rows / 2 further
+    if (row_base >= params.rows / 2u) {
+#else
     let row_base = item * (NG * ROWS);
     if (row_base >= params.rows) {
+#endif
         return; // uniform across the workgroup
     }
 #if SUBGROUPS
@@ -200,7 +272,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 
     // 3. the group's ROWS rows, block pairs kl, kl + 32, ... (rows past the end repeat the last: never stored)
     let kl = lid % LANES;
+#if GLU_OUT
+    let row0 = row_base + (lid / LANES) * 4u;
+#else
     let row0 = row_base + (lid / LANES) * ROWS;
+#endif
     var accr: array<f32, ROWS>;
     for (var t = kl; t < NK / 64u; t += LANES) {
         var xw: array<u32, 16>;
@@ -213,7 +289,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         let iv = xs[t];
         for (var r = 0u; r < ROWS; r++) {
-            let row = min(row0 + r, params.rows - 1u);
+            let row = row_of(row0, r);
             let wb = (params.w_offset + row * params.row_stride) / 4u + t * PW;
             var ww: array<u32, PW>;
             for (var j = 0u; j < PW; j++) {
@@ -231,10 +307,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (workgroupUniformLoad(&lay_far_u) == 0u) {
         for (var r = 0u; r < ROWS; r++) {
             let s = subgroupAdd(accr[r]);
+#if GLU_OUT
+            if (kl == 0u) {
+                y[params.y_offset + row_of(row0, r)] = s;
+                outv[(lid / LANES) * ROWS + r] = s;
+            }
+#else
             if (kl == 0u && row0 + r < params.rows) {
                 y[params.y_offset + row0 + r] = s;
             }
+#endif
         }
+#if GLU_OUT
+        workgroupBarrier();
+        glu_out(item, lid);
+#endif
         return;
     }
 #endif
@@ -247,8 +334,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         for (var l = 0u; l < LANES; l++) {
             s += red[o * LANES + l];
         }
+#if GLU_OUT
+        y[params.y_offset + row_of(row_base + (o / ROWS) * 4u, o % ROWS)] = s;
+        outv[o] = s;
+#else
         if (row_base + o < params.rows) {
             y[params.y_offset + row_base + o] = s;
         }
+#endif
     }
+#if GLU_OUT
+    workgroupBarrier();
+    glu_out(item, lid);
+#endif
 }

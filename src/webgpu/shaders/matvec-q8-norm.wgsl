@@ -188,6 +188,33 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         atomicStore(&lay_far, 1u);
     }
 #endif
+    // 0. the first step's weights (and the norm weight) asked for now, so that their trips to memory overlap
+    // the prologue: it only starts the weight streaming after a few barriers (on the H200 the mat-vec lost
+    // more time to that wait than the norm's dispatch took)
+    let kl = lid % LANES;
+#if GLU_OUT
+    let row0 = row_base + (lid / LANES) * 4u;
+#else
+    let row0 = row_base + (lid / LANES) * ROWS;
+#endif
+    var wpre: array<array<u32, PW>, ROWS>;
+    if (kl < NK / 64u) {
+        for (var r = 0u; r < ROWS; r++) {
+            let wb = (params.w_offset + row_of(row0, r) * params.row_stride) / 4u + kl * PW;
+            for (var j = 0u; j < PW; j++) {
+                wpre[r][j] = w[wb + j];
+            }
+        }
+    }
+    var nv: array<vec4<f32>, 2u * IT>;
+    for (var it = 0u; it < IT; it++) {
+        let c = lid + it * WG_SIZE;
+        if (c < CH) {
+            nv[2u * it] = nw[params.nw_offset + 2u * c];
+            nv[2u * it + 1u] = nw[params.nw_offset + 2u * c + 1u];
+        }
+    }
+
     // 1. h = a (+ b), this invocation's chunks kept in registers, and their sum of squares
     var v: array<vec4<f32>, 2u * IT>;
     var acc = 0.0f;
@@ -236,7 +263,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         if (c < CH) {
             var m = 0.0f;
             for (var j = 0u; j < 2u; j++) {
-                let xv = (v[2u * it + j] * scale) * nw[params.nw_offset + 2u * c + j];
+                let xv = (v[2u * it + j] * scale) * nv[2u * it + j];
                 v[2u * it + j] = xv;
                 let av = abs(xv);
                 m = max(m, max(max(av.x, av.y), max(av.z, av.w)));
@@ -271,12 +298,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     workgroupBarrier();
 
     // 3. the group's ROWS rows, block pairs kl, kl + 32, ... (rows past the end repeat the last: never stored)
-    let kl = lid % LANES;
-#if GLU_OUT
-    let row0 = row_base + (lid / LANES) * 4u;
-#else
-    let row0 = row_base + (lid / LANES) * ROWS;
-#endif
     var accr: array<f32, ROWS>;
     for (var t = kl; t < NK / 64u; t += LANES) {
         var xw: array<u32, 16>;
@@ -289,11 +310,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         let iv = xs[t];
         for (var r = 0u; r < ROWS; r++) {
-            let row = row_of(row0, r);
-            let wb = (params.w_offset + row * params.row_stride) / 4u + t * PW;
-            var ww: array<u32, PW>;
-            for (var j = 0u; j < PW; j++) {
-                ww[j] = w[wb + j];
+            var ww = wpre[r]; // (the first step's)
+            if (t != kl) {
+                let wb = (params.w_offset + row_of(row0, r) * params.row_stride) / 4u + t * PW;
+                for (var j = 0u; j < PW; j++) {
+                    ww[j] = w[wb + j];
+                }
             }
             let s = pair_dots(&ww, &xw);
             let d0 = unpack2x16float(ww[0]).x;

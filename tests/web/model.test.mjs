@@ -227,7 +227,7 @@ for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', 
   test(`greedy agreement WebGPU vs CPU, norms in the mat-vecs' prologue: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
     const file = synth(preset, type, extra);
     const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
-    const tune = (norm) => ({ exact: false, kvF32: true, tune: { matvec: { '*': { idot: 1, exact: 0, norm } } } });
+    const tune = (norm) => ({ exact: false, kvF32: true, tune: { matvec: { '*': { idot: 1, exact: 0, norm, glu: 1 } } } });
     const r = await agreement(file, prompt, 24, tune(1)), off = await agreement(file, prompt, 2, tune(0));
     console.log(`# ${label}, norms in the prologue: ${(100 * r.rate).toFixed(1)} % of 24 greedy tokens agree, ` +
       `logits within ${(100 * r.worst).toFixed(4)} % of their range; ${r.info.stepDispatches} dispatches per token (${off.info.stepDispatches} with the norms' own)`);

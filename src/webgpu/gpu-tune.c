@@ -451,8 +451,13 @@ bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type) {
     return pick(t, 0, type, LW_GPU_TUNE_MV_NORM, matvec_defaults[LW_GPU_TUNE_MV_NORM]) != 0;
 }
 
-bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, uint32_t type) {
-    return pick(t, 0, type, LW_GPU_TUNE_MV_GLU, matvec_defaults[LW_GPU_TUNE_MV_GLU]) != 0;
+bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, uint32_t type, uint64_t k) {
+    /* by default for rows of up to 2048 (H200, STEPS=models, tg128 alternating in one run, norm 0 / glu 0 /
+     * glu 1: llama-3.2-1b Q4_0 595 / 723 / 993 and 801 / 897 / 998 t/s; llama-3.1-8b Q4_0, rows of 4096, 297
+     * / 316 / 276 and 306 / 316 / 282: its 448 workgroups of 64 rows, two 8-element chunks of x per
+     * invocation held through the prologue, run in more waves than the separate quantizer costs) */
+    const int32_t v = pick(t, 0, type, LW_GPU_TUNE_MV_GLU, -1);
+    return v < 0 ? k <= 2048 : v != 0;
 }
 
 void lw__gpu_matvec_shape(const lw__gpu_tune *t, const lw_gpu_info *info, lw__gpu_matvec_variant *v,

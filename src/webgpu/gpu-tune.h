@@ -36,8 +36,9 @@ enum {
     LW_GPU_TUNE_MV_NORM,   /* "norm": 0 = the RMS norm before a Q4_0 / Q8_0 integer mat-vec
                               of a one-token step keeps its own dispatch (1: in the mat-vec's
                               prologue, matvec-q8-norm.wgsl)                              */
-    LW_GPU_TUNE_MV_GLU,    /* "glu": 0 = a gate|up mat-vec with its norm in the prologue leaves
-                              SwiGLU and its rounding to the down projection's quantizer  */
+    LW_GPU_TUNE_MV_GLU,    /* "glu": 1 = a gate|up mat-vec with its norm in the prologue also
+                              rounds SwiGLU for the down projection, 0 = the quantizer does
+                              (default: rows of at most 2048, lw__gpu_matvec_glu_tuned)   */
     LW_GPU_TUNE_MV_KEYS
 };
 /* Mat-mat keys, in the order of lw__gpu_tune.matmat's second index. */
@@ -105,8 +106,9 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
 /* Whether tune key "norm" lets the runner put the RMS norm before a one-token mat-vec of type in its prologue
  * (default 1; lw__gpu_matvec_norm_* of kernels.h). */
 bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type);
-/* Whether tune key "glu" lets such a gate|up mat-vec of type also round SwiGLU for the down projection. */
-bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, uint32_t type);
+/* Whether such a gate|up mat-vec of type over rows of k elements also rounds SwiGLU for the down projection:
+ * tune key "glu" (0 / 1), by default for k <= 2048 (the measurements in gpu-tune.c). */
+bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, uint32_t type, uint64_t k);
 
 /* A mat-vec variant fitted to rows of k elements on this device (the integer kernels of Q4_0 / Q8_0 in block
  * pairs, Q4_K and Q6_K: their invocations per workgroup and rows by row length), unless t sets "wg" or

@@ -59,6 +59,7 @@ typedef struct gm_call {
     int32_t aux;             /* op-specific: a weight piece, an attention kernel */
     union {                  /* the variant (by op)                           */
         lw__gpu_matvec_variant mv;
+        lw__gpu_matvec_norm_variant mvn; /* (the one-row call with the norm in its prologue) */
         lw__gpu_matmat_variant mm;
         lw__gpu_get_rows_variant gr;
         lw__gpu_norm_variant norm;

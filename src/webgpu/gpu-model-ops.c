@@ -520,6 +520,7 @@ static lw_status prepare_norm_mv(lw__gpu_model *g, int32_t i, int32_t piece) {
             g->nodes[n].norm_mv = g->nodes[i].norm_src = g->nodes[i].glu_down = -1;
             return LW_OK;
         }
+    c.v.mvn = v;
     lw_status st = lw__gpu_matvec_norm_pipeline(&g->gpu, &g->cache, &g->alloc, &v, &g->info, &c.pipe, g->err);
     if (st != LW_OK) return st;
     return lw__gm_add_call(g, &c, b, nb, false);
@@ -1005,12 +1006,8 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         const uint64_t rows_t = rows_of(g, nd->dst, n_tokens);
         if (rows_t == 1 && gn->norm_src >= 0) { /* the norm (and the ADD before it) in the prologue */
             const gm_call *c = &calls[gn->n_calls - 1];
-            const gm_node *nn = &g->nodes[gn->norm_src];
-            lw__gpu_matvec_norm_variant v =
-                lw__gpu_matvec_norm_default(info, w->type, (uint32_t)w->ne0, nn->fuse == GM_FUSE_ADD_NORM,
-                                            g->subgroups, gn->glu_down >= 0);
             lw__gpu_matvec_norm_params p;
-            PLAN(lw__gpu_matvec_norm_plan(info, &v, (uint64_t)w->ne1, 0, 0, 0, 0, 0, 0,
+            PLAN(lw__gpu_matvec_norm_plan(info, &c->v.mvn, (uint64_t)w->ne1, 0, 0, 0, 0, 0, 0,
                                           g->graph.nodes[gn->norm_src].fp[0], &p, grid, g->err));
             lw__gm_emit(g, c, &p, sizeof p, grid);
             if (gn->glu_down >= 0) /* the SwiGLU of this output, rounded for the down projection */

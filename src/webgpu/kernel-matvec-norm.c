@@ -41,7 +41,7 @@ lw_status lw__gpu_matvec_norm_check(const lw_gpu_info *info, const lw__gpu_matve
     if (v->k == 0 || v->k % 64 || v->k >= 0x40000000u)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: k=%u must be a positive multiple of 64",
                           v->k);
-    if (v->wg_size == 0 || v->wg_size % 32 || v->wg_size > 256 ||
+    if (v->wg_size < 32 || (v->wg_size & (v->wg_size - 1)) || v->wg_size > 256 ||
         v->wg_size > info->max_compute_invocations_per_workgroup ||
         v->wg_size > info->max_compute_workgroup_size_x)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: workgroup size %u does not suit this device",

@@ -210,7 +210,7 @@ lw_status lw__gpu_matvec_plan(const lw_gpu_info *info, const lw__gpu_matvec_vari
 typedef struct lw__gpu_matvec_norm_variant {
     uint32_t type;    /* weight format: LW_TYPE_Q4_0 or LW_TYPE_Q8_0                      */
     uint32_t k;       /* elements per row (a multiple of 64; sizes the workgroup memory) */
-    uint32_t wg_size; /* invocations: row groups of 32 lanes (a multiple of 32, <= 256)  */
+    uint32_t wg_size; /* invocations: row groups of 32 lanes (a power of two, 32..256)   */
     uint32_t rows;    /* rows per row group (1..8)                                       */
     bool add;         /* the residual add before the norm: bindings a, b, h              */
     bool subgroups;   /* a row's 32 partial sums by subgroupAdd where the layout allows  */

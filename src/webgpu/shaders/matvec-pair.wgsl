@@ -38,4 +38,12 @@ fn pair_dots(ww: ptr<function, array<u32, PW>>, xw: ptr<function, array<u32, 16>
     }
     return s;
 }
+
+// The pair's contribution to a row's sum: (d_w d_x) q_w . q_x of each block, iv = (d_x, s_x) of both blocks.
+fn pair_term(ww: ptr<function, array<u32, PW>>, xw: ptr<function, array<u32, 16>>, iv: vec4<f32>) -> f32 {
+    let s = pair_dots(ww, xw);
+    let d0 = unpack2x16float((*ww)[0]).x;
+    let d1 = unpack2x16float((*ww)[QW]).y;
+    return (d0 * iv.x) * f32(s.x) + (d1 * iv.z) * f32(s.y);
+}
 #endif

@@ -16,8 +16,8 @@
 // elements (ops-common.wgsl swiglu4, as the SWIGLU op) and rounds them as one Q8_0 block into qo in
 // actq-quant.wgsl's layout for k = F: the down projection's input, without a GLU or quantizer dispatch (on the
 // H200 each cost ~7 us of an 8B step, 32 per token). Needs WG_SIZE 256 and ROWS 8.
-// Defines: WEIGHT_TYPE (Q4_0 / Q8_0), NK (elements per row, a multiple of 64), WG_SIZE (a multiple of 32,
-// at most 256), ROWS (1..8), ADD (0/1), GLU_OUT (0/1), SUBGROUPS.
+// Defines: WEIGHT_TYPE (Q4_0 / Q8_0), NK (elements per row, a multiple of 64), WG_SIZE (a power of two, 32 to
+// 256), ROWS (1..8), ADD (0/1), GLU_OUT (0/1), SUBGROUPS.
 // Bindings: 0 weights (read), 1 a (read_write, vec4s), ADD: 2 b, 3 h (read_write, vec4s); then the norm weight
 // (read, vec4s), y (read_write), GLU_OUT: qo (read_write, words), params (uniform). a, b and h are read_write
 // because they may share a buffer.
@@ -39,8 +39,8 @@
 #ifndef WG_SIZE
 #define WG_SIZE 256
 #endif
-#if WG_SIZE % 32 != 0 || WG_SIZE > 256
-#error matvec-q8-norm.wgsl: WG_SIZE must be a multiple of 32, at most 256
+#if WG_SIZE < 32 || WG_SIZE > 256 || (WG_SIZE & (WG_SIZE - 1)) != 0
+#error matvec-q8-norm.wgsl: WG_SIZE must be a power of two from 32 to 256
 #endif
 #ifndef ROWS
 #define ROWS 4
@@ -77,26 +77,21 @@ struct NormMatvecParams {
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read_write> a: array<vec4<f32>>;
+// (B_NW: the norm weight's binding; y, qo and params follow)
 #if ADD
 @group(0) @binding(2) var<storage, read_write> b: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> h: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> nw: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read_write> y: array<f32>;
-#if GLU_OUT
-@group(0) @binding(6) var<storage, read_write> qo: array<u32>;
-@group(0) @binding(7) var<uniform> params: NormMatvecParams;
+#define B_NW 4
 #else
-@group(0) @binding(6) var<uniform> params: NormMatvecParams;
+#define B_NW 2
 #endif
-#else
-@group(0) @binding(2) var<storage, read> nw: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(B_NW) var<storage, read> nw: array<vec4<f32>>;
+@group(0) @binding(B_NW + 1) var<storage, read_write> y: array<f32>;
 #if GLU_OUT
-@group(0) @binding(4) var<storage, read_write> qo: array<u32>;
-@group(0) @binding(5) var<uniform> params: NormMatvecParams;
+@group(0) @binding(B_NW + 2) var<storage, read_write> qo: array<u32>;
+@group(0) @binding(B_NW + 3) var<uniform> params: NormMatvecParams;
 #else
-@group(0) @binding(4) var<uniform> params: NormMatvecParams;
-#endif
+@group(0) @binding(B_NW + 2) var<uniform> params: NormMatvecParams;
 #endif
 
 #include "dequant-int.wgsl"
@@ -106,6 +101,7 @@ fn actq_x(i: u32) -> vec4<f32> { // (actq.wgsl's block scans, not called here)
 }
 #include "actq.wgsl"
 #include "matvec-pair.wgsl"
+#include "wg-sum.wgsl"
 
 const LANES: u32 = 32u;                        // lanes of a row group
 const NG: u32 = WG_SIZE / LANES;               // row groups
@@ -114,7 +110,6 @@ const IT: u32 = (CH + WG_SIZE - 1u) / WG_SIZE; // chunks per invocation
 
 var<workgroup> xq: array<vec4<u32>, NK / 16u>;  // x's quants, four to a word in element order
 var<workgroup> xs: array<vec4<f32>, NK / 64u>;  // per block pair: (d_x, s_x) of both blocks
-var<workgroup> part: array<f32, WG_SIZE>;       // partial sums of squares
 var<workgroup> bmax: array<atomic<u32>, NK / 32u>; // per block: bits of its largest |x| (starts at 0)
 var<workgroup> bsum: array<atomic<i32>, NK / 32u>; // per block: sum of its quants
 var<workgroup> red: array<f32, WG_SIZE * ROWS>; // row partials (row r of group g, lane l at (g ROWS + r) 32 + l)
@@ -238,22 +233,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
     }
-    part[lid] = acc;
-    workgroupBarrier();
 #if SUBGROUPS
-    var t = 0.0f;
-    for (var i = sg_lid; i < WG_SIZE; i += sg_size) {
-        t += part[i];
-    }
-    let total = subgroupAdd(t);
+    let total = wg_sum(acc, lid, sg_lid, sg_size);
 #else
-    for (var s = WG_SIZE / 2u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            part[lid] += part[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let total = part[0];
+    let total = wg_sum(acc, lid);
 #endif
     let scale = inverseSqrt(total / f32(NK) + params.eps);
 
@@ -317,10 +300,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                     ww[j] = w[wb + j];
                 }
             }
-            let s = pair_dots(&ww, &xw);
-            let d0 = unpack2x16float(ww[0]).x;
-            let d1 = unpack2x16float(ww[QW]).y;
-            accr[r] += (d0 * iv.x) * f32(s.x) + (d1 * iv.z) * f32(s.y);
+            accr[r] += pair_term(&ww, &xw, iv);
         }
     }
 

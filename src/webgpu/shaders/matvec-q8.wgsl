@@ -113,10 +113,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 for (var j = 0u; j < 16u; j++) {
                     xw[j] = xv[4u * q + j / 4u][j % 4u];
                 }
-                let s = pair_dots(&ww, &xw);
-                let d0 = unpack2x16float(ww[0]).x;
-                let d1 = unpack2x16float(ww[QW]).y;
-                acc[r] += (d0 * iv[q].x) * f32(s.x) + (d1 * iv[q].z) * f32(s.y);
+                acc[r] += pair_term(&ww, &xw, iv[q]);
             }
         }
     }
@@ -138,10 +135,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             for (var j = 0u; j < PW; j++) {
                 ww[j] = w[wb + j];
             }
-            let s = pair_dots(&ww, &xw);
-            let d0 = unpack2x16float(ww[0]).x;
-            let d1 = unpack2x16float(ww[QW]).y;
-            acc[r] += (d0 * iv.x) * f32(s.x) + (d1 * iv.z) * f32(s.y);
+            acc[r] += pair_term(&ww, &xw, iv);
         }
     }
 #else

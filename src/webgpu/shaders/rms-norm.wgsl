@@ -202,7 +202,7 @@ fn store_scaled(ob: u32, row: u32, g: u32, scale: f32, lid: u32) {
 
 // ---- The sum of squares in f32 (GPUs) ---------------------------------------------------------------------
 #if !EXACT_SUM
-var<workgroup> partial: array<f32, WG_SIZE>; // the invocations' partial sums (then the tree's)
+#include "wg-sum.wgsl"
 
 // The group's sum of squares, the same value in every invocation.
 fn sum_squares(ob: u32, lid: u32
@@ -215,24 +215,10 @@ fn sum_squares(ob: u32, lid: u32
         let v = load_x(ob, i, true);
         acc = fma(v, v, acc);
     }
-    partial[lid] = acc;
-    workgroupBarrier();
 #if SUBGROUPS
-    // every subgroup adds up all WG_SIZE partials (lane l takes l, l + sg_size, ...: no assumption on how
-    // the invocations map to subgroups, and one barrier instead of log2(WG_SIZE))
-    var t = 0.0f;
-    for (var j = sg_lid; j < WG_SIZE; j += sg_size) {
-        t += partial[j];
-    }
-    return subgroupAdd(t);
+    return wg_sum(acc, lid, sg_lid, sg_size);
 #else
-    for (var s = WG_SIZE / 2u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            partial[lid] += partial[lid + s];
-        }
-        workgroupBarrier();
-    }
-    return partial[0];
+    return wg_sum(acc, lid);
 #endif
 }
 
@@ -274,13 +260,7 @@ fn one_pass(ob: u32, row: u32, g: u32, lid: u32, sg_lid: u32, sg_size: u32) {
             wv[j] = w[wb + e + j];
         }
     }
-    partial[lid] = select(0.0f, acc, inside);
-    workgroupBarrier();
-    var t = 0.0f;
-    for (var i = sg_lid; i < WG_SIZE; i += sg_size) {
-        t += partial[i];
-    }
-    let scale = inverseSqrt(subgroupAdd(t) / f32(n) + params.eps);
+    let scale = inverseSqrt(wg_sum(select(0.0f, acc, inside), lid, sg_lid, sg_size) / f32(n) + params.eps);
     var m = 0.0f;
     for (var j = 0u; j < 8u; j++) {
         var x = v[j] * scale;

@@ -124,6 +124,9 @@ typedef struct gm_node {
     int32_t norm_src;   /* MUL_MAT: that RMS_NORM node (its last call is the fused one), -1: none          */
     int32_t glu_down;   /* MUL_MAT with norm_src, gate|up: the down projection whose x (the SWIGLU of this
                            output) that call also rounds into the quant scratch (GLU_OUT), -1: none        */
+    int32_t attn_rope;  /* ATTN: the ROPE node of the rope_qkv call that its one-token steps do in the
+                           decode kernel's prologue (attn-decode.wgsl ROPE; its last call), -1: none;
+                           that ROPE node: this ATTN node (it records nothing in one-token steps)        */
 } gm_node;
 
 struct lw__gpu_model {
@@ -248,6 +251,8 @@ void lw__gm_part(const lw__gpu_model *g, int32_t t, uint64_t *offset, uint64_t *
  * gpu-model-ops.c: the op wiring
  * ------------------------------------------------------------------------------------------------------- */
 
+/* The binding of tensor t as an op input: a weight's piece, an activation, or the dummy for t < 0. */
+lw_gpu_bind lw__gm_bind_of(const lw__gpu_model *g, int32_t t);
 /* Whether node i is an ADD of two activations of the same rows (the residual) whose sum node i + 1
  * (RMS_NORM) normalises: one add_input norm dispatch can do both (planning colours the norm's output apart
  * from the ADD's inputs, so that their bindings never overlap). */
@@ -263,6 +268,16 @@ int32_t lw__gm_rope_qkv_scale(const lw__gpu_model *g, int32_t i);
  * block-pair mat-vec (of one weight piece) reads. Call after the weights are planned, before the
  * activations (plan_acts gives the mat-vec's output another colour than the norm's inputs). */
 lw_status lw__gm_plan_norm_mv(lw__gpu_model *g);
+/* The q_out (rotated Q, or the folded SCALE's output) of the rope_qkv match at ROPE node i when it is the
+ * plain kind the decode attention can take over (q, k, v parts of one fused output; no Q/K norms, no
+ * biases), else -1. */
+int32_t lw__gm_rope_qkv_plain(const lw__gpu_model *g, int32_t i);
+/* The parameter block and grid of the rope_qkv call of ROPE node i (fuse GM_FUSE_ROPE_QKV) for a step. */
+lw_status lw__gm_rope_qkv_step(lw__gpu_model *g, int32_t i, int32_t n_tokens, int32_t pos0,
+                               lw__gpu_rope_qkv_params *p, uint32_t grid[3]);
+/* Whether ATTN node i's REDUCE (and DECODE with rope) can round its one-token output for the integer
+ * mat-vec reading it (Q8_0: its only reader is a MUL_MAT over all of it). */
+bool lw__gm_attn_q8(const lw__gpu_model *g, int32_t i, const lw__gpu_attn_variant *v);
 /* Creates the buffers the ops share: attention and top-k scratch, the GELU table, a dummy binding. */
 lw_status lw__gm_prepare_shared(lw__gpu_model *g);
 /* gpu-model-rope.c: assigns ROPE nodes (without frequency factors) to host-table configurations and creates
@@ -284,6 +299,21 @@ lw_status lw__gm_prepare_argmax(lw__gpu_model *g);
 lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int32_t pos0);
 /* Records the argmax of the last logits row into g->result. */
 void lw__gm_record_argmax(lw__gpu_model *g);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * gpu-model-attn.c: the ATTN node (its kernels; one-token steps with the RoPE and KV store folded in)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* One ATTN node's variant (the device default, then the tune keys "attn.*"). */
+lw__gpu_attn_variant lw__gm_attn_variant(const lw__gpu_model *g, const lw__node *nd);
+/* The ROPE node whose rope_qkv call ATTN node a can do in its one-token decode calls: a plain match
+ * (lw__gm_rope_qkv_plain) of a's layer whose q_out only a reads; -1 when none. Data flow only (planning
+ * gives a's output another activation buffer than the Q|K|V it then reads). */
+int32_t lw__gm_attn_rope_match(const lw__gpu_model *g, int32_t a);
+/* Prepares ATTN node i's calls (c: the node's call template). */
+lw_status lw__gm_prepare_attn(lw__gpu_model *g, int32_t i, gm_call *c);
+/* Records ATTN node i for a step. */
+lw_status lw__gm_record_attn(lw__gpu_model *g, int32_t i, int32_t n_tokens, int32_t pos0);
 
 /* ---------------------------------------------------------------------------------------------------------
  * gpu-model-sample.c: sampling on the GPU (LW_GPU_OUT_SAMPLE)

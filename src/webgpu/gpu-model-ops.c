@@ -23,7 +23,7 @@ static bool is_weight(const lw__gpu_model *g, int32_t t) {
 
 /* The binding of tensor t: an activation's range, or a weight's only piece (small vectors: norms, biases,
  * frequency factors are never split); absent inputs get the dummy buffer. */
-static lw_gpu_bind bind_of(const lw__gpu_model *g, int32_t t) {
+lw_gpu_bind lw__gm_bind_of(const lw__gpu_model *g, int32_t t) {
     if (t < 0) return lw__gm_whole(g->dummy);
     if (is_weight(g, t)) return lw__gm_piece(g, g->loc[t].piece0);
     return lw__gm_act(g, t);
@@ -206,22 +206,22 @@ static uint32_t rope_qkv_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[
         b[0] = lw__gm_act(g, norms       ? g->graph.nodes[qa].src[0]
                              : bias >= 0 ? g->graph.nodes[bias].src[0]
                                          : nd[0].src[0]);
-        b[1] = lw__gm_rope_bind(g, i, bind_of(g, nd[0].src[1]));
+        b[1] = lw__gm_rope_bind(g, i, lw__gm_bind_of(g, nd[0].src[1]));
         b[2] = lw__gm_act(g, q_out);
         b[3] = lw__gm_whole(g->kv[il]);
         b[4] = lw__gm_whole(g->kv[n_layer + il]);
         b[5] = lw__gm_params(g);
         if (bias >= 0) {
-            b[6] = bind_of(g, g->graph.nodes[bias].src[1]);
+            b[6] = lw__gm_bind_of(g, g->graph.nodes[bias].src[1]);
             return LW_GPU_ROPE_QKV_ONE_BINDINGS + 1;
         }
         if (!norms) return LW_GPU_ROPE_QKV_ONE_BINDINGS;
-        b[6] = bind_of(g, g->graph.nodes[qa].src[1]);
-        b[7] = bind_of(g, g->graph.nodes[ka].src[1]);
+        b[6] = lw__gm_bind_of(g, g->graph.nodes[qa].src[1]);
+        b[7] = lw__gm_bind_of(g, g->graph.nodes[ka].src[1]);
         return LW_GPU_ROPE_QKV_NORM_BINDINGS;
     }
     b[0] = lw__gm_act(g, nd[0].src[0]);
-    b[1] = lw__gm_rope_bind(g, i, bind_of(g, nd[0].src[1]));
+    b[1] = lw__gm_rope_bind(g, i, lw__gm_bind_of(g, nd[0].src[1]));
     b[2] = lw__gm_act(g, q_out);
     b[3] = lw__gm_act(g, nd[1].src[0]);
     b[4] = lw__gm_whole(g->kv[il]);
@@ -293,11 +293,21 @@ int32_t lw__gm_rope_qkv_scale(const lw__gpu_model *g, int32_t i) {
     return g->graph.nodes[i].op == LW_OP_ROPE && rope_qkv_shape(g, i) ? rope_qkv_scale(g, i) : -1;
 }
 
+int32_t lw__gm_rope_qkv_plain(const lw__gpu_model *g, int32_t i) {
+    const lw__graph *gr = &g->graph;
+    if (i < 0 || gr->nodes[i].op != LW_OP_ROPE || !rope_qkv_shape(g, i) || !rope_qkv_one(g, i)) return -1;
+    int32_t qa, ka;
+    if (rope_qkv_norms(g, i, &qa, &ka) || rope_qkv_bias(g, i) >= 0) return -1;
+    const int32_t sc = rope_qkv_scale(g, i);
+    if (gr->nodes[i].dst < 0 || (rope_qkv_gap(gr, i) && sc < 0)) return -1; /* a SCALE it cannot take */
+    return sc >= 0 ? gr->nodes[sc].dst : gr->nodes[i].dst;
+}
+
 /* The add_input norm bindings of ADD node i and RMS_NORM node i + 1: a, w, d, b, sum, params. */
 static void add_norm_binds(const lw__gpu_model *g, int32_t i, lw_gpu_bind b[LW_GPU_NORM_ADD_BINDINGS]) {
     const lw__node *nd = &g->graph.nodes[i];
     b[0] = lw__gm_act(g, nd[0].src[0]);
-    b[1] = bind_of(g, nd[1].src[1]);
+    b[1] = lw__gm_bind_of(g, nd[1].src[1]);
     b[2] = lw__gm_act(g, nd[1].dst);
     b[3] = lw__gm_act(g, nd[0].src[1]);
     b[4] = lw__gm_act(g, nd[0].dst);
@@ -510,7 +520,7 @@ static lw_status prepare_norm_mv(lw__gpu_model *g, int32_t i, int32_t piece) {
         b[nb++] = lw__gm_act(g, nn->src[0]);
     }
     const uint32_t acts = nb;
-    b[nb++] = bind_of(g, nn->src[1]);
+    b[nb++] = lw__gm_bind_of(g, nn->src[1]);
     const uint32_t yb = nb;
     b[nb++] = lw__gm_act(g, nd->dst);
     if (glu) b[nb++] = lw__gm_whole(g->actq_scratch); /* the down projection's rounded x */
@@ -528,7 +538,7 @@ static lw_status prepare_norm_mv(lw__gpu_model *g, int32_t i, int32_t piece) {
 
 /* Whether ATTN node i's REDUCE can round its one-token output for the integer mat-vec reading it (Q8_0 only:
  * a head's elements are whole blocks of 32): its output's only reader is a MUL_MAT over all of it. */
-static bool attn_q8(const lw__gpu_model *g, int32_t i, const lw__gpu_attn_variant *v) {
+bool lw__gm_attn_q8(const lw__gpu_model *g, int32_t i, const lw__gpu_attn_variant *v) {
     const lw__graph *gr = &g->graph;
     const int32_t d = gr->nodes[i].dst;
     if (d < 0 || lw__gm_base(g, d) != d || v->head_dim % 32 || v->head_dim > 4 * v->wg_size) return false;
@@ -565,13 +575,6 @@ static uint32_t elt_op(uint8_t op) {
     default:
         return LW_GPU_ELT_COPY; /* OUT_ROWS */
     }
-}
-
-/* One ATTN node's variant (shared by its three kernels). */
-static lw__gpu_attn_variant attn_variant(const lw__gpu_model *g, const lw__node *nd) {
-    /* the device default, then the tune keys "attn.*" (prefill tiles and register blocks) */
-    return lw__gpu_attn_tuned(g->p.tune, &g->info, g->kv_type, (uint32_t)nd->ip[3],
-                              (uint32_t)(nd->ip[1] / nd->ip[2]));
 }
 
 lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
@@ -753,7 +756,7 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             nb = LW_GPU_NORM_ADD_BINDINGS;
         } else {
             b[0] = lw__gm_act(g, nd->src[0]);
-            b[1] = lw__gm_rope_bind(g, i, bind_of(g, nd->src[1]));
+            b[1] = lw__gm_rope_bind(g, i, lw__gm_bind_of(g, nd->src[1]));
             b[2] = lw__gm_act(g, nd->dst);
             b[3] = lw__gm_params(g);
         }
@@ -797,7 +800,7 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         if ((st = lw__gpu_rope_pipeline(gpu, &g->cache, &g->alloc, &c.v.rope, info, &c.pipe, g->err)) !=
             LW_OK)
             return st;
-        lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), lw__gm_rope_bind(g, i, bind_of(g, nd->src[1])),
+        lw_gpu_bind b[4] = {lw__gm_act(g, nd->src[0]), lw__gm_rope_bind(g, i, lw__gm_bind_of(g, nd->src[1])),
                             lw__gm_act(g, nd->dst), lw__gm_params(g)};
         return lw__gm_add_call(g, &c, b, 4, false);
     }
@@ -811,32 +814,8 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
         lw_gpu_bind b[3] = {lw__gm_act(g, nd->src[0]), lw__gm_whole(cache), lw__gm_params(g)};
         return lw__gm_add_call(g, &c, b, 3, false);
     }
-    case LW_OP_ATTN: { /* the kernels of the family, same bindings */
-        const uint32_t n_layer = g->m->hp.n_layer, il = (uint32_t)nd->ip[0];
-        c.v.attn = attn_variant(g, nd);
-        c.v.attn.exact = g->exact_attn && (g->kv_type == LW_TYPE_F32 || nd->ip[3] % 64 == 0);
-        lw_gpu_bind b[6] = {lw__gm_act(g, nd->src[0]),         lw__gm_whole(g->kv[il]),
-                            lw__gm_whole(g->kv[n_layer + il]), lw__gm_act(g, nd->dst),
-                            lw__gm_whole(g->attn_scratch),     lw__gm_params(g)};
-        /* calls[k] is kernel k's (EXACT last, only when used) */
-        for (int k = 0; k < LW_GPU_ATTN_KERNELS - !c.v.attn.exact && st == LW_OK; k++) {
-            c.aux = k;
-            if ((st = lw__gpu_attn_pipeline(gpu, &g->cache, &g->alloc, &c.v.attn, (lw__gpu_attn_kernel)k,
-                                            info, &c.pipe, g->err)) != LW_OK)
-                return st;
-            st = lw__gm_add_call(g, &c, b, 6, false);
-        }
-        if (st == LW_OK && attn_q8(g, i, &c.v.attn)) { /* last: REDUCE rounding for the output projection */
-            c.aux = LW_GPU_ATTN_REDUCE;
-            c.v.attn.q8_out = LW_GPU_ACTQ_Q8_0;
-            if ((st = lw__gpu_attn_pipeline(gpu, &g->cache, &g->alloc, &c.v.attn, LW_GPU_ATTN_REDUCE, info,
-                                            &c.pipe, g->err)) != LW_OK)
-                return st;
-            lw_gpu_bind bq[7] = {b[0], b[1], b[2], b[3], b[4], b[5], lw__gm_whole(g->actq_scratch)};
-            if ((st = lw__gm_add_call(g, &c, bq, 7, false)) == LW_OK) g->nodes[i].q8_attn = true;
-        }
-        return st;
-    }
+    case LW_OP_ATTN:
+        return lw__gm_prepare_attn(g, i, &c);
     default: { /* element-wise: ADD, SCALE, SOFTCAP, SWIGLU, GEGLU, OUT_ROWS (a row copy) */
         c.v.elt = lw__gpu_eltwise_default(info, elt_op(nd->op));
         /* both inputs parts of one fused output (gate|up): b is read from a's binding */
@@ -855,7 +834,7 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             b[3] = lw__gm_whole(g->gelu);
         } else { /* binary: a, b, d, params (, GELU table) */
             b[0] = lw__gm_act(g, nd->src[0]);
-            b[1] = bind_of(g, nd->src[1]);
+            b[1] = lw__gm_bind_of(g, nd->src[1]);
             b[2] = lw__gm_act(g, nd->dst);
             b[3] = lw__gm_params(g);
             b[4] = lw__gm_whole(g->gelu);
@@ -877,7 +856,7 @@ lw_status lw__gm_prepare_shared(lw__gpu_model *g) {
         const lw__node *nd = &gr->nodes[i];
         geglu |= nd->op == LW_OP_GEGLU;
         if (nd->op != LW_OP_ATTN) continue;
-        lw__gpu_attn_variant v = attn_variant(g, nd);
+        lw__gpu_attn_variant v = lw__gm_attn_variant(g, nd);
         uint64_t bytes;
         if ((st = lw__gpu_attn_scratch_bytes(&v, (uint32_t)nd->ip[1], g->n_batch, g->n_ctx, &bytes,
                                              g->err)) != LW_OK)
@@ -957,6 +936,38 @@ lw_status lw__gm_prepare_argmax(lw__gpu_model *g) {
  * ------------------------------------------------------------------------------------------------------- */
 
 /* A kernel family's plan refused a shape that planning accepted: a bug, reported with its message. */
+lw_status lw__gm_rope_qkv_step(lw__gpu_model *g, int32_t i, int32_t n_tokens, int32_t pos0,
+                               lw__gpu_rope_qkv_params *p, uint32_t grid[3]) {
+    const lw__node *nd = &g->graph.nodes[i];
+    const gm_node *gn = &g->nodes[i];
+    const gm_call *calls = g->calls + gn->call0;
+    const lw__node *kn = nd + 1; /* ROPE(K) */
+    lw__gpu_rope_args a;
+    memset(&a, 0, sizeof a);
+    lw__gpu_rope_args_from_node(nd, &a);
+    lw__gm_rope_table_args(g, i, &a);
+    a.rows = (uint64_t)n_tokens;
+    a.pos0 = (uint64_t)pos0;
+    const uint64_t row = (uint64_t)kn->ip[0] * (uint64_t)kn->ip[1]; /* a cache cell: K/V heads x head dim */
+    lw__gpu_kv_dest kv;
+    memset(&kv, 0, sizeof kv);
+    kv.n_head_kv = (uint32_t)kn->ip[0];
+    kv.kc_offset = kv.vc_offset = (uint64_t)pos0 * row;
+    const lw__node *vn = nd + 3 + rope_qkv_gap(&g->graph, i); /* KV_STORE(V) */
+    /* q and k: parts of a fused QKV output (or the norms' inputs), or whole */
+    const int32_t qa = gn->qk_norm[0], ka = gn->qk_norm[1];
+    const bool norms = calls[0].v.qkv.qk_norm;
+    lw__gm_part(g, norms ? g->graph.nodes[qa].src[0] : nd->src[0], &a.x_offset, &a.x_stride);
+    lw__gm_part(g, norms ? g->graph.nodes[ka].src[0] : kn->src[0], &kv.k_offset, &kv.k_stride);
+    lw__gm_part(g, vn->src[0], &kv.v_offset, &kv.v_stride);
+    lw_status st = lw__gpu_rope_qkv_plan(&g->info, &calls[0].v.qkv, &a, &kv, p, grid, g->err);
+    if (st != LW_OK) return st;
+    if (g->nodes[i + 2].fuse == GM_FUSE_DONE && nd[2].op == LW_OP_SCALE)
+        p->q_scale = nd[2].fp[0]; /* folded */
+    if (norms) p->qk_eps = g->graph.nodes[qa].fp[0];
+    return LW_OK;
+}
+
 #define PLAN(call)                                                                                           \
     do {                                                                                                     \
         lw_status st_ = (call);                                                                              \
@@ -972,31 +983,9 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     if (i == 0) g->q8_tensor = -1;              /* a step starts with nothing rounded */
     if (gn->fuse == GM_FUSE_DONE) return LW_OK; /* recorded with an earlier node */
     if (gn->fuse == GM_FUSE_ROPE_QKV) {
-        const lw__node *kn = nd + 1; /* ROPE(K) */
-        lw__gpu_rope_args a;
-        memset(&a, 0, sizeof a);
-        lw__gpu_rope_args_from_node(nd, &a);
-        lw__gm_rope_table_args(g, i, &a);
-        a.rows = (uint64_t)n_tokens;
-        a.pos0 = (uint64_t)pos0;
-        const uint64_t row =
-            (uint64_t)kn->ip[0] * (uint64_t)kn->ip[1]; /* a cache cell: K/V heads x head dim */
-        lw__gpu_kv_dest kv;
-        memset(&kv, 0, sizeof kv);
-        kv.n_head_kv = (uint32_t)kn->ip[0];
-        kv.kc_offset = kv.vc_offset = (uint64_t)pos0 * row;
-        const lw__node *vn = nd + 3 + rope_qkv_gap(&g->graph, i); /* KV_STORE(V) */
-        /* q and k: parts of a fused QKV output (or the norms' inputs), or whole */
-        const int32_t qa = gn->qk_norm[0], ka = gn->qk_norm[1];
-        const bool norms = calls[0].v.qkv.qk_norm;
-        lw__gm_part(g, norms ? g->graph.nodes[qa].src[0] : nd->src[0], &a.x_offset, &a.x_stride);
-        lw__gm_part(g, norms ? g->graph.nodes[ka].src[0] : kn->src[0], &kv.k_offset, &kv.k_stride);
-        lw__gm_part(g, vn->src[0], &kv.v_offset, &kv.v_stride);
+        if (n_tokens == 1 && gn->attn_rope >= 0) return LW_OK; /* in the decode attention's prologue */
         lw__gpu_rope_qkv_params p;
-        PLAN(lw__gpu_rope_qkv_plan(info, &calls[0].v.qkv, &a, &kv, &p, grid, g->err));
-        if (g->nodes[i + 2].fuse == GM_FUSE_DONE && nd[2].op == LW_OP_SCALE)
-            p.q_scale = nd[2].fp[0]; /* folded */
-        if (norms) p.qk_eps = g->graph.nodes[qa].fp[0];
+        PLAN(lw__gm_rope_qkv_step(g, i, n_tokens, pos0, &p, grid));
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
         return LW_OK;
     }
@@ -1168,27 +1157,8 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
         return LW_OK;
     }
-    case LW_OP_ATTN: {
-        lw__gpu_attn_shape s;
-        memset(&s, 0, sizeof s);
-        s.n_head = (uint32_t)nd->ip[1];
-        s.n_head_kv = (uint32_t)nd->ip[2];
-        s.n_tokens = (uint32_t)n_tokens;
-        s.pos0 = (uint32_t)pos0;
-        s.swa = (uint32_t)nd->swa;
-        s.n_ctx = g->n_ctx;
-        s.scale = nd->fp[0];
-        s.softcap = nd->fp[1];
-        lw__gpu_attn_params p;
-        lw__gpu_attn_dispatch d;
-        PLAN(lw__gpu_attn_plan(info, &calls[0].v.attn, &s, g->attn_scratch_bytes, &p, &d, g->err));
-        for (uint32_t k = 0; k < d.n; k++) {
-            const bool q8 = gn->q8_attn && n_tokens == 1 && d.kernel[k] == LW_GPU_ATTN_REDUCE;
-            lw__gm_emit(g, &calls[q8 ? gn->n_calls - 1 : (int32_t)d.kernel[k]], &p, sizeof p, d.grid[k]);
-            if (q8) g->q8_tensor = nd->dst, g->q8_kind = LW_GPU_ACTQ_Q8_0; /* for the output projection */
-        }
-        return LW_OK;
-    }
+    case LW_OP_ATTN:
+        return lw__gm_record_attn(g, i, n_tokens, pos0);
     default: {
         const lw__tensor *a = &g->graph.t[nd->src[0]];
         const uint64_t rows = rows_of(g, nd->dst, n_tokens);

@@ -337,6 +337,11 @@ static lw_status plan_acts(lw__gpu_model *g) {
             for (int k = 0; k < (add ? 2 : 1); k++)
                 if (g->loc[src->src[k]].colour >= 0) used |= 1u << g->loc[src->src[k]].colour;
         }
+        const int32_t ar = nd->op == LW_OP_ATTN ? lw__gm_attn_rope_match(g, n) : -1;
+        if (ar >= 0) { /* its one-token calls may read the unrotated Q|K|V (RoPE in the prologue): apart */
+            const int32_t s = lw__gm_base(g, gr->nodes[ar].src[0]);
+            if (g->loc[s].colour >= 0) used |= 1u << g->loc[s].colour;
+        }
         if (lw__gm_add_norm_shape(g, n - 1)) /* fused with the ADD before it: binds that ADD's inputs too */
             for (int k = 0; k < 2; k++)
                 if (g->loc[gr->nodes[n - 1].src[k]].colour >= 0)
@@ -534,6 +539,7 @@ static lw_status create(lw__gpu_model *g) {
     g->shadow = lw__calloc(&g->alloc, g->slots, GM_SLOT);
     if (!g->loc || !g->nodes || !g->logits_out || !g->shadow)
         return lw__errorf(g->err, LW_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < g->graph.n_nodes; i++) g->nodes[i].attn_rope = -1; /* (set at preparing) */
     if ((st = lw__gm_plan_fusions(g)) != LW_OK || (st = lw__gm_check_ops(g)) != LW_OK) return st;
 
     /* buffers: weights, KV cache, activations, parameters, tokens, result */
@@ -736,6 +742,8 @@ lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n
     if (g->nodes[node].fuse == GM_FUSE_ROPE_QKV && node + 2 < g->graph.n_nodes &&
         g->nodes[node + 2].fuse == GM_FUSE_DONE && g->graph.nodes[node + 2].op == LW_OP_SCALE)
         return LW_ERR_UNSUPPORTED; /* the rotated Q went straight into the folded SCALE's output */
+    if (g->nodes[node].fuse == GM_FUSE_ROPE_QKV && g->nodes[node].attn_rope >= 0 && n == 1)
+        return LW_ERR_UNSUPPORTED; /* rotated inside the decode attention's prologue in one-token steps */
     if (g->nodes[node].norm_mv >= 0 && n == 1)
         return LW_ERR_UNSUPPORTED; /* computed inside the next mat-vec's prologue in one-row steps */
     if (g->nodes[node].fuse == GM_FUSE_GLU &&

@@ -81,7 +81,8 @@ static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
 static const tune_key attn_keys[LW_GPU_TUNE_AT_KEYS] = {
     [LW_GPU_TUNE_AT_PWG] = {"pwg", 1, 1024, 1, true}, [LW_GPU_TUNE_AT_BQ] = {"bq", 1, 256, 1, false},
     [LW_GPU_TUNE_AT_BK] = {"bk", 4, 256, 4, false},   [LW_GPU_TUNE_AT_RQ] = {"rq", 1, 16, 1, false},
-    [LW_GPU_TUNE_AT_RK] = {"rk", 1, 16, 1, false},
+    [LW_GPU_TUNE_AT_RK] = {"rk", 1, 16, 1, false},    [LW_GPU_TUNE_AT_ONE] = {"one", 0, 256, 1, false},
+    [LW_GPU_TUNE_AT_ROPE] = {"rope", 0, 1, 1, false},
 };
 
 /* A family: its name, keys and where its overrides live in lw__gpu_tune. */
@@ -588,5 +589,10 @@ lw__gpu_attn_variant lw__gpu_attn_tuned(const lw__gpu_tune *t, const lw_gpu_info
     v.bk = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_BK, (int32_t)v.bk);
     v.rq = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_RQ, (int32_t)v.rq);
     v.rk = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_RK, (int32_t)v.rk);
+    v.one_max = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_ONE, (int32_t)v.one_max);
     return v;
+}
+
+bool lw__gpu_attn_rope_tuned(const lw__gpu_tune *t, uint32_t kv_type) {
+    return pick(t, 2, kv_type, LW_GPU_TUNE_AT_ROPE, 1) != 0;
 }

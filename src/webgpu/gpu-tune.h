@@ -54,14 +54,18 @@ enum {
     LW_GPU_TUNE_MM_KEYS
 };
 
-/* Attention keys ("attn.<cache type: f16, f32 or *>.<key>"), the prefill kernel's tiles, in the order of
- * lw__gpu_tune.attn's second index. */
+/* Attention keys ("attn.<cache type: f16, f32 or *>.<key>"), the prefill kernel's tiles and the decode
+ * kernel's split and fold switches, in the order of lw__gpu_tune.attn's second index. */
 enum {
-    LW_GPU_TUNE_AT_PWG, /* "pwg": invocations per workgroup (a power of two)           */
-    LW_GPU_TUNE_AT_BQ,  /* "bq": rows ((token, head) pairs) per tile, divides pwg      */
-    LW_GPU_TUNE_AT_BK,  /* "bk": cells per K/V tile, a multiple of 4                   */
-    LW_GPU_TUNE_AT_RQ,  /* "rq": rows per invocation's register block, divides bq      */
-    LW_GPU_TUNE_AT_RK,  /* "rk": cells per invocation's block of scores, divides bk    */
+    LW_GPU_TUNE_AT_PWG,  /* "pwg": invocations per workgroup (a power of two)           */
+    LW_GPU_TUNE_AT_BQ,   /* "bq": rows ((token, head) pairs) per tile, divides pwg      */
+    LW_GPU_TUNE_AT_BK,   /* "bk": cells per K/V tile, a multiple of 4                   */
+    LW_GPU_TUNE_AT_RQ,   /* "rq": rows per invocation's register block, divides bq      */
+    LW_GPU_TUNE_AT_RK,   /* "rk": cells per invocation's block of scores, divides bk    */
+    LW_GPU_TUNE_AT_ONE,  /* "one": decode spans of at most this many cells in one split
+                            (no reduce; 0: the splits policy alone)                       */
+    LW_GPU_TUNE_AT_ROPE, /* "rope": 0 = one-token steps keep RoPE + KV store in their own
+                            dispatch instead of the decode kernel's prologue              */
     LW_GPU_TUNE_AT_KEYS
 };
 #define LW_GPU_TUNE_FAMILIES 3 /* matvec, matmat, attn */
@@ -124,5 +128,9 @@ lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_
  * refuses a tile that does not suit the device, with the reason). */
 lw__gpu_attn_variant lw__gpu_attn_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t kv_type,
                                         uint32_t head_dim, uint32_t group);
+
+/* Whether one-token steps do their RoPE + KV store in the decode kernel's prologue (key "rope", default on;
+ * the runner still needs the matching graph shape). */
+bool lw__gpu_attn_rope_tuned(const lw__gpu_tune *t, uint32_t kv_type);
 
 #endif

@@ -54,6 +54,16 @@ static lw_status check_variant(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "attn-decode: workgroup size %u must be at least the group (%u), chunk > 0",
                           v->wg_size, v->group);
+    if (k == LW_GPU_ATTN_DECODE && v->one_max > v->chunk)
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "attn-decode: one split of up to %u cells exceeds the chunk %u", v->one_max,
+                          v->chunk);
+    if (k == LW_GPU_ATTN_DECODE && v->q8_out &&
+        (!v->rope || v->q8_out != LW_GPU_ACTQ_Q8_0 || v->head_dim % 32 || !info->has_dot4))
+        return lw__errorf(
+            err, LW_ERR_UNSUPPORTED,
+            "attn-decode: an 8-bit output needs rope and a head dim of a multiple of 32 (not %u)",
+            v->head_dim);
     if (k == LW_GPU_ATTN_PREFILL && (v->bq == 0 || v->pwg % v->bq || v->bk == 0 || v->bk % 4))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "attn-prefill: %u rows per tile must divide the workgroup size %u, cells (%u) be a "
@@ -145,8 +155,8 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     char label[LW_GPU_CACHE_KEY], dim[16], grp[16], wg[16], a[16], b[16], rq[16], rk[16];
     const char *kv = v->kv_type == LW_TYPE_F16 ? "f16" : "f32";
     if (k == LW_GPU_ATTN_DECODE)
-        snprintf(label, sizeof label, "attn-decode %s d%u g%u wg%u c%u", kv, v->head_dim, v->group,
-                 v->wg_size, v->chunk);
+        snprintf(label, sizeof label, "attn-decode %s d%u g%u wg%u c%u%s%s", kv, v->head_dim, v->group,
+                 v->wg_size, v->chunk, v->rope ? " rope" : "", v->q8_out ? " q8" : "");
     else if (k == LW_GPU_ATTN_PREFILL)
         snprintf(label, sizeof label, "attn-prefill %s d%u g%u wg%u q%u k%u r%ux%u", kv, v->head_dim,
                  v->group, v->pwg, v->bq, v->bk, v->rq, v->rk);
@@ -155,7 +165,8 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     else
         snprintf(label, sizeof label, "attn-reduce %s d%u g%u wg%u%s", kv, v->head_dim, v->group, v->wg_size,
                  v->q8_out ? " q8" : "");
-    const bool q8 = k == LW_GPU_ATTN_REDUCE && v->q8_out;
+    const bool rope = k == LW_GPU_ATTN_DECODE && v->rope;
+    const bool q8 = (k == LW_GPU_ATTN_REDUCE || rope) && v->q8_out;
     if (q8 && (v->q8_out != LW_GPU_ACTQ_Q8_0 || v->head_dim % 32 || v->head_dim > 4 * v->wg_size ||
                !info->has_dot4))
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "attn-reduce: no 8-bit output for head dim %u here",
@@ -173,6 +184,7 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
                                {"WG_SIZE", wg}};
     size_t n_defs = 4;
     if (q8) defs[n_defs++] = (lw__wgsl_define){"Q8_OUT", "1"};
+    if (rope) defs[n_defs++] = (lw__wgsl_define){"ROPE", "1"};
     if (k == LW_GPU_ATTN_DECODE) {
         defs[n_defs++] = (lw__wgsl_define){"CHUNK", a};
     } else if (k == LW_GPU_ATTN_PREFILL) {
@@ -187,6 +199,12 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     static const lw_gpu_binding_kind kinds[LW_GPU_ATTN_BINDINGS + 1] = {
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM, LW_GPU_BIND_STORAGE}; /* (q8: the quants) */
+    static const lw_gpu_binding_kind rope_kinds[LW_GPU_ATTN_ROPE_BINDINGS + 1] = {
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,      LW_GPU_BIND_STORAGE,
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE};
+    if (rope)
+        return lw__gpu_build_pipeline(gpu, cache, alloc, label, file, defs, n_defs, rope_kinds,
+                                      LW_GPU_ATTN_ROPE_BINDINGS + (q8 ? 1 : 0), out, err);
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, file, defs, n_defs, kinds,
                                   LW_GPU_ATTN_BINDINGS + (q8 ? 1 : 0), out, err);
 }
@@ -297,7 +315,8 @@ lw_status lw__gpu_attn_plan(const lw_gpu_info *info, const lw__gpu_attn_variant 
     if (s->n_tokens <= v->decode_max) {
         /* cells seen by any token: from the first token's window start to the last token's position */
         const uint64_t nv0 = (uint64_t)s->pos0 + 1, lo = s->swa && nv0 > s->swa ? nv0 - s->swa : 0;
-        const uint64_t span = (uint64_t)s->pos0 + s->n_tokens - lo, chunk = split_cells(v, span),
+        const uint64_t span = (uint64_t)s->pos0 + s->n_tokens - lo,
+                       chunk = span <= v->one_max ? span : split_cells(v, span),
                        n_splits = (span + chunk - 1) / chunk;
         if (n_splits > gmax || s->n_head_kv > gmax || s->n_tokens > gmax || s->n_head > gmax)
             return lw__errorf(err, LW_ERR_TOO_LARGE, "attn-decode: %llu splits exceed the dispatch grid",

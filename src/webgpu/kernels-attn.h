@@ -60,7 +60,13 @@ typedef struct lw__gpu_attn_variant {
                             bits; f16 caches need a head dim that is a multiple of 64)                */
     uint32_t q8_out;     /* REDUCE: LW_GPU_ACTQ_Q8_0 also rounds the one-token output to 8 bits into a
                             seventh binding for the integer mat-vec reading it (actq-quant.wgsl's layout;
-                            head dims of a multiple of 32 within 4 x wg_size), 0: not                  */
+                            head dims of a multiple of 32 within 4 x wg_size), 0: not; DECODE with rope:
+                            the same for calls of one split, into binding 7                            */
+    bool rope;           /* DECODE: one-token calls also do the step's RoPE and KV store (ROPE=1 in
+                            attn-decode.wgsl): binding 0 is the unrotated Q|K|V row, binding 6 the
+                            frequency factors or RoPE table, parameters lw__gpu_attn_rope_params       */
+    uint32_t one_max;    /* decode: spans of at most this many cells take one split (no REDUCE; at most
+                            chunk), 0: the splits policy alone                                          */
 } lw__gpu_attn_variant;
 
 /* The uniform parameter block of one call, shared by the three kernels (AttnParams in attn-common.wgsl;
@@ -86,12 +92,29 @@ typedef struct lw__gpu_attn_params {
 } lw__gpu_attn_params;
 _Static_assert(sizeof(lw__gpu_attn_params) == 64, "attn params block");
 
+/* The parameter block of a DECODE call with rope (AttnParams with ROPE=1; 128 bytes): the call's, then the
+ * step's RoPE (rope-common.wgsl's fields, as lw__gpu_rope_params) and where K and V lie in binding 0. */
+typedef struct lw__gpu_attn_rope_params {
+    lw__gpu_attn_params a;                  /* the attention call's (q_offset: the unrotated Q row)  */
+    uint32_t n_rot, neox, has_ff;           /* rotated elements per head, NEOX pairs, factors/table  */
+    uint32_t ff_offset;                     /* first factor / table entry                            */
+    float theta_scale, freq_scale;          /* as lw__gpu_rope_params                                */
+    float ext_factor, mscale, corr0, corr1; /* YaRN and the magnitude                              */
+    float q_scale;                          /* factor of the rotated Q before the score scale (1: none) */
+    uint32_t k_src, v_src;                  /* elements of the token's K and V rows in binding 0      */
+    uint32_t pad[3];                        /* (size)                                                */
+} lw__gpu_attn_rope_params;
+_Static_assert(sizeof(lw__gpu_attn_rope_params) == 128, "attn rope params block");
+
 /* Bindings of every attention pipeline: 0 Q, 1 K cache, 2 V cache, 3 output, 4 scratch for the split
  * partials (at least 16 bytes; only DECODE and REDUCE use it), all storage read_write (Q and the caches
  * are only read, but an activation arena or cache buffer may back a writable binding of the same
  * dispatch: WebGPU forbids mixing read-only and writable bindings of one buffer), 5 parameters (uniform,
  * the last binding). One layout for all three, so one bind array serves them. */
 #define LW_GPU_ATTN_BINDINGS 6u
+/* DECODE with rope: those, 6 the frequency factors or RoPE table (read-only storage), 7 with q8_out the
+ * quants (7 storage bindings: within WebGPU's default 8 per stage). */
+#define LW_GPU_ATTN_ROPE_BINDINGS 7u
 
 /* One call's shape and where its operands lie. */
 typedef struct lw__gpu_attn_shape {

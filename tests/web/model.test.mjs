@@ -237,6 +237,36 @@ for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', 
   });
 }
 
+// The attention block's RoPE and KV store in the decode kernel's prologue in one-token steps (attn-decode.wgsl
+// ROPE, tune key attn "rope"), and with one split its output rounded for the output projection (Q8_OUT, head
+// dims of a multiple of 32): the same agreement with the CPU engine as with rope_qkv's own dispatch (the same
+// arithmetic), one dispatch fewer per block, two where the output projection's integer mat-vec otherwise needs
+// the quantizer. 60 steps after a prompt of 8 take the tiny models' decode kernel past one split (CPU adapters:
+// splits of at least 64 cells), where the reduce does the rounding.
+for (const [preset, type, q8] of [['llama-3.2-1b', 'q4_0', true], ['tiny', 'q8_0', false], ['tiny', 'f16', false],
+  ['tiny-phi3', 'q8_0', false], ['tiny-gemma2', 'f16', false]]) {
+  const extra = preset === 'llama-3.2-1b' ? ['--layers', '1', '--vocab-size', '512'] : [];
+  const label = `${preset} ${type}${extra.length ? ', one block' : ''}`;
+  test(`greedy agreement WebGPU vs CPU, RoPE and KV store in the decode attention: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
+    const file = synth(preset, type, extra);
+    const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
+    const tune = (rope) => ({ exact: false, tune: { matvec: { '*': { idot: 1, exact: 0 } }, attn: { '*': { rope } } } });
+    const n = q8 ? 24 : 60; /* the one-block 1B (slow on SwiftShader) stays within one split */
+    const r = await agreement(file, prompt, n, tune(1)), off = await agreement(file, prompt, n, tune(0));
+    const short = await agreement(file, prompt, 2, tune(1)), shortOff = await agreement(file, prompt, 2, tune(0));
+    const fewer = (shortOff.info.stepDispatches - short.info.stepDispatches) / r.info.n_layer;
+    console.log(`# ${label}, RoPE in the attention: ${(100 * r.rate).toFixed(1)} % of ${n} greedy tokens agree ` +
+      `(${(100 * off.rate).toFixed(1)} % without), logits within ${(100 * r.worst).toFixed(4)} % of their range ` +
+      `(${(100 * off.worst).toFixed(4)} %); ${short.info.stepDispatches} dispatches per token ` +
+      `(${shortOff.info.stepDispatches} without), ${r.info.stepDispatches} after ${n + 8} tokens (${off.info.stepDispatches})`);
+    assert.equal(fewer, q8 ? 2 : 1, 'dispatches fewer per block');
+    if (!q8) assert.equal(off.info.stepDispatches - r.info.stepDispatches, r.info.n_layer, 'one fewer per block past one split');
+    assert.ok(r.worst < off.worst + 0.002, `logits differ by ${r.worst} of their range (${off.worst} without)`);
+    assert.ok(r.rate >= off.rate - 1 / n, `agreement ${r.rate} (${off.rate} without)`);
+    assert.ok(r.rate >= 0.9, `agreement ${r.rate}`);
+  });
+}
+
 test('a token embedding larger than one 128 MiB binding (split by rows)', { skip: skip || (!cli && 'llamaweb CLI not built') || (!process.env.LW_TEST_BIG && 'set LW_TEST_BIG=1 (writes a ~300 MB model)') }, async () => {
   // the Llama 3.2 1B shape cut to one block: 128256 x 2048 Q8_0 = 266 MiB of embedding, tied to the output,
   // so on lavapipe both the row gather and the output mat-vec run over three pieces

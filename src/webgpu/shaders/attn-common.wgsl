@@ -4,6 +4,8 @@
 //
 // Defines: HEAD_DIM (D, a multiple of 4), GROUP (query heads per KV head), KV_F16 (1: the cache holds f16,
 // read with unpack2x16float, no shader-f16 needed; 0: f32), WG_SIZE (invocations per workgroup).
+// ROPE (attn-decode.wgsl only, 0 by default): binding 0 is the unrotated Q|K|V row of a one-token step and
+// AttnParams carries that step's RoPE.
 // Bindings (one layout for the three kernels, all storage read_write but the last): 0 Q (vec4<f32> rows),
 // 1 K cache, 2 V cache, 3 output
 // (vec4<f32> rows), 4 scratch for the split partials (vec4<f32>), 5 AttnParams (uniform).
@@ -25,6 +27,9 @@
 #endif
 #ifndef WG_SIZE
 #define WG_SIZE 64
+#endif
+#ifndef ROPE
+#define ROPE 0
 #endif
 #if WG_SIZE <= 0 || (WG_SIZE & (WG_SIZE - 1)) != 0
 #error attn: WG_SIZE must be a power of two
@@ -53,6 +58,25 @@ struct AttnParams {
     chunk: u32,     // decode: cells per split
     scale: f32,     // score scale
     softcap: f32,   // soft-cap c (0: none)
+#if ROPE
+    // attn-decode.wgsl ROPE=1: the step's RoPE (rope-common.wgsl's names; pos0 above is the step's)
+    n_rot: u32,       // rotated elements per head
+    neox: u32,        // 1: NEOX pairs (p, p + n_rot / 2); 0: NORMAL (2p, 2p + 1)
+    has_ff: u32,      // 1: frequency factors in ff; 2: ff is the host's sin/cos table
+    ff_offset: u32,   // first factor / table entry of the step
+    theta_scale: f32, // freq_base^(-2 / n_rot)
+    freq_scale: f32,
+    ext_factor: f32,  // YaRN mix (0: off)
+    mscale: f32,      // sin/cos magnitude
+    corr0: f32,       // YaRN correction dims
+    corr1: f32,
+    q_scale: f32,     // the rotated Q times this (a folded SCALE node; 1: none), then times scale
+    k_src: u32,       // element of the token's K row in binding 0 (Q's row at q_offset)
+    v_src: u32,       // element of its V row
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+#endif
 }
 
 #if KV_F16

@@ -13,7 +13,18 @@
 //      to the scratch (attn-reduce.wgsl merges them): partial ((t * n_head + h) * n_splits + split) at
 //      vec4 index * (D/4 + 1): (max, sum, 0, 0) then D/4 vec4s of V sum.
 // No per-invocation arrays: compiles fast on CPU drivers and keeps registers low on GPUs.
-// Defines: attn-common.wgsl's, and CHUNK (the most cells of a split: sizes the score memory).
+// ROPE=1 (one-token steps): the attention block's RoPE and KV store in the same dispatch, replacing
+// rope-qkv.wgsl's (one dispatch less per layer; a dispatch costs ~7-14 us of a decode step on the H200).
+// Binding 0 is then the fused Q|K|V projection's row: every workgroup rotates its group's Q heads into qs
+// (rope-common.wgsl, the same products as rope-qkv.wgsl: (rotated * q_scale) * scale), and the workgroup whose
+// split holds the token's cell rotates K head hk and copies V head hk into the caches (rounded to f16 as
+// rope-qkv.wgsl does), then reads them back through the cache like every other cell (storageBarrier: the
+// stores are visible to the workgroup). No other workgroup reads that cell: one token per call.
+// Binding 6: ff (frequency factors or the host's sin/cos table, read-only).
+// Q8_OUT=1 (with ROPE; HEAD_DIM a multiple of 32): a call of one split also rounds its output to Q8_0 blocks
+// into binding 7 in actq-quant.wgsl's layout (attn-reduce.wgsl's Q8_OUT, which more splits go through), so
+// the output projection's integer mat-vec needs neither a reduce nor a quantizer dispatch.
+// Defines: attn-common.wgsl's, CHUNK (the most cells of a split: sizes the score memory), ROPE, Q8_OUT.
 // Dispatch: (n_splits, KV heads, tokens).
 #include "attn-common.wgsl"
 #ifndef CHUNK
@@ -21,6 +32,43 @@
 #endif
 #if GROUP > WG_SIZE
 #error attn-decode: GROUP must not exceed WG_SIZE
+#endif
+#ifndef Q8_OUT
+#define Q8_OUT 0
+#endif
+#if Q8_OUT && (!ROPE || HEAD_DIM % 32 != 0)
+#error attn-decode: Q8_OUT needs ROPE and a head dim of a multiple of 32
+#endif
+#if ROPE
+@group(0) @binding(6) var<storage, read> ff: array<f32>;
+// Element i of binding 0 (the unrotated Q|K|V row): rope-common.wgsl's input.
+fn rope_src(which: u32, i: u32) -> f32 {
+    return q[i >> 2u][i & 3u];
+}
+#include "rope-common.wgsl"
+
+// Elements 4 l .. 4 l + 3 of the head at element xb of binding 0, rotated for position pos.
+fn rope_quad(xb: u32, pos: u32, l: u32) -> vec4<f32> {
+    return vec4<f32>(rope_elem(0u, xb, pos, 4u * l), rope_elem(0u, xb, pos, 4u * l + 1u),
+                     rope_elem(0u, xb, pos, 4u * l + 2u), rope_elem(0u, xb, pos, 4u * l + 3u));
+}
+
+// A quad of 4 elements as the cache holds it (f16: rounded to nearest even, as rope-qkv.wgsl).
+fn cache_quad(v: vec4<f32>) -> KvQuad {
+#if KV_F16
+    return vec2<u32>(f16_bits_rne(v.x) | (f16_bits_rne(v.y) << 16u), f16_bits_rne(v.z) | (f16_bits_rne(v.w) << 16u));
+#else
+    return v;
+#endif
+}
+#endif
+#if Q8_OUT
+@group(0) @binding(7) var<storage, read_write> qout: array<u32>;
+#define ACTQ 1
+fn actq_x(i: u32) -> vec4<f32> {
+    return qs[i]; // the normalised outputs of the workgroup's heads (head g at g * D4)
+}
+#include "actq.wgsl"
 #endif
 
 const CH: u32 = CHUNK;
@@ -84,6 +132,9 @@ fn store(oi: u32, acc: vec4<f32>, t: u32, hk: u32, split: u32) {
     if (params.n_splits == 1u) {
         let inv = select(0.0, 1.0 / sum, sum > 0.0);
         o[params.o_offset + t * params.o_stride + h * D4 + lane] = acc * inv;
+#if Q8_OUT
+        qs[g * D4 + lane] = acc * inv; // for the rounding after the stores (Q is no longer read)
+#endif
     } else {
         let pb = ((t * params.n_head + h) * params.n_splits + split) * (D4 + 1u);
         if (lane == 0u) {
@@ -103,10 +154,28 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let c1 = min(params.base + (split + 1u) * params.chunk, nv);
     let n = select(0u, c1 - c0, c1 > c0); // empty for a split outside this token's range
 
+#if ROPE
+    let pos = params.pos0 + t;
+    if (pos >= c0 && pos < c1) { // this split holds the token's cell: its K and V head hk into the caches
+        let cell = pos * params.kv_stride + hk * D4;
+        for (var l = lid; l < D4; l += WG) {
+            kc[params.k_offset + cell + l] = cache_quad(rope_quad(params.k_src + hk * HEAD_DIM, pos, l));
+            let vb = params.v_src + hk * HEAD_DIM + 4u * l;
+            vc[params.v_offset + cell + l] = cache_quad(vec4<f32>(rope_src(0u, vb), rope_src(0u, vb + 1u),
+                                                                  rope_src(0u, vb + 2u), rope_src(0u, vb + 3u)));
+        }
+    }
+    storageBarrier();
+    let qe = (params.q_offset + t * params.q_stride) * 4u + hk * G * HEAD_DIM; // first element of the group
+    for (var i = lid; i < GD; i += WG) {
+        qs[i] = (rope_quad(qe + (i / D4) * HEAD_DIM, pos, i % D4) * params.q_scale) * params.scale;
+    }
+#else
     let qb = params.q_offset + t * params.q_stride + hk * GD;
     for (var i = lid; i < GD; i += WG) {
         qs[i] = q[qb + i] * params.scale;
     }
+#endif
     workgroupBarrier();
 
     // scores, and this invocation's running max and sum
@@ -178,6 +247,29 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             acc += red_v[c * GD + lid];
         }
         store(lid, acc, t, hk, split);
+    }
+#endif
+#if Q8_OUT
+    // one split: the group's normalised outputs (in qs) rounded to Q8_0, a block of 32 per invocation
+    workgroupBarrier();
+    if (params.n_splits == 1u) {
+        const BPH: u32 = D4 / 8u; // blocks per head
+        for (var b = lid; b < G * BPH; b += WG) {
+            let xb = b * 8u; // its first vec4 in qs: head b / BPH
+            let amax = actq_amax(xb);
+            let sc = actq_scale_of(amax);
+            let hb = (hk * G + b / BPH) * D4 + (b % BPH) * 8u; // its first vec4 in the token's row
+            var sum = 0;
+            for (var u = 0u; u < 8u; u++) {
+                let qi = actq_quant4(qs[xb + u], sc);
+                sum += qi.x + qi.y + qi.z + qi.w;
+                qout[hb + u] = pack4xI8(qi);
+            }
+            let gw = actq_group_words(sc, amax, sum);
+            let info = params.n_head * D4 + 2u * (hb / 8u);
+            qout[info] = gw.x;
+            qout[info + 1u] = gw.y;
+        }
     }
 #endif
 }

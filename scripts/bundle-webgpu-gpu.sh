@@ -120,7 +120,7 @@ for step in ${STEPS:-test bench}; do
       if [ $step = profile ]; then
         for se in ${SUBMITS:-256}; do
           echo "-- profile $pr $t submit $se" | tee -a $OUT/profile.log
-          timeout 300 $T/node web/cli.mjs profile -m $T/m-$pr-$t.gguf -p ${PP:-512} -n ${PROFILE_N:-32} --submit $se 2>&1 |
+          timeout 300 $T/node web/cli.mjs profile -m $T/m-$pr-$t.gguf -p ${PP:-512} -n ${PROFILE_N:-32} --submit $se ${WEB_ARGS:-} 2>&1 |
             grep -v artificially | tee -a $OUT/profile.log
         done
         continue

@@ -594,5 +594,8 @@ lw__gpu_attn_variant lw__gpu_attn_tuned(const lw__gpu_tune *t, const lw_gpu_info
 }
 
 bool lw__gpu_attn_rope_tuned(const lw__gpu_tune *t, uint32_t kv_type) {
-    return pick(t, 2, kv_type, LW_GPU_TUNE_AT_ROPE, 1) != 0;
+    /* off by default: on the H200 the fold costs more than the dispatch it saves (STEPS=models, llama-3.2-1b
+     * Q4_0 tg128 after 512 tokens 1020 -> 831 t/s, llama-3.1-8b Q4_0 317 -> 254; profile: the decode kernel
+     * 12.2 -> 26.0 us with RoPE in its prologue, rope_qkv's own dispatch 9.8 us) */
+    return pick(t, 2, kv_type, LW_GPU_TUNE_AT_ROPE, 0) != 0;
 }

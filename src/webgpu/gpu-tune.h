@@ -64,8 +64,8 @@ enum {
     LW_GPU_TUNE_AT_RK,   /* "rk": cells per invocation's block of scores, divides bk    */
     LW_GPU_TUNE_AT_ONE,  /* "one": decode spans of at most this many cells in one split
                             (no reduce; 0: the splits policy alone)                       */
-    LW_GPU_TUNE_AT_ROPE, /* "rope": 0 = one-token steps keep RoPE + KV store in their own
-                            dispatch instead of the decode kernel's prologue              */
+    LW_GPU_TUNE_AT_ROPE, /* "rope": 1 = one-token steps do RoPE + KV store in the decode
+                            kernel's prologue instead of rope_qkv's own dispatch          */
     LW_GPU_TUNE_AT_KEYS
 };
 #define LW_GPU_TUNE_FAMILIES 3 /* matvec, matmat, attn */
@@ -129,8 +129,8 @@ lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_
 lw__gpu_attn_variant lw__gpu_attn_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t kv_type,
                                         uint32_t head_dim, uint32_t group);
 
-/* Whether one-token steps do their RoPE + KV store in the decode kernel's prologue (key "rope", default on;
- * the runner still needs the matching graph shape). */
+/* Whether one-token steps do their RoPE + KV store in the decode kernel's prologue (key "rope", default off:
+ * slower on the H200, see gpu-tune.c; the runner still needs the matching graph shape). */
 bool lw__gpu_attn_rope_tuned(const lw__gpu_tune *t, uint32_t kv_type);
 
 #endif

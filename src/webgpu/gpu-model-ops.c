@@ -936,6 +936,16 @@ lw_status lw__gm_prepare_argmax(lw__gpu_model *g) {
  * ------------------------------------------------------------------------------------------------------- */
 
 /* A kernel family's plan refused a shape that planning accepted: a bug, reported with its message. */
+/* ROPE node i's arguments for a step of n_tokens at pos0 (the node's fields, the host table's rows). */
+static void rope_step_args(const lw__gpu_model *g, int32_t i, int32_t n_tokens, int32_t pos0,
+                           lw__gpu_rope_args *a) {
+    memset(a, 0, sizeof *a);
+    lw__gpu_rope_args_from_node(&g->graph.nodes[i], a);
+    lw__gm_rope_table_args(g, i, a);
+    a->rows = (uint64_t)n_tokens;
+    a->pos0 = (uint64_t)pos0;
+}
+
 lw_status lw__gm_rope_qkv_step(lw__gpu_model *g, int32_t i, int32_t n_tokens, int32_t pos0,
                                lw__gpu_rope_qkv_params *p, uint32_t grid[3]) {
     const lw__node *nd = &g->graph.nodes[i];
@@ -943,11 +953,7 @@ lw_status lw__gm_rope_qkv_step(lw__gpu_model *g, int32_t i, int32_t n_tokens, in
     const gm_call *calls = g->calls + gn->call0;
     const lw__node *kn = nd + 1; /* ROPE(K) */
     lw__gpu_rope_args a;
-    memset(&a, 0, sizeof a);
-    lw__gpu_rope_args_from_node(nd, &a);
-    lw__gm_rope_table_args(g, i, &a);
-    a.rows = (uint64_t)n_tokens;
-    a.pos0 = (uint64_t)pos0;
+    rope_step_args(g, i, n_tokens, pos0, &a);
     const uint64_t row = (uint64_t)kn->ip[0] * (uint64_t)kn->ip[1]; /* a cache cell: K/V heads x head dim */
     lw__gpu_kv_dest kv;
     memset(&kv, 0, sizeof kv);
@@ -1136,11 +1142,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     }
     case LW_OP_ROPE: {
         lw__gpu_rope_args a;
-        memset(&a, 0, sizeof a);
-        lw__gpu_rope_args_from_node(nd, &a);
-        lw__gm_rope_table_args(g, i, &a);
-        a.rows = (uint64_t)n_tokens;
-        a.pos0 = (uint64_t)pos0;
+        rope_step_args(g, i, n_tokens, pos0, &a);
         lw__gm_part(g, nd->src[0], &a.x_offset, &a.x_stride);
         lw__gpu_rope_params p;
         PLAN(lw__gpu_rope_plan(info, &calls[0].v.rope, &a, &p, grid, g->err));

@@ -27,18 +27,19 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_gpu_info_json(char *dst, int cap) {
     lw_status st = gpu.ops->info(gpu.ctx, &i);
     gpu.ops->destroy(gpu.ctx);
     if (st != LW_OK) return -1;
-    int n =
-        snprintf(dst, (size_t)cap,
-                 "{\"vendor\":\"%s\",\"architecture\":\"%s\",\"device\":\"%s\",\"maxBufferSize\":%llu,"
-                 "\"maxStorageBufferBindingSize\":%llu,\"maxComputeWorkgroupStorageSize\":%u,"
-                 "\"maxComputeInvocationsPerWorkgroup\":%u,\"maxComputeWorkgroupsPerDimension\":%u,"
-                 "\"minStorageBufferOffsetAlignment\":%u,\"subgroupMinSize\":%u,\"subgroupMaxSize\":%u,"
-                 "\"f16\":%d,\"subgroups\":%d,\"timestampQuery\":%d,\"smx\":[%u,%u,%u]}",
-                 i.vendor, i.architecture, i.device, (unsigned long long)i.max_buffer_size,
-                 (unsigned long long)i.max_storage_buffer_binding_size, i.max_compute_workgroup_storage_size,
-                 i.max_compute_invocations_per_workgroup, i.max_compute_workgroups_per_dimension,
-                 i.min_storage_buffer_offset_alignment, i.subgroup_min_size, i.subgroup_max_size, i.has_f16,
-                 i.has_subgroups, i.has_timestamp_query, i.smx_m, i.smx_n, i.smx_k);
+    int n = snprintf(dst, (size_t)cap,
+                     "{\"vendor\":\"%s\",\"architecture\":\"%s\",\"device\":\"%s\",\"maxBufferSize\":%llu,"
+                     "\"maxStorageBufferBindingSize\":%llu,\"maxComputeWorkgroupStorageSize\":%u,"
+                     "\"maxComputeInvocationsPerWorkgroup\":%u,\"maxComputeWorkgroupsPerDimension\":%u,"
+                     "\"minStorageBufferOffsetAlignment\":%u,\"maxStorageBuffersPerShaderStage\":%u,"
+                     "\"subgroupMinSize\":%u,\"subgroupMaxSize\":%u,"
+                     "\"f16\":%d,\"subgroups\":%d,\"timestampQuery\":%d,\"smx\":[%u,%u,%u]}",
+                     i.vendor, i.architecture, i.device, (unsigned long long)i.max_buffer_size,
+                     (unsigned long long)i.max_storage_buffer_binding_size,
+                     i.max_compute_workgroup_storage_size, i.max_compute_invocations_per_workgroup,
+                     i.max_compute_workgroups_per_dimension, i.min_storage_buffer_offset_alignment,
+                     i.max_storage_buffers_per_shader_stage, i.subgroup_min_size, i.subgroup_max_size,
+                     i.has_f16, i.has_subgroups, i.has_timestamp_query, i.smx_m, i.smx_n, i.smx_k);
     return n < cap ? n : -1;
 }
 

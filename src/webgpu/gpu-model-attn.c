@@ -96,7 +96,7 @@ lw_status lw__gm_prepare_attn(lw__gpu_model *g, int32_t i, gm_call *c) {
     }
     /* last: the decode kernel with the RoPE of the rope_qkv call before (prepared already) */
     const int32_t r = lw__gm_attn_rope_match(g, i);
-    if (r < 0 || c->v.attn.exact || g->nodes[r].fuse != GM_FUSE_ROPE_QKV ||
+    if (r < 0 || c->v.attn.exact || g->nodes[r].fuse != GM_FUSE_ROPE_QKV || g->nodes[r].mv_rope >= 0 ||
         !lw__gpu_attn_rope_tuned(g->p.tune, g->kv_type))
         return LW_OK;
     return prepare_rope(g, i, r, c);

@@ -10,7 +10,7 @@
 
 #define GM_SLOT      256u /* bytes per parameter slot: WebGPU's largest minUniformBufferOffsetAlignment */
 #define GM_MAX_ACT   4    /* activation buffers at most (a node reads at most 3 activations)            */
-#define GM_MAX_BINDS 8u   /* bindings per prepared call                                                 */
+#define GM_MAX_BINDS 12u  /* bindings per prepared call                                                 */
 
 /* A part of a weight held by one binding: the whole tensor, or a range of rows when the tensor is larger
  * than maxStorageBufferBindingSize. */
@@ -127,6 +127,10 @@ typedef struct gm_node {
     int32_t attn_rope;  /* ATTN: the ROPE node of the rope_qkv call that its one-token steps do in the
                            decode kernel's prologue (attn-decode.wgsl ROPE; its last call), -1: none;
                            that ROPE node: this ATTN node (it records nothing in one-token steps)        */
+    int32_t mv_rope;    /* MUL_MAT with norm_src, Q|K|V: the ROPE node whose rope_qkv call its one-row
+                           call does as its epilogue (matvec-q8-norm.wgsl ROPE_OUT; the last call, the
+                           plain one before it), -1: none; that ROPE node: this MUL_MAT node (it records
+                           nothing in one-token steps)                                                   */
 } gm_node;
 
 struct lw__gpu_model {
@@ -306,6 +310,9 @@ void lw__gm_record_argmax(lw__gpu_model *g);
 
 /* One ATTN node's variant (the device default, then the tune keys "attn.*"). */
 lw__gpu_attn_variant lw__gm_attn_variant(const lw__gpu_model *g, const lw__node *nd);
+/* The Q|K|V MUL_MAT node whose one-row call writes node n's output as its RoPE epilogue (n: the ROPE(Q) of
+ * a rope_qkv match that call does, or the SCALE folded into it), or -1 (gm_node.mv_rope). */
+int32_t lw__gm_mv_rope_writer(const lw__gpu_model *g, int32_t n);
 /* The ROPE node whose rope_qkv call ATTN node a can do in its one-token decode calls: a plain match
  * (lw__gm_rope_qkv_plain) of a's layer whose q_out only a reads; -1 when none. Data flow only (planning
  * gives a's output another activation buffer than the Q|K|V it then reads). */

@@ -482,17 +482,57 @@ static int32_t glu_down_match(const lw__gpu_model *g, int32_t m) {
     return -1;
 }
 
+/* The ROPE node whose rope_qkv call the one-row call of MUL_MAT node m (norm in the prologue) can do as its
+ * epilogue (matvec-q8-norm.wgsl ROPE_OUT), or -1: m's whole output is a plain rope_qkv match's fused Q|K|V
+ * (parts q, k, v at 0, n_q, n_q + n_k), read by that match alone, with NORMAL pairs (a pair is two
+ * neighbouring rows, which one lane holds; NEOX pairs are half a head apart). */
+static int32_t mv_rope_match(const lw__gpu_model *g, int32_t m) {
+    const lw__graph *gr = &g->graph;
+    const int32_t y = gr->nodes[m].dst, w = gr->nodes[m].src[0];
+    if (y < 0 || lw__gm_base(g, y) != y || !lw__gpu_matvec_rope_tuned(g->p.tune, gr->t[w].type)) return -1;
+    int32_t r = m + 1;
+    while (r < gr->n_nodes && !(gr->nodes[r].op == LW_OP_ROPE && lw__gm_base(g, gr->nodes[r].src[0]) == y))
+        r++;
+    if (r >= gr->n_nodes || lw__gm_rope_qkv_plain(g, r) < 0 || gr->nodes[r].ip[3] != LW_ROPE_NORMAL)
+        return -1;
+    const lw__node *nd = &gr->nodes[r];
+    const int32_t vs = r + 3 + rope_qkv_gap(gr, r); /* KV_STORE(V) */
+    uint64_t qo, ko, vo, stride;
+    lw__gm_part(g, nd[0].src[0], &qo, &stride);
+    lw__gm_part(g, nd[1].src[0], &ko, &stride);
+    lw__gm_part(g, gr->nodes[vs].src[0], &vo, &stride);
+    const uint64_t nq = (uint64_t)nd[0].ip[0] * (uint64_t)nd[0].ip[1],
+                   nk = (uint64_t)nd[1].ip[0] * (uint64_t)nd[1].ip[1];
+    if (qo != 0 || ko != nq || vo != nq + nk || (uint64_t)gr->t[y].ne0 != nq + 2 * nk || nd[0].ip[1] % 2)
+        return -1;
+    for (int32_t j = 0; j < gr->n_nodes; j++)
+        for (int k = 0; k < 3; k++)
+            if (j != r && j != r + 1 && j != vs && lw__gm_base(g, gr->nodes[j].src[k]) == y) return -1;
+    return r;
+}
+
 lw_status lw__gm_plan_norm_mv(lw__gpu_model *g) {
     for (int32_t i = 0; i < g->graph.n_nodes; i++)
-        g->nodes[i].norm_mv = g->nodes[i].norm_src = g->nodes[i].glu_down = -1;
+        g->nodes[i].norm_mv = g->nodes[i].norm_src = g->nodes[i].glu_down = g->nodes[i].mv_rope = -1;
     for (int32_t i = 0; i < g->graph.n_nodes; i++) {
         const int32_t m = norm_mv_match(g, i);
         if (m < 0) continue;
         g->nodes[i].norm_mv = m;
         g->nodes[m].norm_src = i;
         g->nodes[m].glu_down = glu_down_match(g, m);
+        const int32_t r = g->nodes[m].glu_down < 0 ? mv_rope_match(g, m) : -1;
+        if (r >= 0) g->nodes[m].mv_rope = r, g->nodes[r].mv_rope = m;
     }
     return LW_OK;
+}
+
+int32_t lw__gm_mv_rope_writer(const lw__gpu_model *g, int32_t n) {
+    const lw__graph *gr = &g->graph;
+    for (int32_t r = n - 2; r <= n; r += 2) /* the ROPE(Q) node itself, or its folded SCALE two nodes on */
+        if (r >= 0 && gr->nodes[r].op == LW_OP_ROPE && g->nodes[r].mv_rope >= 0 && gr->nodes[n].dst >= 0 &&
+            lw__gm_rope_qkv_plain(g, r) == gr->nodes[n].dst)
+            return g->nodes[r].mv_rope;
+    return -1;
 }
 
 /* Prepares MUL_MAT node i's one-row call with its norm in the prologue (the node's last call), or gives the
@@ -533,6 +573,31 @@ static lw_status prepare_norm_mv(lw__gpu_model *g, int32_t i, int32_t piece) {
     c.v.mvn = v;
     lw_status st = lw__gpu_matvec_norm_pipeline(&g->gpu, &g->cache, &g->alloc, &v, &g->info, &c.pipe, g->err);
     if (st != LW_OK) return st;
+    if ((st = lw__gm_add_call(g, &c, b, nb, false)) != LW_OK) return st;
+    const int32_t r = g->nodes[i].mv_rope;
+    if (r < 0) return LW_OK;
+    /* then (last) the same call with rope_qkv's writes as its epilogue: y = q_out, the caches, ff */
+    const lw__node *rn = &gr->nodes[r], *kv = rn + 2 + rope_qkv_gap(gr, r);
+    const uint32_t n_layer = g->m->hp.n_layer, il = (uint32_t)kv[0].ip[0];
+    c.v.mvn.rope = true;
+    c.v.mvn.kv_f16 = g->kv_type == LW_TYPE_F16;
+    nb = yb;
+    b[nb++] = lw__gm_act(g, lw__gm_rope_qkv_plain(g, r));
+    b[nb++] = lw__gm_whole(g->kv[il]);
+    b[nb++] = lw__gm_whole(g->kv[n_layer + il]);
+    b[nb++] = lw__gm_rope_bind(g, r, lw__gm_bind_of(g, rn->src[1]));
+    b[nb++] = lw__gm_params(g);
+    char why[LW_ERRMSG_SIZE];
+    bool ok = lw__gpu_matvec_norm_check(&g->info, &c.v.mvn, why) == LW_OK;
+    for (uint32_t k = 1; ok && k < acts; k++)
+        ok = !overlaps(b[k], b[yb]); /* planning keeps them apart (plan_acts): cannot happen */
+    if (ok && (st = lw__gpu_matvec_norm_pipeline(&g->gpu, &g->cache, &g->alloc, &c.v.mvn, &g->info, &c.pipe,
+                                                 g->err)) != LW_OK)
+        return st;
+    if (!ok) {
+        g->nodes[i].mv_rope = g->nodes[r].mv_rope = -1;
+        return LW_OK;
+    }
     return lw__gm_add_call(g, &c, b, nb, false);
 }
 
@@ -796,6 +861,7 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
             }
             g->err[0] = 0; /* e.g. too few storage bindings per stage: the separate kernels */
         }
+        g->nodes[i].mv_rope = -1; /* (the Q|K|V mat-vec's epilogue call, if prepared, stays unused) */
         c.v.rope = lw__gpu_rope_default(info);
         if ((st = lw__gpu_rope_pipeline(gpu, &g->cache, &g->alloc, &c.v.rope, info, &c.pipe, g->err)) !=
             LW_OK)
@@ -990,6 +1056,7 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     if (gn->fuse == GM_FUSE_DONE) return LW_OK; /* recorded with an earlier node */
     if (gn->fuse == GM_FUSE_ROPE_QKV) {
         if (n_tokens == 1 && gn->attn_rope >= 0) return LW_OK; /* in the decode attention's prologue */
+        if (n_tokens == 1 && gn->mv_rope >= 0) return LW_OK;   /* in the Q|K|V mat-vec's epilogue */
         lw__gpu_rope_qkv_params p;
         PLAN(lw__gm_rope_qkv_step(g, i, n_tokens, pos0, &p, grid));
         lw__gm_emit(g, &calls[0], &p, sizeof p, grid);
@@ -999,12 +1066,20 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     case LW_OP_MUL_MAT: {
         const lw__tensor *w = &g->graph.t[nd->src[0]];
         const uint64_t rows_t = rows_of(g, nd->dst, n_tokens);
-        if (rows_t == 1 && gn->norm_src >= 0) { /* the norm (and the ADD before it) in the prologue */
-            const gm_call *c = &calls[gn->n_calls - 1];
-            lw__gpu_matvec_norm_params p;
+        if (rows_t == 1 && gn->norm_src >= 0) {     /* the norm (and the ADD before it) in the prologue */
+            const bool has_rope = gn->mv_rope >= 0; /* the epilogue call is the last (maybe unused) */
+            const gm_call *c = &calls[gn->n_calls - 1 - has_rope];
+            lw__gpu_matvec_norm_rope_params p;
             PLAN(lw__gpu_matvec_norm_plan(info, &c->v.mvn, (uint64_t)w->ne1, 0, 0, 0, 0, 0, 0,
-                                          g->graph.nodes[gn->norm_src].fp[0], &p, grid, g->err));
-            lw__gm_emit(g, c, &p, sizeof p, grid);
+                                          g->graph.nodes[gn->norm_src].fp[0], &p.mv, grid, g->err));
+            if (has_rope && g->nodes[gn->mv_rope].mv_rope == i) { /* rope_qkv's writes as the epilogue */
+                uint32_t unused[3];
+                PLAN(lw__gm_rope_qkv_step(g, gn->mv_rope, 1, pos0, &p.q, unused));
+                p.mv.y_offset = p.q.rope.d_offset;
+                lw__gm_emit(g, &calls[gn->n_calls - 1], &p, sizeof p, grid);
+                return LW_OK;
+            }
+            lw__gm_emit(g, c, &p.mv, sizeof p.mv, grid);
             if (gn->glu_down >= 0) /* the SwiGLU of this output, rounded for the down projection */
                 g->q8_tensor = g->graph.nodes[gn->glu_down].src[1], g->q8_kind = LW_GPU_ACTQ_Q8_0;
             return LW_OK;

@@ -329,7 +329,10 @@ static lw_status plan_acts(lw__gpu_model *g) {
             const int32_t s = lw__gm_base(g, gr->nodes[glu].src[0]);
             if (g->loc[s].colour >= 0) used |= 1u << g->loc[s].colour;
         }
-        const int32_t nm = nd->op == LW_OP_MUL_MAT ? g->nodes[n].norm_src : -1;
+        const int32_t mr = lw__gm_mv_rope_writer(g, n); /* (its Q written by that mat-vec's epilogue) */
+        const int32_t nm = nd->op == LW_OP_MUL_MAT ? g->nodes[n].norm_src
+                           : mr >= 0               ? g->nodes[mr].norm_src
+                                                   : -1;
         if (nm >= 0) { /* its one-row mat-vec reads the norm's input (the ADD's inputs before it), which may
                           die before this output is born: apart, so the output never takes their place */
             const bool add = lw__gm_add_norm_shape(g, nm - 1);
@@ -744,6 +747,8 @@ lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n
         return LW_ERR_UNSUPPORTED; /* the rotated Q went straight into the folded SCALE's output */
     if (g->nodes[node].fuse == GM_FUSE_ROPE_QKV && g->nodes[node].attn_rope >= 0 && n == 1)
         return LW_ERR_UNSUPPORTED; /* rotated inside the decode attention's prologue in one-token steps */
+    if (g->graph.nodes[node].op == LW_OP_MUL_MAT && g->nodes[node].mv_rope >= 0 && n == 1)
+        return LW_ERR_UNSUPPORTED; /* its rows went rotated into q_out and the caches in one-row steps */
     if (g->nodes[node].norm_mv >= 0 && n == 1)
         return LW_ERR_UNSUPPORTED; /* computed inside the next mat-vec's prologue in one-row steps */
     if (g->nodes[node].fuse == GM_FUSE_GLU &&

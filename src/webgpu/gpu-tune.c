@@ -22,7 +22,7 @@
 static const int32_t matvec_defaults[LW_GPU_TUNE_MV_KEYS] = {
     [LW_GPU_TUNE_MV_WG] = 128, [LW_GPU_TUNE_MV_ROWS] = 4, [LW_GPU_TUNE_MV_BLOCKS] = 1,
     [LW_GPU_TUNE_MV_F16] = 0,  [LW_GPU_TUNE_MV_SG] = 1,   [LW_GPU_TUNE_MV_NORM] = 1,
-    [LW_GPU_TUNE_MV_GLU] = 1,
+    [LW_GPU_TUNE_MV_GLU] = 1,  [LW_GPU_TUNE_MV_ROPE] = 1,
 };
 
 /* Mat-mat, every format. Measured the same way (2048 x 2048, 64 tokens, f32): 64 x 64 tiles with 8 x 8 per
@@ -69,6 +69,7 @@ static const tune_key matvec_keys[LW_GPU_TUNE_MV_KEYS] = {
     [LW_GPU_TUNE_MV_OCT] = {"oct", 0, 1, 1, false},
     [LW_GPU_TUNE_MV_NORM] = {"norm", 0, 1, 1, false},
     [LW_GPU_TUNE_MV_GLU] = {"glu", 0, 1, 1, false},
+    [LW_GPU_TUNE_MV_ROPE] = {"rope", 0, 1, 1, false},
 };
 static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = {"tm", 1, 256, 1, false},   [LW_GPU_TUNE_MM_TN] = {"tn", 1, 256, 1, false},
@@ -450,6 +451,10 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
 
 bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type) {
     return pick(t, 0, type, LW_GPU_TUNE_MV_NORM, matvec_defaults[LW_GPU_TUNE_MV_NORM]) != 0;
+}
+
+bool lw__gpu_matvec_rope_tuned(const lw__gpu_tune *t, uint32_t type) {
+    return pick(t, 0, type, LW_GPU_TUNE_MV_ROPE, matvec_defaults[LW_GPU_TUNE_MV_ROPE]) != 0;
 }
 
 bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, uint32_t type, uint64_t k) {

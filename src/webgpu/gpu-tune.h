@@ -39,6 +39,9 @@ enum {
     LW_GPU_TUNE_MV_GLU,    /* "glu": 1 = a gate|up mat-vec with its norm in the prologue also
                               rounds SwiGLU for the down projection, 0 = the quantizer does
                               (default: rows of at most 2048, lw__gpu_matvec_glu_tuned)   */
+    LW_GPU_TUNE_MV_ROPE,   /* "rope": 1 = a Q|K|V mat-vec with its norm in the prologue also
+                              does rope_qkv's writes (RoPE, KV store) as its epilogue, 0 =
+                              rope_qkv keeps its dispatch                                 */
     LW_GPU_TUNE_MV_KEYS
 };
 /* Mat-mat keys, in the order of lw__gpu_tune.matmat's second index. */
@@ -113,6 +116,8 @@ bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type);
 /* Whether such a gate|up mat-vec of type over rows of k elements also rounds SwiGLU for the down projection:
  * tune key "glu" (0 / 1), by default for k <= 2048 (the measurements in gpu-tune.c). */
 bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, uint32_t type, uint64_t k);
+/* Whether tune key "rope" (default 1) lets such a Q|K|V mat-vec of type do the RoPE and the KV store. */
+bool lw__gpu_matvec_rope_tuned(const lw__gpu_tune *t, uint32_t type);
 
 /* A mat-vec variant fitted to rows of k elements on this device (the integer kernels of Q4_0 / Q8_0 in block
  * pairs, Q4_K and Q6_K: their invocations per workgroup and rows by row length), unless t sets "wg" or

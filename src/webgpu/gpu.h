@@ -51,7 +51,7 @@ typedef enum lw_gpu_binding_kind {
     LW_GPU_BIND_UNIFORM_DYNAMIC = 3, /* var<uniform> with a dynamic offset given at dispatch time */
 } lw_gpu_binding_kind;
 
-#define LW_GPU_MAX_BINDINGS 8u /* bindings per pipeline this HAL supports */
+#define LW_GPU_MAX_BINDINGS 12u /* bindings per pipeline this HAL supports */
 
 /* ---------------------------------------------------------------------------------------------------------
  * Device description

@@ -14,14 +14,16 @@ static uint64_t wg_bytes(const lw__gpu_matvec_norm_variant *v) {
 }
 
 uint32_t lw__gpu_matvec_norm_bindings(const lw__gpu_matvec_norm_variant *v) {
-    return (v->add ? LW_GPU_MATVEC_NORM_ADD_BINDINGS : LW_GPU_MATVEC_NORM_BINDINGS) + (v->glu ? 1u : 0u);
+    return (v->add ? LW_GPU_MATVEC_NORM_ADD_BINDINGS : LW_GPU_MATVEC_NORM_BINDINGS) + (v->glu ? 1u : 0u) +
+           (v->rope ? 3u : 0u);
 }
 
 lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info, uint32_t type, uint32_t k,
                                                         bool add, bool subgroups, bool glu) {
     /* 8 row groups of 4 rows: 32 rows per workgroup, so that the prologue's re-reads of x (k floats, and b)
      * cost 1/32 of a row each; smaller where the device allows fewer invocations or less memory */
-    lw__gpu_matvec_norm_variant v = {type, k, 256, glu ? 8 : 4, add, subgroups && info->has_subgroups, glu};
+    lw__gpu_matvec_norm_variant v = {type, k,     256,  glu ? 8 : 4, add, subgroups && info->has_subgroups,
+                                     glu,  false, false};
     while (!glu && v.wg_size > 32 &&
            (v.wg_size > info->max_compute_invocations_per_workgroup ||
             v.wg_size > info->max_compute_workgroup_size_x ||
@@ -49,6 +51,8 @@ lw_status lw__gpu_matvec_norm_check(const lw_gpu_info *info, const lw__gpu_matve
     if (v->rows < 1 || v->rows > 8 || (v->glu && (v->rows != 8 || v->wg_size != 256)))
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: %u rows per row group of %u%s", v->rows,
                           v->wg_size, v->glu ? " (the GLU needs 256 x 8)" : "");
+    if (v->rope && (v->glu || v->rows % 2))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: the RoPE epilogue needs row pairs, no GLU");
     if (info->max_storage_buffers_per_shader_stage &&
         lw__gpu_matvec_norm_bindings(v) - 1 > info->max_storage_buffers_per_shader_stage)
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec-norm: %u storage bindings exceed the device's",
@@ -69,17 +73,18 @@ lw_status lw__gpu_matvec_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
     char label[LW_GPU_CACHE_KEY], nk[16], wg[8], rows[8];
-    snprintf(label, sizeof label, "matvec-q8-norm %s%s k%u wg%u r%u%s%s", ti ? ti->name : "?",
-             v->subgroups ? " sg" : "", v->k, v->wg_size, v->rows, v->add ? " add" : "",
-             v->glu ? " glu" : "");
+    snprintf(label, sizeof label, "matvec-q8-norm %s%s k%u wg%u r%u%s%s%s", ti ? ti->name : "?",
+             v->subgroups ? " sg" : "", v->k, v->wg_size, v->rows, v->add ? " add" : "", v->glu ? " glu" : "",
+             v->rope ? (v->kv_f16 ? " rope f16" : " rope") : "");
     snprintf(nk, sizeof nk, "%u", v->k);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     snprintf(rows, sizeof rows, "%u", v->rows);
-    /* weights, a, (b, h,) norm weight, y, (qo,) params: the weights and the norm weight read-only */
+    /* weights, a, (b, h,) norm weight, y, (qo,) (kc, vc, ff,) params: weights, norm weight, ff read-only */
     lw_gpu_binding_kind kinds[LW_GPU_MAX_BINDINGS];
     const uint32_t n = lw__gpu_matvec_norm_bindings(v);
     for (uint32_t i = 0; i < n; i++) kinds[i] = LW_GPU_BIND_STORAGE;
     kinds[0] = kinds[v->add ? 4 : 2] = LW_GPU_BIND_STORAGE_READ;
+    if (v->rope) kinds[n - 2] = LW_GPU_BIND_STORAGE_READ;
     kinds[n - 1] = LW_GPU_BIND_UNIFORM;
     lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define},
                               {"NK", nk},
@@ -87,6 +92,8 @@ lw_status lw__gpu_matvec_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache
                               {"ROWS", rows},
                               {"ADD", v->add ? "1" : "0"},
                               {"GLU_OUT", v->glu ? "1" : "0"},
+                              {"ROPE_OUT", v->rope ? "1" : "0"},
+                              {"KV_F16", v->kv_f16 ? "1" : "0"},
                               {"SUBGROUPS", v->subgroups ? "1" : "0"}};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec-q8-norm.wgsl", defs,
                                   sizeof defs / sizeof defs[0], kinds, n, out, err);

@@ -332,6 +332,15 @@ typedef struct lw__gpu_rope_qkv_params {
 } lw__gpu_rope_qkv_params;
 _Static_assert(sizeof(lw__gpu_rope_qkv_params) == 128, "rope qkv params block");
 
+/* The uniform block of the mat-vec with the norm in its prologue and rope_qkv's writes as its epilogue
+ * (matvec-q8-norm.wgsl ROPE_OUT; lw__gpu_matvec_norm_variant.rope): the mat-vec's block, then the
+ * rope_qkv call's of the same one-token step (its q_out is the mat-vec's y). */
+typedef struct lw__gpu_matvec_norm_rope_params {
+    lw__gpu_matvec_norm_params mv; /* the mat-vec's (y_offset = q.rope.d_offset) */
+    lw__gpu_rope_qkv_params q;     /* the RoPE and the caches' cells            */
+} lw__gpu_matvec_norm_rope_params;
+_Static_assert(sizeof(lw__gpu_matvec_norm_rope_params) == 176, "matvec-norm rope params block");
+
 lw__gpu_rope_qkv_variant lw__gpu_rope_qkv_default(const lw_gpu_info *info, uint32_t kv_type);
 #define LW_GPU_ROPE_QKV_BINDINGS      8u /* separate q, k, v */
 #define LW_GPU_ROPE_QKV_ONE_BINDINGS  6u /* qkv_one          */

@@ -217,6 +217,11 @@ typedef struct lw__gpu_matvec_norm_variant {
     bool glu;         /* rows [gate | up] of F each: silu(gate) * up rounded to Q8_0 into
                          binding qo (actq-quant.wgsl's layout, k = F); needs wg_size 256,
                          rows 8, F a multiple of 32                                      */
+    bool rope;        /* rows [q | k | v]: rope-qkv.wgsl's one-token writes instead of y
+                         (Q rotated into y, K rotated and V into the caches; NORMAL pairs,
+                         even rows): bindings K cache, V cache, ff after y; params
+                         lw__gpu_matvec_norm_rope_params (kernels-ops.h)                   */
+    bool kv_f16;      /* rope: the caches hold f16 pairs (else f32)                        */
 } lw__gpu_matvec_norm_variant;
 
 /* Its uniform parameter block (NormMatvecParams in the shader; 48 bytes). */
@@ -235,7 +240,7 @@ typedef struct lw__gpu_matvec_norm_params {
 } lw__gpu_matvec_norm_params;
 _Static_assert(sizeof(lw__gpu_matvec_norm_params) == 48, "matvec-norm params block");
 
-/* Bindings: weights, a, (add: b, h,) norm weight, y, (glu: qo,) params. */
+/* Bindings: weights, a, (add: b, h,) norm weight, y, (glu: qo,) (rope: K cache, V cache, ff,) params. */
 #define LW_GPU_MATVEC_NORM_BINDINGS     5u
 #define LW_GPU_MATVEC_NORM_ADD_BINDINGS 7u
 

@@ -227,13 +227,41 @@ for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', 
   test(`greedy agreement WebGPU vs CPU, norms in the mat-vecs' prologue: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
     const file = synth(preset, type, extra);
     const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
-    const tune = (norm) => ({ exact: false, kvF32: true, tune: { matvec: { '*': { idot: 1, exact: 0, norm, glu: 1 } } } });
+    const tune = (norm) => ({ exact: false, kvF32: true, tune: { matvec: { '*': { idot: 1, exact: 0, norm, glu: 1, rope: 0 } } } });
     const r = await agreement(file, prompt, 24, tune(1)), off = await agreement(file, prompt, 2, tune(0));
     console.log(`# ${label}, norms in the prologue: ${(100 * r.rate).toFixed(1)} % of 24 greedy tokens agree, ` +
       `logits within ${(100 * r.worst).toFixed(4)} % of their range; ${r.info.stepDispatches} dispatches per token (${off.info.stepDispatches} with the norms' own)`);
     assert.equal(r.info.stepDispatches, off.info.stepDispatches - 3 * r.info.n_layer, 'three dispatches fewer per block');
     assert.ok(r.worst < 0.02, `logits differ by ${r.worst} of their range`);
     assert.ok(r.rate >= 0.95, `agreement ${r.rate}`);
+  });
+}
+
+// The attention block's RoPE and KV store as the epilogue of the Q|K|V mat-vec with its norm in the prologue
+// (matvec-q8-norm.wgsl ROPE_OUT, tune key matvec "rope"; NORMAL RoPE pairs): the lane holding a pair's two
+// sums rotates them and writes Q, the K and V cache cells as rope_qkv would, so the same values (the same f32
+// sums and RoPE products: the same greedy tokens and logits as with rope_qkv's dispatch) and one dispatch
+// fewer per block. f16 and f32 caches; the one-block 1B has no residual add before its Q|K|V norm, the
+// two-block tiny one has (then 9 storage bindings: devices allowing fewer keep rope_qkv, said below).
+for (const [preset, type, kvF32] of [['llama-3.2-1b', 'q4_0', false], ['tiny', 'q8_0', true], ['tiny', 'q4_0', false]]) {
+  const extra = preset === 'llama-3.2-1b' ? ['--layers', '1', '--vocab-size', '512'] : [];
+  const label = `${preset} ${type}${extra.length ? ', one block' : ''}, ${kvF32 ? 'f32' : 'f16'} cache`;
+  test(`greedy agreement WebGPU vs CPU, RoPE and KV store in the Q|K|V mat-vec: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
+    const file = synth(preset, type, extra);
+    const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
+    const tune = (rope) => ({ exact: false, kvF32, tune: { matvec: { '*': { idot: 1, exact: 0, rope } } } });
+    const n = 24;
+    const r = await agreement(file, prompt, n, tune(1)), off = await agreement(file, prompt, n, tune(0));
+    const limit = JSON.parse((() => { const p = M._malloc(4096); try { M._lw_wasm_gpu_info_json(p, 4096); return M.UTF8ToString(p); } finally { M._free(p); } })());
+    const fewer = (off.info.stepDispatches - r.info.stepDispatches) / r.info.n_layer;
+    console.log(`# ${label}, RoPE in the Q|K|V mat-vec: ${(100 * r.rate).toFixed(1)} % of ${n} greedy tokens agree ` +
+      `(${(100 * off.rate).toFixed(1)} % without), logits within ${(100 * r.worst).toFixed(6)} % of their range ` +
+      `(${(100 * off.worst).toFixed(6)} %); ${r.info.stepDispatches} dispatches per token (${off.info.stepDispatches} without); ` +
+      `device storage bindings ${JSON.stringify(limit.maxStorageBuffersPerShaderStage)}`);
+    assert.ok(fewer > 0, 'dispatches fewer');
+    if (!extra.length && limit.maxStorageBuffersPerShaderStage >= 9) assert.equal(fewer, 1, 'one dispatch fewer per block');
+    assert.equal(r.rate, off.rate, 'the same greedy tokens');
+    assert.ok(Math.abs(r.worst - off.worst) < 1e-6, `the same logits (${r.worst} vs ${off.worst} of their range)`);
   });
 }
 
@@ -250,7 +278,7 @@ for (const [preset, type, q8] of [['llama-3.2-1b', 'q4_0', true], ['tiny', 'q8_0
   test(`greedy agreement WebGPU vs CPU, RoPE and KV store in the decode attention: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
     const file = synth(preset, type, extra);
     const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
-    const tune = (rope) => ({ exact: false, tune: { matvec: { '*': { idot: 1, exact: 0 } }, attn: { '*': { rope } } } });
+    const tune = (rope) => ({ exact: false, tune: { matvec: { '*': { idot: 1, exact: 0, rope: 0 } }, attn: { '*': { rope } } } });
     const n = q8 ? 24 : 60; /* the one-block 1B (slow on SwiftShader) stays within one split */
     const r = await agreement(file, prompt, n, tune(1)), off = await agreement(file, prompt, n, tune(0));
     const short = await agreement(file, prompt, 2, tune(1)), shortOff = await agreement(file, prompt, 2, tune(0));

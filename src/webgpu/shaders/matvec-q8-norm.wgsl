@@ -16,10 +16,18 @@
 // elements (ops-common.wgsl swiglu4, as the SWIGLU op) and rounds them as one Q8_0 block into qo in
 // actq-quant.wgsl's layout for k = F: the down projection's input, without a GLU or quantizer dispatch (on the
 // H200 each cost ~7 us of an 8B step, 32 per token). Needs WG_SIZE 256 and ROWS 8.
+// ROPE_OUT=1 (the attention block's fused Q|K|V projection, rows [q | k | v] of n_head, n_head_kv, n_head_kv
+// heads of head_dim; NORMAL RoPE pairs, ROWS even): the sums are not written as y but as rope-qkv.wgsl would
+// write them in its one-token step: Q rotated (times q_scale) into y at y_offset (q_out), K rotated into the
+// K cache and V copied into the V cache at the token's cell, f16 (KV_F16=1, rounded to nearest even, a pair
+// of rows per word) or f32. A pair (2i, 2i + 1) is two rows of one row group, so the lane holding both sums
+// writes them: the rope_qkv dispatch goes (on the H200 ~10 us of a decode step per layer), and its values
+// are the same bits (the same f32 sums, the same RoPE products: rope-common.wgsl).
 // Defines: WEIGHT_TYPE (Q4_0 / Q8_0), NK (elements per row, a multiple of 64), WG_SIZE (a power of two, 32 to
-// 256), ROWS (1..8), ADD (0/1), GLU_OUT (0/1), SUBGROUPS.
+// 256), ROWS (1..8), ADD (0/1), GLU_OUT (0/1), ROPE_OUT (0/1), KV_F16 (0/1), SUBGROUPS.
 // Bindings: 0 weights (read), 1 a (read_write, vec4s), ADD: 2 b, 3 h (read_write, vec4s); then the norm weight
-// (read, vec4s), y (read_write), GLU_OUT: qo (read_write, words), params (uniform). a, b and h are read_write
+// (read, vec4s), y (read_write), GLU_OUT: qo (read_write, words), ROPE_OUT: K cache, V cache (read_write),
+// frequency factors or the host's RoPE table (read), then params (uniform). a, b and h are read_write
 // because they may share a buffer.
 // Dispatch: (groups_x, ceil(groups / groups_x), 1) workgroups with groups = ceil(rows / (WG_SIZE / 32 * ROWS)).
 #include "common.wgsl"
@@ -54,6 +62,15 @@
 #ifndef GLU_OUT
 #define GLU_OUT 0
 #endif
+#ifndef ROPE_OUT
+#define ROPE_OUT 0
+#endif
+#ifndef KV_F16
+#define KV_F16 0
+#endif
+#if ROPE_OUT && (GLU_OUT || ROWS % 2 != 0)
+#error matvec-q8-norm.wgsl: ROPE_OUT needs an even ROWS and no GLU_OUT
+#endif
 #if GLU_OUT && (WG_SIZE != 256 || ROWS != 8)
 #error matvec-q8-norm.wgsl: GLU_OUT needs 8 row groups of 8 rows (32 gate and 32 up rows a workgroup)
 #endif
@@ -73,6 +90,41 @@ struct NormMatvecParams {
     eps: f32,        // added to the mean square
     pad0: u32,
     pad1: u32,
+#if ROPE_OUT
+    // rope-qkv.wgsl's QkvParams of the one-token step (its rows and groups_x renamed; q_out is y)
+    n_head: u32,      // Q heads
+    head_dim: u32,    // elements per head (even)
+    n_rot: u32,       // rotated elements per head (even, <= head_dim)
+    neox: u32,        // 0 (NORMAL pairs; the plan refuses NEOX)
+    q_rows: u32,      // 1
+    pos0: u32,        // the token's position
+    x_offset: u32,    // (rope_qkv's q; unused)
+    x_stride: u32,
+    d_offset: u32,    // (= y_offset)
+    d_stride: u32,
+    ff_offset: u32,   // first frequency factor (or the table's first entry)
+    has_ff: u32,      // 1: divide each pair's angle by ff[p]; 2: ff is the host's sin/cos table
+    theta_scale: f32, // freq_base^(-2 / n_rot) (host powf, as the CPU)
+    freq_scale: f32,  // ggml's freq_scale
+    ext_factor: f32,  // YaRN mix (0: off)
+    mscale: f32,      // sin/cos magnitude
+    corr0: f32,       // YaRN correction dims
+    corr1: f32,
+    q_groups: u32,    // (unused)
+    n_head_kv: u32,   // K and V heads
+    k_offset: u32,    // (unused: k and v are this call's rows)
+    k_stride: u32,
+    kc_offset: u32,   // element of the token's cell in the K cache (even for f16)
+    kc_stride: u32,
+    v_offset: u32,
+    v_stride: u32,
+    vc_offset: u32,   // element of the token's cell in the V cache (even for f16)
+    vc_stride: u32,
+    q_scale: f32,     // factor of the rotated Q (1: plain ROPE; a folded SCALE's factor)
+    qk_eps: f32,
+    pad2: u32,
+    pad3: u32,
+#endif
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
@@ -90,6 +142,16 @@ struct NormMatvecParams {
 #if GLU_OUT
 @group(0) @binding(B_NW + 2) var<storage, read_write> qo: array<u32>;
 @group(0) @binding(B_NW + 3) var<uniform> params: NormMatvecParams;
+#elif ROPE_OUT
+#if KV_F16
+alias CacheWord = u32;
+#else
+alias CacheWord = f32;
+#endif
+@group(0) @binding(B_NW + 2) var<storage, read_write> kc: array<CacheWord>;
+@group(0) @binding(B_NW + 3) var<storage, read_write> vc: array<CacheWord>;
+@group(0) @binding(B_NW + 4) var<storage, read> ff: array<f32>;
+@group(0) @binding(B_NW + 5) var<uniform> params: NormMatvecParams;
 #else
 @group(0) @binding(B_NW + 2) var<uniform> params: NormMatvecParams;
 #endif
@@ -131,6 +193,50 @@ fn row_of(row0: u32, r: u32) -> u32 {
     return min(row0 + r, params.rows - 1u);
 #endif
 }
+
+#if ROPE_OUT
+fn rope_src(which: u32, i: u32) -> f32 { // (rope_elem's input, not called here)
+    return f32(which + i) * 0.0;
+}
+#include "rope-common.wgsl"
+
+// Rows (row, row + 1) of the Q|K|V projection with sums s0, s1 (row even): rope-qkv.wgsl's one-token writes.
+fn rope_store(row: u32, s0: f32, s1: f32) {
+    let nq = params.n_head * params.head_dim;
+    let nk = params.n_head_kv * params.head_dim;
+    let is_v = row >= nq + nk;
+    let e = select(row - nq, row, row < nq) % params.head_dim; // even: the pair's first element
+    var v0 = s0;
+    var v1 = s1;
+    if (!is_v && e < params.n_rot) {
+        let cs = rope_cs(params.pos0, e / 2u);
+        v0 = rope_rot0(s0, s1, cs);
+        v1 = rope_rot1(s0, s1, cs);
+    }
+    if (row < nq) {
+        y[params.y_offset + row] = v0 * params.q_scale;
+        y[params.y_offset + row + 1u] = v1 * params.q_scale;
+        return;
+    }
+    let c = select(params.kc_offset + row - nq, params.vc_offset + row - nq - nk, is_v);
+#if KV_F16
+    let word = f16_bits_rne(v0) | (f16_bits_rne(v1) << 16u);
+    if (is_v) {
+        vc[c / 2u] = word;
+    } else {
+        kc[c / 2u] = word;
+    }
+#else
+    if (is_v) {
+        vc[c] = v0;
+        vc[c + 1u] = v1;
+    } else {
+        kc[c] = v0;
+        kc[c + 1u] = v1;
+    }
+#endif
+}
+#endif
 
 #if GLU_OUT
 // The workgroup's 32 elements of silu(gate) * up rounded as one Q8_0 block into qo (actq-quant.wgsl's layout
@@ -307,6 +413,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // 4. each row's 32 partial sums
 #if SUBGROUPS
     if (workgroupUniformLoad(&lay_far_u) == 0u) {
+#if ROPE_OUT
+        var sv: array<f32, ROWS>;
+        for (var r = 0u; r < ROWS; r++) {
+            sv[r] = subgroupAdd(accr[r]);
+        }
+        if (kl == 0u) {
+            for (var r = 0u; r < ROWS; r += 2u) {
+                if (row0 + r < params.rows) {
+                    rope_store(row0 + r, sv[r], sv[r + 1u]);
+                }
+            }
+        }
+#else
         for (var r = 0u; r < ROWS; r++) {
             let s = subgroupAdd(accr[r]);
 #if GLU_OUT
@@ -324,6 +443,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         workgroupBarrier();
         glu_out(item, lid);
 #endif
+#endif
         return;
     }
 #endif
@@ -331,6 +451,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         red[((lid / LANES) * ROWS + r) * LANES + kl] = accr[r];
     }
     workgroupBarrier();
+#if ROPE_OUT
+    for (var o = lid; o < NG * ROWS / 2u; o += WG_SIZE) { // row pairs
+        var s0 = 0.0f;
+        var s1 = 0.0f;
+        for (var l = 0u; l < LANES; l++) {
+            s0 += red[2u * o * LANES + l];
+            s1 += red[(2u * o + 1u) * LANES + l];
+        }
+        if (row_base + 2u * o < params.rows) {
+            rope_store(row_base + 2u * o, s0, s1);
+        }
+    }
+#else
     for (var o = lid; o < NG * ROWS; o += WG_SIZE) {
         var s = 0.0f;
         for (var l = 0u; l < LANES; l++) {
@@ -348,5 +481,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #if GLU_OUT
     workgroupBarrier();
     glu_out(item, lid);
+#endif
 #endif
 }

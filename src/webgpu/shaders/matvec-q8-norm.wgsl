@@ -200,18 +200,29 @@ fn rope_src(which: u32, i: u32) -> f32 { // (rope_elem's input, not called here)
 }
 #include "rope-common.wgsl"
 
-// Rows (row, row + 1) of the Q|K|V projection with sums s0, s1 (row even): rope-qkv.wgsl's one-token writes.
-fn rope_store(row: u32, s0: f32, s1: f32) {
+// Whether rows (row, row + 1) of the Q|K|V projection (row even) are a rotated pair, and its (cos, sin):
+// computed before the weights' loop, so that its serial angle products (and the frequency factor's load)
+// overlap the weights' trips to memory instead of lengthening every workgroup's end.
+fn rope_pair(row: u32) -> vec3<f32> {
+    let nq = params.n_head * params.head_dim;
+    let nk = params.n_head_kv * params.head_dim;
+    let e = select(row - nq, row, row < nq) % params.head_dim; // even: the pair's first element
+    if (row >= params.rows || row >= nq + nk || e >= params.n_rot) {
+        return vec3<f32>(0.0);
+    }
+    return vec3<f32>(rope_cs(params.pos0, e / 2u), 1.0);
+}
+
+// Rows (row, row + 1) with sums s0, s1 and rope_pair(row) = pc: rope-qkv.wgsl's one-token writes.
+fn rope_store(row: u32, s0: f32, s1: f32, pc: vec3<f32>) {
     let nq = params.n_head * params.head_dim;
     let nk = params.n_head_kv * params.head_dim;
     let is_v = row >= nq + nk;
-    let e = select(row - nq, row, row < nq) % params.head_dim; // even: the pair's first element
     var v0 = s0;
     var v1 = s1;
-    if (!is_v && e < params.n_rot) {
-        let cs = rope_cs(params.pos0, e / 2u);
-        v0 = rope_rot0(s0, s1, cs);
-        v1 = rope_rot1(s0, s1, cs);
+    if (pc.z != 0.0f) {
+        v0 = rope_rot0(s0, s1, pc.xy);
+        v1 = rope_rot1(s0, s1, pc.xy);
     }
     if (row < nq) {
         y[params.y_offset + row] = v0 * params.q_scale;
@@ -316,6 +327,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
     }
 
+#if ROPE_OUT
+    // the RoPE of the pair this lane writes at the end (lane l < ROWS / 2 of a row group: rows 2 l, 2 l + 1)
+    var rpc = vec3<f32>(0.0);
+    if (kl < ROWS / 2u) {
+        rpc = rope_pair(row0 + 2u * kl);
+    }
+#endif
+
     // 1. h = a (+ b), this invocation's chunks kept in registers, and their sum of squares
     var v: array<vec4<f32>, 2u * IT>;
     var acc = 0.0f;
@@ -418,12 +437,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         for (var r = 0u; r < ROWS; r++) {
             sv[r] = subgroupAdd(accr[r]);
         }
-        if (kl == 0u) {
-            for (var r = 0u; r < ROWS; r += 2u) {
-                if (row0 + r < params.rows) {
-                    rope_store(row0 + r, sv[r], sv[r + 1u]);
-                }
-            }
+        if (kl < ROWS / 2u && row0 + 2u * kl < params.rows) {
+            rope_store(row0 + 2u * kl, sv[2u * kl], sv[2u * kl + 1u], rpc);
         }
 #else
         for (var r = 0u; r < ROWS; r++) {
@@ -460,7 +475,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             s1 += red[(2u * o + 1u) * LANES + l];
         }
         if (row_base + 2u * o < params.rows) {
-            rope_store(row_base + 2u * o, s0, s1);
+            rope_store(row_base + 2u * o, s0, s1, rope_pair(row_base + 2u * o));
         }
     }
 #else

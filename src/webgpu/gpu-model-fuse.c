@@ -46,13 +46,10 @@ static bool reads_views(const lw__node *r, int k) {
     case LW_OP_KV_STORE:
     case LW_OP_SCALE:
     case LW_OP_SOFTCAP:
-    case LW_OP_ADD:
-        return k == 0;
+    case LW_OP_ADD: return k == 0;
     case LW_OP_SWIGLU:
-    case LW_OP_GEGLU:
-        return k <= 1;
-    default:
-        return false;
+    case LW_OP_GEGLU: return k <= 1;
+    default: return false;
     }
 }
 
@@ -89,16 +86,16 @@ static bool match_group(const lw__gpu_model *g, int32_t i, gm_fusion *f) {
         if (b->dst < 0 || b->src[0] < 0) return false;
         const lw__tensor *w = &gr->t[b->src[0]], *o = &gr->t[b->dst];
         const uint64_t wb = (uint64_t)w->ne1 * w->row_bytes;
-        if (w->kind != LW_T_WEIGHT || w->type != w0->type || w->ne0 != w0->ne0 ||
-            w->row_bytes != w0->row_bytes || wb % 4 || shared_weight(gr, b->src[0]) || o->kind != LW_T_ACT ||
-            o->rows != gr->t[a->dst].rows || o->ne0 != w->ne1 || g->loc[b->dst].base >= 0)
+        if (w->kind != LW_T_WEIGHT || w->type != w0->type || w->ne0 != w0->ne0 || w->row_bytes != w0->row_bytes ||
+            wb % 4 || shared_weight(gr, b->src[0]) || o->kind != LW_T_ACT || o->rows != gr->t[a->dst].rows ||
+            o->ne0 != w->ne1 || g->loc[b->dst].base >= 0)
             return false;
         for (int32_t q = 0; q < k; q++)
             if (f->w[q] == f->w[k]) return false;
         bytes += wb;
     }
     if (bytes > lw__gm_bind_max(&g->info)) return false; /* would need pieces: keep the separate ones */
-    for (int32_t r = 0; r < gr->n_nodes; r++)            /* every reader of a part can address a view */
+    for (int32_t r = 0; r < gr->n_nodes; r++) /* every reader of a part can address a view */
         for (int kk = 0; kk < 3; kk++)
             for (int32_t k = 0; k < f->n_parts; k++)
                 if (gr->nodes[r].src[kk] == f->out[k] && !reads_views(&gr->nodes[r], kk)) return false;
@@ -122,10 +119,9 @@ static bool match_bias(const lw__gpu_model *g, const gm_fusion *p, gm_fusion *f)
         if (add < 0 || (k && add < f->node[0])) return false;
         const lw__node *b = &gr->nodes[add];
         const int32_t w = b->src[1];
-        if (w < 0 || b->dst < 0 || gr->t[w].kind != LW_T_WEIGHT || gr->t[w].type != LW_TYPE_F32 ||
-            gr->t[w].ne1 != 1 || gr->t[w].ne0 != gr->t[p->out[k]].ne0 || shared_weight(gr, w) ||
-            gr->t[b->dst].kind != LW_T_ACT || gr->t[b->dst].rows != gr->t[p->act].rows ||
-            gr->t[b->dst].ne0 != gr->t[w].ne0 || g->loc[b->dst].base >= 0 ||
+        if (w < 0 || b->dst < 0 || gr->t[w].kind != LW_T_WEIGHT || gr->t[w].type != LW_TYPE_F32 || gr->t[w].ne1 != 1 ||
+            gr->t[w].ne0 != gr->t[p->out[k]].ne0 || shared_weight(gr, w) || gr->t[b->dst].kind != LW_T_ACT ||
+            gr->t[b->dst].rows != gr->t[p->act].rows || gr->t[b->dst].ne0 != gr->t[w].ne0 || g->loc[b->dst].base >= 0 ||
             g->nodes[add].fuse != GM_FUSE_NONE)
             return false;
         f->node[k] = add;
@@ -160,13 +156,12 @@ int32_t lw__gm_glu_match(const lw__gpu_model *g, int32_t d) {
     if (s < 0 || s > d) return -1;
     const lw__node *glu = &gr->nodes[s];
     const int32_t gate = glu->src[0], up = glu->src[1];
-    if ((glu->op != LW_OP_SWIGLU && glu->op != LW_OP_GEGLU) || gate < 0 || up < 0 ||
-        gr->t[gate].kind != LW_T_ACT || gr->t[up].kind != LW_T_ACT || lw__gm_base(g, gate) == gate ||
-        lw__gm_base(g, up) != lw__gm_base(g, gate) || gr->t[x].rows != gr->t[nd->dst].rows)
+    if ((glu->op != LW_OP_SWIGLU && glu->op != LW_OP_GEGLU) || gate < 0 || up < 0 || gr->t[gate].kind != LW_T_ACT ||
+        gr->t[up].kind != LW_T_ACT || lw__gm_base(g, gate) == gate || lw__gm_base(g, up) != lw__gm_base(g, gate) ||
+        gr->t[x].rows != gr->t[nd->dst].rows)
         return -1;
     const uint32_t k = (uint32_t)gr->t[x].ne0, go = g->loc[gate].part, uo = g->loc[up].part;
-    if (gr->t[gate].ne0 != (int64_t)k || gr->t[up].ne0 != (int64_t)k || go % 4 || uo % 4 || uo < go + k)
-        return -1;
+    if (gr->t[gate].ne0 != (int64_t)k || gr->t[up].ne0 != (int64_t)k || go % 4 || uo % 4 || uo < go + k) return -1;
     return s;
 }
 
@@ -191,17 +186,13 @@ lw_status lw__gm_plan_fusions(lw__gpu_model *g) {
             const lw__tensor *w0 = &gr->t[f.w[0]], *o0 = &gr->t[f.out[0]];
             int64_t rows = 0, ne0 = 0; /* joined weight: rows of the parts (projection); elements (biases) */
             for (int32_t k = 0; k < f.n_parts; k++) rows += gr->t[f.w[k]].ne1, ne0 += gr->t[f.w[k]].ne0;
-            const char *name = bias             ? "Qcur_b|Kcur_b|Vcur_b"
-                               : f.n_parts == 3 ? "Qcur|Kcur|Vcur"
-                                                : "ffn_gate|ffn_up";
+            const char *name = bias ? "Qcur_b|Kcur_b|Vcur_b" : f.n_parts == 3 ? "Qcur|Kcur|Vcur" : "ffn_gate|ffn_up";
             const int32_t saved = gr->cur_layer;
             gr->cur_layer = o0->layer;
-            f.wt = bias ? lw__graph_weight(gr, name, LW_TYPE_F32, ne0, 1, NULL)
-                        : lw__graph_weight(gr, name, w0->type, w0->ne0, rows, NULL);
+            f.wt = bias ? lw__graph_weight(gr, name, LW_TYPE_F32, ne0, 1, NULL) : lw__graph_weight(gr, name, w0->type, w0->ne0, rows, NULL);
             f.act = lw__graph_act(gr, name, bias ? ne0 : rows, (lw__rows)o0->rows);
             gr->cur_layer = saved;
-            if (f.wt < 0 || f.act < 0)
-                return lw__errorf(g->err, gr->status, "adding a fused projection failed");
+            if (f.wt < 0 || f.act < 0) return lw__errorf(g->err, gr->status, "adding a fused projection failed");
             gr->t[f.wt].offset = UINT64_MAX; /* no bytes in the file: never taken for another weight */
             g->loc[f.wt].joined = true;
             uint32_t part = 0;

@@ -547,9 +547,8 @@ static lw_status prepare_norm_mv(lw__gpu_model *g, int32_t i, int32_t piece) {
     memset(&c, 0, sizeof c);
     c.aux = piece;
     const bool glu = g->nodes[i].glu_down >= 0;
-    lw__gpu_matvec_norm_variant v =
+    const lw__gpu_matvec_norm_variant v =
         lw__gpu_matvec_norm_default(&g->info, w->type, (uint32_t)w->ne0, add, g->subgroups, glu);
-    v.groups = lw__gpu_matvec_loop_tuned(g->p.tune, &g->info, w->type);
     lw_gpu_bind b[LW_GPU_MAX_BINDINGS];
     uint32_t nb = 0;
     b[nb++] = lw__gm_piece(g, piece);

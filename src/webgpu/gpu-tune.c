@@ -70,7 +70,6 @@ static const tune_key matvec_keys[LW_GPU_TUNE_MV_KEYS] = {
     [LW_GPU_TUNE_MV_NORM] = {"norm", 0, 1, 1, false},
     [LW_GPU_TUNE_MV_GLU] = {"glu", 0, 1, 1, false},
     [LW_GPU_TUNE_MV_ROPE] = {"rope", 0, 1, 1, false},
-    [LW_GPU_TUNE_MV_LOOP] = {"loop", 0, 65535, 1, false},
 };
 static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = {"tm", 1, 256, 1, false},   [LW_GPU_TUNE_MM_TN] = {"tn", 1, 256, 1, false},
@@ -452,11 +451,6 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
 
 bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type) {
     return pick(t, 0, type, LW_GPU_TUNE_MV_NORM, matvec_defaults[LW_GPU_TUNE_MV_NORM]) != 0;
-}
-
-uint32_t lw__gpu_matvec_loop_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type) {
-    (void)info;
-    return (uint32_t)pick(t, 0, type, LW_GPU_TUNE_MV_LOOP, 0);
 }
 
 bool lw__gpu_matvec_rope_tuned(const lw__gpu_tune *t, uint32_t type) {

@@ -42,9 +42,6 @@ enum {
     LW_GPU_TUNE_MV_ROPE,   /* "rope": 1 = a Q|K|V mat-vec with its norm in the prologue also
                               does rope_qkv's writes (RoPE, KV store) as its epilogue, 0 =
                               rope_qkv keeps its dispatch                                 */
-    LW_GPU_TUNE_MV_LOOP,   /* "loop": a mat-vec with its norm in the prologue takes at most
-                              this many workgroups, each looping over row blocks after one
-                              prologue (0: a workgroup per block; lw__gpu_matvec_loop_tuned) */
     LW_GPU_TUNE_MV_KEYS
 };
 /* Mat-mat keys, in the order of lw__gpu_tune.matmat's second index. */
@@ -119,8 +116,6 @@ bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type);
 /* Whether such a gate|up mat-vec of type over rows of k elements also rounds SwiGLU for the down projection:
  * tune key "glu" (0 / 1), by default for k <= 2048 (the measurements in gpu-tune.c). */
 bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, uint32_t type, uint64_t k);
-/* Tune key "loop" for type on this device: the norm mat-vec's most workgroups (0: one per row block). */
-uint32_t lw__gpu_matvec_loop_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type);
 /* Whether tune key "rope" (default 1) lets such a Q|K|V mat-vec of type do the RoPE and the KV store. */
 bool lw__gpu_matvec_rope_tuned(const lw__gpu_tune *t, uint32_t type);
 

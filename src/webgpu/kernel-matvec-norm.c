@@ -13,10 +13,6 @@ static uint64_t wg_bytes(const lw__gpu_matvec_norm_variant *v) {
            (uint64_t)v->wg_size * v->rows * 4 + 8 + (v->glu ? 64 * 4 + 8 : 0);
 }
 
-bool lw__gpu_matvec_norm_loops(const lw__gpu_matvec_norm_variant *v) {
-    return v->groups && !v->glu && !v->rope;
-}
-
 uint32_t lw__gpu_matvec_norm_bindings(const lw__gpu_matvec_norm_variant *v) {
     return (v->add ? LW_GPU_MATVEC_NORM_ADD_BINDINGS : LW_GPU_MATVEC_NORM_BINDINGS) + (v->glu ? 1u : 0u) +
            (v->rope ? 3u : 0u);
@@ -26,8 +22,8 @@ lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info,
                                                         bool add, bool subgroups, bool glu) {
     /* 8 row groups of 4 rows: 32 rows per workgroup, so that the prologue's re-reads of x (k floats, and b)
      * cost 1/32 of a row each; smaller where the device allows fewer invocations or less memory */
-    lw__gpu_matvec_norm_variant v = {
-        type, k, 256, glu ? 8 : 4, add, subgroups && info->has_subgroups, glu, false, false, 0};
+    lw__gpu_matvec_norm_variant v = {type, k,     256,  glu ? 8 : 4, add, subgroups && info->has_subgroups,
+                                     glu,  false, false};
     while (!glu && v.wg_size > 32 &&
            (v.wg_size > info->max_compute_invocations_per_workgroup ||
             v.wg_size > info->max_compute_workgroup_size_x ||
@@ -77,9 +73,9 @@ lw_status lw__gpu_matvec_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
     char label[LW_GPU_CACHE_KEY], nk[16], wg[8], rows[8];
-    snprintf(label, sizeof label, "matvec-q8-norm %s%s k%u wg%u r%u%s%s%s%s", ti ? ti->name : "?",
+    snprintf(label, sizeof label, "matvec-q8-norm %s%s k%u wg%u r%u%s%s%s", ti ? ti->name : "?",
              v->subgroups ? " sg" : "", v->k, v->wg_size, v->rows, v->add ? " add" : "", v->glu ? " glu" : "",
-             v->rope ? (v->kv_f16 ? " rope f16" : " rope") : "", lw__gpu_matvec_norm_loops(v) ? " loop" : "");
+             v->rope ? (v->kv_f16 ? " rope f16" : " rope") : "");
     snprintf(nk, sizeof nk, "%u", v->k);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     snprintf(rows, sizeof rows, "%u", v->rows);
@@ -98,7 +94,6 @@ lw_status lw__gpu_matvec_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache
                               {"GLU_OUT", v->glu ? "1" : "0"},
                               {"ROPE_OUT", v->rope ? "1" : "0"},
                               {"KV_F16", v->kv_f16 ? "1" : "0"},
-                              {"LOOP", lw__gpu_matvec_norm_loops(v) ? "1" : "0"},
                               {"SUBGROUPS", v->subgroups ? "1" : "0"}};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec-q8-norm.wgsl", defs,
                                   sizeof defs / sizeof defs[0], kinds, n, out, err);
@@ -127,8 +122,7 @@ lw_status lw__gpu_matvec_norm_plan(const lw_gpu_info *info, const lw__gpu_matvec
     if (v->glu && rows % 64)
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "matvec-norm: the GLU needs gate and up rows of a multiple of 32");
-    const uint64_t per = v->glu ? 64 : (uint64_t)v->wg_size / 32 * v->rows, blocks = (rows + per - 1) / per,
-                   groups = lw__gpu_matvec_norm_loops(v) && v->groups < blocks ? v->groups : blocks,
+    const uint64_t per = v->glu ? 64 : (uint64_t)v->wg_size / 32 * v->rows, groups = (rows + per - 1) / per,
                    gx = groups < gmax ? groups : gmax, gy = (groups + gx - 1) / gx;
     if (gy > gmax)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec-norm: %llu rows exceed the dispatch grid",
@@ -144,7 +138,6 @@ lw_status lw__gpu_matvec_norm_plan(const lw_gpu_info *info, const lw__gpu_matvec
     p->nw_offset = (uint32_t)(nw_offset / 4);
     p->y_offset = (uint32_t)y_offset;
     p->eps = eps;
-    p->stride = (uint32_t)groups;
     grid[0] = (uint32_t)gx;
     grid[1] = (uint32_t)gy;
     grid[2] = 1;

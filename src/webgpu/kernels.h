@@ -222,8 +222,6 @@ typedef struct lw__gpu_matvec_norm_variant {
                          even rows): bindings K cache, V cache, ff after y; params
                          lw__gpu_matvec_norm_rope_params (kernels-ops.h)                   */
     bool kv_f16;      /* rope: the caches hold f16 pairs (else f32)                        */
-    uint32_t groups;  /* at most this many workgroups, each looping over row blocks after
-                         one prologue (LOOP; not with glu or rope); 0: one per block      */
 } lw__gpu_matvec_norm_variant;
 
 /* Its uniform parameter block (NormMatvecParams in the shader; 48 bytes). */
@@ -238,8 +236,7 @@ typedef struct lw__gpu_matvec_norm_params {
     uint32_t nw_offset;  /* first vec4 of the norm weight              */
     uint32_t y_offset;   /* first element of y                         */
     float eps;           /* added to the mean square                   */
-    uint32_t stride;     /* workgroups taking row blocks (the grid's)  */
-    uint32_t pad;        /* (a multiple of 16 bytes)                   */
+    uint32_t pad[2];     /* (a multiple of 16 bytes)                   */
 } lw__gpu_matvec_norm_params;
 _Static_assert(sizeof(lw__gpu_matvec_norm_params) == 48, "matvec-norm params block");
 
@@ -247,8 +244,6 @@ _Static_assert(sizeof(lw__gpu_matvec_norm_params) == 48, "matvec-norm params blo
 #define LW_GPU_MATVEC_NORM_BINDINGS     5u
 #define LW_GPU_MATVEC_NORM_ADD_BINDINGS 7u
 
-/* Whether v's workgroups loop over row blocks (shader LOOP). */
-bool lw__gpu_matvec_norm_loops(const lw__gpu_matvec_norm_variant *v);
 /* Bindings of variant v. */
 uint32_t lw__gpu_matvec_norm_bindings(const lw__gpu_matvec_norm_variant *v);
 

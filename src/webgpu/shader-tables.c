@@ -38,26 +38,22 @@ typedef struct table_spec {
 
 /* The magnitudes of each grid family: the shaders decode code c back with the formula noted (dequant-iq.wgsl,
  * dequant-iq1.wgsl), and test-wgsl-dequant checks that every grid value has a code. */
-static const int8_t levels_iq2[] = {8, 25, 43};                        /* 8 + 17c + c / 2 */
-static const int8_t levels_iq3xxs[] = {4, 12, 20, 28, 36, 44, 52, 62}; /* 4 + 8c + 2 (c / 7) */
-static const int8_t levels_iq3s[] = {1, 3, 5, 7, 9, 11, 13, 15};       /* 1 + 2c          */
-static const int8_t levels_iq1[] = {-1, 0, 1};                         /* c - 1           */
+static const int8_t levels_iq2[] = {8, 25, 43};                           /* 8 + 17c + c / 2 */
+static const int8_t levels_iq3xxs[] = {4, 12, 20, 28, 36, 44, 52, 62};    /* 4 + 8c + 2 (c / 7) */
+static const int8_t levels_iq3s[] = {1, 3, 5, 7, 9, 11, 13, 15};          /* 1 + 2c          */
+static const int8_t levels_iq1[] = {-1, 0, 1};                            /* c - 1           */
 
-#define PACKED(grid, width, bits, levels)                                                                    \
-    grid, sizeof grid / sizeof grid[0], width, bits, levels, sizeof levels
+#define PACKED(grid, width, bits, levels) grid, sizeof grid / sizeof grid[0], width, bits, levels, sizeof levels
 static const table_spec tables[] = {
-    {"iq4nl-values.wgsl", "IQ4NL_VALUES", "lw__iq4nl_values", KIND_LEVELS, lw__iq4nl_values, LW_IQ4NL_NVALUES,
-     0, 0, NULL, 0},
+    {"iq4nl-values.wgsl", "IQ4NL_VALUES", "lw__iq4nl_values", KIND_LEVELS, lw__iq4nl_values, LW_IQ4NL_NVALUES, 0, 0,
+     NULL, 0},
     {"fp4-values.wgsl", "FP4_VALUES", "lw__kvalues_fp4", KIND_LEVELS, lw__kvalues_fp4, 16, 0, 0, NULL, 0},
-    {"iq-grid-iq2xxs.wgsl", "IQ2XXS_GRID", "lw__iq2xxs_grid", KIND_PACKED,
-     PACKED(lw__iq2xxs_grid, 8, 2, levels_iq2)},
-    {"iq-grid-iq2xs.wgsl", "IQ2XS_GRID", "lw__iq2xs_grid", KIND_PACKED,
-     PACKED(lw__iq2xs_grid, 8, 2, levels_iq2)},
+    {"iq-grid-iq2xxs.wgsl", "IQ2XXS_GRID", "lw__iq2xxs_grid", KIND_PACKED, PACKED(lw__iq2xxs_grid, 8, 2, levels_iq2)},
+    {"iq-grid-iq2xs.wgsl", "IQ2XS_GRID", "lw__iq2xs_grid", KIND_PACKED, PACKED(lw__iq2xs_grid, 8, 2, levels_iq2)},
     {"iq-grid-iq2s.wgsl", "IQ2S_GRID", "lw__iq2s_grid", KIND_PACKED, PACKED(lw__iq2s_grid, 8, 2, levels_iq2)},
     {"iq-grid-iq3xxs.wgsl", "IQ3XXS_GRID", "lw__iq3xxs_grid", KIND_PACKED,
      PACKED(lw__iq3xxs_grid, 4, 3, levels_iq3xxs)},
-    {"iq-grid-iq3s.wgsl", "IQ3S_GRID", "lw__iq3s_grid", KIND_PACKED,
-     PACKED(lw__iq3s_grid, 4, 3, levels_iq3s)},
+    {"iq-grid-iq3s.wgsl", "IQ3S_GRID", "lw__iq3s_grid", KIND_PACKED, PACKED(lw__iq3s_grid, 4, 3, levels_iq3s)},
     {"iq-grid-iq1s.wgsl", "IQ1S_GRID", "lw__iq1s_grid", KIND_PACKED, PACKED(lw__iq1s_grid, 8, 2, levels_iq1)},
 };
 #define N_TABLES (sizeof tables / sizeof tables[0])

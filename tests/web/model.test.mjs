@@ -237,24 +237,6 @@ for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', 
   });
 }
 
-// The mat-vecs with the norm in their prologue taking fewer workgroups than row blocks, each looping over
-// blocks after one prologue (matvec-q8-norm.wgsl LOOP, tune key "loop": at most that many workgroups; 3 leaves
-// an uneven last round): the same sums per row, so the same greedy tokens and logits as one block per workgroup.
-for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', '--vocab-size', '512']], ['tiny', 'q8_0', []]]) {
-  const label = `${preset} ${type}${extra.length ? ', one block' : ''}`;
-  test(`greedy agreement WebGPU vs CPU, norm mat-vecs looping over row blocks: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
-    const file = synth(preset, type, extra);
-    const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
-    const tune = (loop) => ({ exact: false, tune: { matvec: { '*': { idot: 1, exact: 0, glu: 0, rope: 0, loop } } } });
-    const r = await agreement(file, prompt, 24, tune(3)), off = await agreement(file, prompt, 24, tune(0));
-    console.log(`# ${label}, looping norm mat-vecs: ${(100 * r.rate).toFixed(1)} % of 24 greedy tokens agree ` +
-      `(${(100 * off.rate).toFixed(1)} % without), logits within ${(100 * r.worst).toFixed(6)} % of their range (${(100 * off.worst).toFixed(6)} %)`);
-    assert.equal(r.info.stepDispatches, off.info.stepDispatches, 'the same dispatches');
-    assert.equal(r.rate, off.rate, 'the same greedy tokens');
-    assert.ok(Math.abs(r.worst - off.worst) < 1e-6, `the same logits (${r.worst} vs ${off.worst} of their range)`);
-  });
-}
-
 // The attention block's RoPE and KV store as the epilogue of the Q|K|V mat-vec with its norm in the prologue
 // (matvec-q8-norm.wgsl ROPE_OUT, tune key matvec "rope"; NORMAL RoPE pairs): the lane holding a pair's two
 // sums rotates them and writes Q, the K and V cache cells as rope_qkv would, so the same values (the same f32

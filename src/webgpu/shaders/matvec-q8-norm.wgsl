@@ -71,17 +71,6 @@
 #if ROPE_OUT && (GLU_OUT || ROWS % 2 != 0)
 #error matvec-q8-norm.wgsl: ROPE_OUT needs an even ROWS and no GLU_OUT
 #endif
-// LOOP=1: the grid has params.stride workgroups, fewer than the row blocks (NG * ROWS rows each), and each
-// workgroup takes blocks item, item + stride, ... after one prologue: the norm's reads of x, its sum and the
-// rounding into workgroup memory are paid once per workgroup, not once per block (on the H200 the 8B's
-// gate|up call, 896 blocks of 32 rows, ran ~17 us longer than the plain mat-vec of the same weights in
-// the profile: several waves, each paying the prologue). Not with GLU_OUT or ROPE_OUT.
-#ifndef LOOP
-#define LOOP 0
-#endif
-#if LOOP && (GLU_OUT || ROPE_OUT)
-#error matvec-q8-norm.wgsl: LOOP is for the plain outputs
-#endif
 #if GLU_OUT && (WG_SIZE != 256 || ROWS != 8)
 #error matvec-q8-norm.wgsl: GLU_OUT needs 8 row groups of 8 rows (32 gate and 32 up rows a workgroup)
 #endif
@@ -99,7 +88,7 @@ struct NormMatvecParams {
     nw_offset: u32,  // first vec4 of the norm weight
     y_offset: u32,   // first element of y
     eps: f32,        // added to the mean square
-    stride: u32,     // LOOP: workgroups of the grid that take row blocks (item < stride)
+    pad0: u32,
     pad1: u32,
 #if ROPE_OUT
     // rope-qkv.wgsl's QkvParams of the one-token step (its rows and groups_x renamed; q_out is y)
@@ -298,13 +287,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 ) {
     let item = wg.x + wg.y * params.groups_x;
 #if GLU_OUT
-    var row_base = item * 32u; // gate rows; the up rows are F = rows / 2 further
+    let row_base = item * 32u; // gate rows; the up rows are F = rows / 2 further
     if (row_base >= params.rows / 2u) {
-#elif LOOP
-    var row_base = item * (NG * ROWS);
-    if (row_base >= params.rows || item >= params.stride) {
 #else
-    var row_base = item * (NG * ROWS);
+    let row_base = item * (NG * ROWS);
     if (row_base >= params.rows) {
 #endif
         return; // uniform across the workgroup
@@ -319,9 +305,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // more time to that wait than the norm's dispatch took)
     let kl = lid % LANES;
 #if GLU_OUT
-    var row0 = row_base + (lid / LANES) * 4u;
+    let row0 = row_base + (lid / LANES) * 4u;
 #else
-    var row0 = row_base + (lid / LANES) * ROWS;
+    let row0 = row_base + (lid / LANES) * ROWS;
 #endif
     var wpre: array<array<u32, PW>, ROWS>;
     if (kl < NK / 64u) {
@@ -420,15 +406,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     workgroupBarrier();
 
     // 3. the group's ROWS rows, block pairs kl, kl + 32, ... (rows past the end repeat the last: never stored)
-#if LOOP
-    for (var it = item; it * (NG * ROWS) < params.rows; it += params.stride) {
-    row_base = it * (NG * ROWS);
-    row0 = row_base + (lid / LANES) * ROWS;
-    let pre = it == item; // the prologue's prefetched weights are the first block's
-#else
-    let pre = true;
-#endif
-    var accr = array<f32, ROWS>(); // (explicitly: zeroed again in every block of LOOP)
+    var accr: array<f32, ROWS>;
     for (var t = kl; t < NK / 64u; t += LANES) {
         var xw: array<u32, 16>;
         for (var q = 0u; q < 4u; q++) {
@@ -441,7 +419,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let iv = xs[t];
         for (var r = 0u; r < ROWS; r++) {
             var ww = wpre[r]; // (the first step's)
-            if (!pre || t != kl) {
+            if (t != kl) {
                 let wb = (params.w_offset + row_of(row0, r) * params.row_stride) / 4u + t * PW;
                 for (var j = 0u; j < PW; j++) {
                     ww[j] = w[wb + j];
@@ -481,11 +459,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         glu_out(item, lid);
 #endif
 #endif
-#if LOOP
-        continue;
-#else
         return;
-#endif
     }
 #endif
     for (var r = 0u; r < ROWS; r++) {
@@ -523,9 +497,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     workgroupBarrier();
     glu_out(item, lid);
 #endif
-#endif
-#if LOOP
-    workgroupBarrier(); // (red is the next block's)
-    }
 #endif
 }

@@ -421,6 +421,15 @@ static uint32_t norm_q8_kind(const lw__gpu_model *g, int32_t i) {
     return kind;
 }
 
+/* The norm mat-vec variant for weight w (the device's default, tune keys nwg / nrows / npre applied). */
+static lw__gpu_matvec_norm_variant norm_variant(const lw__gpu_model *g, int32_t w, bool add, bool glu) {
+    const lw__tensor *t = &g->graph.t[w];
+    lw__gpu_matvec_norm_variant v =
+        lw__gpu_matvec_norm_default(&g->info, t->type, (uint32_t)t->ne0, add, g->subgroups, glu);
+    lw__gpu_matvec_norm_tune(g->p.tune, t->type, &v);
+    return v;
+}
+
 /* The MUL_MAT node whose one-row mat-vec can compute RMS_NORM node n in its prologue (see
  * lw__gm_plan_norm_mv), or -1. Readers of the norm's output that are the other parts of that mat-vec's
  * fused projection record nothing. */
@@ -449,8 +458,7 @@ static int32_t norm_mv_match(const lw__gpu_model *g, int32_t n) {
         v.actq != LW_GPU_ACTQ_Q8_0 || g->loc[w].n_pieces != 1 || gr->t[w].ne0 != gr->t[d].ne0 ||
         gr->t[gr->nodes[m].dst].ne0 != gr->t[w].ne1)
         return -1;
-    const lw__gpu_matvec_norm_variant nv = lw__gpu_matvec_norm_default(
-        &g->info, gr->t[w].type, (uint32_t)gr->t[w].ne0, true, g->subgroups, false);
+    const lw__gpu_matvec_norm_variant nv = norm_variant(g, w, true, false);
     char why[LW_ERRMSG_SIZE];
     return lw__gpu_matvec_norm_check(&g->info, &nv, why) == LW_OK ? m : -1;
 }
@@ -470,8 +478,7 @@ static int32_t glu_down_match(const lw__gpu_model *g, int32_t m) {
         lw__gm_part(g, gr->nodes[s].src[1], &uo, &stride);
         const int64_t f = gr->t[gr->nodes[d].src[1]].ne0;
         const lw__gpu_matvec_variant v = mm_variant(g, d);
-        const lw__gpu_matvec_norm_variant nv = lw__gpu_matvec_norm_default(
-            &g->info, gr->t[w].type, (uint32_t)gr->t[w].ne0, true, g->subgroups, true);
+        const lw__gpu_matvec_norm_variant nv = norm_variant(g, w, true, true);
         char why[LW_ERRMSG_SIZE];
         if (!lw__gpu_matvec_glu_tuned(g->p.tune, gr->t[w].type, (uint64_t)gr->t[w].ne0) || go != 0 ||
             uo != (uint64_t)f || gr->t[y].ne0 != 2 * f || f % 32 || !v.idot || v.actq != LW_GPU_ACTQ_Q8_0 ||
@@ -541,14 +548,12 @@ static lw_status prepare_norm_mv(lw__gpu_model *g, int32_t i, int32_t piece) {
     const lw__graph *gr = &g->graph;
     const int32_t n = g->nodes[i].norm_src;
     const lw__node *nd = &gr->nodes[i], *nn = &gr->nodes[n];
-    const lw__tensor *w = &gr->t[nd->src[0]];
     const bool add = g->nodes[n].fuse == GM_FUSE_ADD_NORM; /* the ADD before it is done by the norm */
     gm_call c;
     memset(&c, 0, sizeof c);
     c.aux = piece;
     const bool glu = g->nodes[i].glu_down >= 0;
-    const lw__gpu_matvec_norm_variant v =
-        lw__gpu_matvec_norm_default(&g->info, w->type, (uint32_t)w->ne0, add, g->subgroups, glu);
+    const lw__gpu_matvec_norm_variant v = norm_variant(g, nd->src[0], add, glu);
     lw_gpu_bind b[LW_GPU_MAX_BINDINGS];
     uint32_t nb = 0;
     b[nb++] = lw__gm_piece(g, piece);

@@ -70,6 +70,9 @@ static const tune_key matvec_keys[LW_GPU_TUNE_MV_KEYS] = {
     [LW_GPU_TUNE_MV_NORM] = {"norm", 0, 1, 1, false},
     [LW_GPU_TUNE_MV_GLU] = {"glu", 0, 1, 1, false},
     [LW_GPU_TUNE_MV_ROPE] = {"rope", 0, 1, 1, false},
+    [LW_GPU_TUNE_MV_NWG] = {"nwg", 0, 256, 1, false},
+    [LW_GPU_TUNE_MV_NROWS] = {"nrows", 0, 8, 1, false},
+    [LW_GPU_TUNE_MV_NPRE] = {"npre", 0, 1, 1, false},
 };
 static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = {"tm", 1, 256, 1, false},   [LW_GPU_TUNE_MM_TN] = {"tn", 1, 256, 1, false},
@@ -451,6 +454,15 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
 
 bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type) {
     return pick(t, 0, type, LW_GPU_TUNE_MV_NORM, matvec_defaults[LW_GPU_TUNE_MV_NORM]) != 0;
+}
+
+void lw__gpu_matvec_norm_tune(const lw__gpu_tune *t, uint32_t type, lw__gpu_matvec_norm_variant *v) {
+    v->prefetch = pick(t, 0, type, LW_GPU_TUNE_MV_NPRE, 1) != 0;
+    if (v->glu) return; /* its shape is fixed */
+    const int32_t wg = pick(t, 0, type, LW_GPU_TUNE_MV_NWG, 0),
+                  rows = pick(t, 0, type, LW_GPU_TUNE_MV_NROWS, 0);
+    if (wg > 0) v->wg_size = (uint32_t)wg;
+    if (rows > 0) v->rows = (uint32_t)rows;
 }
 
 bool lw__gpu_matvec_rope_tuned(const lw__gpu_tune *t, uint32_t type) {

@@ -22,8 +22,8 @@ lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info,
                                                         bool add, bool subgroups, bool glu) {
     /* 8 row groups of 4 rows: 32 rows per workgroup, so that the prologue's re-reads of x (k floats, and b)
      * cost 1/32 of a row each; smaller where the device allows fewer invocations or less memory */
-    lw__gpu_matvec_norm_variant v = {type, k,     256,  glu ? 8 : 4, add, subgroups && info->has_subgroups,
-                                     glu,  false, false};
+    lw__gpu_matvec_norm_variant v = {type, k,     256,   glu ? 8 : 4, add, subgroups && info->has_subgroups,
+                                     glu,  false, false, true};
     while (!glu && v.wg_size > 32 &&
            (v.wg_size > info->max_compute_invocations_per_workgroup ||
             v.wg_size > info->max_compute_workgroup_size_x ||
@@ -73,9 +73,9 @@ lw_status lw__gpu_matvec_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
     char label[LW_GPU_CACHE_KEY], nk[16], wg[8], rows[8];
-    snprintf(label, sizeof label, "matvec-q8-norm %s%s k%u wg%u r%u%s%s%s", ti ? ti->name : "?",
+    snprintf(label, sizeof label, "matvec-q8-norm %s%s k%u wg%u r%u%s%s%s%s", ti ? ti->name : "?",
              v->subgroups ? " sg" : "", v->k, v->wg_size, v->rows, v->add ? " add" : "", v->glu ? " glu" : "",
-             v->rope ? (v->kv_f16 ? " rope f16" : " rope") : "");
+             v->rope ? (v->kv_f16 ? " rope f16" : " rope") : "", v->prefetch ? "" : " nopre");
     snprintf(nk, sizeof nk, "%u", v->k);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     snprintf(rows, sizeof rows, "%u", v->rows);
@@ -94,6 +94,7 @@ lw_status lw__gpu_matvec_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache
                               {"GLU_OUT", v->glu ? "1" : "0"},
                               {"ROPE_OUT", v->rope ? "1" : "0"},
                               {"KV_F16", v->kv_f16 ? "1" : "0"},
+                              {"PREFETCH", v->prefetch ? "1" : "0"},
                               {"SUBGROUPS", v->subgroups ? "1" : "0"}};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec-q8-norm.wgsl", defs,
                                   sizeof defs / sizeof defs[0], kinds, n, out, err);

@@ -222,6 +222,7 @@ typedef struct lw__gpu_matvec_norm_variant {
                          even rows): bindings K cache, V cache, ff after y; params
                          lw__gpu_matvec_norm_rope_params (kernels-ops.h)                   */
     bool kv_f16;      /* rope: the caches hold f16 pairs (else f32)                        */
+    bool prefetch;    /* the first block pair's weights loaded before the prologue          */
 } lw__gpu_matvec_norm_variant;
 
 /* Its uniform parameter block (NormMatvecParams in the shader; 48 bytes). */

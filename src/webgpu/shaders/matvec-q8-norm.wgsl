@@ -68,6 +68,11 @@
 #ifndef KV_F16
 #define KV_F16 0
 #endif
+// PREFETCH=1 (default): the first block pair's weights of every row are loaded before the prologue (below);
+// 0: the loop loads them (fewer registers held through the prologue).
+#ifndef PREFETCH
+#define PREFETCH 1
+#endif
 #if ROPE_OUT && (GLU_OUT || ROWS % 2 != 0)
 #error matvec-q8-norm.wgsl: ROPE_OUT needs an even ROWS and no GLU_OUT
 #endif
@@ -310,7 +315,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let row0 = row_base + (lid / LANES) * ROWS;
 #endif
     var wpre: array<array<u32, PW>, ROWS>;
-    if (kl < NK / 64u) {
+    if (PREFETCH != 0 && kl < NK / 64u) {
         for (var r = 0u; r < ROWS; r++) {
             let wb = (params.w_offset + row_of(row0, r) * params.row_stride) / 4u + kl * PW;
             for (var j = 0u; j < PW; j++) {
@@ -419,7 +424,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let iv = xs[t];
         for (var r = 0u; r < ROWS; r++) {
             var ww = wpre[r]; // (the first step's)
-            if (t != kl) {
+            if (PREFETCH == 0 || t != kl) {
                 let wb = (params.w_offset + row_of(row0, r) * params.row_stride) / 4u + t * PW;
                 for (var j = 0u; j < PW; j++) {
                     ww[j] = w[wb + j];

@@ -457,7 +457,7 @@ bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type) {
 }
 
 void lw__gpu_matvec_norm_tune(const lw__gpu_tune *t, uint32_t type, lw__gpu_matvec_norm_variant *v) {
-    v->prefetch = pick(t, 0, type, LW_GPU_TUNE_MV_NPRE, 1) != 0;
+    v->prefetch = pick(t, 0, type, LW_GPU_TUNE_MV_NPRE, v->prefetch ? 1 : 0) != 0;
     if (v->glu) return; /* its shape is fixed */
     const int32_t wg = pick(t, 0, type, LW_GPU_TUNE_MV_NWG, 0),
                   rows = pick(t, 0, type, LW_GPU_TUNE_MV_NROWS, 0);

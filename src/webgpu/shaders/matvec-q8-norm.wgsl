@@ -68,10 +68,11 @@
 #ifndef KV_F16
 #define KV_F16 0
 #endif
-// PREFETCH=1 (default): the first block pair's weights of every row are loaded before the prologue (below);
-// 0: the loop loads them (fewer registers held through the prologue).
+// PREFETCH=1: the first block pair's weights of every row are loaded before the prologue (below), to overlap
+// their latency with the norm; 0 (default): the loop loads them. On the H200 0 is faster (8B Q4_0 tg128 ~305
+// -> ~334 t/s): the loads held through the prologue cost registers and occupancy more than they hide.
 #ifndef PREFETCH
-#define PREFETCH 1
+#define PREFETCH 0
 #endif
 #if ROPE_OUT && (GLU_OUT || ROWS % 2 != 0)
 #error matvec-q8-norm.wgsl: ROPE_OUT needs an even ROWS and no GLU_OUT

@@ -1,7 +1,8 @@
 // Greedy agreement of the WebGPU model with the CPU engine in the same wasm module, shared by model.test.mjs
 // and fuse.test.mjs: after `prompt`, n steps with the CPU's own choices fed to both (teacher forcing: one
 // divergence does not cascade). Returns the share of steps where the GPU's argmax equals the CPU's greedy id,
-// the largest logit difference relative to the logits' range, and the GPU model's info().
+// the largest logit difference relative to the logits' range, and the GPU model's info() (opts.labels: also
+// the kernels' labels of one more step).
 import { GpuModel, CpuModel, bytesSource } from '../../web/lw-model.mjs';
 
 export async function agreement(M, bytes, prompt, n, opts = {}) {
@@ -26,7 +27,17 @@ export async function agreement(M, bytes, prompt, n, opts = {}) {
         cNext = c.decode([cNext]);
       }
     }
-    return { rate: same / n, worst, info: g.info(), variants: g.variants() };
+    let labels;
+    if (opts.labels) { // the kernels (pipeline labels) of one more one-token step, recorded by the glue
+      M.lwGpu.profileStart({ gpu: false });
+      try {
+        await g.decode([cNext]);
+        labels = [...new Set((await M.lwGpu.profileRead()).labels)];
+      } finally {
+        M.lwGpu.profileStop();
+      }
+    }
+    return { rate: same / n, worst, info: g.info(), variants: g.variants(), labels };
   } finally {
     g.free();
     c.free();

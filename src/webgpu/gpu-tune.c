@@ -83,10 +83,17 @@ static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
 /* Attention (prefill kernel, kernel-attn.c): its tiles and register blocks; the defaults are the device's
  * (lw__gpu_attn_default: CPU adapters 64 invocations, 16 x 32 unblocked; GPUs 128, 64 x 32 of 4 x 4). */
 static const tune_key attn_keys[LW_GPU_TUNE_AT_KEYS] = {
-    [LW_GPU_TUNE_AT_PWG] = {"pwg", 1, 1024, 1, true}, [LW_GPU_TUNE_AT_BQ] = {"bq", 1, 256, 1, false},
-    [LW_GPU_TUNE_AT_BK] = {"bk", 4, 256, 4, false},   [LW_GPU_TUNE_AT_RQ] = {"rq", 1, 16, 1, false},
-    [LW_GPU_TUNE_AT_RK] = {"rk", 1, 16, 1, false},    [LW_GPU_TUNE_AT_ONE] = {"one", 0, 256, 1, false},
+    [LW_GPU_TUNE_AT_PWG] = {"pwg", 1, 1024, 1, true},
+    [LW_GPU_TUNE_AT_BQ] = {"bq", 1, 256, 1, false},
+    [LW_GPU_TUNE_AT_BK] = {"bk", 4, 256, 4, false},
+    [LW_GPU_TUNE_AT_RQ] = {"rq", 1, 16, 1, false},
+    [LW_GPU_TUNE_AT_RK] = {"rk", 1, 16, 1, false},
+    [LW_GPU_TUNE_AT_ONE] = {"one", 0, 256, 1, false},
     [LW_GPU_TUNE_AT_ROPE] = {"rope", 0, 1, 1, false},
+    [LW_GPU_TUNE_AT_SPLITS] = {"splits", 0, 256, 1, false},
+    [LW_GPU_TUNE_AT_MCHUNK] = {"mchunk", 1, 256, 1, false},
+    [LW_GPU_TUNE_AT_VB] = {"vb", 0, 64, 1, false},
+    [LW_GPU_TUNE_AT_KB] = {"kb", 0, 64, 1, false},
 };
 
 /* A family: its name, keys and where its overrides live in lw__gpu_tune. */
@@ -607,6 +614,11 @@ lw__gpu_attn_variant lw__gpu_attn_tuned(const lw__gpu_tune *t, const lw_gpu_info
     v.rq = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_RQ, (int32_t)v.rq);
     v.rk = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_RK, (int32_t)v.rk);
     v.one_max = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_ONE, (int32_t)v.one_max);
+    v.splits = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_SPLITS, (int32_t)v.splits);
+    v.min_chunk = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_MCHUNK, (int32_t)v.min_chunk);
+    if (v.min_chunk > v.chunk) v.min_chunk = v.chunk;
+    v.vb = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_VB, (int32_t)v.vb);
+    v.kb = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_KB, (int32_t)v.kb);
     return v;
 }
 

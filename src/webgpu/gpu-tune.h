@@ -64,15 +64,20 @@ enum {
 /* Attention keys ("attn.<cache type: f16, f32 or *>.<key>"), the prefill kernel's tiles and the decode
  * kernel's split and fold switches, in the order of lw__gpu_tune.attn's second index. */
 enum {
-    LW_GPU_TUNE_AT_PWG,  /* "pwg": invocations per workgroup (a power of two)           */
-    LW_GPU_TUNE_AT_BQ,   /* "bq": rows ((token, head) pairs) per tile, divides pwg      */
-    LW_GPU_TUNE_AT_BK,   /* "bk": cells per K/V tile, a multiple of 4                   */
-    LW_GPU_TUNE_AT_RQ,   /* "rq": rows per invocation's register block, divides bq      */
-    LW_GPU_TUNE_AT_RK,   /* "rk": cells per invocation's block of scores, divides bk    */
-    LW_GPU_TUNE_AT_ONE,  /* "one": decode spans of at most this many cells in one split
-                            (no reduce; 0: the splits policy alone)                       */
-    LW_GPU_TUNE_AT_ROPE, /* "rope": 1 = one-token steps do RoPE + KV store in the decode
-                            kernel's prologue instead of rope_qkv's own dispatch          */
+    LW_GPU_TUNE_AT_PWG,    /* "pwg": invocations per workgroup (a power of two)           */
+    LW_GPU_TUNE_AT_BQ,     /* "bq": rows ((token, head) pairs) per tile, divides pwg      */
+    LW_GPU_TUNE_AT_BK,     /* "bk": cells per K/V tile, a multiple of 4                   */
+    LW_GPU_TUNE_AT_RQ,     /* "rq": rows per invocation's register block, divides bq      */
+    LW_GPU_TUNE_AT_RK,     /* "rk": cells per invocation's block of scores, divides bk    */
+    LW_GPU_TUNE_AT_ONE,    /* "one": decode spans of at most this many cells in one split
+                              (no reduce; 0: the splits policy alone)                       */
+    LW_GPU_TUNE_AT_ROPE,   /* "rope": 1 = one-token steps do RoPE + KV store in the decode
+                              kernel's prologue instead of rope_qkv's own dispatch          */
+    LW_GPU_TUNE_AT_SPLITS, /* "splits": decode splits aimed for (0: chunk-sized ones)     */
+    LW_GPU_TUNE_AT_MCHUNK, /* "mchunk": fewest cells of a split when aiming for them      */
+    LW_GPU_TUNE_AT_VB,     /* "vb": V cells loaded at a time per invocation (0: 8)        */
+    LW_GPU_TUNE_AT_KB,     /* "kb": K quads loaded at a time per invocation (0: by head dim,
+                              up to 16); must divide the head's quads                       */
     LW_GPU_TUNE_AT_KEYS
 };
 #define LW_GPU_TUNE_FAMILIES 3 /* matvec, matmat, attn */

@@ -54,6 +54,10 @@ static lw_status check_variant(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "attn-decode: workgroup size %u must be at least the group (%u), chunk > 0",
                           v->wg_size, v->group);
+    if (k == LW_GPU_ATTN_DECODE && (v->vb > 64 || v->kb > 64 || (v->kb && (v->head_dim / 4) % v->kb)))
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "attn-decode: K quads at a time (%u) must divide the head's %u, at most 64 of each",
+                          v->kb, v->head_dim / 4);
     if (k == LW_GPU_ATTN_DECODE && v->one_max > v->chunk)
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "attn-decode: one split of up to %u cells exceeds the chunk %u", v->one_max,
@@ -152,11 +156,12 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     lw_status st = check_variant(v, k, info, err);
     if (st != LW_OK) return st;
     static const char *const names[LW_GPU_ATTN_KERNELS] = {"decode", "reduce", "prefill", "exact"};
-    char label[LW_GPU_CACHE_KEY], dim[16], grp[16], wg[16], a[16], b[16], rq[16], rk[16];
+    char label[LW_GPU_CACHE_KEY], dim[16], grp[16], wg[16], a[16], b[16], rq[16], rk[16], vb[16], kb[16];
     const char *kv = v->kv_type == LW_TYPE_F16 ? "f16" : "f32";
     if (k == LW_GPU_ATTN_DECODE)
-        snprintf(label, sizeof label, "attn-decode %s d%u g%u wg%u c%u%s%s", kv, v->head_dim, v->group,
-                 v->wg_size, v->chunk, v->rope ? " rope" : "", v->q8_out ? " q8" : "");
+        snprintf(label, sizeof label, "attn-decode %s d%u g%u wg%u c%u vb%u kb%u%s%s", kv, v->head_dim,
+                 v->group, v->wg_size, v->chunk, v->vb, v->kb, v->rope ? " rope" : "",
+                 v->q8_out ? " q8" : "");
     else if (k == LW_GPU_ATTN_PREFILL)
         snprintf(label, sizeof label, "attn-prefill %s d%u g%u wg%u q%u k%u r%ux%u", kv, v->head_dim,
                  v->group, v->pwg, v->bq, v->bk, v->rq, v->rk);
@@ -178,15 +183,19 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     snprintf(b, sizeof b, "%u", v->bk);
     snprintf(rq, sizeof rq, "%u", v->rq);
     snprintf(rk, sizeof rk, "%u", v->rk);
-    lw__wgsl_define defs[8] = {{"HEAD_DIM", dim},
-                               {"GROUP", grp},
-                               {"KV_F16", v->kv_type == LW_TYPE_F16 ? "1" : "0"},
-                               {"WG_SIZE", wg}};
+    lw__wgsl_define defs[10] = {{"HEAD_DIM", dim},
+                                {"GROUP", grp},
+                                {"KV_F16", v->kv_type == LW_TYPE_F16 ? "1" : "0"},
+                                {"WG_SIZE", wg}};
     size_t n_defs = 4;
     if (q8) defs[n_defs++] = (lw__wgsl_define){"Q8_OUT", "1"};
     if (rope) defs[n_defs++] = (lw__wgsl_define){"ROPE", "1"};
     if (k == LW_GPU_ATTN_DECODE) {
         defs[n_defs++] = (lw__wgsl_define){"CHUNK", a};
+        snprintf(vb, sizeof vb, "%u", v->vb);
+        snprintf(kb, sizeof kb, "%u", v->kb);
+        if (v->vb) defs[n_defs++] = (lw__wgsl_define){"VB", vb};
+        if (v->kb) defs[n_defs++] = (lw__wgsl_define){"KB", kb};
     } else if (k == LW_GPU_ATTN_PREFILL) {
         defs[n_defs++] = (lw__wgsl_define){"TILE_Q", a};
         defs[n_defs++] = (lw__wgsl_define){"TILE_K", b};

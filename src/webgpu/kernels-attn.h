@@ -67,6 +67,9 @@ typedef struct lw__gpu_attn_variant {
                             frequency factors or RoPE table, parameters lw__gpu_attn_rope_params       */
     uint32_t one_max;    /* decode: spans of at most this many cells take one split (no REDUCE; at most
                             chunk), 0: the splits policy alone                                          */
+    uint32_t vb;         /* decode: V cells each invocation loads before using them (0: the shader's 8) */
+    uint32_t kb;         /* decode: K quads each invocation loads at a time (0: the shader's, by head
+                            dim; else it must divide head_dim / 4)                                     */
 } lw__gpu_attn_variant;
 
 /* The uniform parameter block of one call, shared by the three kernels (AttnParams in attn-common.wgsl;

@@ -310,6 +310,25 @@ for (const [preset, type, q8] of SLOW ? ATTN_ROPE_CASES : ATTN_ROPE_CASES.slice(
   });
 }
 
+// The decode kernel's loads in flight (tune keys attn "vb": V cells, "kb": K quads per invocation at a time)
+// only change when each load is issued, not the sums' order: the same greedy tokens and logits. The split
+// policy's keys ("splits", "mchunk") change how the cells are cut, so the sums' order: the same tokens, the
+// logits within float rounding. 60 steps after a prompt of 8 take the tiny model past one split.
+test('greedy agreement WebGPU vs CPU, the decode attention\'s loads in flight and splits: tiny q8_0', { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
+  const file = synth('tiny', 'q8_0', []);
+  const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
+  const run = (k) => agreement(file, prompt, 60, { exact: false, labels: true, tune: { matvec: { '*': { idot: 1, exact: 0 } }, attn: { '*': k } } });
+  const base = await run({});
+  for (const [k, same] of [[{ vb: 2, kb: 2 }, true], [{ vb: 16 }, true], [{ splits: 4, mchunk: 16 }, false]]) {
+    const r = await run(k);
+    console.log(`# tiny q8_0, attention ${JSON.stringify(k)}: ${(100 * r.rate).toFixed(1)} % agree (${(100 * base.rate).toFixed(1)} % by default), ` +
+      `logits within ${(100 * r.worst).toFixed(6)} % (${(100 * base.worst).toFixed(6)} %); ${r.labels.filter((l) => l.startsWith('attn-decode')).join(', ')}`);
+    if (k.vb) assert.match(r.labels.join(';'), new RegExp(`attn-decode [^;]*vb${k.vb} kb${k.kb ?? 0}`), `the ${JSON.stringify(k)} variant ran`);
+    assert.equal(r.rate, base.rate, `the same greedy tokens with ${JSON.stringify(k)}`);
+    assert.ok(Math.abs(r.worst - base.worst) < (same ? 1e-9 : 1e-4), `logits ${r.worst} vs ${base.worst} with ${JSON.stringify(k)}`);
+  }
+});
+
 test('a token embedding larger than one 128 MiB binding (split by rows)', { skip: skip || (!cli && 'llamaweb CLI not built') || (!process.env.LW_TEST_BIG && 'set LW_TEST_BIG=1 (writes a ~300 MB model)') }, async () => {
   // the Llama 3.2 1B shape cut to one block: 128256 x 2048 Q8_0 = 266 MiB of embedding, tied to the output,
   // so on lavapipe both the row gather and the output mat-vec run over three pieces

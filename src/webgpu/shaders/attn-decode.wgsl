@@ -90,15 +90,20 @@ var<workgroup> red_v: array<vec4<f32>, WG_SIZE>;            // output o of cell 
 // before any is used. A GPU waits on each global load it uses, so one load per iteration made a 32-cell
 // split 32 dependent trips to memory in each phase (H200 profile, 8B decode after 512 tokens: 27 us per
 // layer); batched, a split costs a few. The sums keep their order: the same bits as one at a time.
-const VB: u32 = 8u;
+// (VB and KB: defines, tune keys attn "vb" and "kb"; KB must divide HEAD_DIM / 4.)
+#ifndef VB
+#define VB 8
+#endif
+#ifndef KB
 #if HEAD_DIM % 64 == 0
-const KB: u32 = 16u;
+#define KB 16
 #elif HEAD_DIM % 32 == 0
-const KB: u32 = 8u;
+#define KB 8
 #elif HEAD_DIM % 16 == 0
-const KB: u32 = 4u;
+#define KB 4
 #else
-const KB: u32 = 1u;
+#define KB 1
+#endif
 #endif
 
 // Adds the weighted V quads of output oi's lane over cells j0, j0 + step, ... < n for head oi % G.

@@ -44,9 +44,11 @@ int main(void) {
     /* quantized files decoded by the fast kernels (own float order) are compared as on other builds, with a
      * wider bound: gemma4's f16 GELU table lookups turn last-bit differences into steps of the table, and
      * its six-block random models amplify them (measured on zen4: up to 0.034 of the range at 3 of 16
-     * greedy steps of synth-gemma4-256-q4_k, top-1 16/16; other files below 0.03) */
+     * greedy steps of synth-gemma4-256-q4_k, top-1 16/16; other files below 0.03); the same bound against
+     * the other builds when the fast kernels run (measured on haswell: synth-gemma4-256-q4_k at 19 of 100
+     * prompt positions and 2 of 4 greedy steps past 0.02, top-1 the same) */
     const int qexact = exact && !fast_decode();
-    const double ftol = exact ? 1e-6 : 1e-3, qtol = qexact ? 1e-3 : exact ? 5e-2 : 2e-2;
+    const double ftol = exact ? 1e-6 : 1e-3, qtol = qexact ? 1e-3 : exact || fast_decode() ? 5e-2 : 2e-2;
     /* bf16 is exact only against the AVX512-BF16 builds (vdpbf16ps) */
     const int bf16_exact =
         cpu_variant && (!strcmp(cpu_variant, "zen4") || !strcmp(cpu_variant, "cooperlake"));

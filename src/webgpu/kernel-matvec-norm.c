@@ -6,11 +6,18 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Whether v's weights are a K format whose sub-blocks of 32 the shader takes (x rounded as Q8_K). */
+static bool is_kq(uint32_t type) {
+    return type == LW_TYPE_Q4_K || type == LW_TYPE_Q5_K;
+}
+
 /* Workgroup memory of the shader's arrays for v: x's quants (k bytes), the pairs' scales, the squares'
- * partials, two words per block, the rows' partials, the layout flag (, the GLU's rows and block words). */
+ * partials, two words per block, the rows' partials, the layout flag (, the GLU's rows and block words; the K
+ * formats' two words per super-block). */
 static uint64_t wg_bytes(const lw__gpu_matvec_norm_variant *v) {
     return (uint64_t)v->k + (uint64_t)v->k / 64 * 16 + (uint64_t)v->wg_size * 4 + (uint64_t)v->k / 32 * 8 +
-           (uint64_t)v->wg_size * v->rows * 4 + 8 + (v->glu ? 64 * 4 + 8 : 0);
+           (uint64_t)v->wg_size * v->rows * 4 + 8 + (v->glu ? 64 * 4 + 8 : 0) +
+           (is_kq(v->type) ? (uint64_t)v->k / 256 * 8 : 0);
 }
 
 uint32_t lw__gpu_matvec_norm_bindings(const lw__gpu_matvec_norm_variant *v) {
@@ -37,8 +44,13 @@ lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info,
 
 lw_status lw__gpu_matvec_norm_check(const lw_gpu_info *info, const lw__gpu_matvec_norm_variant *v,
                                     char *err) {
-    if (v->type != LW_TYPE_Q4_0 && v->type != LW_TYPE_Q8_0)
-        return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec-norm: Q4_0 and Q8_0 weights only");
+    const bool kq = is_kq(v->type);
+    if (v->type != LW_TYPE_Q4_0 && v->type != LW_TYPE_Q8_0 && !kq)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec-norm: Q4_0, Q8_0, Q4_K and Q5_K weights only");
+    if (kq && (v->glu || v->prefetch || v->k % 256))
+        return lw__errorf(err, LW_ERR_INVALID_ARG,
+                          "matvec-norm: K-format rows of a multiple of 256, no GLU output (its Q8_K block "
+                          "spans 8 workgroups), no prefetch");
     if (!info->has_dot4) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec-norm: needs dot4I8Packed");
     if (v->subgroups && !info->has_subgroups)
         return lw__errorf(err, LW_ERR_UNSUPPORTED,

@@ -1,5 +1,5 @@
 // Mat-vec of a one-token step with the RMS norm of its input in the prologue (Q4_0 / Q8_0 weights in block
-// pairs, integer products), so the norm needs no dispatch of its own:
+// pairs, Q4_K / Q5_K in sub-blocks; integer products), so the norm needs no dispatch of its own:
 //   h = a + b                                     (ADD=1: the residual add before the norm, as the ADD op)
 //   x = (h * (1 / sqrt(mean(h^2) + eps))) * nw    (rms-norm.wgsl's f32 arithmetic on GPUs, EXACT_SUM 0)
 //   y = W q8(x)                                   (q8: actq-quant.wgsl's Q8_0 rounding; matvec-q8.wgsl PAIR)
@@ -23,8 +23,9 @@
 // of rows per word) or f32. A pair (2i, 2i + 1) is two rows of one row group, so the lane holding both sums
 // writes them: the rope_qkv dispatch goes (on the H200 ~10 us of a decode step per layer), and its values
 // are the same bits (the same f32 sums, the same RoPE products: rope-common.wgsl).
-// Defines: WEIGHT_TYPE (Q4_0 / Q8_0), NK (elements per row, a multiple of 64), WG_SIZE (a power of two, 32 to
-// 256), ROWS (1..8), ADD (0/1), GLU_OUT (0/1), ROPE_OUT (0/1), KV_F16 (0/1), SUBGROUPS.
+// Defines: WEIGHT_TYPE (Q4_0 / Q8_0; Q4_K / Q5_K: KQ below), NK (elements per row, a multiple of 64; of 256
+// for KQ), WG_SIZE (a power of two, 32 to 256), ROWS (1..8), ADD (0/1), GLU_OUT (0/1), ROPE_OUT (0/1),
+// KV_F16 (0/1), SUBGROUPS.
 // Bindings: 0 weights (read), 1 a (read_write, vec4s), ADD: 2 b, 3 h (read_write, vec4s); then the norm weight
 // (read, vec4s), y (read_write), GLU_OUT: qo (read_write, words), ROPE_OUT: K cache, V cache (read_write),
 // frequency factors or the host's RoPE table (read), then params (uniform). a, b and h are read_write
@@ -35,14 +36,20 @@
 #ifndef WEIGHT_TYPE
 #error matvec-q8-norm.wgsl needs WEIGHT_TYPE
 #endif
-#if WEIGHT_TYPE != TYPE_Q4_0 && WEIGHT_TYPE != TYPE_Q8_0
-#error matvec-q8-norm.wgsl: block pairs of Q4_0 or Q8_0
+#if WEIGHT_TYPE == TYPE_Q4_K || WEIGHT_TYPE == TYPE_Q5_K
+// KQ: super-blocks of 256 whose sub-blocks of 32 are the lanes' units (matvec-q8.wgsl's non-PAIR loop), x
+// rounded as Q8_K (ACTQ 2: one scale per 256 elements, quant sums per 32 for the weights' minimums)
+#define KQ 1
+#elif WEIGHT_TYPE == TYPE_Q4_0 || WEIGHT_TYPE == TYPE_Q8_0
+#define KQ 0
+#else
+#error matvec-q8-norm.wgsl: block pairs of Q4_0 or Q8_0, or Q4_K / Q5_K sub-blocks
 #endif
 #ifndef NK
 #error matvec-q8-norm.wgsl needs NK
 #endif
-#if NK % 64 != 0
-#error matvec-q8-norm.wgsl: NK must be a multiple of 64 (block pairs)
+#if NK % 64 != 0 || (KQ && NK % 256 != 0)
+#error matvec-q8-norm.wgsl: NK must be a multiple of 64 (block pairs; 256 for the K formats' super-blocks)
 #endif
 #ifndef WG_SIZE
 #define WG_SIZE 256
@@ -77,11 +84,19 @@
 #if ROPE_OUT && (GLU_OUT || ROWS % 2 != 0)
 #error matvec-q8-norm.wgsl: ROPE_OUT needs an even ROWS and no GLU_OUT
 #endif
+#if KQ && (GLU_OUT || PREFETCH)
+#error matvec-q8-norm.wgsl: the K formats have no GLU_OUT (the down projection's Q8_K block spans 8 workgroups) or PREFETCH
+#endif
 #if GLU_OUT && (WG_SIZE != 256 || ROWS != 8)
 #error matvec-q8-norm.wgsl: GLU_OUT needs 8 row groups of 8 rows (32 gate and 32 up rows a workgroup)
 #endif
+#if KQ
+#define ACTQ 2
+#define DQI_ALIGNED 1 // whole-word blocks (144 / 176 bytes); the plan checks the rows' offsets
+#else
 #define PAIR 1
 #define ACTQ 1
+#endif
 
 struct NormMatvecParams {
     rows: u32,       // rows of W (= elements of y)
@@ -168,18 +183,40 @@ fn actq_x(i: u32) -> vec4<f32> { // (actq.wgsl's block scans, not called here)
     return vec4<f32>(f32(i) * 0.0);
 }
 #include "actq.wgsl"
+#if KQ
+const PW: u32 = 1u; // (the prefetch's registers: unused)
+#else
 #include "matvec-pair.wgsl"
+#endif
 #include "wg-sum.wgsl"
 
 const LANES: u32 = 32u;                        // lanes of a row group
 const NG: u32 = WG_SIZE / LANES;               // row groups
 const CH: u32 = NK / 8u;                       // 8-element chunks of x (a quarter of a Q8_0 block)
 const IT: u32 = (CH + WG_SIZE - 1u) / WG_SIZE; // chunks per invocation
+#if KQ
+const QB: u32 = 32u; // chunks per rounding block (a super-block of 256)
+
+// (multiplier, scale) of a Q8_K super-block whose first element of largest |x| is mx (actq.wgsl actq_scale)
+fn actq_k_scale(mx: f32) -> vec2<f32> {
+    if (mx == 0.0f) {
+        return vec2<f32>(0.0);
+    }
+    let s = div_rn(-127.0f, mx);
+    return vec2<f32>(s, div_rn(1.0f, s));
+}
+#else
+const QB: u32 = 4u; // chunks per rounding block (a Q8_0 block of 32)
+#endif
 
 var<workgroup> xq: array<vec4<u32>, NK / 16u>;  // x's quants, four to a word in element order
 var<workgroup> xs: array<vec4<f32>, NK / 64u>;  // per block pair: (d_x, s_x) of both blocks
 var<workgroup> bmax: array<atomic<u32>, NK / 32u>; // per block: bits of its largest |x| (starts at 0)
 var<workgroup> bsum: array<atomic<i32>, NK / 32u>; // per block: sum of its quants
+#if KQ
+var<workgroup> bfirst: array<atomic<u32>, NK / 256u>; // per super-block: NK - the first element of largest |x|
+var<workgroup> bsign: array<f32, NK / 256u>;          // per super-block: that element (its sign decides)
+#endif
 var<workgroup> red: array<f32, WG_SIZE * ROWS>; // row partials (row r of group g, lane l at (g ROWS + r) 32 + l)
 #if GLU_OUT
 var<workgroup> outv: array<f32, 64>; // the workgroup's rows: gate e at 8 (e / 4) + e % 4, up e 4 further
@@ -382,14 +419,45 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 let av = abs(xv);
                 m = max(m, max(max(av.x, av.y), max(av.z, av.w)));
             }
-            atomicMax(&bmax[c / 4u], bitcast<u32>(m));
+            atomicMax(&bmax[c / QB], bitcast<u32>(m));
+        }
+    }
+    workgroupBarrier();
+#if KQ
+    // Q8_K's scale comes from the super-block's first element of largest |x| (actq.wgsl actq_scale): the
+    // chunks holding that magnitude offer their first such element, the earliest one wins and is kept
+    for (var it = 0u; it < IT; it++) {
+        let c = lid + it * WG_SIZE;
+        if (c < CH) {
+            let amax = bitcast<f32>(atomicLoad(&bmax[c / QB]));
+            for (var e = 0u; e < 8u; e++) {
+                if (abs(v[2u * it + e / 4u][e % 4u]) == amax) {
+                    atomicMax(&bfirst[c / QB], NK - (8u * c + e));
+                    break;
+                }
+            }
         }
     }
     workgroupBarrier();
     for (var it = 0u; it < IT; it++) {
         let c = lid + it * WG_SIZE;
         if (c < CH) {
-            let sc = actq_scale_of(bitcast<f32>(atomicLoad(&bmax[c / 4u])));
+            let e = NK - atomicLoad(&bfirst[c / QB]);
+            if (e / 8u == c) {
+                bsign[c / QB] = v[2u * it + (e % 8u) / 4u][e % 4u];
+            }
+        }
+    }
+    workgroupBarrier();
+#endif
+    for (var it = 0u; it < IT; it++) {
+        let c = lid + it * WG_SIZE;
+        if (c < CH) {
+#if KQ
+            let sc = actq_k_scale(bsign[c / QB]);
+#else
+            let sc = actq_scale_of(bitcast<f32>(atomicLoad(&bmax[c / QB])));
+#endif
             let q0 = actq_quant4(v[2u * it], sc);
             let q1 = actq_quant4(v[2u * it + 1u], sc);
             atomicAdd(&bsum[c / 4u], q0.x + q0.y + q0.z + q0.w + q1.x + q1.y + q1.z + q1.w);
@@ -399,8 +467,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     workgroupBarrier();
     for (var blk = lid; blk < NK / 32u; blk += WG_SIZE) {
+#if KQ
+        let gw = actq_group_words(actq_k_scale(bsign[blk / 8u]), 0.0f, atomicLoad(&bsum[blk]));
+#else
         let amax = bitcast<f32>(atomicLoad(&bmax[blk]));
         let gw = actq_group_words(actq_scale_of(amax), amax, atomicLoad(&bsum[blk]));
+#endif
         xs[blk / 2u][(blk % 2u) * 2u] = bitcast<f32>(gw.x);
         xs[blk / 2u][(blk % 2u) * 2u + 1u] = bitcast<f32>(gw.y);
     }
@@ -413,6 +485,32 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 
     // 3. the group's ROWS rows, block pairs kl, kl + 32, ... (rows past the end repeat the last: never stored)
     var accr: array<f32, ROWS>;
+#if KQ
+    // sub-blocks t = kl, kl + 32, ... of 32 elements (sub-block t % 8 of super-block t / 8): matvec-q8.wgsl's
+    // integer terms, x's quants and (d_x, sum) from workgroup memory
+    for (var t = kl; t < NK / 32u; t += LANES) {
+        var xw: array<u32, 8>;
+        for (var q = 0u; q < 2u; q++) {
+            let p = xq[t * 2u + q];
+            xw[4u * q] = p.x;
+            xw[4u * q + 1u] = p.y;
+            xw[4u * q + 2u] = p.z;
+            xw[4u * q + 3u] = p.w;
+        }
+        let iv = xs[t / 2u];
+        let xi = select(iv.xy, iv.zw, t % 2u == 1u);
+        for (var r = 0u; r < ROWS; r++) {
+            let bb = params.w_offset + row_of(row0, r) * params.row_stride + (t / 8u) * DQ_BYTES;
+            let sub = dqi_sub(bb, t % 8u);
+            var isum = 0;
+            for (var u = 0u; u < 8u; u++) {
+                isum += dot4I8Packed(sub.q[u], xw[u]);
+            }
+            let dw = dqi_scales(bb);
+            accr[r] += (xi.x * dw.x) * f32(sub.sc * isum) - (xi.x * dw.y) * f32(sub.mn * bitcast<i32>(xi.y));
+        }
+    }
+#else
     for (var t = kl; t < NK / 64u; t += LANES) {
         var xw: array<u32, 16>;
         for (var q = 0u; q < 4u; q++) {
@@ -434,6 +532,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             accr[r] += pair_term(&ww, &xw, iv);
         }
     }
+#endif
 
     // 4. each row's 32 partial sums
 #if SUBGROUPS

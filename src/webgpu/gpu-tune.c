@@ -459,16 +459,12 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
     return r;
 }
 
-bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type, uint64_t k) {
-    /* Q4_K / Q5_K (sub-blocks of 32, x rounded as Q8_K in the prologue) by default for rows of up to 2048
-     * (H200, STEPS=models tg128 alternating, REPS=3, default / norm 0 for q4_K: llama-3.2-1b Q4_K_M 792 /
-     * 703 and 741 / 691 t/s, 165 / 197 dispatches; llama-3.1-8b Q4_K_M, rows of 4096, 227 / 240 and 226 /
-     * 240: the prologue over 4096 elements in each of the gate|up call's 896 workgroups costs more there
-     * than the norm's own dispatch) */
-    const int32_t v = pick(t, 0, type, LW_GPU_TUNE_MV_NORM, -1);
-    if (v >= 0) return v != 0;
-    return matvec_defaults[LW_GPU_TUNE_MV_NORM] != 0 &&
-           (!(type == LW_TYPE_Q4_K || type == LW_TYPE_Q5_K) || k <= 2048);
+bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type) {
+    /* Q4_K / Q5_K too (their 64-element groups in the loop; H200 STEPS=models tg128 alternating, REPS=3,
+     * norm 0 / 1 for q4_K: llama-3.1-8b Q4_K_M 230.4 / 238.0 and 229.5 / 233.1 t/s, 389 / 325 dispatches;
+     * llama-3.2-1b Q4_K_M 730.6 / 777.5 and 691.5 / 677.6, 197 / 165. A first loop of one 32-element
+     * sub-block per lane, each loading the group's quant words again, took the 8B to 226 vs 240.) */
+    return pick(t, 0, type, LW_GPU_TUNE_MV_NORM, matvec_defaults[LW_GPU_TUNE_MV_NORM]) != 0;
 }
 
 void lw__gpu_matvec_norm_tune(const lw__gpu_tune *t, uint32_t type, lw__gpu_matvec_norm_variant *v) {

@@ -120,8 +120,8 @@ bool lw__gpu_cpu_adapter(const lw_gpu_info *i);
 lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type);
 
 /* Whether tune key "norm" lets the runner put the RMS norm before a one-token mat-vec of type in its prologue
- * (default 1, for Q4_K / Q5_K rows of k up to 2048; lw__gpu_matvec_norm_* of kernels.h). */
-bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type, uint64_t k);
+ * (default 1; lw__gpu_matvec_norm_* of kernels.h). */
+bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type);
 /* Whether such a gate|up mat-vec of type over rows of k elements also rounds SwiGLU for the down projection:
  * tune key "glu" (0 / 1), by default for k <= 2048 (the measurements in gpu-tune.c). */
 bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, uint32_t type, uint64_t k);

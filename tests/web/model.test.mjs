@@ -222,10 +222,10 @@ for (const [preset, type, extra, oct] of [['llama-3.2-1b', 'q4_0', ['--layers', 
 // fewer per block (the attention and FFN norms, the GLU's quantizer) than with the norms' own dispatches.
 // (The llama-3.2-1b block: rows of 2048, 256 invocations a workgroup; tiny: rows of 64.)
 // Q4_K / Q5_K weights (x rounded as Q8_K in the prologue, sub-blocks of 32 in the loop; no GLU_OUT): every
-// Q4_K projection whose norm it reads alone, so 2 fewer per block where all are Q4_K (synth's q4_k) and at
+// Q4_K projection whose norm it reads alone, so 2 fewer per block where all are Q4_K or Q5_K (synth's q4_k, q5_k) and at
 // least the FFN's in a Q4_K_M file (whose Q6_K attn_v blocks keep separate projections and the norm).
 for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', '--vocab-size', '512']],
-  ['tiny', 'q8_0', []], ['tiny-qwen2', 'q4_0', []], ['tiny-256', 'q4_k', []], ['tiny-256', 'q4_k_m', ['--layers', '4']]]) {
+  ['tiny', 'q8_0', []], ['tiny-qwen2', 'q4_0', []], ['tiny-256', 'q4_k', []], ['tiny-256', 'q5_k', []], ['tiny-256', 'q4_k_m', ['--layers', '4']]]) {
   const label = `${preset} ${type}${extra.length ? `, ${extra[1]} block(s)` : ''}`;
   test(`greedy agreement WebGPU vs CPU, norms in the mat-vecs' prologue: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
     const file = synth(preset, type, extra);
@@ -236,7 +236,7 @@ for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', 
       `logits within ${(100 * r.worst).toFixed(4)} % of their range; ${r.info.stepDispatches} dispatches per token (${off.info.stepDispatches} with the norms' own)`);
     const fewer = off.info.stepDispatches - r.info.stepDispatches;
     if (type === 'q4_k_m') assert.ok(fewer >= r.info.n_layer, `${fewer} dispatches fewer, at least one per block`);
-    else assert.equal(fewer, (type === 'q4_k' ? 2 : 3) * r.info.n_layer, 'dispatches fewer per block');
+    else assert.equal(fewer, (/^q[45]_k$/.test(type) ? 2 : 3) * r.info.n_layer, 'dispatches fewer per block');
     assert.ok(r.worst < 0.02, `logits differ by ${r.worst} of their range`);
     assert.ok(r.rate >= 0.95, `agreement ${r.rate}`);
     if (preset === 'tiny') {

@@ -37,8 +37,8 @@
 #error matvec-q8-norm.wgsl needs WEIGHT_TYPE
 #endif
 #if WEIGHT_TYPE == TYPE_Q4_K || WEIGHT_TYPE == TYPE_Q5_K
-// KQ: super-blocks of 256 whose sub-blocks of 32 are the lanes' units (matvec-q8.wgsl's non-PAIR loop), x
-// rounded as Q8_K (ACTQ 2: one scale per 256 elements, quant sums per 32 for the weights' minimums)
+// KQ: super-blocks of 256 whose 64-element groups (two sub-blocks) are the lanes' units (matvec-q8.wgsl's
+// terms), x rounded as Q8_K (ACTQ 2: one scale per 256 elements, quant sums per 32 for the minimums)
 #define KQ 1
 #elif WEIGHT_TYPE == TYPE_Q4_0 || WEIGHT_TYPE == TYPE_Q8_0
 #define KQ 0
@@ -207,6 +207,33 @@ fn actq_k_scale(mx: f32) -> vec2<f32> {
 }
 #else
 const QB: u32 = 4u; // chunks per rounding block (a Q8_0 block of 32)
+#endif
+#if KQ
+// 64-element group g of the Q4_K / Q5_K block at byte b: its two sub-blocks' quants (dqi_sub's words, one
+// load each for both) and (sc 2g, sc 2g + 1, m 2g, m 2g + 1). (dqi_sub loads the words once per sub-block.)
+struct KqGroup {
+    lo: array<u32, 8>, // sub-block 2g: low nibbles (Q5_K: and its fifth bits)
+    hi: array<u32, 8>, // sub-block 2g + 1: high nibbles
+    sc: vec4<i32>,     // the two scales, then the two minimums
+}
+
+fn kq_group(b: u32, g: u32) -> KqGroup {
+    var r: KqGroup;
+    for (var v = 0u; v < 8u; v++) {
+#if WEIGHT_TYPE == TYPE_Q4_K
+        let q = dqi_w(b + 16u + 32u * g + 4u * v);
+        r.lo[v] = q & 0x0f0f0f0fu;
+        r.hi[v] = (q >> 4u) & 0x0f0f0f0fu;
+#else
+        let q = dqi_w(b + 48u + 32u * g + 4u * v);
+        let hb = dqi_w(b + 16u + 4u * v) >> (2u * g);
+        r.lo[v] = (q & 0x0f0f0f0fu) | ((hb & 0x01010101u) << 4u);
+        r.hi[v] = ((q >> 4u) & 0x0f0f0f0fu) | (((hb >> 1u) & 0x01010101u) << 4u);
+#endif
+    }
+    r.sc = vec4<i32>(kscale_pairs(vec3<u32>(dqi_w(b + 4u), dqi_w(b + 8u), dqi_w(b + 12u)), g));
+    return r;
+}
 #endif
 
 var<workgroup> xq: array<vec4<u32>, NK / 16u>;  // x's quants, four to a word in element order
@@ -486,28 +513,33 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // 3. the group's ROWS rows, block pairs kl, kl + 32, ... (rows past the end repeat the last: never stored)
     var accr: array<f32, ROWS>;
 #if KQ
-    // sub-blocks t = kl, kl + 32, ... of 32 elements (sub-block t % 8 of super-block t / 8): matvec-q8.wgsl's
-    // integer terms, x's quants and (d_x, sum) from workgroup memory
-    for (var t = kl; t < NK / 32u; t += LANES) {
-        var xw: array<u32, 8>;
-        for (var q = 0u; q < 2u; q++) {
-            let p = xq[t * 2u + q];
+    // 64-element groups t = kl, kl + 32, ... (group t % 4 of super-block t / 4): both sub-blocks of a group
+    // from one load of its 8 quant words (low and high nibbles) and one of its scales, matvec-q8.wgsl's
+    // integer terms; x's quants and (d_x, sum, d_x, sum) from workgroup memory
+    for (var t = kl; t < NK / 64u; t += LANES) {
+        var xw: array<u32, 16>;
+        for (var q = 0u; q < 4u; q++) {
+            let p = xq[t * 4u + q];
             xw[4u * q] = p.x;
             xw[4u * q + 1u] = p.y;
             xw[4u * q + 2u] = p.z;
             xw[4u * q + 3u] = p.w;
         }
-        let iv = xs[t / 2u];
-        let xi = select(iv.xy, iv.zw, t % 2u == 1u);
+        let iv = xs[t];
+        let s0 = bitcast<i32>(iv.y);
+        let s1 = bitcast<i32>(iv.w);
         for (var r = 0u; r < ROWS; r++) {
-            let bb = params.w_offset + row_of(row0, r) * params.row_stride + (t / 8u) * DQ_BYTES;
-            let sub = dqi_sub(bb, t % 8u);
-            var isum = 0;
+            let bb = params.w_offset + row_of(row0, r) * params.row_stride + (t / 4u) * DQ_BYTES;
+            let sp = kq_group(bb, t % 4u);
+            var i0 = 0;
+            var i1 = 0;
             for (var u = 0u; u < 8u; u++) {
-                isum += dot4I8Packed(sub.q[u], xw[u]);
+                i0 += dot4I8Packed(sp.lo[u], xw[u]);
+                i1 += dot4I8Packed(sp.hi[u], xw[8u + u]);
             }
             let dw = dqi_scales(bb);
-            accr[r] += (xi.x * dw.x) * f32(sub.sc * isum) - (xi.x * dw.y) * f32(sub.mn * bitcast<i32>(xi.y));
+            accr[r] += (iv.x * dw.x) * f32(sp.sc.x * i0 + sp.sc.y * i1) -
+                       (iv.x * dw.y) * f32(sp.sc.z * s0 + sp.sc.w * s1);
         }
     }
 #else

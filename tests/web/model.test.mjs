@@ -12,6 +12,7 @@ import path from 'node:path';
 import { setup, repoRoot } from '../../web/lw-node.mjs';
 import { GpuModel, CpuModel, fileSource } from '../../web/lw-model.mjs';
 import { agreement as agreementOf } from './agreement.mjs';
+import { isSwiftShader } from './adapter.mjs';
 
 const ctx = await setup();
 const skip = ctx.skip || false;
@@ -128,6 +129,10 @@ test('decoding creates no GPU objects after the first step (invariant 2)', { ski
 // LW_TEST_SLOW=1: every architecture in f32/f16/q8_0/q4_0 and every weight format (below), 1000 tokens each
 // (LW_AGREE_TOKENS overrides).
 const SLOW = !!process.env.LW_TEST_SLOW;
+// The one-block llama-3.2-1b cases (rows of 2048 and 8192) take SwiftShader 1-4 min each (lavapipe 15-35 s):
+// without LW_TEST_SLOW=1 they run on lavapipe only, the other driver of scripts/test-webgpu.sh.
+const big1b = (preset) => preset === 'llama-3.2-1b' && !skip && !SLOW && isSwiftShader(ctx.info) &&
+  'the one-block 1B runs on lavapipe (LW_TEST_SLOW=1: here too)';
 const ARCHS = ['tiny', 'tiny-qwen2', 'tiny-qwen3', 'tiny-phi3', 'tiny-gemma2', 'tiny-gemma3'];
 // Every weight format of the GPU table in at least one file: the 32-element-block types on `tiny`, the rest
 // on `tiny-256`, whose rows are whole 256-blocks (on `tiny`, 64-element rows make llama-quantize fall back
@@ -203,7 +208,7 @@ for (const [preset, type] of [['tiny', 'q4_0'], ['tiny-256', 'q4_k_m']]) {
 for (const [preset, type, extra, oct] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', '--vocab-size', '512'], 0],
   ['llama-3.2-1b', 'q4_0', ['--layers', '1', '--vocab-size', '512'], 1], ['tiny', 'q4_0', [], 0]]) {
   const label = `${preset} ${type}${extra.length ? ', one block' : ''}${oct ? ', eight-block steps' : ''}`;
-  test(`greedy agreement WebGPU vs CPU, the GPUs' norms and integer mat-vecs: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
+  test(`greedy agreement WebGPU vs CPU, the GPUs' norms and integer mat-vecs: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') || big1b(preset) }, async () => {
     const file = synth(preset, type, extra);
     const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
     const r = await agreement(file, prompt, 24, { exact: false, tune: { matvec: { '*': { idot: 1, exact: 0, oct, norm: 0 } } } });
@@ -227,7 +232,7 @@ for (const [preset, type, extra, oct] of [['llama-3.2-1b', 'q4_0', ['--layers', 
 for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', '--vocab-size', '512']],
   ['tiny', 'q8_0', []], ['tiny-qwen2', 'q4_0', []], ['tiny-256', 'q4_k', []], ['tiny-256', 'q5_k', []], ['tiny-256', 'q4_k_m', ['--layers', '4']]]) {
   const label = `${preset} ${type}${extra.length ? `, ${extra[1]} block(s)` : ''}`;
-  test(`greedy agreement WebGPU vs CPU, norms in the mat-vecs' prologue: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
+  test(`greedy agreement WebGPU vs CPU, norms in the mat-vecs' prologue: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') || big1b(preset) }, async () => {
     const file = synth(preset, type, extra);
     const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
     const tune = (norm) => ({ exact: false, kvF32: true, tune: { matvec: { '*': { idot: 1, exact: 0, norm, glu: 1, rope: 0 } } } });
@@ -264,7 +269,7 @@ for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', 
 for (const [preset, type, kvF32] of [['llama-3.2-1b', 'q4_0', false], ['tiny', 'q8_0', true], ['tiny', 'q4_0', false], ['tiny-256', 'q4_k', false]]) {
   const extra = preset === 'llama-3.2-1b' ? ['--layers', '1', '--vocab-size', '512'] : [];
   const label = `${preset} ${type}${extra.length ? ', one block' : ''}, ${kvF32 ? 'f32' : 'f16'} cache`;
-  test(`greedy agreement WebGPU vs CPU, RoPE and KV store in the Q|K|V mat-vec: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
+  test(`greedy agreement WebGPU vs CPU, RoPE and KV store in the Q|K|V mat-vec: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') || big1b(preset) }, async () => {
     const file = synth(preset, type, extra);
     const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
     const tune = (rope) => ({ exact: false, kvF32, tune: { matvec: { '*': { idot: 1, exact: 0, rope } } } });
@@ -295,7 +300,7 @@ const ATTN_ROPE_CASES = [['llama-3.2-1b', 'q4_0', true], ['tiny', 'q8_0', false]
 for (const [preset, type, q8] of SLOW ? ATTN_ROPE_CASES : ATTN_ROPE_CASES.slice(0, 2)) {
   const extra = preset === 'llama-3.2-1b' ? ['--layers', '1', '--vocab-size', '512'] : [];
   const label = `${preset} ${type}${extra.length ? ', one block' : ''}`;
-  test(`greedy agreement WebGPU vs CPU, RoPE and KV store in the decode attention: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') }, async () => {
+  test(`greedy agreement WebGPU vs CPU, RoPE and KV store in the decode attention: ${label}`, { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') || big1b(preset) }, async () => {
     const file = synth(preset, type, extra);
     const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
     const tune = (rope) => ({ exact: false, tune: { matvec: { '*': { idot: 1, exact: 0, rope: 0 } }, attn: { '*': { rope } } } });

@@ -455,10 +455,11 @@ static int32_t norm_mv_match(const lw__gpu_model *g, int32_t n) {
     const int32_t w = gr->nodes[m].src[0];
     const lw__gpu_matvec_variant v = mm_variant(g, m);
     const uint32_t wt = gr->t[w].type;
-    const bool kq = (wt == LW_TYPE_Q4_K || wt == LW_TYPE_Q5_K) && v.actq == LW_GPU_ACTQ_Q8_K,
-               pair = v.pair && !v.oct && v.actq == LW_GPU_ACTQ_Q8_0;
-    if (!v.idot || !(pair || kq) || !lw__gpu_matvec_norm_tuned(g->p.tune, wt) || g->loc[w].n_pieces != 1 ||
-        gr->t[w].ne0 != gr->t[d].ne0 || gr->t[gr->nodes[m].dst].ne0 != gr->t[w].ne1)
+    /* Q4_0 / Q8_0 block pairs, or Q8_K activations (which weight types the kernel takes: the check below) */
+    const bool pair = v.pair && !v.oct && v.actq == LW_GPU_ACTQ_Q8_0;
+    if (!v.idot || !(pair || v.actq == LW_GPU_ACTQ_Q8_K) || !lw__gpu_matvec_norm_tuned(g->p.tune, wt) ||
+        g->loc[w].n_pieces != 1 || gr->t[w].ne0 != gr->t[d].ne0 ||
+        gr->t[gr->nodes[m].dst].ne0 != gr->t[w].ne1)
         return -1;
     const lw__gpu_matvec_norm_variant nv = norm_variant(g, w, true, false);
     char why[LW_ERRMSG_SIZE];

@@ -510,12 +510,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #endif
     workgroupBarrier();
 
-    // 3. the group's ROWS rows, block pairs kl, kl + 32, ... (rows past the end repeat the last: never stored)
+    // 3. the group's ROWS rows, block pairs kl, kl + 32, ... (rows past the end repeat the last: never stored);
+    // KQ: 64-element groups (group t % 4 of super-block t / 4), both sub-blocks from one load of the group's 8
+    // quant words (low and high nibbles) and one of its scales, matvec-q8.wgsl's integer terms. x's quants
+    // and (d_x, s_x or sum) of the 64 elements from workgroup memory either way.
     var accr: array<f32, ROWS>;
-#if KQ
-    // 64-element groups t = kl, kl + 32, ... (group t % 4 of super-block t / 4): both sub-blocks of a group
-    // from one load of its 8 quant words (low and high nibbles) and one of its scales, matvec-q8.wgsl's
-    // integer terms; x's quants and (d_x, sum, d_x, sum) from workgroup memory
     for (var t = kl; t < NK / 64u; t += LANES) {
         var xw: array<u32, 16>;
         for (var q = 0u; q < 4u; q++) {
@@ -526,6 +525,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             xw[4u * q + 3u] = p.w;
         }
         let iv = xs[t];
+#if KQ
         let s0 = bitcast<i32>(iv.y);
         let s1 = bitcast<i32>(iv.w);
         for (var r = 0u; r < ROWS; r++) {
@@ -541,18 +541,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             accr[r] += (iv.x * dw.x) * f32(sp.sc.x * i0 + sp.sc.y * i1) -
                        (iv.x * dw.y) * f32(sp.sc.z * s0 + sp.sc.w * s1);
         }
-    }
 #else
-    for (var t = kl; t < NK / 64u; t += LANES) {
-        var xw: array<u32, 16>;
-        for (var q = 0u; q < 4u; q++) {
-            let p = xq[t * 4u + q];
-            xw[4u * q] = p.x;
-            xw[4u * q + 1u] = p.y;
-            xw[4u * q + 2u] = p.z;
-            xw[4u * q + 3u] = p.w;
-        }
-        let iv = xs[t];
         for (var r = 0u; r < ROWS; r++) {
             var ww = wpre[r]; // (the first step's)
             if (PREFETCH == 0 || t != kl) {
@@ -563,8 +552,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
             accr[r] += pair_term(&ww, &xw, iv);
         }
-    }
 #endif
+    }
 
     // 4. each row's 32 partial sums
 #if SUBGROUPS

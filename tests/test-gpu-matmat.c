@@ -31,8 +31,8 @@ static void test_pipelines(void) {
         for (int v16 = 0; v16 < 2; v16++) {
             lw__gpu_matmat_variant v = lw__gpu_matmat_default(&info, type);
             if (v.idot)
-                v = (lw__gpu_matmat_variant){type, false, 64, 64,    32,
-                                             4,    4,     0,  false, false}; /* the tile template */
+                v = (lw__gpu_matmat_variant){type, false, 64,    64,    32, 4,
+                                             4,    0,     false, false, 0}; /* the tile template */
             v.f16 = v16;
             lw_gpu_pipeline p = 0;
             int before = f->creates;
@@ -54,7 +54,7 @@ static void test_pipelines(void) {
     }
     CHECK(n_formats >= 4);
     /* the tile defines reach the shader, and label = cache key tells variants apart */
-    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 48, 20, 24, 3, 5, 0, false, false};
+    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 48, 20, 24, 3, 5, 0, false, false, 0};
     lw_gpu_pipeline p;
     CHECK(lw__gpu_matmat_wg_size(&v) == 64);
     CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &v, &info, &p, err) == LW_OK, "%s", err);
@@ -79,56 +79,62 @@ static void test_pipelines(void) {
         lw_status st;
         const char *msg;
     } bad[] = {
-        {{LW_TYPE_Q4_0, false, 64, 64, 12, 4, 4, 0, false, false},
+        {{LW_TYPE_Q4_0, false, 64, 64, 12, 4, 4, 0, false, false, 0},
          0,
          LW_ERR_INVALID_ARG,
          "rules"}, /* tk % 8 */
-        {{LW_TYPE_Q4_0, false, 64, 64, 0, 4, 4, 0, false, false}, 0, LW_ERR_INVALID_ARG, "rules"}, /* tk 0 */
-        {{LW_TYPE_Q4_0, false, 64, 60, 32, 4, 8, 0, false, false},
+        {{LW_TYPE_Q4_0, false, 64, 64, 0, 4, 4, 0, false, false, 0},
+         0,
+         LW_ERR_INVALID_ARG,
+         "rules"}, /* tk 0 */
+        {{LW_TYPE_Q4_0, false, 64, 60, 32, 4, 8, 0, false, false, 0},
          0,
          LW_ERR_INVALID_ARG,
          "rules"}, /* rn does not divide */
-        {{LW_TYPE_Q4_0, false, 64, 64, 32, 0, 4, 0, false, false}, 0, LW_ERR_INVALID_ARG, "rules"}, /* rm 0 */
-        {{LW_TYPE_Q4_0, false, 512, 64, 32, 8, 4, 0, false, false},
+        {{LW_TYPE_Q4_0, false, 64, 64, 32, 0, 4, 0, false, false, 0},
+         0,
+         LW_ERR_INVALID_ARG,
+         "rules"}, /* rm 0 */
+        {{LW_TYPE_Q4_0, false, 512, 64, 32, 8, 4, 0, false, false, 0},
          0,
          LW_ERR_INVALID_ARG,
          "rules"}, /* tm > 256 */
-        {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 17, 0, false, false},
+        {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 17, 0, false, false, 0},
          0,
          LW_ERR_INVALID_ARG,
          "rules"}, /* rn > 16 */
-        {{LW_TYPE_Q4_0, false, 256, 256, 32, 4, 4, 0, false, false}, 0, LW_ERR_INVALID_ARG, "invocations"},
-        {{LW_TYPE_Q4_0, false, 64, 128, 32, 4, 4, 0, false, false},
+        {{LW_TYPE_Q4_0, false, 256, 256, 32, 4, 4, 0, false, false, 0}, 0, LW_ERR_INVALID_ARG, "invocations"},
+        {{LW_TYPE_Q4_0, false, 64, 128, 32, 4, 4, 0, false, false, 0},
          1,
          LW_ERR_INVALID_ARG,
          "invocations"}, /* 512 > 256 */
-        {{LW_TYPE_Q4_0, false, 128, 128, 64, 8, 8, 0, false, false},
+        {{LW_TYPE_Q4_0, false, 128, 128, 64, 8, 8, 0, false, false, 0},
          0,
          LW_ERR_INVALID_ARG,
          "workgroup memory"},
-        {{LW_TYPE_Q4_0, true, 64, 64, 32, 4, 4, 0, false, false}, 1, LW_ERR_UNSUPPORTED, "shader-f16"},
-        {{4 /* no such type */, false, 64, 64, 32, 4, 4, 0, false, false},
+        {{LW_TYPE_Q4_0, true, 64, 64, 32, 4, 4, 0, false, false, 0}, 1, LW_ERR_UNSUPPORTED, "shader-f16"},
+        {{4 /* no such type */, false, 64, 64, 32, 4, 4, 0, false, false, 0},
          0,
          LW_ERR_UNSUPPORTED,
          "no GPU kernel"},
         /* integer products: their formats, with 8-bit activations, f32 and whole 32-blocks per K step */
-        {{LW_TYPE_Q4_K, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_Q8_K, true, false},
+        {{LW_TYPE_Q4_K, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_Q8_K, true, false, 0},
          0,
          LW_ERR_INVALID_ARG,
          "integer"},
-        {{LW_TYPE_Q2_K, false, 64, 64, 256, 4, 4, LW_GPU_ACTQ_Q8_K, true, false},
+        {{LW_TYPE_Q2_K, false, 64, 64, 256, 4, 4, LW_GPU_ACTQ_Q8_K, true, false, 0},
          0,
          LW_ERR_INVALID_ARG,
          "integer"},
-        {{LW_TYPE_Q8_0, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_Q8_K, true, false},
+        {{LW_TYPE_Q8_0, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_Q8_K, true, false, 0},
          0,
          LW_ERR_INVALID_ARG,
          "activation"},
-        {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_NONE, true, false},
+        {{LW_TYPE_Q4_0, false, 64, 64, 32, 4, 4, LW_GPU_ACTQ_NONE, true, false, 0},
          0,
          LW_ERR_INVALID_ARG,
          "integer"},
-        {{LW_TYPE_Q4_0, false, 64, 64, 48, 4, 4, LW_GPU_ACTQ_Q8_0, true, false},
+        {{LW_TYPE_Q4_0, false, 64, 64, 48, 4, 4, LW_GPU_ACTQ_Q8_0, true, false, 0},
          0,
          LW_ERR_INVALID_ARG,
          "integer"},
@@ -141,12 +147,12 @@ static void test_pipelines(void) {
     }
     CHECK(f->creates == before);
     /* integer products: matmat-q8.wgsl where WGSL has dot4I8Packed; its tiles are bytes */
-    lw__gpu_matmat_variant q = {LW_TYPE_Q5_1, false, 64, 64, 64, 4, 4, LW_GPU_ACTQ_Q8_0, true, false};
+    lw__gpu_matmat_variant q = {LW_TYPE_Q5_1, false, 64, 64, 64, 4, 4, LW_GPU_ACTQ_Q8_0, true, false, 0};
     CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &q, &info, &p, err) == LW_OK, "%s", err);
     CHECK(strstr(f->wgsl, "dot4I8Packed") && wgsl_const(f->wgsl, "DQI_SUBW") == 32);
     CHECK_MSG(strcmp(f->label, "matmat q5_1 t64x64x64 r4x4 a1 idot") == 0, "%s", f->label);
     CHECK(lw__gpu_matmat_wg_bytes(&q) == 128 * 17 * 4 + 64 * 2 * 2 * 8 + 64 * 2 * 8);
-    lw__gpu_matmat_variant k6 = {LW_TYPE_Q6_K, false, 32, 32, 256, 2, 2, LW_GPU_ACTQ_Q8_K, true, false};
+    lw__gpu_matmat_variant k6 = {LW_TYPE_Q6_K, false, 32, 32, 256, 2, 2, LW_GPU_ACTQ_Q8_K, true, false, 0};
     CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &k6, &info, &p, err) == LW_OK, "%s", err);
     CHECK(strstr(f->wgsl, "xbs[i] = sum;") && wgsl_const(f->wgsl, "DQI_SUBW") == 16);
     CHECK(lw__gpu_matmat_wg_bytes(&k6) == 64 * 65 * 4 + 32 * 17 * 8 + 32 * (8 + 16 * 4));
@@ -173,7 +179,7 @@ static void test_pipelines(void) {
     CHECK(!d.idot && d.tk == 32 && d.rm == 4);
     /* the matrix units: only on a device with i8 16 x 16 x 32 subgroup matrices and 32-wide subgroups, for
      * every quantized format (16-bit digits of X and W); on by default there, off with "smx": 0 */
-    lw__gpu_matmat_variant sm = {LW_TYPE_Q4_K, false, 64, 64, 64, 2, 2, LW_GPU_ACTQ_NONE, false, true};
+    lw__gpu_matmat_variant sm = {LW_TYPE_Q4_K, false, 64, 64, 64, 2, 2, LW_GPU_ACTQ_NONE, false, true, 0};
     CHECK(lw__gpu_matmat_check(&info, &sm, err) == LW_ERR_UNSUPPORTED && strstr(err, "subgroup matrices"));
     CHECK(!lw__gpu_matmat_default(&info, LW_TYPE_Q4_0).smx);
     lw_gpu_info mx = info;
@@ -189,6 +195,23 @@ static void test_pipelines(void) {
           strstr(f->wgsl, "chromium_experimental_subgroup_matrix"));
     CHECK_MSG(strcmp(f->label, "matmat q4_K t64x64x64 r2x2 a0 smx") == 0, "%s", f->label);
     CHECK(lw__gpu_matmat_wg_size(&sm) == 128 && lw__gpu_matmat_wg_bytes(&sm) == 4 * (64 + 64) * 64);
+    /* tile rows padded ("pad", words): its own pipeline, the padding in the workgroup bytes, multiples of 4
+     * up to 16 only, and only for the matrix units */
+    lw__gpu_matmat_variant sp = sm;
+    sp.pad = 4;
+    CHECK_MSG(lw__gpu_matmat_pipeline(&gpu, NULL, NULL, &sp, &mx, &p, err) == LW_OK, "%s", err);
+    CHECK_MSG(strcmp(f->label, "matmat q4_K t64x64x64 r2x2 a0 smx p4") == 0, "%s", f->label);
+    CHECK(strstr(f->wgsl, "WSP") && lw__gpu_matmat_wg_bytes(&sp) == 4 * (64 + 64) * (64 + 16));
+    sp.pad = 2;
+    CHECK(lw__gpu_matmat_check(&mx, &sp, err) == LW_ERR_INVALID_ARG && strstr(err, "padding"));
+    sp.pad = 20;
+    CHECK(lw__gpu_matmat_check(&mx, &sp, err) == LW_ERR_INVALID_ARG && strstr(err, "padding"));
+    sp = sm, sp.smx = false, sp.pad = 4;
+    CHECK(lw__gpu_matmat_check(&mx, &sp, err) == LW_ERR_INVALID_ARG && strstr(err, "padding"));
+    CHECK(lw__gpu_tune_set(&on, "matmat.q4_K.pad", 4, err) == LW_OK &&
+          lw__gpu_matmat_tuned(&on, &mx, LW_TYPE_Q4_K).pad == 4);
+    CHECK(lw__gpu_tune_set(&on, "matmat.q4_K.pad", 6, err) != LW_OK);
+    CHECK(lw__gpu_tune_set(&on, "matmat.q4_K.pad", 0, err) == LW_OK);
     sm.type = LW_TYPE_F16; /* no quantized blocks */
     CHECK(lw__gpu_matmat_check(&mx, &sm, err) == LW_ERR_INVALID_ARG && strstr(err, "subgroup matrices"));
     sm.type = LW_TYPE_Q4_0, sm.tn = 48; /* 48 is not a multiple of 16 x 2 */
@@ -218,7 +241,7 @@ static void test_pipelines(void) {
     CHECK(lw__gpu_smx_prep_plan(&mx, LW_TYPE_Q4_0, &ps, 37, &pp, pg, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_smx_prep_bytes(UINT64_MAX / 2, 4, 1, &pb) == LW_ERR_TOO_LARGE);
     /* the f16 tiles halve the workgroup memory: 128 x 128 x 64 fits in f16, not in f32 */
-    lw__gpu_matmat_variant h = {LW_TYPE_Q8_0, true, 128, 128, 48, 8, 8, 0, false, false};
+    lw__gpu_matmat_variant h = {LW_TYPE_Q8_0, true, 128, 128, 48, 8, 8, 0, false, false, 0};
     CHECK(lw__gpu_matmat_wg_bytes(&h) == 256 * 13 * 8);
     CHECK(lw__gpu_matmat_check(&info, &h, err) == LW_OK);
     h.f16 = false;
@@ -232,7 +255,7 @@ static void test_pipelines(void) {
 
 static void test_plan(void) {
     lw_gpu_info info = lavapipe_info();
-    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 64, 32, 32, 4, 4, 0, false, false};
+    lw__gpu_matmat_variant v = {LW_TYPE_Q4_0, false, 64, 32, 32, 4, 4, 0, false, false, 0};
     lw__gpu_matmat_params p;
     uint32_t g[3];
     char err[LW_ERRMSG_SIZE];
@@ -248,7 +271,7 @@ static void test_plan(void) {
     CHECK(p.x_offset == 1 && p.x_stride == 25 && p.y_offset == 3 && p.y_stride == 72 && g[0] == 2 &&
           g[2] == 2);
     /* many row tiles fold over a second grid dimension */
-    lw__gpu_matmat_variant one = {LW_TYPE_Q4_0, false, 1, 64, 32, 1, 4, 0, false, false};
+    lw__gpu_matmat_variant one = {LW_TYPE_Q4_0, false, 1, 64, 32, 1, 4, 0, false, false, 0};
     s = (lw__gpu_matmat_shape){70000, 32, 8, 0, 0, 0, 0, 0};
     CHECK(lw__gpu_matmat_plan(&info, &one, &s, &p, g, err) == LW_OK && g[0] == 65535 && g[1] == 2 &&
           g[2] == 1 && p.groups_x == 65535);
@@ -288,7 +311,7 @@ static void test_plan(void) {
     info = lavapipe_info();
     info.max_compute_workgroups_per_dimension = 4;
     s = (lw__gpu_matmat_shape){8, 8, 64 * 5, 0, 0, 0, 0, 0}; /* 5 token tiles > 4 */
-    v = (lw__gpu_matmat_variant){LW_TYPE_F32, false, 64, 64, 32, 4, 4, 0, false, false};
+    v = (lw__gpu_matmat_variant){LW_TYPE_F32, false, 64, 64, 32, 4, 4, 0, false, false, 0};
     CHECK(lw__gpu_matmat_plan(&info, &v, &s, &p, g, err) == LW_ERR_TOO_LARGE && strstr(err, "grid"));
 }
 

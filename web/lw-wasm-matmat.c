@@ -209,9 +209,9 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_upload(lw_wasm_matmat *m, uint32_t w_off
 static lw__gpu_matmat_variant variant_of(const lw_wasm_matmat *m, int f16, int tm, int tn, int tk, int rm,
                                          int rn) {
     if (tm == 0) return lw__gpu_matmat_default(&m->info, m->type);
-    lw__gpu_matmat_variant v = {m->type,      f16 != 0,     (uint32_t)tm, (uint32_t)tn,
-                                (uint32_t)tk, (uint32_t)rm, (uint32_t)rn, 0,
-                                false,        false};
+    lw__gpu_matmat_variant v = {
+        m->type, f16 != 0, (uint32_t)tm, (uint32_t)tn, (uint32_t)tk, (uint32_t)rm, (uint32_t)rn, 0, false,
+        false,   0};
     return v;
 }
 
@@ -298,10 +298,11 @@ static lw_status poison(lw_wasm_matmat *m) {
 }
 
 /* Runs one variant (tm == 0: the default) on the uploaded data: poisons Y, records the dispatch and
- * schedules the read of Y. round_acts: 1 rounds X as the CPU does, 2 also takes integer products (idot).
+ * schedules the read of Y. round_acts: 1 rounds X as the CPU does, 2 also takes integer products (idot), 3
+ * the matrix units; pad >= 0: their tile rows' padding (lw__gpu_matmat_variant.pad; < 0 the variant's own).
  * The JS caller awaits lwGpu.settle() before lw_wasm_matmat_nmse(). */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_run(lw_wasm_matmat *m, int f16, int tm, int tn, int tk, int rm,
-                                            int rn, int round_acts) {
+                                            int rn, int round_acts, int pad) {
     lw_status st;
     if (m->broken) return LW_ERR_INVALID_ARG;
     m->err[0] = 0; /* a refused variant before does not stick */
@@ -322,6 +323,7 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_run(lw_wasm_matmat *m, int f16, int tm, 
     v.idot = round_acts == 2;
     v.smx = round_acts == 3;
     if (v.smx) v.actq = LW_GPU_ACTQ_NONE; /* the matrix units take X's 16-bit digits */
+    if (v.smx && pad >= 0) v.pad = (uint32_t)pad;
     uint32_t grid[3];
     if ((st = poison(m)) != LW_OK) return lw__errorf(m->err, st, "writing Y failed");
     if ((st = prepare(m, &v, grid)) != LW_OK) return st;
@@ -333,9 +335,10 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_run(lw_wasm_matmat *m, int f16, int tm, 
 }
 
 /* Benchmark step: iters dispatches of the variant in one compute pass, then the read of Y (the caller times
- * it up to settle(); call once to warm up). idot: integer products (X rounded as the CPU does). */
+ * it up to settle(); call once to warm up). idot: integer products (X rounded as the CPU does), 2 the
+ * matrix units; pad >= 0: their tile rows' padding (lw__gpu_matmat_variant.pad). */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_bench(lw_wasm_matmat *m, int f16, int tm, int tn, int tk, int rm,
-                                              int rn, int idot, int iters) {
+                                              int rn, int idot, int pad, int iters) {
     lw_status st;
     if (m->broken) return LW_ERR_INVALID_ARG;
     m->err[0] = 0; /* a refused variant before does not stick */
@@ -346,7 +349,11 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_matmat_bench(lw_wasm_matmat *m, int f16, int tm
         v.idot = idot == 1;
         v.smx = idot == 2;
     }
+    if (pad >= 0 && v.smx) v.pad = (uint32_t)pad; /* < 0: the variant's own */
     uint32_t grid[3];
+    /* a single dispatch is the caller's correctness run: Y poisoned first, so a variant that writes
+     * nothing cannot pass on the previous variant's results */
+    if (iters == 1 && (st = poison(m)) != LW_OK) return lw__errorf(m->err, st, "writing Y failed");
     if ((st = prepare(m, &v, grid)) != LW_OK) return st;
     for (int i = 0; i < iters; i++) {
         if (v.smx) dispatch_quant(m); /* its cost counts: the runner quantizes before each mat-mat */

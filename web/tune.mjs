@@ -56,10 +56,11 @@ export async function problem(M, type, rows, k, tokens, { reps = 3 } = {}) {
     return { ms: t[t.length >> 1], nmse };
   };
   return {
-    // v: {f16, tm, tn, tk, rm, rn, idot} (tm 0 or absent: the device's default variant; idot 1 integer
-    // products, 2 the matrix units with the quantizer pass before each product)
+    // v: {f16, tm, tn, tk, rm, rn, idot, pad} (tm 0 or absent: the device's default variant; idot 1 integer
+    // products, 2 the matrix units with the quantizer pass before each product; pad: their tile rows'
+    // padding, absent: the variant's own)
     // (the integer products and the matrix units round X as the CPU does: checked against its own products)
-    matmat: (v, n = 1) => time((i) => M._lw_wasm_matmat_bench(h, v.f16 ?? 0, v.tm ?? 0, v.tn ?? 0, v.tk ?? 0, v.rm ?? 0, v.rn ?? 0, v.idot ?? 0, i), n, !!v.idot),
+    matmat: (v, n = 1) => time((i) => M._lw_wasm_matmat_bench(h, v.f16 ?? 0, v.tm ?? 0, v.tn ?? 0, v.tk ?? 0, v.rm ?? 0, v.rn ?? 0, v.idot ?? 0, v.pad ?? -1, i), n, !!v.idot),
     // v: {f16, sg, wg, rows, blocks} (wg 0 or absent: the device's default variant); one dispatch per token
     matvec: (v, n = 1) => time((i) => M._lw_wasm_matmat_matvec(h, v.f16 ?? 0, v.sg ?? 0, v.wg ?? 0, v.rows ?? 1, v.blocks ?? 0, i), n),
     // the default variants of this device, as C assembles them (lw__gpu_*_tuned with no overrides)

@@ -41,8 +41,9 @@ static const int32_t matvec_defaults[LW_GPU_TUNE_MV_KEYS] = {
  * formats' idot (K steps of 256) did not win on the H200: Q4_K_M pp512 4473 f32 tiles, 4277 (32 x 64, 2 x 4)
  * and 4382 (64 x 32, 4 x 2) idot; they keep the f32 tiles unless tuned ("idot": 1). */
 static const int32_t matmat_defaults[LW_GPU_TUNE_MM_KEYS] = {
-    [LW_GPU_TUNE_MM_TM] = 64, [LW_GPU_TUNE_MM_TN] = 64, [LW_GPU_TUNE_MM_TK] = 32,  [LW_GPU_TUNE_MM_RM] = 8,
-    [LW_GPU_TUNE_MM_RN] = 8,  [LW_GPU_TUNE_MM_F16] = 0, [LW_GPU_TUNE_MM_IDOT] = 0, [LW_GPU_TUNE_MM_SMX] = 0,
+    [LW_GPU_TUNE_MM_TM] = 64,  [LW_GPU_TUNE_MM_TN] = 64, [LW_GPU_TUNE_MM_TK] = 32,
+    [LW_GPU_TUNE_MM_RM] = 8,   [LW_GPU_TUNE_MM_RN] = 8,  [LW_GPU_TUNE_MM_F16] = 0,
+    [LW_GPU_TUNE_MM_IDOT] = 0, [LW_GPU_TUNE_MM_SMX] = 0, [LW_GPU_TUNE_MM_PAD] = 0,
 };
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -79,6 +80,7 @@ static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TK] = {"tk", 8, 256, 8, false},   [LW_GPU_TUNE_MM_RM] = {"rm", 1, 16, 1, false},
     [LW_GPU_TUNE_MM_RN] = {"rn", 1, 16, 1, false},    [LW_GPU_TUNE_MM_F16] = {"f16", 0, 1, 1, false},
     [LW_GPU_TUNE_MM_IDOT] = {"idot", 0, 1, 1, false}, [LW_GPU_TUNE_MM_SMX] = {"smx", 0, 1, 1, false},
+    [LW_GPU_TUNE_MM_PAD] = {"pad", 0, 16, 4, false},
 };
 /* Attention (prefill kernel, kernel-attn.c): its tiles and register blocks; the defaults are the device's
  * (lw__gpu_attn_default: CPU adapters 64 invocations, 16 x 32 unblocked; GPUs 128, 64 x 32 of 4 x 4). */
@@ -570,6 +572,7 @@ lw__gpu_matmat_variant lw__gpu_matmat_tuned(const lw__gpu_tune *t, const lw_gpu_
         r.tm = (uint32_t)v[LW_GPU_TUNE_MM_TM], r.tn = (uint32_t)v[LW_GPU_TUNE_MM_TN];
         r.tk = (uint32_t)v[LW_GPU_TUNE_MM_TK];
         r.rm = (uint32_t)v[LW_GPU_TUNE_MM_RM], r.rn = (uint32_t)v[LW_GPU_TUNE_MM_RN];
+        r.pad = (uint32_t)v[LW_GPU_TUNE_MM_PAD];
         /* fit the device's workgroup memory: the digit tiles are most of it */
         while (r.tk > 32 && r.tk % 64 == 0 &&
                lw__gpu_matmat_wg_bytes(&r) > info->max_compute_workgroup_storage_size)

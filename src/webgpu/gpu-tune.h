@@ -58,6 +58,9 @@ enum {
     LW_GPU_TUNE_MM_F16,  /* "f16": 0 = f32 arithmetic even with shader-f16   */
     LW_GPU_TUNE_MM_IDOT, /* "idot": 1 = integer products (matmat-q8.wgsl)  */
     LW_GPU_TUNE_MM_SMX,  /* "smx": 1 = the matrix units (matmat-smx.wgsl)  */
+    LW_GPU_TUNE_MM_PAD,  /* "pad": smx: words after each tile row (0..16,
+                            a multiple of 4; 4: a fragment load's rows on
+                            distinct banks)                                */
     LW_GPU_TUNE_MM_KEYS
 };
 

@@ -63,8 +63,9 @@ uint64_t lw__gpu_matmat_wg_bytes(const lw__gpu_matmat_variant *v) {
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     if (v->smx) { /* matmat-smx.wgsl: two buffers of two digit tiles each of W and X (rows of tk bytes), and
                      one 16 x 16 i32 fragment per subgroup for the end (in X's tiles where they hold it) */
-        const uint64_t sgs = lw__gpu_matmat_wg_size(v) / 32, x = 4u * (uint64_t)v->tn * v->tk;
-        return 4u * (uint64_t)v->tm * v->tk + x + (x / 2 >= sgs * 1024u ? 0 : sgs * 1024u);
+        const uint64_t sgs = lw__gpu_matmat_wg_size(v) / 32, row = (uint64_t)v->tk + 4u * v->pad,
+                       x = 4u * (uint64_t)v->tn * row;
+        return 4u * (uint64_t)v->tm * row + x + (x / 2 >= sgs * 1024u ? 0 : sgs * 1024u);
     }
     if (v->idot && f) {
         const uint64_t nb = v->tk / f->block, subs = idot_subs(v->type);
@@ -113,12 +114,14 @@ lw_status lw__gpu_matmat_check(const lw_gpu_info *info, const lw__gpu_matmat_var
             "%u, tk %u)",
             ti ? ti->name : "?", v->actq, v->tk);
     if (v->smx && (!lw__gpu_matmat_has_smx(v->type) || v->idot || v->f16 || v->tk % 32 ||
-                   v->tm % (16 * v->rm) || v->tn % (16 * v->rn)))
+                   v->tm % (16 * v->rm) || v->tn % (16 * v->rn) || v->pad % 4 || v->pad > 16))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "matmat: subgroup matrices need quantized weights (blocks of a multiple of 32), "
-                          "f32, tk a multiple of 32, tm of 16 rm and tn of 16 rn (%s, %ux%ux%u, %ux%u "
-                          "fragments)",
-                          ti ? ti->name : "?", v->tm, v->tn, v->tk, v->rm, v->rn);
+                          "f32, tk a multiple of 32, tm of 16 rm, tn of 16 rn and a row padding of 0..16 "
+                          "words, a multiple of 4 (%s, %ux%ux%u, %ux%u fragments, pad %u)",
+                          ti ? ti->name : "?", v->tm, v->tn, v->tk, v->rm, v->rn, v->pad);
+    if (!v->smx && v->pad)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matmat: row padding is the subgroup-matrix kernel's");
     if (v->smx && !lw__gpu_smx_available(info))
         return lw__errorf(err, LW_ERR_UNSUPPORTED,
                           "matmat: this device has no i8 16x16x32 subgroup matrices with 32-wide subgroups");
@@ -151,12 +154,16 @@ lw_status lw__gpu_matmat_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
     char label[LW_GPU_CACHE_KEY];
-    snprintf(label, sizeof label, "matmat %s%s t%ux%ux%u r%ux%u a%u%s", ti ? ti->name : "?",
+    char padn[16] = "";
+    if (v->pad) snprintf(padn, sizeof padn, " p%u", v->pad);
+    snprintf(label, sizeof label, "matmat %s%s t%ux%ux%u r%ux%u a%u%s%s", ti ? ti->name : "?",
              v->f16 ? " f16" : "", v->tm, v->tn, v->tk, v->rm, v->rn, v->actq,
              v->smx    ? " smx"
              : v->idot ? " idot"
-                       : "");
-    char tm[12], tn[12], tk[12], rm[12], rn[12], wg[12], actq[12];
+                       : "",
+             padn);
+    char tm[12], tn[12], tk[12], rm[12], rn[12], wg[12], actq[12], pad[12];
+    snprintf(pad, sizeof pad, "%u", v->pad);
     snprintf(actq, sizeof actq, "%u", v->actq);
     snprintf(tm, sizeof tm, "%u", v->tm);
     snprintf(tn, sizeof tn, "%u", v->tn);
@@ -174,7 +181,8 @@ lw_status lw__gpu_matmat_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
                               {"WG_SIZE", wg},
                               {"ACTQ", actq},
                               {"RF", rm},
-                              {"TF", rn}};
+                              {"TF", rn},
+                              {"PAD", pad}};
     static const lw_gpu_binding_kind kinds[LW_GPU_MATMAT_BINDINGS] = {
         LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label,

@@ -27,6 +27,9 @@ typedef struct lw__gpu_matmat_variant {
                       both from the prep pass (lw__gpu_smx_prep_plan) that runs before it; rm x rn fragments
                       of 16 x 16 per subgroup of 32 (rows x tokens), tm a multiple of 16 rm, tn of 16 rn,
                       tk of 32; every quantized format; actq and idot unused (idot must be off) */
+    uint32_t pad;  /* smx: words of padding after each row of a workgroup tile (0..16, a multiple of 4),
+                      and with it the lanes' copies assigned row-first, so that a fragment load's rows
+                      and a copy's stores fall on distinct banks; 0 for the other kernels */
 } lw__gpu_matmat_variant;
 
 /* Whether format type has a subgroup-matrix kernel (every quantized format: blocks of a multiple of 32). */

@@ -64,7 +64,7 @@ async function check(f, rows, k, tokens, runs, { seed = 1, layout = {} } = {}) {
     for (const r of runs) {
       const st = r.matvec
         ? M._lw_wasm_matmat_matvec(h, r.matvec.f16 ?? 0, r.matvec.sg ?? 0, r.matvec.wg ?? 0, r.matvec.rows ?? 1, r.matvec.blocks ?? 0, 0)
-        : M._lw_wasm_matmat_run(h, r.f16 ?? 0, r.tm ?? 0, r.tn ?? 0, r.tk ?? 0, r.rm ?? 0, r.rn ?? 0, r.smx ? 3 : r.actq === 2 ? 2 : r.actq ? 1 : 0);
+        : M._lw_wasm_matmat_run(h, r.f16 ?? 0, r.tm ?? 0, r.tn ?? 0, r.tk ?? 0, r.rm ?? 0, r.rn ?? 0, r.smx ? 3 : r.actq === 2 ? 2 : r.actq ? 1 : 0, r.pad ?? -1);
       if (st !== 0) throw new Error(`run ${JSON.stringify(r)}: ${err(h)}`);
       e = await M.lwGpu.settle();
       if (e) throw new Error(`GPU error, ${JSON.stringify(r)}: ${e}`);
@@ -167,8 +167,10 @@ test('matrix units (smx): every quantized format against the reference on GPUs t
       continue;
     }
     const k = kOf(f) + f.block * (f.block === 256 ? 1 : 3); // an odd number of 32-blocks: 64-wide steps end half full
+    // (pad: tile rows padded, copies assigned row first)
     const runs = [{ tm: 128, tn: 128, tk: 32, rm: 4, rn: 2, smx: true, cpu: true }, { tm: 32, tn: 32, tk: 32, rm: 1, rn: 1, smx: true, cpu: true },
-      { tm: 128, tn: 32, tk: 32, rm: 4, rn: 1, smx: true, cpu: true }, { tm: 16, tn: 64, tk: 96, rm: 1, rn: 2, smx: true, cpu: true }];
+      { tm: 128, tn: 32, tk: 32, rm: 4, rn: 1, smx: true, cpu: true }, { tm: 16, tn: 64, tk: 96, rm: 1, rn: 2, smx: true, cpu: true },
+      { tm: 128, tn: 128, tk: 32, rm: 4, rn: 2, pad: 4, smx: true, cpu: true }, { tm: 16, tn: 64, tk: 96, rm: 1, rn: 2, pad: 8, smx: true, cpu: true }];
     const r = await check(f, 67, k, 37, runs, { seed: 57 + f.type, layout: LAYOUT });
     const [plain] = await check(f, 67, k, 37, [{ ...ODD, cpu: true }], { seed: 57 + f.type, layout: LAYOUT });
     console.log(`# ${f.name} smx (k=${k}): nmse vs the CPU's products ${r.map((v) => v.toExponential(2)).join(' / ')} (f32 tiles, X unrounded: ${plain.toExponential(2)})`);
@@ -195,8 +197,9 @@ test('matrix units emulated on a CPU adapter: the smx kernels against the CPU en
 }, async () => {
   const restore = emulateSmx(M);
   try {
+    // (pad: tile rows padded, the copies assigned row first; within SwiftShader's 32 KiB)
     const all = [{ tm: 128, tn: 128, tk: 32, rm: 4, rn: 2 }, { tm: 128, tn: 32, tk: 32, rm: 4, rn: 1 }, { tm: 16, tn: 64, tk: 96, rm: 1, rn: 2 },
-      { tm: 64, tn: 64, tk: 64, rm: 2, rn: 2 }, { tm: 32, tn: 32, tk: 32, rm: 1, rn: 1 }].map((r) => ({ ...r, smx: true, cpu: true }));
+      { tm: 32, tn: 64, tk: 64, rm: 1, rn: 2, pad: 4 }, { tm: 64, tn: 64, tk: 64, rm: 2, rn: 2 }, { tm: 32, tn: 32, tk: 32, rm: 1, rn: 1 }].map((r) => ({ ...r, smx: true, cpu: true }));
     for (const name of slow ? ['q4_0', 'q4_K', 'q6_K', 'q8_0', 'iq2_xxs'] : ['q4_0', 'q4_K']) {
       const f = formats.find((x) => x.name === name);
       if (!f) continue;
@@ -332,11 +335,11 @@ test('bench steps after warm-up create no GPU objects (invariant 2)', { skip }, 
   const h = M._lw_wasm_matmat_new(f.type, 64, 256, 16, 4);
   try {
     assert.equal(M._lw_wasm_matmat_upload(h, 0, 0, 0, 0, 0), 0, err(h));
-    assert.equal(M._lw_wasm_matmat_bench(h, 0, 32, 16, 32, 4, 2, 0, 1), 0, err(h));
+    assert.equal(M._lw_wasm_matmat_bench(h, 0, 32, 16, 32, 4, 2, 0, -1, 1), 0, err(h));
     assert.equal(await M.lwGpu.settle(), null);
     const before = { ...M.lwGpu.counters };
     for (let step = 0; step < 3; step++) {
-      assert.equal(M._lw_wasm_matmat_bench(h, 0, 32, 16, 32, 4, 2, 0, 2), 0, err(h));
+      assert.equal(M._lw_wasm_matmat_bench(h, 0, 32, 16, 32, 4, 2, 0, -1, 2), 0, err(h));
       assert.equal(await M.lwGpu.settle(), null);
     }
     const c = M.lwGpu.counters;

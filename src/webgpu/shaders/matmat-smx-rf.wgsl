@@ -3,9 +3,9 @@
 // for the TF token fragments (xh0 / xl0, xh1 / xl1 of the includer). Names from the includer: RFI (the
 // column), A0H A0X (token fragment 0's accumulators), A1H A1X (fragment 1's, TF > 1).
 {
-    let o = p * TW + (sr * RF + RFI) * 16u * WSW + 8u * kk;
-    let rh = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>, col_major>(&wh, o, WSW);
-    let rl = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>, col_major>(&wl, o, WSW);
+    let o = p * TW + (sr * RF + RFI) * 16u * WSP + 8u * kk;
+    let rh = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>, col_major>(&wh, o, WSP);
+    let rl = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>, col_major>(&wl, o, WSP);
     A0H = subgroupMatrixMultiplyAccumulate(xh0, rh, A0H);
     A0X = subgroupMatrixMultiplyAccumulate(xh0, rl, A0X);
     A0X = subgroupMatrixMultiplyAccumulate(xl0, rh, A0X);

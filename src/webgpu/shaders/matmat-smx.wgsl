@@ -22,12 +22,22 @@ enable chromium_experimental_subgroup_matrix;
 // memory (measured on the H200: ~17 TFLOP/s, 20x below the same products in registers), so the per-fragment
 // code is repeated by including matmat-smx-rf.wgsl / matmat-smx-out.wgsl once per fragment column / fragment
 // with the names defined for it (RF 1, 2 or 4; TF 1 or 2).
-// Defines: TM, TN, TK, RF, TF, WG_SIZE (WEIGHT_TYPE unused: the prep pass made the digits).
+// Tile rows are TK bytes and PAD words apart in workgroup memory. Unpadded (rows 32 bytes apart at TK 32), a
+// fragment load's 8 rows of 16 bytes a phase fall on the same banks two by two; with PAD 4 (48 bytes) they
+// fall on distinct banks, and the step's copies are assigned to lanes row first (lane i of a phase takes row
+// i's vec4), so 8 lanes' 16-byte stores also take distinct banks.
+// Defines: TM, TN, TK, RF, TF, WG_SIZE, PAD (WEIGHT_TYPE unused: the prep pass made the digits).
 // Bindings: 0 w (unused: the layout is the other mat-mats'), 1 q (the prep pass's output for params.tokens
 // tokens of params.k and params.rows rows), 2 y, 3 params (MatmatParams; w_offset, row_stride, x_offset and
 // x_stride unused; pad0 = token tiles).
 // Dispatch: (groups_x, ceil(ceil(rows / TM) ceil(tokens / TN) / groups_x), 1) workgroups.
 #include "common.wgsl"
+#ifndef PAD
+#define PAD 0
+#endif
+#if PAD % 4 != 0
+#error matmat-smx.wgsl: PAD a multiple of 4 words (fragment rows 16-byte aligned)
+#endif
 #if TK < 32 || TK % 32 != 0 || TM % (16 * RF) != 0 || TN % (16 * TF) != 0
 #error matmat-smx.wgsl: TK a multiple of 32, TM of 16 RF, TN of 16 TF
 #endif
@@ -62,7 +72,8 @@ struct MatmatParams {
 const SG: u32 = 32u;                      // invocations per subgroup
 const SGR: u32 = TM / (16u * RF);         // subgroups along rows
 const NSG: u32 = SGR * (TN / (16u * TF)); // subgroups
-const WSW: u32 = TK / 4u;                 // words per row of a tile (a 16 x 32 fragment: 512 contiguous bytes at TK 32)
+const WSW: u32 = TK / 4u;                 // words of digits per row of a tile
+const WSP: u32 = WSW + PAD;               // words from one row of a tile to the next
 const VPR: u32 = TK / 16u;                // vec4s per row (token) of a K step in one plane
 const NWV: u32 = TM * VPR;                // vec4s of one plane of a W tile
 const NXV: u32 = TN * VPR;                // vec4s of one plane of an X tile
@@ -71,13 +82,13 @@ const LX: u32 = (NXV + WG_SIZE - 1u) / WG_SIZE;
 
 // Two buffers of each tile: step s + 1's words are stored to one while the products of step s read the
 // other, so one barrier per step.
-const TW: u32 = TM * WSW;                     // words of one W tile
-const TX: u32 = TN * WSW;                     // words of one X tile
-var<workgroup> xh: array<i32, 2u * TX>;       // X's high digits: buffer p, token n at p TX + n WSW ..
+const TW: u32 = TM * WSP;                     // words of one W tile
+const TX: u32 = TN * WSP;                     // words of one X tile
+var<workgroup> xh: array<i32, 2u * TX>;       // X's high digits: buffer p, token n at p TX + n WSP ..
 var<workgroup> xl: array<i32, 2u * TX>;       // X's low digits likewise
-var<workgroup> wh: array<i32, 2u * TW>;       // W's high digits: buffer p, row m at p TW + m WSW ..
+var<workgroup> wh: array<i32, 2u * TW>;       // W's high digits: buffer p, row m at p TW + m WSP ..
 var<workgroup> wl: array<i32, 2u * TW>;       // W's low digits likewise
-#if 2 * TN * (TK / 4) >= (TM / (16 * RF)) * (TN / (16 * TF)) * 256
+#if 2 * TN * (TK / 4 + PAD) >= (TM / (16 * RF)) * (TN / (16 * TF)) * 256
 #define STAGE xh                              // the end: one 16 x 16 accumulator per subgroup, in X's tiles
 #else
 var<workgroup> stage: array<i32, NSG * 256u>; // the end: one accumulator per subgroup, row-major 16 x 16
@@ -89,13 +100,23 @@ fn qword(i: u32) -> i32 {
     return q[i >> 2u][i & 3u];
 }
 
-// vec4 j of a plane's tile of step k0 (starting at vec4 base, n0 its first row or token, n rows or tokens in
-// all, nkv vec4s each): zeros past the last row or token and past K.
-fn tile_load(base: u32, j: u32, k0: u32, n0: u32, n: u32, nkv: u32, nv: u32) -> vec4<i32> {
-    let r = j / VPR;
-    let v = k0 / 16u + j % VPR;
-    if (j < nv && n0 + r < n && v < nkv) {
-        return q[base + (n0 + r) * nkv + v];
+// The row (token) and vec4 of it that copy j of a tile of nt rows takes: row first where the rows are padded
+// (lanes of a phase on distinct rows, so distinct banks), else the row's vec4s side by side.
+fn tile_rv(j: u32, nt: u32) -> vec2<u32> {
+#if PAD > 0
+    return vec2<u32>(j % nt, j / nt);
+#else
+    return vec2<u32>(j / VPR, j % VPR);
+#endif
+}
+
+// vec4 j of a plane's tile of step k0 (a tile of nt rows or tokens, starting at vec4 base, n0 its first
+// row or token, n rows or tokens in all, nkv vec4s each): zeros past the last row or token and past K.
+fn tile_load(base: u32, j: u32, k0: u32, n0: u32, n: u32, nkv: u32, nv: u32, nt: u32) -> vec4<i32> {
+    let rv = tile_rv(j, nt);
+    let v = k0 / 16u + rv.y;
+    if (j < nv && n0 + rv.x < n && v < nkv) {
+        return q[base + (n0 + rv.x) * nkv + v];
     }
     return vec4<i32>(0);
 }
@@ -103,7 +124,8 @@ fn tile_load(base: u32, j: u32, k0: u32, n0: u32, n: u32, nkv: u32, nv: u32) -> 
 // Stores vec4 j of a W tile's high and low planes into buffer p.
 fn put_w(p: u32, j: u32, h: vec4<i32>, l: vec4<i32>) {
     if (j < NWV) {
-        let o = p * TW + (j / VPR) * WSW + 4u * (j % VPR);
+        let rv = tile_rv(j, TM);
+        let o = p * TW + rv.x * WSP + 4u * rv.y;
         wh[o] = h.x;
         wh[o + 1u] = h.y;
         wh[o + 2u] = h.z;
@@ -118,7 +140,8 @@ fn put_w(p: u32, j: u32, h: vec4<i32>, l: vec4<i32>) {
 // Stores vec4 j of an X tile's high and low planes into buffer p.
 fn put_x(p: u32, j: u32, h: vec4<i32>, l: vec4<i32>) {
     if (j < NXV) {
-        let o = p * TX + (j / VPR) * WSW + 4u * (j % VPR);
+        let rv = tile_rv(j, TN);
+        let o = p * TX + rv.x * WSP + 4u * rv.y;
         xh[o] = h.x;
         xh[o + 1u] = h.y;
         xh[o + 2u] = h.z;
@@ -176,11 +199,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var rx: array<vec4<i32>, 2u * LX>;
     for (var u = 0u; u < LW; u++) {
         let j = lid + u * WG_SIZE;
-        put_w(0u, j, tile_load(wh0, j, 0u, row0, params.rows, nkv, NWV), tile_load(wl0, j, 0u, row0, params.rows, nkv, NWV));
+        put_w(0u, j, tile_load(wh0, j, 0u, row0, params.rows, nkv, NWV, TM), tile_load(wl0, j, 0u, row0, params.rows, nkv, NWV, TM));
     }
     for (var u = 0u; u < LX; u++) {
         let j = lid + u * WG_SIZE;
-        put_x(0u, j, tile_load(0u, j, 0u, tok0, params.tokens, nkv, NXV), tile_load(xl0, j, 0u, tok0, params.tokens, nkv, NXV));
+        put_x(0u, j, tile_load(0u, j, 0u, tok0, params.tokens, nkv, NXV, TN), tile_load(xl0, j, 0u, tok0, params.tokens, nkv, NXV, TN));
     }
     workgroupBarrier();
     var p = 0u;
@@ -189,24 +212,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         if (more) { // the next step's words into registers: their latency under this step's products
             for (var u = 0u; u < LW; u++) {
                 let j = lid + u * WG_SIZE;
-                rw[2u * u] = tile_load(wh0, j, k0 + TK, row0, params.rows, nkv, NWV);
-                rw[2u * u + 1u] = tile_load(wl0, j, k0 + TK, row0, params.rows, nkv, NWV);
+                rw[2u * u] = tile_load(wh0, j, k0 + TK, row0, params.rows, nkv, NWV, TM);
+                rw[2u * u + 1u] = tile_load(wl0, j, k0 + TK, row0, params.rows, nkv, NWV, TM);
             }
             for (var u = 0u; u < LX; u++) {
                 let j = lid + u * WG_SIZE;
-                rx[2u * u] = tile_load(0u, j, k0 + TK, tok0, params.tokens, nkv, NXV);
-                rx[2u * u + 1u] = tile_load(xl0, j, k0 + TK, tok0, params.tokens, nkv, NXV);
+                rx[2u * u] = tile_load(0u, j, k0 + TK, tok0, params.tokens, nkv, NXV, TN);
+                rx[2u * u + 1u] = tile_load(xl0, j, k0 + TK, tok0, params.tokens, nkv, NXV, TN);
             }
         }
         for (var kk = 0u; kk < TK / 32u && k0 + 32u * kk < params.k; kk++) { // (a last step may end early)
             // X's fragments from workgroup memory: loads straight from the storage buffer measured ~10x
             // slower on the H200 (tests/web/smx-micro.mjs: 111 against 1,134 TOPS at 4 products a load)
-            let xo0 = p * TX + st * TF * 16u * WSW + 8u * kk;
-            let xh0 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xh, xo0, WSW);
-            let xl0 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xl, xo0, WSW);
+            let xo0 = p * TX + st * TF * 16u * WSP + 8u * kk;
+            let xh0 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xh, xo0, WSP);
+            let xl0 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xl, xo0, WSP);
 #if TF > 1
-            let xh1 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xh, xo0 + 16u * WSW, WSW);
-            let xl1 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xl, xo0 + 16u * WSW, WSW);
+            let xh1 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xh, xo0 + 16u * WSP, WSP);
+            let xl1 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>, row_major>(&xl, xo0 + 16u * WSP, WSP);
 #endif
 #define RFI 0u
 #define A0H a00h

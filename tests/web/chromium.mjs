@@ -122,5 +122,5 @@ export async function launchChromium({ args = [], profile = null } = {}) {
     }
   }
 
-  return { send, newPage, close, profile: dir, stderr: () => stderr };
+  return { send, newPage, close, profile: dir, pid: proc.pid, stderr: () => stderr }; // pid: its process group's
 }

@@ -46,7 +46,9 @@ for (const type of Object.keys(TYPES)) {
         if (q8 && !blocks && !stage && !idot) continue;
         // The GPU starts at the one submission after the recording, so the time of the (synchronous) recording
         // call is the host's alone (~3-4 us a dispatch on Dawn): subtracted, the rest is the GPU's time plus one
-        // submit and read-back (the H100's 6144 x 4096 Q4_0: 11.3 us a dispatch with the recording, ~7.5 without).
+        // submit and read-back (the H100's 6144 x 4096 Q4_0: 11.3 us a dispatch with the recording, 6.6 without).
+        // Weights of at most the GPU's L2 (50 MB on the H100 / H200) are read from L2 after the first of the N
+        // dispatches: only larger shapes measure memory; a decode step reads each matrix once.
         const run = async (n) => {
           const t0 = performance.now();
           if (M._lw_wasm_matvec_bench(h, f16, sg, wg, perWg, blocks, n, actq, stage, 0, idot) !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_matvec_error(h)));

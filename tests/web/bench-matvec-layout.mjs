@@ -146,11 +146,12 @@ const buf = (data, usage = GPUBufferUsage.STORAGE) => {
   const b = d.createBuffer({ size: Math.max(16, data.byteLength), usage: usage | GPUBufferUsage.COPY_DST });
   d.queue.writeBuffer(b, 0, data.buffer, data.byteOffset, data.byteLength); return b;
 };
-const time = async (pipe, bg, grid) => {
+// bgs: one bind group per copy of the weights, taken in turn (copies past the L2: each dispatch reads memory)
+const time = async (pipe, bgs, grid) => {
   const run = async (n) => {
     const enc = d.createCommandEncoder(), pass = enc.beginComputePass();
-    pass.setPipeline(pipe); pass.setBindGroup(0, bg);
-    for (let i = 0; i < n; i++) pass.dispatchWorkgroups(...grid);
+    pass.setPipeline(pipe);
+    for (let i = 0; i < n; i++) { pass.setBindGroup(0, bgs[i % bgs.length]); pass.dispatchWorkgroups(...grid); }
     pass.end(); const t0 = performance.now(); d.queue.submit([enc.finish()]); await d.queue.onSubmittedWorkDone();
     return performance.now() - t0;
   };
@@ -184,16 +185,20 @@ for (const [rows, k] of SHAPES) {
     y += dw[i] * Math.fround(xsv[2 * b]) * (s - xsv[2 * b + 1]); } return y; };
   const sample = []; for (let r = 0; r < rows; r += Math.max(1, Math.floor(rows / 97))) sample.push(r); sample.push(rows - 1);
   const want = sample.map(ref);
-  const bA = buf(aos), bQ = buf(qs), bS = buf(sc), bX = buf(new Uint32Array(xb.buffer)), bXs = buf(xsv);
+  // copies of the weights: together at least 3x the 50 MB L2 of the H100 / H200 (LW_BENCH_COPIES=1: one copy,
+  // read from L2 after the first dispatch where it fits, as bench-matvec.mjs does)
+  const C = Number(process.env.LW_BENCH_COPIES || Math.ceil(150e6 / bytes));
+  const copies = (a) => Array.from({ length: C }, () => buf(a));
+  const bA = copies(aos), bQ = copies(qs), bS = copies(sc), bX = buf(new Uint32Array(xb.buffer)), bXs = buf(xsv);
   const yb = d.createBuffer({ size: rows * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
-  const mb = (bytes / 1e6).toFixed(1);
-  const line = (name, us, nmse) => console.log(`${rows}x${k} (${mb} MB) ${name.padEnd(18)} ${us.toFixed(2).padStart(7)} us  ${(bytes / us / 1e3).toFixed(0).padStart(5)} GB/s${nmse === undefined ? '' : '  nmse ' + nmse.toExponential(1)}`);
+  const mb = `${(bytes / 1e6).toFixed(1)} MB x${C}`;
+  const line = (name, us, nmse) => console.log(`${rows}x${k} (${mb}) ${name.padEnd(18)} ${us.toFixed(2).padStart(7)} us  ${(bytes / us / 1e3).toFixed(0).padStart(5)} GB/s${nmse === undefined ? '' : '  nmse ' + nmse.toExponential(1)}`);
   for (const U of [1, 4, 8]) { // the ceiling
     const n = Math.floor(bytes / 16), wgs = Math.min(Math.ceil(n / 256 / U), 132 * 16), total = wgs * 256;
     const pipe = d.createComputePipeline({ layout: 'auto', compute: { module: d.createShaderModule({ code: READ(U) }), entryPoint: 'main' } });
     const pb = buf(new Uint32Array([n, total, 0, 0]), GPUBufferUsage.UNIFORM);
-    const bg = d.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: bQ } }, { binding: 4, resource: { buffer: yb } }, { binding: 5, resource: { buffer: pb } }] });
-    line(`read u${U} wg${wgs}`, await time(pipe, bg, [wgs, 1, 1]));
+    const bgs = bQ.map((q) => d.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: q } }, { binding: 4, resource: { buffer: yb } }, { binding: 5, resource: { buffer: pb } }] }));
+    line(`read u${U} wg${wgs}`, await time(pipe, bgs, [wgs, 1, 1]));
   }
   for (const [kind, make, wbuf] of [['aos', AOS, bA], ['soa', SOA, bQ]]) {
     for (const [wg, R, U] of [[32, 4, 1], [32, 2, 2], [128, 2, 2], [128, 4, 1], [128, 1, 4], [256, 2, 2], [64, 4, 2], [128, 2, 4]]) {
@@ -204,16 +209,18 @@ for (const [rows, k] of SHAPES) {
       try { pipe = d.createComputePipeline({ layout: 'auto', compute: { module: d.createShaderModule({ code: pp(make(wg, R, U)) }), entryPoint: 'main' } }); }
       catch (e) { console.log(`${kind} wg${wg} r${R} u${U}: ${e.message}`); continue; }
       const pb = buf(new Uint32Array([rows, k, nb, gx]), GPUBufferUsage.UNIFORM);
-      const ents = [wbuf, bS, bX, bXs, yb].map((b, i) => ({ binding: i, resource: { buffer: b } })).filter((e) => kind === 'soa' || e.binding !== 1);
-      ents.push({ binding: 5, resource: { buffer: pb } });
-      const bg = d.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries: ents });
+      const bgs = wbuf.map((wb, c) => {
+        const ents = [wb, bS[c], bX, bXs, yb].map((b, i) => ({ binding: i, resource: { buffer: b } })).filter((e) => kind === 'soa' || e.binding !== 1);
+        ents.push({ binding: 5, resource: { buffer: pb } });
+        return d.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries: ents });
+      });
       d.queue.writeBuffer(yb, 0, new Float32Array(rows).fill(NaN));
-      const us = await time(pipe, bg, [gx, gy, 1]);
+      const us = await time(pipe, bgs, [gx, gy, 1]);
       const y = await readY(yb, rows);
       let num = 0, den = 0; sample.forEach((r, i) => { num += (y[r] - want[i]) ** 2; den += want[i] ** 2; });
       line(`${kind} wg${wg} r${R} u${U}`, us, num / den);
     }
   }
-  [bA, bQ, bS, bX, bXs, yb].forEach((b) => b.destroy());
+  [...bA, ...bQ, ...bS, bX, bXs, yb].forEach((b) => b.destroy());
 }
 process.exit(0);

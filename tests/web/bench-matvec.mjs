@@ -50,7 +50,6 @@ for (const type of Object.keys(TYPES)) {
         // Weights of at most the GPU's L2 (50 MB on the H100 / H200) are read from L2 after the first of the N
         // dispatches: only larger shapes measure memory; a decode step reads each matrix once.
         const run = async (n) => {
-          const t0 = performance.now();
           if (M._lw_wasm_matvec_bench(h, f16, sg, wg, perWg, blocks, n, actq, stage, 0, idot) !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_matvec_error(h)));
           const t1 = performance.now();
           const err = await M.lwGpu.settle();

@@ -20,11 +20,12 @@
 // adapter decodes an 8B slowly (minutes a token on 2 cores): --gen 2 is the default.
 import { createServer } from 'node:http';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync, createReadStream } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchChromium, chromiumMissing } from '../tests/web/chromium.mjs';
+import { serveStatic } from '../tests/web/static-server.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -83,7 +84,6 @@ function groupPss(pgid) {
   return kib;
 }
 
-const MIME = { '.mjs': 'text/javascript', '.js': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html', '.json': 'application/json' };
 const server = createServer((req, res) => {
   const p = decodeURIComponent(new URL(req.url, 'http://x').pathname);
   if (p === '/mem.html') {
@@ -93,26 +93,7 @@ const server = createServer((req, res) => {
   }
   const dirs = [['/web/', path.join(root, 'web')], ['/wasm/', wasmDir], ['/bench/', path.join(root, 'bench')], ['/models/', modelDir],
     ...(wllamaDir ? [['/wllama/', path.join(wllamaDir, 'esm')]] : [])];
-  const hit = dirs.find(([pre]) => p.startsWith(pre));
-  const file = hit && path.resolve(hit[1], '.' + path.posix.normalize('/' + p.slice(hit[0].length)));
-  if (!file || !file.startsWith(hit[1]) || !existsSync(file) || !statSync(file).isFile()) { res.statusCode = 404; res.end(); return; }
-  const size = statSync(file).size;
-  res.setHeader('Content-Type', MIME[path.extname(file)] || 'application/octet-stream');
-  res.setHeader('Accept-Ranges', 'bytes');
-  const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range || '');
-  if (range) { // the model cache resumes and the range reader reads by ranges
-    const a = Number(range[1]), b = range[2] ? Math.min(Number(range[2]), size - 1) : size - 1;
-    if (a >= size) { res.statusCode = 416; res.setHeader('Content-Range', `bytes */${size}`); res.end(); return; }
-    res.statusCode = 206;
-    res.setHeader('Content-Range', `bytes ${a}-${b}/${size}`);
-    res.setHeader('Content-Length', b - a + 1);
-    if (req.method === 'HEAD') { res.end(); return; }
-    createReadStream(file, { start: a, end: b }).pipe(res);
-    return;
-  }
-  res.setHeader('Content-Length', size);
-  if (req.method === 'HEAD') { res.end(); return; }
-  createReadStream(file).pipe(res);
+  serveStatic(req, res, p, dirs);
 });
 await new Promise((r) => server.listen(0, '127.0.0.1', r));
 const base = `http://127.0.0.1:${server.address().port}`;

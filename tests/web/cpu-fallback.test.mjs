@@ -19,10 +19,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, mkdtempSync, rmSync, statSync, writeFileSync, copyFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync, copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { repoRoot } from '../../web/lw-node.mjs';
+import { serveStatic } from './static-server.mjs';
 
 const root = repoRoot();
 const chromium = process.env.LW_CHROMIUM || '/usr/bin/chromium';
@@ -38,7 +39,6 @@ const skip = !existsSync(chromium) ? `no ${chromium} (Debian package chromium; s
 if (skip) console.log('SKIP: ' + skip);
 const threaded = existsSync(path.join(wasmDir, 'mt/llamaweb-wasm.wasm'));
 
-const MIME = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm' };
 
 // Serves the page, the package, the wasm builds and the models (with ranges); coi: COOP/COEP/CORP headers.
 async function serve(modelsDir, coi) {
@@ -60,21 +60,7 @@ async function serve(modelsDir, coi) {
       return;
     }
     const dirs = [['/web/', path.join(root, 'web')], ['/wasm/', wasmDir], ['/tests/web/browser/', path.join(root, 'tests/web/browser')], ['/models/', modelsDir]];
-    const hit = dirs.find(([pre]) => p.startsWith(pre));
-    const file = hit && path.resolve(hit[1], '.' + path.posix.normalize('/' + p.slice(hit[0].length)));
-    if (!file || !file.startsWith(hit[1]) || !existsSync(file) || !statSync(file).isFile()) { res.statusCode = 404; res.end(); return; }
-    const size = statSync(file).size;
-    res.setHeader('Content-Type', MIME[path.extname(file)] || 'application/octet-stream');
-    res.setHeader('Accept-Ranges', 'bytes');
-    const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range || '');
-    let body = readFileSync(file);
-    if (m) {
-      const a = Number(m[1]), b = m[2] === '' ? size - 1 : Math.min(size - 1, Number(m[2]));
-      res.statusCode = 206;
-      res.setHeader('Content-Range', `bytes ${a}-${b}/${size}`);
-      body = body.subarray(a, b + 1);
-    }
-    res.end(body);
+    serveStatic(req, res, p, dirs);
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   return { server, result, requests, base: `http://127.0.0.1:${server.address().port}` };

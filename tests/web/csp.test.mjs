@@ -14,10 +14,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { repoRoot } from '../../web/lw-node.mjs';
 import { launchChromium, chromiumMissing } from './chromium.mjs';
+import { serveStatic } from './static-server.mjs';
 
 const root = repoRoot();
 const wasmDir = path.resolve(root, process.env.LW_WASM_DIR || 'build/wasm');
@@ -32,7 +33,6 @@ const threaded = existsSync(path.join(wasmDir, 'mt/llamaweb-wasm.wasm'));
 
 const STRICT = "script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'";
 const NO_WASM = "script-src 'self'; worker-src 'self'";
-const MIME = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm' };
 
 // Serves the page, the package, the wasm builds and stories260K (with ranges), every response under csp;
 // coi adds COOP/COEP/CORP (cross-origin isolation: the threaded build).
@@ -47,21 +47,7 @@ async function serve(csp, coi) {
       res.setHeader('Cross-Origin-Resource-Policy', 'same-origin');
     }
     const p = decodeURIComponent(new URL(req.url, 'http://x').pathname);
-    const hit = dirs.find(([pre]) => p.startsWith(pre));
-    const file = hit && path.resolve(hit[1], '.' + path.posix.normalize('/' + p.slice(hit[0].length)));
-    if (!file || !file.startsWith(hit[1]) || !existsSync(file) || !statSync(file).isFile()) { res.statusCode = 404; res.end(); return; }
-    const size = statSync(file).size;
-    res.setHeader('Content-Type', MIME[path.extname(file)] || 'application/octet-stream');
-    res.setHeader('Accept-Ranges', 'bytes');
-    const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range || '');
-    let body = readFileSync(file);
-    if (m) {
-      const a = Number(m[1]), b = m[2] === '' ? size - 1 : Math.min(size - 1, Number(m[2]));
-      res.statusCode = 206;
-      res.setHeader('Content-Range', `bytes ${a}-${b}/${size}`);
-      body = body.subarray(a, b + 1);
-    }
-    res.end(body);
+    serveStatic(req, res, p, dirs);
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   return { server, base: `http://127.0.0.1:${server.address().port}` };

@@ -4,7 +4,7 @@
 // what it measured itself (load time, the package's memory() or wllama's heap). The driver samples the
 // processes' memory from outside while this runs.
 //   globalThis.benchRun({engine: 'llamaweb' | 'wllama', source: 'file' | 'url', url, where: 'worker' | 'page',
-//                        prompt, gen, device}) -> {loadMs, text, tokens, memory, phases, error}
+//                        prompt, gen, device, verify}) -> {loadMs, text, tokens, memory, phases, uploadCheck, error}
 globalThis.benchState = { phase: 'idle' }; // read by the driver between its samples
 
 async function llamaweb(spec, out) {
@@ -16,7 +16,7 @@ async function llamaweb(spec, out) {
   const t0 = performance.now();
   benchState.phase = 'load';
   const m = await lw.open(what, {
-    nCtx: 512, device: spec.device || 'webgpu',
+    nCtx: 512, device: spec.device || 'webgpu', verifyUpload: !!spec.verify,
     onProgress: (done, total, phase) => {
       if (!phases[phase]) phases[phase] = { firstMs: performance.now() - t0 };
       phases[phase].lastMs = performance.now() - t0;
@@ -26,6 +26,7 @@ async function llamaweb(spec, out) {
   });
   out.loadMs = performance.now() - t0;
   out.phases = phases;
+  out.uploadCheck = m.uploadCheck || null;
   out.memoryAfterLoad = await m.memory();
   benchState.phase = 'loaded';
   await new Promise((r) => { benchState.resume = r; }); // the driver samples the loaded state, then resumes

@@ -8,10 +8,11 @@
 // nothing loaded), peak during the load, after the load, and steady (after the first tokens). Prints one row per
 // run: loads?, load s, wasm heap, GPU bytes, PSS idle / peak / after load / steady, (PSS - idle) / file size at
 // peak and steady, and whether the first tokens are the native CPU engine's (build/release/llamaweb run,
-// greedy) on the same file.
+// greedy) on the same file. --verify: open's verifyUpload (every weight byte read back from the GPU and compared
+// with the file; the last column says how many bytes, and how many past 4 GiB; its read-back counts in the PSS).
 //
 //   node bench/browser-memory.mjs [--models llama-3.2-1b:q4_0,llama-3.1-8b:q5_0,llama-3.1-8b:q4_k_m:52]
-//        [--sources file,url] [--engines llamaweb,wllama] [--where worker|page] [--gen 2] [--json out.json]
+//        [--sources file,url] [--engines llamaweb,wllama] [--where worker|page] [--gen 2] [--json out.json] [--verify]
 //
 // A model is PRESET:TYPE[:LAYERS] (llamaweb synth, 32000-token builtin vocabulary), kept in
 // LW_BENCH_MODELS (default /tmp/lw-bench-models). Needs Chromium (LW_CHROMIUM or /usr/bin/chromium), the
@@ -36,6 +37,7 @@ const engines = opt('engines', 'llamaweb,wllama').split(',');
 const where = opt('where', 'worker');
 const gen = Number(opt('gen', '2'));
 const jsonOut = opt('json', null);
+const verify = args.includes('--verify');
 const prompt = 'Once upon a time';
 
 const wasmDir = path.resolve(root, process.env.LW_WASM_DIR || 'build/wasm');
@@ -113,7 +115,7 @@ async function runOnce(engine, f, source) {
       const { result } = await page.send('Runtime.evaluate', { expression: 'document.querySelector("input")' });
       await page.send('DOM.setFileInputFiles', { files: [f], objectId: result.objectId });
     }
-    const spec = { engine, source, url: `${base}/models/${path.basename(f)}`, where, prompt, gen };
+    const spec = { engine, source, url: `${base}/models/${path.basename(f)}`, where, prompt, gen, verify };
     let done = false, peak = 0, afterLoad = null;
     const run = page.evaluate(`benchRun(${JSON.stringify(spec)})`).finally(() => { done = true; });
     // samples until the page reports the loaded state (or fails), then once more and resumes it
@@ -152,8 +154,8 @@ async function runOnce(engine, f, source) {
 const fmt = (x, d = 0) => (x == null ? '—' : x.toFixed(d));
 const rows = [];
 console.log(`browser-memory: headless Chromium (SwiftShader), ${where}, n_ctx 512, ${gen} greedy tokens; load ${loadavg()[0].toFixed(2)}`);
-console.log('| engine | model (file MiB) | source | loads? | load s | gen s | wasm heap MiB | GPU MiB | PSS idle / peak / loaded / steady MiB | (PSS - idle) ÷ file peak / steady | first tokens = CPU engine |');
-console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+console.log('| engine | model (file MiB) | source | loads? | load s | gen s | wasm heap MiB | GPU MiB | PSS idle / peak / loaded / steady MiB | (PSS - idle) ÷ file peak / steady | first tokens = CPU engine |' + (verify ? ' upload read back |' : ''));
+console.log('|---|---|---|---|---|---|---|---|---|---|---|' + (verify ? '---|' : ''));
 for (const spec of models) {
   const f = synth(spec);
   const fileMiB = statSync(f).size / 2 ** 20;

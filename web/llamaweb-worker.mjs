@@ -24,7 +24,7 @@ const opens = new Map(); // key -> AbortController of an open() in progress (the
 
 // What the page learns about an open model (Model itself stays here).
 function describe(h, m) {
-  return { handle: h, name: m.name, device: m.device, info: m.info, loadMs: m.loadMs, loadStats: m.loadStats,
+  return { handle: h, name: m.name, device: m.device, info: m.info, loadMs: m.loadMs, loadStats: m.loadStats, uploadCheck: m.uploadCheck || null,
     headBytes: m.headBytes, headTries: m.headTries, gpuFailure: m.gpuFailure, build: m.build, threadsError: m.threadsError,
     chatTemplate: m.chatTemplate, chatError: m.chatError, download: m.download };
 }

@@ -109,6 +109,9 @@ export interface OpenOptions {
   /** Tries after a failed chunk read, with exponential backoff (default 3); for a URL through the cache also
    * the download's failures in a row per part (default 5). */
   retries?: number;
+  /** WebGPU: after the upload, every weight byte is read back from its GPU buffer and compared with the file
+   * read again (model.uploadCheck); a difference fails open() (GPU_UNAVAILABLE). */
+  verifyUpload?: boolean;
   /** A URL through the OPFS model cache (default true where the browser has OPFS; false: range requests). */
   cache?: boolean;
   /** Through the cache: false downloads the whole file into OPFS first and reads it back (default true: the
@@ -138,6 +141,20 @@ export interface ProgressState {
 }
 
 /** Where an open(url) got its bytes (Model.download; null when the file was in the cache, complete). */
+/** The read-back check of an upload (open's verifyUpload). */
+export interface UploadCheck {
+  /** host-source writes checked (a tensor range each) */
+  writes: number;
+  /** bytes compared */
+  bytes: number;
+  /** of them, bytes at file offsets of 4 GiB or more */
+  bytesPast4GiB: number;
+  /** 8 MiB chunks that differ (open() throws when not 0) */
+  mismatches: number;
+  /** the first difference, or null */
+  first: { srcOffset: number; buffer: string; offset: number } | null;
+}
+
 export interface DownloadStats {
   /** Bytes received from the network (each once: written to the cache and handed to the engine). */
   network: number;
@@ -571,6 +588,8 @@ export interface WorkerModel {
   readonly gpuFailure?: string | null;
   readonly loadMs: number;
   readonly loadStats: LoadStats;
+  /** opts.verifyUpload on WebGPU: the read-back check of the streamed weights, else null. */
+  readonly uploadCheck: UploadCheck | null;
   readonly info: ModelInfo;
   readonly headBytes: number;
   readonly headTries: number;
@@ -634,6 +653,8 @@ export class Model {
   /** Open + plan + weight upload, ms. */
   readonly loadMs: number;
   readonly loadStats: LoadStats;
+  /** opts.verifyUpload on WebGPU: the read-back check of the streamed weights, else null. */
+  readonly uploadCheck: UploadCheck | null;
   readonly info: ModelInfo;
   /** Header bytes that were prefetched, and in how many attempts. */
   readonly headBytes: number;

@@ -301,7 +301,8 @@ export class Llamaweb {
   // of f16's bytes; WebGPU refuses those with BAD_INPUT, so device 'auto' opens the model on the CPU) or kvF32,
   // headBytes (first header prefetch, default 256 KiB), onProgress(done, total, phase: 'download' |
   // 'verify' | 'upload'), maxInFlight (chunks read and not yet in place, at most) and retries (per chunk read, with
-  // backoff); on WebGPU f16/subgroups (0/1; default as the device offers) and tune (kernel overrides, as node
+  // backoff); verifyUpload (WebGPU: every weight byte read back from the GPU and compared with the file,
+  // model.uploadCheck); on WebGPU f16/subgroups (0/1; default as the device offers) and tune (kernel overrides, as node
   // web/tune.mjs prints them); on the CPU threads. With device 'auto', a model WebGPU fails to open (a plan
   // the adapter's limits refuse, a device error) opens on the CPU engine. Failures throw a LlamawebError
   // (codes NETWORK, UNSUPPORTED_MODEL, NOT_ENOUGH_MEMORY, GPU_UNAVAILABLE, BAD_INPUT) and free what was made.
@@ -418,8 +419,10 @@ export class Llamaweb {
       const ctx0 = this.Module.lwGpu.contexts; // the HAL contexts this open makes own the model's buffers
       try {
         const g = await GpuModel.open(this.Module, s, { nCtx: opts.nCtx ?? 2048, nBatch: opts.nBatch, f16: opts.f16,
-          subgroups: opts.subgroups, kvType: opts.kvType, kvF32: opts.kvF32, tune: opts.tune, maxInFlight: opts.maxInFlight, retries: opts.retries });
+          subgroups: opts.subgroups, kvType: opts.kvType, kvF32: opts.kvF32, tune: opts.tune, maxInFlight: opts.maxInFlight, retries: opts.retries,
+          verifyUpload: opts.verifyUpload });
         const model = new Model(g, src, performance.now() - t0);
+        model.uploadCheck = g.uploadCheck || null; // verifyUpload: {writes, bytes, bytesPast4GiB, mismatches, first}
         model.loadStats = g.loadStats; // {ms, bytes, chunks, peakInFlight, retries, peakJsHeap} of the upload
         model.headBytes = s.head.length; // header bytes prefetched (tests: never the whole file of a big model)
         model.headTries = tries;
@@ -530,6 +533,7 @@ class WorkerModel {
     this.info = d.info;
     this.loadMs = d.loadMs;
     this.loadStats = d.loadStats;
+    this.uploadCheck = d.uploadCheck;
     this.headBytes = d.headBytes;
     this.headTries = d.headTries;
     this.gpuFailure = d.gpuFailure;

@@ -37,8 +37,10 @@ var LibraryLwGpu = {
     error: null,         // first asynchronous error (sticky)
     chunkBytes: 8 << 20, // host-source streaming chunk
     // streaming: chunks in flight at most, read retries, first retry delay (doubles each time), and whether
-    // a chunk counts in flight until the queue reports its write done (onSubmittedWorkDone)
-    load: { maxInFlight: 4, retries: 3, retryDelayMs: 50, waitQueue: true },
+    // a chunk counts in flight until the queue reports its write done (onSubmittedWorkDone); verify: every
+    // buffer is made copyable and each host-source write is logged for verifyUploads (GpuModel.open's verify)
+    load: { maxInFlight: 4, retries: 3, retryDelayMs: 50, waitQueue: true, verify: false },
+    uploadLog: null,     // verify: the host-source writes [{rec, offset, srcId, srcOffset, size}] since the last check
     loadStats: null,     // {chunks, bytes, inFlight, peakInFlight, retries, failed, peakJsHeap, startMs, ms}
     jobs: [],            // queued host-source writes, in source order
     active: null,        // every unfinished one (a Set, made on first use)
@@ -225,6 +227,7 @@ var LibraryLwGpu = {
         size: size, next: 0, done: 0, inFlight: 0, dead: false, resolve: null };
       const p = new Promise((resolve) => { job.resolve = resolve; });
       LwGpu.jobs.push(job);
+      if (LwGpu.load.verify) (LwGpu.uploadLog || (LwGpu.uploadLog = [])).push({ rec: rec, offset: offset, srcId: srcId, srcOffset: srcOffset, size: size });
       if (!LwGpu.active) LwGpu.active = new Set();
       LwGpu.active.add(job);
       LwGpu.jobsDirty = true;
@@ -326,6 +329,45 @@ var LibraryLwGpu = {
       if (h > S.peakJsHeap) S.peakJsHeap = h;
       if (LwGpu.load.waitQueue && LwGpu.device.queue.onSubmittedWorkDone) await LwGpu.device.queue.onSubmittedWorkDone();
       job.done += len;
+    },
+
+    // The proof that streamed bytes land where they belong (bytes past 4 GiB included): every logged write of
+    // host source srcId read back from its GPU buffer, chunkBytes at a time, and compared with the same range
+    // read again from the source. Returns {writes, bytes, bytesPast4GiB (source bytes at offsets >= 2^32),
+    // mismatches (chunks that differ), first (the first difference: {srcOffset, buffer label, offset}) or null}.
+    // Takes the log's entries of srcId off it. Costs a second read of the source and a GPU read-back.
+    verifyUploads: async function (srcId) {
+      const log = (LwGpu.uploadLog || []).filter((w) => w.srcId === srcId);
+      LwGpu.uploadLog = (LwGpu.uploadLog || []).filter((w) => w.srcId !== srcId);
+      const src = LwGpu.sources[srcId], d = LwGpu.device, step = LwGpu.chunkBytes;
+      const r = { writes: log.length, bytes: 0, bytesPast4GiB: 0, mismatches: 0, first: null };
+      const st = LwGpu.stagingGet(step);
+      try {
+        for (const w of log) {
+          for (let at = 0; at < w.size; at += step) {
+            const len = Math.min(step, w.size - at), padded = Math.min((len + 3) & ~3, w.rec.size - w.offset - at);
+            const e = d.createCommandEncoder();
+            e.copyBufferToBuffer(w.rec.obj, w.offset + at, st.buf, 0, padded);
+            d.queue.submit([e.finish()]);
+            const want = await src.read(w.srcOffset + at, len);
+            await st.buf.mapAsync(GPUMapMode.READ, 0, padded);
+            const got = new Uint8Array(st.buf.getMappedRange(0, padded), 0, len);
+            let same = want && want.length === len;
+            for (let i = 0; same && i < len; i++) same = got[i] === want[i];
+            st.buf.unmap();
+            if (!same) {
+              r.mismatches++;
+              if (!r.first) r.first = { srcOffset: w.srcOffset + at, buffer: w.rec.obj.label, offset: w.offset + at };
+            }
+            r.bytes += len;
+            const past = w.srcOffset + at + len - 4294967296;
+            if (past > 0) r.bytesPast4GiB += Math.min(len, past);
+          }
+        }
+      } finally {
+        LwGpu.staging.push(st);
+      }
+      return r;
     },
 
     stagingGet: function (size) {
@@ -463,6 +505,7 @@ var LibraryLwGpu = {
     if (usage & 4) u |= GPUBufferUsage.COPY_SRC;
     if (usage & 8) u |= GPUBufferUsage.COPY_DST;
     if (usage & 16) u |= GPUBufferUsage.INDIRECT;
+    if (LwGpu.load.verify) u |= GPUBufferUsage.COPY_SRC; // verifyUploads reads the weights back
     const l = label ? UTF8ToString(label) : 'lw buffer';
     try {
       const buf = LwGpu.scoped('createBuffer ' + l, () => LwGpu.device.createBuffer({ size: size, usage: u, label: l }));

@@ -140,8 +140,10 @@ export class GpuModel {
   // gpuKvF32), tune (kernel overrides,
   // src/webgpu/gpu-tune.h: the JSON text `node web/tune.mjs` prints, the same as an object, or an object of
   // single keys {'matvec.q4_0.wg': 128}; a bad one throws before anything is opened). Streaming: maxInFlight
-  // (chunks read and not yet on the GPU, at most; default lwGpu.load's), retries (per chunk). Afterwards
-  // m.loadMs and m.loadStats ({ms, bytes, chunks, peakInFlight, retries, peakJsHeap}). Failures throw a
+  // (chunks read and not yet on the GPU, at most; default lwGpu.load's), retries (per chunk); verifyUpload:
+  // afterwards every streamed byte is read back from its GPU buffer and compared with the source read again
+  // (m.uploadCheck: lwGpu.verifyUploads' result; a difference throws; costs a second read and a read-back).
+  // Afterwards m.loadMs and m.loadStats ({ms, bytes, chunks, peakInFlight, retries, peakJsHeap}). Failures throw a
   // LlamawebError and free what was made.
   static async open(M, source, opts = {}) {
     gpuKvF32(opts); // a bad kvType throws before anything is opened
@@ -149,11 +151,30 @@ export class GpuModel {
     const L = M.lwGpu.load, saved = L ? { ...L } : null;
     if (L && opts.maxInFlight > 0) L.maxInFlight = opts.maxInFlight;
     if (L && opts.retries >= 0) L.retries = opts.retries;
+    if (L && opts.verifyUpload) L.verify = true;
+    let m = null;
     try {
-      return await GpuModel.open_(M, source, tune, opts);
+      m = await GpuModel.open_(M, source, tune, opts);
     } finally {
       if (saved) Object.assign(L, saved);
+      if (!m && opts.verifyUpload && M.lwGpu.uploadLog) M.lwGpu.uploadLog = null; // a failed open's writes
     }
+    if (opts.verifyUpload) {
+      // every streamed byte read back from the GPU against the source (the weights past 4 GiB included)
+      try {
+        m.uploadCheck = await M.lwGpu.verifyUploads(m.sourceId);
+      } catch (e) {
+        m.free();
+        throw new LlamawebError('LW_ERR_GPU', 'verifying the upload: ' + (e && e.message || e));
+      }
+      const c = m.uploadCheck;
+      if (c.mismatches) {
+        m.free();
+        throw new LlamawebError('LW_ERR_GPU', `the upload differs from the file in ${c.mismatches} chunk(s), the first at file offset ` +
+          `${c.first.srcOffset} (${c.first.buffer} + ${c.first.offset})`);
+      }
+    }
+    return m;
   }
 
   static async open_(M, source, tune, opts) {

@@ -375,5 +375,41 @@ test('stories260K split over 16 KiB bindings in 128 KiB buffers decodes as unspl
   console.log(`# stories260K: ${a.buffers} buffers unsplit, ${b.buffers} split; tokens ${a.out.join(' ')}`);
 });
 
+test('verifyUpload reads every streamed weight byte back from the GPU (split buffers) and fails open() on a difference', { skip: realSkip }, async () => {
+  const R = real.Module;
+  R.lwGpu.capLimits({ maxBufferSize: 128 << 10, maxStorageBufferBindingSize: 16 << 10 });
+  try {
+    const src = fileSource(stories);
+    const g = await GpuModel.open(R, src, { nCtx: 64, nBatch: 8, verifyUpload: true });
+    const c = g.uploadCheck;
+    g.free();
+    assert.equal(c.mismatches, 0);
+    assert.ok(c.writes > 8 && c.bytes > 0.9 * src.size, `${c.writes} writes, ${c.bytes} bytes checked of ${src.size}`);
+    assert.equal(R.lwGpu.uploadLog.length, 0, 'the log is taken');
+    // a source whose second read of one range differs in one byte (as a GPU buffer holding the wrong bytes would)
+    let reads = 0;
+    const flip = 200000 + (src.size % 1000);
+    const seen = new Set();
+    const odd = { size: src.size, readSync: src.readSync, read: async (off, len) => { // the header: readSync
+      const b = await src.read(off, len);
+      reads++;
+      if (off <= flip && flip < off + len) {
+        if (seen.has(off)) b[flip - off] ^= 0x5a; // the re-read, not the upload
+        seen.add(off);
+      }
+      return b;
+    } };
+    await assert.rejects(GpuModel.open(R, odd, { nCtx: 64, nBatch: 8, verifyUpload: true }), (e) => {
+      assert.ok(e instanceof LlamawebError, String(e));
+      assert.match(e.message, /differs from the file in 1 chunk\(s\), the first at file offset \d+/);
+      return true;
+    });
+    assert.ok(reads > c.writes, 'the check read the source again');
+    console.log(`# verifyUpload: ${c.writes} writes, ${c.bytes} bytes read back and equal; a flipped byte at ${flip} caught`);
+  } finally {
+    R.lwGpu.capLimits(null);
+  }
+});
+
 // Dawn for Node may keep the process alive (web/lw-node.mjs)
 after(() => setTimeout(() => process.exit(process.exitCode ?? 0), 100));

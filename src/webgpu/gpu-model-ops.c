@@ -421,12 +421,14 @@ static uint32_t norm_q8_kind(const lw__gpu_model *g, int32_t i) {
     return kind;
 }
 
-/* The norm mat-vec variant for weight w (the device's default, tune keys nwg / nrows / npre applied). */
-static lw__gpu_matvec_norm_variant norm_variant(const lw__gpu_model *g, int32_t w, bool add, bool glu) {
+/* The norm mat-vec variant for weight w (the device's default, tune keys nwg / nrows / npre applied; for a
+ * Q|K|V projection, qkv, also qnwg / qnrows). */
+static lw__gpu_matvec_norm_variant norm_variant(const lw__gpu_model *g, int32_t w, bool add, bool glu,
+                                                bool qkv) {
     const lw__tensor *t = &g->graph.t[w];
     lw__gpu_matvec_norm_variant v =
         lw__gpu_matvec_norm_default(&g->info, t->type, (uint32_t)t->ne0, add, g->subgroups, glu);
-    lw__gpu_matvec_norm_tune(g->p.tune, t->type, &v);
+    lw__gpu_matvec_norm_tune(g->p.tune, t->type, qkv, &v);
     return v;
 }
 
@@ -461,7 +463,7 @@ static int32_t norm_mv_match(const lw__gpu_model *g, int32_t n) {
         g->loc[w].n_pieces != 1 || gr->t[w].ne0 != gr->t[d].ne0 ||
         gr->t[gr->nodes[m].dst].ne0 != gr->t[w].ne1)
         return -1;
-    const lw__gpu_matvec_norm_variant nv = norm_variant(g, w, true, false);
+    const lw__gpu_matvec_norm_variant nv = norm_variant(g, w, true, false, false);
     char why[LW_ERRMSG_SIZE];
     return lw__gpu_matvec_norm_check(&g->info, &nv, why) == LW_OK ? m : -1;
 }
@@ -481,7 +483,7 @@ static int32_t glu_down_match(const lw__gpu_model *g, int32_t m) {
         lw__gm_part(g, gr->nodes[s].src[1], &uo, &stride);
         const int64_t f = gr->t[gr->nodes[d].src[1]].ne0;
         const lw__gpu_matvec_variant v = mm_variant(g, d);
-        const lw__gpu_matvec_norm_variant nv = norm_variant(g, w, true, true);
+        const lw__gpu_matvec_norm_variant nv = norm_variant(g, w, true, true, false);
         char why[LW_ERRMSG_SIZE];
         if (!lw__gpu_matvec_glu_tuned(g->p.tune, gr->t[w].type, (uint64_t)gr->t[w].ne0) || go != 0 ||
             uo != (uint64_t)f || gr->t[y].ne0 != 2 * f || f % 32 || !v.idot || v.actq != LW_GPU_ACTQ_Q8_0 ||
@@ -556,7 +558,7 @@ static lw_status prepare_norm_mv(lw__gpu_model *g, int32_t i, int32_t piece) {
     memset(&c, 0, sizeof c);
     c.aux = piece;
     const bool glu = g->nodes[i].glu_down >= 0;
-    const lw__gpu_matvec_norm_variant v = norm_variant(g, nd->src[0], add, glu);
+    const lw__gpu_matvec_norm_variant v = norm_variant(g, nd->src[0], add, glu, g->nodes[i].mv_rope >= 0);
     lw_gpu_bind b[LW_GPU_MAX_BINDINGS];
     uint32_t nb = 0;
     b[nb++] = lw__gm_piece(g, piece);

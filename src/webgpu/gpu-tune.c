@@ -74,6 +74,8 @@ static const tune_key matvec_keys[LW_GPU_TUNE_MV_KEYS] = {
     [LW_GPU_TUNE_MV_NWG] = {"nwg", 0, 256, 1, false},
     [LW_GPU_TUNE_MV_NROWS] = {"nrows", 0, 8, 1, false},
     [LW_GPU_TUNE_MV_NPRE] = {"npre", 0, 1, 1, false},
+    [LW_GPU_TUNE_MV_QNWG] = {"qnwg", 0, 256, 1, false},
+    [LW_GPU_TUNE_MV_QNROWS] = {"qnrows", 0, 8, 1, false},
 };
 static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = {"tm", 1, 256, 1, false},   [LW_GPU_TUNE_MM_TN] = {"tn", 1, 256, 1, false},
@@ -469,11 +471,17 @@ bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type) {
     return pick(t, 0, type, LW_GPU_TUNE_MV_NORM, matvec_defaults[LW_GPU_TUNE_MV_NORM]) != 0;
 }
 
-void lw__gpu_matvec_norm_tune(const lw__gpu_tune *t, uint32_t type, lw__gpu_matvec_norm_variant *v) {
+void lw__gpu_matvec_norm_tune(const lw__gpu_tune *t, uint32_t type, bool qkv,
+                              lw__gpu_matvec_norm_variant *v) {
     v->prefetch = pick(t, 0, type, LW_GPU_TUNE_MV_NPRE, v->prefetch ? 1 : 0) != 0;
     if (v->glu) return; /* its shape is fixed */
-    const int32_t wg = pick(t, 0, type, LW_GPU_TUNE_MV_NWG, 0),
-                  rows = pick(t, 0, type, LW_GPU_TUNE_MV_NROWS, 0);
+    int32_t wg = pick(t, 0, type, LW_GPU_TUNE_MV_NWG, 0), rows = pick(t, 0, type, LW_GPU_TUNE_MV_NROWS, 0);
+    if (qkv) { /* the Q|K|V projection's own shape: a 14 MB mat-vec on the 8B, far from gate|up's 66 MB */
+        const int32_t qwg = pick(t, 0, type, LW_GPU_TUNE_MV_QNWG, 0),
+                      qrows = pick(t, 0, type, LW_GPU_TUNE_MV_QNROWS, 0);
+        if (qwg > 0) wg = qwg;
+        if (qrows > 0) rows = qrows;
+    }
     if (wg > 0) v->wg_size = (uint32_t)wg;
     if (rows > 0) v->rows = (uint32_t)rows;
 }

@@ -46,6 +46,9 @@ enum {
                               (32..256, 0: its default; not the GLU one)                  */
     LW_GPU_TUNE_MV_NROWS,  /* "nrows": its rows per row group of 32 lanes (1..8, 0: default) */
     LW_GPU_TUNE_MV_NPRE,   /* "npre": 0 = its first weights are not loaded before the prologue */
+    LW_GPU_TUNE_MV_QNWG,   /* "qnwg", "qnrows": nwg / nrows for the Q|K|V one alone (with its
+                              RoPE epilogue; nrows odd gives the epilogue up); 0: as the others */
+    LW_GPU_TUNE_MV_QNROWS,
     LW_GPU_TUNE_MV_KEYS
 };
 /* Mat-mat keys, in the order of lw__gpu_tune.matmat's second index. */
@@ -128,8 +131,9 @@ bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type);
 /* Whether such a gate|up mat-vec of type over rows of k elements also rounds SwiGLU for the down projection:
  * tune key "glu" (0 / 1), by default for k <= 2048 (the measurements in gpu-tune.c). */
 bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, uint32_t type, uint64_t k);
-/* Applies tune keys "nwg", "nrows", "npre" for type to the norm mat-vec variant v (not to the GLU one). */
-void lw__gpu_matvec_norm_tune(const lw__gpu_tune *t, uint32_t type, lw__gpu_matvec_norm_variant *v);
+/* Applies tune keys "nwg", "nrows", "npre" for type to the norm mat-vec variant v (not to the GLU one); for a
+ * Q|K|V projection (qkv) "qnwg" / "qnrows" where set. */
+void lw__gpu_matvec_norm_tune(const lw__gpu_tune *t, uint32_t type, bool qkv, lw__gpu_matvec_norm_variant *v);
 /* Whether tune key "rope" (default 1) lets such a Q|K|V mat-vec of type do the RoPE and the KV store. */
 bool lw__gpu_matvec_rope_tuned(const lw__gpu_tune *t, uint32_t type);
 

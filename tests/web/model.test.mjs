@@ -285,6 +285,14 @@ for (const [preset, type, kvF32] of [['llama-3.2-1b', 'q4_0', false], ['tiny', '
     if (!extra.length && limit.maxStorageBuffersPerShaderStage >= 9) assert.equal(fewer, 1, 'one dispatch fewer per block');
     assert.equal(r.rate, off.rate, 'the same greedy tokens');
     assert.ok(Math.abs(r.worst - off.worst) < 1e-6, `the same logits (${r.worst} vs ${off.worst} of their range)`);
+    if (preset === 'tiny' && type === 'q4_0') {
+      // the Q|K|V kernel's own shape (tune keys qnwg / qnrows): only its row blocking changes
+      const q = await agreement(file, prompt, n, { exact: false, kvF32, labels: true, tune: { matvec: { '*': { idot: 1, exact: 0, rope: 1, qnwg: 64, qnrows: 2 } } } });
+      assert.match(q.labels.join(';'), /matvec-q8-norm [^;]*wg64 r2[^;]* rope/, `the Q|K|V shape ran (${q.labels})`);
+      assert.equal(q.info.stepDispatches, r.info.stepDispatches, 'the same dispatches');
+      assert.equal(q.rate, r.rate, 'the same greedy tokens with qnwg 64, qnrows 2');
+      assert.ok(Math.abs(q.worst - r.worst) < 1e-4, `logits ${q.worst} vs ${r.worst}`);
+    }
   });
 }
 

@@ -77,7 +77,8 @@ cat >$B/run.sh <<'RUN'
 set -u
 B=build/gpu-bundle
 OUT=${OUT:-$(mktemp -d)}
-T=$(mktemp -d)
+T=${LW_BUNDLE_TMP:-$(mktemp -d)} # node, the CLI and synthesized models; set it to share them between runs
+mkdir -p $T
 xz -dc $B/node.xz >$T/node && chmod +x $T/node
 mkdir -p node_modules/webgpu/dist/linux-x64
 cp $B/webgpu/index.js $B/webgpu/package.json node_modules/webgpu/

@@ -38,7 +38,12 @@ export async function nodeGpu(args = []) {
   const adapterName = process.env.LW_DAWN_ADAPTER;
   // Dawn lists the matrix units (chromium-experimental-subgroup-matrix, prefill's int8 MMA) only with
   // allow_unsafe_apis; LW_GPU_SMX=0 leaves the toggle off (and with it the subgroup-matrix kernels)
-  if (process.env.LW_GPU_SMX !== '0') args = [...args, 'enable-dawn-features=allow_unsafe_apis'];
+  // LW_DAWN_FEATURES adds Dawn toggles to the same list (dawn.node reads one enable-dawn-features flag and
+  // applies it to the instance, adapter and device), e.g. disable_robustness to measure what the bounds
+  // clamps on every storage access cost; a browser tab always runs with them
+  const extra = (process.env.LW_DAWN_FEATURES || '').split(',').filter(Boolean);
+  const toggles = [...(process.env.LW_GPU_SMX !== '0' ? ['allow_unsafe_apis'] : []), ...extra];
+  if (toggles.length) args = [...args, 'enable-dawn-features=' + toggles.join(',')];
   const gpu = webgpu.create(adapterName ? [...args, `adapter=${adapterName}`] : args);
   keepAlive.push(gpu);
   if (!globalThis.navigator) globalThis.navigator = {};

@@ -25,8 +25,8 @@ function usage(why) {
   console.error('usage: node web/cli.mjs run -m M.gguf -p TEXT [-n N] [--ctx N] [--batch N] [--submit N] [--chain N] [--f16 0|1] [--sg 0|1] [--kv f16|f32]\n' +
     '         [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--tune FILE_OR_JSON]\n' +
     '       node web/cli.mjs bench -m M.gguf [-p 512] [-n 128] [-r 3] [--ctx N] [--batch N] [--submit N] [--chain N] [--f16 0|1] [--sg 0|1]\n' +
-    '         [--tune FILE_OR_JSON] [sampling options: sample instead of argmax]\n' +
-    '       node web/cli.mjs profile -m M.gguf [-p 512] [-n 32] [--ctx N] [--batch N] [--submit N] [--f16 0|1] [--sg 0|1] [--tune FILE_OR_JSON]');
+    '         [--tune FILE_OR_JSON] [--skip REGEX] [sampling options: sample instead of argmax]\n' +
+    '       node web/cli.mjs profile -m M.gguf [-p 512] [-n 32] [--ctx N] [--batch N] [--submit N] [--f16 0|1] [--sg 0|1] [--tune FILE_OR_JSON] [--skip REGEX]');
   process.exit(2);
 }
 
@@ -53,6 +53,7 @@ function parse(argv) {
     else if (k === '--f16') o.f16 = Number(v);
     else if (k === '--sg') o.subgroups = Number(v);
     else if (k === '--kv') o.kvType = v;
+    else if (k === '--skip') o.skip = new RegExp(v);
     else if (k === '--tune') o.tune = existsSync(v) ? readFileSync(v, 'utf8') : v;
     else if (k === '--temp') o.sampling.temp = num(k, v, 0, 1e6);
     else if (k === '--top-k') o.sampling.topK = num(k, v, -1, 1e9, true);
@@ -92,6 +93,14 @@ async function main() {
   const kUsed = sample ? m.setSampling(sp) : 0;
   const out = sample ? 'sample' : 'argmax';
   if (o.chain !== undefined) chainDepth = o.chain;
+  // --skip REGEX (bench, profile: a measurement, the tokens are wrong): dispatches of the kernels whose variant
+  // key matches are left out after the load, so the time they save is their cost inside the real stream of
+  // dependent dispatches (a profile's per-pass timestamps add each pass's own start and drain)
+  if (o.skip) {
+    if (o.cmd === 'run') usage('--skip is for bench and profile (it leaves kernels out)');
+    M.lwGpu.skip = o.skip;
+    console.error(`skipping the dispatches of kernels matching ${o.skip}: a measurement, the tokens are wrong`);
+  }
   const i0 = m.info();
   const a = ctx.info || {};
   console.error(`model: ${o.model} (${i0.arch}, ${i0.n_layer} blocks, vocab ${i0.n_vocab}), weights ${(i0.weightBytes / 1048576).toFixed(1)} MiB ` +

@@ -40,6 +40,7 @@ var LibraryLwGpu = {
     // a chunk counts in flight until the queue reports its write done (onSubmittedWorkDone); verify: every
     // buffer is made copyable and each host-source write is logged for verifyUploads (GpuModel.open's verify)
     load: { maxInFlight: 4, retries: 3, retryDelayMs: 50, waitQueue: true, verify: false },
+    skip: null, // a RegExp of pipeline labels whose dispatches are left out (web/cli.mjs --skip: a measurement)
     uploadLog: null,     // verify: the host-source writes [{rec, offset, srcId, srcOffset, size}] since the last check
     loadStats: null,     // {chunks, bytes, inFlight, peakInFlight, retries, failed, peakJsHeap, startMs, ms}
     jobs: [],            // queued host-source writes, in source order
@@ -621,6 +622,8 @@ var LibraryLwGpu = {
       const P = LwGpu.prof, t0 = P ? performance.now() : 0;
       const p = LwGpu.get(ph, 'pipeline');
       const g = LwGpu.get(gh, 'group');
+      // skip (a RegExp or null, web/cli.mjs --skip): a measurement that leaves these kernels' dispatches out
+      if (LwGpu.skip && LwGpu.skip.test(p.label)) { LwGpu.counters.skipped = (LwGpu.counters.skipped || 0) + 1; return; }
       const timed = P && P.gpu && P.n < P.cap; // its own pass with timestamps (profiling)
       if (timed) {
         LwGpu.endPass();

@@ -87,6 +87,18 @@ test('profile: calls per token = dispatches per step, times, same tokens, nothin
       g.profileStop();
     }
     assert.equal(M.lwGpu.prof, null);
+
+    // lwGpu.skip (web/cli.mjs --skip): a step leaves out exactly the matching kernel's dispatches
+    const w0 = r.rows[0], esc = w0.label.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    g.skip = new RegExp('^' + esc + '$');
+    try {
+      const d1 = g.counters.dispatches, s1 = g.counters.skipped || 0;
+      next = await m.decode([next]);
+      assert.equal(g.counters.dispatches - d1, perStep - w0.calls, `dispatches with ${w0.label} skipped`);
+      assert.equal((g.counters.skipped || 0) - s1, w0.calls);
+    } finally {
+      g.skip = null;
+    }
     const err = await M.lwGpu.settle();
     assert.equal(err, null);
   } finally {

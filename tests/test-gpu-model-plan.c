@@ -161,7 +161,7 @@ static const lw_gpu_ops fake_ops = {f_info,     f_buffer_create, f_buffer_destro
 
 /* Dispatches of a one-token step expected for a model: per block and outside the blocks. */
 static void run(const char *path, const char *what, uint64_t per_block, uint64_t outside, uint32_t bind_kib,
-                const char *device, int glu_fold) {
+                const char *device, int glu_fold, int kv_q8) {
     static fake f; /* large: not on the stack */
     memset(&f, 0, sizeof f);
     f.info.max_buffer_size = 1u << 30;
@@ -191,11 +191,26 @@ static void run(const char *path, const char *what, uint64_t per_block, uint64_t
     p.host_source = 1;
     p.glu_fold = glu_fold;
     lw_gpu gpu = {&fake_ops, &f};
+    if (kv_q8 && m) { /* a cache type without kernels is refused with a message, a Q8_0 one planned */
+        p.kv_type = LW_TYPE_Q4_0;
+        CHECK_MSG(lw__gpu_model_create(gpu, m, &p, &g) == LW_ERR_INVALID_ARG &&
+                      strstr(lw__gpu_model_error(g), "q8_0"),
+                  "%s: a q4_0 cache: %s", what, lw__gpu_model_error(g));
+        lw__gpu_model_free(g);
+        g = NULL;
+        p.kv_type = LW_TYPE_Q8_0;
+    }
     lw_status st = m ? lw__gpu_model_create(gpu, m, &p, &g) : LW_ERR_INVALID_ARG;
     CHECK_MSG(st == LW_OK, "%s: %s", what, lw__gpu_model_error(g));
     if (st == LW_OK) {
         uint64_t wb, kv, acts;
         lw__gpu_model_bytes(g, &wb, &kv, &acts);
+        /* K and V of every block: 2 x layers x cells x the row's bytes (Q8_0: 36 per 32 elements) */
+        const uint64_t kv_row = (uint64_t)m->hp.n_head_kv * m->hp.n_embd_head_k;
+        const uint64_t want_kv =
+            2 * (uint64_t)lw_model_n_layer(m) * p.n_ctx * (kv_q8 ? kv_row / 32 * 36 : kv_row * 2);
+        CHECK_MSG(kv == want_kv, "%s: %llu KV bytes, %llu expected", what, (unsigned long long)kv,
+                  (unsigned long long)want_kv);
         CHECK_MSG(f.streamed <= wb && f.streamed + wb / 4 >= wb, "%s: streamed %llu of %llu", what,
                   (unsigned long long)f.streamed, (unsigned long long)wb);
         CHECK_MSG(f.written < 4096 + 131072, "%s: %llu bytes written from memory at load", what, (unsigned long long)f.written);
@@ -253,26 +268,36 @@ int main(void) {
         uint32_t bind_kib; /* maxStorageBufferBindingSize */
         const char *device; /* the adapter's name                                     */
         int glu_fold;       /* lw__gpu_model_params.glu_fold                          */
-    } archs[] = {{"llama", LW_TYPE_F32, 0, 0, 0, 10, 9, 32, "", -1},      {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5, 32, "", -1},
-                 {"qwen2", LW_TYPE_Q8_0, 1, 0, 0, 8, 6, 32, "", -1},      {"qwen3", LW_TYPE_F32, 0, 1, 0, 10, 9, 32, "", -1},
-                 {"phi3", LW_TYPE_Q8_0, 0, 0, 1, 8, 5, 32, "", -1},       {"gemma3", LW_TYPE_Q8_0, 0, 0, 0, 10, 6, 128, "", -1},
+        int kv_q8;          /* a Q8_0 KV cache (else f16) and heads of 32 (else 16)    */
+    } archs[] = {{"llama", LW_TYPE_F32, 0, 0, 0, 10, 9, 32, "", -1, 0},      {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5, 32, "", -1, 0},
+                 {"qwen2", LW_TYPE_Q8_0, 1, 0, 0, 8, 6, 32, "", -1, 0},      {"qwen3", LW_TYPE_F32, 0, 1, 0, 10, 9, 32, "", -1, 0},
+                 {"phi3", LW_TYPE_Q8_0, 0, 0, 1, 8, 5, 32, "", -1, 0},       {"gemma3", LW_TYPE_Q8_0, 0, 0, 0, 10, 6, 128, "", -1, 0},
                  /* the GLU folding off (asked, or by default on a CPU adapter): SWIGLU dispatches again */
-                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 9, 5, 32, "", 0},
-                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 9, 5, 32, "llvmpipe (LLVM 15.0.6, 256 bits)", -1},
-                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5, 32, "llvmpipe (LLVM 15.0.6, 256 bits)", 1}};
+                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 9, 5, 32, "", 0, 0},
+                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 9, 5, 32, "llvmpipe (LLVM 15.0.6, 256 bits)", -1, 0},
+                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5, 32, "llvmpipe (LLVM 15.0.6, 256 bits)", 1, 0},
+                 /* a Q8_0 cache: no rope_qkv (its kernels write f16 / f32 cells), so ROPE, ROPE, KV_STORE,
+                  * KV_STORE are four dispatches again (llama 11; qwen3 f32: 10 + 2 for its Q and K norms
+                  * and + 3) */
+                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 11, 5, 32, "", -1, 1},
+                 {"qwen3", LW_TYPE_F32, 0, 1, 0, 15, 9, 32, "", -1, 1}};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         char path[512], name[64], what[64];
         /* f32 embedding of 320 x 64 = 80 KiB over 32 KiB bindings: three pieces (gather and tied output) */
-        synth_spec sp = {.n_vocab = 320, .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .n_ff = 96,
+        synth_spec sp = {.n_vocab = 320, .n_embd = 64, .n_layer = 2, .n_head = archs[i].kv_q8 ? 2 : 4,
+                         .n_head_kv = archs[i].kv_q8 ? 1 : 2, .n_ff = 96,
                          .wtype = archs[i].wtype, .tied = 1, .seed = 3 + i, .arch = archs[i].arch,
                          .biases = archs[i].biases, .qk_norm = archs[i].qk_norm, .fused = archs[i].fused};
-        snprintf(what, sizeof what, "%s %s%s%s%s", archs[i].arch, lw_type_get(archs[i].wtype)->name,
+        snprintf(what, sizeof what, "%s %s%s%s%s%s", archs[i].arch, lw_type_get(archs[i].wtype)->name,
                  archs[i].device[0] ? " on " : "", archs[i].device,
-                 archs[i].glu_fold < 0 ? "" : archs[i].glu_fold ? ", glu_fold 1" : ", glu_fold 0");
-        snprintf(name, sizeof name, "gpu-plan-%s-%s.gguf", archs[i].arch, lw_type_get(archs[i].wtype)->name);
+                 archs[i].glu_fold < 0 ? "" : archs[i].glu_fold ? ", glu_fold 1" : ", glu_fold 0",
+                 archs[i].kv_q8 ? ", q8_0 cache" : "");
+        snprintf(name, sizeof name, "gpu-plan-%s-%s%s.gguf", archs[i].arch, lw_type_get(archs[i].wtype)->name,
+                 archs[i].kv_q8 ? "-h32" : "");
         synth_path(path, sizeof path, name);
         CHECK(synth_write(path, &sp) == 0);
-        run(path, what, archs[i].per_block, archs[i].outside, archs[i].bind_kib, archs[i].device, archs[i].glu_fold);
+        run(path, what, archs[i].per_block, archs[i].outside, archs[i].bind_kib, archs[i].device,
+            archs[i].glu_fold, archs[i].kv_q8);
     }
     return test_summary("test-gpu-model-plan");
 }

@@ -26,10 +26,16 @@ static void test_pipelines(void) {
     char err[LW_ERRMSG_SIZE];
     static const char *const files[] = {"attn-decode", "attn-reduce", "attn-prefill", "attn-exact"};
     const uint32_t dims[] = {64, 80, 128, 256}, groups[] = {1, 2, 4, 7, 8, 16};
-    for (int f16 = 0; f16 < 2; f16++)
+    for (int t = 0; t < 3; t++) /* f32, f16, q8_0 caches */
         for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
             for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++) {
-                const uint32_t kv = f16 ? LW_TYPE_F16 : LW_TYPE_F32, D = dims[di], G = groups[gi];
+                const bool f16 = t == 1, q8 = t == 2;
+                const uint32_t kv = q8 ? LW_TYPE_Q8_0 : f16 ? LW_TYPE_F16 : LW_TYPE_F32, D = dims[di],
+                               G = groups[gi];
+                if (q8 && D % 32) { /* a Q8_0 head is whole blocks */
+                    CHECK(!lw__gpu_attn_supported(kv, D, G));
+                    continue;
+                }
                 CHECK(lw__gpu_attn_supported(kv, D, G));
                 lw__gpu_attn_variant v = lw__gpu_attn_default(&info, kv, D, G);
                 for (int k = 0; k < LW_GPU_ATTN_KERNELS; k++) {
@@ -39,7 +45,8 @@ static void test_pipelines(void) {
                     const int before = f->creates;
                     lw_status st =
                         lw__gpu_attn_pipeline(&gpu, &cache, NULL, &v, (lw__gpu_attn_kernel)k, &info, &p, err);
-                    if (k == LW_GPU_ATTN_EXACT && f16 && D % 64) { /* the CPU sums that tail in double */
+                    /* f16: the CPU sums that tail in double; q8_0: EXACT does not follow the CPU's order */
+                    if (k == LW_GPU_ATTN_EXACT && ((f16 && D % 64) || q8)) {
                         CHECK_MSG(st == LW_ERR_UNSUPPORTED && f->creates == before, "D %u: %s", D, err);
                         continue;
                     }
@@ -57,7 +64,13 @@ static void test_pipelines(void) {
                     CHECK(wgsl_const(f->wgsl, "WG") == (long)(k == LW_GPU_ATTN_PREFILL ? v.pwg : v.wg_size));
                     CHECK(strstr(f->wgsl, "enable f16;") == NULL &&
                           strstr(f->wgsl, "enable subgroups;") == NULL);
-                    CHECK((strstr(f->wgsl, "alias KvQuad = vec2<u32>;") != NULL) == f16);
+                    CHECK((strstr(f->wgsl, "alias KvQuad = vec2<u32>;") != NULL) == (f16 || q8));
+                    CHECK((strstr(f->wgsl, "alias KvWord = u32;") != NULL) == q8);
+                    if (q8) { /* blocks of 9 words per head */
+                        char hw[64];
+                        snprintf(hw, sizeof hw, "const HW: u32 = %u / 32 * 9;", D);
+                        CHECK(strstr(f->wgsl, hw) != NULL);
+                    }
                     if (k == LW_GPU_ATTN_DECODE) CHECK(wgsl_const(f->wgsl, "CH") == (long)v.chunk);
                     if (k == LW_GPU_ATTN_PREFILL)
                         CHECK(wgsl_const(f->wgsl, "TQ") == (long)v.bq &&
@@ -91,7 +104,17 @@ static void test_pipelines(void) {
     v.head_dim = 6;
     CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_REDUCE, &info, &p, err) ==
           LW_ERR_UNSUPPORTED);
-    CHECK(!lw__gpu_attn_supported(LW_TYPE_Q8_0, 128, 1) && !lw__gpu_attn_supported(LW_TYPE_F16, 512, 1) &&
+    /* a Q8_0 cache: no RoPE prologue (it stores f16 / f32 cells) */
+    v = lw__gpu_attn_default(&info, LW_TYPE_Q8_0, 128, 4);
+    v.rope = true;
+    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_DECODE, &info, &p, err) == LW_ERR_UNSUPPORTED);
+    CHECK(strstr(err, "q8_0") != NULL);
+    uint64_t cell = 0;
+    CHECK(lw__gpu_kv_cell_bytes(LW_TYPE_Q8_0, 256, &cell) && cell == 8 * 36);
+    CHECK(lw__gpu_kv_cell_bytes(LW_TYPE_F16, 256, &cell) && cell == 512);
+    CHECK(!lw__gpu_kv_cell_bytes(LW_TYPE_Q8_0, 48, &cell) && !lw__gpu_kv_cell_bytes(LW_TYPE_Q4_0, 256, &cell));
+    CHECK(!lw__gpu_kv_cell_bytes(LW_TYPE_F32, UINT64_MAX / 2, &cell));
+    CHECK(!lw__gpu_attn_supported(LW_TYPE_Q4_0, 128, 1) && !lw__gpu_attn_supported(LW_TYPE_F16, 512, 1) &&
           !lw__gpu_attn_supported(LW_TYPE_F16, 128, 0) && !lw__gpu_attn_supported(LW_TYPE_F16, 128, 32));
     CHECK(f->creates == before && p == 0);
     lw__gpu_cache_free(&cache);

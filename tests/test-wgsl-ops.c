@@ -135,6 +135,14 @@ static void test_pipelines(void) {
         CHECK(layout_is(&f, k, 3));
         CHECK((strstr(f.wgsl, "cache: array<u32>") != NULL) == f16);
     }
+    { /* Q8_0: the words of the GPU's block layout, quantized as the CPU's quantize_row_q8_0 */
+        lw__gpu_kv_store_variant v = lw__gpu_kv_store_default(&ss, LW_TYPE_Q8_0);
+        CHECK(v.q8_cache && !v.f16_cache);
+        CHECK(lw__gpu_kv_store_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_OK);
+        CHECK(strstr(f.wgsl, "cache: array<u32>") != NULL && strstr(f.wgsl, "fn store_block") != NULL);
+        v.f16_cache = true;
+        CHECK(lw__gpu_kv_store_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_ERR_INVALID_ARG);
+    }
     /* GET_ROWS: every format of the table expands (always f32 arithmetic) */
     int formats = 0;
     for (uint32_t t = 0; t < LW_TYPE_COUNT; t++) {
@@ -294,6 +302,12 @@ static void test_plans(void) {
     CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1023, 1, 0, 0, 0, 0, 4, &kp, grid, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1024, 1, 0, 0, 0, 5000000, 5000001, &kp, grid, err) ==
           LW_ERR_TOO_LARGE);
+    /* Q8_0: one invocation per block of 32, rows and offsets of whole blocks */
+    kv = lw__gpu_kv_store_default(&ss, LW_TYPE_Q8_0);
+    CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1024, 7, 0, 0, 0, 100, 107, &kp, grid, err) == LW_OK);
+    CHECK(grid[0] * kv.wg_size >= 7 * 32 && (grid[0] - 1) * kv.wg_size < 7 * 32);
+    CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1040, 1, 0, 0, 0, 0, 4, &kp, grid, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1024, 1, 0, 0, 16, 0, 4, &kp, grid, err) == LW_ERR_INVALID_ARG);
 
     /* GET_ROWS: a 1B-shape embedding (128256 x 2048 Q8_0 = 279 MB) splits under lavapipe's 128 MiB */
     const lw__gpu_format *q8 = lw__gpu_format_of(LW_TYPE_Q8_0);

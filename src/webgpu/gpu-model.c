@@ -543,6 +543,13 @@ static lw_status create(lw__gpu_model *g) {
     if (!g->loc || !g->nodes || !g->logits_out || !g->shadow)
         return lw__errorf(g->err, LW_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; i < g->graph.n_nodes; i++) g->nodes[i].attn_rope = -1; /* (set at preparing) */
+    /* the cache type before the fusions: the kernels that write cells in passing (rope_qkv, the decode
+     * attention's and the norm mat-vec's RoPE epilogues) write f16 / f32 only, so a quantized cache keeps
+     * them off (gpu-model-ops.c rope_qkv_shape) */
+    if (g->p.kv_type != LW_TYPE_F32 && g->p.kv_type != LW_TYPE_F16 && g->p.kv_type != LW_TYPE_Q8_0)
+        return lw__errorf(g->err, LW_ERR_INVALID_ARG,
+                          "KV cache type %u: the WebGPU engine keeps f16, f32 or q8_0 caches", g->p.kv_type);
+    g->kv_type = g->p.kv_type;
     if ((st = lw__gm_plan_fusions(g)) != LW_OK || (st = lw__gm_check_ops(g)) != LW_OK) return st;
 
     /* buffers: weights, KV cache, activations, parameters, tokens, result */
@@ -550,9 +557,11 @@ static lw_status create(lw__gpu_model *g) {
         (st = plan_acts(g)) != LW_OK)
         return st;
     const uint64_t kv_row = (uint64_t)hp->n_head_kv * hp->n_embd_head_k;
-    g->kv_type = g->p.kv_type == LW_TYPE_F32 ? LW_TYPE_F32 : LW_TYPE_F16; /* f16: the CPU context's default */
-    if (!lw__mul_u64(kv_row * (g->kv_type == LW_TYPE_F32 ? 4 : 2), g->n_ctx, &g->kv_layer_bytes) ||
-        g->kv_layer_bytes > bind_max(&g->info))
+    uint64_t cell_bytes; /* one cell of one layer's K (or V) */
+    if (!lw__gpu_kv_cell_bytes(g->kv_type, kv_row, &cell_bytes))
+        return lw__errorf(g->err, LW_ERR_UNSUPPORTED, "a %s KV cache needs rows of whole 32-element blocks",
+                          lw_type_get(g->kv_type)->name);
+    if (!lw__mul_u64(cell_bytes, g->n_ctx, &g->kv_layer_bytes) || g->kv_layer_bytes > bind_max(&g->info))
         return lw__errorf(g->err, LW_ERR_TOO_LARGE, "a block's KV cache exceeds a binding (n_ctx %u)",
                           g->n_ctx);
     g->kv = lw__calloc(&g->alloc, 2 * (size_t)hp->n_layer, sizeof *g->kv);
@@ -797,6 +806,9 @@ uint32_t lw__gpu_model_n_past(const lw__gpu_model *g) {
 }
 uint32_t lw__gpu_model_n_ctx(const lw__gpu_model *g) {
     return g->n_ctx;
+}
+uint32_t lw__gpu_model_kv_type(const lw__gpu_model *g) {
+    return g->kv_type;
 }
 lw__gpu_model_counters lw__gpu_model_get_counters(const lw__gpu_model *g) {
     return g->cnt;

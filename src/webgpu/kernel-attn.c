@@ -14,9 +14,34 @@
 #define ATTN_MAX_HEAD_DIM 256u /* the largest D: Gemma's 256 */
 #define ATTN_MAX_GROUP    16u  /* the largest GQA ratio (query heads per KV head) */
 
+bool lw__gpu_kv_cell_bytes(uint32_t kv_type, uint64_t kv_row, uint64_t *bytes) {
+    *bytes = 0;
+    switch (kv_type) {
+    case LW_TYPE_F32:
+        return lw__mul_u64(kv_row, 4, bytes);
+    case LW_TYPE_F16:
+        return lw__mul_u64(kv_row, 2, bytes);
+    case LW_TYPE_Q8_0: /* 8 words of quants + 1 of scale per block */
+        return kv_row % 32 == 0 && lw__mul_u64(kv_row / 32, 36, bytes);
+    default:
+        return false;
+    }
+}
+
 bool lw__gpu_attn_supported(uint32_t kv_type, uint32_t head_dim, uint32_t group) {
-    return (kv_type == LW_TYPE_F16 || kv_type == LW_TYPE_F32) && head_dim >= 4 && head_dim % 4 == 0 &&
-           head_dim <= ATTN_MAX_HEAD_DIM && group >= 1 && group <= ATTN_MAX_GROUP;
+    /* a Q8_0 head is whole blocks (the CPU context asks the same of its quantized caches) */
+    const bool kv_ok =
+        kv_type == LW_TYPE_F16 || kv_type == LW_TYPE_F32 || (kv_type == LW_TYPE_Q8_0 && head_dim % 32 == 0);
+    return kv_ok && head_dim >= 4 && head_dim % 4 == 0 && head_dim <= ATTN_MAX_HEAD_DIM && group >= 1 &&
+           group <= ATTN_MAX_GROUP;
+}
+
+/* The cache type's name in labels and messages. */
+static const char *kv_name(uint32_t kv_type) {
+    return kv_type == LW_TYPE_F16    ? "f16"
+           : kv_type == LW_TYPE_F32  ? "f32"
+           : kv_type == LW_TYPE_Q8_0 ? "q8_0"
+                                     : "?";
 }
 
 uint64_t lw__gpu_attn_wg_bytes(const lw__gpu_attn_variant *v, lw__gpu_attn_kernel k) {
@@ -40,10 +65,7 @@ static lw_status check_variant(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
     if (!lw__gpu_attn_supported(v->kv_type, v->head_dim, v->group))
         return lw__errorf(err, LW_ERR_UNSUPPORTED,
                           "attn: no GPU kernel for a %s cache, head dim %u, %u query heads per KV head",
-                          v->kv_type == LW_TYPE_F16   ? "f16"
-                          : v->kv_type == LW_TYPE_F32 ? "f32"
-                                                      : "?",
-                          v->head_dim, v->group);
+                          kv_name(v->kv_type), v->head_dim, v->group);
     if ((unsigned)k >= LW_GPU_ATTN_KERNELS)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "attn: kernel %d", (int)k);
     const uint32_t wg = k == LW_GPU_ATTN_PREFILL ? v->pwg : v->wg_size;
@@ -79,6 +101,13 @@ static lw_status check_variant(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
                           "attn-prefill: register blocks of %u rows x %u cells must divide the %u x %u tile "
                           "(at most 64 scores)",
                           v->rq, v->rk, v->bq, v->bk);
+    /* EXACT follows the CPU's f16 / f32 kernels; the CPU reads a quantized cache in its flash-attention
+     * order, which EXACT does not follow: a Q8_0 cache never takes it (gpu-model-attn.c) */
+    if (k == LW_GPU_ATTN_EXACT && v->kv_type == LW_TYPE_Q8_0)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "attn-exact: no kernel for a q8_0 cache");
+    if (k == LW_GPU_ATTN_DECODE && v->rope && v->kv_type == LW_TYPE_Q8_0)
+        return lw__errorf(err, LW_ERR_UNSUPPORTED,
+                          "attn-decode: the RoPE prologue writes f16 / f32 cells, not a q8_0 cache's blocks");
     if (k == LW_GPU_ATTN_EXACT && v->kv_type == LW_TYPE_F16 && v->head_dim % 64)
         return lw__errorf(err, LW_ERR_UNSUPPORTED,
                           "attn-exact: an f16 cache needs a head dim that is a multiple of 64 (not %u)",
@@ -157,7 +186,7 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     if (st != LW_OK) return st;
     static const char *const names[LW_GPU_ATTN_KERNELS] = {"decode", "reduce", "prefill", "exact"};
     char label[LW_GPU_CACHE_KEY], dim[16], grp[16], wg[16], a[16], b[16], rq[16], rk[16], vb[16], kb[16];
-    const char *kv = v->kv_type == LW_TYPE_F16 ? "f16" : "f32";
+    const char *kv = kv_name(v->kv_type);
     if (k == LW_GPU_ATTN_DECODE)
         snprintf(label, sizeof label, "attn-decode %s d%u g%u wg%u c%u vb%u kb%u%s%s", kv, v->head_dim,
                  v->group, v->wg_size, v->chunk, v->vb, v->kb, v->rope ? " rope" : "",
@@ -183,11 +212,12 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     snprintf(b, sizeof b, "%u", v->bk);
     snprintf(rq, sizeof rq, "%u", v->rq);
     snprintf(rk, sizeof rk, "%u", v->rk);
-    lw__wgsl_define defs[10] = {{"HEAD_DIM", dim},
+    lw__wgsl_define defs[11] = {{"HEAD_DIM", dim},
                                 {"GROUP", grp},
                                 {"KV_F16", v->kv_type == LW_TYPE_F16 ? "1" : "0"},
+                                {"KV_Q8", v->kv_type == LW_TYPE_Q8_0 ? "1" : "0"},
                                 {"WG_SIZE", wg}};
-    size_t n_defs = 4;
+    size_t n_defs = 5;
     if (q8) defs[n_defs++] = (lw__wgsl_define){"Q8_OUT", "1"};
     if (rope) defs[n_defs++] = (lw__wgsl_define){"ROPE", "1"};
     if (k == LW_GPU_ATTN_DECODE) {
@@ -264,7 +294,10 @@ lw_status lw__gpu_attn_plan(const lw_gpu_info *info, const lw__gpu_attn_variant 
     if (!lw__gpu_attn_supported(v->kv_type, v->head_dim, v->group))
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "attn: unsupported variant (head dim %u, group %u)",
                           v->head_dim, v->group);
-    const uint64_t D = v->head_dim, d4 = D / 4, esize = v->kv_type == LW_TYPE_F16 ? 2 : 4, quad = 4 * esize;
+    /* quad: bytes of the cache's index unit (4 elements; Q8_0: a word), head_units: units per head */
+    const uint64_t D = v->head_dim, d4 = D / 4;
+    const uint64_t quad = v->kv_type == LW_TYPE_Q8_0 ? 4 : v->kv_type == LW_TYPE_F16 ? 8 : 16;
+    const uint64_t head_units = v->kv_type == LW_TYPE_Q8_0 ? D / 32 * 9 : d4;
     if (s->n_head_kv == 0 || s->n_head != (uint64_t)s->n_head_kv * v->group)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "attn: %u heads over %u KV heads do not make groups of %u",
                           s->n_head, s->n_head_kv, v->group);
@@ -280,7 +313,7 @@ lw_status lw__gpu_attn_plan(const lw_gpu_info *info, const lw__gpu_attn_variant 
             "attn: Q/output offsets and strides must be multiples of 4 elements (rows of %llu), "
             "cache offsets of %llu bytes",
             (unsigned long long)row, (unsigned long long)quad);
-    const uint64_t kv_stride = (uint64_t)s->n_head_kv * d4; /* quads per cell */
+    const uint64_t kv_stride = (uint64_t)s->n_head_kv * head_units; /* units per cell */
     uint64_t cache_quads, k_end, v_end;
     if (!lw__mul_u64(kv_stride, s->n_ctx, &cache_quads) ||
         !lw__add_u64(s->k_offset / quad, cache_quads, &k_end) ||

@@ -5,6 +5,11 @@
  * and one V region per layer, cell p at p * kv_row elements, kv_row = KV heads x head dim, each cell
  * [KV head][head dim], elements f16 or f32 (the context's type_k = type_v), V not transposed. Q and the
  * output are f32 rows of heads x head dim per token.
+ * A Q8_0 cache has a layout of its own (ggml's 34-byte blocks are not 4-byte aligned): a cell is the
+ * row's blocks of 32 elements in order, each 9 words: 8 words of int8 quants (elements 4i .. 4i + 3 in word
+ * i, lowest byte first) and the block's scale as an f32 (the f16 scale the CPU's block_q8_0 keeps, widened),
+ * so a head of D elements is D / 32 blocks (D a multiple of 32) and every quad of 4 elements one word. The
+ * values are the CPU's: quantize_row_q8_0's rounding (kv-store.wgsl), dequantized as q * d.
  *
  * Three kernels (shaders/attn-*.wgsl), all with the same bind group layout (LW_GPU_ATTN_BINDINGS):
  *   - DECODE (attn-decode.wgsl): a few query tokens. The visible cells are split into chunks across
@@ -43,7 +48,7 @@ typedef enum lw__gpu_attn_kernel {
 
 /* One compiled variant: the model's shape (head dim, group) and the tunables. */
 typedef struct lw__gpu_attn_variant {
-    uint32_t kv_type;    /* cache elements: LW_TYPE_F16 or LW_TYPE_F32                               */
+    uint32_t kv_type;    /* cache elements: LW_TYPE_F16, LW_TYPE_F32 or LW_TYPE_Q8_0 (head dim % 32) */
     uint32_t head_dim;   /* D: a multiple of 4, 4..256                                               */
     uint32_t group;      /* query heads per KV head (n_head / n_head_kv), 1..16                      */
     uint32_t wg_size;    /* invocations per workgroup: a power of two, at least the group          */
@@ -74,7 +79,7 @@ typedef struct lw__gpu_attn_variant {
 
 /* The uniform parameter block of one call, shared by the three kernels (AttnParams in attn-common.wgsl;
  * 64 bytes). Offsets and strides of Q, the output and the scratch are in vec4 units (4 floats), those of
- * the cache in units of 4 elements (8 bytes for f16, 16 for f32). */
+ * the cache in units of 4 elements (8 bytes for f16, 16 for f32) or, Q8_0, in words (4 bytes). */
 typedef struct lw__gpu_attn_params {
     uint32_t n_tokens;  /* query tokens of the call                                               */
     uint32_t pos0;      /* cache position of the first one (cells 0 .. pos0 + t are visible to t) */
@@ -143,6 +148,11 @@ typedef struct lw__gpu_attn_dispatch {
     uint8_t kernel[2];   /* lw__gpu_attn_kernel of each dispatch    */
     uint32_t grid[2][3]; /* its workgroups                          */
 } lw__gpu_attn_dispatch;
+
+/* Bytes of one cache cell of kv_row elements (KV heads x head dim) of type kv_type: 2 or 4 per element,
+ * 36 per block of 32 for LW_TYPE_Q8_0 (the layout above); false for a type without kernels, a Q8_0 row of
+ * no whole blocks or a product past 64 bits. */
+bool lw__gpu_kv_cell_bytes(uint32_t kv_type, uint64_t kv_row, uint64_t *bytes);
 
 /* Whether a cache type, head dim and group can run at all (before any device limit). */
 bool lw__gpu_attn_supported(uint32_t kv_type, uint32_t head_dim, uint32_t group);

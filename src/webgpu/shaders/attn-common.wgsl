@@ -3,14 +3,17 @@
 // and the KV cache readers.
 //
 // Defines: HEAD_DIM (D, a multiple of 4), GROUP (query heads per KV head), KV_F16 (1: the cache holds f16,
-// read with unpack2x16float, no shader-f16 needed; 0: f32), WG_SIZE (invocations per workgroup).
+// read with unpack2x16float, no shader-f16 needed; 0: f32), KV_Q8 (1: the GPU's Q8_0 blocks of
+// kernels-attn.h, 9 words per 32 elements; D a multiple of 32), WG_SIZE (invocations per workgroup).
 // ROPE (attn-decode.wgsl only, 0 by default): binding 0 is the unrotated Q|K|V row of a one-token step and
 // AttnParams carries that step's RoPE.
 // Bindings (one layout for the three kernels, all storage read_write but the last): 0 Q (vec4<f32> rows),
 // 1 K cache, 2 V cache, 3 output
 // (vec4<f32> rows), 4 scratch for the split partials (vec4<f32>), 5 AttnParams (uniform).
 // Cache layout (as the CPU engine's): cell p of a layer at k_offset + p * kv_stride quads (4 elements),
-// KV head hk at + hk * D/4 in it.
+// KV head hk at + hk * HW in it (HW = D/4; Q8_0: offsets in words, HW = D/32 blocks of 9 words). The
+// kernels read quads through k_raw / v_raw and widen them with quad().
+
 #pragma once
 #include "common.wgsl"
 #ifndef HEAD_DIM
@@ -24,6 +27,12 @@
 #endif
 #ifndef KV_F16
 #define KV_F16 1
+#endif
+#ifndef KV_Q8
+#define KV_Q8 0
+#endif
+#if KV_Q8 && (KV_F16 || HEAD_DIM % 32 != 0)
+#error attn: a Q8_0 cache is neither f16 nor of head dims other than multiples of 32
 #endif
 #ifndef WG_SIZE
 #define WG_SIZE 64
@@ -79,13 +88,26 @@ struct AttnParams {
 #endif
 }
 
-#if KV_F16
+#if KV_Q8
+alias KvWord = u32;        // the cache's element: a word of 4 quants or a block's scale
+alias KvQuad = vec2<u32>;  // 4 quants and their block's scale bits, as loaded
+const HW: u32 = HEAD_DIM / 32 * 9; // words per head in a cell
+fn quad(w: vec2<u32>) -> vec4<f32> {
+    // the bytes sign-extended by shifts (no packed-integer feature needed), times the scale (the CPU's q * d)
+    let b = vec4<i32>(bitcast<i32>(w.x)) << vec4<u32>(24u, 16u, 8u, 0u);
+    return vec4<f32>(b >> vec4<u32>(24u)) * bitcast<f32>(w.y);
+}
+#elif KV_F16
+alias KvWord = vec2<u32>;
 alias KvQuad = vec2<u32>; // 4 halves
+const HW: u32 = HEAD_DIM / 4;
 fn quad(w: vec2<u32>) -> vec4<f32> {
     return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
 }
 #else
+alias KvWord = vec4<f32>;
 alias KvQuad = vec4<f32>;
+const HW: u32 = HEAD_DIM / 4;
 fn quad(w: vec4<f32>) -> vec4<f32> {
     return w;
 }
@@ -95,11 +117,30 @@ fn quad(w: vec4<f32>) -> vec4<f32> {
 // kernel library (kernels-ops.h): WebGPU forbids one buffer bound read-only and writable in one dispatch,
 // and the runner's activation arena backs Q and the output alike.
 @group(0) @binding(0) var<storage, read_write> q: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read_write> kc: array<KvQuad>;
-@group(0) @binding(2) var<storage, read_write> vc: array<KvQuad>;
+@group(0) @binding(1) var<storage, read_write> kc: array<KvWord>;
+@group(0) @binding(2) var<storage, read_write> vc: array<KvWord>;
 @group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> part: array<vec4<f32>>;
 @group(0) @binding(5) var<uniform> params: AttnParams;
+
+// Quad d (elements 4d .. 4d + 3) of the K or V head whose first unit is at (k_offset or v_offset + cell *
+// kv_stride + hk * HW), as loaded (widen with quad()).
+fn k_raw(at: u32, d: u32) -> KvQuad {
+#if KV_Q8
+    let b = at + (d >> 3u) * 9u; // its block
+    return vec2<u32>(kc[b + (d & 7u)], kc[b + 8u]);
+#else
+    return kc[at + d];
+#endif
+}
+fn v_raw(at: u32, d: u32) -> KvQuad {
+#if KV_Q8
+    let b = at + (d >> 3u) * 9u;
+    return vec2<u32>(vc[b + (d & 7u)], vc[b + 8u]);
+#else
+    return vc[at + d];
+#endif
+}
 
 // exp that never sees an argument below -80 (masked scores and the first max are near -3e38; some
 // implementations are not exact that far out). exp(-80) = 1.8e-35 adds nothing to a real sum.

@@ -39,6 +39,9 @@
 #if Q8_OUT && (!ROPE || HEAD_DIM % 32 != 0)
 #error attn-decode: Q8_OUT needs ROPE and a head dim of a multiple of 32
 #endif
+#if ROPE && KV_Q8
+#error attn-decode: ROPE stores f16 / f32 cells (a Q8_0 cache takes the plain KV store)
+#endif
 #if ROPE
 @group(0) @binding(6) var<storage, read> ff: array<f32>;
 // Element i of binding 0 (the unrotated Q|K|V row): rope-common.wgsl's input.
@@ -109,20 +112,21 @@ var<workgroup> red_v: array<vec4<f32>, WG_SIZE>;            // output o of cell 
 // Adds the weighted V quads of output oi's lane over cells j0, j0 + step, ... < n for head oi % G.
 fn v_sum(oi: u32, j0: u32, step: u32, n: u32, c0: u32, hk: u32) -> vec4<f32> {
     let g = oi % G;
-    let vb = params.v_offset + hk * D4 + oi / G;
+    let lane = oi / G;
+    let vb = params.v_offset + hk * HW;
     var acc = vec4<f32>(0.0);
     var j = j0;
     for (; j + (VB - 1u) * step < n; j += VB * step) {
         var vq: array<KvQuad, VB>;
         for (var u = 0u; u < VB; u++) {
-            vq[u] = vc[vb + (c0 + j + u * step) * params.kv_stride];
+            vq[u] = v_raw(vb + (c0 + j + u * step) * params.kv_stride, lane);
         }
         for (var u = 0u; u < VB; u++) {
             acc += ps[g * CH + j + u * step] * quad(vq[u]);
         }
     }
     for (; j < n; j += step) {
-        acc += ps[g * CH + j] * quad(vc[vb + (c0 + j) * params.kv_stride]);
+        acc += ps[g * CH + j] * quad(v_raw(vb + (c0 + j) * params.kv_stride, lane));
     }
     return acc;
 }
@@ -191,12 +195,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var l = 0.0;
     if (slot < S) {
         for (var j = slot; j < n; j += S) {
-            let kb = params.k_offset + (c0 + j) * params.kv_stride + hk * D4;
+            let kb = params.k_offset + (c0 + j) * params.kv_stride + hk * HW;
             var s = 0.0;
             for (var d = 0u; d < d4; d += KB) {
                 var kq: array<KvQuad, KB>;
                 for (var u = 0u; u < KB; u++) {
-                    kq[u] = kc[kb + d + u];
+                    kq[u] = k_raw(kb, d + u);
                 }
                 for (var u = 0u; u < KB; u++) {
                     s += dot(qs[g * D4 + d + u], quad(kq[u]));

@@ -77,11 +77,11 @@ fn fetch_tile(kv_k: bool, base: u32, c: u32, c_end: u32, lid: u32) -> TileRegs {
         let j = i / D4;
         var v = vec4<f32>(0.0);
         if (i < TK * D4 && c + j < c_end) {
-            let at = base + (c + j) * params.kv_stride + i % D4;
+            let at = base + (c + j) * params.kv_stride;
             if (kv_k) {
-                v = quad(kc[at]);
+                v = quad(k_raw(at, i % D4));
             } else {
-                v = quad(vc[at]);
+                v = quad(v_raw(at, i % D4));
             }
         }
         r[n] = v;
@@ -129,8 +129,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     var m = NEG;   // row sr's running max (the same in each of its SPR invocations)
     var l = 0.0;   // this invocation's part of row sr's running sum
     var acc: array<vec4<f32>, RQ * NACC>;
-    let kb = params.k_offset + hk * D4;
-    let vb = params.v_offset + hk * D4;
+    let kb = params.k_offset + hk * HW;
+    let vb = params.v_offset + hk * HW;
     var kr = fetch_tile(true, kb, c_start, c_end, lid);
     for (var c = c_start; c < c_end; c += TK) {
         workgroupBarrier(); // the previous tile's P V readers are done (and Q is stored)

@@ -1,18 +1,27 @@
 // KV cache write (graph op KV_STORE): row r of x (row_len elements of K or V for every KV head) goes to
 // cache cell cell0 + r, at cache_offset + (cell0 + r) * row_len elements; F16_CACHE=1 rounds to f16 to
 // nearest even (as the CPU's f32_to_f16, bit for bit) and packs two elements per word, F16_CACHE=0
-// copies f32.
-// One invocation per cache word: two elements (f16) or one (f32).
-// Defines: F16_CACHE (0/1), WG_SIZE (default 256).
-// Bindings: 0 x (read_write, f32), 1 cache (read_write: array<u32> of packed halves, or array<f32>),
-// 2 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups = ceil(rows * words_per_row /
+// copies f32, Q8_CACHE=1 quantizes blocks of 32 elements into the GPU's Q8_0 layout (kernels-attn.h: per
+// block 8 words of int8 quants, then the scale as f32) with the CPU's quantize_row_q8_0 arithmetic:
+// d = amax / 127, q = roundf(x * (1 / d)) (ties away from zero), the scale kept as fp16(d), so the cache
+// holds the values the CPU engine's q8_0 cache holds.
+// One invocation per cache word: two elements (f16) or one (f32); Q8_0: one per block.
+// Defines: F16_CACHE (0/1), Q8_CACHE (0/1), WG_SIZE (default 256).
+// Bindings: 0 x (read_write, f32), 1 cache (read_write: array<u32> of packed halves or Q8_0 words, or
+// array<f32>), 2 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups = ceil(rows * words_per_row /
 // WG_SIZE).
 #include "ops-common.wgsl"
 #ifndef F16_CACHE
 #define F16_CACHE 0
 #endif
+#ifndef Q8_CACHE
+#define Q8_CACHE 0
+#endif
 #ifndef WG_SIZE
 #define WG_SIZE 256
+#endif
+#if F16_CACHE && Q8_CACHE
+#error kv-store: one cache type
 #endif
 
 struct KvStoreParams {
@@ -27,18 +36,49 @@ struct KvStoreParams {
 }
 
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
-#if F16_CACHE
+#if F16_CACHE || Q8_CACHE
 @group(0) @binding(1) var<storage, read_write> cache: array<u32>;
 #else
 @group(0) @binding(1) var<storage, read_write> cache: array<f32>;
 #endif
 @group(0) @binding(2) var<uniform> params: KvStoreParams;
 
+#if Q8_CACHE
+// roundf: to nearest, ties away from zero (WGSL's round() ties to even). a - floor(a) is exact, so the
+// comparison with 0.5 decides as the CPU's roundf does.
+fn round_away(v: f32) -> f32 {
+    let a = abs(v);
+    let f = floor(a);
+    return sign(v) * select(f, f + 1.0, a - f >= 0.5);
+}
+
+// Block j (32 elements from element s of x) quantized into the 9 words from word w of the cache.
+fn store_block(s: u32, w: u32) {
+    var amax = 0.0f;
+    for (var e = 0u; e < 32u; e++) {
+        amax = max(amax, abs(x[s + e]));
+    }
+    let d = div_rn(amax, 127.0f);                       // the CPU's amax / ((1 << 7) - 1)
+    let id = select(0.0f, div_rn(1.0f, d), d != 0.0f);  // and its 1.0f / d
+    for (var k = 0u; k < 8u; k++) {
+        var word = 0u;
+        for (var e = 0u; e < 4u; e++) {
+            let q = i32(clamp(round_away(x[s + 4u * k + e] * id), -128.0, 127.0));
+            word |= (bitcast<u32>(q) & 0xffu) << (8u * e);
+        }
+        cache[w + k] = word;
+    }
+    cache[w + 8u] = bitcast<u32>(f16_round(d)); // the block's fp16 scale, widened
+}
+#endif
+
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = (wg.x + wg.y * params.groups_x) * WG_SIZE + lid;
 #if F16_CACHE
     let per_row = params.row_len / 2u;
+#elif Q8_CACHE
+    let per_row = params.row_len / 32u; // blocks
 #else
     let per_row = params.row_len;
 #endif
@@ -47,11 +87,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let row = i / per_row;
     let j = i % per_row;
+#if Q8_CACHE
+    let blk = params.cache_offset / 32u + (params.cell0 + row) * per_row + j; // the block's number
+    store_block(params.x_offset + row * params.x_stride + 32u * j, blk * 9u);
+#else
     let dst = params.cache_offset + (params.cell0 + row) * params.row_len;
 #if F16_CACHE
     let s = params.x_offset + row * params.x_stride + 2u * j;
     cache[dst / 2u + j] = f16_bits_rne(x[s]) | (f16_bits_rne(x[s + 1u]) << 16u);
 #else
     cache[dst + j] = x[params.x_offset + row * params.x_stride + j];
+#endif
 #endif
 }

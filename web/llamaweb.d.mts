@@ -91,7 +91,8 @@ export interface OpenOptions {
   /** An f32 KV cache instead of f16. */
   kvF32?: boolean;
   /** The KV cache type: 'f16' (default), 'f32', or llama.cpp's quantized 'q8_0' / 'q4_0' (half and 0.28 of
-   * f16's bytes; the CPU engine only: WebGPU refuses them with BAD_INPUT, so device 'auto' opens on the CPU). */
+   * f16's bytes; head sizes of multiples of 32; q4_0 on the CPU engine only: WebGPU refuses it with
+   * BAD_INPUT, so device 'auto' opens on the CPU). */
   kvType?: 'f16' | 'f32' | 'q8_0' | 'q4_0';
   /** Kernel overrides (the JSON node web/tune.mjs prints, or an object), where the engine takes them. */
   tune?: string | object;

@@ -136,8 +136,8 @@ export const SAMPLING_DEFAULTS = Object.freeze({ temp: 0.8, topK: 40, topP: 0.95
 
 export class GpuModel {
   // Opens and plans the model and awaits the weight upload. opts: nCtx, nBatch, submitEvery, f16, subgroups
-  // (-1 or undefined: as the device offers), kvType 'f16' | 'f32' or kvF32 (an f32 KV cache instead of f16;
-  // gpuKvF32), tune (kernel overrides,
+  // (-1 or undefined: as the device offers), kvType 'f16' | 'f32' | 'q8_0' or kvF32 (an f32 KV cache instead
+  // of f16; gpuKvType), tune (kernel overrides,
   // src/webgpu/gpu-tune.h: the JSON text `node web/tune.mjs` prints, the same as an object, or an object of
   // single keys {'matvec.q4_0.wg': 128}; a bad one throws before anything is opened). Streaming: maxInFlight
   // (chunks read and not yet on the GPU, at most; default lwGpu.load's), retries (per chunk); verifyUpload:
@@ -146,7 +146,7 @@ export class GpuModel {
   // Afterwards m.loadMs and m.loadStats ({ms, bytes, chunks, peakInFlight, retries, peakJsHeap}). Failures throw a
   // LlamawebError and free what was made.
   static async open(M, source, opts = {}) {
-    gpuKvF32(opts); // a bad kvType throws before anything is opened
+    gpuKvType(opts); // a bad kvType throws before anything is opened
     const tune = opts.tune === undefined || opts.tune === null || opts.tune === '' ? 0 : makeTune(M, opts.tune);
     const L = M.lwGpu.load, saved = L ? { ...L } : null;
     if (L && opts.maxInFlight > 0) L.maxInFlight = opts.maxInFlight;
@@ -184,7 +184,7 @@ export class GpuModel {
       t0 = performance.now();
       if (M.lwGpu.resetLoadStats) M.lwGpu.resetLoadStats();
       h = M._lw_wasm_model_open(id, source.size, opts.nCtx ?? 0, opts.nBatch ?? 0, opts.submitEvery ?? 0,
-        opts.f16 ?? -1, opts.subgroups ?? -1, gpuKvF32(opts) ? 1 : 0, tune, opts.exact === undefined ? -1 : opts.exact ? 1 : 0);
+        opts.f16 ?? -1, opts.subgroups ?? -1, gpuKvType(opts), tune, opts.exact === undefined ? -1 : opts.exact ? 1 : 0);
     } finally {
       if (tune) M._lw_wasm_tune_free(tune); // read during open only
     }
@@ -504,13 +504,18 @@ export function kvTypeId(opts) {
   return id;
 }
 
-// Whether the WebGPU engine's cache is f32 (kvType 'f32' or kvF32), else f16; its kernels read no quantized
-// cache, so q8_0 / q4_0 are BAD_INPUT there (device 'auto' then opens the model on the CPU engine).
-export function gpuKvF32(opts) {
+// The WebGPU engine's cache type number (kvTypeId; -1: the default f16): f16, f32 or q8_0 (in a layout of its
+// own, 36 bytes per 32 elements: src/webgpu/kernels-attn.h); its kernels read no q4_0 cache, so that is
+// BAD_INPUT there (device 'auto' then opens the model on the CPU engine).
+export function gpuKvType(opts) {
   const id = kvTypeId(opts);
-  if (id !== -1 && id !== KV_TYPES.f16 && id !== KV_TYPES.f32)
-    throw new LlamawebError('BAD_INPUT', `kvType ${opts.kvType}: the WebGPU engine keeps an f16 or f32 KV cache (a quantized one runs on the CPU engine)`);
-  return id === KV_TYPES.f32;
+  if (id !== -1 && id !== KV_TYPES.f16 && id !== KV_TYPES.f32 && id !== KV_TYPES.q8_0)
+    throw new LlamawebError('BAD_INPUT', `kvType ${opts.kvType}: the WebGPU engine keeps an f16, f32 or q8_0 KV cache (q4_0 runs on the CPU engine)`);
+  return id;
+}
+// Whether the WebGPU engine's cache is f32 (kvType 'f32' or kvF32).
+export function gpuKvF32(opts) {
+  return gpuKvType(opts) === KV_TYPES.f32;
 }
 
 export class CpuEngine {

@@ -107,12 +107,12 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_tune_to_json(const lw_wasm_tune *t, char *dst, 
  * ------------------------------------------------------------------------------------------------------- */
 
 /* Opens the model of host source `host` (size bytes) and plans it on the GPU; weights start streaming (await
- * settle(), then lw_wasm_model_check()). f16/subgroups: -1 = as the device offers; kv_f32: an f32 KV cache
- * instead of f16; tune: kernel overrides (NULL: the measured defaults; read during this call only); exact: the
+ * settle(), then lw_wasm_model_check()). f16/subgroups: -1 = as the device offers; kv_type: the KV cache's
+ * LW_TYPE (F16, F32 or Q8_0; -1: f16; others fail in the plan); tune: kernel overrides (NULL: the measured defaults; read during this call only); exact: the
  * CPU engine's bits in norms and attention (1), the GPUs' f32 kernels (0), or on CPU adapters only (-1). Returns
  * NULL only when memory runs out; otherwise check lw_wasm_model_error() (empty: fine). */
 EMSCRIPTEN_KEEPALIVE lw_wasm_model *lw_wasm_model_open(uint32_t host, double size, int n_ctx, int n_batch,
-                                                       int submit_every, int f16, int subgroups, int kv_f32,
+                                                       int submit_every, int f16, int subgroups, int kv_type,
                                                        const lw_wasm_tune *tune, int exact) {
     lw_wasm_model *w = calloc(1, sizeof *w);
     if (!w) return NULL;
@@ -141,7 +141,7 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_model *lw_wasm_model_open(uint32_t host, double siz
     p.submit_every = submit_every > 0 ? (uint32_t)submit_every : 0;
     p.f16 = f16;
     p.subgroups = subgroups;
-    p.kv_type = kv_f32 ? LW_TYPE_F32 : LW_TYPE_F16;
+    p.kv_type = kv_type < 0 ? LW_TYPE_F16 : (uint32_t)kv_type;
     p.exact_norm = p.exact_attn = exact < 0 ? -1 : exact != 0; /* the CPU's bits: a test switch */
     p.tune = tune ? &tune->t : NULL;
     if ((st = lw__gpu_model_create(gpu, w->m, &p, &w->g)) != LW_OK)
@@ -258,13 +258,15 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_model_info_json(const lw_wasm_model *w, char *d
     int n = snprintf(dst, (size_t)cap,
                      "{\"arch\":\"%s\",\"n_vocab\":%d,\"n_layer\":%d,\"n_embd\":%d,\"n_ctx\":%u,\"buffers\":%llu,"
                      "\"pipelines\":%llu,\"bindGroups\":%llu,\"dispatches\":%llu,\"submits\":%llu,\"steps\":%llu,"
-                     "\"stepDispatches\":%llu,\"weightBytes\":%llu,\"kvBytes\":%llu,\"actBytes\":%llu}",
+                     "\"stepDispatches\":%llu,\"weightBytes\":%llu,\"kvBytes\":%llu,\"actBytes\":%llu,"
+                     "\"kvType\":\"%s\"}",
                      lw_model_arch(w->m), lw_model_n_vocab(w->m), lw_model_n_layer(w->m), lw_model_n_embd(w->m),
                      lw__gpu_model_n_ctx(g), (unsigned long long)c.buffers, (unsigned long long)c.pipelines,
                      (unsigned long long)c.bind_groups, (unsigned long long)c.dispatches,
                      (unsigned long long)c.submits, (unsigned long long)c.steps,
                      (unsigned long long)lw__gpu_model_step_dispatches(g), (unsigned long long)wb,
-                     (unsigned long long)kv, (unsigned long long)acts);
+                     (unsigned long long)kv, (unsigned long long)acts,
+                     lw_type_get(lw__gpu_model_kv_type(g))->name);
     return n < cap ? n : -1;
 }
 

@@ -161,7 +161,7 @@ static const lw_gpu_ops fake_ops = {f_info,     f_buffer_create, f_buffer_destro
 
 /* Dispatches of a one-token step expected for a model: per block and outside the blocks. */
 static void run(const char *path, const char *what, uint64_t per_block, uint64_t outside, uint32_t bind_kib,
-                const char *device, int glu_fold, int kv_q8) {
+                const char *device, int glu_fold, uint32_t kvq) {
     static fake f; /* large: not on the stack */
     memset(&f, 0, sizeof f);
     f.info.max_buffer_size = 1u << 30;
@@ -191,24 +191,27 @@ static void run(const char *path, const char *what, uint64_t per_block, uint64_t
     p.host_source = 1;
     p.glu_fold = glu_fold;
     lw_gpu gpu = {&fake_ops, &f};
-    if (kv_q8 && m) { /* a cache type without kernels is refused with a message, a Q8_0 one planned */
-        p.kv_type = LW_TYPE_Q4_0;
+    if (kvq && m) { /* a cache type without kernels is refused with a message, a Q8_0 / Q4_0 one planned */
+        p.kv_type = LW_TYPE_Q5_0;
         CHECK_MSG(lw__gpu_model_create(gpu, m, &p, &g) == LW_ERR_INVALID_ARG &&
-                      strstr(lw__gpu_model_error(g), "q8_0"),
-                  "%s: a q4_0 cache: %s", what, lw__gpu_model_error(g));
+                      strstr(lw__gpu_model_error(g), "q8_0 or q4_0"),
+                  "%s: a q5_0 cache: %s", what, lw__gpu_model_error(g));
         lw__gpu_model_free(g);
         g = NULL;
-        p.kv_type = LW_TYPE_Q8_0;
+        p.kv_type = kvq;
     }
     lw_status st = m ? lw__gpu_model_create(gpu, m, &p, &g) : LW_ERR_INVALID_ARG;
     CHECK_MSG(st == LW_OK, "%s: %s", what, lw__gpu_model_error(g));
     if (st == LW_OK) {
         uint64_t wb, kv, acts;
         lw__gpu_model_bytes(g, &wb, &kv, &acts);
-        /* K and V of every block: 2 x layers x cells x the row's bytes (Q8_0: 36 per 32 elements) */
+        /* K and V of every block: 2 x layers x cells x the row's bytes (per 32 elements Q8_0 36, Q4_0 20) */
         const uint64_t kv_row = (uint64_t)m->hp.n_head_kv * m->hp.n_embd_head_k;
-        const uint64_t want_kv =
-            2 * (uint64_t)lw_model_n_layer(m) * p.n_ctx * (kv_q8 ? kv_row / 32 * 36 : kv_row * 2);
+        const uint64_t want_kv = 2 * (uint64_t)lw_model_n_layer(m) * p.n_ctx *
+                                 (kvq == LW_TYPE_Q8_0   ? kv_row / 32 * 36
+                                  : kvq == LW_TYPE_Q4_0 ? kv_row / 32 * 20
+                                                        : kv_row * 2);
+        CHECK(lw__gpu_model_kv_type(g) == (kvq ? kvq : LW_TYPE_F16));
         CHECK_MSG(kv == want_kv, "%s: %llu KV bytes, %llu expected", what, (unsigned long long)kv,
                   (unsigned long long)want_kv);
         CHECK_MSG(f.streamed <= wb && f.streamed + wb / 4 >= wb, "%s: streamed %llu of %llu", what,
@@ -268,7 +271,8 @@ int main(void) {
         uint32_t bind_kib; /* maxStorageBufferBindingSize */
         const char *device; /* the adapter's name                                     */
         int glu_fold;       /* lw__gpu_model_params.glu_fold                          */
-        int kv_q8;          /* a Q8_0 KV cache (else f16) and heads of 32 (else 16)    */
+        uint32_t kvq;       /* 0: an f16 KV cache, heads of 16; else the quantized cache's
+                               type (LW_TYPE_Q8_0 / Q4_0), heads of 32                */
     } archs[] = {{"llama", LW_TYPE_F32, 0, 0, 0, 10, 9, 32, "", -1, 0},      {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5, 32, "", -1, 0},
                  {"qwen2", LW_TYPE_Q8_0, 1, 0, 0, 8, 6, 32, "", -1, 0},      {"qwen3", LW_TYPE_F32, 0, 1, 0, 10, 9, 32, "", -1, 0},
                  {"phi3", LW_TYPE_Q8_0, 0, 0, 1, 8, 5, 32, "", -1, 0},       {"gemma3", LW_TYPE_Q8_0, 0, 0, 0, 10, 6, 128, "", -1, 0},
@@ -276,28 +280,34 @@ int main(void) {
                  {"llama", LW_TYPE_Q8_0, 0, 0, 0, 9, 5, 32, "", 0, 0},
                  {"llama", LW_TYPE_Q8_0, 0, 0, 0, 9, 5, 32, "llvmpipe (LLVM 15.0.6, 256 bits)", -1, 0},
                  {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5, 32, "llvmpipe (LLVM 15.0.6, 256 bits)", 1, 0},
-                 /* a Q8_0 cache: no rope_qkv (its kernels write f16 / f32 cells), so ROPE, ROPE, KV_STORE,
-                  * KV_STORE are four dispatches again (llama 11; qwen3 f32: 10 + 2 for its Q and K norms
-                  * and + 3) */
-                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 11, 5, 32, "", -1, 1},
-                 {"qwen3", LW_TYPE_F32, 0, 1, 0, 15, 9, 32, "", -1, 1}};
+                 /* a Q8_0 / Q4_0 cache: no rope_qkv (its kernels write f16 / f32 cells), so ROPE, ROPE,
+                  * KV_STORE, KV_STORE are four dispatches again (llama 11; qwen3 f32: 10 + 2 for its Q
+                  * and K norms and + 3) */
+                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 11, 5, 32, "", -1, LW_TYPE_Q8_0},
+                 {"qwen3", LW_TYPE_F32, 0, 1, 0, 15, 9, 32, "", -1, LW_TYPE_Q8_0},
+                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 11, 5, 32, "", -1, LW_TYPE_Q4_0},
+                 {"qwen3", LW_TYPE_F32, 0, 1, 0, 15, 9, 32, "", -1, LW_TYPE_Q4_0}};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         char path[512], name[64], what[64];
         /* f32 embedding of 320 x 64 = 80 KiB over 32 KiB bindings: three pieces (gather and tied output) */
-        synth_spec sp = {.n_vocab = 320, .n_embd = 64, .n_layer = 2, .n_head = archs[i].kv_q8 ? 2 : 4,
-                         .n_head_kv = archs[i].kv_q8 ? 1 : 2, .n_ff = 96,
+        synth_spec sp = {.n_vocab = 320, .n_embd = 64, .n_layer = 2, .n_head = archs[i].kvq ? 2 : 4,
+                         .n_head_kv = archs[i].kvq ? 1 : 2, .n_ff = 96,
                          .wtype = archs[i].wtype, .tied = 1, .seed = 3 + i, .arch = archs[i].arch,
                          .biases = archs[i].biases, .qk_norm = archs[i].qk_norm, .fused = archs[i].fused};
         snprintf(what, sizeof what, "%s %s%s%s%s%s", archs[i].arch, lw_type_get(archs[i].wtype)->name,
                  archs[i].device[0] ? " on " : "", archs[i].device,
                  archs[i].glu_fold < 0 ? "" : archs[i].glu_fold ? ", glu_fold 1" : ", glu_fold 0",
-                 archs[i].kv_q8 ? ", q8_0 cache" : "");
+                 archs[i].kvq == LW_TYPE_Q8_0   ? ", q8_0 cache"
+                 : archs[i].kvq == LW_TYPE_Q4_0 ? ", q4_0 cache"
+                                                : "");
         snprintf(name, sizeof name, "gpu-plan-%s-%s%s.gguf", archs[i].arch, lw_type_get(archs[i].wtype)->name,
-                 archs[i].kv_q8 ? "-h32" : "");
+                 archs[i].kvq == LW_TYPE_Q8_0   ? "-h32"
+                 : archs[i].kvq == LW_TYPE_Q4_0 ? "-h32-q4"
+                                                : "");
         synth_path(path, sizeof path, name);
         CHECK(synth_write(path, &sp) == 0);
         run(path, what, archs[i].per_block, archs[i].outside, archs[i].bind_kib, archs[i].device,
-            archs[i].glu_fold, archs[i].kv_q8);
+            archs[i].glu_fold, archs[i].kvq);
     }
     return test_summary("test-gpu-model-plan");
 }

@@ -26,13 +26,16 @@ static void test_pipelines(void) {
     char err[LW_ERRMSG_SIZE];
     static const char *const files[] = {"attn-decode", "attn-reduce", "attn-prefill", "attn-exact"};
     const uint32_t dims[] = {64, 80, 128, 256}, groups[] = {1, 2, 4, 7, 8, 16};
-    for (int t = 0; t < 3; t++) /* f32, f16, q8_0 caches */
+    for (int t = 0; t < 4; t++) /* f32, f16, q8_0, q4_0 caches */
         for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
             for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++) {
-                const bool f16 = t == 1, q8 = t == 2;
-                const uint32_t kv = q8 ? LW_TYPE_Q8_0 : f16 ? LW_TYPE_F16 : LW_TYPE_F32, D = dims[di],
-                               G = groups[gi];
-                if (q8 && D % 32) { /* a Q8_0 head is whole blocks */
+                const bool f16 = t == 1, q8 = t == 2, q4 = t == 3;
+                const uint32_t kv = q4    ? LW_TYPE_Q4_0
+                                    : q8  ? LW_TYPE_Q8_0
+                                    : f16 ? LW_TYPE_F16
+                                          : LW_TYPE_F32,
+                               D = dims[di], G = groups[gi];
+                if ((q8 || q4) && D % 32) { /* a quantized head is whole blocks */
                     CHECK(!lw__gpu_attn_supported(kv, D, G));
                     continue;
                 }
@@ -45,8 +48,9 @@ static void test_pipelines(void) {
                     const int before = f->creates;
                     lw_status st =
                         lw__gpu_attn_pipeline(&gpu, &cache, NULL, &v, (lw__gpu_attn_kernel)k, &info, &p, err);
-                    /* f16: the CPU sums that tail in double; q8_0: EXACT does not follow the CPU's order */
-                    if (k == LW_GPU_ATTN_EXACT && ((f16 && D % 64) || q8)) {
+                    /* f16: the CPU sums that tail in double; q8_0 / q4_0: EXACT does not follow the
+                     * CPU's order */
+                    if (k == LW_GPU_ATTN_EXACT && ((f16 && D % 64) || q8 || q4)) {
                         CHECK_MSG(st == LW_ERR_UNSUPPORTED && f->creates == before, "D %u: %s", D, err);
                         continue;
                     }
@@ -64,12 +68,13 @@ static void test_pipelines(void) {
                     CHECK(wgsl_const(f->wgsl, "WG") == (long)(k == LW_GPU_ATTN_PREFILL ? v.pwg : v.wg_size));
                     CHECK(strstr(f->wgsl, "enable f16;") == NULL &&
                           strstr(f->wgsl, "enable subgroups;") == NULL);
-                    CHECK((strstr(f->wgsl, "alias KvQuad = vec2<u32>;") != NULL) == (f16 || q8));
-                    CHECK((strstr(f->wgsl, "alias KvWord = u32;") != NULL) == q8);
-                    if (q8) { /* blocks of 9 words per head */
+                    CHECK((strstr(f->wgsl, "alias KvQuad = vec2<u32>;") != NULL) == (f16 || q8 || q4));
+                    CHECK((strstr(f->wgsl, "alias KvWord = u32;") != NULL) == (q8 || q4));
+                    if (q8 || q4) { /* blocks of 9 (Q8_0) or 5 (Q4_0) words per head */
                         char hw[64];
-                        snprintf(hw, sizeof hw, "const HW: u32 = %u / 32 * 9;", D);
+                        snprintf(hw, sizeof hw, "const HW: u32 = %u / 32 * %d;", D, q8 ? 9 : 5);
                         CHECK(strstr(f->wgsl, hw) != NULL);
+                        CHECK(strstr(f->label, q8 ? " q8_0 " : " q4_0 ") != NULL);
                     }
                     if (k == LW_GPU_ATTN_DECODE) CHECK(wgsl_const(f->wgsl, "CH") == (long)v.chunk);
                     if (k == LW_GPU_ATTN_PREFILL)
@@ -104,17 +109,32 @@ static void test_pipelines(void) {
     v.head_dim = 6;
     CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_REDUCE, &info, &p, err) ==
           LW_ERR_UNSUPPORTED);
-    /* a Q8_0 cache: no RoPE prologue (it stores f16 / f32 cells) */
+    /* a Q8_0 / Q4_0 cache: no RoPE prologue (it stores f16 / f32 cells) */
     v = lw__gpu_attn_default(&info, LW_TYPE_Q8_0, 128, 4);
     v.rope = true;
     CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_DECODE, &info, &p, err) == LW_ERR_UNSUPPORTED);
     CHECK(strstr(err, "q8_0") != NULL);
+    v = lw__gpu_attn_default(&info, LW_TYPE_Q4_0, 128, 4);
+    v.rope = true;
+    CHECK(lw__gpu_attn_pipeline(&gpu, NULL, NULL, &v, LW_GPU_ATTN_DECODE, &info, &p, err) ==
+          LW_ERR_UNSUPPORTED);
+    CHECK(strstr(err, "q4_0") != NULL);
     uint64_t cell = 0;
     CHECK(lw__gpu_kv_cell_bytes(LW_TYPE_Q8_0, 256, &cell) && cell == 8 * 36);
+    CHECK(lw__gpu_kv_cell_bytes(LW_TYPE_Q4_0, 256, &cell) && cell == 8 * 20);
     CHECK(lw__gpu_kv_cell_bytes(LW_TYPE_F16, 256, &cell) && cell == 512);
-    CHECK(!lw__gpu_kv_cell_bytes(LW_TYPE_Q8_0, 48, &cell) && !lw__gpu_kv_cell_bytes(LW_TYPE_Q4_0, 256, &cell));
+    CHECK(!lw__gpu_kv_cell_bytes(LW_TYPE_Q8_0, 48, &cell) &&
+          !lw__gpu_kv_cell_bytes(LW_TYPE_Q4_0, 48, &cell) &&
+          !lw__gpu_kv_cell_bytes(LW_TYPE_Q5_0, 256, &cell) && cell == 0);
     CHECK(!lw__gpu_kv_cell_bytes(LW_TYPE_F32, UINT64_MAX / 2, &cell));
-    CHECK(!lw__gpu_attn_supported(LW_TYPE_Q4_0, 128, 1) && !lw__gpu_attn_supported(LW_TYPE_F16, 512, 1) &&
+    /* the most whole blocks 64 bits hold: 36 bytes each overflow, 20 bytes each do not */
+    CHECK(!lw__gpu_kv_cell_bytes(LW_TYPE_Q8_0, UINT64_MAX / 32 * 32, &cell));
+    CHECK(lw__gpu_kv_cell_bytes(LW_TYPE_Q4_0, UINT64_MAX / 32 * 32, &cell) && cell == UINT64_MAX / 32 * 20);
+    CHECK(lw__gpu_kv_block_words(LW_TYPE_Q8_0) == 9 && lw__gpu_kv_block_words(LW_TYPE_Q4_0) == 5 &&
+          lw__gpu_kv_block_words(LW_TYPE_F16) == 0 && lw__gpu_kv_block_words(LW_TYPE_F32) == 0 &&
+          lw__gpu_kv_block_words(LW_TYPE_Q4_1) == 0);
+    CHECK(lw__gpu_attn_supported(LW_TYPE_Q4_0, 128, 1) && !lw__gpu_attn_supported(LW_TYPE_Q4_0, 80, 1) &&
+          !lw__gpu_attn_supported(LW_TYPE_Q5_0, 128, 1) && !lw__gpu_attn_supported(LW_TYPE_F16, 512, 1) &&
           !lw__gpu_attn_supported(LW_TYPE_F16, 128, 0) && !lw__gpu_attn_supported(LW_TYPE_F16, 128, 32));
     CHECK(f->creates == before && p == 0);
     lw__gpu_cache_free(&cache);
@@ -290,6 +310,21 @@ static void test_plan(void) {
     CHECK(lw__gpu_attn_plan(&info, &v, &s, 32 * 16 * 33 * 16, &p, &d, err) == LW_OK && p.n_splits == 16);
     CHECK(lw__gpu_attn_plan(&info, &v, &s, 32 * 16 * 33 * 16 - 1, &p, &d, err) == LW_ERR_TOO_LARGE);
     CHECK(strstr(err, "scratch") != NULL);
+
+    /* a Q4_0 cache: offsets and strides in words, 4 x 5 per head of 128 (a cell of 8 KV heads: 640 bytes) */
+    v = lw__gpu_attn_default(&info, LW_TYPE_Q4_0, 128, 4);
+    uint64_t cell = 0;
+    CHECK(lw__gpu_kv_cell_bytes(LW_TYPE_Q4_0, 8 * 128, &cell) && cell == 640);
+    s.k_offset = 4096 * cell;
+    s.v_offset = 0;
+    CHECK(lw__gpu_attn_plan(&info, &v, &s, scratch, &p, &d, err) == LW_OK);
+    CHECK(p.kv_stride == 8 * 20 && p.k_offset == 4096 * 8 * 20 && d.n == 2);
+    b = s;
+    b.k_offset = 6; /* not a whole word */
+    CHECK(lw__gpu_attn_plan(&info, &v, &b, scratch, &p, &d, err) == LW_ERR_INVALID_ARG);
+    b = s;
+    b.n_ctx = 210000; /* 210000 cells x 640 bytes > 128 MiB binding */
+    CHECK(lw__gpu_attn_plan(&info, &v, &b, UINT64_MAX, &p, &d, err) == LW_ERR_TOO_LARGE);
 }
 
 /* Every decode call of up to max_tokens tokens the plan accepts fits the scratch it reported, whatever the

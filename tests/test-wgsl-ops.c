@@ -140,7 +140,19 @@ static void test_pipelines(void) {
         CHECK(v.q8_cache && !v.f16_cache);
         CHECK(lw__gpu_kv_store_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_OK);
         CHECK(strstr(f.wgsl, "cache: array<u32>") != NULL && strstr(f.wgsl, "fn store_block") != NULL);
+        CHECK(strstr(f.wgsl, "const BLOCK_WORDS: u32 = 9u;") != NULL && strstr(f.label, "q8_0") != NULL);
         v.f16_cache = true;
+        CHECK(lw__gpu_kv_store_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_ERR_INVALID_ARG);
+    }
+    { /* Q4_0: 5 words a block, quantized as quantize_row_q4_0 (x * id kept unfused through params.zero) */
+        lw__gpu_kv_store_variant v = lw__gpu_kv_store_default(&ss, LW_TYPE_Q4_0);
+        CHECK(v.q4_cache && !v.q8_cache && !v.f16_cache && v.wg_size == 64);
+        CHECK(lw__gpu_kv_store_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_OK);
+        CHECK(strstr(f.wgsl, "cache: array<u32>") != NULL && strstr(f.wgsl, "fn store_block") != NULL &&
+              strstr(f.wgsl, "const BLOCK_WORDS: u32 = 5u;") != NULL &&
+              strstr(f.wgsl, "unfused(x[s + 8u * k + e] * id, params.zero)") != NULL &&
+              strstr(f.label, "q4_0") != NULL);
+        v.q8_cache = true;
         CHECK(lw__gpu_kv_store_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_ERR_INVALID_ARG);
     }
     /* GET_ROWS: every format of the table expands (always f32 arithmetic) */
@@ -306,6 +318,13 @@ static void test_plans(void) {
     kv = lw__gpu_kv_store_default(&ss, LW_TYPE_Q8_0);
     CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1024, 7, 0, 0, 0, 100, 107, &kp, grid, err) == LW_OK);
     CHECK(grid[0] * kv.wg_size >= 7 * 32 && (grid[0] - 1) * kv.wg_size < 7 * 32);
+    CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1040, 1, 0, 0, 0, 0, 4, &kp, grid, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1024, 1, 0, 0, 16, 0, 4, &kp, grid, err) == LW_ERR_INVALID_ARG);
+    /* Q4_0 alike; the unfused() operand is 0 */
+    kv = lw__gpu_kv_store_default(&ss, LW_TYPE_Q4_0);
+    CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1024, 7, 0, 0, 64, 100, 107, &kp, grid, err) == LW_OK);
+    CHECK(grid[0] * kv.wg_size >= 7 * 32 && (grid[0] - 1) * kv.wg_size < 7 * 32 && kp.zero == 0 &&
+          kp.cache_offset == 64);
     CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1040, 1, 0, 0, 0, 0, 4, &kp, grid, err) == LW_ERR_INVALID_ARG);
     CHECK(lw__gpu_kv_store_plan(&ss, &kv, 1024, 1, 0, 0, 16, 0, 4, &kp, grid, err) == LW_ERR_INVALID_ARG);
 

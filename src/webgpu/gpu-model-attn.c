@@ -70,7 +70,8 @@ lw_status lw__gm_prepare_attn(lw__gpu_model *g, int32_t i, gm_call *c) {
     const uint32_t n_layer = g->m->hp.n_layer, il = (uint32_t)nd->ip[0];
     lw_status st = LW_OK;
     c->v.attn = lw__gm_attn_variant(g, nd);
-    /* (never for a Q8_0 cache: EXACT follows the CPU's f16 / f32 order, not its quantized-cache one) */
+    /* (never for a Q8_0 / Q4_0 cache: EXACT follows the CPU's f16 / f32 order, not its quantized-cache one)
+     */
     c->v.attn.exact =
         g->exact_attn && (g->kv_type == LW_TYPE_F32 || (g->kv_type == LW_TYPE_F16 && nd->ip[3] % 64 == 0));
     lw_gpu_bind b[LW_GPU_ATTN_BINDINGS + 1] = {lw__gm_act(g, nd->src[0]),         lw__gm_whole(g->kv[il]),
@@ -98,10 +99,11 @@ lw_status lw__gm_prepare_attn(lw__gpu_model *g, int32_t i, gm_call *c) {
     }
     /* last: the decode kernel with the RoPE of the rope_qkv call before (prepared already) */
     const int32_t r = lw__gm_attn_rope_match(g, i);
-    /* (a Q8_0 cache has no rope_qkv match either: rope_qkv_shape; the check keeps the prologue's f16 / f32
-     * stores off it whatever the fusions do) */
-    if (r < 0 || c->v.attn.exact || g->kv_type == LW_TYPE_Q8_0 || g->nodes[r].fuse != GM_FUSE_ROPE_QKV ||
-        g->nodes[r].mv_rope >= 0 || !lw__gpu_attn_rope_tuned(g->p.tune, g->kv_type))
+    /* (a quantized cache has no rope_qkv match either: rope_qkv_shape; the check keeps the prologue's f16 /
+     * f32 stores off it whatever the fusions do) */
+    if (r < 0 || c->v.attn.exact || lw__gpu_kv_block_words(g->kv_type) ||
+        g->nodes[r].fuse != GM_FUSE_ROPE_QKV || g->nodes[r].mv_rope >= 0 ||
+        !lw__gpu_attn_rope_tuned(g->p.tune, g->kv_type))
         return LW_OK;
     return prepare_rope(g, i, r, c);
 }

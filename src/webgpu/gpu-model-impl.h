@@ -161,7 +161,7 @@ struct lw__gpu_model {
     int n_act;                      /* how many                                                   */
     lw_gpu_buffer *kv;              /* 2 * n_layer: K caches then V caches                        */
     uint64_t kv_layer_bytes;        /* bytes of one of them                                       */
-    uint32_t kv_type;               /* element type of the cache (LW_TYPE_F32, F16 or Q8_0)       */
+    uint32_t kv_type;               /* element type of the cache (LW_TYPE_F32, F16, Q8_0 or Q4_0) */
     uint64_t weight_bytes;          /* bytes of the weight buffers                                */
     lw_gpu_buffer params;           /* the uniform parameter arena                                */
     lw_gpu_buffer tokens;           /* n_batch token ids of the step (storage)                    */

@@ -57,7 +57,7 @@ lw_status lw__gm_check_ops(lw__gpu_model *g) {
                 return lw__errorf(g->err, LW_ERR_UNSUPPORTED,
                                   "attention with head dim %d, group %d is not supported (%s KV cache%s)",
                                   nd->ip[3], nd->ip[1] / nd->ip[2], lw_type_get(g->kv_type)->name,
-                                  g->kv_type == LW_TYPE_Q8_0 ? ": head dims of multiples of 32" : "");
+                                  lw__gpu_kv_block_words(g->kv_type) ? ": head dims of multiples of 32" : "");
             break;
         case LW_OP_RMS_NORM:
         case LW_OP_ADD:
@@ -250,8 +250,9 @@ static bool rope_qkv_shape(const lw__gpu_model *g, int32_t i) {
     const lw__graph *gr = &g->graph;
     /* rope_qkv (and the matches built on it: the norm mat-vec's ROPE_OUT epilogue, the decode attention's
      * RoPE prologue, the joined-bias fold) stores cells an element or a quad at a time, as f16 or f32; a
-     * Q8_0 cache's blocks need a whole 32-element block's largest |x|: the plain ROPE + KV_STORE calls */
-    if (g->kv_type == LW_TYPE_Q8_0) return false;
+     * Q8_0 / Q4_0 cache's blocks need a whole 32-element block's largest |x|: the plain ROPE + KV_STORE
+     * calls */
+    if (lw__gpu_kv_block_words(g->kv_type)) return false;
     if (i + 3 >= gr->n_nodes) return false;
     const lw__node *nd = &gr->nodes[i];
     const int32_t s = rope_qkv_gap(gr, i); /* the KV_STOREs are nodes i + 2 + s, i + 3 + s */

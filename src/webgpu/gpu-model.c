@@ -546,9 +546,10 @@ static lw_status create(lw__gpu_model *g) {
     /* the cache type before the fusions: the kernels that write cells in passing (rope_qkv, the decode
      * attention's and the norm mat-vec's RoPE epilogues) write f16 / f32 only, so a quantized cache keeps
      * them off (gpu-model-ops.c rope_qkv_shape) */
-    if (g->p.kv_type != LW_TYPE_F32 && g->p.kv_type != LW_TYPE_F16 && g->p.kv_type != LW_TYPE_Q8_0)
+    if (g->p.kv_type != LW_TYPE_F32 && g->p.kv_type != LW_TYPE_F16 && !lw__gpu_kv_block_words(g->p.kv_type))
         return lw__errorf(g->err, LW_ERR_INVALID_ARG,
-                          "KV cache type %u: the WebGPU engine keeps f16, f32 or q8_0 caches", g->p.kv_type);
+                          "KV cache type %u: the WebGPU engine keeps f16, f32, q8_0 or q4_0 caches",
+                          g->p.kv_type);
     g->kv_type = g->p.kv_type;
     if ((st = lw__gm_plan_fusions(g)) != LW_OK || (st = lw__gm_check_ops(g)) != LW_OK) return st;
 

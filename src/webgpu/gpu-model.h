@@ -41,7 +41,8 @@ typedef struct lw__gpu_model_params {
                               source and buffer_write: native tests only, passes through memory)        */
     int f16;               /* f16 kernel variants: -1 when the device has shader-f16, 0 no, 1 yes        */
     int subgroups;         /* subgroup reductions: -1 when the device has them, 0 no, 1 yes             */
-    uint32_t kv_type;      /* KV cache elements: LW_TYPE_F16 (default, as the CPU context), F32 or Q8_0  */
+    uint32_t kv_type;      /* KV cache elements: LW_TYPE_F16 (default, as the CPU context), F32, Q8_0 or
+                              Q4_0 (the quantized two in kernels-attn.h's layouts, heads of 32 x k)     */
     const struct lw__gpu_tune *tune; /* kernel overrides (gpu-tune.h), read during creation only;
                               NULL: the measured defaults                                            */
     int raw_acts;   /* 1: mat-vecs take f32 activations; 0 (default): rounded as the CPU engine
@@ -139,7 +140,7 @@ const float *lw__gpu_model_logits(const lw__gpu_model *g);
 lw_status lw__gpu_model_set_n_past(lw__gpu_model *g, uint32_t n_past);
 uint32_t lw__gpu_model_n_past(const lw__gpu_model *g);
 uint32_t lw__gpu_model_n_ctx(const lw__gpu_model *g);
-/* The KV cache's element type (LW_TYPE_F16, F32 or Q8_0). */
+/* The KV cache's element type (LW_TYPE_F16, F32, Q8_0 or Q4_0). */
 uint32_t lw__gpu_model_kv_type(const lw__gpu_model *g);
 lw__gpu_model_counters lw__gpu_model_get_counters(const lw__gpu_model *g);
 /* The HAL the model runs on (for error() and pending()). */

@@ -14,6 +14,12 @@
 #define ATTN_MAX_HEAD_DIM 256u /* the largest D: Gemma's 256 */
 #define ATTN_MAX_GROUP    16u  /* the largest GQA ratio (query heads per KV head) */
 
+uint32_t lw__gpu_kv_block_words(uint32_t kv_type) {
+    return kv_type == LW_TYPE_Q8_0   ? 9  /* 8 words of int8 quants + 1 of scale */
+           : kv_type == LW_TYPE_Q4_0 ? 5  /* 4 words of 4-bit quants + 1 of scale */
+                                     : 0; /* not quantized (or no kernels)        */
+}
+
 bool lw__gpu_kv_cell_bytes(uint32_t kv_type, uint64_t kv_row, uint64_t *bytes) {
     *bytes = 0;
     switch (kv_type) {
@@ -21,17 +27,19 @@ bool lw__gpu_kv_cell_bytes(uint32_t kv_type, uint64_t kv_row, uint64_t *bytes) {
         return lw__mul_u64(kv_row, 4, bytes);
     case LW_TYPE_F16:
         return lw__mul_u64(kv_row, 2, bytes);
-    case LW_TYPE_Q8_0: /* 8 words of quants + 1 of scale per block */
-        return kv_row % 32 == 0 && lw__mul_u64(kv_row / 32, 36, bytes);
+    case LW_TYPE_Q8_0:
+    case LW_TYPE_Q4_0:
+        return kv_row % 32 == 0 &&
+               lw__mul_u64(kv_row / 32, 4 * (uint64_t)lw__gpu_kv_block_words(kv_type), bytes);
     default:
         return false;
     }
 }
 
 bool lw__gpu_attn_supported(uint32_t kv_type, uint32_t head_dim, uint32_t group) {
-    /* a Q8_0 head is whole blocks (the CPU context asks the same of its quantized caches) */
-    const bool kv_ok =
-        kv_type == LW_TYPE_F16 || kv_type == LW_TYPE_F32 || (kv_type == LW_TYPE_Q8_0 && head_dim % 32 == 0);
+    /* a quantized head is whole blocks (the CPU context asks the same of its quantized caches) */
+    const bool kv_ok = kv_type == LW_TYPE_F16 || kv_type == LW_TYPE_F32 ||
+                       (lw__gpu_kv_block_words(kv_type) && head_dim % 32 == 0);
     return kv_ok && head_dim >= 4 && head_dim % 4 == 0 && head_dim <= ATTN_MAX_HEAD_DIM && group >= 1 &&
            group <= ATTN_MAX_GROUP;
 }
@@ -41,6 +49,7 @@ static const char *kv_name(uint32_t kv_type) {
     return kv_type == LW_TYPE_F16    ? "f16"
            : kv_type == LW_TYPE_F32  ? "f32"
            : kv_type == LW_TYPE_Q8_0 ? "q8_0"
+           : kv_type == LW_TYPE_Q4_0 ? "q4_0"
                                      : "?";
 }
 
@@ -102,12 +111,14 @@ static lw_status check_variant(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
                           "(at most 64 scores)",
                           v->rq, v->rk, v->bq, v->bk);
     /* EXACT follows the CPU's f16 / f32 kernels; the CPU reads a quantized cache in its flash-attention
-     * order, which EXACT does not follow: a Q8_0 cache never takes it (gpu-model-attn.c) */
-    if (k == LW_GPU_ATTN_EXACT && v->kv_type == LW_TYPE_Q8_0)
-        return lw__errorf(err, LW_ERR_UNSUPPORTED, "attn-exact: no kernel for a q8_0 cache");
-    if (k == LW_GPU_ATTN_DECODE && v->rope && v->kv_type == LW_TYPE_Q8_0)
+     * order, which EXACT does not follow: a quantized cache never takes it (gpu-model-attn.c) */
+    if (k == LW_GPU_ATTN_EXACT && lw__gpu_kv_block_words(v->kv_type))
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "attn-exact: no kernel for a %s cache",
+                          kv_name(v->kv_type));
+    if (k == LW_GPU_ATTN_DECODE && v->rope && lw__gpu_kv_block_words(v->kv_type))
         return lw__errorf(err, LW_ERR_UNSUPPORTED,
-                          "attn-decode: the RoPE prologue writes f16 / f32 cells, not a q8_0 cache's blocks");
+                          "attn-decode: the RoPE prologue writes f16 / f32 cells, not a %s cache's blocks",
+                          kv_name(v->kv_type));
     if (k == LW_GPU_ATTN_EXACT && v->kv_type == LW_TYPE_F16 && v->head_dim % 64)
         return lw__errorf(err, LW_ERR_UNSUPPORTED,
                           "attn-exact: an f16 cache needs a head dim that is a multiple of 64 (not %u)",
@@ -212,12 +223,13 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     snprintf(b, sizeof b, "%u", v->bk);
     snprintf(rq, sizeof rq, "%u", v->rq);
     snprintf(rk, sizeof rk, "%u", v->rk);
-    lw__wgsl_define defs[11] = {{"HEAD_DIM", dim},
+    lw__wgsl_define defs[12] = {{"HEAD_DIM", dim},
                                 {"GROUP", grp},
                                 {"KV_F16", v->kv_type == LW_TYPE_F16 ? "1" : "0"},
                                 {"KV_Q8", v->kv_type == LW_TYPE_Q8_0 ? "1" : "0"},
+                                {"KV_Q4", v->kv_type == LW_TYPE_Q4_0 ? "1" : "0"},
                                 {"WG_SIZE", wg}};
-    size_t n_defs = 5;
+    size_t n_defs = 6;
     if (q8) defs[n_defs++] = (lw__wgsl_define){"Q8_OUT", "1"};
     if (rope) defs[n_defs++] = (lw__wgsl_define){"ROPE", "1"};
     if (k == LW_GPU_ATTN_DECODE) {
@@ -294,10 +306,10 @@ lw_status lw__gpu_attn_plan(const lw_gpu_info *info, const lw__gpu_attn_variant 
     if (!lw__gpu_attn_supported(v->kv_type, v->head_dim, v->group))
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "attn: unsupported variant (head dim %u, group %u)",
                           v->head_dim, v->group);
-    /* quad: bytes of the cache's index unit (4 elements; Q8_0: a word), head_units: units per head */
-    const uint64_t D = v->head_dim, d4 = D / 4;
-    const uint64_t quad = v->kv_type == LW_TYPE_Q8_0 ? 4 : v->kv_type == LW_TYPE_F16 ? 8 : 16;
-    const uint64_t head_units = v->kv_type == LW_TYPE_Q8_0 ? D / 32 * 9 : d4;
+    /* quad: bytes of the cache's index unit (4 elements; Q8_0 / Q4_0: a word), head_units: units per head */
+    const uint64_t D = v->head_dim, d4 = D / 4, bw = lw__gpu_kv_block_words(v->kv_type);
+    const uint64_t quad = bw ? 4 : v->kv_type == LW_TYPE_F16 ? 8 : 16;
+    const uint64_t head_units = bw ? D / 32 * bw : d4;
     if (s->n_head_kv == 0 || s->n_head != (uint64_t)s->n_head_kv * v->group)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "attn: %u heads over %u KV heads do not make groups of %u",
                           s->n_head, s->n_head_kv, v->group);

@@ -481,9 +481,9 @@ lw_status lw__gpu_rope_qkv_plan(const lw_gpu_info *info, const lw__gpu_rope_qkv_
  * ------------------------------------------------------------------------------------------------------- */
 
 lw__gpu_kv_store_variant lw__gpu_kv_store_default(const lw_gpu_info *info, uint32_t kv_type) {
-    /* Q8_0: a block per invocation, 64 of them (a step's row is a few hundred blocks at most) */
-    const bool q8 = kv_type == LW_TYPE_Q8_0;
-    lw__gpu_kv_store_variant v = {kv_type == LW_TYPE_F16, fit_wg(info, q8 ? 64 : 256), q8};
+    /* Q8_0 / Q4_0: a block per invocation, 64 of them (a step's row is a few hundred blocks at most) */
+    const bool q8 = kv_type == LW_TYPE_Q8_0, q4 = kv_type == LW_TYPE_Q4_0;
+    lw__gpu_kv_store_variant v = {kv_type == LW_TYPE_F16, fit_wg(info, q8 || q4 ? 64 : 256), q8, q4};
     return v;
 }
 
@@ -494,16 +494,19 @@ lw_status lw__gpu_kv_store_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *c
     lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, false, "kv_store", err);
     if (st != LW_OK) return st;
     char label[LW_GPU_CACHE_KEY], wg[16];
-    if (v->f16_cache && v->q8_cache)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "kv_store: an f16 and a q8_0 cache at once");
+    if ((int)v->f16_cache + (int)v->q8_cache + (int)v->q4_cache > 1)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "kv_store: more than one cache type at once");
     snprintf(label, sizeof label, "kv_store %s wg%u",
              v->f16_cache  ? "f16"
              : v->q8_cache ? "q8_0"
+             : v->q4_cache ? "q4_0"
                            : "f32",
              v->wg_size);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
-    lw__wgsl_define defs[] = {
-        {"WG_SIZE", wg}, {"F16_CACHE", v->f16_cache ? "1" : "0"}, {"Q8_CACHE", v->q8_cache ? "1" : "0"}};
+    lw__wgsl_define defs[] = {{"WG_SIZE", wg},
+                              {"F16_CACHE", v->f16_cache ? "1" : "0"},
+                              {"Q8_CACHE", v->q8_cache ? "1" : "0"},
+                              {"Q4_CACHE", v->q4_cache ? "1" : "0"}};
     static const lw_gpu_binding_kind kinds[LW_GPU_KV_STORE_BINDINGS] = {
         LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "kv-store.wgsl", defs,
@@ -517,7 +520,7 @@ lw_status lw__gpu_kv_store_plan(const lw_gpu_info *info, const lw__gpu_kv_store_
     if (!x_stride) x_stride = row_len;
     if (row_len == 0 || rows == 0 || x_stride < row_len || v->wg_size == 0 ||
         (v->f16_cache && (row_len % 2 || cache_offset % 2)) ||
-        (v->q8_cache && (row_len % 32 || cache_offset % 32)))
+        ((v->q8_cache || v->q4_cache) && (row_len % 32 || cache_offset % 32)))
         return lw__errorf(
             err, LW_ERR_INVALID_ARG, "kv_store: bad shape (row %llu, rows %llu, cache offset %llu)",
             (unsigned long long)row_len, (unsigned long long)rows, (unsigned long long)cache_offset);
@@ -526,11 +529,13 @@ lw_status lw__gpu_kv_store_plan(const lw_gpu_info *info, const lw__gpu_kv_store_
                           (unsigned long long)cell0, (unsigned long long)(cell0 + rows),
                           (unsigned long long)n_cells);
     uint64_t span_x, span_c, words;
-    /* (Q8_0: the words past the cells are 9 per 32 elements, fewer than the elements checked) */
+    /* (Q8_0 / Q4_0: the words past the cells are 9 / 5 per 32 elements, fewer than the elements checked) */
     if (!mul_u32(x_stride, rows, &span_x) || !fits_u32(x_offset, span_x) ||
         !mul_u32(row_len, cell0 + rows, &span_c) || !fits_u32(cache_offset, span_c))
         return lw__errorf(err, LW_ERR_TOO_LARGE, "kv_store: cache range exceeds 32-bit indices");
-    words = (v->f16_cache ? row_len / 2 : v->q8_cache ? row_len / 32 : row_len) * rows; /* invocations */
+    /* invocations: one per cache word (f16: two elements) or per block */
+    const uint64_t per_row = v->f16_cache ? row_len / 2 : v->q8_cache || v->q4_cache ? row_len / 32 : row_len;
+    words = per_row * rows;
     memset(p, 0, sizeof *p);
     lw_status st =
         lw__gpu_ops_grid(info, (words + v->wg_size - 1) / v->wg_size, grid, &p->groups_x, "kv_store", err);

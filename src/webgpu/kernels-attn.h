@@ -10,6 +10,14 @@
  * i, lowest byte first) and the block's scale as an f32 (the f16 scale the CPU's block_q8_0 keeps, widened),
  * so a head of D elements is D / 32 blocks (D a multiple of 32) and every quad of 4 elements one word. The
  * values are the CPU's: quantize_row_q8_0's rounding (kv-store.wgsl), dequantized as q * d.
+ * A Q4_0 cache likewise: each block of 32 is 5 words, 4 words of 4-bit quants (element 8i + k in bits 4k ..
+ * 4k + 3 of word i: in element order, not ggml's j / j + 16 pairing) and the scale as an f32 (fp16(d)
+ * widened). Why this layout: a quad of 4 elements is then one half of one word, read with the block's
+ * scale as a Q8_0 quad is (one quant word and one scale word per load, no f16 unpacking) and widened with one
+ * vector shift; every block stays word aligned whatever the head size. The cost: 20 bytes per 32 elements
+ * (0.31 of f16's) where ggml's blocks take 18; scales packed two to a word would reach 18 only for heads of
+ * multiples of 64 and make two blocks share a word the KV store writes. The values are the CPU's:
+ * quantize_row_q4_0's rounding (kv-store.wgsl), dequantized as (q - 8) * d.
  *
  * Three kernels (shaders/attn-*.wgsl), all with the same bind group layout (LW_GPU_ATTN_BINDINGS):
  *   - DECODE (attn-decode.wgsl): a few query tokens. The visible cells are split into chunks across
@@ -48,7 +56,7 @@ typedef enum lw__gpu_attn_kernel {
 
 /* One compiled variant: the model's shape (head dim, group) and the tunables. */
 typedef struct lw__gpu_attn_variant {
-    uint32_t kv_type;    /* cache elements: LW_TYPE_F16, LW_TYPE_F32 or LW_TYPE_Q8_0 (head dim % 32) */
+    uint32_t kv_type;    /* cache elements: LW_TYPE_F16, F32, or Q8_0 / Q4_0 (head dim % 32)       */
     uint32_t head_dim;   /* D: a multiple of 4, 4..256                                               */
     uint32_t group;      /* query heads per KV head (n_head / n_head_kv), 1..16                      */
     uint32_t wg_size;    /* invocations per workgroup: a power of two, at least the group          */
@@ -79,7 +87,7 @@ typedef struct lw__gpu_attn_variant {
 
 /* The uniform parameter block of one call, shared by the three kernels (AttnParams in attn-common.wgsl;
  * 64 bytes). Offsets and strides of Q, the output and the scratch are in vec4 units (4 floats), those of
- * the cache in units of 4 elements (8 bytes for f16, 16 for f32) or, Q8_0, in words (4 bytes). */
+ * the cache in units of 4 elements (8 bytes for f16, 16 for f32) or, Q8_0 / Q4_0, in words (4 bytes). */
 typedef struct lw__gpu_attn_params {
     uint32_t n_tokens;  /* query tokens of the call                                               */
     uint32_t pos0;      /* cache position of the first one (cells 0 .. pos0 + t are visible to t) */
@@ -149,9 +157,13 @@ typedef struct lw__gpu_attn_dispatch {
     uint32_t grid[2][3]; /* its workgroups                          */
 } lw__gpu_attn_dispatch;
 
+/* Words per 32-element block of a quantized cache in the layouts above: 9 for LW_TYPE_Q8_0, 5 for Q4_0; 0
+ * for f16 / f32 and for types without kernels (so "is the cache quantized" is a nonzero result). */
+uint32_t lw__gpu_kv_block_words(uint32_t kv_type);
+
 /* Bytes of one cache cell of kv_row elements (KV heads x head dim) of type kv_type: 2 or 4 per element,
- * 36 per block of 32 for LW_TYPE_Q8_0 (the layout above); false for a type without kernels, a Q8_0 row of
- * no whole blocks or a product past 64 bits. */
+ * 36 (Q8_0) or 20 (Q4_0) per block of 32 (the layouts above); false for a type without kernels, a quantized
+ * row of no whole blocks or a product past 64 bits. */
 bool lw__gpu_kv_cell_bytes(uint32_t kv_type, uint64_t kv_row, uint64_t *bytes);
 
 /* Whether a cache type, head dim and group can run at all (before any device limit). */

@@ -355,15 +355,17 @@ lw_status lw__gpu_rope_qkv_plan(const lw_gpu_info *info, const lw__gpu_rope_qkv_
 
 /* ---------------------------------------------------------------------------------------------------------
  * KV_STORE (shaders/kv-store.wgsl): rows of x into cache cells cell0, cell0 + 1, ... (the CPU stores row r
- * at cell pos0 + r), f16 (rounded to nearest even: the CPU's bits), f32, or Q8_0 in the GPU's block layout
- * (kernels-attn.h; rounded as the CPU's quantize_row_q8_0). One invocation per cache word (Q8_0: per block).
- * Bindings: 0 x (rw f32), 1 cache (rw; f16: packed halves as u32, f32, Q8_0: u32 words), 2 params.
+ * at cell pos0 + r), f16 (rounded to nearest even: the CPU's bits), f32, or Q8_0 / Q4_0 in the GPU's block
+ * layouts (kernels-attn.h; rounded as the CPU's quantize_row_q8_0 / quantize_row_q4_0). One invocation per
+ * cache word (Q8_0 / Q4_0: per block).
+ * Bindings: 0 x (rw f32), 1 cache (rw; f16: packed halves as u32, f32, Q8_0 / Q4_0: u32 words), 2 params.
  * ------------------------------------------------------------------------------------------------------- */
 
 typedef struct lw__gpu_kv_store_variant {
     bool f16_cache;   /* LW_TYPE_F16 cache                                */
     uint32_t wg_size; /* invocations per workgroup                        */
-    bool q8_cache;    /* LW_TYPE_Q8_0 cache (neither: F32)                */
+    bool q8_cache;    /* LW_TYPE_Q8_0 cache                               */
+    bool q4_cache;    /* LW_TYPE_Q4_0 cache (none of the three: F32)      */
 } lw__gpu_kv_store_variant;
 
 /* KvStoreParams in kv-store.wgsl (32 bytes). */
@@ -375,7 +377,7 @@ typedef struct lw__gpu_kv_store_params {
     uint32_t cache_offset; /* element of cell 0 in the cache binding         */
     uint32_t cell0;        /* cell of the first row                          */
     uint32_t groups_x;     /* workgroups along x                             */
-    uint32_t pad;          /* (size)                                         */
+    uint32_t zero;         /* 0 (memset): Q4_0's unfused() operand, and size */
 } lw__gpu_kv_store_params;
 _Static_assert(sizeof(lw__gpu_kv_store_params) == 32, "kv store params block");
 
@@ -385,7 +387,7 @@ lw_status lw__gpu_kv_store_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *c
                                     const lw_allocator *alloc, const lw__gpu_kv_store_variant *v,
                                     const lw_gpu_info *info, lw_gpu_pipeline *out, char *err);
 /* n_cells: cells of the cache binding from cache_offset (cell0 + rows must fit). x_stride 0: row_len.
- * f16: row_len and cache_offset even; Q8_0: both multiples of 32 (cache_offset counts elements as if
+ * f16: row_len and cache_offset even; Q8_0 / Q4_0: both multiples of 32 (cache_offset counts elements as if
  * unquantized: block cache_offset / 32 is the first). */
 lw_status lw__gpu_kv_store_plan(const lw_gpu_info *info, const lw__gpu_kv_store_variant *v, uint64_t row_len,
                                 uint64_t rows, uint64_t x_offset, uint64_t x_stride, uint64_t cache_offset,

@@ -4,14 +4,15 @@
 //
 // Defines: HEAD_DIM (D, a multiple of 4), GROUP (query heads per KV head), KV_F16 (1: the cache holds f16,
 // read with unpack2x16float, no shader-f16 needed; 0: f32), KV_Q8 (1: the GPU's Q8_0 blocks of
-// kernels-attn.h, 9 words per 32 elements; D a multiple of 32), WG_SIZE (invocations per workgroup).
+// kernels-attn.h, 9 words per 32 elements; D a multiple of 32), KV_Q4 (1: the GPU's Q4_0 blocks, 5 words per 32
+// elements; D a multiple of 32), WG_SIZE (invocations per workgroup).
 // ROPE (attn-decode.wgsl only, 0 by default): binding 0 is the unrotated Q|K|V row of a one-token step and
 // AttnParams carries that step's RoPE.
 // Bindings (one layout for the three kernels, all storage read_write but the last): 0 Q (vec4<f32> rows),
 // 1 K cache, 2 V cache, 3 output
 // (vec4<f32> rows), 4 scratch for the split partials (vec4<f32>), 5 AttnParams (uniform).
 // Cache layout (as the CPU engine's): cell p of a layer at k_offset + p * kv_stride quads (4 elements),
-// KV head hk at + hk * HW in it (HW = D/4; Q8_0: offsets in words, HW = D/32 blocks of 9 words). The
+// KV head hk at + hk * HW in it (HW = D/4; Q8_0 / Q4_0: offsets in words, HW = D/32 blocks of 9 / 5 words). The
 // kernels read quads through k_raw / v_raw and widen them with quad().
 
 #pragma once
@@ -31,8 +32,11 @@
 #ifndef KV_Q8
 #define KV_Q8 0
 #endif
-#if KV_Q8 && (KV_F16 || HEAD_DIM % 32 != 0)
-#error attn: a Q8_0 cache is neither f16 nor of head dims other than multiples of 32
+#ifndef KV_Q4
+#define KV_Q4 0
+#endif
+#if (KV_Q8 || KV_Q4) && (KV_F16 || (KV_Q8 && KV_Q4) || HEAD_DIM % 32 != 0)
+#error attn: a Q8_0 / Q4_0 cache is one type, not f16, and of head dims of multiples of 32
 #endif
 #ifndef WG_SIZE
 #define WG_SIZE 64
@@ -97,6 +101,15 @@ fn quad(w: vec2<u32>) -> vec4<f32> {
     let b = vec4<i32>(bitcast<i32>(w.x)) << vec4<u32>(24u, 16u, 8u, 0u);
     return vec4<f32>(b >> vec4<u32>(24u)) * bitcast<f32>(w.y);
 }
+#elif KV_Q4
+alias KvWord = u32;        // the cache's element: a word of 8 quants or a block's scale
+alias KvQuad = vec2<u32>;  // 4 quants in the low 16 bits and their block's scale bits (k_raw shifts them down)
+const HW: u32 = HEAD_DIM / 32 * 5; // words per head in a cell
+fn quad(w: vec2<u32>) -> vec4<f32> {
+    // the nibbles by one vector shift, (q - 8) exact in f32, times the scale (the CPU's (q - 8) * d)
+    let n = (vec4<u32>(w.x) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
+    return (vec4<f32>(n) - vec4<f32>(8.0)) * bitcast<f32>(w.y);
+}
 #elif KV_F16
 alias KvWord = vec2<u32>;
 alias KvQuad = vec2<u32>; // 4 halves
@@ -129,6 +142,9 @@ fn k_raw(at: u32, d: u32) -> KvQuad {
 #if KV_Q8
     let b = at + (d >> 3u) * 9u; // its block
     return vec2<u32>(kc[b + (d & 7u)], kc[b + 8u]);
+#elif KV_Q4
+    let b = at + (d >> 3u) * 5u; // its block; the quad is half (d & 1) of quant word (d & 7) / 2
+    return vec2<u32>(kc[b + ((d & 7u) >> 1u)] >> ((d & 1u) << 4u), kc[b + 4u]);
 #else
     return kc[at + d];
 #endif
@@ -137,6 +153,9 @@ fn v_raw(at: u32, d: u32) -> KvQuad {
 #if KV_Q8
     let b = at + (d >> 3u) * 9u;
     return vec2<u32>(vc[b + (d & 7u)], vc[b + 8u]);
+#elif KV_Q4
+    let b = at + (d >> 3u) * 5u;
+    return vec2<u32>(vc[b + ((d & 7u) >> 1u)] >> ((d & 1u) << 4u), vc[b + 4u]);
 #else
     return vc[at + d];
 #endif

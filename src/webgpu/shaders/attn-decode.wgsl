@@ -39,8 +39,8 @@
 #if Q8_OUT && (!ROPE || HEAD_DIM % 32 != 0)
 #error attn-decode: Q8_OUT needs ROPE and a head dim of a multiple of 32
 #endif
-#if ROPE && KV_Q8
-#error attn-decode: ROPE stores f16 / f32 cells (a Q8_0 cache takes the plain KV store)
+#if ROPE && (KV_Q8 || KV_Q4)
+#error attn-decode: ROPE stores f16 / f32 cells (a Q8_0 / Q4_0 cache takes the plain KV store)
 #endif
 #if ROPE
 @group(0) @binding(6) var<storage, read> ff: array<f32>;

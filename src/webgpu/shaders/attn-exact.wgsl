@@ -16,10 +16,10 @@
 // integers on CPU adapters). Bindings and parameters: those of the family (binding 4, the split scratch,
 // unused). Dispatch: (n_head, n_tokens, 1) workgroups.
 #include "attn-common.wgsl"
-// (not for a Q8_0 cache: the CPU reads one in its flash-attention order, which this kernel does not follow;
-// runners take DECODE / PREFILL there, kernel-attn.c refuses the variant)
-#if KV_Q8
-#error attn-exact: no Q8_0 cache
+// (not for a Q8_0 / Q4_0 cache: the CPU reads one in its flash-attention order, which this kernel does not
+// follow; runners take DECODE / PREFILL there, kernel-attn.c refuses the variant)
+#if KV_Q8 || KV_Q4
+#error attn-exact: no Q8_0 / Q4_0 cache
 #endif
 #include "numerics.wgsl"
 #include "expf-musl.wgsl"

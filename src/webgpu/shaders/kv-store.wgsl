@@ -4,23 +4,30 @@
 // copies f32, Q8_CACHE=1 quantizes blocks of 32 elements into the GPU's Q8_0 layout (kernels-attn.h: per
 // block 8 words of int8 quants, then the scale as f32) with the CPU's quantize_row_q8_0 arithmetic:
 // d = amax / 127, q = roundf(x * (1 / d)) (ties away from zero), the scale kept as fp16(d), so the cache
-// holds the values the CPU engine's q8_0 cache holds.
-// One invocation per cache word: two elements (f16) or one (f32); Q8_0: one per block.
-// Defines: F16_CACHE (0/1), Q8_CACHE (0/1), WG_SIZE (default 256).
-// Bindings: 0 x (read_write, f32), 1 cache (read_write: array<u32> of packed halves or Q8_0 words, or
+// holds the values the CPU engine's q8_0 cache holds. Q4_CACHE=1 likewise into the GPU's Q4_0 layout (per
+// block 4 words of 4-bit quants in element order, then the scale as f32) with quantize_row_q4_0's: the
+// element of largest magnitude (the first of equal ones) with its sign, d = max / -8, id = 1 / d,
+// q = min(15, trunc(x * id + 8.5)) with x * id rounded before the add, the scale kept as fp16(d).
+// One invocation per cache word: two elements (f16) or one (f32); Q8_0 / Q4_0: one per block.
+// Defines: F16_CACHE (0/1), Q8_CACHE (0/1), Q4_CACHE (0/1), WG_SIZE (default 256).
+// Bindings: 0 x (read_write, f32), 1 cache (read_write: array<u32> of packed halves or Q8_0 / Q4_0 words, or
 // array<f32>), 2 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups = ceil(rows * words_per_row /
 // WG_SIZE).
 #include "ops-common.wgsl"
+#include "numerics.wgsl"
 #ifndef F16_CACHE
 #define F16_CACHE 0
 #endif
 #ifndef Q8_CACHE
 #define Q8_CACHE 0
 #endif
+#ifndef Q4_CACHE
+#define Q4_CACHE 0
+#endif
 #ifndef WG_SIZE
 #define WG_SIZE 256
 #endif
-#if F16_CACHE && Q8_CACHE
+#if F16_CACHE + Q8_CACHE + Q4_CACHE > 1
 #error kv-store: one cache type
 #endif
 
@@ -32,11 +39,11 @@ struct KvStoreParams {
     cache_offset: u32, // element of cell 0 in the cache binding (even for an f16 cache)
     cell0: u32,        // cell of row 0
     groups_x: u32,     // workgroups along x of the grid
-    pad: u32,
+    zero: u32,         // 0: the Q4_0 quantizer's unfused() operand (a value the compiler cannot know)
 }
 
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
-#if F16_CACHE || Q8_CACHE
+#if F16_CACHE || Q8_CACHE || Q4_CACHE
 @group(0) @binding(1) var<storage, read_write> cache: array<u32>;
 #else
 @group(0) @binding(1) var<storage, read_write> cache: array<f32>;
@@ -44,6 +51,8 @@ struct KvStoreParams {
 @group(0) @binding(2) var<uniform> params: KvStoreParams;
 
 #if Q8_CACHE
+const BLOCK_WORDS: u32 = 9u; // words per block in the cache
+
 // roundf: to nearest, ties away from zero (WGSL's round() ties to even). a - floor(a) is exact, so the
 // comparison with 0.5 decides as the CPU's roundf does.
 fn round_away(v: f32) -> f32 {
@@ -72,12 +81,44 @@ fn store_block(s: u32, w: u32) {
 }
 #endif
 
+#if Q4_CACHE
+const BLOCK_WORDS: u32 = 5u; // words per block in the cache
+
+// Block j (32 elements from element s of x) quantized into the 5 words from word w of the cache.
+fn store_block(s: u32, w: u32) {
+    var amax = 0.0f;
+    var mx = 0.0f; // the element of largest magnitude, with its sign
+    for (var e = 0u; e < 32u; e++) {
+        let v = x[s + e];
+        if (amax < abs(v)) { // strictly: the first of equal magnitudes, as on the CPU
+            amax = abs(v);
+            mx = v;
+        }
+    }
+    let d = mx * -0.125f;                               // the CPU's max / -8 (exact either way)
+    let id = select(0.0f, div_rn(1.0f, d), d != 0.0f);  // and its 1.0f / d
+    for (var k = 0u; k < 4u; k++) {
+        var word = 0u;
+        for (var e = 0u; e < 8u; e++) {
+            // the CPU rounds x * id on its own before adding 8.5; fused into one fma the sum could land on
+            // the other side of an integer. x * id lies in [-8, 8] (id = -8 / max), so the sum is at least
+            // 0.5 and trunc is floor. (A block whose 1 / d overflows has fp16(d) = 0: zeros whatever the
+            // quants, on both engines.)
+            let t = unfused(x[s + 8u * k + e] * id, params.zero) + 8.5f;
+            word |= u32(clamp(t, 0.0f, 15.0f)) << (4u * e);
+        }
+        cache[w + k] = word;
+    }
+    cache[w + 4u] = bitcast<u32>(f16_round(d)); // the block's fp16 scale, widened
+}
+#endif
+
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = (wg.x + wg.y * params.groups_x) * WG_SIZE + lid;
 #if F16_CACHE
     let per_row = params.row_len / 2u;
-#elif Q8_CACHE
+#elif Q8_CACHE || Q4_CACHE
     let per_row = params.row_len / 32u; // blocks
 #else
     let per_row = params.row_len;
@@ -87,9 +128,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let row = i / per_row;
     let j = i % per_row;
-#if Q8_CACHE
+#if Q8_CACHE || Q4_CACHE
     let blk = params.cache_offset / 32u + (params.cell0 + row) * per_row + j; // the block's number
-    store_block(params.x_offset + row * params.x_stride + 32u * j, blk * 9u);
+    store_block(params.x_offset + row * params.x_stride + 32u * j, blk * BLOCK_WORDS);
 #else
     let dst = params.cache_offset + (params.cell0 + row) * params.row_len;
 #if F16_CACHE

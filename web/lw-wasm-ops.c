@@ -13,6 +13,7 @@
 #include "quant/quant.h"
 #include "sample/sample.h"
 #include "webgpu/gpu.h"
+#include "webgpu/kernels-attn.h"
 #include "webgpu/kernels-ops.h"
 
 #include <emscripten/emscripten.h>
@@ -46,6 +47,8 @@ typedef struct lw_wasm_ops {
     size_t raw_elems;                 /* elements of both caches                                        */
     size_t raw_at;                    /* where in out they go once widened                              */
     int raw_f16;                      /* the caches are f16                                             */
+    uint32_t kv_type;                 /* what lw_wasm_ops_kv_widen reads: the kv_store case's cache type
+                                         (LW_TYPE_F16 otherwise: a RoPE case's f16 cache)               */
     char err[LW_ERRMSG_SIZE];         /* why the last call failed                                       */
 } lw_wasm_ops;
 
@@ -75,6 +78,7 @@ static void release_case(lw_wasm_ops *c) {
     c->ref = c->out = c->logits = NULL;
     c->pairs = NULL;
     c->count = 0;
+    c->kv_type = LW_TYPE_F16;
     c->err[0] = 0;
 }
 
@@ -1060,16 +1064,33 @@ EMSCRIPTEN_KEEPALIVE void lw_wasm_ops_qkv_widen(lw_wasm_ops *c) {
  * KV_STORE
  * ------------------------------------------------------------------------------------------------------- */
 
-/* rows of row_len into a cache of n_cells cells (f16 or f32) from cell0; the compared result is the whole
- * cache, widened to f32 (cells not written stay as they started: a pattern both sides share). */
-EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_kv_store(lw_wasm_ops *c, int f16, int row_len, int rows, int cell0,
+/* rows of row_len into a cache of n_cells cells from cell0, of kv_type LW_TYPE_F32, F16, or Q8_0 / Q4_0 (the
+ * CPU's ggml blocks against the GPU's own layouts, kernels-attn.h; row_len a multiple of 32); the compared
+ * result is the whole cache, widened to f32 (f16: cells not written stay as they started, a pattern both
+ * sides share; quantized: zeros on both, whose blocks read as zeros). The GPU side arrives raw in c->out:
+ * lw_wasm_ops_kv_widen converts it after settle. Quantized caches also get blocks of quantizer ties: the
+ * largest element -8 s, the others s (k + 0.5) for k in -8..7, so x * id + 8.5 lands on or next to an
+ * integer (Q4_0: where a product fused into the add would truncate differently). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_kv_store(lw_wasm_ops *c, int kv_type, int row_len, int rows, int cell0,
                                               int n_cells, uint32_t seed) {
+    const uint32_t bw = lw__gpu_kv_block_words((uint32_t)kv_type); /* GPU words per block; 0: f16 / f32 */
+    if ((kv_type != LW_TYPE_F32 && kv_type != LW_TYPE_F16 && !bw) || row_len <= 0 || rows <= 0 || cell0 < 0 ||
+        n_cells <= 0 || (bw && row_len % 32))
+        return lw__errorf(c->err, LW_ERR_INVALID_ARG, "kv_store case: type %d, row %d", kv_type, row_len);
+    /* the products below in a 32-bit size_t: the floats of x (rows) and of the widened cache (n_cells) */
+    if ((size_t)row_len > SIZE_MAX / sizeof(float) / (size_t)(rows > n_cells ? rows : n_cells))
+        return lw__errorf(c->err, LW_ERR_TOO_LARGE, "kv_store case: %d x %d elements", row_len,
+                          rows > n_cells ? rows : n_cells);
+    const bool f16 = kv_type == LW_TYPE_F16;
     const size_t total = (size_t)row_len * (size_t)rows, cells = (size_t)row_len * (size_t)n_cells;
-    const size_t esz = f16 ? 2 : 4, cache_bytes = cells * esz;
-    lw_status st = begin_case(c, cells);
-    if (st != LW_OK) return st;
+    lw_status st = LW_OK;
+    /* bytes of the whole cache: the CPU's (ggml rows) and the GPU's (its layout: the same but quantized) */
+    const size_t cpu_bytes = lw__row_size((uint32_t)kv_type, (int64_t)row_len, &st) * (size_t)n_cells;
+    const size_t gpu_bytes = bw ? cells / 32 * bw * 4 : cpu_bytes;
+    if (st != LW_OK) return lw__errorf(c->err, st, "kv_store case: row size");
+    if ((st = begin_case(c, cells)) != LW_OK) return st;
     float *x = malloc(total * sizeof(float));
-    uint8_t *cache = malloc(cache_bytes + 4), *gpu = malloc(cache_bytes + 4);
+    uint8_t *cache = malloc(cpu_bytes + 4), *gpu = malloc(gpu_bytes + 4);
     if (!x || !cache || !gpu) {
         free(x);
         free(cache);
@@ -1079,6 +1100,11 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_kv_store(lw_wasm_ops *c, int f16, int row_l
     uint32_t s = seed ? seed : 1;
     for (size_t i = 0; i < total; i++) {
         float v = rnd(&s);
+        if (bw && (i / 32) % 2) { /* a block of ties */
+            const float sc = ldexpf(1.0f + 0.37f * (float)((i / 32) % 7), (int)((i / 32) % 11) - 5);
+            x[i] = i % 32 == 0 ? -8.0f * sc : sc * ((float)(i % 16) - 7.5f);
+            continue;
+        }
         /* magnitudes from subnormal halves to past the f16 range, and exact ties of f16 rounding */
         switch (i % 8) {
         case 0:
@@ -1099,8 +1125,13 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_kv_store(lw_wasm_ops *c, int f16, int row_l
         }
         x[i] = v;
     }
-    for (size_t i = 0; i < cache_bytes; i++) cache[i] = (uint8_t)(i * 37 + 11); /* shared start pattern */
-    memcpy(gpu, cache, cache_bytes);
+    if (bw) { /* zeros: both layouts read them as zeros */
+        memset(cache, 0, cpu_bytes);
+        memset(gpu, 0, gpu_bytes);
+    } else {
+        for (size_t i = 0; i < cpu_bytes; i++) cache[i] = (uint8_t)(i * 37 + 11); /* shared start pattern */
+        memcpy(gpu, cache, cpu_bytes);
+    }
     ref_graph r;
     memset(&r, 0, sizeof r);
     lw__graph_init(&r.g, NULL, 2, 1);
@@ -1111,40 +1142,46 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_kv_store(lw_wasm_ops *c, int f16, int row_l
     r.ex.n_tokens = rows;
     r.ex.n_outputs = rows;
     r.ex.pos0 = cell0;
-    r.ex.kv_type = f16 ? LW_TYPE_F16 : LW_TYPE_F32;
+    r.ex.kv_type = (uint32_t)kv_type;
     r.ex.kv_row = row_len;
     r.ex.k = kv;
     r.ex.v = kv;
     r.ex.n_ctx = n_cells;
     st = ref_run(c, &r, n_cells);
 
-    lw__gpu_kv_store_variant v = lw__gpu_kv_store_default(&c->info, f16 ? LW_TYPE_F16 : LW_TYPE_F32);
+    lw__gpu_kv_store_variant v = lw__gpu_kv_store_default(&c->info, (uint32_t)kv_type);
     lw__gpu_kv_store_params p;
     uint32_t grid[3];
     lw_gpu_pipeline pipe;
     arena ar = {0};
-    int ix = arena_add(&ar, total * 4), ic = arena_add(&ar, cache_bytes);
+    const uint64_t gpu_words = (gpu_bytes + 3) & ~(size_t)3;
+    int ix = arena_add(&ar, total * 4), ic = arena_add(&ar, gpu_words);
     lw_gpu_buffer buf = 0;
     if (st == LW_OK)
         st = lw__gpu_kv_store_plan(&c->info, &v, row_len, rows, 0, 0, 0, cell0, n_cells, &p, grid, c->err);
     if (st == LW_OK) st = lw__gpu_kv_store_pipeline(&c->gpu, &c->cache, NULL, &v, &c->info, &pipe, c->err);
     if (st == LW_OK) {
         const void *data[2] = {x, gpu};
-        const uint64_t bytes[2] = {total * 4, (cache_bytes + 3) & ~(size_t)3};
+        const uint64_t bytes[2] = {total * 4, gpu_words};
         st = arena_upload(c, &ar, data, bytes, &buf);
     }
     if (st == LW_OK) {
         lw_gpu_bind binds[2] = {bind_range(buf, &ar, ix), bind_range(buf, &ar, ic)};
         st = dispatch(c, pipe, binds, 2, 2, &p, sizeof p, grid);
     }
-    /* the read lands in c->out as raw cache bytes; lw_wasm_ops_kv_widen converts both sides after settle */
-    if (st == LW_OK) st = finish(c, buf, ar.off[ic], c->out, (cache_bytes + 3) & ~(size_t)3);
+    /* the read lands in c->out as raw cache bytes; lw_wasm_ops_kv_widen converts them after settle */
+    if (st == LW_OK) st = finish(c, buf, ar.off[ic], c->out, gpu_words);
     if (st == LW_OK) {
         if (f16) {
             for (size_t i = 0; i < cells; i++) c->ref[i] = lw__fp16_to_fp32(((const uint16_t *)cache)[i]);
+        } else if (kv_type == LW_TYPE_Q8_0) {
+            lw__dequantize_row_q8_0(cache, c->ref, (int64_t)cells);
+        } else if (kv_type == LW_TYPE_Q4_0) {
+            lw__dequantize_row_q4_0(cache, c->ref, (int64_t)cells);
         } else {
-            memcpy(c->ref, cache, cache_bytes);
+            memcpy(c->ref, cache, cpu_bytes);
         }
+        c->kv_type = (uint32_t)kv_type;
     }
     free(x);
     free(cache);
@@ -1153,9 +1190,26 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_ops_kv_store(lw_wasm_ops *c, int f16, int row_l
     return st;
 }
 
-/* After settle, for an f16 cache: widens the read-back halves (packed in c->out) to floats in place (from
- * the end, so nothing is overwritten before it is read). */
+/* After settle, for an f16 cache (a RoPE case's, or a kv_store case's) or a kv_store case's quantized one:
+ * widens the raw cache read back into c->out to floats in place, from the end (so nothing is overwritten
+ * before it is read: a quantized block's words are taken into registers first). */
 EMSCRIPTEN_KEEPALIVE void lw_wasm_ops_kv_widen(lw_wasm_ops *c) {
+    const uint32_t bw = lw__gpu_kv_block_words(c->kv_type);
+    if (bw) { /* the GPU's layouts: Q8_0 8 words of bytes + f32 scale, Q4_0 4 words of nibbles + f32 scale */
+        const uint32_t *w = (const uint32_t *)c->out;
+        for (size_t b = c->count / 32; b-- > 0;) {
+            uint32_t q[9];
+            memcpy(q, w + b * bw, bw * sizeof q[0]);
+            float d;
+            memcpy(&d, &q[bw - 1], sizeof d);
+            for (int e = 0; e < 32; e++) {
+                const int v = bw == 9 ? (int8_t)(q[e / 4] >> (8 * (e % 4)))
+                                      : (int)((q[e / 8] >> (4 * (e % 8))) & 15u) - 8;
+                c->out[b * 32 + (size_t)e] = (float)v * d;
+            }
+        }
+        return;
+    }
     const uint16_t *h = (const uint16_t *)c->out;
     for (size_t i = c->count; i-- > 0;) c->out[i] = lw__fp16_to_fp32(h[i]);
 }

@@ -6,7 +6,7 @@
 //          per kernel variant, calls and GPU microseconds per token (timestamp-query: each dispatch timed in
 //          its own compute pass) and the JS time of recording them; wall time per token split into recording
 //          (the call into C) and waiting (GPU + read-back); the prompt's kernels too. Greedy decoding.
-// options: --ctx N (KV cells), --batch N (tokens per step), --submit N (dispatches per command buffer), --chain N (steps the GPU-resident loop runs ahead; 0: wait for each id), --kv f16|f32,
+// options: --ctx N (KV cells), --batch N (tokens per step), --submit N (dispatches per command buffer), --chain N (steps the GPU-resident loop runs ahead; 0: wait for each id), --kv f16|f32|q8_0|q4_0,
 //          --f16 0|1, --sg 0|1 (variant switches; default: as the device offers),
 //          --tune FILE_OR_JSON (kernel overrides: a file holding, or the text of, the JSON `node web/tune.mjs` prints),
 //          sampling as the native `llamaweb run` (tools/cli-gen.c): --temp T (default 0.8, 0 = greedy), --top-k K
@@ -22,7 +22,7 @@ import { Generation } from './lw-gen.mjs';
 
 function usage(why) {
   if (why) console.error('llamaweb (web): ' + why);
-  console.error('usage: node web/cli.mjs run -m M.gguf -p TEXT [-n N] [--ctx N] [--batch N] [--submit N] [--chain N] [--f16 0|1] [--sg 0|1] [--kv f16|f32]\n' +
+  console.error('usage: node web/cli.mjs run -m M.gguf -p TEXT [-n N] [--ctx N] [--batch N] [--submit N] [--chain N] [--f16 0|1] [--sg 0|1] [--kv f16|f32|q8_0|q4_0]\n' +
     '         [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--tune FILE_OR_JSON]\n' +
     '       node web/cli.mjs bench -m M.gguf [-p 512] [-n 128] [-r 3] [--ctx N] [--batch N] [--submit N] [--chain N] [--f16 0|1] [--sg 0|1]\n' +
     '         [--tune FILE_OR_JSON] [--skip REGEX] [sampling options: sample instead of argmax]\n' +

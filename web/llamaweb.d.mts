@@ -37,6 +37,8 @@ export interface ModelInfo {
   n_embd: number;
   n_ctx: number;
   weightBytes: number;
+  /** The KV cache's type, both engines (the kvType it was opened with; 'f16' by default). */
+  kvType?: 'f16' | 'f32' | 'q8_0' | 'q4_0';
   /** WebGPU */
   kvBytes?: number;
   actBytes?: number;
@@ -91,8 +93,8 @@ export interface OpenOptions {
   /** An f32 KV cache instead of f16. */
   kvF32?: boolean;
   /** The KV cache type: 'f16' (default), 'f32', or llama.cpp's quantized 'q8_0' / 'q4_0' (half and 0.28 of
-   * f16's bytes; head sizes of multiples of 32; q4_0 on the CPU engine only: WebGPU refuses it with
-   * BAD_INPUT, so device 'auto' opens on the CPU). */
+   * f16's bytes on the CPU engine; on WebGPU, in word-aligned layouts of its own, 36 and 20 bytes per 32
+   * elements: 0.56 and 0.31; head sizes of multiples of 32 on both). */
   kvType?: 'f16' | 'f32' | 'q8_0' | 'q4_0';
   /** Kernel overrides (the JSON node web/tune.mjs prints, or an object), where the engine takes them. */
   tune?: string | object;

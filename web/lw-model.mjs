@@ -136,8 +136,8 @@ export const SAMPLING_DEFAULTS = Object.freeze({ temp: 0.8, topK: 40, topP: 0.95
 
 export class GpuModel {
   // Opens and plans the model and awaits the weight upload. opts: nCtx, nBatch, submitEvery, f16, subgroups
-  // (-1 or undefined: as the device offers), kvType 'f16' | 'f32' | 'q8_0' or kvF32 (an f32 KV cache instead
-  // of f16; gpuKvType), tune (kernel overrides,
+  // (-1 or undefined: as the device offers), kvType 'f16' | 'f32' | 'q8_0' | 'q4_0' or kvF32 (an f32 KV cache
+  // instead of f16; gpuKvType), tune (kernel overrides,
   // src/webgpu/gpu-tune.h: the JSON text `node web/tune.mjs` prints, the same as an object, or an object of
   // single keys {'matvec.q4_0.wg': 128}; a bad one throws before anything is opened). Streaming: maxInFlight
   // (chunks read and not yet on the GPU, at most; default lwGpu.load's), retries (per chunk); verifyUpload:
@@ -504,13 +504,14 @@ export function kvTypeId(opts) {
   return id;
 }
 
-// The WebGPU engine's cache type number (kvTypeId; -1: the default f16): f16, f32 or q8_0 (in a layout of its
-// own, 36 bytes per 32 elements: src/webgpu/kernels-attn.h); its kernels read no q4_0 cache, so that is
-// BAD_INPUT there (device 'auto' then opens the model on the CPU engine).
+// The WebGPU engine's cache type number (kvTypeId; -1: the default f16): f16, f32, q8_0 or q4_0 (the quantized
+// two in layouts of their own, 36 and 20 bytes per 32 elements: src/webgpu/kernels-attn.h; the values the CPU
+// engine's caches hold). A type its kernels cannot read would be BAD_INPUT here (device 'auto' would then
+// open the model on the CPU engine); every KV_TYPES entry has kernels today.
 export function gpuKvType(opts) {
   const id = kvTypeId(opts);
-  if (id !== -1 && id !== KV_TYPES.f16 && id !== KV_TYPES.f32 && id !== KV_TYPES.q8_0)
-    throw new LlamawebError('BAD_INPUT', `kvType ${opts.kvType}: the WebGPU engine keeps an f16, f32 or q8_0 KV cache (q4_0 runs on the CPU engine)`);
+  if (id !== -1 && id !== KV_TYPES.f16 && id !== KV_TYPES.f32 && id !== KV_TYPES.q8_0 && id !== KV_TYPES.q4_0)
+    throw new LlamawebError('BAD_INPUT', `kvType ${opts.kvType}: the WebGPU engine keeps an f16, f32, q8_0 or q4_0 KV cache (others run on the CPU engine)`);
   return id;
 }
 // Whether the WebGPU engine's cache is f32 (kvType 'f32' or kvF32).

@@ -108,9 +108,10 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_tune_to_json(const lw_wasm_tune *t, char *dst, 
 
 /* Opens the model of host source `host` (size bytes) and plans it on the GPU; weights start streaming (await
  * settle(), then lw_wasm_model_check()). f16/subgroups: -1 = as the device offers; kv_type: the KV cache's
- * LW_TYPE (F16, F32 or Q8_0; -1: f16; others fail in the plan); tune: kernel overrides (NULL: the measured defaults; read during this call only); exact: the
- * CPU engine's bits in norms and attention (1), the GPUs' f32 kernels (0), or on CPU adapters only (-1). Returns
- * NULL only when memory runs out; otherwise check lw_wasm_model_error() (empty: fine). */
+ * LW_TYPE (F16, F32, Q8_0 or Q4_0; -1: f16; others fail in the plan); tune: kernel overrides (NULL: the
+ * measured defaults; read during this call only); exact: the CPU engine's bits in norms and attention (1),
+ * the GPUs' f32 kernels (0), or on CPU adapters only (-1). Returns NULL only when memory runs out; otherwise
+ * check lw_wasm_model_error() (empty: fine). */
 EMSCRIPTEN_KEEPALIVE lw_wasm_model *lw_wasm_model_open(uint32_t host, double size, int n_ctx, int n_batch,
                                                        int submit_every, int f16, int subgroups, int kv_type,
                                                        const lw_wasm_tune *tune, int exact) {

@@ -126,6 +126,18 @@ static void test_pipelines(void) {
         const lw_gpu_binding_kind k1[] = {S, R, S, S, S, U};
         CHECK(layout_is(&f, k1, 6) && strstr(f.wgsl, "kx[") == NULL);
     }
+    /* quantized caches: the same bindings (u32 words), a block per work item through kv-quant.wgsl */
+    for (int q4 = 0; q4 < 2; q4++) {
+        lw__gpu_rope_qkv_variant v = lw__gpu_rope_qkv_default(&ss, q4 ? LW_TYPE_Q4_0 : LW_TYPE_Q8_0);
+        CHECK(v.kv_quant == (q4 ? LW_TYPE_Q4_0 : LW_TYPE_Q8_0) && !v.kv_f16);
+        CHECK(lw__gpu_rope_qkv_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_OK);
+        const lw_gpu_binding_kind k[] = {S, R, S, S, S, S, S, U};
+        CHECK(layout_is(&f, k, 8) && strstr(f.wgsl, "alias CacheWord = u32;") != NULL &&
+              strstr(f.wgsl, "fn kvq_store") != NULL && strstr(f.label, q4 ? "q4_0" : "q8_0") != NULL);
+        CHECK(strstr(f.wgsl, q4 ? "const BLOCK_WORDS: u32 = 5u;" : "const BLOCK_WORDS: u32 = 9u;") != NULL);
+        v.kv_f16 = true;
+        CHECK(lw__gpu_rope_qkv_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_ERR_INVALID_ARG);
+    }
     /* KV store */
     for (int f16 = 0; f16 < 2; f16++) {
         lw__gpu_kv_store_variant v = lw__gpu_kv_store_default(&ss, f16 ? LW_TYPE_F16 : LW_TYPE_F32);
@@ -150,8 +162,8 @@ static void test_pipelines(void) {
         CHECK(lw__gpu_kv_store_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_OK);
         CHECK(strstr(f.wgsl, "cache: array<u32>") != NULL && strstr(f.wgsl, "fn store_block") != NULL &&
               strstr(f.wgsl, "const BLOCK_WORDS: u32 = 5u;") != NULL &&
-              strstr(f.wgsl, "unfused(x[s + 8u * k + e] * id, params.zero)") != NULL &&
-              strstr(f.label, "q4_0") != NULL);
+              strstr(f.wgsl, "unfused(kvq[8u * k + e] * id, kvq_zero())") != NULL &&
+              strstr(f.wgsl, "return params.zero;") != NULL && strstr(f.label, "q4_0") != NULL);
         v.q8_cache = true;
         CHECK(lw__gpu_kv_store_pipeline(&gpu, NULL, NULL, &v, &ss, &p, err) == LW_ERR_INVALID_ARG);
     }
@@ -303,6 +315,13 @@ static void test_plans(void) {
     CHECK(qp.rope.pad == 8 && qp.kc_stride == 1024 && qp.vc_offset == 77 * 1024 &&
           grid[0] == (48 * 64 + 63) / 64);
     kd.kc_offset = 3;
+    CHECK(lw__gpu_rope_qkv_plan(&ss, &qv, &qa, &kd, &qp, grid, err) == LW_ERR_INVALID_ARG);
+    /* quantized caches: K and V in blocks of 32 (8 heads x 128 = 32 blocks each), cells of whole blocks */
+    kd.kc_offset = 77 * 1024;
+    qv = lw__gpu_rope_qkv_default(&ss, LW_TYPE_Q4_0);
+    CHECK(lw__gpu_rope_qkv_plan(&ss, &qv, &qa, &kd, &qp, grid, err) == LW_OK);
+    CHECK(grid[0] == (32 * 64 + 2 * 32 + 63) / 64 && qp.zero == 0 && qp.kc_offset == 77 * 1024);
+    kd.kc_offset = 16;
     CHECK(lw__gpu_rope_qkv_plan(&ss, &qv, &qa, &kd, &qp, grid, err) == LW_ERR_INVALID_ARG);
 
     /* KV store: cells inside the cache, even f16 rows */

@@ -248,11 +248,9 @@ static bool same_tensor(const lw__gpu_model *g, int32_t a, int32_t b) {
 
 static bool rope_qkv_shape(const lw__gpu_model *g, int32_t i) {
     const lw__graph *gr = &g->graph;
-    /* rope_qkv (and the matches built on it: the norm mat-vec's ROPE_OUT epilogue, the decode attention's
-     * RoPE prologue, the joined-bias fold) stores cells an element or a quad at a time, as f16 or f32; a
-     * Q8_0 / Q4_0 cache's blocks need a whole 32-element block's largest |x|: the plain ROPE + KV_STORE
-     * calls */
-    if (lw__gpu_kv_block_words(g->kv_type)) return false;
+    /* (Q8_0 / Q4_0 caches too: rope_qkv then takes a 32-element block per work item; the matches built on
+     * it that store cells an element or a quad at a time, the norm mat-vec's ROPE_OUT epilogue and the
+     * decode attention's RoPE prologue, check the cache type themselves) */
     if (i + 3 >= gr->n_nodes) return false;
     const lw__node *nd = &gr->nodes[i];
     const int32_t s = rope_qkv_gap(gr, i); /* the KV_STOREs are nodes i + 2 + s, i + 3 + s */
@@ -507,7 +505,10 @@ static int32_t glu_down_match(const lw__gpu_model *g, int32_t m) {
 static int32_t mv_rope_match(const lw__gpu_model *g, int32_t m) {
     const lw__graph *gr = &g->graph;
     const int32_t y = gr->nodes[m].dst, w = gr->nodes[m].src[0];
-    if (y < 0 || lw__gm_base(g, y) != y || !lw__gpu_matvec_rope_tuned(g->p.tune, gr->t[w].type)) return -1;
+    /* (its epilogue stores f16 / f32 cells a quad at a time: a quantized cache's block needs all 32) */
+    if (y < 0 || lw__gm_base(g, y) != y || lw__gpu_kv_block_words(g->kv_type) ||
+        !lw__gpu_matvec_rope_tuned(g->p.tune, gr->t[w].type))
+        return -1;
     int32_t r = m + 1;
     while (r < gr->n_nodes && !(gr->nodes[r].op == LW_OP_ROPE && lw__gm_base(g, gr->nodes[r].src[0]) == y))
         r++;

@@ -396,7 +396,8 @@ lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant 
 lw__gpu_rope_qkv_variant lw__gpu_rope_qkv_default(const lw_gpu_info *info, uint32_t kv_type) {
     /* exact_norm (qk_norm's integer limbs, the CPU's bits) on CPU adapters only, as the norm's exact */
     const bool cpu = lw__gpu_cpu_adapter(info);
-    lw__gpu_rope_qkv_variant v = {fit_wg(info, 64), kv_type == LW_TYPE_F16, false, false, false, cpu};
+    lw__gpu_rope_qkv_variant v = {fit_wg(info, 64), kv_type == LW_TYPE_F16, false, false, false, cpu, 0};
+    if (kv_type == LW_TYPE_Q8_0 || kv_type == LW_TYPE_Q4_0) v.kv_quant = kv_type;
     return v;
 }
 
@@ -406,6 +407,8 @@ lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *c
     *out = 0;
     lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, false, "rope_qkv", err);
     if (st != LW_OK) return st;
+    if ((v->kv_quant && (v->kv_f16 || (v->kv_quant != LW_TYPE_Q8_0 && v->kv_quant != LW_TYPE_Q4_0))))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "rope_qkv: quantized caches are Q8_0 or Q4_0 (not f16)");
     if ((v->qk_norm || v->qkv_bias) && (!v->qkv_one || (v->qk_norm && v->qkv_bias)))
         return lw__errorf(err, LW_ERR_INVALID_ARG, "rope_qkv: qk_norm or qkv_bias (not both) need qkv_one");
     const uint32_t n_storage = v->qkv_one ? (v->qk_norm ? 7 : v->qkv_bias ? 6 : 5) : 7;
@@ -414,12 +417,18 @@ lw_status lw__gpu_rope_qkv_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *c
                           "rope_qkv: needs %u storage buffers per stage (device: %u)", n_storage,
                           info->max_storage_buffers_per_shader_stage);
     char label[LW_GPU_CACHE_KEY], wg[16];
-    snprintf(label, sizeof label, "rope_qkv %s%s%s%s wg%u", v->kv_f16 ? "f16" : "f32",
+    snprintf(label, sizeof label, "rope_qkv %s%s%s%s wg%u",
+             v->kv_quant == LW_TYPE_Q8_0   ? "q8_0"
+             : v->kv_quant == LW_TYPE_Q4_0 ? "q4_0"
+             : v->kv_f16                   ? "f16"
+                                           : "f32",
              v->qkv_one ? " one" : "", v->qk_norm ? (v->exact_norm ? " qknorm exact" : " qknorm f32") : "",
              v->qkv_bias ? " bias" : "", v->wg_size);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     lw__wgsl_define defs[] = {{"WG_SIZE", wg},
                               {"KV_F16", v->kv_f16 ? "1" : "0"},
+                              {"Q8_CACHE", v->kv_quant == LW_TYPE_Q8_0 ? "1" : "0"},
+                              {"Q4_CACHE", v->kv_quant == LW_TYPE_Q4_0 ? "1" : "0"},
                               {"QKV_ONE", v->qkv_one ? "1" : "0"},
                               {"QK_NORM", v->qk_norm ? "1" : "0"},
                               {"EXACT_NORM", v->exact_norm ? "1" : "0"},
@@ -450,15 +459,20 @@ lw_status lw__gpu_rope_qkv_plan(const lw_gpu_info *info, const lw__gpu_rope_qkv_
     const uint64_t ks = kv->k_stride ? kv->k_stride : row, kcs = kv->kc_stride ? kv->kc_stride : row,
                    vs = kv->v_stride ? kv->v_stride : row, vcs = kv->vc_stride ? kv->vc_stride : row;
     uint64_t span[4], items;
-    if (kv->n_head_kv == 0 || ks < row || kcs < row || vs < row || vcs < row ||
-        (v->kv_f16 && (kv->kc_offset % 2 || kv->vc_offset % 2 || kcs % 2 || vcs % 2)))
+    const unsigned align = v->kv_quant ? 32 : v->kv_f16 ? 2 : 1; /* cache elements per word / block */
+    if (kv->n_head_kv == 0 || ks < row || kcs < row || vs < row || vcs < row || kv->kc_offset % align ||
+        kv->vc_offset % align || kcs % align || vcs % align || (v->kv_quant && q->head_dim % 32))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
-                          "rope_qkv: bad K/V layout (%u heads; f16 caches need even offsets)", kv->n_head_kv);
+                          "rope_qkv: bad K/V layout (%u heads; f16 caches need even offsets, quantized ones "
+                          "head dims and offsets of multiples of 32)",
+                          kv->n_head_kv);
+    /* work items per row: Q's pairs, then K's and V's pairs (quantized caches: blocks) */
+    const uint64_t kv_items = v->kv_quant ? row / 32 : row / 2;
     if (!mul_u32(ks, q->rows, &span[0]) || !fits_u32(kv->k_offset, span[0]) ||
         !mul_u32(kcs, q->rows, &span[1]) || !fits_u32(kv->kc_offset, span[1]) ||
         !mul_u32(vs, q->rows, &span[2]) || !fits_u32(kv->v_offset, span[2]) ||
         !mul_u32(vcs, q->rows, &span[3]) || !fits_u32(kv->vc_offset, span[3]) ||
-        !mul_u32((uint64_t)(q->n_head + 2 * (uint64_t)kv->n_head_kv) * (q->head_dim / 2), q->rows, &items))
+        !mul_u32((uint64_t)q->n_head * (q->head_dim / 2) + 2 * kv_items, q->rows, &items))
         return lw__errorf(err, LW_ERR_TOO_LARGE, "rope_qkv: K/V ranges exceed 32-bit indices");
     if ((st = lw__gpu_ops_grid(info, (items + v->wg_size - 1) / v->wg_size, grid, &p->rope.groups_x,
                                "rope_qkv", err)) != LW_OK)

@@ -289,20 +289,23 @@ lw_status lw__gpu_rope_plan(const lw_gpu_info *info, const lw__gpu_rope_variant 
  * ------------------------------------------------------------------------------------------------------- */
 
 typedef struct lw__gpu_rope_qkv_variant {
-    uint32_t wg_size; /* invocations per workgroup                                             */
-    bool kv_f16;      /* f16 caches (else f32)                                                 */
-    bool qkv_one;     /* q, k, v all read from binding 0 (a fused QKV projection whose rows
-                         interleave them; k/v offsets and strides locate k and v in it):
-                         bindings 0 qkv, 1 ff, 2 q_out, 3 K cache, 4 V cache, 5 params        */
-    bool qk_norm;     /* qkv_one only: q and k are first RMS-normalised per head with weights of
-                         head_dim elements (qwen3, gemma3: the RMS_NORM nodes before the ROPEs;
-                         1/sqrt(mean of squares + qk_eps), then the weight, as rms-norm.wgsl,
-                         serially per head): bindings 6 q_norm, 7 k_norm (read f32)           */
-    bool qkv_bias;    /* qkv_one only, not with qk_norm: q, k and v get their biases added first
-                         (qwen2), binding 6 (read f32, [bq | bk | bv] laid out as one row of
-                         binding 0, rows x_stride apart)                                      */
-    bool exact_norm;  /* qk_norm: EXACT_NORM, the CPU's bits (integer limbs, as the norm's exact;
-                         default on CPU adapters only); false: f32 sums, within a few ulp     */
+    uint32_t wg_size;  /* invocations per workgroup                                             */
+    bool kv_f16;       /* f16 caches (else f32)                                                 */
+    bool qkv_one;      /* q, k, v all read from binding 0 (a fused QKV projection whose rows
+                          interleave them; k/v offsets and strides locate k and v in it):
+                          bindings 0 qkv, 1 ff, 2 q_out, 3 K cache, 4 V cache, 5 params        */
+    bool qk_norm;      /* qkv_one only: q and k are first RMS-normalised per head with weights of
+                          head_dim elements (qwen3, gemma3: the RMS_NORM nodes before the ROPEs;
+                          1/sqrt(mean of squares + qk_eps), then the weight, as rms-norm.wgsl,
+                          serially per head): bindings 6 q_norm, 7 k_norm (read f32)           */
+    bool qkv_bias;     /* qkv_one only, not with qk_norm: q, k and v get their biases added first
+                          (qwen2), binding 6 (read f32, [bq | bk | bv] laid out as one row of
+                          binding 0, rows x_stride apart)                                      */
+    bool exact_norm;   /* qk_norm: EXACT_NORM, the CPU's bits (integer limbs, as the norm's exact;
+                          default on CPU adapters only); false: f32 sums, within a few ulp     */
+    uint32_t kv_quant; /* LW_TYPE_Q8_0 / LW_TYPE_Q4_0: the caches hold the GPU's blocks of that
+                          type (kernels-attn.h), one work item per 32-element block of K or V,
+                          quantized as KV_STORE does; 0: f16 / f32 (kv_f16)                    */
 } lw__gpu_rope_qkv_variant;
 
 /* Where K and V come from and go (elements; strides 0: n_head_kv * head_dim). */
@@ -328,7 +331,8 @@ typedef struct lw__gpu_rope_qkv_params {
     float q_scale;                 /* q_out = rotated q * q_scale (plan: 1; a SCALE node of the
                                       rotated Q folded in: its factor, the same bits)           */
     float qk_eps;                  /* qk_norm: the norms' epsilon                             */
-    uint32_t pad[2];               /* (size)                                                  */
+    uint32_t zero;                 /* 0 (the Q4_0 quantizer's operand the compiler cannot know) */
+    uint32_t pad;                  /* (size)                                                  */
 } lw__gpu_rope_qkv_params;
 _Static_assert(sizeof(lw__gpu_rope_qkv_params) == 128, "rope qkv params block");
 

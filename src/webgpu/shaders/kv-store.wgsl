@@ -50,66 +50,21 @@ struct KvStoreParams {
 #endif
 @group(0) @binding(2) var<uniform> params: KvStoreParams;
 
-#if Q8_CACHE
-const BLOCK_WORDS: u32 = 9u; // words per block in the cache
-
-// roundf: to nearest, ties away from zero (WGSL's round() ties to even). a - floor(a) is exact, so the
-// comparison with 0.5 decides as the CPU's roundf does.
-fn round_away(v: f32) -> f32 {
-    let a = abs(v);
-    let f = floor(a);
-    return sign(v) * select(f, f + 1.0, a - f >= 0.5);
+#if Q8_CACHE || Q4_CACHE
+fn kvq_put(w: u32, word: u32) {
+    cache[w] = word;
 }
-
-// Block j (32 elements from element s of x) quantized into the 9 words from word w of the cache.
-fn store_block(s: u32, w: u32) {
-    var amax = 0.0f;
-    for (var e = 0u; e < 32u; e++) {
-        amax = max(amax, abs(x[s + e]));
-    }
-    let d = div_rn(amax, 127.0f);                       // the CPU's amax / ((1 << 7) - 1)
-    let id = select(0.0f, div_rn(1.0f, d), d != 0.0f);  // and its 1.0f / d
-    for (var k = 0u; k < 8u; k++) {
-        var word = 0u;
-        for (var e = 0u; e < 4u; e++) {
-            let q = i32(clamp(round_away(x[s + 4u * k + e] * id), -128.0, 127.0));
-            word |= (bitcast<u32>(q) & 0xffu) << (8u * e);
-        }
-        cache[w + k] = word;
-    }
-    cache[w + 8u] = bitcast<u32>(f16_round(d)); // the block's fp16 scale, widened
+fn kvq_zero() -> u32 {
+    return params.zero;
 }
-#endif
+#include "kv-quant.wgsl"
 
-#if Q4_CACHE
-const BLOCK_WORDS: u32 = 5u; // words per block in the cache
-
-// Block j (32 elements from element s of x) quantized into the 5 words from word w of the cache.
+// Block j (32 elements from element s of x) quantized into the BLOCK_WORDS words from word w of the cache.
 fn store_block(s: u32, w: u32) {
-    var amax = 0.0f;
-    var mx = 0.0f; // the element of largest magnitude, with its sign
     for (var e = 0u; e < 32u; e++) {
-        let v = x[s + e];
-        if (amax < abs(v)) { // strictly: the first of equal magnitudes, as on the CPU
-            amax = abs(v);
-            mx = v;
-        }
+        kvq[e] = x[s + e];
     }
-    let d = mx * -0.125f;                               // the CPU's max / -8 (exact either way)
-    let id = select(0.0f, div_rn(1.0f, d), d != 0.0f);  // and its 1.0f / d
-    for (var k = 0u; k < 4u; k++) {
-        var word = 0u;
-        for (var e = 0u; e < 8u; e++) {
-            // the CPU rounds x * id on its own before adding 8.5; fused into one fma the sum could land on
-            // the other side of an integer. x * id lies in [-8, 8] (id = -8 / max), so the sum is at least
-            // 0.5 and trunc is floor. (A block whose 1 / d overflows has fp16(d) = 0: zeros whatever the
-            // quants, on both engines.)
-            let t = unfused(x[s + 8u * k + e] * id, params.zero) + 8.5f;
-            word |= u32(clamp(t, 0.0f, 15.0f)) << (4u * e);
-        }
-        cache[w + k] = word;
-    }
-    cache[w + 4u] = bitcast<u32>(f16_round(d)); // the block's fp16 scale, widened
+    kvq_store(w);
 }
 #endif
 

@@ -13,13 +13,18 @@
 // QK_NORM=1 (with QKV_ONE) first RMS-normalises q and k per head (qwen3, gemma3: x / sqrt(mean(x^2) + qk_eps)
 // times the head_dim weights qn / kn, serially per head; EXACT_NORM=1, CPU adapters: the CPU's bits as
 // rms-norm.wgsl, rms-exact.wgsl; EXACT_NORM=0, GPUs: an f32 sum and inverseSqrt, within a few ulp).
+// Q8_CACHE=1 / Q4_CACHE=1: the caches hold the GPU's Q8_0 / Q4_0 blocks (kernels-attn.h), quantized as
+// kv-store.wgsl does (kv-quant.wgsl: the CPU's quantize_row_q8_0 / q4_0 of the rotated K and of V): one
+// work item per 32-element block of K or V instead of per pair, rotating (K) or reading (V) its 32 values
+// first; kc_offset / kc_stride stay elements (multiples of 32).
 // QKV_BIAS=1 (with QKV_ONE) adds the biases qkvb (laid out as one row of binding 0: [bq | bk | bv]) to q, k
 // and v first (qwen2: the ADD node before the ROPEs; one f32 add each, the same bits).
-// Defines: WG_SIZE (default 64), KV_F16 (0/1), QKV_ONE (0/1), QK_NORM (0/1), EXACT_NORM (0/1, default 1),
+// Defines: WG_SIZE (default 64), KV_F16 (0/1), Q8_CACHE (0/1), Q4_CACHE (0/1), QKV_ONE (0/1), QK_NORM (0/1), EXACT_NORM (0/1, default 1),
 // QKV_BIAS (0/1).
 // Bindings: 0 q (rw f32), 1 ff (read f32), 2 q_out (rw f32), 3 k (rw f32), 4 kc (rw: u32 halves or f32),
 // 5 v (rw f32), 6 vc (rw, as kc), 7 params; QKV_ONE: 0 qkv, 1 ff, 2 q_out, 3 kc, 4 vc, 5 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups =
-// ceil(rows * (n_head + 2 n_head_kv) * head_dim / 2 / WG_SIZE).
+// ceil(rows * (n_head + 2 n_head_kv) * head_dim / 2 / WG_SIZE) (quantized caches: ceil(rows * (n_head *
+// head_dim / 2 + 2 n_head_kv * head_dim / 32) / WG_SIZE)).
 #include "ops-common.wgsl"
 #ifndef WG_SIZE
 #define WG_SIZE 64
@@ -29,6 +34,16 @@
 #endif
 #ifndef QKV_ONE
 #define QKV_ONE 0
+#endif
+#ifndef Q8_CACHE
+#define Q8_CACHE 0
+#endif
+#ifndef Q4_CACHE
+#define Q4_CACHE 0
+#endif
+#define KV_QUANT (Q8_CACHE || Q4_CACHE)
+#if KV_QUANT && (KV_F16 || (Q8_CACHE && Q4_CACHE))
+#error rope-qkv.wgsl: one cache type
 #endif
 #ifndef QK_NORM
 #define QK_NORM 0
@@ -77,14 +92,14 @@ struct QkvParams {
     vc_stride: u32,    // elements between cache rows
     q_scale: f32,      // factor of q_out (1: plain ROPE)
     qk_eps: f32,       // QK_NORM: the norms' epsilon
-    pad2: u32,
+    zero: u32,         // 0 (the Q4_0 quantizer's unfused() operand: a value the compiler cannot know)
     pad3: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<storage, read> ff: array<f32>;
 @group(0) @binding(2) var<storage, read_write> q_out: array<f32>;
-#if KV_F16
+#if KV_F16 || KV_QUANT
 alias CacheWord = u32;
 #else
 alias CacheWord = f32;
@@ -184,11 +199,30 @@ fn rope_src(which: u32, i: u32) -> f32 {
 
 #include "rope-common.wgsl"
 
+#if KV_QUANT
+var<private> kvq_to_v: bool; // kvq_put's cache: V (else K)
+fn kvq_put(w: u32, word: u32) {
+    if (kvq_to_v) {
+        vc[w] = word;
+    } else {
+        kc[w] = word;
+    }
+}
+fn kvq_zero() -> u32 {
+    return params.zero;
+}
+#include "kv-quant.wgsl"
+#endif
+
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let half_dim = params.head_dim / 2u;
     let q_items = params.n_head * half_dim;
+#if KV_QUANT
+    let kv_items = params.n_head_kv * (params.head_dim / 32u); // blocks
+#else
     let kv_items = params.n_head_kv * half_dim;
+#endif
     let per_row = q_items + 2u * kv_items;
     let i = (wg.x + wg.y * params.groups_x) * WG_SIZE + lid;
     if (i >= params.rows * per_row) {
@@ -229,6 +263,31 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         return;
     }
     j -= q_items;
+#if KV_QUANT
+    let hb = params.head_dim / 32u; // blocks per head
+    if (j < kv_items) { // K: a block rotated, then quantized into the cache
+        let h = j / hb;
+        let e0 = 32u * (j % hb);
+        let xb = params.k_offset + row * params.k_stride + h * params.head_dim;
+#if QK_NORM
+        head_norm(1u, xb);
+#endif
+        for (var e = 0u; e < 32u; e++) {
+            kvq[e] = rope_elem(1u, xb, pos, e0 + e);
+        }
+        kvq_to_v = false;
+        kvq_store((params.kc_offset / 32u + row * (params.kc_stride / 32u) + j) * BLOCK_WORDS);
+        return;
+    }
+    j -= kv_items; // V: a block quantized into the cache
+    let src = params.v_offset + row * params.v_stride + 32u * j;
+    for (var e = 0u; e < 32u; e++) {
+        kvq[e] = v_in(src + e);
+    }
+    kvq_to_v = true;
+    kvq_store((params.vc_offset / 32u + row * (params.vc_stride / 32u) + j) * BLOCK_WORDS);
+}
+#else
     if (j < kv_items) { // K: rotated into the cache
         let p = j % half_dim;
         let h = j / half_dim;
@@ -282,3 +341,4 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     vc[dst + 1u] = v_in(src + 1u);
 #endif
 }
+#endif

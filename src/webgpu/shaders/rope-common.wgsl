@@ -33,12 +33,26 @@ fn sincos(v: f32) -> vec2<f32> {
 // else computed here (sincos: within an ulp of the CPU's libm, not always its bits).
 fn rope_cs(pos: u32, p: u32) -> vec2<f32> {
     if (params.has_ff == 2u) {
-        let i = params.ff_offset + 2u * ((pos - params.pos0) * (params.n_rot / 2u) + p);
-        return vec2<f32>(ff[i], ff[i + 1u]);
+        return rope_cs_at(pos, 0.0f, p);
     }
+    return rope_cs_at(pos, rope_theta0(pos, p), p);
+}
+
+// pos * theta_scale^p as the CPU's cache builds it, one product per pair (so theta of pair p + 1 is this
+// times theta_scale, the same bits: rope-qkv.wgsl's block items walk their pairs that way).
+fn rope_theta0(pos: u32, p: u32) -> f32 {
     var theta = f32(pos);
     for (var j = 0u; j < p; j++) {
         theta = theta * params.theta_scale;
+    }
+    return theta;
+}
+
+// rope_cs of pair p with its theta0 given (rope_theta0; unused with the host's table).
+fn rope_cs_at(pos: u32, theta: f32, p: u32) -> vec2<f32> {
+    if (params.has_ff == 2u) {
+        let i = params.ff_offset + 2u * ((pos - params.pos0) * (params.n_rot / 2u) + p);
+        return vec2<f32>(ff[i], ff[i + 1u]);
     }
     var extrap = theta;
     if (params.has_ff == 1u) {

@@ -272,8 +272,41 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #if QK_NORM
         head_norm(1u, xb);
 #endif
+        // the block's elements in order; their pairs' angles walk p upwards (NORMAL: one per two elements,
+        // NEOX: one per element, restarting at n_rot / 2), so theta is one product on from the last pair's
+        // (rope_theta0) instead of p products and each pair's sin/cos is computed once
+        var have = false;
+        var pp = 0u;
+        var theta = 0.0f;
+        var cs = vec2<f32>(0.0f);
+        let half_rot = params.n_rot / 2u;
         for (var e = 0u; e < 32u; e++) {
-            kvq[e] = rope_elem(1u, xb, pos, e0 + e);
+            let ee = e0 + e;
+            if (ee >= params.n_rot) {
+                kvq[e] = rope_src(1u, xb + ee);
+                continue;
+            }
+            var p = ee / 2u;
+            var ia = ee & ~1u;
+            var ib = ia + 1u;
+            if (params.neox != 0u) {
+                p = select(ee - half_rot, ee, ee < half_rot);
+                ia = p;
+                ib = p + half_rot;
+            }
+            if (!have || p != pp) {
+                if (have && p == pp + 1u) {
+                    theta = theta * params.theta_scale;
+                } else {
+                    theta = rope_theta0(pos, p);
+                }
+                cs = rope_cs_at(pos, theta, p);
+                have = true;
+                pp = p;
+            }
+            let x0 = rope_src(1u, xb + ia);
+            let x1 = rope_src(1u, xb + ib);
+            kvq[e] = select(rope_rot1(x0, x1, cs), rope_rot0(x0, x1, cs), ee == ia);
         }
         kvq_to_v = false;
         kvq_store((params.kc_offset / 32u + row * (params.kc_stride / 32u) + j) * BLOCK_WORDS);

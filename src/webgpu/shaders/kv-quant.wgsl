@@ -1,7 +1,8 @@
 // The Q8_0 / Q4_0 KV cache quantizers shared by kv-store.wgsl and rope-qkv.wgsl (their cache's blocks, as
 // the CPU's quantize_row_q8_0 / quantize_row_q4_0 round them: kv-store.wgsl says how). The includer fills
-// kvq (the block's 32 values) and defines kvq_put(w, word) (word w of its cache) and kvq_zero() (a 0 the
-// compiler cannot know, for unfused()); kvq_store(w) writes the block's BLOCK_WORDS words from word w.
+// kvq (the block's 32 values) and, for a quantized cache, defines kvq_put(w, word) (word w of its cache) and
+// kvq_zero() (a 0 the compiler cannot know, for unfused()); kvq_store(w) writes the block's BLOCK_WORDS words
+// from word w. Included first: it also gives Q8_CACHE / Q4_CACHE their defaults for the includer.
 // Defines: Q8_CACHE (0/1), Q4_CACHE (0/1).
 #include "numerics.wgsl"
 #ifndef Q8_CACHE

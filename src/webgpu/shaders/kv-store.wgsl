@@ -14,15 +14,9 @@
 // array<f32>), 2 params. Dispatch: (groups_x, ceil(groups / groups_x), 1), groups = ceil(rows * words_per_row /
 // WG_SIZE).
 #include "ops-common.wgsl"
-#include "numerics.wgsl"
+#include "kv-quant.wgsl"
 #ifndef F16_CACHE
 #define F16_CACHE 0
-#endif
-#ifndef Q8_CACHE
-#define Q8_CACHE 0
-#endif
-#ifndef Q4_CACHE
-#define Q4_CACHE 0
 #endif
 #ifndef WG_SIZE
 #define WG_SIZE 256
@@ -57,7 +51,6 @@ fn kvq_put(w: u32, word: u32) {
 fn kvq_zero() -> u32 {
     return params.zero;
 }
-#include "kv-quant.wgsl"
 
 // Block j (32 elements from element s of x) quantized into the BLOCK_WORDS words from word w of the cache.
 fn store_block(s: u32, w: u32) {

@@ -35,12 +35,7 @@
 #ifndef QKV_ONE
 #define QKV_ONE 0
 #endif
-#ifndef Q8_CACHE
-#define Q8_CACHE 0
-#endif
-#ifndef Q4_CACHE
-#define Q4_CACHE 0
-#endif
+#include "kv-quant.wgsl"
 #define KV_QUANT (Q8_CACHE || Q4_CACHE)
 #if KV_QUANT && (KV_F16 || (Q8_CACHE && Q4_CACHE))
 #error rope-qkv.wgsl: one cache type
@@ -211,7 +206,6 @@ fn kvq_put(w: u32, word: u32) {
 fn kvq_zero() -> u32 {
     return params.zero;
 }
-#include "kv-quant.wgsl"
 #endif
 
 @compute @workgroup_size(WG_SIZE)

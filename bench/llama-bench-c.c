@@ -5,7 +5,7 @@
  * llama.cpp's Vulkan build on a GPU machine).
  *
  *   llama-bench-c -m MODEL.gguf [-p 512] [-n 128] [-d 0] [-t 1,2] [-r 5] [--fa auto|on|off] [-ngl N]
- *                 [--lib LIBLLAMA.so] [--backend-dir DIR] [--json]
+ *                 [-ctk f16|q8_0|q4_0] [-ctv f16|q8_0|q4_0] [--lib LIBLLAMA.so] [--backend-dir DIR] [--json]
  *
  * pp: one batch of p random tokens into a fresh (cleared) context; tg: n single-token decodes after a
  * prompt of d tokens (d = 0: from an empty context, as llama-bench's tg; d = p: the positions that
@@ -15,7 +15,8 @@
  * the min..max spread, and with --json one JSON line per thread count follows it.
  *
  * Context parameters are llama-bench's defaults (llama_context_default_params with n_ctx = p + n + d,
- * n_batch 2048, n_ubatch 512, f16 KV cache, flash attention "auto"); n_threads and n_threads_batch are both
+ * n_batch 2048, n_ubatch 512, f16 KV cache unless -ctk / -ctv say otherwise (llama-bench's cache_type_k /
+ * cache_type_v: ggml type ids 1, 8, 2), flash attention "auto"); n_threads and n_threads_batch are both
  * set and read back from the context, so a thread count that was not applied is an error. Unlike
  * llama-bench no ggml threadpool with polling is attached (that needs ggml-cpu's private entry points):
  * llama.cpp then uses its default per-context threadpool, as an application calling the C API does.
@@ -223,11 +224,17 @@ static int usage(void) {
     fprintf(stderr,
             "usage: llama-bench-c -m MODEL.gguf [-p PROMPT=512] [-n GEN=128] [-d GEN_DEPTH=0] "
             "[-t THREADS=1,2] [-r REPS=5] [--fa auto|on|off] [-ngl N_GPU_LAYERS]\n"
-            "                     [--lib LIBLLAMA.so] [--backend-dir DIR] [--json]\n"
+            "                     [-ctk f16|q8_0|q4_0] [-ctv f16|q8_0|q4_0] [--lib LIBLLAMA.so] "
+            "[--backend-dir DIR] [--json]\n"
             "  --lib          default %s/libllama.v0.4.0.so (run from the llamaweb repository root)\n"
             "  --backend-dir  ggml backends to load (default: the folder of --lib)\n",
             LLAMA_ORACLE_DIR);
     return 2;
+}
+
+/* The ggml type id of a KV cache type name (llama-bench's -ctk / -ctv), or -1. */
+static int cache_type(const char *name) {
+    return !strcmp(name, "f16") ? 1 : !strcmp(name, "q8_0") ? 8 : !strcmp(name, "q4_0") ? 2 : -1;
 }
 
 int main(int argc, char **argv) {
@@ -235,6 +242,7 @@ int main(int argc, char **argv) {
     const char *backend_dir = NULL;
     int n_p = 512, n_g = 128, n_d = 0, reps = 5, json = 0, fa = -1; /* -1 = LLAMA_FLASH_ATTN_TYPE_AUTO */
     int ngl = -2;                                                   /* -2: the library's default     */
+    int type_k = 1, type_v = 1; /* the KV cache's ggml types (GGML_TYPE_F16) */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) {
@@ -261,6 +269,8 @@ int main(int argc, char **argv) {
             lib = v;
         else if (!strcmp(a, "--backend-dir"))
             backend_dir = v;
+        else if ((!strcmp(a, "-ctk") || !strcmp(a, "-ctv")) && cache_type(v) >= 0)
+            *(a[3] == 'k' ? &type_k : &type_v) = cache_type(v);
         else if (!strcmp(a, "--fa") && !strcmp(v, "auto"))
             fa = -1;
         else if (!strcmp(a, "--fa") && !strcmp(v, "off"))
@@ -331,6 +341,8 @@ int main(int argc, char **argv) {
         cp.n_ctx = (uint32_t)(n_p + n_g + n_d);
         cp.n_threads = cp.n_threads_batch = nt;
         cp.flash_attn_type = fa;
+        cp.type_k = type_k;
+        cp.type_v = type_v;
         s.ctx = ll.init_from_model(model, cp);
         if (!s.ctx) {
             fprintf(stderr, "llama-bench-c: cannot create a context: %s\n", llama_oracle_log);
@@ -383,10 +395,10 @@ int main(int argc, char **argv) {
             printf(",\"lib\":");
             json_string(lib_name);
             printf(",\"threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"gen_depth\":%d,\"reps\":%d,\"flash_attn\":"
-                   "%d,\"n_gpu_layers\":%d,\"pp_median\":%.3f,\"pp_min\":%.3f,"
+                   "%d,\"n_gpu_layers\":%d,\"type_k\":%d,\"type_v\":%d,\"pp_median\":%.3f,\"pp_min\":%.3f,"
                    "\"pp_max\":%.3f,\"tg_median\":%.3f,\"tg_min\":%.3f,\"tg_max\":%.3f}\n",
-                   used, n_p, n_g, n_d, reps, fa, mp.n_gpu_layers, median(pp, reps), pp[0], pp[reps - 1],
-                   median(tg, reps), tg[0], tg[reps - 1]);
+                   used, n_p, n_g, n_d, reps, fa, mp.n_gpu_layers, type_k, type_v, median(pp, reps), pp[0],
+                   pp[reps - 1], median(tg, reps), tg[0], tg[reps - 1]);
         }
         fflush(stdout);
     }

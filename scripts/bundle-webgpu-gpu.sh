@@ -18,7 +18,8 @@
 # $MODELS (PRESET:TYPE, default "llama-3.2-1b:q4_0 llama-3.2-1b:q8_0 llama-3.2-1b:q4_k_m llama-3.1-8b:q4_0
 # llama-3.1-8b:q4_k_m") synthesized once, then $ROUNDS (default 2) rounds alternating `node web/cli.mjs bench -p
 # $PP -n $TG -r $REPS $WEB_ARGS` and bench/llama-bench-c over libllama.vulkan (-ngl $NGL=99, --fa $FA=on, all
-# CPUs, tg after $DEPTH=$PP prompt tokens as llamaweb's), one table row per model as it finishes and the whole
+# CPUs, tg after $DEPTH=$PP prompt tokens as llamaweb's, $LLAMA_ARGS: e.g. "-ctk q8_0 -ctv q8_0" with WEB_ARGS="--kv
+# q8_0" for quantized KV caches on both), one table row per model as it finishes and the whole
 # table at the end (bench/gpu-compare.mjs: medians over rounds, ratios llamaweb / llama.cpp; also
 # $OUT/compare.json, each run's output under $OUT/compare/). Five models take longer than one 10-minute device
 # call: split $MODELS over calls (1B ones, then 8B ones). TESTS picks the test files (default
@@ -159,14 +160,14 @@ for step in ${STEPS:-test bench}; do
     labels=()
     rm -rf $C && mkdir -p $C
     pp=${PP:-512} tg=${TG:-128}
-    echo "compare: pp$pp tg$tg, ${ROUNDS:-2} rounds x ${REPS:-3} repetitions, llamaweb ${WEB_ARGS:-(defaults)} vs llama.cpp Vulkan -ngl ${NGL:-99} --fa ${FA:-on} -t $(nproc)"
+    echo "compare: pp$pp tg$tg, ${ROUNDS:-2} rounds x ${REPS:-3} repetitions, llamaweb ${WEB_ARGS:-(defaults)} vs llama.cpp Vulkan -ngl ${NGL:-99} --fa ${FA:-on} -t $(nproc) ${LLAMA_ARGS:-}"
     for pt in ${MODELS:-llama-3.2-1b:q4_0 llama-3.2-1b:q8_0 llama-3.2-1b:q4_k_m llama-3.1-8b:q4_0 llama-3.1-8b:q4_k_m}; do
       synth_model $pt || { echo "compare: synth $pt failed"; continue; }
       labels+=($pr-$t)
       for r in $(seq ${ROUNDS:-2}); do # A B A B: drift of clocks or temperature falls on both engines
         timeout 300 $T/node web/cli.mjs bench -m $f -p $pp -n $tg -r ${REPS:-3} ${WEB_ARGS:-} 2>&1 | grep -v artificially >$C/$pr-$t.web.$r.txt
         LD_LIBRARY_PATH=$L${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 300 $L/llama-bench-c --lib $L/libllama.vulkan.v0.4.0.so \
-          --backend-dir $L -ngl ${NGL:-99} --fa ${FA:-on} -t $(nproc) -p $pp -n $tg -d ${DEPTH:-$pp} -r ${REPS:-3} --json -m $f \
+          --backend-dir $L -ngl ${NGL:-99} --fa ${FA:-on} -t $(nproc) -p $pp -n $tg -d ${DEPTH:-$pp} -r ${REPS:-3} ${LLAMA_ARGS:-} --json -m $f \
           >$C/$pr-$t.llama.$r.txt 2>&1
       done
       $T/node bench/gpu-compare.mjs $C $pr-$t --rows-only

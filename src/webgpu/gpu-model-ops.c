@@ -489,9 +489,9 @@ static int32_t glu_down_match(const lw__gpu_model *g, int32_t m) {
         const lw__gpu_matvec_variant v = mm_variant(g, d);
         const lw__gpu_matvec_norm_variant nv = norm_variant(g, w, true, true, false);
         char why[LW_ERRMSG_SIZE];
-        if (!lw__gpu_matvec_glu_tuned(g->p.tune, gr->t[w].type, (uint64_t)gr->t[w].ne0) || go != 0 ||
-            uo != (uint64_t)f || gr->t[y].ne0 != 2 * f || f % 32 || !v.idot || v.actq != LW_GPU_ACTQ_Q8_0 ||
-            lw__gpu_matvec_norm_check(&g->info, &nv, why) != LW_OK)
+        if (!lw__gpu_matvec_glu_tuned(g->p.tune, &g->info, gr->t[w].type, (uint64_t)gr->t[w].ne0) ||
+            go != 0 || uo != (uint64_t)f || gr->t[y].ne0 != 2 * f || f % 32 || !v.idot ||
+            v.actq != LW_GPU_ACTQ_Q8_0 || lw__gpu_matvec_norm_check(&g->info, &nv, why) != LW_OK)
             return -1;
         return d;
     }

@@ -71,7 +71,7 @@ static const tune_key matvec_keys[LW_GPU_TUNE_MV_KEYS] = {
     [LW_GPU_TUNE_MV_NORM] = {"norm", 0, 1, 1, false},
     [LW_GPU_TUNE_MV_GLU] = {"glu", 0, 1, 1, false},
     [LW_GPU_TUNE_MV_ROPE] = {"rope", 0, 1, 1, false},
-    [LW_GPU_TUNE_MV_NWG] = {"nwg", 0, 256, 1, false},
+    [LW_GPU_TUNE_MV_NWG] = {"nwg", 0, 1024, 1, false},
     [LW_GPU_TUNE_MV_NROWS] = {"nrows", 0, 8, 1, false},
     [LW_GPU_TUNE_MV_NPRE] = {"npre", 0, 1, 1, false},
     [LW_GPU_TUNE_MV_QNWG] = {"qnwg", 0, 256, 1, false},
@@ -474,8 +474,11 @@ bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type) {
 void lw__gpu_matvec_norm_tune(const lw__gpu_tune *t, uint32_t type, bool qkv,
                               lw__gpu_matvec_norm_variant *v) {
     v->prefetch = pick(t, 0, type, LW_GPU_TUNE_MV_NPRE, v->prefetch ? 1 : 0) != 0;
-    if (v->glu) return; /* its shape is fixed */
     int32_t wg = pick(t, 0, type, LW_GPU_TUNE_MV_NWG, 0), rows = pick(t, 0, type, LW_GPU_TUNE_MV_NROWS, 0);
+    if (v->glu) { /* 64 rows a workgroup whatever its size: "nwg" picks the size, the rows follow */
+        if (wg >= 256 && wg <= 1024) v->wg_size = (uint32_t)wg, v->rows = 2048u / (uint32_t)wg;
+        return;
+    }
     if (qkv) { /* the Q|K|V projection's own shape: a 14 MB mat-vec on the 8B, far from gate|up's 66 MB */
         const int32_t qwg = pick(t, 0, type, LW_GPU_TUNE_MV_QNWG, 0),
                       qrows = pick(t, 0, type, LW_GPU_TUNE_MV_QNROWS, 0);
@@ -490,13 +493,14 @@ bool lw__gpu_matvec_rope_tuned(const lw__gpu_tune *t, uint32_t type) {
     return pick(t, 0, type, LW_GPU_TUNE_MV_ROPE, matvec_defaults[LW_GPU_TUNE_MV_ROPE]) != 0;
 }
 
-bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, uint32_t type, uint64_t k) {
+bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type, uint64_t k) {
     /* by default for rows of up to 2048 (H200, STEPS=models, tg128 alternating in one run, norm 0 / glu 0 /
      * glu 1: llama-3.2-1b Q4_0 595 / 723 / 993 and 801 / 897 / 998 t/s; llama-3.1-8b Q4_0, rows of 4096, 297
-     * / 316 / 276 and 306 / 316 / 282: its 448 workgroups of 64 rows, two 8-element chunks of x per
-     * invocation held through the prologue, run in more waves than the separate quantizer costs) */
+     * / 316 / 276 and 306 / 316 / 282 with 256 x 8: its 448 workgroups of 64 rows, four 8-element chunks of x
+     * per invocation held through the prologue, run in more waves than the separate quantizer costs), and
+     * for longer rows where the device takes 512 x 4 (two chunks: lw__gpu_matvec_norm_default) */
     const int32_t v = pick(t, 0, type, LW_GPU_TUNE_MV_GLU, -1);
-    return v < 0 ? k <= 2048 : v != 0;
+    return v < 0 ? k <= 2048 || (k <= UINT32_MAX && lw__gpu_matvec_norm_glu_wide(info, (uint32_t)k)) : v != 0;
 }
 
 void lw__gpu_matvec_shape(const lw__gpu_tune *t, const lw_gpu_info *info, lw__gpu_matvec_variant *v,

@@ -38,12 +38,13 @@ enum {
                               prologue, matvec-q8-norm.wgsl)                              */
     LW_GPU_TUNE_MV_GLU,    /* "glu": 1 = a gate|up mat-vec with its norm in the prologue also
                               rounds SwiGLU for the down projection, 0 = the quantizer does
-                              (default: rows of at most 2048, lw__gpu_matvec_glu_tuned)   */
+                              (default: rows of at most 2048, longer ones where the GPU
+                              takes 512 x 4: lw__gpu_matvec_glu_tuned)                    */
     LW_GPU_TUNE_MV_ROPE,   /* "rope": 1 = a Q|K|V mat-vec with its norm in the prologue also
                               does rope_qkv's writes (RoPE, KV store) as its epilogue, 0 =
                               rope_qkv keeps its dispatch                                 */
     LW_GPU_TUNE_MV_NWG,    /* "nwg": invocations of a mat-vec with its norm in the prologue
-                              (32..256, 0: its default; not the GLU one)                  */
+                              (32..1024, 0: its default; the GLU one 256..1024)           */
     LW_GPU_TUNE_MV_NROWS,  /* "nrows": its rows per row group of 32 lanes (1..8, 0: default) */
     LW_GPU_TUNE_MV_NPRE,   /* "npre": 0 = its first weights are not loaded before the prologue */
     LW_GPU_TUNE_MV_QNWG,   /* "qnwg", "qnrows": nwg / nrows for the Q|K|V one alone (with its
@@ -129,10 +130,11 @@ lw__gpu_matvec_variant lw__gpu_matvec_tuned(const lw__gpu_tune *t, const lw_gpu_
  * (default 1; lw__gpu_matvec_norm_* of kernels.h). */
 bool lw__gpu_matvec_norm_tuned(const lw__gpu_tune *t, uint32_t type);
 /* Whether such a gate|up mat-vec of type over rows of k elements also rounds SwiGLU for the down projection:
- * tune key "glu" (0 / 1), by default for k <= 2048 (the measurements in gpu-tune.c). */
-bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, uint32_t type, uint64_t k);
-/* Applies tune keys "nwg", "nrows", "npre" for type to the norm mat-vec variant v (not to the GLU one); for a
- * Q|K|V projection (qkv) "qnwg" / "qnrows" where set. */
+ * tune key "glu" (0 / 1), by default for k <= 2048 and where lw__gpu_matvec_norm_glu_wide (gpu-tune.c). */
+bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, uint32_t type, uint64_t k);
+/* Applies tune keys "nwg", "nrows", "npre" for type to the norm mat-vec variant v (the GLU one: "nwg" of 256
+ * to 1024 only, its rows 2048 / nwg: 64 a workgroup); for a Q|K|V projection (qkv) "qnwg" / "qnrows" where
+ * set. */
 void lw__gpu_matvec_norm_tune(const lw__gpu_tune *t, uint32_t type, bool qkv, lw__gpu_matvec_norm_variant *v);
 /* Whether tune key "rope" (default 1) lets such a Q|K|V mat-vec of type do the RoPE and the KV store. */
 bool lw__gpu_matvec_rope_tuned(const lw__gpu_tune *t, uint32_t type);

@@ -1,6 +1,7 @@
 /* Mat-vec with the RMS norm of x in its prologue (shaders/matvec-q8-norm.wgsl): variant, pipeline, one call's
  * plan. The runner uses it for one-token steps where a norm's only reader is such a mat-vec
  * (gpu-model-ops.c, lw__gm_plan_norm_mv). */
+#include "webgpu/gpu-tune.h"
 #include "webgpu/kernels.h"
 
 #include <stdio.h>
@@ -25,6 +26,11 @@ uint32_t lw__gpu_matvec_norm_bindings(const lw__gpu_matvec_norm_variant *v) {
            (v->rope ? 3u : 0u);
 }
 
+bool lw__gpu_matvec_norm_glu_wide(const lw_gpu_info *info, uint32_t k) {
+    return k > 2048 && !lw__gpu_cpu_adapter(info) && info->max_compute_invocations_per_workgroup >= 512 &&
+           info->max_compute_workgroup_size_x >= 512;
+}
+
 lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info, uint32_t type, uint32_t k,
                                                         bool add, bool subgroups, bool glu) {
     /* 8 row groups of 4 rows: 32 rows per workgroup, so that the prologue's re-reads of x (k floats, and b)
@@ -34,6 +40,11 @@ lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info,
      * 1102 / 919) */
     lw__gpu_matvec_norm_variant v = {type, k,     256,   glu ? 8 : 4, add, subgroups && info->has_subgroups,
                                      glu,  false, false, false};
+    /* The GLU one's 64 rows a workgroup for rows over 2048 on GPUs: 16 row groups of 4 rows, so that the
+     * prologue's chunks of x per invocation stay as many as the plain one's (H100, llama-3.1-8b Q4_0, `bench
+     * -p 512 -n 64 -r 2`, t/s: 8 x 8 279.8, 16 x 4 312.6 / 313.3, 32 x 2 252.6, without the GLU output and
+     * its quantizer dispatch of its own 302.6 / 305.1; 229 -> 197 dispatches per token) */
+    if (glu && lw__gpu_matvec_norm_glu_wide(info, k)) v.wg_size = 512, v.rows = 4;
     while (!glu && v.wg_size > 32 &&
            (v.wg_size > info->max_compute_invocations_per_workgroup ||
             v.wg_size > info->max_compute_workgroup_size_x ||
@@ -58,14 +69,14 @@ lw_status lw__gpu_matvec_norm_check(const lw_gpu_info *info, const lw__gpu_matve
     if (v->k == 0 || v->k % 64 || v->k >= 0x40000000u)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: k=%u must be a positive multiple of 64",
                           v->k);
-    if (v->wg_size < 32 || (v->wg_size & (v->wg_size - 1)) || v->wg_size > 256 ||
+    if (v->wg_size < 32 || (v->wg_size & (v->wg_size - 1)) || v->wg_size > 1024 ||
         v->wg_size > info->max_compute_invocations_per_workgroup ||
         v->wg_size > info->max_compute_workgroup_size_x)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: workgroup size %u does not suit this device",
                           v->wg_size);
-    if (v->rows < 1 || v->rows > 8 || (v->glu && (v->rows != 8 || v->wg_size != 256)))
+    if (v->rows < 1 || v->rows > 8 || (v->glu && (v->rows % 2 || v->wg_size / 32 * v->rows != 64)))
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: %u rows per row group of %u%s", v->rows,
-                          v->wg_size, v->glu ? " (the GLU needs 256 x 8)" : "");
+                          v->wg_size, v->glu ? " (the GLU needs 64 rows a workgroup, row pairs)" : "");
     if (v->rope && (v->glu || v->rows % 2))
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: the RoPE epilogue needs row pairs, no GLU");
     if (info->max_storage_buffers_per_shader_stage &&

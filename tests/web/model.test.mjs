@@ -266,13 +266,16 @@ for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', 
     assert.ok(r.rate >= 0.95, `agreement ${r.rate}`);
     if (preset === 'tiny') {
       // the kernel's other shapes (tune keys npre: the first weights loaded before the prologue; nwg, nrows:
-      // workgroup size and rows per row group): only the loads' order and the row blocking change, so the
-      // same greedy tokens and, within float rounding, the same logits
+      // workgroup size and rows per row group; nwg 512: the GLU one as 16 row groups of 4 rows, the Q|K|V one
+      // 512 x 4): only the loads' order and the row blocking change, so the same greedy tokens and, within
+      // float rounding, the same logits
       const shape = (k) => ({ exact: false, kvF32: true, tune: { matvec: { '*': { idot: 1, exact: 0, norm: 1, glu: 1, rope: 0, ...k } } } });
-      for (const k of [{ npre: 1 }, { nwg: 64, nrows: 2 }]) {
+      const maxInv = JSON.parse((() => { const p = M._malloc(4096); try { M._lw_wasm_gpu_info_json(p, 4096); return M.UTF8ToString(p); } finally { M._free(p); } })()).maxComputeInvocationsPerWorkgroup;
+      for (const k of [{ npre: 1 }, { nwg: 64, nrows: 2 }, ...(maxInv >= 512 ? [{ nwg: 512 }] : [])]) {
         const s = await agreement(file, prompt, 24, { ...shape(k), labels: true });
         console.log(`# ${label}, prologue shape ${JSON.stringify(k)}: ${(100 * s.rate).toFixed(1)} % agree, logits within ${(100 * s.worst).toFixed(4)} %`);
-        assert.match(s.labels.join(';'), k.npre ? /matvec-q8-norm [^;]* pre/ : /matvec-q8-norm [^;]*wg64 r2/, `the ${JSON.stringify(k)} variant ran (${s.labels})`);
+        const want = k.npre ? /matvec-q8-norm [^;]* pre/ : k.nwg === 512 ? /matvec-q8-norm [^;]*wg512 r4 add glu/ : /matvec-q8-norm [^;]*wg64 r2/;
+        assert.match(s.labels.join(';'), want, `the ${JSON.stringify(k)} variant ran (${s.labels})`);
         assert.equal(s.rate, r.rate, `the same greedy tokens with ${JSON.stringify(k)}`);
         assert.ok(Math.abs(s.worst - r.worst) < 1e-4, `logits ${s.worst} vs ${r.worst} with ${JSON.stringify(k)}`);
       }

@@ -12,10 +12,11 @@
 // partial sums meet by subgroupAdd where the device's subgroups are exactly those 32 lanes (checked in the
 // shader: WebGPU does not promise a layout), else in workgroup memory.
 // GLU_OUT=1 (the FFN's gate|up projection, rows [gate | up] of F = rows / 2 each): a workgroup takes gate rows
-// 32 j .. 32 j + 31 and the same up rows (its 8 row groups 4 of each), then computes silu(gate) * up of its 32
-// elements (ops-common.wgsl swiglu4, as the SWIGLU op) and rounds them as one Q8_0 block into qo in
+// 32 j .. 32 j + 31 and the same up rows (each row group ROWS / 2 of each), then computes silu(gate) * up of its
+// 32 elements (ops-common.wgsl swiglu4, as the SWIGLU op) and rounds them as one Q8_0 block into qo in
 // actq-quant.wgsl's layout for k = F: the down projection's input, without a GLU or quantizer dispatch (on the
-// H200 each cost ~7 us of an 8B step, 32 per token). Needs WG_SIZE 256 and ROWS 8.
+// H200 each cost ~7 us of an 8B step, 32 per token). Needs 64 rows a workgroup, ROWS even: 256 x 8, 512 x 4
+// (two chunks of x per invocation in the prologue instead of four for rows of 4096), 1024 x 2.
 // ROPE_OUT=1 (the attention block's fused Q|K|V projection, rows [q | k | v] of n_head, n_head_kv, n_head_kv
 // heads of head_dim; NORMAL RoPE pairs, ROWS even): the sums are not written as y but as rope-qkv.wgsl would
 // write them in its one-token step: Q rotated (times q_scale) into y at y_offset (q_out), K rotated into the
@@ -24,7 +25,7 @@
 // writes them: the rope_qkv dispatch goes (on the H200 ~10 us of a decode step per layer), and its values
 // are the same bits (the same f32 sums, the same RoPE products: rope-common.wgsl).
 // Defines: WEIGHT_TYPE (Q4_0 / Q8_0; Q4_K / Q5_K: KQ below), NK (elements per row, a multiple of 64; of 256
-// for KQ), WG_SIZE (a power of two, 32 to 256), ROWS (1..8), ADD (0/1), GLU_OUT (0/1), ROPE_OUT (0/1),
+// for KQ), WG_SIZE (a power of two, 32 to 1024), ROWS (1..8), ADD (0/1), GLU_OUT (0/1), ROPE_OUT (0/1),
 // KV_F16 (0/1), SUBGROUPS.
 // Bindings: 0 weights (read), 1 a (read_write, vec4s), ADD: 2 b, 3 h (read_write, vec4s); then the norm weight
 // (read, vec4s), y (read_write), GLU_OUT: qo (read_write, words), ROPE_OUT: K cache, V cache (read_write),
@@ -54,8 +55,8 @@
 #ifndef WG_SIZE
 #define WG_SIZE 256
 #endif
-#if WG_SIZE < 32 || WG_SIZE > 256 || (WG_SIZE & (WG_SIZE - 1)) != 0
-#error matvec-q8-norm.wgsl: WG_SIZE must be a power of two from 32 to 256
+#if WG_SIZE < 32 || WG_SIZE > 1024 || (WG_SIZE & (WG_SIZE - 1)) != 0
+#error matvec-q8-norm.wgsl: WG_SIZE must be a power of two from 32 to 1024
 #endif
 #ifndef ROWS
 #define ROWS 4
@@ -87,8 +88,8 @@
 #if KQ && (GLU_OUT || PREFETCH)
 #error matvec-q8-norm.wgsl: the K formats have no GLU_OUT (the down projection's Q8_K block spans 8 workgroups) or PREFETCH
 #endif
-#if GLU_OUT && (WG_SIZE != 256 || ROWS != 8)
-#error matvec-q8-norm.wgsl: GLU_OUT needs 8 row groups of 8 rows (32 gate and 32 up rows a workgroup)
+#if GLU_OUT && ((WG_SIZE / 32) * ROWS != 64 || ROWS % 2 != 0)
+#error matvec-q8-norm.wgsl: GLU_OUT needs 64 rows a workgroup in row groups of an even ROWS (32 gate and 32 up rows)
 #endif
 #if KQ
 #define ACTQ 2
@@ -246,7 +247,8 @@ var<workgroup> bsign: array<f32, NK / 256u>;          // per super-block: that e
 #endif
 var<workgroup> red: array<f32, WG_SIZE * ROWS>; // row partials (row r of group g, lane l at (g ROWS + r) 32 + l)
 #if GLU_OUT
-var<workgroup> outv: array<f32, 64>; // the workgroup's rows: gate e at 8 (e / 4) + e % 4, up e 4 further
+const GH: u32 = ROWS / 2u;           // gate rows (and up rows) of a row group
+var<workgroup> outv: array<f32, 64>; // the workgroup's rows: gate e at ROWS (e / GH) + e % GH, up e GH further
 var<workgroup> gmax: atomic<u32>;    // bits of the block's largest |silu(gate) * up|
 var<workgroup> gsum: atomic<i32>;    // its quants' sum
 #endif
@@ -258,7 +260,7 @@ var<workgroup> lay_far_u: u32;       // the same, read by every invocation (unif
 // Row r of the row group whose first row is row0 (rows past the end repeat the last: never stored).
 fn row_of(row0: u32, r: u32) -> u32 {
 #if GLU_OUT
-    return select(row0 + r, params.rows / 2u + row0 + r - 4u, r >= 4u);
+    return select(row0 + r, params.rows / 2u + row0 + r - GH, r >= GH);
 #else
     return min(row0 + r, params.rows - 1u);
 #endif
@@ -326,8 +328,13 @@ fn glu_out(item: u32, lid: u32) {
     let f = params.rows / 2u;
     var v = vec4<f32>(0.0);
     if (lid < 8u) {
-        let gv = vec4<f32>(outv[8u * lid], outv[8u * lid + 1u], outv[8u * lid + 2u], outv[8u * lid + 3u]);
-        let uv = vec4<f32>(outv[8u * lid + 4u], outv[8u * lid + 5u], outv[8u * lid + 6u], outv[8u * lid + 7u]);
+        var gv: vec4<f32>;
+        var uv: vec4<f32>;
+        for (var j = 0u; j < 4u; j++) {
+            let e = 4u * lid + j;
+            gv[j] = outv[ROWS * (e / GH) + e % GH];
+            uv[j] = outv[ROWS * (e / GH) + e % GH + GH];
+        }
         v = swiglu4(gv, uv, item * 32u + 4u * lid, f);
         let a = abs(v);
         atomicMax(&gmax, bitcast<u32>(max(max(a.x, a.y), max(a.z, a.w))));
@@ -375,7 +382,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // more time to that wait than the norm's dispatch took)
     let kl = lid % LANES;
 #if GLU_OUT
-    let row0 = row_base + (lid / LANES) * 4u;
+    let row0 = row_base + (lid / LANES) * GH;
 #else
     let row0 = row_base + (lid / LANES) * ROWS;
 #endif
@@ -611,7 +618,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             s += red[o * LANES + l];
         }
 #if GLU_OUT
-        y[params.y_offset + row_of(row_base + (o / ROWS) * 4u, o % ROWS)] = s;
+        y[params.y_offset + row_of(row_base + (o / ROWS) * GH, o % ROWS)] = s;
         outv[o] = s;
 #else
         if (row_base + o < params.rows) {

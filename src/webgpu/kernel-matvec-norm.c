@@ -27,7 +27,8 @@ uint32_t lw__gpu_matvec_norm_bindings(const lw__gpu_matvec_norm_variant *v) {
 }
 
 bool lw__gpu_matvec_norm_glu_wide(const lw_gpu_info *info, uint32_t k) {
-    return k > 2048 && !lw__gpu_cpu_adapter(info) && info->max_compute_invocations_per_workgroup >= 512 &&
+    (void)k; /* every row length measured so far (2048, 4096) takes it */
+    return !lw__gpu_cpu_adapter(info) && info->max_compute_invocations_per_workgroup >= 512 &&
            info->max_compute_workgroup_size_x >= 512;
 }
 
@@ -40,10 +41,12 @@ lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info,
      * 1102 / 919) */
     lw__gpu_matvec_norm_variant v = {type, k,     256,   glu ? 8 : 4, add, subgroups && info->has_subgroups,
                                      glu,  false, false, false};
-    /* The GLU one's 64 rows a workgroup for rows over 2048 on GPUs: 16 row groups of 4 rows, so that the
-     * prologue's chunks of x per invocation stay as many as the plain one's (H100, llama-3.1-8b Q4_0, `bench
-     * -p 512 -n 64 -r 2`, t/s: 8 x 8 279.8, 16 x 4 312.6 / 313.3, 32 x 2 252.6, without the GLU output and
-     * its quantizer dispatch of its own 302.6 / 305.1; 229 -> 197 dispatches per token) */
+    /* The GLU one's 64 rows a workgroup on GPUs: 16 row groups of 4 rows, so that the prologue's chunks of x
+     * per invocation stay as many as the plain one's (H100, llama-3.1-8b Q4_0, `bench -p 512 -n 64 -r 2`,
+     * t/s: 8 x 8 279.8, 16 x 4 312.6 / 313.3, 32 x 2 252.6, without the GLU output and its quantizer
+     * dispatch of its own 302.6 / 305.1; 229 -> 197 dispatches per token. llama-3.2-1b, rows of 2048,
+     * `bench -p 512 -n 128 -r 2` alternating, 8 x 8 / 16 x 4: Q4_0 754.5 / 887.9 and 850.1 / 978.2, Q8_0
+     * 715.3 / 859.4 and 864.5 / 772.5) */
     if (glu && lw__gpu_matvec_norm_glu_wide(info, k)) v.wg_size = 512, v.rows = 4;
     while (!glu && v.wg_size > 32 &&
            (v.wg_size > info->max_compute_invocations_per_workgroup ||

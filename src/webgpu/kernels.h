@@ -249,7 +249,7 @@ _Static_assert(sizeof(lw__gpu_matvec_norm_params) == 48, "matvec-norm params blo
 uint32_t lw__gpu_matvec_norm_bindings(const lw__gpu_matvec_norm_variant *v);
 
 /* Whether the GLU variant for rows of k elements takes 512 x 4 on this device (a GPU allowing 512
- * invocations; rows over 2048), not 256 x 8 (and so runs by default: lw__gpu_matvec_glu_tuned). */
+ * invocations), not 256 x 8 (and so runs by default for rows over 2048 too: lw__gpu_matvec_glu_tuned). */
 bool lw__gpu_matvec_norm_glu_wide(const lw_gpu_info *info, uint32_t k);
 /* The default variant for rows of k elements of type on this device (the shape of the H200's measurements;
  * tune keys do not reach it); glu fixes the shape it needs. */

@@ -74,7 +74,7 @@ static const tune_key matvec_keys[LW_GPU_TUNE_MV_KEYS] = {
     [LW_GPU_TUNE_MV_NWG] = {"nwg", 0, 1024, 1, false},
     [LW_GPU_TUNE_MV_NROWS] = {"nrows", 0, 8, 1, false},
     [LW_GPU_TUNE_MV_NPRE] = {"npre", 0, 1, 1, false},
-    [LW_GPU_TUNE_MV_QNWG] = {"qnwg", 0, 256, 1, false},
+    [LW_GPU_TUNE_MV_QNWG] = {"qnwg", 0, 1024, 1, false},
     [LW_GPU_TUNE_MV_QNROWS] = {"qnrows", 0, 8, 1, false},
 };
 static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {

@@ -46,7 +46,8 @@ lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info,
      * t/s: 8 x 8 279.8, 16 x 4 312.6 / 313.3, 32 x 2 252.6, without the GLU output and its quantizer
      * dispatch of its own 302.6 / 305.1; 229 -> 197 dispatches per token. llama-3.2-1b, rows of 2048,
      * `bench -p 512 -n 128 -r 2` alternating, 8 x 8 / 16 x 4: Q4_0 754.5 / 887.9 and 850.1 / 978.2, Q8_0
-     * 715.3 / 859.4 and 864.5 / 772.5) */
+     * 715.3 / 859.4 and 864.5 / 772.5). The Q|K|V one keeps 256 x 4 (8B, `bench -p 512 -n 128 -r 2`, default
+     * 309.7 / 298.6 / 296.3 t/s; qnwg 512 qnrows 2 297.8 / 301.3, 512 x 4 296.9 / 302.2, 128 x 4 291.0) */
     if (glu && lw__gpu_matvec_norm_glu_wide(info, k)) v.wg_size = 512, v.rows = 4;
     while (!glu && v.wg_size > 32 &&
            (v.wg_size > info->max_compute_invocations_per_workgroup ||

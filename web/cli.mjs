@@ -87,9 +87,10 @@ async function main() {
   const nCtx = o.nCtx ?? (o.cmd !== 'run' ? (o.prompt ? Number(o.prompt) : 512) + (o.n ?? 128) + 8 : 2048);
   const m = await GpuModel.open(M, src, { nCtx, nBatch: o.nBatch, submitEvery: o.submitEvery, f16: o.f16, subgroups: o.subgroups,
     kvType: o.kvType, tune: o.tune });
-  // run samples (the native defaults); bench takes the argmax unless a sampling option was given
-  const sample = o.cmd === 'run' || Object.keys(o.sampling).length > 0;
+  // run samples (the native defaults); bench takes the argmax unless a sampling option was given; --temp 0 is
+  // greedy as in the native CLI (the GPU's argmax: the sampler with temperature 0 drew by its seed)
   const sp = { ...SAMPLING_DEFAULTS, ...o.sampling };
+  const sample = (o.cmd === 'run' || Object.keys(o.sampling).length > 0) && Number(sp.temp) > 0;
   const kUsed = sample ? m.setSampling(sp) : 0;
   const out = sample ? 'sample' : 'argmax';
   if (o.chain !== undefined) chainDepth = o.chain;

@@ -368,6 +368,7 @@ test('web/cli.mjs run: sampling options reproduce a run (and the native CPU run)
   const g = runCli('-n', '12', '--temp', '0');
   assert.equal(g.status, 0, g.stderr);
   assert.match(g.stdout, /^Once upon a time, there was a little girl named Lily/);
+  assert.match(g.stderr, /greedy \(GPU argmax\)/, '--temp 0 takes the argmax, not the sampler with temperature 0');
   // the native engine (CPU, lw_sampler) with the same seed and options writes the same text: the same chain
   // and generator on logits that agree to float rounding (skipped without a native build)
   const native = [process.env.LW_CLI, ...['build/release', 'build'].map((d) => path.join(repoRoot(), d, 'llamaweb'))]

@@ -176,6 +176,11 @@ static void run(const char *path, const char *what, uint64_t per_block, uint64_t
     f.info.max_compute_workgroups_per_dimension = 65535;
     f.info.has_subgroups = true;
     snprintf(f.info.device, sizeof f.info.device, "%s", device);
+    if (strstr(device, "NVIDIA")) { /* a GPU as the H100 / H200 offer it: integer dot products, 1024 invocations */
+        f.info.has_dot4 = true;
+        f.info.max_compute_invocations_per_workgroup = f.info.max_compute_workgroup_size_x = 1024;
+        f.info.max_storage_buffers_per_shader_stage = 10;
+    }
     char err[LW_ERRMSG_SIZE];
     CHECK(lw_source_open_file(path, NULL, &f.src, err, sizeof err) == LW_OK);
     lw_model *m = NULL;
@@ -287,6 +292,12 @@ int main(void) {
                  {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5, 32, "", -1, LW_TYPE_Q8_0},
                  {"qwen3", LW_TYPE_F32, 0, 1, 0, 10, 9, 32, "", -1, LW_TYPE_Q8_0},
                  {"llama", LW_TYPE_Q8_0, 0, 0, 0, 8, 5, 32, "", -1, LW_TYPE_Q4_0},
+                 /* a GPU (integer dot products, 512+ invocations): the Q|K|V mat-vec with the norm in its
+                  * prologue and rope_qkv's writes as its epilogue, attention (one split), the quantizer of
+                  * its output, O, gate|up with the norm and the GLU output rounded for the down projection
+                  * (matvec-q8-norm.wgsl GLU_OUT), down: 6 per block (issue #13: at most 6); outside as above */
+                 {"llama", LW_TYPE_Q8_0, 0, 0, 0, 6, 5, 32, "NVIDIA H100 80GB HBM3", -1, 0},
+                 {"llama", LW_TYPE_Q4_0, 0, 0, 0, 6, 5, 32, "NVIDIA H100 80GB HBM3", -1, 0},
                  {"qwen3", LW_TYPE_F32, 0, 1, 0, 10, 9, 32, "", -1, LW_TYPE_Q4_0}};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         char path[512], name[64], what[64];

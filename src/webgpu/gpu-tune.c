@@ -500,7 +500,7 @@ bool lw__gpu_matvec_glu_tuned(const lw__gpu_tune *t, const lw_gpu_info *info, ui
      * per invocation held through the prologue, run in more waves than the separate quantizer costs), and
      * for longer rows where the device takes 512 x 4 (two chunks: lw__gpu_matvec_norm_default) */
     const int32_t v = pick(t, 0, type, LW_GPU_TUNE_MV_GLU, -1);
-    return v < 0 ? k <= 2048 || (k <= UINT32_MAX && lw__gpu_matvec_norm_glu_wide(info, (uint32_t)k)) : v != 0;
+    return v < 0 ? k <= 2048 || lw__gpu_matvec_norm_glu_wide(info) : v != 0;
 }
 
 void lw__gpu_matvec_shape(const lw__gpu_tune *t, const lw_gpu_info *info, lw__gpu_matvec_variant *v,

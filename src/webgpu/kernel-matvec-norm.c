@@ -26,8 +26,7 @@ uint32_t lw__gpu_matvec_norm_bindings(const lw__gpu_matvec_norm_variant *v) {
            (v->rope ? 3u : 0u);
 }
 
-bool lw__gpu_matvec_norm_glu_wide(const lw_gpu_info *info, uint32_t k) {
-    (void)k; /* every row length measured so far (2048, 4096) takes it */
+bool lw__gpu_matvec_norm_glu_wide(const lw_gpu_info *info) {
     return !lw__gpu_cpu_adapter(info) && info->max_compute_invocations_per_workgroup >= 512 &&
            info->max_compute_workgroup_size_x >= 512;
 }
@@ -48,7 +47,7 @@ lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info,
      * `bench -p 512 -n 128 -r 2` alternating, 8 x 8 / 16 x 4: Q4_0 754.5 / 887.9 and 850.1 / 978.2, Q8_0
      * 715.3 / 859.4 and 864.5 / 772.5). The Q|K|V one keeps 256 x 4 (8B, `bench -p 512 -n 128 -r 2`, default
      * 309.7 / 298.6 / 296.3 t/s; qnwg 512 qnrows 2 297.8 / 301.3, 512 x 4 296.9 / 302.2, 128 x 4 291.0) */
-    if (glu && lw__gpu_matvec_norm_glu_wide(info, k)) v.wg_size = 512, v.rows = 4;
+    if (glu && lw__gpu_matvec_norm_glu_wide(info)) v.wg_size = 512, v.rows = 4;
     while (!glu && v.wg_size > 32 &&
            (v.wg_size > info->max_compute_invocations_per_workgroup ||
             v.wg_size > info->max_compute_workgroup_size_x ||

@@ -248,9 +248,9 @@ _Static_assert(sizeof(lw__gpu_matvec_norm_params) == 48, "matvec-norm params blo
 /* Bindings of variant v. */
 uint32_t lw__gpu_matvec_norm_bindings(const lw__gpu_matvec_norm_variant *v);
 
-/* Whether the GLU variant for rows of k elements takes 512 x 4 on this device (a GPU allowing 512
- * invocations), not 256 x 8 (and so runs by default for rows over 2048 too: lw__gpu_matvec_glu_tuned). */
-bool lw__gpu_matvec_norm_glu_wide(const lw_gpu_info *info, uint32_t k);
+/* Whether the GLU variant takes 512 x 4 on this device (a GPU allowing 512 invocations; rows of 2048 and 4096
+ * measured), not 256 x 8 (and so runs by default for rows over 2048 too: lw__gpu_matvec_glu_tuned). */
+bool lw__gpu_matvec_norm_glu_wide(const lw_gpu_info *info);
 /* The default variant for rows of k elements of type on this device (the shape of the H200's measurements;
  * tune keys do not reach it); glu fixes the shape it needs. */
 lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info, uint32_t type, uint32_t k,

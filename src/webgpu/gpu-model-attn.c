@@ -5,7 +5,8 @@
  * workgroup rotates its own Q heads, the one holding the token's cell writes K and V. With a single split
  * (spans up to the variant's one_max) the same dispatch also rounds the output for the output projection's
  * integer mat-vec (Q8_OUT), so the block's attention is one dispatch instead of three (rope_qkv, decode,
- * reduce): on the H200 a small dispatch costs ~7-14 us of a decode step, far above its work. */
+ * reduce): on the H200 a small dispatch costs ~7-14 us of a decode step, far above its work. Without the
+ * fold, a one-split call rounds its output all the same (a DECODE call with Q8_OUT after the REDUCE one). */
 #include "webgpu/gpu-model-impl.h"
 #include "webgpu/gpu-tune.h"
 
@@ -86,14 +87,17 @@ lw_status lw__gm_prepare_attn(lw__gpu_model *g, int32_t i, gm_call *c) {
         st = lw__gm_add_call(g, c, b, LW_GPU_ATTN_BINDINGS, false);
     }
     if (st != LW_OK) return st;
-    if (lw__gm_attn_q8(g, i, &c->v.attn)) { /* then: REDUCE rounding for the output projection */
-        c->aux = LW_GPU_ATTN_REDUCE;
+    if (lw__gm_attn_q8(g, i, &c->v.attn)) { /* then: REDUCE and DECODE rounding for the output projection */
         c->v.attn.q8_out = LW_GPU_ACTQ_Q8_0;
-        if ((st = lw__gpu_attn_pipeline(&g->gpu, &g->cache, &g->alloc, &c->v.attn, LW_GPU_ATTN_REDUCE,
-                                        &g->info, &c->pipe, g->err)) != LW_OK)
-            return st;
         b[LW_GPU_ATTN_BINDINGS] = lw__gm_whole(g->actq_scratch);
-        if ((st = lw__gm_add_call(g, c, b, LW_GPU_ATTN_BINDINGS + 1, false)) != LW_OK) return st;
+        static const lw__gpu_attn_kernel q8k[2] = {LW_GPU_ATTN_REDUCE, LW_GPU_ATTN_DECODE};
+        for (int k = 0; k < 2; k++) {
+            c->aux = q8k[k];
+            if ((st = lw__gpu_attn_pipeline(&g->gpu, &g->cache, &g->alloc, &c->v.attn, q8k[k], &g->info,
+                                            &c->pipe, g->err)) != LW_OK ||
+                (st = lw__gm_add_call(g, c, b, LW_GPU_ATTN_BINDINGS + 1, false)) != LW_OK)
+                return st;
+        }
         g->nodes[i].q8_attn = true;
         c->v.attn.q8_out = 0;
     }
@@ -150,16 +154,20 @@ lw_status lw__gm_record_attn(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     lw_status st =
         lw__gpu_attn_plan(&g->info, &calls[0].v.attn, &s, g->attn_scratch_bytes, &rp.a, &d, g->err);
     if (st != LW_OK) return st;
+    /* the q8 calls follow the kernels' own (calls[k] for kernel k, EXACT only when used) */
+    const int32_t q8_call = LW_GPU_ATTN_KERNELS - !calls[0].v.attn.exact;
     for (uint32_t k = 0; k < d.n; k++) {
-        const bool q8 = gn->q8_attn && n_tokens == 1 && d.kernel[k] == LW_GPU_ATTN_REDUCE;
+        const bool q8 =
+            gn->q8_attn && n_tokens == 1 &&
+            (d.kernel[k] == LW_GPU_ATTN_REDUCE || (d.kernel[k] == LW_GPU_ATTN_DECODE && d.n == 1));
         if (rope && d.kernel[k] == LW_GPU_ATTN_DECODE) {
             const gm_call *f = &calls[gn->n_calls - 1];
             lw__gm_emit(g, f, &rp, sizeof rp, d.grid[k]);
             if (f->v.attn.q8_out && d.n == 1) g->q8_tensor = nd->dst, g->q8_kind = LW_GPU_ACTQ_Q8_0;
             continue;
         }
-        lw__gm_emit(g, &calls[q8 ? gn->n_calls - 1 - (gn->attn_rope >= 0) : (int32_t)d.kernel[k]], &rp.a,
-                    sizeof rp.a, d.grid[k]);
+        lw__gm_emit(g, &calls[q8 ? q8_call + (d.kernel[k] == LW_GPU_ATTN_DECODE) : (int32_t)d.kernel[k]],
+                    &rp.a, sizeof rp.a, d.grid[k]);
         if (q8) g->q8_tensor = nd->dst, g->q8_kind = LW_GPU_ACTQ_Q8_0; /* for the output projection */
     }
     return LW_OK;

@@ -110,8 +110,9 @@ typedef struct gm_node {
                          (actq-quant.wgsl) that the mat-vec calls (variant idot) read          */
     bool q8_norm;     /* RMS_NORM: calls[1] is the same norm also rounding its row into the
                          quant scratch (Q8_OUT), recorded instead in one-row steps          */
-    bool q8_attn;     /* ATTN: the last call is REDUCE also rounding its one-token output into the
-                         quant scratch (attn-reduce.wgsl Q8_OUT), for the output projection        */
+    bool q8_attn;     /* ATTN: the two calls after the kernels' are REDUCE and DECODE also rounding
+                         the one-token output into the quant scratch (Q8_OUT; DECODE for calls of one
+                         split), for the output projection's integer mat-vec                          */
     int8_t
         rope_cfg; /* ROPE: its configuration in the host table (rope_node), -1: angles computed on the GPU */
     int32_t qk_norm[2]; /* ROPE of a rope_qkv call with qk_norm: the Q and K RMS_NORM nodes it does (planned

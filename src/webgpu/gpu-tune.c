@@ -92,12 +92,14 @@ static const tune_key attn_keys[LW_GPU_TUNE_AT_KEYS] = {
     [LW_GPU_TUNE_AT_BK] = {"bk", 4, 256, 4, false},
     [LW_GPU_TUNE_AT_RQ] = {"rq", 1, 16, 1, false},
     [LW_GPU_TUNE_AT_RK] = {"rk", 1, 16, 1, false},
-    [LW_GPU_TUNE_AT_ONE] = {"one", 0, 256, 1, false},
+    [LW_GPU_TUNE_AT_ONE] = {"one", 0, 4096, 1, false},
     [LW_GPU_TUNE_AT_ROPE] = {"rope", 0, 1, 1, false},
     [LW_GPU_TUNE_AT_SPLITS] = {"splits", 0, 256, 1, false},
     [LW_GPU_TUNE_AT_MCHUNK] = {"mchunk", 1, 256, 1, false},
     [LW_GPU_TUNE_AT_VB] = {"vb", 0, 64, 1, false},
     [LW_GPU_TUNE_AT_KB] = {"kb", 0, 64, 1, false},
+    [LW_GPU_TUNE_AT_WG] = {"wg", 1, 1024, 1, true},
+    [LW_GPU_TUNE_AT_CHUNK] = {"chunk", 32, 4096, 1, true},
 };
 
 /* A family: its name, keys and where its overrides live in lw__gpu_tune. */
@@ -632,6 +634,8 @@ lw__gpu_attn_variant lw__gpu_attn_tuned(const lw__gpu_tune *t, const lw_gpu_info
     v.bk = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_BK, (int32_t)v.bk);
     v.rq = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_RQ, (int32_t)v.rq);
     v.rk = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_RK, (int32_t)v.rk);
+    v.wg_size = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_WG, (int32_t)v.wg_size);
+    v.chunk = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_CHUNK, (int32_t)v.chunk);
     v.one_max = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_ONE, (int32_t)v.one_max);
     v.splits = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_SPLITS, (int32_t)v.splits);
     v.min_chunk = (uint32_t)pick(t, 2, kv_type, LW_GPU_TUNE_AT_MCHUNK, (int32_t)v.min_chunk);

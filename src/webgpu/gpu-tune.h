@@ -85,6 +85,8 @@ enum {
     LW_GPU_TUNE_AT_VB,     /* "vb": V cells loaded at a time per invocation (0: 8)        */
     LW_GPU_TUNE_AT_KB,     /* "kb": K quads loaded at a time per invocation (0: by head dim,
                               up to 16); must divide the head's quads                       */
+    LW_GPU_TUNE_AT_WG,     /* "wg": decode invocations per workgroup (a power of two)     */
+    LW_GPU_TUNE_AT_CHUNK,  /* "chunk": decode's most cells per workgroup (sizes its memory) */
     LW_GPU_TUNE_AT_KEYS
 };
 #define LW_GPU_TUNE_FAMILIES 3 /* matvec, matmat, attn */

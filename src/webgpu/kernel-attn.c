@@ -94,11 +94,10 @@ static lw_status check_variant(const lw__gpu_attn_variant *v, lw__gpu_attn_kerne
                           "attn-decode: one split of up to %u cells exceeds the chunk %u", v->one_max,
                           v->chunk);
     if (k == LW_GPU_ATTN_DECODE && v->q8_out &&
-        (!v->rope || v->q8_out != LW_GPU_ACTQ_Q8_0 || v->head_dim % 32 || !info->has_dot4))
-        return lw__errorf(
-            err, LW_ERR_UNSUPPORTED,
-            "attn-decode: an 8-bit output needs rope and a head dim of a multiple of 32 (not %u)",
-            v->head_dim);
+        (v->q8_out != LW_GPU_ACTQ_Q8_0 || v->head_dim % 32 || !info->has_dot4))
+        return lw__errorf(err, LW_ERR_UNSUPPORTED,
+                          "attn-decode: an 8-bit output needs a head dim of a multiple of 32 (not %u)",
+                          v->head_dim);
     if (k == LW_GPU_ATTN_PREFILL && (v->bq == 0 || v->pwg % v->bq || v->bk == 0 || v->bk % 4))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "attn-prefill: %u rows per tile must divide the workgroup size %u, cells (%u) be a "
@@ -211,7 +210,7 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
         snprintf(label, sizeof label, "attn-reduce %s d%u g%u wg%u%s", kv, v->head_dim, v->group, v->wg_size,
                  v->q8_out ? " q8" : "");
     const bool rope = k == LW_GPU_ATTN_DECODE && v->rope;
-    const bool q8 = (k == LW_GPU_ATTN_REDUCE || rope) && v->q8_out;
+    const bool q8 = (k == LW_GPU_ATTN_REDUCE || k == LW_GPU_ATTN_DECODE) && v->q8_out;
     if (q8 && (v->q8_out != LW_GPU_ACTQ_Q8_0 || v->head_dim % 32 || v->head_dim > 4 * v->wg_size ||
                !info->has_dot4))
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "attn-reduce: no 8-bit output for head dim %u here",

@@ -73,8 +73,8 @@ typedef struct lw__gpu_attn_variant {
                             bits; f16 caches need a head dim that is a multiple of 64)                */
     uint32_t q8_out;     /* REDUCE: LW_GPU_ACTQ_Q8_0 also rounds the one-token output to 8 bits into a
                             seventh binding for the integer mat-vec reading it (actq-quant.wgsl's layout;
-                            head dims of a multiple of 32 within 4 x wg_size), 0: not; DECODE with rope:
-                            the same for calls of one split, into binding 7                            */
+                            head dims of a multiple of 32 within 4 x wg_size), 0: not; DECODE: the same
+                            for calls of one split, into binding 7 (with rope) or 6                     */
     bool rope;           /* DECODE: one-token calls also do the step's RoPE and KV store (ROPE=1 in
                             attn-decode.wgsl): binding 0 is the unrotated Q|K|V row, binding 6 the
                             frequency factors or RoPE table, parameters lw__gpu_attn_rope_params       */

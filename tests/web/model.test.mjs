@@ -323,8 +323,8 @@ for (const [preset, type, kvF32] of [['llama-3.2-1b', 'q4_0', false], ['tiny', '
 // The attention block's RoPE and KV store in the decode kernel's prologue in one-token steps (attn-decode.wgsl
 // ROPE, tune key attn "rope"), and with one split its output rounded for the output projection (Q8_OUT, head
 // dims of a multiple of 32): the same agreement with the CPU engine as with rope_qkv's own dispatch (the same
-// arithmetic), one dispatch fewer per block, two where the output projection's integer mat-vec otherwise needs
-// the quantizer. 60 steps after a prompt of 8 take the tiny models' decode kernel past one split (CPU adapters:
+// arithmetic), one dispatch fewer per block (without the fold a call of one split rounds its output as well, so
+// the output projection's integer mat-vec needs no quantizer either way: the decode label says q8). 60 steps after a prompt of 8 take the tiny models' decode kernel past one split (CPU adapters:
 // splits of at least 64 cells), where the reduce does the rounding.
 // (Opt-in, so CI runs two of the cases; LW_TEST_SLOW=1 all five.)
 const ATTN_ROPE_CASES = [['llama-3.2-1b', 'q4_0', true], ['tiny', 'q8_0', false], ['tiny', 'f16', false],
@@ -338,13 +338,14 @@ for (const [preset, type, q8] of SLOW ? ATTN_ROPE_CASES : ATTN_ROPE_CASES.slice(
     const tune = (rope) => ({ exact: false, tune: { matvec: { '*': { idot: 1, exact: 0, rope: 0 } }, attn: { '*': { rope } } } });
     const n = q8 ? 24 : 60; /* the one-block 1B (slow on SwiftShader) stays within one split */
     const r = await agreement(file, prompt, n, tune(1)), off = await agreement(file, prompt, n, tune(0));
-    const short = await agreement(file, prompt, 2, tune(1)), shortOff = await agreement(file, prompt, 2, tune(0));
+    const short = await agreement(file, prompt, 2, tune(1)), shortOff = await agreement(file, prompt, 2, { ...tune(0), labels: true });
     const fewer = (shortOff.info.stepDispatches - short.info.stepDispatches) / r.info.n_layer;
     console.log(`# ${label}, RoPE in the attention: ${(100 * r.rate).toFixed(1)} % of ${n} greedy tokens agree ` +
       `(${(100 * off.rate).toFixed(1)} % without), logits within ${(100 * r.worst).toFixed(4)} % of their range ` +
       `(${(100 * off.worst).toFixed(4)} %); ${short.info.stepDispatches} dispatches per token ` +
       `(${shortOff.info.stepDispatches} without), ${r.info.stepDispatches} after ${n + 8} tokens (${off.info.stepDispatches})`);
-    assert.equal(fewer, q8 ? 2 : 1, 'dispatches fewer per block');
+    assert.equal(fewer, 1, 'dispatches fewer per block');
+    if (q8) assert.match(shortOff.labels.join(';'), /attn-decode [^;]* q8/, 'the unfused one-split call rounds its output');
     if (!q8) assert.equal(off.info.stepDispatches - r.info.stepDispatches, r.info.n_layer, 'one fewer per block past one split');
     assert.ok(r.worst < off.worst + 0.002, `logits differ by ${r.worst} of their range (${off.worst} without)`);
     assert.ok(r.rate >= off.rate - 1 / n, `agreement ${r.rate} (${off.rate} without)`);
@@ -355,7 +356,10 @@ for (const [preset, type, q8] of SLOW ? ATTN_ROPE_CASES : ATTN_ROPE_CASES.slice(
 // The decode kernel's loads in flight (tune keys attn "vb": V cells, "kb": K quads per invocation at a time)
 // only change when each load is issued, not the sums' order: the same greedy tokens and logits. The split
 // policy's keys ("splits", "mchunk") change how the cells are cut, so the sums' order: the same tokens, the
-// logits within float rounding. 60 steps after a prompt of 8 take the tiny model past one split.
+// logits within float rounding. 60 steps after a prompt of 8 take the tiny model past one split; "one" (and
+// "chunk") as large as the span keep it in one split, whose call also rounds the output for the output
+// projection's integer mat-vec (Q8_OUT, head dims of a multiple of 32: the 1B case of the test before this
+// one): no reduce, one dispatch fewer per block.
 // (SwiftShader: attn.test.mjs runs these keys' kernels against the reference)
 test('greedy agreement WebGPU vs CPU, the decode attention\'s loads in flight and splits: tiny q8_0', { skip: skip || (!cli && 'llamaweb CLI not built (LW_CLI)') ||
   subset('decode attention loads in flight and splits tiny q8_0') }, async () => {
@@ -363,11 +367,17 @@ test('greedy agreement WebGPU vs CPU, the decode attention\'s loads in flight an
   const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
   const run = (k) => agreement(file, prompt, 60, { exact: false, labels: true, tune: { matvec: { '*': { idot: 1, exact: 0 } }, attn: { '*': k } } });
   const base = await run({});
-  for (const [k, same] of [[{ vb: 2, kb: 2 }, true], [{ vb: 16 }, true], [{ splits: 4, mchunk: 16 }, false]]) {
+  for (const [k, same] of [[{ vb: 2, kb: 2 }, true], [{ vb: 16 }, true], [{ splits: 4, mchunk: 16 }, false], [{ one: 128, chunk: 128 }, false]]) {
     const r = await run(k);
     console.log(`# tiny q8_0, attention ${JSON.stringify(k)}: ${(100 * r.rate).toFixed(1)} % agree (${(100 * base.rate).toFixed(1)} % by default), ` +
       `logits within ${(100 * r.worst).toFixed(6)} % (${(100 * base.worst).toFixed(6)} %); ${r.labels.filter((l) => l.startsWith('attn-decode')).join(', ')}`);
     if (k.vb) assert.match(r.labels.join(';'), new RegExp(`attn-decode [^;]*vb${k.vb} kb${k.kb ?? 0}`), `the ${JSON.stringify(k)} variant ran`);
+    if (k.one) {
+      assert.match(r.labels.join(';'), /attn-decode [^;]*c128/, 'the one-split variant ran');
+      // (tiny's head dim of 16 has no 8-bit attention output: then the quantizer's dispatch stays either way)
+      if (/attn-reduce [^;]* q8/.test(base.labels.join(';'))) assert.match(r.labels.join(';'), /attn-decode [^;]*c128[^;]* q8/, 'the one-split call rounded its output');
+      assert.equal(base.info.stepDispatches - r.info.stepDispatches, r.info.n_layer, 'no reduce: one dispatch fewer per block');
+    }
     assert.equal(r.rate, base.rate, `the same greedy tokens with ${JSON.stringify(k)}`);
     assert.ok(Math.abs(r.worst - base.worst) < (same ? 1e-9 : 1e-4), `logits ${r.worst} vs ${base.worst} with ${JSON.stringify(k)}`);
   }

@@ -21,9 +21,10 @@
 // rope-qkv.wgsl does), then reads them back through the cache like every other cell (storageBarrier: the
 // stores are visible to the workgroup). No other workgroup reads that cell: one token per call.
 // Binding 6: ff (frequency factors or the host's sin/cos table, read-only).
-// Q8_OUT=1 (with ROPE; HEAD_DIM a multiple of 32): a call of one split also rounds its output to Q8_0 blocks
-// into binding 7 in actq-quant.wgsl's layout (attn-reduce.wgsl's Q8_OUT, which more splits go through), so
-// the output projection's integer mat-vec needs neither a reduce nor a quantizer dispatch.
+// Q8_OUT=1 (HEAD_DIM a multiple of 32): a call of one split also rounds its output to Q8_0 blocks into
+// binding 7 (ROPE) or 6 in actq-quant.wgsl's layout (attn-reduce.wgsl's Q8_OUT, which more splits go
+// through), so the output projection's integer mat-vec needs neither a reduce nor a quantizer dispatch: a
+// short context's attention is one dispatch (with a chunk and one_max as large as the span).
 // Defines: attn-common.wgsl's, CHUNK (the most cells of a split: sizes the score memory), ROPE, Q8_OUT.
 // Dispatch: (n_splits, KV heads, tokens).
 #include "attn-common.wgsl"
@@ -36,8 +37,8 @@
 #ifndef Q8_OUT
 #define Q8_OUT 0
 #endif
-#if Q8_OUT && (!ROPE || HEAD_DIM % 32 != 0)
-#error attn-decode: Q8_OUT needs ROPE and a head dim of a multiple of 32
+#if Q8_OUT && HEAD_DIM % 32 != 0
+#error attn-decode: Q8_OUT needs a head dim of a multiple of 32
 #endif
 #if ROPE && (KV_Q8 || KV_Q4)
 #error attn-decode: ROPE stores f16 / f32 cells (a Q8_0 / Q4_0 cache takes the plain KV store)
@@ -65,8 +66,12 @@ fn cache_quad(v: vec4<f32>) -> KvQuad {
 #endif
 }
 #endif
-#if Q8_OUT
+#if Q8_OUT && ROPE
 @group(0) @binding(7) var<storage, read_write> qout: array<u32>;
+#elif Q8_OUT
+@group(0) @binding(6) var<storage, read_write> qout: array<u32>;
+#endif
+#if Q8_OUT
 #define ACTQ 1
 fn actq_x(i: u32) -> vec4<f32> {
     return qs[i]; // the normalised outputs of the workgroup's heads (head g at g * D4)

@@ -33,7 +33,7 @@ async function llamaweb(spec, out) {
   benchState.phase = 'generate';
   const tokens = [];
   const t1 = performance.now();
-  const r = await m.generate(spec.prompt, { maxTokens: spec.gen, onToken: (text, id) => { if (id >= 0) tokens.push(id); } });
+  const r = spec.gen > 0 ? await m.generate(spec.prompt, { maxTokens: spec.gen, onToken: (text, id) => { if (id >= 0) tokens.push(id); } }) : { text: '' };
   out.genMs = performance.now() - t1;
   out.text = r.text;
   out.tokens = tokens;

@@ -13,6 +13,7 @@
 //
 //   node bench/browser-memory.mjs [--models llama-3.2-1b:q4_0,llama-3.1-8b:q5_0,llama-3.1-8b:q4_k_m:52]
 //        [--sources file,url] [--engines llamaweb,wllama] [--where worker|page] [--gen 2] [--json out.json] [--verify]
+//        (--gen 0: the load alone; LW_BENCH_DEBUG=1: each sample, and PSS per process type idle / peak / loaded)
 //
 // A model is PRESET:TYPE[:LAYERS] (llamaweb synth, 32000-token builtin vocabulary), kept in
 // LW_BENCH_MODELS (default /tmp/lw-bench-models). Needs Chromium (LW_CHROMIUM or /usr/bin/chromium), the
@@ -70,8 +71,9 @@ function nativeText(f) {
   return out;
 }
 
-// Summed PSS (KiB) of the processes in process group pgid.
-function groupPss(pgid) {
+// Summed PSS (KiB) of the processes in process group pgid; by (optional object): KiB per process type (the
+// --type= of its command line: renderer, gpu-process, utility; browser for the main process).
+function groupPss(pgid, by) {
   let kib = 0;
   for (const d of readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
@@ -80,11 +82,19 @@ function groupPss(pgid) {
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // state ppid pgrp ...
       if (Number(f[2]) !== pgid) continue;
       const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${d}/smaps_rollup`, 'utf8'));
-      if (m) kib += Number(m[1]);
+      if (!m) continue;
+      kib += Number(m[1]);
+      if (by) {
+        const t = /--type=([a-z-]+)/.exec(readFileSync(`/proc/${d}/cmdline`, 'utf8').replace(/\0/g, ' '));
+        const k = t ? t[1] : 'browser';
+        by[k] = (by[k] || 0) + Number(m[1]);
+      }
     } catch { /* the process ended meanwhile */ }
   }
   return kib;
 }
+// "type MiB, ..." of a groupPss breakdown.
+const byText = (by) => Object.entries(by).map(([k, v]) => `${k} ${(v / 1024).toFixed(0)}`).join(', ');
 
 const server = createServer((req, res) => {
   const p = decodeURIComponent(new URL(req.url, 'http://x').pathname);
@@ -116,18 +126,22 @@ async function runOnce(engine, f, source) {
       await page.send('DOM.setFileInputFiles', { files: [f], objectId: result.objectId });
     }
     const spec = { engine, source, url: `${base}/models/${path.basename(f)}`, where, prompt, gen, verify };
-    let done = false, peak = 0, afterLoad = null;
+    let done = false, peak = 0, afterLoad = null, peakBy = {}, idleBy = {};
+    groupPss(pgid, idleBy);
     const run = page.evaluate(`benchRun(${JSON.stringify(spec)})`).finally(() => { done = true; });
     // samples until the page reports the loaded state (or fails), then once more and resumes it
     for (;;) {
-      const kib = groupPss(pgid);
+      const by = {}, kib = groupPss(pgid, by);
+      if (kib > peak) peakBy = by;
       peak = Math.max(peak, kib);
       if (done) break;
       const phase = await page.evaluate('benchState.phase');
       if (process.env.LW_BENCH_DEBUG) console.error(`browser-memory: ${phase}, PSS ${(kib / 1024).toFixed(0)} MiB`, page.logs.slice(-2));
       if (phase === 'loaded') {
         await sleep(1000);
-        afterLoad = groupPss(pgid);
+        const by = {};
+        afterLoad = groupPss(pgid, by);
+        if (process.env.LW_BENCH_DEBUG) console.error(`browser-memory: PSS MiB idle ${byText(idleBy)}; peak ${byText(peakBy)}; loaded ${byText(by)}`);
         peak = Math.max(peak, afterLoad);
         await page.evaluate('benchState.resume()');
         break;

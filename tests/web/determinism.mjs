@@ -34,22 +34,23 @@ async function run(g) {
 
 // Where run b first differs from run a.
 function compare(a, b) {
-  let step = -1, worst = 0, range = 0, idStep = -1;
+  let step = -1, worst = 0, range = 0, idStep = -1, count = 0;
   for (let s = 0; s < a.logits.length; s++) {
     const x = a.logits[s], y = b.logits[s];
     if (idStep < 0 && a.ids[s] !== b.ids[s]) idStep = s;
     if (step >= 0) continue;
-    let lo = Infinity, hi = -Infinity, d = 0, bits = false;
+    let lo = Infinity, hi = -Infinity, d = 0, bits = 0;
     for (let i = 0; i < x.length; i++) {
-      if (!Object.is(x[i], y[i])) bits = true;
+      if (!Object.is(x[i], y[i])) bits++;
       d = Math.max(d, Math.abs(x[i] - y[i]));
       lo = Math.min(lo, x[i]);
       hi = Math.max(hi, x[i]);
     }
-    if (bits) { step = s; worst = d; range = hi - lo; }
+    if (bits) { step = s; worst = d; range = hi - lo; count = bits; }
   }
   return step < 0 ? `the same bits over ${a.logits.length} steps` :
-    `logits first differ at step ${s2(step)} (largest |difference| ${worst.toExponential(3)}, range ${range.toFixed(3)}); ` +
+    `logits first differ at step ${s2(step)} (${count} of ${a.logits[0].length}, largest |difference| ${worst.toExponential(3)}, ` +
+    `range ${range.toFixed(3)}); ` +
     (idStep < 0 ? 'the same greedy ids' : `greedy ids part at step ${idStep}`);
 }
 const s2 = (s) => (s === 0 ? '0 (the prompt)' : String(s));

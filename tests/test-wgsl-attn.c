@@ -228,7 +228,15 @@ static void test_tune(void) {
     CHECK(v.pwg == 256 && v.bq == 32 && v.rq == d.rq);
     CHECK(lw__gpu_tune_set(&t, "attn.*.bk", 30, err) == LW_ERR_INVALID_ARG && strstr(err, "multiple of 4"));
     CHECK(lw__gpu_tune_set(&t, "attn.*.pwg", 96, err) == LW_ERR_INVALID_ARG && strstr(err, "power of two"));
-    CHECK(lw__gpu_tune_set(&t, "attn.*.chunk", 64, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_tune_set(&t, "attn.*.tile", 64, err) == LW_ERR_INVALID_ARG); /* no such key */
+    /* the decode kernel's own keys: its workgroup (a power of two) and cells per workgroup */
+    CHECK(lw__gpu_tune_set(&t, "attn.*.wg", 96, err) == LW_ERR_INVALID_ARG && strstr(err, "power of two"));
+    CHECK(lw__gpu_tune_set(&t, "attn.*.chunk", 16, err) == LW_ERR_INVALID_ARG);
+    CHECK(lw__gpu_tune_set(&t, "attn.*.wg", 256, err) == LW_OK);
+    CHECK(lw__gpu_tune_set(&t, "attn.*.chunk", 1024, err) == LW_OK);
+    CHECK(lw__gpu_tune_set(&t, "attn.*.one", 1024, err) == LW_OK);
+    v = lw__gpu_attn_tuned(&t, &h200, LW_TYPE_F16, 128, 4);
+    CHECK(v.wg_size == 256 && v.chunk == 1024 && v.one_max == 1024);
     CHECK(lw__gpu_tune_to_json(&t, json, sizeof json) > 0 && strstr(json, "\"attn\":{") &&
           strstr(json, "\"rq\":2"));
     lw__gpu_tune u;

@@ -213,8 +213,7 @@ lw_status lw__gpu_attn_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
     const bool q8 = (k == LW_GPU_ATTN_REDUCE || k == LW_GPU_ATTN_DECODE) && v->q8_out;
     if (q8 && (v->q8_out != LW_GPU_ACTQ_Q8_0 || v->head_dim % 32 || v->head_dim > 4 * v->wg_size ||
                !info->has_dot4))
-        return lw__errorf(err, LW_ERR_UNSUPPORTED, "attn-reduce: no 8-bit output for head dim %u here",
-                          v->head_dim);
+        return lw__errorf(err, LW_ERR_UNSUPPORTED, "attn: no 8-bit output for head dim %u here", v->head_dim);
     snprintf(dim, sizeof dim, "%u", v->head_dim);
     snprintf(grp, sizeof grp, "%u", v->group);
     snprintf(wg, sizeof wg, "%u", k == LW_GPU_ATTN_PREFILL ? v->pwg : v->wg_size);

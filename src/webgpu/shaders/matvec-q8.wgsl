@@ -73,11 +73,7 @@ const SW: u32 = DQI_SUBW / 4u;         // words per sub-block (8 or 4)
 #include "matvec-pair.wgsl"
 
 @compute @workgroup_size(WG_SIZE)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32
-#if SUBGROUPS
-        , @builtin(subgroup_invocation_id) sg_lid: u32
-#endif
-) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let row0 = (wg.x + wg.y * params.groups_x) * ROWS;
     if (row0 >= params.rows) {
         return; // uniform across the workgroup
@@ -174,9 +170,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
     }
 #endif
-#if SUBGROUPS
-    mv_store(&acc, row0, lid, sg_lid);
-#else
-    mv_store(&acc, row0, lid, 0u);
-#endif
+    mv_store(&acc, row0, lid);
 }

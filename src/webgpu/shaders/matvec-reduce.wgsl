@@ -16,8 +16,8 @@ var<workgroup> sg_lead: array<atomic<u32>, (WG_SIZE + 31u) / 32u>; // bit i: inv
 var<workgroup> partial: array<f32, WG_SIZE * ROWS>; // row r of invocation i at r * WG_SIZE + i
 #endif
 
-// Called by every invocation of the workgroup (uniform control flow); sg_lid is unused (kept for the callers).
-fn mv_store(acc: ptr<function, array<f32, ROWS>>, row0: u32, lid: u32, sg_lid: u32) {
+// Called by every invocation of the workgroup (uniform control flow).
+fn mv_store(acc: ptr<function, array<f32, ROWS>>, row0: u32, lid: u32) {
 #if SUBGROUPS
     var s: array<f32, ROWS>;
     for (var r = 0u; r < ROWS; r++) {

@@ -144,11 +144,7 @@ fn add_chunk(blk: u32, c: u32, row0: u32, blk0: u32, acc: ptr<function, array<f3
 }
 
 @compute @workgroup_size(WG_SIZE)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32
-#if SUBGROUPS
-        , @builtin(subgroup_invocation_id) sg_lid: u32
-#endif
-) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let row0 = (wg.x + wg.y * params.groups_x) * ROWS;
     if (row0 >= params.rows) {
         return; // uniform across the workgroup: every invocation of it has the same rows
@@ -210,9 +206,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         add_chunk(t / DQ_CHUNKS, t % DQ_CHUNKS, row0, 0u, &acc);
     }
 #endif
-#if SUBGROUPS
-    mv_store(&acc, row0, lid, sg_lid);
-#else
-    mv_store(&acc, row0, lid, 0u);
-#endif
+    mv_store(&acc, row0, lid);
 }

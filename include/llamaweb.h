@@ -311,6 +311,16 @@ typedef struct lw_model_params {
                                   context, it feeds a backend that streams the bytes itself (WebGPU) */
     int no_vocab;              /* 1: do not read the tokenizer (token ids only; saves its load time and
                                   memory, e.g. 0.1-0.35 s for a 50k-100k-token BPE vocabulary)           */
+    uint32_t rows_embd;        /* > 0: the row store serves the token embedding table: only this many of
+                                  its rows are held in memory (per context, an LRU cache), the rest are
+                                  read from a row file when used; outputs are identical. 0 (default): the
+                                  whole table is resident. When the store cannot be used (tied output
+                                  projection, no directory, a write failure) the table is resident and
+                                  lw_model_rows_status says why                                           */
+    const char *rows_dir;      /* directory of row files (created if missing); NULL: $XDG_CACHE_HOME/
+                                  llamaweb/rows, else $HOME/.cache/llamaweb/rows                          */
+    int32_t rows_warm;         /* ids loaded into the cache when a context is created, from id 0: 0 (default)
+                                  as many as it has slots, < 0 none                                       */
 } lw_model_params;
 
 lw_model_params lw_model_default_params(void);
@@ -331,6 +341,26 @@ int32_t lw_model_n_ctx_train(const lw_model *m);
 uint64_t lw_model_weight_bytes(const lw_model *m); /* bytes of the weight allocation */
 /* The parsed GGUF header (metadata: tokenizer, chat template, ...), owned by the model. */
 lw_gguf *lw_model_gguf(const lw_model *m);
+
+/* The row store of the token embedding table (lw_model_params.rows_embd). LW_OK when it serves the table or
+ * was not asked for; otherwise the status of what failed, and the table is resident instead. *message (may
+ * be NULL) says which: "token_embd: 4096 of 32000 rows in memory, row file ... (reused)", or why it fell
+ * back; "" when not asked for. Said once, here: the load itself succeeds either way. */
+lw_status lw_model_rows_status(const lw_model *m, const char **message);
+
+/* A context's row cache: counters since its creation (all 0 and active 0 when the store is not in use). */
+typedef struct lw_rows_stats {
+    int32_t active;      /* 1: this context reads token embeddings through the row store    */
+    uint32_t n_rows;     /* rows of the table                                               */
+    uint32_t n_slots;    /* rows held in memory                                             */
+    uint64_t row_bytes;  /* bytes per row                                                   */
+    uint64_t lookups;    /* token ids looked up                                             */
+    uint64_t hits;       /* of them already in memory                                       */
+    uint64_t misses;     /* of them read from the row file                                  */
+    uint64_t warm_loads; /* rows read when the context was created (lw_model_params.rows_warm) */
+    uint64_t evictions;  /* reads that replaced a row held before                           */
+    uint64_t bytes_read; /* bytes read from the row file                                    */
+} lw_rows_stats;
 
 /* ------------------------------------------------------------------------------------------------------
  * Contexts and decoding
@@ -366,6 +396,8 @@ uint32_t lw_context_n_batch(const lw_context *c);
 int32_t lw_context_n_threads(const lw_context *c);
 /* Bytes allocated by the context (arena: KV cache + activations + scratch + logits). */
 uint64_t lw_context_bytes(const lw_context *c);
+/* The row cache's counters (see lw_rows_stats). */
+lw_status lw_context_rows_stats(const lw_context *c, lw_rows_stats *out);
 
 /* Cells of the KV cache in use = position of the next token. */
 uint32_t lw_context_n_past(const lw_context *c);

@@ -32,7 +32,26 @@ void lw__cli_gen_usage(FILE *f) {
                "  --tool-choice C    auto (default: free text, parsed), required (one or more calls, by grammar)\n"
                "                     or a function's name (calls of that one)\n"
                "  --tool-format F    auto (the chat template's) | hermes | llama3 | mistral\n"
-               "  --no-parallel-tool-calls   at most one call per reply\n");
+               "  --no-parallel-tool-calls   at most one call per reply\n"
+               "  --rows-embd N      keep N rows of the token embedding table in memory (row store: the rest\n"
+               "                     are read from a row file when used; identical output; 0 = all, default)\n"
+               "  --rows-dir DIR     row files' directory (default $XDG_CACHE_HOME/llamaweb/rows, else\n"
+               "                     ~/.cache/llamaweb/rows)\n");
+}
+
+int lw__cli_rows_option(const char *a, const char *v, uint32_t *rows_embd, const char **rows_dir) {
+    if (!strcmp(a, "--rows-dir")) {
+        if (!v || !*v) return -1;
+        *rows_dir = v;
+        return 2;
+    }
+    if (strcmp(a, "--rows-embd")) return 0;
+    char *end;
+    if (!v || !*v || *v == '-') return -1;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*end || n > UINT32_MAX) return -1;
+    *rows_embd = (uint32_t)n;
+    return 2;
 }
 
 /* Parses a number; 0 when v is not entirely one. */
@@ -57,6 +76,8 @@ uint32_t lw__cli_kv_type(const char *v) {
 int lw__cli_gen_option(const char *a, const char *v, lw__cli_gen *o) {
     lw_sampler_params *sp = &o->sampler;
     double d;
+    const int rows = lw__cli_rows_option(a, v, &o->rows_embd, &o->rows_dir);
+    if (rows) return rows;
     if (!strcmp(a, "--grammar") || !strcmp(a, "--json-schema")) {
         if (!v) return -1;
         if (a[2] == 'g') o->grammar_file = v;
@@ -135,13 +156,40 @@ double lw__cli_now(void) {
 }
 
 int lw__cli_load_model(const char *cmd, const char *path, lw_model **m) {
-    if (lw_model_load_file(path, NULL, m) != LW_OK) {
+    return lw__cli_load_model_rows(cmd, path, 0, NULL, 0, m);
+}
+
+int lw__cli_load_model_rows(const char *cmd, const char *path, uint32_t rows_embd, const char *rows_dir,
+                            int no_vocab, lw_model **m) {
+    lw_model_params mp = lw_model_default_params();
+    mp.rows_embd = rows_embd;
+    mp.rows_dir = rows_dir;
+    mp.no_vocab = no_vocab;
+    if (lw_model_load_file(path, &mp, m) != LW_OK) {
         fprintf(stderr, "llamaweb %s: %s\n", cmd, lw_model_error(*m));
         lw_model_free(*m);
         *m = NULL;
         return 1;
     }
+    const char *msg;
+    lw_status st = lw_model_rows_status(*m, &msg);
+    if (rows_embd)
+        fprintf(stderr, "llamaweb %s: %s%s%s\n", cmd, st == LW_OK ? "" : lw_status_str(st), st == LW_OK ? "" : ": ",
+                msg);
     return 0;
+}
+
+void lw__cli_rows_report(const char *cmd, const lw_context *c) {
+    lw_rows_stats rs;
+    if (lw_context_rows_stats(c, &rs) != LW_OK || !rs.active) return;
+    fprintf(stderr,
+            "llamaweb %s: row cache: %u of %u rows (%.1f MiB of %.1f), %llu lookups, %llu hits, %llu misses "
+            "(%.2f %% hits), %llu warm loads, %.2f MiB read\n",
+            cmd, rs.n_slots, rs.n_rows, (double)rs.n_slots * (double)rs.row_bytes / 1048576.0,
+            (double)rs.n_rows * (double)rs.row_bytes / 1048576.0, (unsigned long long)rs.lookups,
+            (unsigned long long)rs.hits, (unsigned long long)rs.misses,
+            rs.lookups ? 100.0 * (double)rs.hits / (double)rs.lookups : 0.0, (unsigned long long)rs.warm_loads,
+            (double)rs.bytes_read / 1048576.0);
 }
 
 /* The tool-call format: the option's, else the one the model's chat template shows (Hermes when none). */

@@ -111,7 +111,7 @@ int lw__cmd_run(int argc, char **argv) {
 
     double t0 = lw__cli_now();
     lw_model *m = NULL;
-    if (lw__cli_load_model("run", model_path, &m)) return 1;
+    if (lw__cli_load_model_rows("run", model_path, o.rows_embd, o.rows_dir, 0, &m)) return 1;
     const lw_vocab *vocab = lw_model_vocab(m);
     if (!vocab) {
         lw_model_tokenize(m, "", 0, 0, 0, NULL, 0, &(size_t){0}); /* leaves the reason on the model */
@@ -202,6 +202,7 @@ int lw__cmd_run(int argc, char **argv) {
             n_prompt, 1e3 * (t2 - t1), n_prompt / (t2 - t1 > 0 ? t2 - t1 : 1e-9), r.n_generated,
             r.n_generated > 0 ? r.n_generated - 1 : 0, 1e3 * (t3 - t2),
             (r.n_generated > 1 ? r.n_generated - 1 : 0) / (t3 - t2 > 0 ? t3 - t2 : 1e-9));
+    lw__cli_rows_report("run", c);
     rc = 0;
 done:
     free(ids);

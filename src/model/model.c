@@ -4,9 +4,11 @@
 #include "model/model.h"
 
 #include "cpu/engine-ops.h"
+#include "rows/rows.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -416,12 +418,17 @@ static lw_status bind3(binder *b, lw__wt *w, const char *name, int64_t ne0, int6
         w->ne2 = want2;
         w->data = (void *)(uintptr_t)b->offset; /* an offset until the allocation exists */
         w->file_off = t->file_offset;
+        if (w == &m->tok_embd && m->embd_rows) return LW_OK; /* served by the row store: no room here */
         uint64_t end;
         if (!lw__add_u64(b->offset, t->n_bytes, &end) || !lw__align_up_u64(end, WEIGHT_ALIGN, &b->offset))
             return lw__errorf(m->err, LW_ERR_OVERFLOW, "weights too large");
         return LW_OK;
     }
     /* pass 1: read into place */
+    if (w == &m->tok_embd && m->embd_rows) { /* the row store's rows, read a few at a time by contexts */
+        w->data = &m->rows_token;
+        return LW_OK;
+    }
     if (m->no_weights) { /* header only: a distinct non-NULL token says "present" (never dereferenced) */
         w->data = (void *)++b->token;
         return LW_OK;
@@ -684,6 +691,91 @@ static lw_status load_vocab(lw_model *m) {
     return st == LW_ERR_NOMEM ? lw__errorf(m->err, st, "out of memory for the vocabulary") : LW_OK;
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Row store of token_embd (src/rows/): decided before the weights are sized, so a served table takes no room
+ * in the weight allocation. Whatever fails here leaves the table resident and says why in rows_msg.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* The row file's path: dir/token_embd-<key>.rows, key a hash of what identifies the tensor in its file (the
+ * source's size, the tensor's offset, size, type and name, the model's name), not of its bytes: a changed
+ * byte keeps the name and finds the file stale, so it is rewritten in place instead of piling up. */
+static lw_status rows_path(lw_model *m, const lw_gguf_tensor *t, lw_source *src, char *path, size_t cap) {
+    const char *dir = m->rows_dir, *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char def[1024];
+    if (!dir || !*dir) {
+        if (xdg && *xdg) snprintf(def, sizeof def, "%s/llamaweb/rows", xdg);
+        else if (home && *home) snprintf(def, sizeof def, "%s/.cache/llamaweb/rows", home);
+        else
+            return lw__errorf(m->rows_msg, LW_ERR_NOT_FOUND,
+                              "no directory for row files (lw_model_params.rows_dir, $XDG_CACHE_HOME, $HOME)");
+        dir = def;
+    }
+    lw_status st = lw__rows_mkdirs(dir, m->rows_msg);
+    if (st != LW_OK) return st;
+    const char *gname = NULL;
+    lw_gguf_get_str(m->gguf, "general.name", &gname);
+    const uint64_t id[4] = {lw_source_size(src), t->file_offset, t->n_bytes, t->type};
+    lw__rows_hash h;
+    lw__rows_hash_init(&h);
+    lw__rows_hash_update(&h, id, sizeof id);
+    lw__rows_hash_update(&h, t->name, strlen(t->name) + 1);
+    if (gname) lw__rows_hash_update(&h, gname, strlen(gname));
+    if ((size_t)snprintf(path, cap, "%s/%s-%016llx.rows", dir, t->name,
+                         (unsigned long long)lw__rows_hash_final(&h)) >= cap)
+        return lw__errorf(m->rows_msg, LW_ERR_INVALID_ARG, "row file path too long (%s)", dir);
+    return LW_OK;
+}
+
+static lw_status setup_rows_inner(lw_model *m, lw_source *src, char *path, size_t cap) {
+    if (m->no_weights)
+        return lw__errorf(m->rows_msg, LW_ERR_UNSUPPORTED,
+                          "not used with no_weights (a GPU backend streams its own weights)");
+    const int64_t ti = lw_gguf_find_tensor(m->gguf, "token_embd.weight");
+    const lw_gguf_tensor *t = lw_gguf_tensor_at(m->gguf, ti);
+    if (lw_gguf_find_tensor(m->gguf, "output.weight") < 0)
+        return lw__errorf(m->rows_msg, LW_ERR_UNSUPPORTED,
+                          "token_embd is also the output projection (tied embeddings), which reads every row");
+    if (t->ne[2] != 1 || t->ne[3] != 1 || t->n_bytes % (uint64_t)t->ne[1])
+        return lw__errorf(m->rows_msg, LW_ERR_BAD_DIMS, "token_embd is not a table of whole rows");
+    lw_status st;
+    if ((st = rows_path(m, t, src, path, cap)) != LW_OK) return st;
+    lw__rows_spec sp = {src, t->file_offset, t->n_bytes / (uint64_t)t->ne[1], (uint64_t)t->ne[1], t->type,
+                        t->name, 0};
+    return lw__rowfile_open(&m->alloc, &sp, path, &m->embd_rows, m->rows_msg);
+}
+
+/* Sets up the row store when asked for; never fails the load (only the allocator can, later, for the table). */
+static void setup_rows(lw_model *m, lw_source *src) {
+    m->rows_status = LW_OK;
+    if (m->rows_embd == 0) return;
+    if (m->rows_embd >= m->hp.n_vocab) {
+        snprintf(m->rows_msg, sizeof m->rows_msg,
+                 "token_embd: %u rows asked for hold the whole table of %u: resident, no row file", m->rows_embd,
+                 m->hp.n_vocab);
+        return;
+    }
+    char path[1200];
+    path[0] = 0;
+    lw_status st = setup_rows_inner(m, src, path, sizeof path);
+    if (st != LW_OK) {
+        char why[LW_ERRMSG_SIZE];
+        snprintf(why, sizeof why, "%s", m->rows_msg);
+        m->rows_status = st;
+        snprintf(m->rows_msg, sizeof m->rows_msg, "row store not used, token_embd resident: %.190s", why);
+        return;
+    }
+    static const char *const how[] = {"reused", "written", "stale, rewritten"};
+    const lw__rowfile *rf = m->embd_rows;
+    snprintf(m->rows_msg, sizeof m->rows_msg, "token_embd: %u of %u rows in memory, row file %.120s (%s%s%.60s)",
+             m->rows_embd, m->hp.n_vocab, path, how[lw__rowfile_outcome(rf)], *lw__rowfile_why(rf) ? ": " : "",
+             lw__rowfile_why(rf));
+}
+
+lw_status lw_model_rows_status(const lw_model *m, const char **message) {
+    if (message) *message = m ? m->rows_msg : "no model";
+    return m ? m->rows_status : LW_ERR_INVALID_ARG;
+}
+
 static lw_status load(lw_model *m, lw_source *src) {
     lw_status st = lw_gguf_open(src, &m->alloc, &m->gguf);
     if (st != LW_OK)
@@ -710,6 +802,7 @@ static lw_status load(lw_model *m, lw_source *src) {
 
     m->layers = lw__calloc(&m->alloc, m->hp.n_layer, sizeof(lw__layer));
     if (!m->layers) return lw__errorf(m->err, LW_ERR_NOMEM, "out of memory");
+    setup_rows(m, src);
     binder b = {m, 0, 0, 0};
     if ((st = bind_model(&b)) != LW_OK) return st;
     m->weight_bytes = b.offset;
@@ -755,6 +848,11 @@ static lw_status new_model(const lw_model_params *params, lw_model **out) {
     m->alloc = a;
     m->no_weights = params && params->no_weights;
     m->no_vocab = params && params->no_vocab;
+    if (params) {
+        m->rows_embd = params->rows_embd;
+        m->rows_dir = params->rows_dir;
+        m->rows_warm = params->rows_warm;
+    }
     return LW_OK;
 }
 
@@ -783,6 +881,7 @@ void lw_model_free(lw_model *m) {
     lw__free(&a, m->layers);
     lw__free(&a, m->lhp);
     lw_vocab_free(m->vocab);
+    lw__rowfile_close(m->embd_rows);
     lw_gguf_close(m->gguf);
     lw_source_close(m->own_src);
     lw__free(&a, m);

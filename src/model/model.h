@@ -170,6 +170,16 @@ struct lw_model {
                                        lw_model_params.no_vocab)                              */
     int no_vocab;                   /* the tokenizer was not asked for                        */
     char vocab_why[LW_ERRMSG_SIZE]; /* why vocab is NULL (for lw_model_tokenize's message) */
+    /* row store of token_embd (lw_model_params.rows_embd; src/rows/) */
+    struct lw__rowfile *embd_rows;  /* the table's row file when the store serves it; the table
+                                       is then not in weights and tok_embd.data is &rows_token  */
+    uint32_t rows_embd;             /* rows each context keeps in memory (asked for)          */
+    int32_t rows_warm;              /* ids warmed at context creation (0: all slots, < 0: none) */
+    const char *rows_dir;           /* directory asked for (caller's string; used at load only) */
+    lw_status rows_status;          /* LW_OK, or why the resident table serves instead         */
+    char rows_msg[LW_ERRMSG_SIZE];  /* what the store did or why it fell back ("" unasked)      */
+    uint8_t rows_token;             /* tok_embd.data's target with the store: marks the weight
+                                       present for the graph; never read                       */
 };
 
 /* The context's message buffer (LW_ERRMSG_SIZE bytes), for API functions outside context.c (generate.c). */

@@ -291,6 +291,7 @@ lw_status lw__rowfile_open(const lw_allocator *alloc, const lw__rows_spec *sp, c
     lw_allocator a = lw__allocator_or_default(alloc);
     const size_t cap = sp->chunk_bytes ? sp->chunk_bytes : (size_t)1 << 20;
     lw__rowfile *rf = lw__calloc(&a, 1, sizeof(*rf));
+    if (rf) rf->alloc = a; /* first: a failure below frees rf through it */
     uint8_t *buf = lw__malloc(&a, cap);
     size_t tmp_len = strlen(path) + 32;
     char *tmp = lw__malloc(&a, tmp_len);
@@ -299,7 +300,6 @@ lw_status lw__rowfile_open(const lw_allocator *alloc, const lw__rows_spec *sp, c
         st = lw__errorf(err, LW_ERR_NOMEM, "out of memory for the row file of %s", sp->name);
         goto done;
     }
-    rf->alloc = a;
     /* the source's fingerprint now: what a reusable file must carry */
     lw__rows_hash h;
     if ((st = stream_source(sp, want.src_bytes, buf, cap, -1, &h, err)) != LW_OK) goto done;
@@ -307,7 +307,12 @@ lw_status lw__rowfile_open(const lw_allocator *alloc, const lw__rows_spec *sp, c
 
     char open_err[LW_ERRMSG_SIZE];
     lw_source *fsrc = NULL;
-    const int existed = lw_source_open_file(path, &a, &fsrc, open_err, sizeof open_err) == LW_OK;
+    const lw_status ost = lw_source_open_file(path, &a, &fsrc, open_err, sizeof open_err);
+    if (ost == LW_ERR_NOMEM) {
+        st = lw__errorf(err, ost, "out of memory opening the row file");
+        goto done;
+    }
+    const int existed = ost == LW_OK; /* else absent or unreadable: (re)written */
     if (existed && file_matches(&fsrc, &want, &rf->man, rf->why)) {
         rf->src = fsrc;
         rf->outcome = LW__ROWS_REUSED;

@@ -7,11 +7,11 @@
 
 struct lw__rowcache {
     lw_allocator alloc;           /* allocator this object was made with                          */
-    lw__rowfile *rf;              /* the rows (not owned)                                         */
+    lw__rowfile *rf;              /* the rows (not owned); NULL: a mirror (rows live elsewhere)    */
     uint64_t row_bytes;           /* bytes per row                                                */
     uint32_t n_rows;              /* rows in the table (ids 0..n_rows-1)                           */
     uint32_t n_slots;             /* rows held                                                    */
-    uint8_t *rows;                /* n_slots x row_bytes: the slots' bytes                         */
+    uint8_t *rows;                /* n_slots x row_bytes: the slots' bytes (NULL: a mirror)        */
     uint32_t *id_slot;            /* n_rows: the slot holding each id, LW__ROWS_NONE when none     */
     uint32_t *slot_id;            /* n_slots: the id each slot holds, LW__ROWS_NONE when free      */
     uint32_t *prev, *next;        /* n_slots each: the LRU list (LW__ROWS_NONE ends it)            */
@@ -105,6 +105,43 @@ lw_status lw__rowcache_create(const lw_allocator *alloc, lw__rowfile *rf, uint32
     return LW_OK;
 }
 
+lw_status lw__rowcache_create_mirror(const lw_allocator *alloc, uint32_t n_rows, uint64_t row_bytes,
+                                     uint32_t n_slots, lw__rowcache_load_fn on_load, void *user,
+                                     lw__rowcache **out, char *err) {
+    if (!out) return LW_ERR_INVALID_ARG;
+    *out = NULL;
+    if (n_rows == 0 || n_rows > LW__ROWS_MAX_COUNT || row_bytes == 0 || row_bytes > LW__ROWS_MAX_ROW ||
+        n_slots == 0 || n_slots > n_rows)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "row cache: %u slots of %llu bytes for a table of %u rows",
+                          n_slots, (unsigned long long)row_bytes, n_rows);
+    lw_allocator a = lw__allocator_or_default(alloc);
+    lw__rowcache *rc = lw__calloc(&a, 1, sizeof(*rc));
+    if (!rc) return lw__errorf(err, LW_ERR_NOMEM, "out of memory for the row cache");
+    rc->alloc = a;
+    rc->row_bytes = row_bytes;
+    rc->n_rows = n_rows;
+    rc->n_slots = n_slots;
+    rc->on_load = on_load;
+    rc->user = user;
+    rc->id_slot = lw__calloc(&a, rc->n_rows, sizeof(uint32_t));
+    rc->slot_id = lw__calloc(&a, n_slots, sizeof(uint32_t));
+    rc->prev = lw__calloc(&a, n_slots, sizeof(uint32_t));
+    rc->next = lw__calloc(&a, n_slots, sizeof(uint32_t));
+    rc->stamp = lw__calloc(&a, n_slots, sizeof(uint32_t));
+    if (!rc->id_slot || !rc->slot_id || !rc->prev || !rc->next || !rc->stamp) {
+        lw__rowcache_free(rc);
+        return lw__errorf(err, LW_ERR_NOMEM, "out of memory for a row cache map of %u rows", n_rows);
+    }
+    for (uint32_t i = 0; i < rc->n_rows; i++) rc->id_slot[i] = LW__ROWS_NONE;
+    rc->head = rc->tail = LW__ROWS_NONE;
+    for (uint32_t s = 0; s < n_slots; s++) {
+        rc->slot_id[s] = LW__ROWS_NONE;
+        push_back(rc, s);
+    }
+    *out = rc;
+    return LW_OK;
+}
+
 void lw__rowcache_free(lw__rowcache *rc) {
     if (!rc) return;
     lw_allocator a = rc->alloc;
@@ -147,8 +184,8 @@ static lw_status touch(lw__rowcache *rc, uint32_t id, int warm, uint32_t *slot) 
         rc->slot_id[s] = LW__ROWS_NONE;
         rc->stats.evictions++;
     }
-    uint8_t *dst = rc->rows + (size_t)s * (size_t)rc->row_bytes;
-    lw_status st = lw__rowfile_read(rc->rf, id, 1, dst, rc->err);
+    uint8_t *dst = rc->rows ? rc->rows + (size_t)s * (size_t)rc->row_bytes : NULL; /* NULL: a mirror */
+    lw_status st = rc->rf ? lw__rowfile_read(rc->rf, id, 1, dst, rc->err) : LW_OK;
     if (st != LW_OK) return st; /* the slot stays free at the tail */
     rc->slot_id[s] = id;
     rc->id_slot[id] = s;
@@ -202,8 +239,15 @@ lw_status lw__rowcache_warm(lw__rowcache *rc, uint32_t first, uint32_t count) {
     return LW_OK;
 }
 
+bool lw__rowcache_touch_resident(lw__rowcache *rc, uint32_t id) {
+    if (!rc || id >= rc->n_rows || rc->id_slot[id] == LW__ROWS_NONE) return false;
+    uint32_t s = 0;
+    next_epoch(rc);
+    return touch(rc, id, 0, &s) == LW_OK; /* resident: a hit, which cannot fail */
+}
+
 const uint8_t *lw__rowcache_row(const lw__rowcache *rc, uint32_t slot) {
-    return slot < rc->n_slots ? rc->rows + (size_t)slot * (size_t)rc->row_bytes : NULL;
+    return slot < rc->n_slots && rc->rows ? rc->rows + (size_t)slot * (size_t)rc->row_bytes : NULL;
 }
 const uint32_t *lw__rowcache_id_slots(const lw__rowcache *rc) {
     return rc->id_slot;

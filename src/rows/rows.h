@@ -19,6 +19,8 @@
 
 #include "core/core.h"
 
+#include <stdbool.h>
+
 /* ---------------------------------------------------------------------------------------------------------
  * Manifest
  * ------------------------------------------------------------------------------------------------------- */
@@ -134,6 +136,18 @@ typedef struct lw__rowcache lw__rowcache;
 lw_status lw__rowcache_create(const lw_allocator *alloc, lw__rowfile *rf, uint32_t n_slots,
                               lw__rowcache_load_fn on_load, void *user, lw__rowcache **out, char *err);
 void lw__rowcache_free(lw__rowcache *rc);
+/* A cache that keeps no bytes of its own (a mirror): the map, the LRU and the counters only, for rows that
+ * live elsewhere (a GPU buffer filled from the model's byte source). A miss reads nothing; it calls on_load
+ * with row NULL (and row_bytes), whose job is to bring the row into that slot; bytes_read counts what the
+ * hook was asked to bring. n_rows <= LW__ROWS_MAX_COUNT, 1 <= n_slots <= n_rows; err: LW_ERRMSG_SIZE. */
+lw_status lw__rowcache_create_mirror(const lw_allocator *alloc, uint32_t n_rows, uint64_t row_bytes,
+                                     uint32_t n_slots, lw__rowcache_load_fn on_load, void *user,
+                                     lw__rowcache **out, char *err);
+/* Whether id is resident now; when it is, counts a lookup and a hit and marks it most recently used, as a
+ * lookup of it would (a GPU step that already gathered it through the map, checked afterwards); when it is
+ * not, changes and counts nothing. */
+bool lw__rowcache_touch_resident(lw__rowcache *rc, uint32_t id);
+
 const char *lw__rowcache_error(const lw__rowcache *rc);
 /* Makes every id of ids[0..n) resident at once and writes their slots (slots may be NULL). Ids are marked
  * most recently used in order; a miss evicts the least recently used row that this call has not touched.

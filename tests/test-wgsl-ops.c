@@ -181,7 +181,7 @@ static void test_pipelines(void) {
         CHECK(strstr(f.wgsl, "fn dq_chunk") != NULL);
     }
     CHECK(formats >= 4);
-    lw__gpu_get_rows_variant q8k = {LW_TYPE_Q8_K, 64};
+    lw__gpu_get_rows_variant q8k = {LW_TYPE_Q8_K, 64, false};
     CHECK(lw__gpu_get_rows_pipeline(&gpu, NULL, NULL, &q8k, &lvp, &p, err) == LW_ERR_UNSUPPORTED);
     /* top-k: both passes; workgroup memory and sizes checked */
     for (int pairs = 0; pairs < 2; pairs++) {

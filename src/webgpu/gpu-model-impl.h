@@ -134,6 +134,25 @@ typedef struct gm_node {
                            nothing in one-token steps)                                                   */
 } gm_node;
 
+/* The token embedding table served from a row store (gpu-model-rows.c; lw__gpu_model_params.rows_embd). */
+typedef struct gm_rows {
+    struct lw__rowcache *cache; /* the CPU map and LRU (a mirror: no bytes), NULL: the table is resident */
+    int32_t table;              /* the graph tensor of the table (token_embd), -1 when not served        */
+    lw_gpu_buffer slots;        /* n_slots x row_bytes: the resident rows, in the table's own format     */
+    lw_gpu_buffer map;          /* n_rows u32: id -> slot, LW__ROWS_NONE when not resident               */
+    uint32_t n_rows;            /* rows of the table (the vocabulary)                                    */
+    uint32_t n_slots;           /* rows held on the GPU                                                  */
+    uint64_t row_bytes;         /* bytes per row (a multiple of 4)                                       */
+    uint64_t src_off;           /* file offset of row 0 in the model's byte source                       */
+    uint32_t step;              /* most tokens per step: a step's rows must be resident together         */
+    bool warming;               /* loads of the warm range: the map is written whole afterwards          */
+    lw_status load_st;          /* the first failed load (the GPU lacks a row the map claims): sticky    */
+    uint64_t rewinds;           /* chained steps found to have read a row that was not resident          */
+    lw_status status;           /* LW_OK, or why the table is resident although the store was asked for  */
+    char msg[LW_ERRMSG_SIZE];   /* what the store does, or why it is not used ("" when not asked for)    */
+    uint8_t *row_buf;           /* one row of memory: loads without a host source (native tests)        */
+} gm_rows;
+
 struct lw__gpu_model {
     lw_allocator alloc;             /* from the model                                             */
     char err[LW_ERRMSG_SIZE];       /* last error                                                 */
@@ -202,6 +221,7 @@ struct lw__gpu_model {
     uint64_t chain_rng[GM_CHAIN][4];    /* the sampling generator before each chained step            */
     uint32_t n_chain;                   /* chained steps since the last decode from host ids          */
     float *logits_out;                  /* read-back target of LW_GPU_OUT_LOGITS (n_vocab floats)     */
+    gm_rows rows;                       /* token_embd from a row store (or not: rows.cache NULL)      */
     lw__gpu_model_counters cnt;         /* what was created and recorded                              */
     uint64_t step_dispatches;           /* dispatches of the last one-token step                      */
 };
@@ -322,6 +342,22 @@ int32_t lw__gm_attn_rope_match(const lw__gpu_model *g, int32_t a);
 lw_status lw__gm_prepare_attn(lw__gpu_model *g, int32_t i, gm_call *c);
 /* Records ATTN node i for a step. */
 lw_status lw__gm_record_attn(lw__gpu_model *g, int32_t i, int32_t n_tokens, int32_t pos0);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * gpu-model-rows.c: token_embd from a row store
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Decides whether the row store serves token_embd (rows_embd asked for, not tied, whole-word rows) and, if
+ * so, creates its map, slots and id -> slot buffers (g->rows); otherwise leaves the table to plan_weights and
+ * says why in g->rows.msg. Call after the fusions, before plan_weights. Fails only when memory or a buffer
+ * creation does. */
+lw_status lw__gm_plan_rows(lw__gpu_model *g);
+/* Loads the warm range (lw__gpu_model_params.rows_warm) and writes the whole id -> slot map. */
+lw_status lw__gm_rows_warm(lw__gpu_model *g);
+void lw__gm_rows_free(lw__gpu_model *g);
+/* Before a step of tokens[0..n) is recorded: without a host source, looks them up (loads are synchronous
+ * writes); with one, checks that lw__gpu_model_rows_load made them resident (its streams awaited). */
+lw_status lw__gm_rows_ready(lw__gpu_model *g, const int32_t *tokens, int32_t n);
 
 /* ---------------------------------------------------------------------------------------------------------
  * gpu-model-sample.c: sampling on the GPU (LW_GPU_OUT_SAMPLE)

@@ -799,6 +799,16 @@ lw_status lw__gm_prepare_node(lw__gpu_model *g, int32_t i) {
     case LW_OP_GET_ROWS: { /* one call per part of the table; each writes the tokens whose id it holds */
         const lw__tensor *w = &g->graph.t[nd->src[0]];
         c.v.gr = lw__gpu_get_rows_default(info, w->type);
+        if (nd->src[0] == g->rows.table) { /* a row store's slots, gathered through its id -> slot map */
+            c.v.gr.row_map = true;
+            if ((st = lw__gpu_get_rows_pipeline(gpu, &g->cache, &g->alloc, &c.v.gr, info, &c.pipe, g->err)) !=
+                LW_OK)
+                return st;
+            c.aux = -1;
+            lw_gpu_bind b[5] = {lw__gm_whole(g->rows.slots), lw__gm_whole(g->tokens), lw__gm_act(g, nd->dst),
+                                lw__gm_params(g), lw__gm_whole(g->rows.map)};
+            return lw__gm_add_call(g, &c, b, 5, false);
+        }
         if ((st = lw__gpu_get_rows_pipeline(gpu, &g->cache, &g->alloc, &c.v.gr, info, &c.pipe, g->err)) !=
             LW_OK)
             return st;
@@ -1201,8 +1211,14 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
     case LW_OP_GET_ROWS: {
         const lw__tensor *w = &g->graph.t[nd->src[0]];
         for (int32_t k = 0; k < gn->n_calls; k++) {
-            const gm_piece *pc = &g->pieces[calls[k].aux];
             lw__gpu_get_rows_params p;
+            if (calls[k].aux < 0) { /* the row store's slots: row ids are slots */
+                PLAN(lw__gpu_get_rows_plan(info, &calls[k].v.gr, (uint64_t)w->ne0, (uint64_t)n_tokens, 0,
+                                           g->rows.n_slots, 0, 0, 0, 0, &p, grid, g->err));
+                lw__gm_emit(g, &calls[k], &p, sizeof p, grid);
+                continue;
+            }
+            const gm_piece *pc = &g->pieces[calls[k].aux];
             PLAN(lw__gpu_get_rows_plan(info, &calls[k].v.gr, (uint64_t)w->ne0, (uint64_t)n_tokens,
                                        (uint64_t)pc->row0, (uint64_t)pc->rows, 0, 0, 0, 0, &p, grid, g->err));
             lw__gm_emit(g, &calls[k], &p, sizeof p, grid);

@@ -159,7 +159,7 @@ static lw_status plan_weights(lw__gpu_model *g) {
     int32_t n = 0;
     for (int32_t t = 0; t < gr->n_t; t++) {
         const lw__tensor *w = &gr->t[t];
-        if (w->kind != LW_T_WEIGHT) continue;
+        if (w->kind != LW_T_WEIGHT || t == g->rows.table) continue; /* (the row store's slots instead) */
         if (g->loc[t].joined) { /* one piece over its parts' (which fit one binding together) */
             n++;
             continue;
@@ -205,7 +205,8 @@ static lw_status plan_weights(lw__gpu_model *g) {
     }
     for (int32_t t = 0; t < gr->n_t; t++) {
         const lw__tensor *w = &gr->t[t];
-        if (w->kind != LW_T_WEIGHT || g->loc[t].n_pieces) continue; /* (placed with a fused projection) */
+        if (w->kind != LW_T_WEIGHT || g->loc[t].n_pieces || t == g->rows.table)
+            continue; /* (placed with a fused projection; or the row store's) */
         int32_t same = -1;
         for (int32_t u = 0; u < t && same < 0; u++)
             if (gr->t[u].kind == LW_T_WEIGHT && gr->t[u].offset == w->offset && gr->t[u].type == w->type &&
@@ -260,7 +261,8 @@ static lw_status upload_weights(lw__gpu_model *g) {
     lw_status st = LW_OK;
     for (int32_t t = 0; st == LW_OK && t < gr->n_t; t++) {
         const lw__tensor *w = &gr->t[t];
-        if (w->kind != LW_T_WEIGHT || g->loc[t].joined) continue; /* joined: streamed as its parts */
+        /* joined: streamed as its parts; the row store's table: its rows are loaded when used */
+        if (w->kind != LW_T_WEIGHT || g->loc[t].joined || t == g->rows.table) continue;
         int first = 1; /* the first graph tensor owning these pieces uploads them */
         for (int32_t u = 0; u < t && first; u++)
             if (gr->t[u].kind == LW_T_WEIGHT && g->loc[u].piece0 == g->loc[t].piece0) first = 0;
@@ -552,6 +554,7 @@ static lw_status create(lw__gpu_model *g) {
                           g->p.kv_type);
     g->kv_type = g->p.kv_type;
     if ((st = lw__gm_plan_fusions(g)) != LW_OK || (st = lw__gm_check_ops(g)) != LW_OK) return st;
+    if ((st = lw__gm_plan_rows(g)) != LW_OK) return st; /* before the weights: a served table has no piece */
 
     /* buffers: weights, KV cache, activations, parameters, tokens, result */
     if ((st = plan_weights(g)) != LW_OK || (st = lw__gm_plan_norm_mv(g)) != LW_OK ||
@@ -591,7 +594,8 @@ static lw_status create(lw__gpu_model *g) {
     }
     if ((st = lw__gm_prepare_argmax(g)) != LW_OK) return st;
     if ((st = lw__gm_prepare_sample(g)) != LW_OK) return st;
-    return upload_weights(g);
+    if ((st = upload_weights(g)) != LW_OK) return st;
+    return lw__gm_rows_warm(g);
 }
 
 lw_status lw__gpu_model_create(lw_gpu gpu, lw_model *m, const lw__gpu_model_params *p, lw__gpu_model **out) {
@@ -612,6 +616,7 @@ lw_status lw__gpu_model_create(lw_gpu gpu, lw_model *m, const lw__gpu_model_para
     g->gpu.ops = &dynamic_ops;
     g->gpu.ctx = g;
     g->p = p ? *p : lw__gpu_model_default_params();
+    g->rows.table = -1; /* (until lw__gm_plan_rows decides) */
     *out = g;
     lw_status st = create(g);
     g->p.tune = NULL; /* the caller's; read during creation only */
@@ -626,6 +631,7 @@ void lw__gpu_model_free(lw__gpu_model *g) {
     }
     lw__gpu_cache_free(&g->cache);
     lw__gm_free_sample(g);
+    lw__gm_rows_free(g);
     lw__graph_free(&g->graph);
     lw_allocator a = g->alloc;
     lw__free(&a, g->bufs);
@@ -683,8 +689,15 @@ lw_status lw__gpu_model_decode(lw__gpu_model *g, const int32_t *tokens, int32_t 
     const lw_gpu_ops *o = g->inner.ops;
     lw_status st;
     g->n_chain = 0;
+    /* with a row store, a step's rows must be resident together: steps of at most rows.step tokens */
+    const int32_t most = g->rows.cache ? (int32_t)g->rows.step : (int32_t)g->n_batch;
+    if (g->rows.cache && g->p.host_source && n > most)
+        return lw__errorf(g->err, LW_ERR_INVALID_ARG,
+                          "row store: %d tokens in one call exceed a step of %d (lw__gpu_model_rows_step)", n,
+                          most);
     for (int32_t done = 0; done < n;) {
-        const int32_t step = n - done < (int32_t)g->n_batch ? n - done : (int32_t)g->n_batch;
+        const int32_t step = n - done < most ? n - done : most;
+        if ((st = lw__gm_rows_ready(g, tokens + done, step)) != LW_OK) return st;
         /* the token ids of this step: queue order puts the write after the previous step's submission */
         if ((st = o->buffer_write(g->inner.ctx, g->tokens, 0, tokens + done, (uint64_t)step * 4)) != LW_OK)
             return lw__errorf(g->err, st, "writing token ids failed");
@@ -767,7 +780,8 @@ lw_status lw__gpu_model_probe(lw__gpu_model *g, const int32_t *tokens, int32_t n
     const lw__tensor *t = &g->graph.t[g->graph.nodes[node].dst];
     const uint64_t rows = t->rows == LW_ROWS_OUTPUTS ? 1 : (uint64_t)n, count = rows * (uint64_t)t->ne0;
     if (count > cap) return LW_ERR_TOO_LARGE;
-    lw_status st = g->inner.ops->buffer_write(g->inner.ctx, g->tokens, 0, tokens, (uint64_t)n * 4);
+    lw_status st = lw__gm_rows_ready(g, tokens, n);
+    if (st == LW_OK) st = g->inner.ops->buffer_write(g->inner.ctx, g->tokens, 0, tokens, (uint64_t)n * 4);
     if (st == LW_OK) st = lw__gm_write_rope(g, n, (int32_t)g->n_past);
     for (int32_t i = 0; st == LW_OK && i <= node; i++) st = lw__gm_record_node(g, i, n, (int32_t)g->n_past);
     if (st == LW_OK) st = flush(g);

@@ -57,6 +57,13 @@ typedef struct lw__gpu_model_params {
     int exact_norm; /* RMS norms sum their squares exactly (integer limbs: the CPU engine's bits): 1 on,
                        0 off (the f32 sum GPUs run, and its fused 8-bit output; tests on CPU adapters),
                        -1 (default) on for CPU adapters only */
+    uint32_t rows_embd; /* > 0: a row store serves the token embedding table: only this many of its rows
+                           are on the GPU (an LRU cache with a GPU id -> slot map), the rest read from the
+                           model's byte source when used; tokens are identical. 0 (default): resident.
+                           Where the store cannot serve it (tied output projection, rows not whole words)
+                           the table is resident and lw__gpu_model_rows_status says why */
+    int32_t rows_warm;  /* ids loaded at creation, from 0: 0 (default) as many as there are slots, < 0
+                           none */
 } lw__gpu_model_params;
 
 lw__gpu_model_params lw__gpu_model_default_params(void);
@@ -147,6 +154,21 @@ lw__gpu_model_counters lw__gpu_model_get_counters(const lw__gpu_model *g);
 const lw_gpu *lw__gpu_model_gpu(const lw__gpu_model *g);
 /* Bytes of GPU memory the plan created: weights, KV cache, activations, parameters. */
 void lw__gpu_model_bytes(const lw__gpu_model *g, uint64_t *weights, uint64_t *kv, uint64_t *acts);
+/* The row store of token_embd (lw__gpu_model_params.rows_embd). With a host source its rows stream in
+ * asynchronously, so a host decodes at most lw__gpu_model_rows_step() tokens per call and, before each
+ * call, lw__gpu_model_rows_load()s them and awaits the HAL's pending writes when *loads > 0 (decode refuses
+ * ids whose rows are not resident); without one, decode looks rows up itself. Chained steps gather an id
+ * the host has not seen: lw__gpu_model_rows_check(id) afterwards, 1 when its row was resident (the step
+ * was right: counted as a hit), 0 when not (the host undoes that step and those after it, then decodes
+ * the id from the host). rows_step is 0 when the store is not in use (and check always 1). */
+uint32_t lw__gpu_model_rows_step(const lw__gpu_model *g);
+lw_status lw__gpu_model_rows_load(lw__gpu_model *g, const int32_t *tokens, int32_t n, uint32_t *loads);
+int lw__gpu_model_rows_check(lw__gpu_model *g, int32_t id);
+/* LW_OK when the store serves the table or was not asked for, else why it is resident; *message says which
+ * ("" when not asked for). Said once, here: creation succeeds either way. */
+lw_status lw__gpu_model_rows_status(const lw__gpu_model *g, const char **message);
+/* The row cache's counters (lw_rows_stats; all 0 when not in use) and the chained steps undone. */
+lw_status lw__gpu_model_rows_stats(const lw__gpu_model *g, lw_rows_stats *out, uint64_t *rewinds);
 /* Dispatches one decode step (1 token) records, and blocks of the model (for dispatches per token per
  * layer). */
 uint64_t lw__gpu_model_step_dispatches(const lw__gpu_model *g);

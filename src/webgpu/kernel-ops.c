@@ -568,7 +568,7 @@ lw_status lw__gpu_kv_store_plan(const lw_gpu_info *info, const lw__gpu_kv_store_
  * ------------------------------------------------------------------------------------------------------- */
 
 lw__gpu_get_rows_variant lw__gpu_get_rows_default(const lw_gpu_info *info, uint32_t type) {
-    lw__gpu_get_rows_variant v = {type, fit_wg(info, 64)};
+    lw__gpu_get_rows_variant v = {type, fit_wg(info, 64), false};
     return v;
 }
 
@@ -584,13 +584,20 @@ lw_status lw__gpu_get_rows_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *c
     lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, false, "get_rows", err);
     if (st != LW_OK) return st;
     char label[LW_GPU_CACHE_KEY], wg[16];
-    snprintf(label, sizeof label, "get_rows %s wg%u", ti ? ti->name : "?", v->wg_size);
+    snprintf(label, sizeof label, "get_rows %s wg%u%s", ti ? ti->name : "?", v->wg_size,
+             v->row_map ? " map" : "");
     snprintf(wg, sizeof wg, "%u", v->wg_size);
-    lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define}, {"WG_SIZE", wg}, {"F16", "0"}, {"SUBGROUPS", "0"}};
-    static const lw_gpu_binding_kind kinds[LW_GPU_GET_ROWS_BINDINGS] = {
-        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "get-rows.wgsl", defs,
-                                  sizeof defs / sizeof defs[0], kinds, LW_GPU_GET_ROWS_BINDINGS, out, err);
+    lw__wgsl_define defs[] = {{"WEIGHT_TYPE", f->define},
+                              {"WG_SIZE", wg},
+                              {"F16", "0"},
+                              {"SUBGROUPS", "0"},
+                              {"ROW_MAP", v->row_map ? "1" : "0"}};
+    static const lw_gpu_binding_kind kinds[LW_GPU_GET_ROWS_MAP_BINDINGS] = {
+        LW_GPU_BIND_STORAGE_READ, LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC,
+        LW_GPU_BIND_STORAGE_READ};
+    return lw__gpu_build_pipeline(
+        gpu, cache, alloc, label, "get-rows.wgsl", defs, sizeof defs / sizeof defs[0], kinds,
+        v->row_map ? LW_GPU_GET_ROWS_MAP_BINDINGS : LW_GPU_GET_ROWS_BINDINGS, out, err);
 }
 
 static uint64_t gcd_u64(uint64_t a, uint64_t b) {

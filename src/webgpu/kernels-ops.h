@@ -411,6 +411,8 @@ lw_status lw__gpu_kv_store_plan(const lw_gpu_info *info, const lw__gpu_kv_store_
 typedef struct lw__gpu_get_rows_variant {
     uint32_t type;    /* weight format (lw__gpu_format_of must know it) */
     uint32_t wg_size; /* invocations per workgroup                      */
+    bool row_map;     /* ROW_MAP: w holds a row store's slots, binding 4 maps ids to them
+                         (LW_GPU_GET_ROWS_MAP_BINDINGS bindings)          */
 } lw__gpu_get_rows_variant;
 
 /* GetRowsParams in get-rows.wgsl (48 bytes). */
@@ -430,7 +432,8 @@ typedef struct lw__gpu_get_rows_params {
 _Static_assert(sizeof(lw__gpu_get_rows_params) == 48, "get_rows params block");
 
 lw__gpu_get_rows_variant lw__gpu_get_rows_default(const lw_gpu_info *info, uint32_t type);
-#define LW_GPU_GET_ROWS_BINDINGS 4u
+#define LW_GPU_GET_ROWS_BINDINGS     4u
+#define LW_GPU_GET_ROWS_MAP_BINDINGS 5u /* with row_map: 4 the id -> slot map (read, u32) */
 lw_status lw__gpu_get_rows_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
                                     const lw_allocator *alloc, const lw__gpu_get_rows_variant *v,
                                     const lw_gpu_info *info, lw_gpu_pipeline *out, char *err);

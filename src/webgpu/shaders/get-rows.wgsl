@@ -7,6 +7,10 @@
 // Defines: WEIGHT_TYPE (types.wgsl), WG_SIZE (default 64). Always f32 arithmetic (F16=0).
 // Bindings: 0 w (read, the part's bytes as array<u32>), 1 ids (read_write, u32 token ids), 2 d
 // (read_write, f32), 3 params. Dispatch: (groups_x, ceil(n_tokens / groups_x), 1).
+// ROW_MAP 1 (a row store, ARCHITECTURE.md invariant 7): w holds only the resident rows, in slots, and binding
+// 4 (read) maps each id to its slot (0xffffffff: not resident, fails the range check like an id of another
+// part), so the gather reads slots[map[id]]; row_base / row_count then count slots. The host makes a step's
+// rows resident before submitting it, or checks them afterwards (chained steps).
 #include "common.wgsl"
 #include "types.wgsl"
 #ifndef WEIGHT_TYPE
@@ -35,6 +39,9 @@ struct GetRowsParams {
 @group(0) @binding(1) var<storage, read_write> ids: array<u32>;
 @group(0) @binding(2) var<storage, read_write> rows_out: array<f32>; // named so no dequant routine's names clash
 @group(0) @binding(3) var<uniform> params: GetRowsParams;
+#if ROW_MAP
+@group(0) @binding(4) var<storage, read> row_map: array<u32>;
+#endif
 
 #include "dequant.wgsl"
 
@@ -44,7 +51,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (t >= params.n_tokens) {
         return;
     }
+#if ROW_MAP
+    let id = row_map[ids[params.ids_offset + t]];
+#else
     let id = ids[params.ids_offset + t];
+#endif
     if (id < params.row_base || id - params.row_base >= params.row_count) {
         return; // held by another part (or not a valid id)
     }

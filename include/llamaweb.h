@@ -321,6 +321,11 @@ typedef struct lw_model_params {
                                   llamaweb/rows, else $HOME/.cache/llamaweb/rows                          */
     int32_t rows_warm;         /* ids loaded into the cache when a context is created, from id 0: 0 (default)
                                   as many as it has slots, < 0 none                                       */
+    uint32_t rows_per_layer;   /* > 0: the row store serves Gemma 4's per-layer token embedding table
+                                  (per_layer_token_embd, n_vocab rows of n_layer x n_embd_per_layer: ~1.2 GB
+                                  for E2B) as rows_embd does token_embd: this many rows per context in
+                                  memory, the rest read from a row file when used; identical outputs.
+                                  0 (default): resident. rows_warm applies to it too                      */
 } lw_model_params;
 
 lw_model_params lw_model_default_params(void);
@@ -342,11 +347,27 @@ uint64_t lw_model_weight_bytes(const lw_model *m); /* bytes of the weight alloca
 /* The parsed GGUF header (metadata: tokenizer, chat template, ...), owned by the model. */
 lw_gguf *lw_model_gguf(const lw_model *m);
 
-/* The row store of the token embedding table (lw_model_params.rows_embd). LW_OK when it serves the table or
- * was not asked for; otherwise the status of what failed, and the table is resident instead. *message (may
- * be NULL) says which: "token_embd: 4096 of 32000 rows in memory, row file ... (reused)", or why it fell
- * back; "" when not asked for. Said once, here: the load itself succeeds either way. */
+/* The row store of the token embedding table (lw_model_params.rows_embd), and of the per-layer table and the
+ * experts (rows_per_layer, rows_experts). LW_OK when it serves the tables or was not asked for; otherwise the
+ * status of the first that failed, and that table is resident instead. *message (may be NULL) says which,
+ * each table's part naming it, joined by "; ": "token_embd: 4096 of 32000 rows in memory, row file ...
+ * (reused)", or why it fell back; "" when not asked for. Said once, here: the load itself succeeds either
+ * way (see lw_model_rows_table_status for one table). */
 lw_status lw_model_rows_status(const lw_model *m, const char **message);
+
+/* The tables the row store can serve (lw_model_params.rows_embd, rows_per_layer, rows_experts). */
+typedef enum lw_rows_table {
+    LW_ROWS_TOKEN_EMBD = 0, /* token_embd                                                     */
+    LW_ROWS_PER_LAYER = 1,  /* per_layer_token_embd (gemma4 E2B/E4B)                           */
+    LW_ROWS_EXPERTS = 2,    /* the MoE experts of every layer (one row file per layer and tensor) */
+} lw_rows_table;
+#define LW_ROWS_N_TABLES 3
+
+/* One table's row store: LW_OK when it serves the table or was not asked for, else the status of what failed
+ * (that table is resident instead). *message names the table: "per_layer_token_embd: 32 of 256 rows in
+ * memory, ...", "row store not used, experts resident: ...", "" when not asked for. lw_model_rows_status
+ * joins the tables' messages ("; ") and returns the first failure. */
+lw_status lw_model_rows_table_status(const lw_model *m, lw_rows_table table, const char **message);
 
 /* A context's row cache: counters since its creation (all 0 and active 0 when the store is not in use). */
 typedef struct lw_rows_stats {
@@ -398,6 +419,10 @@ int32_t lw_context_n_threads(const lw_context *c);
 uint64_t lw_context_bytes(const lw_context *c);
 /* The row cache's counters (see lw_rows_stats). */
 lw_status lw_context_rows_stats(const lw_context *c, lw_rows_stats *out);
+/* The counters of one table's row cache. LW_ROWS_EXPERTS sums every layer's caches (one per expert tensor:
+ * gate, up, down or gate|up): n_rows and n_slots count experts over all layers and tensors, row_bytes is
+ * their mean slab; each tensor's cache sees the same ids, so the hit rate is the experts'. */
+lw_status lw_context_rows_table_stats(const lw_context *c, lw_rows_table table, lw_rows_stats *out);
 
 /* Cells of the KV cache in use = position of the next token. */
 uint32_t lw_context_n_past(const lw_context *c);

@@ -35,22 +35,26 @@ void lw__cli_gen_usage(FILE *f) {
                "  --no-parallel-tool-calls   at most one call per reply\n"
                "  --rows-embd N      keep N rows of the token embedding table in memory (row store: the rest\n"
                "                     are read from a row file when used; identical output; 0 = all, default)\n"
+               "  --rows-per-layer N the same for Gemma 4's per-layer embedding table (per_layer_token_embd)\n"
                "  --rows-dir DIR     row files' directory (default $XDG_CACHE_HOME/llamaweb/rows, else\n"
                "                     ~/.cache/llamaweb/rows)\n");
 }
 
-int lw__cli_rows_option(const char *a, const char *v, uint32_t *rows_embd, const char **rows_dir) {
+int lw__cli_rows_option(const char *a, const char *v, lw__cli_rows *rows) {
     if (!strcmp(a, "--rows-dir")) {
         if (!v || !*v) return -1;
-        *rows_dir = v;
+        rows->dir = v;
         return 2;
     }
-    if (strcmp(a, "--rows-embd")) return 0;
+    uint32_t *dst = !strcmp(a, "--rows-embd")        ? &rows->embd
+                    : !strcmp(a, "--rows-per-layer") ? &rows->per_layer
+                                                     : NULL;
+    if (!dst) return 0;
     char *end;
     if (!v || !*v || *v == '-') return -1;
     unsigned long n = strtoul(v, &end, 10);
     if (*end || n > UINT32_MAX) return -1;
-    *rows_embd = (uint32_t)n;
+    *dst = (uint32_t)n;
     return 2;
 }
 
@@ -76,7 +80,7 @@ uint32_t lw__cli_kv_type(const char *v) {
 int lw__cli_gen_option(const char *a, const char *v, lw__cli_gen *o) {
     lw_sampler_params *sp = &o->sampler;
     double d;
-    const int rows = lw__cli_rows_option(a, v, &o->rows_embd, &o->rows_dir);
+    const int rows = lw__cli_rows_option(a, v, &o->rows);
     if (rows) return rows;
     if (!strcmp(a, "--grammar") || !strcmp(a, "--json-schema")) {
         if (!v) return -1;
@@ -156,14 +160,17 @@ double lw__cli_now(void) {
 }
 
 int lw__cli_load_model(const char *cmd, const char *path, lw_model **m) {
-    return lw__cli_load_model_rows(cmd, path, 0, NULL, 0, m);
+    return lw__cli_load_model_rows(cmd, path, NULL, 0, m);
 }
 
-int lw__cli_load_model_rows(const char *cmd, const char *path, uint32_t rows_embd, const char *rows_dir,
-                            int no_vocab, lw_model **m) {
+int lw__cli_load_model_rows(const char *cmd, const char *path, const lw__cli_rows *rows, int no_vocab,
+                            lw_model **m) {
     lw_model_params mp = lw_model_default_params();
-    mp.rows_embd = rows_embd;
-    mp.rows_dir = rows_dir;
+    if (rows) {
+        mp.rows_embd = rows->embd;
+        mp.rows_per_layer = rows->per_layer;
+        mp.rows_dir = rows->dir;
+    }
     mp.no_vocab = no_vocab;
     if (lw_model_load_file(path, &mp, m) != LW_OK) {
         fprintf(stderr, "llamaweb %s: %s\n", cmd, lw_model_error(*m));
@@ -173,23 +180,27 @@ int lw__cli_load_model_rows(const char *cmd, const char *path, uint32_t rows_emb
     }
     const char *msg;
     lw_status st = lw_model_rows_status(*m, &msg);
-    if (rows_embd)
+    if (rows && (rows->embd || rows->per_layer))
         fprintf(stderr, "llamaweb %s: %s%s%s\n", cmd, st == LW_OK ? "" : lw_status_str(st), st == LW_OK ? "" : ": ",
                 msg);
     return 0;
 }
 
 void lw__cli_rows_report(const char *cmd, const lw_context *c) {
-    lw_rows_stats rs;
-    if (lw_context_rows_stats(c, &rs) != LW_OK || !rs.active) return;
-    fprintf(stderr,
-            "llamaweb %s: row cache: %u of %u rows (%.1f MiB of %.1f), %llu lookups, %llu hits, %llu misses "
-            "(%.2f %% hits), %llu warm loads, %.2f MiB read\n",
-            cmd, rs.n_slots, rs.n_rows, (double)rs.n_slots * (double)rs.row_bytes / 1048576.0,
-            (double)rs.n_rows * (double)rs.row_bytes / 1048576.0, (unsigned long long)rs.lookups,
-            (unsigned long long)rs.hits, (unsigned long long)rs.misses,
-            rs.lookups ? 100.0 * (double)rs.hits / (double)rs.lookups : 0.0, (unsigned long long)rs.warm_loads,
-            (double)rs.bytes_read / 1048576.0);
+    static const char *const names[LW_ROWS_N_TABLES] = {"token_embd", "per_layer_token_embd", "experts"};
+    for (int t = 0; t < LW_ROWS_N_TABLES; t++) {
+        lw_rows_stats rs;
+        if (lw_context_rows_table_stats(c, (lw_rows_table)t, &rs) != LW_OK || !rs.active) continue;
+        fprintf(stderr,
+                "llamaweb %s: row cache %s: %u of %u rows (%.1f MiB of %.1f), %llu lookups, %llu hits, %llu "
+                "misses "
+                "(%.2f %% hits), %llu warm loads, %.2f MiB read\n",
+                cmd, names[t], rs.n_slots, rs.n_rows, (double)rs.n_slots * (double)rs.row_bytes / 1048576.0,
+                (double)rs.n_rows * (double)rs.row_bytes / 1048576.0, (unsigned long long)rs.lookups,
+                (unsigned long long)rs.hits, (unsigned long long)rs.misses,
+                rs.lookups ? 100.0 * (double)rs.hits / (double)rs.lookups : 0.0,
+                (unsigned long long)rs.warm_loads, (double)rs.bytes_read / 1048576.0);
+    }
 }
 
 /* The tool-call format: the option's, else the one the model's chat template shows (Hermes when none). */

@@ -22,6 +22,13 @@ int lw__cmd_embed(int argc, char **argv);
 char *lw__cli_read_file(const char *path, size_t *len);
 
 /* Options shared by the generating commands, run and chat (tools/cli-gen.c). */
+/* The row store options (lw_model_params.rows_*). */
+typedef struct lw__cli_rows {
+    uint32_t embd;      /* --rows-embd N: token embedding rows in memory (0: all)                  */
+    uint32_t per_layer; /* --rows-per-layer N: per-layer embedding rows in memory (gemma4; 0: all)  */
+    const char *dir;    /* --rows-dir DIR: where row files go (NULL: the library's default)        */
+} lw__cli_rows;
+
 typedef struct lw__cli_gen {
     lw_sampler_params sampler; /* --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --seed */
     int32_t n_threads;         /* --threads / -t (0: the context's default)                            */
@@ -35,8 +42,7 @@ typedef struct lw__cli_gen {
     int tool_format;           /* --tool-format: lw_tool_format (AUTO: from the model's chat template)  */
     int parallel_tools;        /* 0 with --no-parallel-tool-calls: one call per reply                  */
     lw_grammar *grammar;       /* made by lw__cli_gen_context from the options above; freed by _close  */
-    uint32_t rows_embd;        /* --rows-embd N: token embedding rows in memory (row store; 0: all)     */
-    const char *rows_dir;      /* --rows-dir DIR: where row files go (NULL: the library's default)     */
+    lw__cli_rows rows;         /* --rows-embd / --rows-per-layer / --rows-dir (the row store)          */
 } lw__cli_gen;
 
 void lw__cli_gen_defaults(lw__cli_gen *o);
@@ -49,14 +55,15 @@ int lw__cli_gen_option(const char *a, const char *v, lw__cli_gen *o);
 uint32_t lw__cli_kv_type(const char *v);
 /* Loads a model; on failure prints "llamaweb CMD: why" and returns 1 (*m NULL). */
 int lw__cli_load_model(const char *cmd, const char *path, lw_model **m);
-/* The same with the row store options (rows_embd 0: none); prints what the store did, or why the table is
+/* The same with the row store options (NULL or all 0: none); prints what the store did, or why a table is
  * resident instead, once on stderr. */
-int lw__cli_load_model_rows(const char *cmd, const char *path, uint32_t rows_embd, const char *rows_dir,
-                            int no_vocab, lw_model **m);
-/* With the row store in use: "llamaweb CMD: row cache: H hits, M misses (R % hits), ..." on stderr. */
+int lw__cli_load_model_rows(const char *cmd, const char *path, const lw__cli_rows *rows, int no_vocab,
+                            lw_model **m);
+/* With the row store in use: "llamaweb CMD: row cache TABLE: H hits, M misses (R % hits), ..." on stderr, a
+ * line per table it serves. */
 void lw__cli_rows_report(const char *cmd, const lw_context *c);
-/* Parses --rows-embd / --rows-dir as lw__cli_gen_option does (used entries, 0, -1). */
-int lw__cli_rows_option(const char *a, const char *v, uint32_t *rows_embd, const char **rows_dir);
+/* Parses --rows-embd / --rows-per-layer / --rows-dir as lw__cli_gen_option does (used entries, 0, -1). */
+int lw__cli_rows_option(const char *a, const char *v, lw__cli_rows *rows);
 /* Creates the context (n_ctx cells, 0: the model's default) and the sampler; prints why and returns 1 on
  * failure (free what was made with lw__cli_gen_close). */
 int lw__cli_gen_context(const char *cmd, lw_model *m, lw__cli_gen *o, uint32_t n_ctx, lw_context **c,

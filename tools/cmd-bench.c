@@ -22,16 +22,17 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: llamaweb bench -m MODEL.gguf [-p PROMPT_TOKENS=512] [-n GEN_TOKENS=128] [-t THREADS=1,2] "
-                    "[-r REPS=3] [--kv f16|f32|q8_0|q4_0] [--rows-embd N] [--rows-dir DIR]\n");
+    fprintf(stderr,
+            "usage: llamaweb bench -m MODEL.gguf [-p PROMPT_TOKENS=512] [-n GEN_TOKENS=128] [-t THREADS=1,2] "
+            "[-r REPS=3] [--kv f16|f32|q8_0|q4_0] [--rows-embd N] [--rows-per-layer N] [--rows-dir DIR]\n");
     return 2;
 }
 
 int lw__cmd_bench(int argc, char **argv) {
     const char *model_path = NULL, *threads = "1,2";
     int n_p = 512, n_g = 128, reps = 3;
-    uint32_t kv = LW_TYPE_F16, rows_embd = 0;
-    const char *rows_dir = NULL;
+    uint32_t kv = LW_TYPE_F16;
+    lw__cli_rows rows = {0, 0, NULL};
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage();
@@ -41,14 +42,14 @@ int lw__cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "-t")) threads = v;
         else if (!strcmp(argv[i], "-r")) reps = atoi(v);
         else if (!strcmp(argv[i], "--kv") && lw__cli_kv_type(v) != UINT32_MAX) kv = lw__cli_kv_type(v);
-        else if (lw__cli_rows_option(argv[i], v, &rows_embd, &rows_dir) != 2) return usage();
+        else if (lw__cli_rows_option(argv[i], v, &rows) != 2) return usage();
     }
     if (!model_path || n_p < 0 || n_g < 0 || n_p > (1 << 20) || n_g > (1 << 20) || n_p + n_g == 0 || reps < 1 || reps > 100)
         return usage();
 
     lw_model *m = NULL;
     /* token ids only */
-    if (lw__cli_load_model_rows("bench", model_path, rows_embd, rows_dir, 1, &m)) return 1;
+    if (lw__cli_load_model_rows("bench", model_path, &rows, 1, &m)) return 1;
     const int n_vocab = lw_model_n_vocab(m);
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)(n_p + n_g + 1));
     double *pp = malloc(sizeof(double) * (size_t)reps), *tg = malloc(sizeof(double) * (size_t)reps);

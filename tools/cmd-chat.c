@@ -120,7 +120,7 @@ int lw__cmd_chat(int argc, char **argv) {
     lw_sampler *s = NULL;
     lw_chat_session *cs = NULL;
     double t0 = lw__cli_now();
-    if (lw__cli_load_model_rows("chat", model_path, o.rows_embd, o.rows_dir, 0, &m)) return 1;
+    if (lw__cli_load_model_rows("chat", model_path, &o.rows, 0, &m)) return 1;
     if (lw__cli_gen_context("chat", m, &o, n_ctx, &c, &s)) goto done;
     char *tools = NULL; /* --tools: the template's `tools` (the session keeps a copy) */
     if (o.tools_file && !(tools = lw__cli_read_file(o.tools_file, &(size_t){0}))) {

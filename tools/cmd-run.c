@@ -111,7 +111,7 @@ int lw__cmd_run(int argc, char **argv) {
 
     double t0 = lw__cli_now();
     lw_model *m = NULL;
-    if (lw__cli_load_model_rows("run", model_path, o.rows_embd, o.rows_dir, 0, &m)) return 1;
+    if (lw__cli_load_model_rows("run", model_path, &o.rows, 0, &m)) return 1;
     const lw_vocab *vocab = lw_model_vocab(m);
     if (!vocab) {
         lw_model_tokenize(m, "", 0, 0, 0, NULL, 0, &(size_t){0}); /* leaves the reason on the model */

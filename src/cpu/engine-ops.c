@@ -336,8 +336,10 @@ static void op_get_rows(const lw__exec *ex, const lw__node *nd, int ith, int nth
     lw__cpu_split(lw__cpu_rows(ex, dst), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         int64_t id = ex->tokens[r];
-        const uint8_t *src = w->data == ex->rows_table ? ex->rows_stage + (size_t)r * w->row_bytes
-                                                       : (const uint8_t *)w->data + (size_t)id * w->row_bytes;
+        const uint8_t *src = w->data == ex->rows_table[0] ? ex->rows_stage[0] + (size_t)r * w->row_bytes
+                             : w->data == ex->rows_table[1]
+                                 ? ex->rows_stage[1] + (size_t)r * w->row_bytes
+                                 : (const uint8_t *)w->data + (size_t)id * w->row_bytes;
         float *y = row_f32(dst, r);
         if (w->type == LW_TYPE_F32) {
             memcpy(y, src, (size_t)w->ne0 * sizeof(float));

@@ -133,10 +133,10 @@ typedef struct lw__exec {
     uint8_t *scratch;            /* shared: activations converted for a matmul                           */
     float *thread_scratch;       /* per thread: thread_floats floats each                                */
     size_t thread_floats;        /* floats of thread scratch per thread                                  */
-    const void *rows_table;      /* a get_rows weight served by the row store (its data pointer, a marker
-                                    never read), or NULL                                                 */
-    const uint8_t *rows_stage;   /* its rows for this step, gathered from the row cache: token r's row at
-                                    r * row_bytes (the table's rows are not in memory)                   */
+    const void *rows_table[2];   /* get_rows weights served by the row store (token_embd, gemma4's
+                                    per_layer_token_embd: their data pointers, markers never read), or NULL */
+    const uint8_t *rows_stage[2]; /* their rows for this step, gathered from the row caches: token r's row
+                                    at r * row_bytes (the tables' rows are not in memory)                */
     /* optional observer, called on thread 0 after each node with an output (see lw_eval_fn) */
     void (*on_node)(void *user, const char *name, int32_t layer, const float *data, int64_t ne0,
                     int64_t rows);

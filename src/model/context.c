@@ -36,7 +36,9 @@ struct lw_context {
     lw__rowcache *rows;       /* token_embd's row cache when the model's row store serves
                                  it (src/rows/), else NULL                              */
     uint8_t *rows_stage;      /* n_batch rows gathered from it for a step (in mem)      */
-    uint32_t *rows_slots;     /* n_batch slots of a lookup                              */
+    uint32_t *rows_slots;     /* n_batch slots of a lookup (shared by the tables)       */
+    lw__rowcache *pl_rows;    /* per_layer_token_embd's row cache, the same way, or NULL */
+    uint8_t *pl_stage;        /* n_batch rows gathered from it for a step (in mem)      */
 };
 
 lw_context_params lw_context_default_params(void) {
@@ -60,70 +62,90 @@ static int reserve(uint64_t *top, uint64_t size, uint64_t *off) {
     return lw__add_u64(*off, size, top);
 }
 
-/* The row cache of a model whose token_embd the row store serves: its slots (the model's rows_embd), warmed
- * with the first ids, and the staging rows' size for the one allocation. The graph's table must have the row
- * file's row size (it was bound from the same tensor). */
-static lw_status rows_create(lw_context *c, uint64_t *stage_bytes) {
+/* The row cache of a table the model's row store serves (rf, bound as the weight whose data is marker): its
+ * slots (the model's rows_embd / rows_per_layer), warmed with the first ids, and the staging rows' size for
+ * the one allocation. The graph's table must have the row file's row size (it was bound from the same
+ * tensor). */
+static lw_status rows_create(lw_context *c, lw__rowfile *rf, const void *marker, uint32_t asked,
+                             lw__rowcache **rc, uint64_t *stage_bytes) {
     lw_model *m = c->model;
-    const lw__rows_manifest *man = lw__rowfile_manifest(m->embd_rows);
+    const lw__rows_manifest *man = lw__rowfile_manifest(rf);
     int found = 0;
     for (int32_t i = 0; i < c->graph.n_t; i++)
-        if (c->graph.t[i].kind == LW_T_WEIGHT && c->graph.t[i].data == &m->rows_token) {
+        if (c->graph.t[i].kind == LW_T_WEIGHT && c->graph.t[i].data == marker) {
             if (c->graph.t[i].row_bytes != man->row_bytes || c->graph.t[i].ne1 != (int64_t)man->n_rows)
                 return lw__errorf(c->err, LW_ERR_BAD_DIMS, "row store: the graph's %s does not match its row file",
                                   c->graph.t[i].name);
             found = 1;
         }
-    if (!found) return lw__errorf(c->err, LW_ERR_INVALID_ARG, "row store: the graph does not read token_embd");
-    const uint32_t n_slots = m->rows_embd < man->n_rows ? m->rows_embd : (uint32_t)man->n_rows;
-    lw_status st = lw__rowcache_create(&c->alloc, m->embd_rows, n_slots, NULL, NULL, &c->rows, c->err);
+    if (!found)
+        return lw__errorf(c->err, LW_ERR_INVALID_ARG, "row store: the graph does not read %s", man->name);
+    const uint32_t n_slots = asked < man->n_rows ? asked : (uint32_t)man->n_rows;
+    lw_status st = lw__rowcache_create(&c->alloc, rf, n_slots, NULL, NULL, rc, c->err);
     if (st != LW_OK) return st;
-    c->rows_slots = lw__calloc(&c->alloc, c->n_batch, sizeof(uint32_t));
-    if (!c->rows_slots) return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
+    if (!c->rows_slots && !(c->rows_slots = lw__calloc(&c->alloc, c->n_batch, sizeof(uint32_t))))
+        return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
     if (!lw__mul_u64(man->row_bytes, c->n_batch, stage_bytes))
         return lw__errorf(c->err, LW_ERR_OVERFLOW, "row store: staging rows overflow");
     if (m->rows_warm >= 0) {
         const uint32_t warm = m->rows_warm == 0 ? n_slots : (uint32_t)m->rows_warm;
-        if ((st = lw__rowcache_warm(c->rows, 0, warm)) != LW_OK)
-            return lw__errorf(c->err, st, "row store: warming: %s", lw__rowcache_error(c->rows));
+        if ((st = lw__rowcache_warm(*rc, 0, warm)) != LW_OK)
+            return lw__errorf(c->err, st, "row store: warming: %s", lw__rowcache_error(*rc));
     }
     return LW_OK;
 }
 
-/* Gathers the rows of tokens[0..n) into the staging rows, in lookups of at most the cache's slots so every
+/* Gathers the rows of tokens[0..n) from rc into stage, in lookups of at most the cache's slots so every
  * lookup's rows are resident together. */
-static lw_status rows_gather(lw_context *c, const int32_t *tokens, int32_t n) {
-    const uint32_t n_slots = lw__rowcache_n_slots(c->rows);
-    const size_t rb = (size_t)lw__rowcache_row_bytes(c->rows);
+static lw_status rows_gather(lw_context *c, lw__rowcache *rc, uint8_t *stage, const int32_t *tokens,
+                             int32_t n) {
+    const uint32_t n_slots = lw__rowcache_n_slots(rc);
+    const size_t rb = (size_t)lw__rowcache_row_bytes(rc);
     for (int32_t i = 0; i < n;) {
         const int32_t k = (uint32_t)(n - i) < n_slots ? n - i : (int32_t)n_slots;
-        lw_status st = lw__rowcache_lookup(c->rows, tokens + i, (size_t)k, c->rows_slots);
-        if (st != LW_OK) return lw__errorf(c->err, st, "row store: %s", lw__rowcache_error(c->rows));
+        lw_status st = lw__rowcache_lookup(rc, tokens + i, (size_t)k, c->rows_slots);
+        if (st != LW_OK) return lw__errorf(c->err, st, "row store: %s", lw__rowcache_error(rc));
         for (int32_t j = 0; j < k; j++)
-            memcpy(c->rows_stage + (size_t)(i + j) * rb, lw__rowcache_row(c->rows, c->rows_slots[j]), rb);
+            memcpy(stage + (size_t)(i + j) * rb, lw__rowcache_row(rc, c->rows_slots[j]), rb);
         i += k;
     }
     return LW_OK;
 }
 
-lw_status lw_context_rows_stats(const lw_context *c, lw_rows_stats *out) {
-    if (!c || !out) return LW_ERR_INVALID_ARG;
-    memset(out, 0, sizeof(*out));
-    if (!c->rows) return LW_OK;
+/* Adds a cache's counters to out (n_rows: its table's rows). */
+static void rows_add_stats(const lw__rowcache *rc, uint64_t n_rows, lw_rows_stats *out) {
     lw__rowcache_stats s;
-    lw__rowcache_get_stats(c->rows, &s);
-    const lw__rows_manifest *man = lw__rowfile_manifest(c->model->embd_rows);
+    lw__rowcache_get_stats(rc, &s);
     out->active = 1;
-    out->n_rows = (uint32_t)man->n_rows;
-    out->n_slots = lw__rowcache_n_slots(c->rows);
-    out->row_bytes = man->row_bytes;
-    out->lookups = s.lookups;
-    out->hits = s.hits;
-    out->misses = s.misses;
-    out->warm_loads = s.warm_loads;
-    out->evictions = s.evictions;
-    out->bytes_read = s.bytes_read;
+    out->n_rows += (uint32_t)n_rows;
+    out->n_slots += lw__rowcache_n_slots(rc);
+    out->lookups += s.lookups;
+    out->hits += s.hits;
+    out->misses += s.misses;
+    out->warm_loads += s.warm_loads;
+    out->evictions += s.evictions;
+    out->bytes_read += s.bytes_read;
+}
+
+lw_status lw_context_rows_table_stats(const lw_context *c, lw_rows_table table, lw_rows_stats *out) {
+    if (!c || !out || (unsigned)table >= LW_ROWS_N_TABLES) return LW_ERR_INVALID_ARG;
+    memset(out, 0, sizeof(*out));
+    const lw__rowcache *rc = table == LW_ROWS_TOKEN_EMBD  ? c->rows
+                             : table == LW_ROWS_PER_LAYER ? c->pl_rows
+                                                          : NULL;
+    if (rc) {
+        rows_add_stats(
+            rc,
+            lw__rowfile_manifest(table == LW_ROWS_TOKEN_EMBD ? c->model->embd_rows : c->model->pl_rows)
+                ->n_rows,
+            out);
+        out->row_bytes = lw__rowcache_row_bytes(rc);
+    }
     return LW_OK;
+}
+
+lw_status lw_context_rows_stats(const lw_context *c, lw_rows_stats *out) {
+    return lw_context_rows_table_stats(c, LW_ROWS_TOKEN_EMBD, out);
 }
 
 static lw_status create(lw_context *c, const lw_context_params *p) {
@@ -180,7 +202,13 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
     c->out_rows = lw__calloc(&c->alloc, c->n_batch, sizeof(int32_t));
     if (!c->kv || !c->kv_rows || !c->out_rows) return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
     uint64_t all_cache = 0, top = 0, kv_off, act_off, sh_off, th_off, th_bytes, st_off = 0, st_bytes = 0;
-    if (m->embd_rows && (st = rows_create(c, &st_bytes)) != LW_OK) return st;
+    uint64_t pl_off = 0, pl_bytes = 0;
+    if (m->embd_rows &&
+        (st = rows_create(c, m->embd_rows, &m->rows_token, m->rows_embd, &c->rows, &st_bytes)) != LW_OK)
+        return st;
+    if (m->pl_rows && (st = rows_create(c, m->pl_rows, &m->rows_pl_token, m->rows_per_layer, &c->pl_rows,
+                                        &pl_bytes)) != LW_OK)
+        return st;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const lw__layer_hp *lh = &m->lhp[l];
         c->kv_rows[l] = (int64_t)lh->n_head_kv * lh->head_dim;
@@ -194,7 +222,7 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
         !reserve(&top, shared, &sh_off) ||
         !lw__mul_u64((uint64_t)thread_floats * sizeof(float), (uint64_t)n_threads, &th_bytes) ||
         !reserve(&top, th_bytes, &th_off) || !reserve(&top, st_bytes, &st_off) ||
-        !lw__add_u64(top, ARENA_ALIGN, &top) || top > SIZE_MAX)
+        !reserve(&top, pl_bytes, &pl_off) || !lw__add_u64(top, ARENA_ALIGN, &top) || top > SIZE_MAX)
         return lw__errorf(c->err, LW_ERR_OVERFLOW, "context too large");
     c->mem = lw__malloc(&c->alloc, (size_t)top);
     if (!c->mem)
@@ -247,8 +275,13 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
     ex->thread_floats = thread_floats;
     if (c->rows) {
         c->rows_stage = base + st_off;
-        ex->rows_table = &m->rows_token;
-        ex->rows_stage = c->rows_stage;
+        ex->rows_table[0] = &m->rows_token;
+        ex->rows_stage[0] = c->rows_stage;
+    }
+    if (c->pl_rows) {
+        c->pl_stage = base + pl_off;
+        ex->rows_table[1] = &m->rows_pl_token;
+        ex->rows_stage[1] = c->pl_stage;
     }
     return LW_OK;
 }
@@ -277,6 +310,7 @@ void lw_context_free(lw_context *c) {
     lw__free(&c->alloc, c->out_rows);
     lw__free(&c->alloc, c->rows_slots);
     lw__rowcache_free(c->rows);
+    lw__rowcache_free(c->pl_rows);
     lw_allocator a = c->alloc;
     lw__free(&a, c);
 }
@@ -332,7 +366,11 @@ lw_status lw_decode(lw_context *c, const int32_t *tokens, int32_t n, int logits_
         int32_t step = n - done < (int32_t)c->n_batch ? n - done : (int32_t)c->n_batch;
         lw__exec *ex = &c->ex;
         if (c->rows) {
-            lw_status st = rows_gather(c, tokens + done, step);
+            lw_status st = rows_gather(c, c->rows, c->rows_stage, tokens + done, step);
+            if (st != LW_OK) return st;
+        }
+        if (c->pl_rows) {
+            lw_status st = rows_gather(c, c->pl_rows, c->pl_stage, tokens + done, step);
             if (st != LW_OK) return st;
         }
         ex->n_tokens = step;

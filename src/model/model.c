@@ -377,6 +377,8 @@ static lw_status load_hparams(lw_model *m) {
  * ------------------------------------------------------------------------------------------------------- */
 
 /* The binder's state. */
+static uint8_t *rows_marker(lw_model *m, const lw__wt *w); /* the row store's weights (below) */
+
 typedef struct binder {
     lw_model *m;     /* model being loaded                                          */
     int pass;        /* 0: check and size; 1: read                                  */
@@ -418,15 +420,16 @@ static lw_status bind3(binder *b, lw__wt *w, const char *name, int64_t ne0, int6
         w->ne2 = want2;
         w->data = (void *)(uintptr_t)b->offset; /* an offset until the allocation exists */
         w->file_off = t->file_offset;
-        if (w == &m->tok_embd && m->embd_rows) return LW_OK; /* served by the row store: no room here */
+        if (rows_marker(m, w)) return LW_OK; /* served by the row store: no room here */
         uint64_t end;
         if (!lw__add_u64(b->offset, t->n_bytes, &end) || !lw__align_up_u64(end, WEIGHT_ALIGN, &b->offset))
             return lw__errorf(m->err, LW_ERR_OVERFLOW, "weights too large");
         return LW_OK;
     }
     /* pass 1: read into place */
-    if (w == &m->tok_embd && m->embd_rows) { /* the row store's rows, read a few at a time by contexts */
-        w->data = &m->rows_token;
+    uint8_t *marker = rows_marker(m, w);
+    if (marker) { /* the row store's rows, read a few at a time by contexts */
+        w->data = marker;
         return LW_OK;
     }
     if (m->no_weights) { /* header only: a distinct non-NULL token says "present" (never dereferenced) */
@@ -692,25 +695,28 @@ static lw_status load_vocab(lw_model *m) {
 }
 
 /* ---------------------------------------------------------------------------------------------------------
- * Row store of token_embd (src/rows/): decided before the weights are sized, so a served table takes no room
- * in the weight allocation. Whatever fails here leaves the table resident and says why in rows_msg.
+ * Row store (src/rows/) of token_embd and per_layer_token_embd: decided before the weights are sized, so a
+ * served table takes no room in the weight allocation. Whatever fails here leaves that table resident and
+ * says why in its message (rows_tab_msg), joined into rows_msg.
  * ------------------------------------------------------------------------------------------------------- */
 
-/* The row file's path: dir/token_embd-<key>.rows, key a hash of what identifies the tensor in its file (the
+/* The row file's path: dir/<tensor>-<key>.rows, key a hash of what identifies the tensor in its file (the
  * source's size, the tensor's offset, size, type and name, the model's name), not of its bytes: a changed
  * byte keeps the name and finds the file stale, so it is rewritten in place instead of piling up. */
-static lw_status rows_path(lw_model *m, const lw_gguf_tensor *t, lw_source *src, char *path, size_t cap) {
+static lw_status rows_path(lw_model *m, const lw_gguf_tensor *t, lw_source *src, char *path, size_t cap,
+                           char *err) {
     const char *dir = m->rows_dir, *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char def[1024];
     if (!dir || !*dir) {
         if (xdg && *xdg) snprintf(def, sizeof def, "%s/llamaweb/rows", xdg);
         else if (home && *home) snprintf(def, sizeof def, "%s/.cache/llamaweb/rows", home);
         else
-            return lw__errorf(m->rows_msg, LW_ERR_NOT_FOUND,
-                              "no directory for row files (lw_model_params.rows_dir, $XDG_CACHE_HOME, $HOME)");
+            return lw__errorf(
+                err, LW_ERR_NOT_FOUND,
+                "no directory for row files (lw_model_params.rows_dir, $XDG_CACHE_HOME, $HOME)");
         dir = def;
     }
-    lw_status st = lw__rows_mkdirs(dir, m->rows_msg);
+    lw_status st = lw__rows_mkdirs(dir, err);
     if (st != LW_OK) return st;
     const char *gname = NULL;
     lw_gguf_get_str(m->gguf, "general.name", &gname);
@@ -722,58 +728,106 @@ static lw_status rows_path(lw_model *m, const lw_gguf_tensor *t, lw_source *src,
     if (gname) lw__rows_hash_update(&h, gname, strlen(gname));
     if ((size_t)snprintf(path, cap, "%s/%s-%016llx.rows", dir, t->name,
                          (unsigned long long)lw__rows_hash_final(&h)) >= cap)
-        return lw__errorf(m->rows_msg, LW_ERR_INVALID_ARG, "row file path too long (%s)", dir);
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "row file path too long (%s)", dir);
     return LW_OK;
 }
 
-static lw_status setup_rows_inner(lw_model *m, lw_source *src, char *path, size_t cap) {
-    if (m->no_weights)
-        return lw__errorf(m->rows_msg, LW_ERR_UNSUPPORTED,
-                          "not used with no_weights (a GPU backend streams its own weights)");
-    const int64_t ti = lw_gguf_find_tensor(m->gguf, "token_embd.weight");
+/* Opens (writing it when needed) the row file of tensor ti: its rows along dimension 1 (a table of ne[1]
+ * rows; ne[2] must be 1) or 2 (experts: one row per expert's contiguous slab). */
+static lw_status open_table(lw_model *m, lw_source *src, int64_t ti, int axis, lw__rowfile **out, char *path,
+                            size_t cap, char *err) {
     const lw_gguf_tensor *t = lw_gguf_tensor_at(m->gguf, ti);
-    if (lw_gguf_find_tensor(m->gguf, "output.weight") < 0)
-        return lw__errorf(m->rows_msg, LW_ERR_UNSUPPORTED,
-                          "token_embd is also the output projection (tied embeddings), which reads every row");
-    if (t->ne[2] != 1 || t->ne[3] != 1 || t->n_bytes % (uint64_t)t->ne[1])
-        return lw__errorf(m->rows_msg, LW_ERR_BAD_DIMS, "token_embd is not a table of whole rows");
-    lw_status st;
-    if ((st = rows_path(m, t, src, path, cap)) != LW_OK) return st;
-    lw__rows_spec sp = {src, t->file_offset, t->n_bytes / (uint64_t)t->ne[1], (uint64_t)t->ne[1], t->type,
-                        t->name, 0};
-    return lw__rowfile_open(&m->alloc, &sp, path, &m->embd_rows, m->rows_msg);
+    const int64_t n = t->ne[axis];
+    if (n <= 0 || t->ne[3] != 1 || (axis == 1 && t->ne[2] != 1) || t->n_bytes % (uint64_t)n)
+        return lw__errorf(err, LW_ERR_BAD_DIMS, "%s is not a table of whole rows", t->name);
+    lw_status st = rows_path(m, t, src, path, cap, err);
+    if (st != LW_OK) return st;
+    lw__rows_spec sp = {src, t->file_offset, t->n_bytes / (uint64_t)n, (uint64_t)n, t->type, t->name, 0};
+    return lw__rowfile_open(&m->alloc, &sp, path, out, err);
 }
 
-/* Sets up the row store when asked for; never fails the load (only the allocator can, later, for the table). */
-static void setup_rows(lw_model *m, lw_source *src) {
-    m->rows_status = LW_OK;
-    if (m->rows_embd == 0) return;
-    if (m->rows_embd >= m->hp.n_vocab) {
-        snprintf(m->rows_msg, sizeof m->rows_msg,
-                 "token_embd: %u rows asked for hold the whole table of %u: resident, no row file", m->rows_embd,
+static const char *const rows_how[] = {"reused", "written", "stale, rewritten"}; /* lw__rows_outcome */
+static const char *const rows_names[LW_ROWS_N_TABLES] = {"token_embd", "per_layer_token_embd", "experts"};
+
+/* A table gathered by token id (token_embd, per_layer_token_embd): its row file, or why not. *final: msg is
+ * complete as it stands (nothing to store), not a failure to wrap into "row store not used". */
+static lw_status setup_gathered(lw_model *m, lw_source *src, int table, uint32_t asked, lw__rowfile **rf,
+                                char *msg, int *final) {
+    const char *name = rows_names[table];
+    char tname[64];
+    snprintf(tname, sizeof tname, "%s.weight", name);
+    const int64_t ti = lw_gguf_find_tensor(m->gguf, tname);
+    *final = 1;
+    if (ti < 0) /* token_embd is never absent here (load checked it) */
+        return lw__errorf(msg, LW_ERR_NOT_FOUND, "%s: this model has no such table, nothing to store", name);
+    if (asked >= m->hp.n_vocab) {
+        snprintf(msg, LW_ERRMSG_SIZE,
+                 "%s: %u rows asked for hold the whole table of %u: resident, no row file", name, asked,
                  m->hp.n_vocab);
-        return;
+        return LW_OK;
     }
+    *final = 0;
+    if (m->no_weights)
+        return lw__errorf(msg, LW_ERR_UNSUPPORTED,
+                          "not used with no_weights (a GPU backend streams its own weights)");
+    if (table == LW_ROWS_TOKEN_EMBD && lw_gguf_find_tensor(m->gguf, "output.weight") < 0)
+        return lw__errorf(
+            msg, LW_ERR_UNSUPPORTED,
+            "token_embd is also the output projection (tied embeddings), which reads every row");
     char path[1200];
-    path[0] = 0;
-    lw_status st = setup_rows_inner(m, src, path, sizeof path);
-    if (st != LW_OK) {
-        char why[LW_ERRMSG_SIZE];
-        snprintf(why, sizeof why, "%s", m->rows_msg);
-        m->rows_status = st;
-        snprintf(m->rows_msg, sizeof m->rows_msg, "row store not used, token_embd resident: %.190s", why);
-        return;
+    lw_status st = open_table(m, src, ti, 1, rf, path, sizeof path, msg);
+    if (st != LW_OK) return st;
+    snprintf(msg, LW_ERRMSG_SIZE, "%s: %u of %u rows in memory, row file %.120s (%s%s%.60s)", name, asked,
+             m->hp.n_vocab, path, rows_how[lw__rowfile_outcome(*rf)], *lw__rowfile_why(*rf) ? ": " : "",
+             lw__rowfile_why(*rf));
+    return LW_OK;
+}
+
+/* Sets up the row store of every table asked for; never fails the load (only the allocator can, later, for
+ * the tables that stay resident). */
+static void setup_rows(lw_model *m, lw_source *src) {
+    const uint32_t asked[LW_ROWS_N_TABLES] = {m->rows_embd, m->rows_per_layer, 0};
+    lw__rowfile **files[2] = {&m->embd_rows, &m->pl_rows};
+    m->rows_status = LW_OK;
+    m->rows_msg[0] = 0;
+    for (int t = 0; t < LW_ROWS_N_TABLES; t++) {
+        char *msg = m->rows_tab_msg[t];
+        m->rows_tab_status[t] = LW_OK;
+        msg[0] = 0;
+        if (!asked[t]) continue;
+        int final = 0;
+        lw_status st = setup_gathered(m, src, t, asked[t], files[t], msg, &final);
+        if (st != LW_OK && !final) {
+            char why[LW_ERRMSG_SIZE];
+            snprintf(why, sizeof why, "%s", msg);
+            snprintf(msg, LW_ERRMSG_SIZE, "row store not used, %s resident: %.190s", rows_names[t], why);
+        }
+        m->rows_tab_status[t] = st;
+        if (m->rows_status == LW_OK) m->rows_status = st;
+        const size_t len = strlen(m->rows_msg);
+        snprintf(m->rows_msg + len, sizeof m->rows_msg - len, "%s%s", len ? "; " : "", msg);
     }
-    static const char *const how[] = {"reused", "written", "stale, rewritten"};
-    const lw__rowfile *rf = m->embd_rows;
-    snprintf(m->rows_msg, sizeof m->rows_msg, "token_embd: %u of %u rows in memory, row file %.120s (%s%s%.60s)",
-             m->rows_embd, m->hp.n_vocab, path, how[lw__rowfile_outcome(rf)], *lw__rowfile_why(rf) ? ": " : "",
-             lw__rowfile_why(rf));
 }
 
 lw_status lw_model_rows_status(const lw_model *m, const char **message) {
     if (message) *message = m ? m->rows_msg : "no model";
     return m ? m->rows_status : LW_ERR_INVALID_ARG;
+}
+
+lw_status lw_model_rows_table_status(const lw_model *m, lw_rows_table table, const char **message) {
+    if (!m || (unsigned)table >= LW_ROWS_N_TABLES) {
+        if (message) *message = m ? "no such table" : "no model";
+        return LW_ERR_INVALID_ARG;
+    }
+    if (message) *message = m->rows_tab_msg[table];
+    return m->rows_tab_status[table];
+}
+
+/* The marker a weight served by the row store points at instead of its bytes, or NULL when it is resident. */
+static uint8_t *rows_marker(lw_model *m, const lw__wt *w) {
+    if (w == &m->tok_embd && m->embd_rows) return &m->rows_token;
+    if (w == &m->pl_tok_embd && m->pl_rows) return &m->rows_pl_token;
+    return NULL;
 }
 
 static lw_status load(lw_model *m, lw_source *src) {
@@ -852,6 +906,7 @@ static lw_status new_model(const lw_model_params *params, lw_model **out) {
         m->rows_embd = params->rows_embd;
         m->rows_dir = params->rows_dir;
         m->rows_warm = params->rows_warm;
+        m->rows_per_layer = params->rows_per_layer;
     }
     return LW_OK;
 }
@@ -882,6 +937,7 @@ void lw_model_free(lw_model *m) {
     lw__free(&a, m->lhp);
     lw_vocab_free(m->vocab);
     lw__rowfile_close(m->embd_rows);
+    lw__rowfile_close(m->pl_rows);
     lw_gguf_close(m->gguf);
     lw_source_close(m->own_src);
     lw__free(&a, m);

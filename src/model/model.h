@@ -176,10 +176,18 @@ struct lw_model {
     uint32_t rows_embd;             /* rows each context keeps in memory (asked for)          */
     int32_t rows_warm;              /* ids warmed at context creation (0: all slots, < 0: none) */
     const char *rows_dir;           /* directory asked for (caller's string; used at load only) */
-    lw_status rows_status;          /* LW_OK, or why the resident table serves instead         */
-    char rows_msg[LW_ERRMSG_SIZE];  /* what the store did or why it fell back ("" unasked)      */
+    lw_status rows_status;          /* LW_OK, or the first table's failure (its table resident) */
+    char rows_msg[LW_ROWS_N_TABLES * LW_ERRMSG_SIZE]; /* the asked tables' messages, "; " between */
     uint8_t rows_token;             /* tok_embd.data's target with the store: marks the weight
                                        present for the graph; never read                       */
+    /* row store of per_layer_token_embd (lw_model_params.rows_per_layer), the same way */
+    struct lw__rowfile *pl_rows; /* its row file when the store serves it (pl_tok_embd.data is
+                                    then &rows_pl_token, the table not in weights)           */
+    uint32_t rows_per_layer;     /* rows each context keeps in memory (asked for)          */
+    uint8_t rows_pl_token;       /* pl_tok_embd.data's marker with the store; never read   */
+    /* each table's outcome (lw_rows_table) and message ("" unasked) */
+    lw_status rows_tab_status[LW_ROWS_N_TABLES];
+    char rows_tab_msg[LW_ROWS_N_TABLES][LW_ERRMSG_SIZE];
 };
 
 /* The context's message buffer (LW_ERRMSG_SIZE bytes), for API functions outside context.c (generate.c). */

@@ -8,6 +8,8 @@
 //          (the call into C) and waiting (GPU + read-back); the prompt's kernels too. Greedy decoding.
 // options: --ctx N (KV cells), --batch N (tokens per step), --submit N (dispatches per command buffer), --chain N (steps the GPU-resident loop runs ahead; 0: wait for each id), --kv f16|f32|q8_0|q4_0,
 //          --f16 0|1, --sg 0|1 (variant switches; default: as the device offers),
+//          --rows-embd N (the row store: only N token embedding rows on the GPU, read from the file on a miss; the
+//          row cache's counters on stderr; as the native CLI's),
 //          --tune FILE_OR_JSON (kernel overrides: a file holding, or the text of, the JSON `node web/tune.mjs` prints),
 //          sampling as the native `llamaweb run` (tools/cli-gen.c): --temp T (default 0.8, 0 = greedy), --top-k K
 //          (default 40, 0 = off: the GPU's cap, 256 up to 65536 tokens), --top-p P (0.95), --min-p P (0.05), --seed S
@@ -22,9 +24,9 @@ import { Generation } from './lw-gen.mjs';
 
 function usage(why) {
   if (why) console.error('llamaweb (web): ' + why);
-  console.error('usage: node web/cli.mjs run -m M.gguf -p TEXT [-n N] [--ctx N] [--batch N] [--submit N] [--chain N] [--f16 0|1] [--sg 0|1] [--kv f16|f32|q8_0|q4_0]\n' +
+  console.error('usage: node web/cli.mjs run -m M.gguf -p TEXT [-n N] [--ctx N] [--batch N] [--submit N] [--chain N] [--f16 0|1] [--sg 0|1] [--kv f16|f32|q8_0|q4_0] [--rows-embd N]\n' +
     '         [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--tune FILE_OR_JSON]\n' +
-    '       node web/cli.mjs bench -m M.gguf [-p 512] [-n 128] [-r 3] [--ctx N] [--batch N] [--submit N] [--chain N] [--f16 0|1] [--sg 0|1]\n' +
+    '       node web/cli.mjs bench -m M.gguf [-p 512] [-n 128] [-r 3] [--ctx N] [--batch N] [--submit N] [--chain N] [--f16 0|1] [--sg 0|1] [--rows-embd N]\n' +
     '         [--tune FILE_OR_JSON] [--skip REGEX] [sampling options: sample instead of argmax]\n' +
     '       node web/cli.mjs profile -m M.gguf [-p 512] [-n 32] [--ctx N] [--batch N] [--submit N] [--f16 0|1] [--sg 0|1] [--tune FILE_OR_JSON] [--skip REGEX]');
   process.exit(2);
@@ -53,6 +55,7 @@ function parse(argv) {
     else if (k === '--f16') o.f16 = Number(v);
     else if (k === '--sg') o.subgroups = Number(v);
     else if (k === '--kv') o.kvType = v;
+    else if (k === '--rows-embd') o.rowsEmbd = num(k, v, 0, 0x7fffffff, true);
     else if (k === '--skip') o.skip = new RegExp(v);
     else if (k === '--tune') o.tune = existsSync(v) ? readFileSync(v, 'utf8') : v;
     else if (k === '--temp') o.sampling.temp = num(k, v, 0, 1e6);
@@ -86,7 +89,7 @@ async function main() {
   const src = fileSource(o.model);
   const nCtx = o.nCtx ?? (o.cmd !== 'run' ? (o.prompt ? Number(o.prompt) : 512) + (o.n ?? 128) + 8 : 2048);
   const m = await GpuModel.open(M, src, { nCtx, nBatch: o.nBatch, submitEvery: o.submitEvery, f16: o.f16, subgroups: o.subgroups,
-    kvType: o.kvType, tune: o.tune });
+    kvType: o.kvType, tune: o.tune, rows: o.rowsEmbd ? { embeddings: o.rowsEmbd } : undefined });
   // run samples (the native defaults); bench takes the argmax unless a sampling option was given; --temp 0 is
   // greedy as in the native CLI (the GPU's argmax: the sampler with temperature 0 drew by its seed)
   const sp = { ...SAMPLING_DEFAULTS, ...o.sampling };
@@ -110,6 +113,14 @@ async function main() {
   console.error(sample ? `sampling on the GPU: temp ${sp.temp}, top-k ${kUsed}${sp.topK > 0 && sp.topK === kUsed ? '' : ` (asked ${sp.topK}: the GPU's cap)`}, ` +
     `top-p ${sp.topP}, min-p ${sp.minP}, seed ${sp.seed}` : 'greedy (GPU argmax)');
   if (o.tune) console.error(`tune: ${JSON.stringify(m.variants())}`);
+  if (o.rowsEmbd) console.error(`rows: ${m.rowsFallback || m.rowsStats().message}`);
+  // the row cache's counters (stderr), as the native CLI prints them
+  const rowsLine = () => {
+    const r = m.rowsStats();
+    if (!r.active) return;
+    console.error(`row cache: ${r.lookups} lookups, ${r.hits} hits (${r.lookups ? (100 * r.hits / r.lookups).toFixed(1) : '-'}%), ${r.misses} misses, ` +
+      `${r.warmLoads} warm loads, ${r.evictions} evictions, ${r.bytesRead} bytes read, ${r.rewinds} chained steps undone`);
+  };
 
   if (o.cmd === 'run') {
     const ids = m.tokenize(o.prompt ?? '', true);
@@ -141,6 +152,7 @@ async function main() {
     console.error(`prompt: ${ids.length} tokens, ${(ids.length / ppMs * 1000).toFixed(1)} t/s; generation: ${made} tokens, ` +
       `${(decodes / tgMs * 1000).toFixed(1)} t/s; dispatches per token ${i1.stepDispatches} ` +
       `(${(i1.stepDispatches / i1.n_layer).toFixed(1)} per layer), submits ${i1.submits}`);
+    rowsLine();
   } else if (o.cmd === 'profile') {
     const r = await profile(M, m, { nPrompt: o.prompt ? Number(o.prompt) : 512, nGen: o.n ?? 32 });
     for (const l of formatProfile(r)) console.log(l);
@@ -165,6 +177,7 @@ async function main() {
     console.log('|-----------|-----------|------------------|-----------|');
     console.log(`| ${median(pp).toFixed(1).padStart(9)} | ${median(tg).toFixed(1).padStart(9)} | ${String(i1.stepDispatches).padStart(16)} | ` +
       `${(i1.stepDispatches / i1.n_layer).toFixed(1).padStart(9)} |`);
+    rowsLine();
   }
   m.free();
   src.close();

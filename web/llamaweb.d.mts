@@ -98,6 +98,10 @@ export interface OpenOptions {
   kvType?: 'f16' | 'f32' | 'q8_0' | 'q4_0';
   /** Kernel overrides (the JSON node web/tune.mjs prints, or an object), where the engine takes them. */
   tune?: string | object;
+  /** WebGPU: the row store keeps only `embeddings` token embedding rows on the GPU (an LRU cache; misses read
+   * from the model's source); tokens are identical. Where it cannot (tied output projection, the CPU engine)
+   * the table is resident and model.rowsFallback says why. */
+  rows?: { embeddings?: number };
   /** First prefetch of the GGUF header (default 256 KiB; grows as the header needs). */
   headBytes?: number;
   /** Bytes done of total in a phase: 'download' (a URL: bytes of it in the model cache), 'cache-write'
@@ -643,6 +647,27 @@ export class Llamaweb {
   memory(): MemoryUse;
 }
 
+/** Model.rowsStats(): the token embedding row store. */
+export interface RowsStats {
+  asked: boolean;
+  active: boolean;
+  status?: number;
+  message?: string;
+  nRows?: number;
+  nSlots?: number;
+  rowBytes?: number;
+  lookups?: number;
+  hits?: number;
+  misses?: number;
+  warmLoads?: number;
+  evictions?: number;
+  bytesRead?: number;
+  /** Chained (GPU-resident) steps undone because their input row was not resident. */
+  rewinds?: number;
+  hitRate?: number | null;
+  fallback: string | null;
+}
+
 export class Model {
   /** Where it runs: WebGPU or the CPU engine in the wasm heap. */
   readonly device: 'webgpu' | 'cpu';
@@ -664,6 +689,10 @@ export class Model {
   readonly headTries: number;
   /** open(url) on a cold cache: where the bytes came from (null: the file was in the cache, or not a URL). */
   readonly download: DownloadStats | null;
+  /** opts.rows asked for but the table is resident: why (said once, at open); else null. */
+  readonly rowsFallback: string | null;
+  /** The token embedding row store's counters (WebGPU) and fallback. */
+  rowsStats(): RowsStats;
   /** GPU bytes by kind, wasm and JS heap, the upload's and download's peaks. */
   memory(): ModelMemory;
   /** The GGUF has a chat template this build renders (else chatError says why). */

@@ -41,7 +41,7 @@ export { GpuModel, LlamawebError, bytesSource };
 export { blobSource, urlSource, opfsSource, listOpfs, downloadToOpfs, splitSource, splitUrls } from './lw-sources.mjs';
 export { cacheModel, listCached, deleteCached, clearCache, cacheAvailable } from './lw-cache.mjs';
 
-import { CpuEngine, statusError } from './lw-model.mjs';
+import { CpuEngine, statusError, rowsEmbd } from './lw-model.mjs';
 import { attachOpenAI, pushed } from './lw-openai.mjs';
 import { Generation, REASONS, STOP_EOG, STOP_NONE, putStops, stopList } from './lw-gen.mjs';
 
@@ -304,7 +304,8 @@ export class Llamaweb {
   // 'verify' | 'upload'), maxInFlight (chunks read and not yet in place, at most) and retries (per chunk read, with
   // backoff); verifyUpload (WebGPU: every weight byte read back from the GPU and compared with the file,
   // model.uploadCheck); on WebGPU f16/subgroups (0/1; default as the device offers) and tune (kernel overrides, as node
-  // web/tune.mjs prints them); on the CPU threads. With device 'auto', a model WebGPU fails to open (a plan
+  // web/tune.mjs prints them), rows ({embeddings: N}: only N token embedding rows on the GPU, the row store;
+  // model.rowsStats(), model.rowsFallback where it cannot serve); on the CPU threads. With device 'auto', a model WebGPU fails to open (a plan
   // the adapter's limits refuse, a device error) opens on the CPU engine. Failures throw a LlamawebError
   // (codes NETWORK, UNSUPPORTED_MODEL, NOT_ENOUGH_MEMORY, GPU_UNAVAILABLE, BAD_INPUT) and free what was made.
   async open(what, opts = {}) {
@@ -397,6 +398,9 @@ export class Llamaweb {
     model.gpuFailure = gpuFailure; // device 'auto': why WebGPU did not take it
     model.build = mod.build;       // 'threads' (wasm/mt/) or 'single'
     model.threadsError = mod.error; // why the single-thread build runs it, when more threads were asked for
+    rowsEmbd(opts); // (a bad rows option is refused on either engine)
+    if (opts.rows && opts.rows.embeddings > 0) // said once, here and in rowsStats(): the table is resident
+      model.rowsFallback = 'row store not used, token_embd resident: the wasm CPU engine keeps the whole table (WebGPU only so far)';
     return model;
   }
 
@@ -421,8 +425,9 @@ export class Llamaweb {
       try {
         const g = await GpuModel.open(this.Module, s, { nCtx: opts.nCtx ?? 2048, nBatch: opts.nBatch, f16: opts.f16,
           subgroups: opts.subgroups, kvType: opts.kvType, kvF32: opts.kvF32, tune: opts.tune, maxInFlight: opts.maxInFlight, retries: opts.retries,
-          verifyUpload: opts.verifyUpload });
+          verifyUpload: opts.verifyUpload, rows: opts.rows });
         const model = new Model(g, src, performance.now() - t0);
+        model.rowsFallback = g.rowsFallback; // rows asked for but the table is resident: why (null otherwise)
         model.uploadCheck = g.uploadCheck || null; // verifyUpload: {writes, bytes, bytesPast4GiB, mismatches, first}
         model.loadStats = g.loadStats; // {ms, bytes, chunks, peakInFlight, retries, peakJsHeap} of the upload
         model.headBytes = s.head.length; // header bytes prefetched (tests: never the whole file of a big model)
@@ -624,6 +629,7 @@ export class Model {
     this.name = source && source.name || 'model';
     this.loadMs = loadMs;        // open + plan + weight upload, ms
     this.info = engine.info();   // arch, n_layer, n_vocab, n_ctx, weightBytes, ...
+    this.rowsFallback = null;    // opts.rows asked for, the store not used: why (said once, at open)
     this.stopping = false;       // set by stop(), read between tokens
     this.busy = false;           // a generation is running
     this.freed = false;          // free() was called (the engine goes once no generation uses it)
@@ -643,6 +649,14 @@ export class Model {
       this.chatTemplate = !!this.chat_ && !this.chatError;
     }
     attachOpenAI(this);
+  }
+
+  // The token embedding row store (open's rows: {embeddings: N}): WebGPU's counters (GpuModel.rowsStats: hits,
+  // misses, bytesRead, rewinds, hitRate, ...), fallback: why the table is resident although rows were asked
+  // for (null otherwise; the CPU engine always keeps it).
+  rowsStats() {
+    const r = typeof this.engine.rowsStats === 'function' ? this.engine.rowsStats() : { asked: !!this.rowsFallback, active: false };
+    return { ...r, fallback: this.rowsFallback };
   }
 
   // What this model holds now, bytes: gpu (WebGPU) {weights, kv, activations (activations and scratch),

@@ -129,6 +129,17 @@ function makeTune(M, tune) {
   return t;
 }
 
+// rows.embeddings of open()'s options: token embedding rows the row store keeps on the GPU (0: the whole table);
+// BAD_INPUT for anything but a non-negative integer.
+export function rowsEmbd(opts) {
+  const r = opts.rows;
+  if (r === undefined || r === null) return 0;
+  const n = typeof r === 'object' ? r.embeddings ?? 0 : NaN;
+  if (!Number.isInteger(n) || n < 0 || n > 0x7fffffff)
+    throw new LlamawebError('BAD_INPUT', `rows: {embeddings: N} takes a non-negative integer (got ${JSON.stringify(r)})`);
+  return n;
+}
+
 // Sampling parameters as lw_wasm_model_set_sampling takes them; defaults are the CPU sampler's
 // (lw_sampler_default_params, the native `llamaweb run`'s): temp 0.8, top-k 40, top-p 0.95, min-p 0.05,
 // seed 0x5eed.
@@ -145,8 +156,13 @@ export class GpuModel {
   // (m.uploadCheck: lwGpu.verifyUploads' result; a difference throws; costs a second read and a read-back).
   // Afterwards m.loadMs and m.loadStats ({ms, bytes, chunks, peakInFlight, retries, peakJsHeap}). Failures throw a
   // LlamawebError and free what was made.
+  // rows: {embeddings: N}: the row store keeps only N token embedding rows on the GPU (an LRU cache with a GPU
+  // id -> slot map; misses read from the source at the row's offset in the GGUF); tokens are identical. Where
+  // it cannot serve the table (tied output projection, ...) the table is resident and rowsStats().fallback
+  // says why (also m.rowsFallback, set once at open).
   static async open(M, source, opts = {}) {
     gpuKvType(opts); // a bad kvType throws before anything is opened
+    rowsEmbd(opts);
     const tune = opts.tune === undefined || opts.tune === null || opts.tune === '' ? 0 : makeTune(M, opts.tune);
     const L = M.lwGpu.load, saved = L ? { ...L } : null;
     if (L && opts.maxInFlight > 0) L.maxInFlight = opts.maxInFlight;
@@ -184,7 +200,8 @@ export class GpuModel {
       t0 = performance.now();
       if (M.lwGpu.resetLoadStats) M.lwGpu.resetLoadStats();
       h = M._lw_wasm_model_open(id, source.size, opts.nCtx ?? 0, opts.nBatch ?? 0, opts.submitEvery ?? 0,
-        opts.f16 ?? -1, opts.subgroups ?? -1, gpuKvType(opts), tune, opts.exact === undefined ? -1 : opts.exact ? 1 : 0);
+        opts.f16 ?? -1, opts.subgroups ?? -1, gpuKvType(opts), tune, opts.exact === undefined ? -1 : opts.exact ? 1 : 0,
+        rowsEmbd(opts));
     } finally {
       if (tune) M._lw_wasm_tune_free(tune); // read during open only
     }
@@ -210,6 +227,7 @@ export class GpuModel {
       throw new LlamawebError(se ? se.code : 'LW_ERR_GPU', e.message);
     }
     m.loadMs = performance.now() - t0;
+    m.rowsFallback = m.rowsStats().fallback; // said once: the reason the resident table serves instead (or null)
     const S = M.lwGpu.loadStats;
     m.loadStats = S ? { ms: m.loadMs, bytes: S.bytes, chunks: S.chunks, peakInFlight: S.peakInFlight, retries: S.retries,
       peakJsHeap: S.peakJsHeap } : { ms: m.loadMs };
@@ -226,6 +244,7 @@ export class GpuModel {
     this.ids = M._malloc(4 * 65536); // token ids passed to C
     this.idsCap = 65536;
     this.grammar = null; // a Grammar (web/lw-structured.mjs) choosing the tokens of decode(), or null
+    this.rowsStep = M._lw_wasm_model_rows_step(h); // > 0: token rows from the row store, this many per step
   }
 
   check() {
@@ -294,7 +313,25 @@ export class GpuModel {
     // logits read back (n_vocab floats instead of 4 bytes) with the CPU sampler
     const gr = this.grammar && (out === 'argmax' || out === 'sample') ? this.grammar : null;
     const kind = gr || out === 'logits' ? 2 : out === 'none' ? 0 : out === 'sample' ? 3 : 1;
-    const st = M._lw_wasm_model_decode(this.h, this.ids, ids.length, kind);
+    let at = 0, n = ids.length;
+    if (this.rowsStep > 0) {
+      // the row store: a step's rows are loaded (streamed from the source) and awaited before it is recorded,
+      // one step of at most rowsStep tokens (their rows resident together) per call
+      for (;;) {
+        n = Math.min(this.rowsStep, ids.length - at);
+        const loads = M._lw_wasm_model_rows_load(this.h, this.ids + 4 * at, n);
+        if (loads < 0) throw new Error(M.UTF8ToString(M._lw_wasm_model_error(this.h)));
+        if (loads > 0) {
+          await M.lwGpu.settle();
+          this.check();
+        }
+        if (at + n >= ids.length) break;
+        const st = M._lw_wasm_model_decode(this.h, this.ids + 4 * at, n, 0);
+        if (st !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_model_error(this.h)));
+        at += n;
+      }
+    }
+    const st = M._lw_wasm_model_decode(this.h, this.ids + 4 * at, n, kind);
     if (st !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_model_error(this.h)));
     await M.lwGpu.settle();
     this.check();
@@ -314,6 +351,10 @@ export class GpuModel {
   // generator end as if the loop had decoded each handed id but the last, as the one-step loop
   //   for (let id = await m.decode(ids, out); ; id = await m.decode([id], out)) { ...; if (stop) break; }
   // does, with the same ids. With a grammar or 'logits' it is that loop (the CPU picks every id).
+  // With the row store the steps stay speculative: a chained step gathers its input id through the GPU's
+  // id -> slot map before the host has seen the id; when the host reads it, it checks that the row was
+  // resident (rows_check) and, when it was not, waits for the steps in flight, undoes them, and decodes the
+  // id from the host (which loads its row first). Nothing else changes the map while steps are in flight.
   async *chain(ids, out = 'argmax', { depth = 2 } = {}) {
     const M = this.M;
     let next = await this.decode(ids, out);
@@ -333,6 +374,11 @@ export class GpuModel {
     try {
       for (;;) {
         while (room && q.length < depth) room = more();
+        if (this.rowsStep > 0 && q.length && !M._lw_wasm_model_rows_check(this.h, next)) {
+          await Promise.all(q.map((s) => s.read)); // (they write the ring)
+          if (M._lw_wasm_model_rewind(this.h, q.length) !== 0) this.check();
+          q.length = 0; // next is decoded from the host below, its row loaded first
+        }
         yield next;
         if (!q.length) { next = await this.decode([next], out); continue; } // context full: decode() says so
         const s = q.shift();
@@ -356,13 +402,31 @@ export class GpuModel {
     if (this.M._lw_wasm_model_set_n_past(this.h, n) !== 0) throw new Error('bad n_past ' + n);
   }
 
-  // Plan facts and counters (see lw_wasm_model_info_json).
+  // Plan facts and counters (see lw_wasm_model_info_json); rows: rowsStats().
   info() {
     const M = this.M;
     const p = M._malloc(2048);
     try {
       if (M._lw_wasm_model_info_json(this.h, p, 2048) < 0) throw new Error('info failed');
-      return JSON.parse(M.UTF8ToString(p));
+      return { ...JSON.parse(M.UTF8ToString(p)), rows: this.rowsStats() };
+    } finally {
+      M._free(p);
+    }
+  }
+
+  // The token embedding row store: {asked, active, status, message, nRows, nSlots, rowBytes, lookups, hits,
+  // misses, warmLoads, evictions, bytesRead, rewinds (chained steps undone: their row was not resident),
+  // hitRate (hits / lookups, null before any), fallback (why the table is resident although rows were asked
+  // for, else null)}.
+  rowsStats() {
+    const M = this.M;
+    const p = M._malloc(1024);
+    try {
+      if (M._lw_wasm_model_rows_json(this.h, p, 1024) < 0) throw new Error('rowsStats failed');
+      const r = JSON.parse(M.UTF8ToString(p));
+      r.hitRate = r.lookups ? r.hits / r.lookups : null;
+      r.fallback = r.asked && r.status !== 0 ? r.message : null;
+      return r;
     } finally {
       M._free(p);
     }

@@ -110,11 +110,12 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_tune_to_json(const lw_wasm_tune *t, char *dst, 
  * settle(), then lw_wasm_model_check()). f16/subgroups: -1 = as the device offers; kv_type: the KV cache's
  * LW_TYPE (F16, F32, Q8_0 or Q4_0; -1: f16; others fail in the plan); tune: kernel overrides (NULL: the
  * measured defaults; read during this call only); exact: the CPU engine's bits in norms and attention (1),
- * the GPUs' f32 kernels (0), or on CPU adapters only (-1). Returns NULL only when memory runs out; otherwise
- * check lw_wasm_model_error() (empty: fine). */
+ * the GPUs' f32 kernels (0), or on CPU adapters only (-1); rows_embd: token embedding rows kept on the GPU by
+ * the row store (0: the whole table; lw_wasm_model_rows_json says what the store does). Returns NULL only
+ * when memory runs out; otherwise check lw_wasm_model_error() (empty: fine). */
 EMSCRIPTEN_KEEPALIVE lw_wasm_model *lw_wasm_model_open(uint32_t host, double size, int n_ctx, int n_batch,
                                                        int submit_every, int f16, int subgroups, int kv_type,
-                                                       const lw_wasm_tune *tune, int exact) {
+                                                       const lw_wasm_tune *tune, int exact, int rows_embd) {
     lw_wasm_model *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->host = host;
@@ -145,6 +146,7 @@ EMSCRIPTEN_KEEPALIVE lw_wasm_model *lw_wasm_model_open(uint32_t host, double siz
     p.kv_type = kv_type < 0 ? LW_TYPE_F16 : (uint32_t)kv_type;
     p.exact_norm = p.exact_attn = exact < 0 ? -1 : exact != 0; /* the CPU's bits: a test switch */
     p.tune = tune ? &tune->t : NULL;
+    p.rows_embd = rows_embd > 0 ? (uint32_t)rows_embd : 0;
     if ((st = lw__gpu_model_create(gpu, w->m, &p, &w->g)) != LW_OK)
         lw__errorf(w->err, st, "GPU plan: %s", lw__gpu_model_error(w->g));
     return w;
@@ -268,6 +270,67 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_model_info_json(const lw_wasm_model *w, char *d
                      (unsigned long long)lw__gpu_model_step_dispatches(g), (unsigned long long)wb,
                      (unsigned long long)kv, (unsigned long long)acts,
                      lw_type_get(lw__gpu_model_kv_type(g))->name);
+    return n < cap ? n : -1;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * The row store of token_embd (lw__gpu_model_rows_*: the host loads a step's rows and awaits them first)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Tokens per decode call while the store serves the table (0: not in use, any count). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_model_rows_step(const lw_wasm_model *w) {
+    return w->g ? (int)lw__gpu_model_rows_step(w->g) : 0;
+}
+
+/* Makes the rows of ids[0..n) resident (streams from the host source for the misses): returns how many were
+ * loaded (> 0: await settle() before the decode), or -1 with the message in lw_wasm_model_error(). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_model_rows_load(lw_wasm_model *w, const int32_t *ids, int n) {
+    if (w->err[0]) return -1;
+    uint32_t loads = 0;
+    lw_status st = lw__gpu_model_rows_load(w->g, ids, n, &loads);
+    if (st != LW_OK) {
+        lw__errorf(w->err, st, "row store: %s", lw__gpu_model_error(w->g));
+        return -1;
+    }
+    return (int)loads;
+}
+
+/* After a chained step that gathered id: 1 when its row was resident (the step stands), 0 when not (undo it
+ * and the steps after it, then decode id from the host). */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_model_rows_check(lw_wasm_model *w, int id) {
+    return lw__gpu_model_rows_check(w->g, id);
+}
+
+/* The store's state and counters as JSON: {"asked":bool,"active":bool,"status":N,"message":"...","nRows":..,
+ * "nSlots":..,"rowBytes":..,"lookups":..,"hits":..,"misses":..,"warmLoads":..,"evictions":..,"bytesRead":..,
+ * "rewinds":..}. Returns the length or -1. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_model_rows_json(const lw_wasm_model *w, char *dst, int cap) {
+    if (!w->g || !dst || cap <= 0) return -1;
+    const char *msg = "";
+    const lw_status st = lw__gpu_model_rows_status(w->g, &msg);
+    lw_rows_stats s;
+    uint64_t rewinds = 0;
+    lw__gpu_model_rows_stats(w->g, &s, &rewinds);
+    char esc[2 * LW_ERRMSG_SIZE]; /* the message as a JSON string body */
+    size_t k = 0;
+    for (const char *c = msg; *c && k + 7 < sizeof esc; c++) {
+        if (*c == '"' || *c == '\\') esc[k++] = '\\';
+        if ((unsigned char)*c < 0x20) {
+            k += (size_t)snprintf(esc + k, sizeof esc - k, "\\u%04x", (unsigned)*c);
+            continue;
+        }
+        esc[k++] = *c;
+    }
+    esc[k] = 0;
+    int n = snprintf(
+        dst, (size_t)cap,
+        "{\"asked\":%s,\"active\":%s,\"status\":%d,\"message\":\"%s\",\"nRows\":%u,\"nSlots\":%u,"
+        "\"rowBytes\":%llu,\"lookups\":%llu,\"hits\":%llu,\"misses\":%llu,\"warmLoads\":%llu,"
+        "\"evictions\":%llu,\"bytesRead\":%llu,\"rewinds\":%llu}",
+        msg[0] ? "true" : "false", s.active ? "true" : "false", (int)st, esc, s.n_rows, s.n_slots,
+        (unsigned long long)s.row_bytes, (unsigned long long)s.lookups, (unsigned long long)s.hits,
+        (unsigned long long)s.misses, (unsigned long long)s.warm_loads, (unsigned long long)s.evictions,
+        (unsigned long long)s.bytes_read, (unsigned long long)rewinds);
     return n < cap ? n : -1;
 }
 

@@ -257,7 +257,117 @@ static void run(const char *path, const char *what, uint64_t per_block, uint64_t
     lw_source_close(f.src);
 }
 
+/* The token embedding from a row store (gpu-model-rows.c): the table leaves the weight buffers for a slots
+ * buffer and an id -> slot map, the gather stays one dispatch (through the map), rows stream from the file
+ * on a miss and must be loaded before a step, decoding creates nothing; a tied table stays resident and
+ * says why. */
+static void run_rows(void) {
+    static fake f; /* large: not on the stack */
+    char path[512], tied_path[512], err[LW_ERRMSG_SIZE];
+    synth_spec sp = {.n_vocab = 320,
+                     .n_embd = 64,
+                     .n_layer = 2,
+                     .n_head = 4,
+                     .n_head_kv = 2,
+                     .n_ff = 96,
+                     .wtype = LW_TYPE_Q8_0,
+                     .tied = 0,
+                     .seed = 11,
+                     .arch = "llama"};
+    CHECK(synth_write(synth_path(path, sizeof path, "gpu-plan-rows.gguf"), &sp) == 0);
+    sp.tied = 1;
+    CHECK(synth_write(synth_path(tied_path, sizeof tied_path, "gpu-plan-rows-tied.gguf"), &sp) == 0);
+    uint64_t wb_resident = 0, step_resident = 0;
+    for (int k = 0; k < 3; k++) { /* resident, row store, tied (fallback) */
+        const char *file = k == 2 ? tied_path : path;
+        memset(&f, 0, sizeof f);
+        f.info.max_buffer_size = 1u << 30;
+        f.info.max_storage_buffer_binding_size = 32u << 10;
+        f.info.max_uniform_buffer_binding_size = 65536;
+        f.info.min_storage_buffer_offset_alignment = f.info.min_uniform_buffer_offset_alignment = 256;
+        f.info.max_storage_buffers_per_shader_stage = 8;
+        f.info.max_compute_workgroup_storage_size = 32768;
+        f.info.max_compute_invocations_per_workgroup = f.info.max_compute_workgroup_size_x = 256;
+        f.info.max_compute_workgroups_per_dimension = 65535;
+        f.info.has_subgroups = true;
+        CHECK(lw_source_open_file(file, NULL, &f.src, err, sizeof err) == LW_OK);
+        lw_model *m = NULL;
+        lw_model_params mp = lw_model_default_params();
+        mp.no_weights = 1;
+        mp.no_vocab = 1;
+        CHECK(lw_model_load_file(file, &mp, &m) == LW_OK);
+        lw__gpu_model_params p = lw__gpu_model_default_params();
+        p.n_ctx = 64;
+        p.n_batch = 8;
+        p.host_source = 1;
+        p.rows_embd = k ? 40 : 0; /* 1/8 of the table */
+        lw__gpu_model *g = NULL;
+        lw_gpu gpu = {&fake_ops, &f};
+        CHECK_MSG(m && lw__gpu_model_create(gpu, m, &p, &g) == LW_OK, "rows %d: %s", k,
+                  lw__gpu_model_error(g));
+        if (!g) {
+            lw_model_free(m);
+            lw_source_close(f.src);
+            continue;
+        }
+        const char *msg = NULL;
+        const lw_status rs = lw__gpu_model_rows_status(g, &msg);
+        lw_rows_stats st;
+        uint64_t wb, kv, acts, rewinds;
+        lw__gpu_model_bytes(g, &wb, &kv, &acts);
+        CHECK(lw__gpu_model_rows_stats(g, &st, &rewinds) == LW_OK);
+        int32_t prompt[6] = {1, 300, 9, 200, 37, 300};
+        if (k == 0) {
+            wb_resident = wb;
+            CHECK(rs == LW_OK && !msg[0] && !st.active && lw__gpu_model_rows_step(g) == 0);
+        } else if (k == 1) {
+            CHECK_MSG(rs == LW_OK && st.active && st.n_slots == 40 && st.warm_loads == 40, "%s", msg);
+            CHECK_MSG(wb + 320 * 68 <= wb_resident, "weights %llu, resident %llu", (unsigned long long)wb,
+                      (unsigned long long)wb_resident);
+            CHECK(lw__gpu_model_rows_step(g) == 8);
+            /* with a host source, rows are loaded (and awaited) before the step: decode alone refuses */
+            CHECK(lw__gpu_model_decode(g, prompt, 6, LW_GPU_OUT_ARGMAX) == LW_ERR_INVALID_ARG);
+        } else {
+            CHECK_MSG(rs == LW_ERR_UNSUPPORTED && strstr(msg, "tied") && !st.active, "%s", msg);
+        }
+        const uint32_t n0 = f.n_buf, p0 = f.n_pipe, g0 = f.n_group;
+        uint32_t loads = 0;
+        CHECK(lw__gpu_model_rows_load(g, prompt, 6, &loads) == LW_OK);
+        CHECK(loads == (k == 1 ? 2u : 0u)); /* 300 and 200 (300's second time a hit); 1, 9, 37 warm */
+        CHECK(lw__gpu_model_decode(g, prompt, 6, LW_GPU_OUT_ARGMAX) == LW_OK);
+        CHECK(lw__gpu_model_rows_load(g, prompt, 9, &loads) == (k == 1 ? LW_ERR_INVALID_ARG : LW_OK));
+        const uint64_t d0 = f.dispatches;
+        int32_t t = 301, slot = -1;
+        CHECK(lw__gpu_model_rows_load(g, &t, 1, &loads) == LW_OK);
+        CHECK(lw__gpu_model_decode(g, &t, 1, LW_GPU_OUT_ARGMAX) == LW_OK);
+        CHECK(f.dispatches - d0 == lw__gpu_model_step_dispatches(g) + 2);
+        if (k == 0) step_resident = lw__gpu_model_step_dispatches(g);
+        CHECK_MSG(lw__gpu_model_step_dispatches(g) == step_resident, "rows %d: %llu dispatches per token", k,
+                  (unsigned long long)lw__gpu_model_step_dispatches(g));
+        CHECK(lw__gpu_model_decode_next(g, LW_GPU_OUT_ARGMAX, &slot) == LW_OK); /* gathers through the map */
+        CHECK(lw__gpu_model_rows_check(g, 301) == 1);
+        CHECK(lw__gpu_model_rows_check(g, 250) == (k == 1 ? 0 : 1)); /* 250 was never loaded */
+        CHECK(lw__gpu_model_rows_stats(g, &st, &rewinds) == LW_OK);
+        CHECK(rewinds == (k == 1 ? 1u : 0u));
+        if (k == 1) /* the prompt's 6, 301 and its check; 40 warm rows and 3 misses read */
+            CHECK(st.lookups == 8 && st.hits == 5 && st.misses == 3 && st.bytes_read == 43 * 68);
+        CHECK_MSG(f.n_buf == n0 && f.n_pipe == p0 && f.n_group == g0,
+                  "rows %d: objects created while decoding", k);
+        CHECK_MSG(f.bad == 0, "rows %d: %llu WebGPU rule violations", k, (unsigned long long)f.bad);
+        printf("rows %s: %s; %u buffers, %llu bytes of weights, %llu dispatches per token\n",
+               k == 0   ? "off"
+               : k == 1 ? "40 of 320"
+                        : "tied",
+               msg[0] ? msg : "resident", f.n_buf, (unsigned long long)wb,
+               (unsigned long long)lw__gpu_model_step_dispatches(g));
+        lw__gpu_model_free(g);
+        lw_model_free(m);
+        lw_source_close(f.src);
+    }
+}
+
 int main(void) {
+    run_rows();
     /* Dispatches of a one-token step with the planned fusions. A llama block: norm (+ the previous
      * block's residual ADD), one Q|K|V mat-vec (gpu-model-fuse.c), rope_qkv (both ROPEs and both KV_STOREs,
      * reading q, k, v from the fused output), attention (one split at 17 cells), O, norm (+ ADD), one

@@ -326,6 +326,11 @@ typedef struct lw_model_params {
                                   for E2B) as rows_embd does token_embd: this many rows per context in
                                   memory, the rest read from a row file when used; identical outputs.
                                   0 (default): resident. rows_warm applies to it too                      */
+    uint32_t rows_experts;     /* > 0: the row store serves the MoE experts (ffn_{gate,up,down}_exps and
+                                  gemma4's ffn_gate_up_exps): this many experts of each layer in memory
+                                  per context, an expert's slab of each tensor read from a row file when
+                                  the router picks it; identical outputs. 0 (default): resident.
+                                  rows_warm warms experts 0.. of every layer                              */
 } lw_model_params;
 
 lw_model_params lw_model_default_params(void);

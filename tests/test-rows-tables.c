@@ -1,10 +1,15 @@
-/* The CPU engine's row store beyond token embeddings: Gemma 4's per-layer token embeddings
- * (lw_model_params.rows_per_layer) on a gemma-4-e2b-shape tiny synth (tiny-gemma4, 32,000 ids) with 1/8 of
- * the rows in memory: 1,000 greedy tokens identical to the resident table, the table out of the weight
- * allocation, nothing allocated while decoding, a prompt longer than the slots; the fallbacks said per table
- * (a directory that cannot exist, a model without the table, token_embd tied on the same model); allocation
- * failures at load and context creation clean. Prints memory saved, hit rates and tokens/s both ways (never
- * asserted). Synthesized with the built-in vocabulary: needs nothing from ../shared. */
+/* The CPU engine's row store beyond token embeddings:
+ *  - Gemma 4's per-layer token embeddings (lw_model_params.rows_per_layer) on a gemma-4-e2b-shape tiny synth
+ *    (tiny-gemma4, 32,000 ids) with 1/8 of the rows in memory: 1,000 greedy tokens identical to the resident
+ *    table, the table out of the weight allocation, nothing allocated while decoding, a prompt longer than
+ *    the slots;
+ *  - MoE experts (lw_model_params.rows_experts) on tiny-qwen3moe and tiny-gemma4-moe (fused gate|up) with
+ *    half the experts of each layer in memory: 1,000 greedy tokens identical, nothing allocated while
+ *    decoding, a 300-token prompt whose steps route to more experts than the slots (rounds), one slot;
+ *  - the fallbacks said per table (a directory that cannot exist, a model without the table, token_embd tied
+ *    on the same model, all rows asked for); allocation failures at load and context creation clean.
+ * Prints memory saved, hit rates and tokens/s both ways (never asserted). Synthesized with the built-in
+ * vocabulary: needs nothing from ../shared. */
 #include "llamaweb.h"
 #include "alloc-counter.h"
 #include "synth/synth.h"
@@ -29,6 +34,7 @@ typedef struct rows_ask {
     uint32_t embd;      /* lw_model_params.rows_embd      */
     uint32_t per_layer; /* lw_model_params.rows_per_layer */
     const char *dir;    /* lw_model_params.rows_dir       */
+    uint32_t experts;   /* lw_model_params.rows_experts   */
 } rows_ask;
 
 /* The greedy run's results. */
@@ -66,6 +72,7 @@ static void run(const char *path, const rows_ask *ask, const int32_t *prompt, in
     mp.rows_embd = ask->embd;
     mp.rows_per_layer = ask->per_layer;
     mp.rows_dir = ask->dir;
+    mp.rows_experts = ask->experts;
     lw_model *m = NULL;
     lw_context *c = NULL;
     if ((o->st = lw_model_load_file(path, &mp, &m)) != LW_OK) {
@@ -162,7 +169,7 @@ static void per_layer(const char *type) {
     const uint32_t eighth = N_VOCAB / 8;
     printf("tiny-gemma4 %s: per_layer_token_embd %u of %u rows resident, prompt 300, %d greedy tokens\n",
            type, eighth, N_VOCAB, N_GEN);
-    const rows_ask none = {0, 0, rows_dir}, pl = {0, eighth, rows_dir};
+    const rows_ask none = {0, 0, rows_dir, 0}, pl = {0, eighth, rows_dir, 0};
     run(path, &none, prompt, 300, N_GEN, &base);
     CHECK(base.st == LW_OK && base.n == N_GEN);
     report("resident table", &base);
@@ -186,11 +193,51 @@ static void per_layer(const char *type) {
           !strcmp(with_rows.tab_msg[LW_ROWS_PER_LAYER], with_rows.rows_msg));
 
     /* a 700-token prompt in one step: more distinct ids than the 256 slots, gathered in several lookups */
-    const rows_ask small = {0, 256, rows_dir};
+    const rows_ask small = {0, 256, rows_dir, 0};
     run(path, &none, prompt, 700, 64, &base);
     run(path, &small, prompt, 700, 64, &other);
     CHECK(other.st == LW_OK && same_tokens(&base, &other));
     report("row store, prompt 700 > 256", &other);
+}
+
+/* The experts, half of each layer's resident, against all of them. */
+static void experts(const char *preset, const char *type, uint32_t n_expert, uint32_t n_layer_moe) {
+    char path[700];
+    char name[96];
+    snprintf(name, sizeof name, "rows-%s-%s.gguf", preset, type);
+    make_model(preset, type, name, path, sizeof path);
+    const uint32_t half = n_expert / 2;
+    printf("%s %s: %u of %u experts per layer resident, prompt 300, %d greedy tokens\n", preset, type, half,
+           n_expert, N_GEN);
+    const rows_ask none = {0, 0, rows_dir, 0}, ex = {0, 0, rows_dir, half};
+    run(path, &none, prompt, 300, N_GEN, &base);
+    CHECK(base.st == LW_OK && base.n == N_GEN);
+    report("resident experts", &base);
+    run(path, &ex, prompt, 300, N_GEN, &with_rows);
+    const lw_rows_stats *rs = &with_rows.rs[LW_ROWS_EXPERTS];
+    CHECK_MSG(with_rows.st == LW_OK && with_rows.rows_st == LW_OK, "%s", with_rows.rows_msg);
+    printf("  %s\n", with_rows.rows_msg);
+    report("row store (1/2 of the experts)", &with_rows);
+    CHECK_MSG(same_tokens(&base, &with_rows), "%s %s: tokens differ", preset, type);
+    CHECK(with_rows.decode_allocs == 0);
+    /* a cache per layer and tensor (gate|up fused: 2, else 3), half the experts each */
+    const uint32_t n_tensors = strstr(preset, "gemma4") ? 2 : 3;
+    CHECK(rs->active && rs->n_rows == n_expert * n_layer_moe * n_tensors && rs->n_slots * 2 == rs->n_rows);
+    CHECK(strstr(with_rows.rows_msg, "experts: ") == with_rows.rows_msg);
+    const uint64_t table = (uint64_t)rs->n_rows * rs->row_bytes,
+                   cache = (uint64_t)rs->n_slots * rs->row_bytes;
+    CHECK(base.weights - with_rows.weights >= table);
+    printf("  memory: weights %.1f KiB less (the experts), the caches hold %.1f KiB: %.1f KiB saved per "
+           "context\n",
+           (double)(base.weights - with_rows.weights) / 1024.0, (double)cache / 1024.0,
+           (double)(table - cache) / 1024.0);
+
+    /* one slot per tensor: every step's experts go one round each */
+    const rows_ask one = {0, 0, rows_dir, 1};
+    run(path, &none, prompt, 300, 64, &base);
+    run(path, &one, prompt, 300, 64, &other);
+    CHECK(other.st == LW_OK && same_tokens(&base, &other));
+    report("row store, 1 expert per layer", &other);
 }
 
 int main(void) {
@@ -205,14 +252,18 @@ int main(void) {
     per_layer("q8_0");
     per_layer("q4_k_m");
 
+    experts("tiny-qwen3moe", "q4_k_m", 16, 2);
+    experts("tiny-qwen3moe", "q8_0", 16, 2);
+    experts("tiny-gemma4-moe", "q4_k_m", 16, 3);
+
     char g4[700], moe[700];
     make_model("tiny-gemma4", "q8_0", "rows-tiny-gemma4-q8_0.gguf", g4, sizeof g4);
     const uint32_t eighth = N_VOCAB / 8;
 
     /* fallbacks, said once per table through lw_model_rows_status / lw_model_rows_table_status */
     {
-        const rows_ask none = {0, 0, rows_dir}, bad = {0, eighth, "/dev/null/rows"},
-                       both = {eighth, eighth, rows_dir};
+        const rows_ask none = {0, 0, rows_dir, 0}, bad = {0, eighth, "/dev/null/rows", 0},
+                       both = {eighth, eighth, rows_dir, 0};
         run(g4, &none, prompt, 20, 32, &base);
         run(g4, &bad, prompt, 20, 32, &other);
         printf("  bad directory: %s: %s\n", lw_status_str(other.rows_st), other.rows_msg);
@@ -232,21 +283,36 @@ int main(void) {
         CHECK(same_tokens(&base, &other));
 
         /* more rows than the table: nothing to store */
-        const rows_ask all = {0, N_VOCAB, rows_dir};
+        const rows_ask all = {0, N_VOCAB, rows_dir, 0};
         run(g4, &all, prompt, 20, 32, &other);
         CHECK(other.st == LW_OK && other.rows_st == LW_OK && !other.rs[LW_ROWS_PER_LAYER].active);
         CHECK(other.weights == base.weights && strstr(other.rows_msg, "whole table") != NULL);
 
         /* a model without the table */
         make_model("tiny-qwen3moe", "q8_0", "rows-tiny-qwen3moe-q8_0.gguf", moe, sizeof moe);
-        run(moe, &(rows_ask){0, 64, rows_dir}, prompt, 20, 32, &other);
+        run(moe, &(rows_ask){0, 64, rows_dir, 0}, prompt, 20, 32, &other);
         printf("  no table: %s: %s\n", lw_status_str(other.rows_st), other.rows_msg);
         CHECK(other.st == LW_OK && other.rows_st == LW_ERR_NOT_FOUND);
         CHECK(strstr(other.rows_msg, "no such table") != NULL);
+
+        /* experts: a bad directory, all of them asked for, a model without experts */
+        run(moe, &(rows_ask){0, 0, rows_dir, 0}, prompt, 20, 32, &base);
+        run(moe, &(rows_ask){0, 0, "/dev/null/rows", 8}, prompt, 20, 32, &other);
+        printf("  experts, bad directory: %s: %s\n", lw_status_str(other.rows_st), other.rows_msg);
+        CHECK(other.st == LW_OK && other.tab_st[LW_ROWS_EXPERTS] == LW_ERR_IO &&
+              !other.rs[LW_ROWS_EXPERTS].active);
+        CHECK(strstr(other.rows_msg, "experts resident") != NULL);
+        CHECK(other.weights == base.weights && same_tokens(&base, &other));
+        run(moe, &(rows_ask){0, 0, rows_dir, 16}, prompt, 20, 32, &other);
+        CHECK(other.st == LW_OK && other.rows_st == LW_OK && !other.rs[LW_ROWS_EXPERTS].active);
+        CHECK(other.weights == base.weights && strstr(other.rows_msg, "resident, no row files") != NULL);
+        run(g4, &(rows_ask){0, 0, rows_dir, 4}, prompt, 20, 32, &other);
+        printf("  no experts: %s: %s\n", lw_status_str(other.rows_st), other.rows_msg);
+        CHECK(other.st == LW_OK && other.tab_st[LW_ROWS_EXPERTS] == LW_ERR_NOT_FOUND);
     }
 
     /* failing the k-th allocation of load + context creation with the store: clean, nothing leaked */
-    {
+    for (int pass = 0; pass < 2; pass++) {
         int injected = 0;
         for (long k = 1; k < 4000; k++) {
             alloc_counter ac = {0, 0, k, 0};
@@ -254,11 +320,13 @@ int main(void) {
             lw_model_params mp = lw_model_default_params();
             mp.alloc = &a;
             mp.no_vocab = 1;
-            mp.rows_per_layer = 512;
+            const int moe_run = pass == 1; /* the experts' store on tiny-qwen3moe */
+            mp.rows_per_layer = moe_run ? 0 : 512;
+            mp.rows_experts = moe_run ? 8 : 0;
             mp.rows_dir = rows_dir;
             lw_model *m = NULL;
             lw_context *c = NULL;
-            lw_status st = lw_model_load_file(g4, &mp, &m);
+            lw_status st = lw_model_load_file(moe_run ? moe : g4, &mp, &m);
             lw_status rst = m ? lw_model_rows_status(m, NULL) : LW_OK;
             if (st == LW_OK) {
                 lw_context_params cp = lw_context_default_params();

@@ -36,6 +36,7 @@ void lw__cli_gen_usage(FILE *f) {
                "  --rows-embd N      keep N rows of the token embedding table in memory (row store: the rest\n"
                "                     are read from a row file when used; identical output; 0 = all, default)\n"
                "  --rows-per-layer N the same for Gemma 4's per-layer embedding table (per_layer_token_embd)\n"
+               "  --rows-experts E   keep E experts of each MoE layer in memory (the rest read when routed to)\n"
                "  --rows-dir DIR     row files' directory (default $XDG_CACHE_HOME/llamaweb/rows, else\n"
                "                     ~/.cache/llamaweb/rows)\n");
 }
@@ -48,6 +49,7 @@ int lw__cli_rows_option(const char *a, const char *v, lw__cli_rows *rows) {
     }
     uint32_t *dst = !strcmp(a, "--rows-embd")        ? &rows->embd
                     : !strcmp(a, "--rows-per-layer") ? &rows->per_layer
+                    : !strcmp(a, "--rows-experts")   ? &rows->experts
                                                      : NULL;
     if (!dst) return 0;
     char *end;
@@ -169,6 +171,7 @@ int lw__cli_load_model_rows(const char *cmd, const char *path, const lw__cli_row
     if (rows) {
         mp.rows_embd = rows->embd;
         mp.rows_per_layer = rows->per_layer;
+        mp.rows_experts = rows->experts;
         mp.rows_dir = rows->dir;
     }
     mp.no_vocab = no_vocab;
@@ -180,7 +183,7 @@ int lw__cli_load_model_rows(const char *cmd, const char *path, const lw__cli_row
     }
     const char *msg;
     lw_status st = lw_model_rows_status(*m, &msg);
-    if (rows && (rows->embd || rows->per_layer))
+    if (rows && (rows->embd || rows->per_layer || rows->experts))
         fprintf(stderr, "llamaweb %s: %s%s%s\n", cmd, st == LW_OK ? "" : lw_status_str(st), st == LW_OK ? "" : ": ",
                 msg);
     return 0;

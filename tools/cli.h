@@ -26,6 +26,7 @@ char *lw__cli_read_file(const char *path, size_t *len);
 typedef struct lw__cli_rows {
     uint32_t embd;      /* --rows-embd N: token embedding rows in memory (0: all)                  */
     uint32_t per_layer; /* --rows-per-layer N: per-layer embedding rows in memory (gemma4; 0: all)  */
+    uint32_t experts;   /* --rows-experts E: MoE experts of each layer in memory (0: all)          */
     const char *dir;    /* --rows-dir DIR: where row files go (NULL: the library's default)        */
 } lw__cli_rows;
 
@@ -42,7 +43,7 @@ typedef struct lw__cli_gen {
     int tool_format;           /* --tool-format: lw_tool_format (AUTO: from the model's chat template)  */
     int parallel_tools;        /* 0 with --no-parallel-tool-calls: one call per reply                  */
     lw_grammar *grammar;       /* made by lw__cli_gen_context from the options above; freed by _close  */
-    lw__cli_rows rows;         /* --rows-embd / --rows-per-layer / --rows-dir (the row store)          */
+    lw__cli_rows rows;         /* --rows-embd / -per-layer / -experts / -dir (row store)          */
 } lw__cli_gen;
 
 void lw__cli_gen_defaults(lw__cli_gen *o);
@@ -62,7 +63,8 @@ int lw__cli_load_model_rows(const char *cmd, const char *path, const lw__cli_row
 /* With the row store in use: "llamaweb CMD: row cache TABLE: H hits, M misses (R % hits), ..." on stderr, a
  * line per table it serves. */
 void lw__cli_rows_report(const char *cmd, const lw_context *c);
-/* Parses --rows-embd / --rows-per-layer / --rows-dir as lw__cli_gen_option does (used entries, 0, -1). */
+/* Parses --rows-embd / --rows-per-layer / --rows-experts / --rows-dir as lw__cli_gen_option does (used
+ * entries, 0, -1). */
 int lw__cli_rows_option(const char *a, const char *v, lw__cli_rows *rows);
 /* Creates the context (n_ctx cells, 0: the model's default) and the sampler; prints why and returns 1 on
  * failure (free what was made with lw__cli_gen_close). */

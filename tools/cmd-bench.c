@@ -24,7 +24,8 @@ static int cmp_double(const void *a, const void *b) {
 static int usage(void) {
     fprintf(stderr,
             "usage: llamaweb bench -m MODEL.gguf [-p PROMPT_TOKENS=512] [-n GEN_TOKENS=128] [-t THREADS=1,2] "
-            "[-r REPS=3] [--kv f16|f32|q8_0|q4_0] [--rows-embd N] [--rows-per-layer N] [--rows-dir DIR]\n");
+            "[-r REPS=3] [--kv f16|f32|q8_0|q4_0] [--rows-embd N] [--rows-per-layer N] [--rows-experts E] "
+            "[--rows-dir DIR]\n");
     return 2;
 }
 
@@ -32,7 +33,7 @@ int lw__cmd_bench(int argc, char **argv) {
     const char *model_path = NULL, *threads = "1,2";
     int n_p = 512, n_g = 128, reps = 3;
     uint32_t kv = LW_TYPE_F16;
-    lw__cli_rows rows = {0, 0, NULL};
+    lw__cli_rows rows = {0, 0, 0, NULL};
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage();

@@ -14,6 +14,7 @@
  * steps take k experts' rows once each. Nothing here allocates: the grouping, the converted rows and the
  * grouped outputs live in the context's shared scratch (lw__cpu_moe_scratch sizes it). */
 #include "cpu/engine-moe.h"
+#include "rows/rows.h"
 
 #include <math.h>
 #include <string.h>
@@ -111,6 +112,8 @@ typedef struct moe_layout {
     uint64_t entries; /* int32[nt * k]: grouped row -> token * k + slot                 */
     uint64_t acts;    /* nt * k converted activation rows, grouped                     */
     uint64_t outs;    /* float[nt * k * m]: tiled products, grouped                    */
+    uint64_t slots;   /* uint32[n_exp]: a round's row cache slots (row store)          */
+    uint64_t bases;   /* const uint8_t *[n_exp]: each expert's weight rows (row store) */
     uint64_t total;   /* bytes                                                         */
 } moe_layout;
 
@@ -136,6 +139,9 @@ static lw_status layout(const lw__graph *g, const lw__node *nd, int64_t nt, moe_
     L->offsets = top, top += ints;
     L->active = top, top += ints + sizeof(int32_t);
     L->entries = top, top += rows * sizeof(int32_t);
+    L->slots = top, top += ints;
+    if (!lw__align_up_u64(top, sizeof(void *), &L->bases)) return LW_ERR_OVERFLOW;
+    top = L->bases + (uint64_t)L->n_exp * sizeof(void *);
     if (!lw__align_up_u64(top, 64, &L->acts) || !lw__add_u64(L->acts, a, &top) ||
         !lw__align_up_u64(top, 64, &L->outs) || !lw__add_u64(L->outs, o, &L->total))
         return LW_ERR_OVERFLOW;
@@ -214,37 +220,63 @@ void lw__cpu_op_mul_mat_id(const lw__exec *ex, const lw__node *nd, int ith, int 
     lw__pool_barrier(ex->pool);
 
     /* 3. panels of each active expert's rows, split over threads; consecutive panels of one expert run as
-     *    one call (a thread's panels meet all of the expert's rows) */
+     *    one call (a thread's panels meet all of the expert's rows). With the row store serving w, the active
+     *    experts go in rounds of at most its slots: thread 0 makes a round's experts resident while the
+     *    others wait at the barrier (a miss is a positioned read of the row file: where a cold expert's time
+     *    goes), then every thread multiplies from the slots; one round for a token's k experts. */
     const int64_t P = LW_QUANT_GEMM_ROWS, np = (m + P - 1) / P, n_active = active[L.n_exp];
     const size_t rb = w->row_bytes, eb = (size_t)m * rb;
     const int repacked = lw__cpu_mm_repacked(mm, m);
     float (*dot)(int64_t, const void *, const void *) = repacked ? mm->dot_repack : mm->dot;
     float *ts = ex->thread_scratch + (size_t)ith * ex->thread_floats;
-    int64_t p0, p1;
-    lw__cpu_split(n_active * np, ith, nth, &p0, &p1);
-    for (int64_t p = p0; p < p1;) {
-        const int64_t a = p / np, e = active[a];
-        const int64_t q1 = (a + 1) * np < p1 ? (a + 1) * np : p1; /* this expert's panels in the share */
-        const int64_t r0 = (p % np) * P, r1 = (q1 - a * np) * P < m ? (q1 - a * np) * P : m;
-        const int64_t off = offsets[e], cnt = counts[e];
-        const uint8_t *we = (const uint8_t *)w->data + (size_t)e * eb;
-        lw__quant_gemm_fn qg = group_kernel(mm, m, cnt);
-        if (qg) {
-            qg(K, we + (size_t)r0 * rb, rb, r1 - r0, acts + (size_t)off * L.as, L.as, cnt,
-               outs + off * m + r0, (size_t)m, ts);
-            for (int64_t i = off; i < off + cnt; i++) {
-                const int64_t t = entries[i] / k, j = entries[i] % k;
-                memcpy(row_f32(dst, t) + j * m + r0, outs + i * m + r0, (size_t)(r1 - r0) * sizeof(float));
+    const uintptr_t wd = (uintptr_t)w->data, mk = (uintptr_t)ex->exp_marker; /* a marker, or the bytes */
+    lw__rowcache *rc = ex->exp_caches && wd >= mk && wd < mk + ex->exp_n ? ex->exp_caches[wd - mk] : NULL;
+    uint32_t *slots = (uint32_t *)(sc + L.slots);
+    const uint8_t **bases = (const uint8_t **)(void *)(sc + L.bases);
+    const int64_t per_round = rc ? (int64_t)lw__rowcache_n_slots(rc) : n_active;
+    for (int64_t a0 = 0; a0 < n_active; a0 += per_round) {
+        const int64_t na = n_active - a0 < per_round ? n_active - a0 : per_round;
+        if (rc) {
+            if (a0 > 0) lw__pool_barrier(ex->pool); /* the last round's slots are read no more */
+            if (ith == 0) {
+                lw_status st = lw__rowcache_lookup(rc, active + a0, (size_t)na, slots);
+                if (st != LW_OK && *ex->rows_error == LW_OK)
+                    *ex->rows_error =
+                        lw__errorf(ex->rows_error_msg, st, "row store (experts): %s", lw__rowcache_error(rc));
+                for (int64_t j = 0; st == LW_OK && j < na; j++)
+                    bases[active[a0 + j]] = lw__rowcache_row(rc, slots[j]);
             }
-        } else {
-            for (int64_t r = r0; r < r1; r++) {
-                const void *wr = we + (size_t)r * rb;
+            lw__pool_barrier(ex->pool);
+            if (*ex->rows_error != LW_OK) return; /* every thread leaves here: the step fails */
+        }
+        int64_t p0, p1;
+        lw__cpu_split(na * np, ith, nth, &p0, &p1);
+        for (int64_t p = p0; p < p1;) {
+            const int64_t a = a0 + p / np, e = active[a], pa = p / np;
+            const int64_t q1 =
+                (pa + 1) * np < p1 ? (pa + 1) * np : p1; /* this expert's panels in the share */
+            const int64_t r0 = (p % np) * P, r1 = (q1 - pa * np) * P < m ? (q1 - pa * np) * P : m;
+            const int64_t off = offsets[e], cnt = counts[e];
+            const uint8_t *we = rc ? bases[e] : (const uint8_t *)w->data + (size_t)e * eb;
+            lw__quant_gemm_fn qg = group_kernel(mm, m, cnt);
+            if (qg) {
+                qg(K, we + (size_t)r0 * rb, rb, r1 - r0, acts + (size_t)off * L.as, L.as, cnt,
+                   outs + off * m + r0, (size_t)m, ts);
                 for (int64_t i = off; i < off + cnt; i++) {
                     const int64_t t = entries[i] / k, j = entries[i] % k;
-                    row_f32(dst, t)[j * m + r] = dot(K, wr, acts + (size_t)i * L.as);
+                    memcpy(row_f32(dst, t) + j * m + r0, outs + i * m + r0,
+                           (size_t)(r1 - r0) * sizeof(float));
+                }
+            } else {
+                for (int64_t r = r0; r < r1; r++) {
+                    const void *wr = we + (size_t)r * rb;
+                    for (int64_t i = off; i < off + cnt; i++) {
+                        const int64_t t = entries[i] / k, j = entries[i] % k;
+                        row_f32(dst, t)[j * m + r] = dot(K, wr, acts + (size_t)i * L.as);
+                    }
                 }
             }
+            p = q1;
         }
-        p = q1;
     }
 }

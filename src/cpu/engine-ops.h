@@ -137,6 +137,13 @@ typedef struct lw__exec {
                                     per_layer_token_embd: their data pointers, markers never read), or NULL */
     const uint8_t *rows_stage[2]; /* their rows for this step, gathered from the row caches: token r's row
                                     at r * row_bytes (the tables' rows are not in memory)                */
+    const uint8_t *exp_marker;    /* MoE experts served by the row store: a MUL_MAT_ID weight whose data is
+                                     exp_marker + i reads its experts through exp_caches[i]; NULL: none   */
+    uint32_t exp_n;               /* markers (and caches) from exp_marker                                 */
+    struct lw__rowcache *const *exp_caches; /* exp_n caches (rows/rows.h; NULL entries: resident)      */
+    lw_status *rows_error; /* a failed expert lookup's status (set on thread 0, read by the caller
+                              after the step: the step's outputs are then not valid)               */
+    char *rows_error_msg;  /* its message (LW_ERRMSG_SIZE bytes)                                   */
     /* optional observer, called on thread 0 after each node with an output (see lw_eval_fn) */
     void (*on_node)(void *user, const char *name, int32_t layer, const float *data, int64_t ne0,
                     int64_t rows);

@@ -39,6 +39,9 @@ struct lw_context {
     uint32_t *rows_slots;     /* n_batch slots of a lookup (shared by the tables)       */
     lw__rowcache *pl_rows;    /* per_layer_token_embd's row cache, the same way, or NULL */
     uint8_t *pl_stage;        /* n_batch rows gathered from it for a step (in mem)      */
+    lw__rowcache **exp_rows;  /* n_layer * 3 experts' caches (model's exp_rows order;
+                                 NULL entries: resident), or NULL                       */
+    lw_status rows_error;     /* an expert lookup's failure in the step just run        */
 };
 
 lw_context_params lw_context_default_params(void) {
@@ -112,6 +115,43 @@ static lw_status rows_gather(lw_context *c, lw__rowcache *rc, uint8_t *stage, co
     return LW_OK;
 }
 
+/* The experts' caches: one per row file, the model's rows_experts slots each (the row file's row is one
+ * expert's slab of the graph's weight, checked here), warmed with experts 0.. as rows_warm says. */
+static lw_status experts_create(lw_context *c) {
+    lw_model *m = c->model;
+    const uint32_t n = m->hp.n_layer * 3u;
+    if (!(c->exp_rows = lw__calloc(&c->alloc, n, sizeof(*c->exp_rows))))
+        return lw__errorf(c->err, LW_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < n; i++) {
+        if (!m->exp_rows[i]) continue;
+        const lw__rows_manifest *man = lw__rowfile_manifest(m->exp_rows[i]);
+        int found = 0;
+        for (int32_t j = 0; j < c->graph.n_t; j++) {
+            const lw__tensor *t = &c->graph.t[j];
+            if (t->kind != LW_T_WEIGHT || t->data != &m->exp_tokens[i]) continue;
+            uint64_t slab;
+            if (t->ne1 % (int64_t)man->n_rows ||
+                !lw__mul_u64((uint64_t)(t->ne1 / (int64_t)man->n_rows), t->row_bytes, &slab) ||
+                slab != man->row_bytes)
+                return lw__errorf(c->err, LW_ERR_BAD_DIMS,
+                                  "row store: the graph's %s does not match its row file", t->name);
+            found = 1;
+        }
+        if (!found) continue; /* a tensor this graph does not read */
+        const uint32_t n_slots = m->rows_experts < man->n_rows ? m->rows_experts : (uint32_t)man->n_rows;
+        lw_status st =
+            lw__rowcache_create(&c->alloc, m->exp_rows[i], n_slots, NULL, NULL, &c->exp_rows[i], c->err);
+        if (st != LW_OK) return st;
+        if (m->rows_warm >= 0) {
+            const uint32_t warm = m->rows_warm == 0 ? n_slots : (uint32_t)m->rows_warm;
+            if ((st = lw__rowcache_warm(c->exp_rows[i], 0, warm)) != LW_OK)
+                return lw__errorf(c->err, st, "row store: warming experts: %s",
+                                  lw__rowcache_error(c->exp_rows[i]));
+        }
+    }
+    return LW_OK;
+}
+
 /* Adds a cache's counters to out (n_rows: its table's rows). */
 static void rows_add_stats(const lw__rowcache *rc, uint64_t n_rows, lw_rows_stats *out) {
     lw__rowcache_stats s;
@@ -133,6 +173,16 @@ lw_status lw_context_rows_table_stats(const lw_context *c, lw_rows_table table, 
     const lw__rowcache *rc = table == LW_ROWS_TOKEN_EMBD  ? c->rows
                              : table == LW_ROWS_PER_LAYER ? c->pl_rows
                                                           : NULL;
+    if (table == LW_ROWS_EXPERTS && c->exp_rows) {
+        uint64_t bytes = 0, n = 0;
+        for (uint32_t i = 0; i < c->model->hp.n_layer * 3u; i++)
+            if (c->exp_rows[i]) {
+                rows_add_stats(c->exp_rows[i], lw__rowfile_manifest(c->model->exp_rows[i])->n_rows, out);
+                bytes += lw__rowcache_row_bytes(c->exp_rows[i]);
+                n++;
+            }
+        out->row_bytes = n ? bytes / n : 0;
+    }
     if (rc) {
         rows_add_stats(
             rc,
@@ -209,6 +259,7 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
     if (m->pl_rows && (st = rows_create(c, m->pl_rows, &m->rows_pl_token, m->rows_per_layer, &c->pl_rows,
                                         &pl_bytes)) != LW_OK)
         return st;
+    if (m->exp_rows && (st = experts_create(c)) != LW_OK) return st;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const lw__layer_hp *lh = &m->lhp[l];
         c->kv_rows[l] = (int64_t)lh->n_head_kv * lh->head_dim;
@@ -278,6 +329,13 @@ static lw_status create(lw_context *c, const lw_context_params *p) {
         ex->rows_table[0] = &m->rows_token;
         ex->rows_stage[0] = c->rows_stage;
     }
+    if (c->exp_rows) {
+        ex->exp_marker = m->exp_tokens;
+        ex->exp_n = hp->n_layer * 3u;
+        ex->exp_caches = c->exp_rows;
+    }
+    ex->rows_error = &c->rows_error;
+    ex->rows_error_msg = c->err;
     if (c->pl_rows) {
         c->pl_stage = base + pl_off;
         ex->rows_table[1] = &m->rows_pl_token;
@@ -311,6 +369,8 @@ void lw_context_free(lw_context *c) {
     lw__free(&c->alloc, c->rows_slots);
     lw__rowcache_free(c->rows);
     lw__rowcache_free(c->pl_rows);
+    for (uint32_t i = 0; c->exp_rows && i < c->model->hp.n_layer * 3u; i++) lw__rowcache_free(c->exp_rows[i]);
+    lw__free(&c->alloc, c->exp_rows);
     lw_allocator a = c->alloc;
     lw__free(&a, c);
 }
@@ -383,7 +443,9 @@ lw_status lw_decode(lw_context *c, const int32_t *tokens, int32_t n, int logits_
             ex->n_outputs = 1;
             c->out_rows[0] = step - 1;
         }
+        c->rows_error = LW_OK;
         lw__cpu_exec(ex);
+        if (c->rows_error != LW_OK) return c->rows_error; /* an expert's row could not be read (c->err) */
         c->n_past += (uint32_t)step;
         c->n_outputs = ex->n_outputs;
         done += step;

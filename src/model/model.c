@@ -783,10 +783,76 @@ static lw_status setup_gathered(lw_model *m, lw_source *src, int table, uint32_t
     return LW_OK;
 }
 
+/* Closes the experts' row files and frees their arrays (the experts are resident then). */
+static void close_experts(lw_model *m) {
+    for (uint32_t i = 0; m->exp_rows && i < m->hp.n_layer * 3u; i++) lw__rowfile_close(m->exp_rows[i]);
+    lw__free(&m->alloc, m->exp_rows);
+    lw__free(&m->alloc, m->exp_tokens);
+    m->exp_rows = NULL;
+    m->exp_tokens = NULL;
+}
+
+/* The experts: a row file for each layer's expert tensor (gate, or gemma4's fused gate|up, then up and down),
+ * one row per expert's slab: a tensor per file because the three can differ in type (llama.cpp's Q4_K_M
+ * keeps some down experts in Q6_K) and are not adjacent in the GGUF, so they stay plain row files. The
+ * caches a context keeps of them see the same expert ids in the same order, so they act as one row group.
+ * Any failure leaves every expert resident. *final as setup_gathered's. */
+static lw_status setup_experts(lw_model *m, lw_source *src, uint32_t asked, char *msg, int *final) {
+    const uint32_t NE = m->hp.n_expert, NL = m->hp.n_layer;
+    *final = 1;
+    if (NE == 0) return lw__errorf(msg, LW_ERR_NOT_FOUND, "experts: this model has none, nothing to store");
+    if (asked >= NE) {
+        snprintf(msg, LW_ERRMSG_SIZE,
+                 "experts: %u asked for hold all %u of each layer: resident, no row files", asked, NE);
+        return LW_OK;
+    }
+    *final = 0;
+    if (m->no_weights)
+        return lw__errorf(msg, LW_ERR_UNSUPPORTED,
+                          "not used with no_weights (a GPU backend streams its own weights)");
+    m->exp_rows = lw__calloc(&m->alloc, (size_t)NL * 3, sizeof(*m->exp_rows));
+    m->exp_tokens = lw__calloc(&m->alloc, (size_t)NL * 3, 1);
+    if (!m->exp_rows || !m->exp_tokens) {
+        close_experts(m);
+        return lw__errorf(msg, LW_ERR_NOMEM, "out of memory");
+    }
+    static const char *const parts[4] = {"ffn_gate_up_exps", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    uint32_t n_files = 0, how[3] = {0, 0, 0};
+    char path[1200], name[96];
+    path[0] = 0;
+    for (uint32_t il = 0; il < NL; il++)
+        for (int p = 0; p < 4; p++) {
+            const int part = p == 0 ? 0 : p - 1;
+            if (p == 1 && m->exp_rows[il * 3]) continue; /* fused gate|up found: no separate gate */
+            snprintf(name, sizeof name, "blk.%u.%s.weight", il, parts[p]);
+            const int64_t ti = lw_gguf_find_tensor(m->gguf, name);
+            if (ti < 0) continue; /* a dense block, or the other gate form */
+            lw_status st = open_table(m, src, ti, 2, &m->exp_rows[il * 3 + part], path, sizeof path, msg);
+            if (st != LW_OK) {
+                close_experts(m);
+                return st;
+            }
+            n_files++;
+            how[lw__rowfile_outcome(m->exp_rows[il * 3 + part])]++;
+        }
+    if (n_files == 0) {
+        close_experts(m);
+        *final = 1;
+        return lw__errorf(msg, LW_ERR_NOT_FOUND, "experts: no expert tensors found, nothing to store");
+    }
+    char *slash = strrchr(path, '/');
+    if (slash) *slash = 0;
+    snprintf(msg, LW_ERRMSG_SIZE,
+             "experts: %u of %u per layer in memory, %u row files in %.120s (%u reused, "
+             "%u written, %u rewritten)",
+             asked, NE, n_files, path, how[0], how[1], how[2]);
+    return LW_OK;
+}
+
 /* Sets up the row store of every table asked for; never fails the load (only the allocator can, later, for
  * the tables that stay resident). */
 static void setup_rows(lw_model *m, lw_source *src) {
-    const uint32_t asked[LW_ROWS_N_TABLES] = {m->rows_embd, m->rows_per_layer, 0};
+    const uint32_t asked[LW_ROWS_N_TABLES] = {m->rows_embd, m->rows_per_layer, m->rows_experts};
     lw__rowfile **files[2] = {&m->embd_rows, &m->pl_rows};
     m->rows_status = LW_OK;
     m->rows_msg[0] = 0;
@@ -796,7 +862,8 @@ static void setup_rows(lw_model *m, lw_source *src) {
         msg[0] = 0;
         if (!asked[t]) continue;
         int final = 0;
-        lw_status st = setup_gathered(m, src, t, asked[t], files[t], msg, &final);
+        lw_status st = t == LW_ROWS_EXPERTS ? setup_experts(m, src, asked[t], msg, &final)
+                                            : setup_gathered(m, src, t, asked[t], files[t], msg, &final);
         if (st != LW_OK && !final) {
             char why[LW_ERRMSG_SIZE];
             snprintf(why, sizeof why, "%s", msg);
@@ -827,6 +894,19 @@ lw_status lw_model_rows_table_status(const lw_model *m, lw_rows_table table, con
 static uint8_t *rows_marker(lw_model *m, const lw__wt *w) {
     if (w == &m->tok_embd && m->embd_rows) return &m->rows_token;
     if (w == &m->pl_tok_embd && m->pl_rows) return &m->rows_pl_token;
+    const uintptr_t at = (uintptr_t)w, l0 = (uintptr_t)m->layers; /* unrelated objects: compare addresses */
+    if (m->exp_rows && at >= l0 && at < l0 + (uintptr_t)m->hp.n_layer * sizeof(lw__layer)) {
+        const size_t il = (size_t)(at - l0) / sizeof(lw__layer);
+        const lw__layer *L = &m->layers[il];
+        const int part = w == &L->ffn_gate_exps || w == &L->ffn_gate_up_exps ? 0
+                         : w == &L->ffn_up_exps                              ? 1
+                         : w == &L->ffn_down_exps                            ? 2
+                                                                             : -1;
+        const lw__rowfile *rf = part >= 0 ? m->exp_rows[il * 3 + (size_t)part] : NULL;
+        /* the file must be of the tensor bound here (the binder's gate|up or gate choice) */
+        if (rf && w->name && !strcmp(lw__rowfile_manifest(rf)->name, w->name))
+            return &m->exp_tokens[il * 3 + (size_t)part];
+    }
     return NULL;
 }
 
@@ -907,6 +987,7 @@ static lw_status new_model(const lw_model_params *params, lw_model **out) {
         m->rows_dir = params->rows_dir;
         m->rows_warm = params->rows_warm;
         m->rows_per_layer = params->rows_per_layer;
+        m->rows_experts = params->rows_experts;
     }
     return LW_OK;
 }
@@ -938,6 +1019,7 @@ void lw_model_free(lw_model *m) {
     lw_vocab_free(m->vocab);
     lw__rowfile_close(m->embd_rows);
     lw__rowfile_close(m->pl_rows);
+    close_experts(m);
     lw_gguf_close(m->gguf);
     lw_source_close(m->own_src);
     lw__free(&a, m);

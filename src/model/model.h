@@ -185,6 +185,11 @@ struct lw_model {
                                     then &rows_pl_token, the table not in weights)           */
     uint32_t rows_per_layer;     /* rows each context keeps in memory (asked for)          */
     uint8_t rows_pl_token;       /* pl_tok_embd.data's marker with the store; never read   */
+    /* row store of the MoE experts (lw_model_params.rows_experts): a row file per layer and expert tensor
+     * (index layer * 3 + part: 0 gate or gemma4's gate|up, 1 up, 2 down), one row per expert's slab */
+    struct lw__rowfile **exp_rows; /* n_layer * 3 (NULL entries: no such tensor), or NULL */
+    uint8_t *exp_tokens;           /* n_layer * 3 markers: a served tensor's data points at its own */
+    uint32_t rows_experts;         /* experts of each layer each context keeps in memory (asked for) */
     /* each table's outcome (lw_rows_table) and message ("" unasked) */
     lw_status rows_tab_status[LW_ROWS_N_TABLES];
     char rows_tab_msg[LW_ROWS_N_TABLES][LW_ERRMSG_SIZE];

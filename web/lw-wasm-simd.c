@@ -6,6 +6,8 @@
  * tests/web/simd128.test.mjs; needs no GPU. */
 #include "cpu/engine-ops.h"
 #include "cpu/quant-dot-simd.h"
+#include "cpu/quant-gemm.h"
+#include "cpu/quant-gemv.h"
 
 #include "core/core.h"
 
@@ -405,3 +407,128 @@ EMSCRIPTEN_KEEPALIVE void lw_wasm_simd_force_scalar(void) { setenv("LW_CPU_KERNE
 
 /* Name of the f32/f16 kernel set the engine runs in this instance ("wasm-simd128" or "scalar"). */
 EMSCRIPTEN_KEEPALIVE const char *lw_wasm_simd_engine_kernels(void) { return lw__cpu_kernels_best()->name; }
+
+/* ---------------------------------------------------------------------------------------------------------
+ * The fast decode kernels (quant-gemv-wasm.c) and the prompt kernels made from them (quant-gemm.h own order)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Weight types with both: Q4_0, Q8_0, Q4_K, Q6_K; the case of cases[] giving each its exact reference. */
+static const char *const fast_cases[] = {"q4_0 repack", "q8_0", "q4_K repack", "q6_K"};
+
+static const scase *case_named(const char *name) {
+    for (int i = 0; i < N_CASES; i++)
+        if (!strcmp(cases[i].name, name)) return &cases[i];
+    return NULL;
+}
+
+/* Scales of ordinary magnitude and Q8 quants off -128 (as the quantizers write them; the exact references'
+ * sign tricks assume it), for the fast kernels' bound below: subnormal and huge scales are the exact
+ * kernels' tests' business. a: n32 Q8_0 blocks (Q8_K activations are left as random_act makes them). */
+static void ordinary(const scase *c, uint8_t *w, int64_t nb, uint8_t *a, int64_t n32) {
+    const size_t bs = block_bytes(c->type);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *p = w + (size_t)b * bs;
+        if (c->h0 >= 0) put_h(p + c->h0, lw__fp32_to_fp16(rng_f() * ldexpf(1.0f, (int)(rng_u64() % 8) - 6)));
+        if (c->h1 >= 0) put_h(p + c->h1, lw__fp32_to_fp16(rng_f() * ldexpf(1.0f, (int)(rng_u64() % 8) - 6)));
+        if (c->type == LW_TYPE_Q8_0)
+            for (int i = 0; i < 32; i++)
+                if (((lw__block_q8_0 *)p)->qs[i] == -128) ((lw__block_q8_0 *)p)->qs[i] = -127;
+    }
+    if (c->act != LW_TYPE_Q8_0) return;
+    lw__block_q8_0 *y = (lw__block_q8_0 *)a;
+    for (int64_t b = 0; b < n32; b++) {
+        y[b].d = lw__fp32_to_fp16(rng_f() * ldexpf(1.0f, (int)(rng_u64() % 8) - 6));
+        for (int i = 0; i < 32; i++)
+            if (y[b].qs[i] == -128) y[b].qs[i] = -127;
+    }
+}
+
+/* Kernel set `kind` (index into fast_cases) on random rows: every decode result within 1e-5 (super-blocks:
+ * 1e-4, below) of the sum of the reference's |block products| from the exact reference (float rounding of its own order is ~1e-7 of
+ * that; one wrong integer in a block moves it far more), and every prompt result (2-7 tokens) with the bits
+ * of the decode kernel for that token. Returns the failures; out[0] the results compared, out[1] the prompt
+ * results that differed from the decode ones, -1 where a kernel is missing. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_simd_check_fast(int kind, int seeds, int *out) {
+    if (kind < 0 || kind >= (int)(sizeof fast_cases / sizeof fast_cases[0])) return -1;
+    const scase *c = case_named(fast_cases[kind]);
+    const lw__quant_gemv_fn gemv = c ? lw__quant_gemv_isa(c->type, LW_GEMV_SIMD128) : NULL;
+    const lw__quant_gemm_fn gemm = c ? lw__quant_gemm_own_isa(c->type, LW_QGEMM_SIMD128) : NULL;
+    if (!gemv || !gemm) return -1;
+    const int64_t be = block_elems(c->type);
+    const size_t bs = block_bytes(c->type);
+    /* the super-block kernels turn each lane's integer sum of a whole super-block into f32 before scaling
+     * it: random bytes make those lanes far larger than the block's result (they cancel), and their f32
+     * rounding (~2^-24 of the lane) reached 1.7e-5 of the sum of |block products| (q6_K) */
+    const double tol = be == 32 ? 1e-5 : 1e-4;
+    int bad = 0, compared = 0, differ = 0;
+    for (int seed = 0; seed < seeds; seed++) {
+        rng_state = 0x9e3779b97f4a7c15ull * (uint64_t)(seed + 1);
+        const int64_t m = 1 + seed % 11, nt = 2 + seed % 6;
+        const int64_t nb = seed % 5 == 4 ? 4096 / be : 1 + seed % 40; /* every 5th: a 4096-wide row */
+        const int64_t k = nb * be;
+        const size_t as = act_bytes(c->act, k);
+        uint8_t *w = malloc((size_t)m * (size_t)nb * bs), *a = malloc((size_t)nt * as);
+        float *cg = malloc(sizeof(float) * (size_t)(m * nt)), *cv = malloc(sizeof(float) * (size_t)m);
+        void *scratch = aligned_alloc(64, (lw__quant_gemm_scratch(k, nt) + 63) / 64 * 64);
+        if (!w || !a || !cg || !cv || !scratch) {
+            free(w), free(a), free(cg), free(cv), free(scratch);
+            return -2;
+        }
+        random_weights(c, w, m * nb);
+        for (int64_t t = 0; t < nt; t++) random_act(c->act, a + (size_t)t * as, k);
+        ordinary(c, w, m * nb, a, nt * (k / 32));
+        gemm(k, w, (size_t)nb * bs, m, a, as, nt, cg, (size_t)m, scratch);
+        for (int64_t t = 0; t < nt; t++) {
+            const uint8_t *at = a + (size_t)t * as;
+            gemv(k, w, (size_t)nb * bs, m, at, cv);
+            for (int64_t r = 0; r < m; r++) {
+                const uint8_t *wr = w + (size_t)r * (size_t)nb * bs;
+                const float ref = c->ref(k, wr, at);
+                double mag = 0.0;
+                for (int64_t b = 0; b < nb; b++)
+                    mag += fabs((double)c->ref(be, wr + (size_t)b * bs, at + act_bytes(c->act, b * be)));
+                compared++;
+                if (!(fabs((double)cv[r] - (double)ref) <= tol * mag)) bad++;
+                if (memcmp(&cv[r], &cg[t * m + r], sizeof(float))) differ++, bad++;
+            }
+        }
+        free(w), free(a), free(cg), free(cv), free(scratch);
+    }
+    out[0] = compared;
+    out[1] = differ;
+    return bad;
+}
+
+EMSCRIPTEN_KEEPALIVE const char *lw_wasm_simd_fast_name(int kind) {
+    return kind >= 0 && kind < (int)(sizeof fast_cases / sizeof fast_cases[0]) ? fast_cases[kind] : "";
+}
+
+/* ns per 4096 x 4096 product of kernel set `kind`: prompt (tokens > 1: per token of a prompt of that many)
+ * or decode (tokens 1), best of 3 (information only). */
+EMSCRIPTEN_KEEPALIVE double lw_wasm_simd_bench_fast(int kind, int tokens) {
+    if (kind < 0 || kind >= (int)(sizeof fast_cases / sizeof fast_cases[0]) || tokens < 1) return -1;
+    const scase *c = case_named(fast_cases[kind]);
+    const lw__quant_gemv_fn gemv = lw__quant_gemv_isa(c->type, LW_GEMV_SIMD128);
+    const lw__quant_gemm_fn gemm = lw__quant_gemm_own_isa(c->type, LW_QGEMM_SIMD128);
+    const int64_t k = 4096, m = 4096, nb = k / block_elems(c->type);
+    const size_t bs = block_bytes(c->type), as = act_bytes(c->act, k);
+    uint8_t *w = malloc((size_t)m * (size_t)nb * bs), *a = malloc((size_t)tokens * as);
+    float *y = malloc(sizeof(float) * (size_t)(m * tokens));
+    void *scratch = aligned_alloc(64, (lw__quant_gemm_scratch(k, tokens) + 63) / 64 * 64);
+    double best = -1;
+    if (w && a && y && scratch && gemv && gemm) {
+        rng_state = 7;
+        random_weights(c, w, m * nb);
+        for (int t = 0; t < tokens; t++) random_act(c->act, a + (size_t)t * as, k);
+        best = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+            const double t0 = emscripten_get_now();
+            if (tokens == 1) gemv(k, w, (size_t)nb * bs, m, a, y);
+            else gemm(k, w, (size_t)nb * bs, m, a, as, tokens, y, (size_t)m, scratch);
+            const double dt = (emscripten_get_now() - t0) * 1e6 / tokens;
+            best = dt < best ? dt : best;
+        }
+    }
+    free(w), free(a), free(y), free(scratch);
+    return best;
+}

@@ -15,6 +15,7 @@
 
 #include <wasm_simd128.h>
 
+#include "cpu/f16-wasm.h"
 #include "cpu/fma-wasm.h"
 
 #pragma STDC FP_CONTRACT OFF
@@ -22,14 +23,9 @@
 /* fmaf(a[k], b[k], c[k]) for 4 lanes (fma-wasm.h). */
 static inline v128_t fma4v(v128_t a, v128_t b, v128_t c) { return lw__wasm_fmaf4(a, b, c); }
 
-/* 4 fp16 -> f32 (exact for every input: subnormals through a multiply by 2^112, inf/NaN kept). */
+/* 4 fp16 -> f32 (f16-wasm.h). */
 static inline v128_t h2f4(const uint16_t *p) {
-    const v128_t h = wasm_u32x4_load16x4(p);
-    const v128_t mag = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7fff)), 13);
-    v128_t f = wasm_f32x4_mul(mag, wasm_f32x4_splat(0x1p112f));
-    const v128_t infnan = wasm_i32x4_eq(wasm_v128_and(h, wasm_i32x4_splat(0x7c00)), wasm_i32x4_splat(0x7c00));
-    f = wasm_v128_bitselect(wasm_v128_or(mag, wasm_i32x4_splat(0x7f800000)), f, infnan);
-    return wasm_v128_or(f, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
+    return lw__wasm_h2f4(wasm_u32x4_load16x4(p));
 }
 
 /* _mm512_reduce_add_ps's order over 16 lanes held as 4 quads q[0..3] (lanes 4i..4i+3). */

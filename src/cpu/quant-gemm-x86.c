@@ -781,7 +781,14 @@ lw__quant_gemm_fn lw__quant_gemv_fast(lw__vec_dot_fn ref) {
     return lw__quant_gemv_x86(ref);
 }
 
+#if defined(__wasm_simd128__)
+lw__quant_gemm_fn lw__quant_gemm_own_wasm(uint32_t type); /* quant-gemv-wasm.c */
+#endif
+
 lw__quant_gemm_fn lw__quant_gemm_own_isa(uint32_t type, lw__qgemm_isa isa) {
+#if defined(__wasm_simd128__)
+    if (isa == LW_QGEMM_BEST || isa == LW_QGEMM_SIMD128) return lw__quant_gemm_own_wasm(type);
+#endif
     if (isa == LW_QGEMM_BEST) /* VNNI CPUs keep their exact tiles where no own-order VNNI kernel exists */
         return has_vnni512() ? own_vnni512(type) : lw__quant_gemm_own_avx2(type);
     return isa == LW_QGEMM_VNNI512 ? own_vnni512(type)

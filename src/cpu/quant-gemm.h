@@ -38,9 +38,10 @@ lw__quant_gemm_fn lw__quant_gemv_x86(lw__vec_dot_fn ref);
  * repacked one there, so the kernel is also the exact one) and Q8_0; VNNI CPUs keep their exact tiles for
  * the others. Activations in -127..127 (the engine's quantizers). */
 typedef enum lw__qgemm_isa {
-    LW_QGEMM_BEST = 0,   /* the fastest this CPU runs                       */
-    LW_QGEMM_AVX2 = 1,   /* AVX2 + FMA + F16C (quant-gemm-avx2.c)            */
-    LW_QGEMM_VNNI512 = 2 /* AVX-512 VNNI on 512-bit registers (quant-gemm-x86.c) */
+    LW_QGEMM_BEST = 0,    /* the fastest this CPU runs                       */
+    LW_QGEMM_AVX2 = 1,    /* AVX2 + FMA + F16C (quant-gemm-avx2.c)            */
+    LW_QGEMM_VNNI512 = 2, /* AVX-512 VNNI on 512-bit registers (quant-gemm-x86.c) */
+    LW_QGEMM_SIMD128 = 3  /* wasm simd128: the decode kernels' bits per token (quant-gemv-wasm.c) */
 } lw__qgemm_isa;
 /* The kernel for this type on isa, or NULL (none, CPU lacks the instructions); ignores LW_CPU_KERNELS. */
 lw__quant_gemm_fn lw__quant_gemm_own_isa(uint32_t type, lw__qgemm_isa isa);

@@ -46,6 +46,21 @@ test('f32 / f16 dots of the engine give the reference bits', { skip }, () => {
   assert.deepEqual(failed, []);
 });
 
+test('fast decode kernels near the references; prompt kernels with their bits per token', { skip }, () => {
+  const p = M._malloc(8);
+  const failed = [];
+  for (let i = 0; i < 4; i++) {
+    const name = M.UTF8ToString(M._lw_wasm_simd_fast_name(i));
+    const bad = M._lw_wasm_simd_check_fast(i, 40, p);
+    const [compared, differ] = M.HEAP32.subarray(p >> 2, (p >> 2) + 2);
+    assert.ok(bad >= 0, `${name}: no simd128 decode or prompt kernel (${bad})`);
+    assert.ok(compared >= 40 * 2, `${name}: only ${compared} results compared`);
+    if (bad) failed.push(`${name}: ${bad} of ${compared} results off (${differ} prompt results not the decode bits)`);
+  }
+  M._free(p);
+  assert.deepEqual(failed, []);
+});
+
 test('emulated fmaf: the double-rounding case (halfway in double, exact sum above it)', { skip }, () => {
   const p = M._malloc(12);
   assert.equal(M._lw_wasm_simd_halfway(p), 0, 'no such blocks found');
@@ -71,6 +86,12 @@ test('speed per 4096-long row (information)', { skip }, () => {
     const s = M._lw_wasm_simd_bench_f(k, 0, 3), v = M._lw_wasm_simd_bench_f(k, 1, 12);
     assert.ok(s > 0 && v > 0);
     lines.push(`${FDOTS[k].padEnd(18)} ${s.toFixed(0).padStart(9)}  ${v.toFixed(0).padStart(10)}  x${(s / v).toFixed(1)}`);
+  }
+  lines.push('4096 x 4096       decode us  prompt-32 us/token');
+  for (let i = 0; i < 4; i++) {
+    const d = M._lw_wasm_simd_bench_fast(i, 1), pr = M._lw_wasm_simd_bench_fast(i, 32);
+    assert.ok(d > 0 && pr > 0);
+    lines.push(`${M.UTF8ToString(M._lw_wasm_simd_fast_name(i)).padEnd(18)} ${(d / 1e3).toFixed(0).padStart(9)}  ${(pr / 1e3).toFixed(0).padStart(10)}`);
   }
   console.log(lines.join('\n'));
 });

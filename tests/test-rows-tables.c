@@ -12,6 +12,7 @@
  * vocabulary: needs nothing from ../shared. */
 #include "llamaweb.h"
 #include "alloc-counter.h"
+#include "rows-greedy.h"
 #include "synth/synth.h"
 #include "test.h"
 
@@ -20,12 +21,6 @@
 
 #define N_GEN   1000
 #define N_VOCAB 32000
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static char rows_dir[600]; /* $LW_TMP/test-rows-tables */
 
@@ -52,13 +47,6 @@ typedef struct run_out {
     char tab_msg[LW_ROWS_N_TABLES][256]; /* its messages                                */
     long decode_allocs;                  /* allocator calls while decoding              */
 } run_out;
-
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t b = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
 
 /* Loads path with what `ask` says and decodes prompt then n_gen greedy tokens. */
 static void run(const char *path, const rows_ask *ask, const int32_t *prompt, int n_prompt, int n_gen,
@@ -96,23 +84,8 @@ static void run(const char *path, const rows_ask *ask, const int32_t *prompt, in
         goto done;
     }
     o->ctx_bytes = lw_context_bytes(c);
-    const int32_t n_vocab = lw_model_n_vocab(m);
-    const long calls0 = ac.calls;
-    if ((o->st = lw_decode(c, prompt, n_prompt, 0)) != LW_OK) goto done;
-    const double t0 = now_s();
-    int32_t tok = argmax(lw_get_logits(c, -1), n_vocab);
-    for (int i = 0; i < n_gen; i++) {
-        o->toks[o->n++] = tok;
-        if (i + 1 == n_gen) break;
-        if ((o->st = lw_decode(c, &tok, 1, 0)) != LW_OK) {
-            fprintf(stderr, "decode: %s\n", lw_context_error(c));
-            goto done;
-        }
-        tok = argmax(lw_get_logits(c, -1), n_vocab);
-    }
-    const double t1 = now_s();
-    o->tps = (n_gen - 1) / (t1 - t0 > 0 ? t1 - t0 : 1e-9);
-    o->decode_allocs = ac.calls - calls0;
+    if ((o->st = rows_greedy(c, &ac, prompt, n_prompt, n_gen, o->toks, &o->n, &o->tps, &o->decode_allocs)) != LW_OK)
+        goto done;
     for (int t = 0; t < LW_ROWS_N_TABLES; t++) lw_context_rows_table_stats(c, (lw_rows_table)t, &o->rs[t]);
 done:
     lw_context_free(c);
@@ -138,13 +111,7 @@ static void report(const char *what, const run_out *o) {
 }
 
 static int same_tokens(const run_out *a, const run_out *b) {
-    if (a->n != b->n) return 0;
-    for (int i = 0; i < a->n; i++)
-        if (a->toks[i] != b->toks[i]) {
-            fprintf(stderr, "tokens differ at %d: %d vs %d\n", i, a->toks[i], b->toks[i]);
-            return 0;
-        }
-    return 1;
+    return rows_same_tokens(a->toks, a->n, b->toks, b->n);
 }
 
 static run_out base, with_rows, other; /* big: static */

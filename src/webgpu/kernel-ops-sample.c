@@ -36,6 +36,26 @@ lw_status lw__gpu_topk_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache
                                   LW_GPU_TOPK_BINDINGS, out, err);
 }
 
+lw_status lw__gpu_topk_mask_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                     const lw_allocator *alloc, const lw__gpu_topk_variant *v,
+                                     const lw_gpu_info *info, lw_gpu_pipeline *out, char *err) {
+    *out = 0;
+    lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, true, "topk mask", err);
+    if (st != LW_OK) return st;
+    if (v->per < 1 || v->per > 32 || (uint64_t)v->wg_size * 16 > info->max_compute_workgroup_storage_size)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "topk mask: %u inputs per invocation (1..32) of %u",
+                          v->per, v->wg_size);
+    char label[LW_GPU_CACHE_KEY], wg[16], per[16];
+    snprintf(label, sizeof label, "topk logits masked wg%u per%u", v->wg_size, v->per);
+    snprintf(wg, sizeof wg, "%u", v->wg_size);
+    snprintf(per, sizeof per, "%u", v->per);
+    lw__wgsl_define defs[] = {{"PAIRS", "0"}, {"MASK", "1"}, {"WG_SIZE", wg}, {"PER", per}};
+    static const lw_gpu_binding_kind kinds[LW_GPU_TOPK_MASK_BINDINGS] = {
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC, LW_GPU_BIND_STORAGE_READ};
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "topk.wgsl", defs, sizeof defs / sizeof defs[0],
+                                  kinds, LW_GPU_TOPK_MASK_BINDINGS, out, err);
+}
+
 lw_status lw__gpu_topk_plan(const lw_gpu_info *info, const lw__gpu_topk_variant *v, uint64_t n, uint64_t k,
                             uint64_t logits_offset, uint64_t scratch_offset, uint64_t out_offset,
                             lw__gpu_topk_plan_out *out, char *err) {

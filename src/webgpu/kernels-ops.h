@@ -491,6 +491,15 @@ lw__gpu_topk_variant lw__gpu_topk_default(const lw_gpu_info *info);
 lw_status lw__gpu_topk_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
                                 const lw__gpu_topk_variant *v, bool pairs, const lw_gpu_info *info,
                                 lw_gpu_pipeline *out, char *err);
+/* Pass 1 limited to a grammar's allowed ids (topk.wgsl MASK=1): bindings 0 logits, 1 scratch, 2 params1 (the
+ * plan's pass1 block, as the unmasked pass 1), 3 the mask (storage read, ceil(n / 32) u32 words, bit i of
+ * word i / 32: id i allowed). Disallowed ids are absent (not candidates), so pass 2 (argmax or draw) picks
+ * among the allowed ids only; a step where none is allowed (or all allowed are NaN) yields the padding id
+ * 0xffffffff. */
+#define LW_GPU_TOPK_MASK_BINDINGS 4u
+lw_status lw__gpu_topk_mask_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
+                                     const lw_allocator *alloc, const lw__gpu_topk_variant *v,
+                                     const lw_gpu_info *info, lw_gpu_pipeline *out, char *err);
 /* n logits at logits_offset (elements), k <= min(n, LW_GPU_TOPK_MAX); LW_ERR_TOO_LARGE when n needs more
  * workgroups than pass 2 can merge (n > (wg*per)^2 / k: 262144 logits with k = 64 and the default). */
 lw_status lw__gpu_topk_plan(const lw_gpu_info *info, const lw__gpu_topk_variant *v, uint64_t n, uint64_t k,

@@ -12,10 +12,15 @@
 // the draw with the uniform number u the host passes), writing the single pair (id, value) at out_offset:
 // decode still reads back 4 bytes. The draw is serial (k <= SAMPLE_MAX_K candidates, sums in candidate
 // order), so kernel-ops-sample.c's scalar reference follows it step by step.
+// With MASK=1 (pass 1 only) a grammar's allowed-token bitmask (bit i of word i / 32: id i allowed) limits
+// pass 1 to the allowed ids: a disallowed id is absent, as the padding, rather than -inf, so it can never
+// tie with an allowed -inf logit and be taken for the lower id (the CPU sampler with a grammar sees only the
+// allowed ids as candidates). Only the allowed ids' pairs reach pass 2 (argmax or draw): a constrained step
+// reads back the 4-byte id as a free one. The mask is written by the host per step into a buffer made at load.
 // Defines: PAIRS (0/1), WG_SIZE (power of two, default 256), PER (inputs per invocation, 1..32, default
-// 16), SAMPLE (0/1, needs PAIRS); chunk <= WG_SIZE * PER.
+// 16), SAMPLE (0/1, needs PAIRS), MASK (0/1, needs PAIRS=0); chunk <= WG_SIZE * PER.
 // Bindings: 0 input (read_write: f32 logits as u32 bits, or pairs), 1 output pairs (read_write, u32),
-// 2 params. Dispatch: (groups_x, ceil(groups / groups_x), 1).
+// 2 params, 3 the mask (MASK=1: read, ceil(n / 32) words). Dispatch: (groups_x, ceil(groups / groups_x), 1).
 #include "ops-common.wgsl"
 #ifndef PAIRS
 #define PAIRS 0
@@ -37,6 +42,12 @@
 #endif
 #if SAMPLE && !PAIRS
 #error topk.wgsl: SAMPLE draws in pass 2 (PAIRS=1)
+#endif
+#ifndef MASK
+#define MASK 0
+#endif
+#if MASK && PAIRS
+#error topk.wgsl: MASK filters the logits of pass 1 (PAIRS=0)
 #endif
 
 struct TopkParams {
@@ -63,6 +74,9 @@ struct TopkParams {
 @group(0) @binding(0) var<storage, read_write> src: array<u32>;
 @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
 @group(0) @binding(2) var<uniform> params: TopkParams;
+#if MASK
+@group(0) @binding(3) var<storage, read> mask: array<u32>;
+#endif
 
 var<workgroup> leaf_v: array<f32, WG_SIZE>;       // each invocation's best input not taken: value
 var<workgroup> leaf_i: array<u32, WG_SIZE>;       // and id
@@ -174,7 +188,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let idx = base + j * WG_SIZE + lid;
         vals[j] = neg_inf;
         ids[j] = NONE;
-        if (idx < end && j * WG_SIZE + lid < params.chunk) {
+        var present = idx < end && j * WG_SIZE + lid < params.chunk;
+#if MASK
+        if (present) {
+            present = ((mask[idx >> 5u] >> (idx & 31u)) & 1u) != 0u;
+        }
+#endif
+        if (present) {
 #if PAIRS
             let p = 2u * (params.in_offset + idx);
             ids[j] = src[p];

@@ -174,6 +174,15 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_model_decode(lw_wasm_model *w, const int32_t *i
     return st;
 }
 
+/* A grammar's allowed-token bitmask (ceil(n_vocab / 32) words in wasm memory) for the next decode that
+ * picks an id (lw__gpu_model_set_mask: the argmax or draw among the allowed ids on the GPU); an lw_status. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_model_set_mask(lw_wasm_model *w, const uint32_t *bits, int words) {
+    if (w->err[0]) return LW_ERR_INVALID_ARG;
+    lw_status st = words < 0 ? LW_ERR_INVALID_ARG : lw__gpu_model_set_mask(w->g, bits, (size_t)words);
+    if (st != LW_OK) lw__errorf(w->err, st, "decode: %s", lw__gpu_model_error(w->g));
+    return st;
+}
+
 /* A chained one-token step (lw__gpu_model_decode_next; out 1 argmax, 3 sample): returns the ring slot whose
  * id (lw_wasm_model_chain_ids()[slot]) the step's read fills, or -1 with the message in
  * lw_wasm_model_error() (LW_ERR_TOO_LARGE at the context's end leaves the model usable). */
@@ -262,14 +271,14 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_model_info_json(const lw_wasm_model *w, char *d
                      "{\"arch\":\"%s\",\"n_vocab\":%d,\"n_layer\":%d,\"n_embd\":%d,\"n_ctx\":%u,\"buffers\":%llu,"
                      "\"pipelines\":%llu,\"bindGroups\":%llu,\"dispatches\":%llu,\"submits\":%llu,\"steps\":%llu,"
                      "\"stepDispatches\":%llu,\"weightBytes\":%llu,\"kvBytes\":%llu,\"actBytes\":%llu,"
-                     "\"kvType\":\"%s\"}",
+                     "\"kvType\":\"%s\",\"maskedSteps\":%llu}",
                      lw_model_arch(w->m), lw_model_n_vocab(w->m), lw_model_n_layer(w->m), lw_model_n_embd(w->m),
                      lw__gpu_model_n_ctx(g), (unsigned long long)c.buffers, (unsigned long long)c.pipelines,
                      (unsigned long long)c.bind_groups, (unsigned long long)c.dispatches,
                      (unsigned long long)c.submits, (unsigned long long)c.steps,
                      (unsigned long long)lw__gpu_model_step_dispatches(g), (unsigned long long)wb,
                      (unsigned long long)kv, (unsigned long long)acts,
-                     lw_type_get(lw__gpu_model_kv_type(g))->name);
+                     lw_type_get(lw__gpu_model_kv_type(g))->name, (unsigned long long)c.masked);
     return n < cap ? n : -1;
 }
 

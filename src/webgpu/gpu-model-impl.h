@@ -369,6 +369,11 @@ lw_status lw__gm_prepare_sample(lw__gpu_model *g);
 /* Records top-k and the draw over the last logits row into g->result (greedy parameters: the argmax). Draws
  * the step's uniform number from the host generator. */
 void lw__gm_record_sample(lw__gpu_model *g);
+/* Whether lw__gpu_model_set_mask armed a grammar mask for the next step with an id. */
+bool lw__gm_mask_armed(const lw__gpu_model *g);
+/* Records `out`'s argmax or draw (LW_GPU_OUT_SAMPLE) over the allowed ids of the armed mask into g->result
+ * (the masked pass 1, then the unmasked pass 2), and disarms it. */
+void lw__gm_record_masked(lw__gpu_model *g, lw__gpu_out out);
 /* The sampling generator's state (a chained step's snapshot; zeros without GPU sampling). */
 void lw__gm_sample_rng_get(const lw__gpu_model *g, uint64_t st[4]);
 void lw__gm_sample_rng_set(lw__gpu_model *g, const uint64_t st[4]);

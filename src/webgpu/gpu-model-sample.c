@@ -18,6 +18,12 @@ typedef struct gm_sampling {
     lw__gpu_topk_plan_out plan;   /* top-k plan for k (pass 2's block is inside params)               */
     lw__gpu_sample_params params; /* pass 2's block; u is rewritten per draw                          */
     uint64_t rng[4];              /* the CPU sampler's generator, seeded by lw__gpu_model_set_sampling */
+    /* a grammar's mask (lw__gpu_model_set_mask): pass 1 over the allowed ids only, for the argmax (into
+     * g->topk_scratch, then g->argmax[1]) and the draw (into scratch, then pass[1]) */
+    lw_gpu_buffer mask;  /* ceil(n_vocab / 32) words, written by the host per step           */
+    uint32_t mask_words; /* its words                                                         */
+    gm_call masked[2];   /* masked pass 1: [0] for the argmax, [1] for the draw               */
+    bool mask_armed;     /* the next step with an id applies the mask                         */
 } gm_sampling;
 
 lw_status lw__gm_prepare_sample(lw__gpu_model *g) {
@@ -48,6 +54,25 @@ lw_status lw__gm_prepare_sample(lw__gpu_model *g) {
     lw_gpu_bind b2[3] = {lw__gm_whole(s->scratch), lw__gm_whole(g->result), lw__gm_params(g)};
     if ((st = lw__gm_add_call(g, &s->pass[0], b1, 3, true)) != LW_OK ||
         (st = lw__gm_add_call(g, &s->pass[1], b2, 3, true)) != LW_OK)
+        return st;
+    /* the grammar mask's buffer and passes: made here so a constrained decode creates nothing */
+    s->mask_words = (uint32_t)((n_vocab + 31) / 32);
+    if ((st = lw__gm_new_buffer(g, (uint64_t)s->mask_words * 4, LW_GPU_USAGE_STORAGE | LW_GPU_USAGE_COPY_DST,
+                                "grammar mask", &s->mask)) != LW_OK)
+        return st;
+    s->masked[0] = g->argmax[0];
+    s->masked[1] = s->pass[0];
+    if ((st = lw__gpu_topk_mask_pipeline(gpu, &g->cache, &g->alloc, &g->argmax[0].v.topk, &g->info,
+                                         &s->masked[0].pipe, g->err)) != LW_OK ||
+        (st = lw__gpu_topk_mask_pipeline(gpu, &g->cache, &g->alloc, &v, &g->info, &s->masked[1].pipe,
+                                         g->err)) != LW_OK)
+        return st;
+    lw_gpu_bind m1[4] = {lw__gm_act(g, g->logits), lw__gm_whole(g->topk_scratch), lw__gm_params(g),
+                         lw__gm_whole(s->mask)};
+    lw_gpu_bind m2[4] = {lw__gm_act(g, g->logits), lw__gm_whole(s->scratch), lw__gm_params(g),
+                         lw__gm_whole(s->mask)};
+    if ((st = lw__gm_add_call(g, &s->masked[0], m1, 4, true)) != LW_OK ||
+        (st = lw__gm_add_call(g, &s->masked[1], m2, 4, true)) != LW_OK)
         return st;
     lw_sampler_params sp = lw_sampler_default_params();
     sp.penalty_last_n = 0; /* penalties are the CPU sampler's only */
@@ -85,6 +110,37 @@ void lw__gm_record_sample(lw__gpu_model *g) {
     }
     s->params.u = lw__gpu_sample_u(lw__sampler_rng_uniform(s->rng));
     lw__gm_emit(g, &s->pass[0], &s->plan.pass1, sizeof s->plan.pass1, s->plan.grid1);
+    lw__gm_emit(g, &s->pass[1], &s->params, sizeof s->params, s->plan.grid2);
+}
+
+lw_status lw__gpu_model_set_mask(lw__gpu_model *g, const uint32_t *bits, size_t n_words) {
+    if (!g || !g->samp || !bits) return LW_ERR_INVALID_ARG;
+    gm_sampling *s = g->samp;
+    if (n_words != s->mask_words)
+        return lw__errorf(g->err, LW_ERR_INVALID_ARG, "grammar mask: %zu words for %u tokens (%u words)",
+                          n_words, (unsigned)g->m->hp.n_vocab, s->mask_words);
+    lw_status st = g->inner.ops->buffer_write(g->inner.ctx, s->mask, 0, bits, (uint64_t)n_words * 4);
+    if (st != LW_OK) return lw__errorf(g->err, st, "writing the grammar mask failed");
+    s->mask_armed = true;
+    return LW_OK;
+}
+
+bool lw__gm_mask_armed(const lw__gpu_model *g) {
+    return g->samp && g->samp->mask_armed;
+}
+
+void lw__gm_record_masked(lw__gpu_model *g, lw__gpu_out out) {
+    gm_sampling *s = g->samp;
+    s->mask_armed = false;
+    g->cnt.masked++;
+    if (out != LW_GPU_OUT_SAMPLE || (s->params.flags & LW_GPU_SAMPLE_GREEDY)) {
+        /* the argmax's plan and pass 2, over the allowed ids' candidates */
+        lw__gm_emit(g, &s->masked[0], &g->topk.pass1, sizeof g->topk.pass1, g->topk.grid1);
+        lw__gm_emit(g, &g->argmax[1], &g->topk.pass2, sizeof g->topk.pass2, g->topk.grid2);
+        return;
+    }
+    s->params.u = lw__gpu_sample_u(lw__sampler_rng_uniform(s->rng));
+    lw__gm_emit(g, &s->masked[1], &s->plan.pass1, sizeof s->plan.pass1, s->plan.grid1);
     lw__gm_emit(g, &s->pass[1], &s->params, sizeof s->params, s->plan.grid2);
 }
 

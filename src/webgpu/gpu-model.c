@@ -666,7 +666,9 @@ static lw_status record_step(lw__gpu_model *g, int32_t step, lw__gpu_out out) {
     if (step == 1) g->step_dispatches = g->cnt.dispatches - before;
     g->cnt.steps++;
     g->n_past += (uint32_t)step;
-    if (out == LW_GPU_OUT_SAMPLE)
+    if (out != LW_GPU_OUT_NONE && lw__gm_mask_armed(g))
+        lw__gm_record_masked(g, out);
+    else if (out == LW_GPU_OUT_SAMPLE)
         lw__gm_record_sample(g);
     else if (out != LW_GPU_OUT_NONE)
         lw__gm_record_argmax(g);

@@ -86,6 +86,7 @@ typedef struct lw__gpu_model_counters {
     uint64_t dispatches;  /* dispatches recorded since creation        */
     uint64_t submits;     /* command buffers submitted since creation  */
     uint64_t steps;       /* graph executions since creation           */
+    uint64_t masked;      /* ids picked under a grammar mask on the GPU */
 } lw__gpu_model_counters;
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -136,6 +137,13 @@ int32_t lw__gpu_model_token(const lw__gpu_model *g);
  * 16384) takes the cap; penalties are refused (LW_ERR_UNSUPPORTED). Creates nothing; *k_used (may be NULL):
  * the top-k in effect. */
 lw_status lw__gpu_model_set_sampling(lw__gpu_model *g, const lw_sampler_params *sp, uint32_t *k_used);
+/* A grammar's allowed tokens for the next step that picks an id (decode's last step with LW_GPU_OUT_ARGMAX,
+ * LW_GPU_OUT_LOGITS or LW_GPU_OUT_SAMPLE, or a chained step): bit i of bits[i / 32] set = token i allowed,
+ * n_words = ceil(n_vocab / 32). Written into a buffer made at load (queue order puts it before that step), so
+ * the argmax / draw runs over the allowed ids on the GPU and the step still reads back 4 bytes; the mask
+ * applies to that one step. The id is 0xffffffff (-1) when no allowed id has a non-NaN logit. Creates
+ * nothing. */
+lw_status lw__gpu_model_set_mask(lw__gpu_model *g, const uint32_t *bits, size_t n_words);
 /* The kernel variants the plan uses, as JSON: {"matvec": {"<format>": "wg64 rows4 blocks1 f16 0 sg 1 stage 0
  * actq 0 exact 0"}, "matmat": {"<format>": "tm64 tn64 tk32 rm8 rn8 f16 0"}} (the first mat-vec / mat-mat call
  * of each weight format; tests check that tune overrides reach the plan). Returns the length, -1 when cap is

@@ -244,6 +244,7 @@ export class GpuModel {
     this.ids = M._malloc(4 * 65536); // token ids passed to C
     this.idsCap = 65536;
     this.grammar = null; // a Grammar (web/lw-structured.mjs) choosing the tokens of decode(), or null
+    this.gpuMask = true; // a grammar's mask applied on the GPU (false: its logits read back, the CPU picks)
     this.rowsStep = M._lw_wasm_model_rows_step(h); // > 0: token rows from the row store, this many per step
   }
 
@@ -309,10 +310,15 @@ export class GpuModel {
       out = 'sample';
     }
     M.HEAP32.set(ids, this.ids >> 2);
-    // a grammar (web/lw-structured.mjs, set while a constrained request runs) picks the token from the
-    // logits read back (n_vocab floats instead of 4 bytes) with the CPU sampler
+    // a grammar (web/lw-structured.mjs, set while a constrained request runs) picks the token: by default on
+    // the GPU, its allowed-token mask uploaded before the step and the argmax / draw over the allowed ids
+    // there (4 bytes read back, gr.onGpu); else (gpuMask false, a wasm build without the mask, or a GPU id the
+    // grammar does not allow: no allowed id with a non-NaN logit) from the logits read back (n_vocab floats)
+    // with the CPU sampler
     const gr = this.grammar && (out === 'argmax' || out === 'sample') ? this.grammar : null;
-    const kind = gr || out === 'logits' ? 2 : out === 'none' ? 0 : out === 'sample' ? 3 : 1;
+    const masked = gr && this.gpuMask && typeof M._lw_wasm_model_set_mask === 'function';
+    const kind = masked ? (out === 'sample' ? 3 : 1) : gr || out === 'logits' ? 2 : out === 'none' ? 0 : out === 'sample' ? 3 : 1;
+    const past = this.nPast;
     let at = 0, n = ids.length;
     if (this.rowsStep > 0) {
       // the row store: a step's rows are loaded (streamed from the source) and awaited before it is recorded,
@@ -331,10 +337,24 @@ export class GpuModel {
         at += n;
       }
     }
+    if (masked) {
+      const st = M._lw_wasm_model_set_mask(this.h, gr.mask(), (this.nVocab + 31) >> 5);
+      if (st !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_model_error(this.h)));
+    }
     const st = M._lw_wasm_model_decode(this.h, this.ids + 4 * at, n, kind);
     if (st !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_model_error(this.h)));
     await M.lwGpu.settle();
     this.check();
+    if (masked) {
+      const id = gr.take(M._lw_wasm_model_token(this.h));
+      if (id >= 0) return id;
+      // the fallback: this last step again with its logits read back (the same cells, the same values)
+      this.nPast = past + at;
+      const st2 = M._lw_wasm_model_decode(this.h, this.ids + 4 * at, n, 2);
+      if (st2 !== 0) throw new Error(M.UTF8ToString(M._lw_wasm_model_error(this.h)));
+      await M.lwGpu.settle();
+      this.check();
+    }
     if (gr) return gr.pick(this, out, M._lw_wasm_model_logits(this.h));
     if (kind === 1 || kind === 3) return M._lw_wasm_model_token(this.h);
     if (kind === 2) {

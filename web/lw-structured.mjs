@@ -5,9 +5,14 @@
 // A constrained generation attaches a Grammar (web/lw-wasm-structured.c) to the engine for the request:
 // every decode() that would pick a token (greedy or drawn) then picks it with the CPU sampler from the logits
 // among the tokens the grammar allows, and advances the grammar (web/lw-model.mjs GpuModel/CpuEngine.decode).
-// On the CPU engine the logits are in the heap after the decode anyway; on WebGPU the decode reads the
-// last row's logits back (n_vocab floats instead of the 4-byte token the GPU's argmax or draw gives), so a
-// constrained step costs that read-back plus the mask and the CPU sampler (measured in tests/web/structured.test.mjs).
+// On the CPU engine the logits are in the heap after the decode anyway. On WebGPU the grammar's mask for the
+// step (ceil(n_vocab / 32) words, computed here in C) is uploaded before the step into a buffer made at load
+// and the GPU's argmax or draw runs over the allowed ids only (topk.wgsl MASK=1), so a constrained step still
+// reads back the 4-byte id (Grammar.mask / take; result.grammar.gpuSteps counts them). The logits are read
+// back (n_vocab floats) and the CPU sampler picks only where that does not apply: GpuModel.gpuMask = false,
+// a wasm build without lw_wasm_model_set_mask, or a step whose GPU id the grammar does not allow (no allowed
+// id with a non-NaN logit). Greedy ids are the same either way (tests/web/structured.test.mjs); sampled ones
+// are drawn by the GPU's generator on the mask path, by the grammar's CPU sampler on the read-back path.
 // Draws follow the engine's sampling parameters and seed (the same seed, the same text on either engine
 // for the same logits, and the native `llamaweb run --grammar/--json-schema` text on the CPU engine).
 //
@@ -91,7 +96,36 @@ export class Grammar {
     this.g = g;
     this.key = 'greedy'; // the sampler's settings (JSON of the engine's), or 'greedy'
     this.steps = 0;      // tokens picked
-    this.ms = 0;         // time spent picking them (mask + sampler), ms
+    this.gpuSteps = 0;   // of them, picked on the GPU among the allowed ids (GpuModel.decode: the mask path)
+    this.ms = 0;         // time spent picking them (mask + sampler, or mask + accept), ms
+    this.maskMs = 0;     // the mask's share on the GPU path (computed here, uploaded by the engine)
+  }
+
+  // The allowed tokens of this step as (n_vocab + 31) / 32 words at a heap address (for the GPU engine to
+  // upload before the step; valid until the next accepted token).
+  mask() {
+    const t0 = performance.now();
+    const p = this.M._lw_wasm_grammar_mask(this.g);
+    if (!p) throw statusError(this.M, this.M._lw_wasm_grammar_status(this.g), this.M.UTF8ToString(this.M._lw_wasm_grammar_error(this.g)), 'decode');
+    this.maskPtr = p;
+    const dt = performance.now() - t0;
+    this.ms += dt;
+    this.maskMs += dt;
+    return p;
+  }
+
+  // The id the GPU picked under mask(): advances the grammar by it and returns it, or -1 when the mask does
+  // not allow it (no allowed id had a non-NaN logit: the GPU's padding id), and the caller picks from the
+  // logits instead (pick()).
+  take(id) {
+    const t0 = performance.now();
+    if (id < 0 || !((this.M.HEAPU32[(this.maskPtr >> 2) + (id >> 5)] >>> (id & 31)) & 1)) return -1;
+    const st = this.M._lw_wasm_grammar_accept(this.g, id);
+    if (st !== 0) throw statusError(this.M, st, this.M.UTF8ToString(this.M._lw_wasm_grammar_error(this.g)), 'decode');
+    this.steps++;
+    this.gpuSteps++;
+    this.ms += performance.now() - t0;
+    return id;
   }
 
   // The engine's sampling parameters changed (and its generator was reseeded): the same for the draws.
@@ -159,7 +193,7 @@ export async function withConstraint(model, spec, fn) {
   engine.grammar = gr;
   try {
     const r = await fn();
-    r.grammar = { steps: gr.steps, ms: gr.ms, complete: gr.complete() };
+    r.grammar = { steps: gr.steps, gpuSteps: gr.gpuSteps, ms: gr.ms, complete: gr.complete() };
     return r;
   } finally {
     engine.grammar = null;

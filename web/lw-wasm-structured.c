@@ -168,6 +168,19 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_grammar_allows(lw_wasm_grammar *w, int id) {
     return (int)(w->mask[id >> 5] >> (id & 31) & 1u);
 }
 
+/* The allowed tokens of the current step as (n_vocab + 31) / 32 words (bit i of word i / 32: token i), for
+ * the GPU to pick among them (lw_wasm_model_set_mask); valid until the next accepted token. NULL on failure
+ * (the message says why). */
+EMSCRIPTEN_KEEPALIVE const uint32_t *lw_wasm_grammar_mask(lw_wasm_grammar *w) {
+    if (!w->g) return gr_fail(w, LW_ERR_INVALID_ARG, "grammar", "not made"), NULL;
+    if (!w->mask_valid) {
+        lw_status st = lw_grammar_mask(w->g, w->mask, ((size_t)w->n_vocab + 31) / 32);
+        if (st != LW_OK) return gr_fail(w, st, "grammar", lw_grammar_error(w->g)), NULL;
+        w->mask_valid = 1;
+    }
+    return w->mask;
+}
+
 /* Advances the grammar by token id (chosen elsewhere: an allowed GPU argmax). Returns an lw_status. */
 EMSCRIPTEN_KEEPALIVE int lw_wasm_grammar_accept(lw_wasm_grammar *w, int id) {
     if (!w->g) return LW_ERR_INVALID_ARG;

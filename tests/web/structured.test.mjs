@@ -5,7 +5,9 @@
 //    --json-schema`, the same grammar and sampler: CPU engine), parses and validates against the schema
 //    (python's jsonschema where it is installed); sampled JSON-mode and schema replies over several seeds all
 //    parse (and validate); a GBNF grammar keeps replies in its language; streaming equals the result;
-//  - WebGPU: the same constrained replies parse and validate (logits read back, the CPU sampler picks);
+//  - WebGPU: the same constrained replies parse and validate; the grammar's mask applied on the GPU (the
+//    default) gives the same greedy ids as the logits read back with the CPU sampler picking (gpuMask false),
+//    every id picked on the GPU (maskedSteps, grammar.gpuSteps), no buffer, pipeline or bind group created;
 //    the cost of a grammar per step is printed (tokens/s with and without, both engines);
 //  - tools on a synthetic ChatML model whose template renders tools as Qwen's does: tool_choice 'required'
 //    gives OpenAI-shaped tool_calls whose arguments validate against the tool's parameters, a named tool
@@ -133,6 +135,58 @@ for (const [dev, lw] of engines) {
     const g = await m.chat.completions.create({ messages: [{ role: 'user', content: 'Is it?' }], temperature: 1, seed: 3, max_tokens: 20,
       grammar: 'root ::= ("yes" | "no" | "maybe") " " [0-9]{2}' });
     assert.match(g.choices[0].message.content, /^(yes|no|maybe) [0-9]{2}$/);
+  });
+
+  if (dev === 'webgpu') test('webgpu: the grammar mask on the GPU: greedy ids equal the read-back path\'s, 4-byte steps, nothing created', { timeout: 300000 }, async () => {
+    const m = await storiesOn(dev, lw), eng = m.engine;
+    assert.equal(typeof gpu.Module._lw_wasm_model_set_mask, 'function', 'the wasm build has the GPU mask');
+    const prompt = 'Once upon a time';
+    const cases = [ // [constraint, check of the reply text]
+      [{ kind: 'json_schema', text: JSON.stringify(PERSON) }, (t) => assert.deepEqual(validate(PERSON, [JSON.parse(t)]), [''])],
+      [{ kind: 'json' }, (t) => JSON.parse(t)],
+      [{ kind: 'gbnf', text: 'root ::= ("yes" | "no" | "maybe") " " [0-9]{2}' }, (t) => assert.match(t, /^(yes|no|maybe) [0-9]{2}$/)],
+      [{ kind: 'gbnf', text: 'root ::= [a-z ,.]+' }, (t) => assert.match(t, /^[a-z ,.]+$/)],
+    ];
+    // a fresh context before each run: the prompt decoded in the same steps (the same logits bits) either way
+    const run = async (constraint, onGpu) => {
+      await m.completions.create({ prompt: 'x', max_tokens: 1, temperature: 0 });
+      eng.gpuMask = onGpu;
+      try {
+        const before = eng.info();
+        const r = await structuredRun(m, { mode: 'text', prompt, constraint, maxTokens: 96 });
+        return { r, before, after: eng.info() };
+      } finally {
+        eng.gpuMask = true;
+      }
+    };
+    for (const [constraint, check] of cases) {
+      const gpuRun = await run(constraint, true), readBack = await run(constraint, false);
+      const a = gpuRun.r, b = readBack.r, what = JSON.stringify(constraint).slice(0, 60);
+      assert.ok(a.tokens.length > 0, what);
+      assert.deepEqual(a.tokens, b.tokens, `${what}: the same greedy ids through the mask on the GPU and the read-back`);
+      assert.equal(a.text, b.text);
+      // every id was picked on the GPU (the masked top-k pass ran once per picked id), none on the read-back path
+      assert.equal(a.grammar.gpuSteps, a.grammar.steps, what);
+      assert.ok(a.grammar.steps >= a.tokens.length, what); // (+ the end-of-generation id the grammar allowed)
+      assert.equal(gpuRun.after.maskedSteps - gpuRun.before.maskedSteps, a.grammar.steps, what);
+      assert.equal(b.grammar.gpuSteps, 0);
+      assert.equal(readBack.after.maskedSteps, readBack.before.maskedSteps);
+      // nothing created while decoding (the mask's buffer, pipelines and bind groups were made at open)
+      for (const k of ['buffers', 'pipelines', 'bindGroups']) assert.equal(gpuRun.after[k], gpuRun.before[k], `${what}: ${k}`);
+      if (a.reason === 'eog') check(a.text);
+      else check(a.text.replace(/[^a-z ,.]+$/, '')); // (only the open-ended [a-z ,.]+ reaches the budget)
+      console.log(`# webgpu mask on the GPU: ${what} -> ${JSON.stringify(a.text).slice(0, 80)} (${a.tokens.length} ids, all on the GPU)`);
+    }
+    // sampled constrained replies draw on the GPU among the allowed ids too, and parse
+    for (let seed = 1; seed <= 2; seed++) {
+      const before = eng.info();
+      const s = await m.completions.create({ prompt, max_tokens: 200, temperature: 1, seed, response_format: { type: 'json_schema', json_schema: { schema: PERSON } } });
+      assert.equal(s.choices[0].finish_reason, 'stop');
+      assert.deepEqual(validate(PERSON, [JSON.parse(s.choices[0].text)]), ['']);
+      const after = eng.info();
+      assert.ok(after.maskedSteps > before.maskedSteps);
+      for (const k of ['buffers', 'pipelines', 'bindGroups']) assert.equal(after[k], before[k], k);
+    }
   });
 
   test(`${dev}: the cost of a grammar per step`, { timeout: 300000 }, async () => {

@@ -28,7 +28,7 @@ import path from 'node:path';
 import { setup, loadModule, repoRoot } from '../../web/lw-node.mjs';
 import { nativeCli, cliRun } from './native-cli.mjs';
 import { Llamaweb, LlamawebError, bytesSource } from '../../web/llamaweb.mjs';
-import { grammarText, structuredRun } from '../../web/lw-structured.mjs';
+import { Grammar, grammarText, structuredRun } from '../../web/lw-structured.mjs';
 
 const shared = process.env.LW_SHARED || path.resolve(repoRoot(), '../shared');
 const stories = path.join(shared, 'models/stories260K.gguf');
@@ -147,6 +147,7 @@ for (const [dev, lw] of engines) {
       [{ kind: 'gbnf', text: 'root ::= ("yes" | "no" | "maybe") " " [0-9]{2}' }, (t) => assert.match(t, /^(yes|no|maybe) [0-9]{2}$/)],
       [{ kind: 'gbnf', text: 'root ::= [a-z ,.]+' }, (t) => assert.match(t, /^[a-z ,.]+$/)],
     ];
+    const want0 = (l) => l.reduce((b, v, i) => (v > l[b] ? i : b), 0); // the free argmax (first maximum)
     // a fresh context before each run: the prompt decoded in the same steps (the same logits bits) either way
     const run = async (constraint, onGpu) => {
       await m.completions.create({ prompt: 'x', max_tokens: 1, temperature: 0 });
@@ -176,6 +177,44 @@ for (const [dev, lw] of engines) {
       if (a.reason === 'eog') check(a.text);
       else check(a.text.replace(/[^a-z ,.]+$/, '')); // (only the open-ended [a-z ,.]+ reaches the budget)
       console.log(`# webgpu mask on the GPU: ${what} -> ${JSON.stringify(a.text).slice(0, 80)} (${a.tokens.length} ids, all on the GPU)`);
+    }
+    // the kernel: with a mask of chosen ids the GPU's id is the best of them by the logits read back (ties to
+    // the lower id); with none allowed, the padding id (-1), which sends GpuModel.decode to its fallback
+    const GM = eng.M, words = (eng.nVocab + 31) >> 5, mp = GM._malloc(4 * words), zeros = GM._malloc(4 * words);
+    GM.HEAPU32.fill(0, zeros >> 2, (zeros >> 2) + words);
+    const orig = Grammar.prototype.mask;
+    try {
+      m.cacheOwner = null; // the KV cache is overwritten here
+      m.cached = null;
+      m.pending = -1;
+      const ids = eng.tokenize(prompt);
+      eng.nPast = 0;
+      const { logits } = await eng.decode(ids, 'logits');
+      const sets = [[7], [3, 100, 250, 511], Array.from({ length: eng.nVocab >> 1 }, (_, i) => 2 * i), []];
+      for (const set of sets) {
+        GM.HEAPU32.fill(0, mp >> 2, (mp >> 2) + words);
+        for (const i of set) GM.HEAPU32[(mp >> 2) + (i >> 5)] |= 1 << (i & 31);
+        let want = -1;
+        for (const i of [...set].sort((p, q) => p - q)) if (want < 0 || logits[i] > logits[want]) want = i;
+        eng.nPast = 0;
+        assert.equal(GM._lw_wasm_model_set_mask(eng.h, mp, words), 0);
+        assert.equal(await eng.decode(ids), want, `mask of ${set.length} ids`);
+      }
+      eng.nPast = 0;
+      assert.equal(await eng.decode(ids), want0(logits), 'the mask applies to one step only');
+      // the fallback: every GPU id refused (an all-zero mask uploaded) -> the step again with its logits read
+      // back and the CPU sampler's pick: the read-back path's ids
+      Grammar.prototype.mask = function () { orig.call(this); this.maskPtr = zeros; return zeros; };
+      const fb = await run(cases[0][0], true);
+      Grammar.prototype.mask = orig;
+      const rb = await run(cases[0][0], false);
+      assert.deepEqual(fb.r.tokens, rb.r.tokens, 'the fallback gives the read-back path\'s ids');
+      assert.equal(fb.r.grammar.gpuSteps, 0);
+      assert.equal(fb.after.maskedSteps - fb.before.maskedSteps, fb.r.grammar.steps, 'the masked pass ran, its ids refused');
+    } finally {
+      Grammar.prototype.mask = orig;
+      GM._free(mp);
+      GM._free(zeros);
     }
     // sampled constrained replies draw on the GPU among the allowed ids too, and parse
     for (let seed = 1; seed <= 2; seed++) {

@@ -2,16 +2,16 @@
  * for Q4_0/Q8_0/Q4_K/Q6_K, the same on 256-bit registers for Q4_0/Q8_0, AVX2 for Q4_0/Q8_0/Q4_K); the wasm
  * simd128 versions live in quant-gemv-wasm.c.
  *
- * Shape of every kernel: one weight row at a time, front to back, so a thread's share (one contiguous range
- * of rows, laid out one after another in the file) is one sequential stream, prefetched LW_PF_DIST bytes
- * ahead in software (quant-avx2-common.h: 2.5x for Q4_0 on Xeon VMs; 512 bytes ahead had measured no better
- * on a Zen 4 EPYC). (Interleaving 4 rows block by
- * block, so that the activation block is loaded once for all four, measured 2x slower on a whole-memory
- * stream here: the four streams 1 KiB apart defeat the prefetchers. That layout pays only when the rows are
- * repacked so that it is sequential again, which this file does not do.) Per block: the exact integer block
- * sum in int32 lanes, turned into float and fused-multiply-added with the block's scale into float lanes;
- * the lanes are summed once per row. The activation's per-block share (its scale, Q4_0's -8 * sum lanes,
- * the pair or sub-block order of its quants) is formed once per call, on the stack.
+ * Shape of every kernel: one weight row at a time (Q4_0 on 256-bit registers: four, Q4_0_ROWS4), front to
+ * back, so a thread's share (one contiguous range of rows, laid out one after another in the file) is one
+ * sequential stream, prefetched LW_PF_DIST bytes ahead in software (quant-avx2-common.h: 2.5x for Q4_0 on
+ * Xeon VMs; 512 bytes ahead had measured no better on a Zen 4 EPYC). (Interleaving 4 rows block by block, so
+ * that the activation block is loaded once for all four, measured 2x slower on a whole-memory stream while
+ * each of the four streams 1 KiB apart was prefetched on its own; Q4_0_ROWS4 pays because it prefetches the
+ * four rows' contiguous range as one stream.) Per block: the exact integer block sum in int32
+ * lanes, turned into float and fused-multiply-added with the block's scale into float lanes; the lanes are
+ * summed once per row. The activation's per-block share (its scale, Q4_0's -8 * sum lanes, the pair or
+ * sub-block order of its quants) is formed once per call, on the stack.
  *
  * Built with per-function target attributes, so the library keeps the baseline ISA. */
 #include "cpu/quant-gemv.h"
@@ -104,11 +104,76 @@ AVX2 static INLINE __m256i dot_us_avx2(__m256i acc, __m256i u, __m256i s) {
         c[r] = hsum8(_mm256_add_ps(acc0, acc1));                                                             \
     }
 
+/* Q4_0, four rows a step (rows up to ACT_CACHE blocks; longer ones and the last m % 4 rows take ROWS_32).
+ * Why: one row at a time spends six multiply-pipe operations per block (maddubs, madd, the int -> float
+ * conversion, the scale's f16 conversion, its product with the activation's scale, the fma), so the 1B's
+ * Q4_0 decode on one AVX2 core (Zen) streamed ~9 GB/s against a 23 GB/s read ceiling: bound by those pipes,
+ * not by memory. Here the four rows' 8-lane block sums meet in three hadds (shuffle pipes) as [r0..r3 of
+ * elements 0..15 | r0..r3 of 16..31]: one conversion, one f16 conversion of the four scales, one product
+ * and one fma per block for four rows, and the activation block and its -8 sum lanes are loaded once for
+ * them. The -8 * sum(y) offset is added after the hadds (lanes of elements 0..15 and 16..31), so it is
+ * formed once per call. Prefetch: the four rows are one contiguous range (4 ws bytes), so each block step
+ * prefetches the same share of the next quad's range (PF4: LW_PF4_QUADS quads ahead, 72 bytes a step).
+ * With LW_PF_SPAN 2 KiB ahead of each of the four streams instead, the whole 1B decode ran slower than one
+ * row at a time (14.3 vs 17.7 tok/s, one thread, 2-core Zen EPYC); with PF4, 18.5 vs 17.4 (1 thread) and
+ * 31.7 vs 30.0 (2 threads): `llamaweb bench -m llama-3.2-1b-q4_0.gguf -t T -p 16 -n 32 -r 2`, alternating.
+ * (In cache, test-quant-gemv's 4096 x 64: 10.7 vs 11.7 us.) */
+#ifndef LW_PF4_QUADS
+#define LW_PF4_QUADS 1
+#endif
+#define PF4(x0, b)                                                                                           \
+    do {                                                                                                     \
+        const char *pf_ =                                                                                    \
+            (const char *)(x0) + LW_PF4_QUADS * 4 * ws + 4 * sizeof(lw__block_q4_0) * (size_t)(b);           \
+        _mm_prefetch(pf_, _MM_HINT_T0);                                                                      \
+        _mm_prefetch(pf_ + 64, _MM_HINT_T0);                                                                 \
+    } while (0)
+#define Q4_0_ROWS4(DOT)                                                                                      \
+    const int64_t nb = k / 32;                                                                               \
+    const lw__block_q8_0 *y = a;                                                                             \
+    int64_t r0 = 0;                                                                                          \
+    if (nb <= ACT_CACHE && m >= 4) {                                                                         \
+        __m256i off[ACT_CACHE];                                                                              \
+        float dy[ACT_CACHE];                                                                                 \
+        for (int64_t b = 0; b < nb; b++) {                                                                   \
+            const __m256i n8 = NEG8(DOT, y[b]); /* 8 lanes: 4 of elements 0..15, 4 of 16..31 */              \
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(n8, n8), _mm256_hadd_epi32(n8, n8));       \
+            off[b] = h, dy[b] = h2f(y[b].d);                                                                 \
+        }                                                                                                    \
+        for (; r0 + 4 <= m; r0 += 4) {                                                                       \
+            const lw__block_q4_0 *x0 = (const lw__block_q4_0 *)((const uint8_t *)w + (size_t)r0 * ws),       \
+                                 *x1 = (const lw__block_q4_0 *)((const uint8_t *)x0 + ws),                   \
+                                 *x2 = (const lw__block_q4_0 *)((const uint8_t *)x0 + 2 * ws),               \
+                                 *x3 = (const lw__block_q4_0 *)((const uint8_t *)x0 + 3 * ws);               \
+            __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;                                                  \
+            for (int64_t b = 0; b < nb; b++) {                                                               \
+                PF4(x0, b);                                                                                  \
+                const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs), z = _mm256_setzero_si256(); \
+                const __m256i s0 = DOT(z, nibbles_32(x0[b].qs), yq), s1 = DOT(z, nibbles_32(x1[b].qs), yq);  \
+                const __m256i s2 = DOT(z, nibbles_32(x2[b].qs), yq), s3 = DOT(z, nibbles_32(x3[b].qs), yq);  \
+                const __m256i h = _mm256_add_epi32(                                                          \
+                    _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3)), off[b]);        \
+                const __m128 d4 =                                                                            \
+                    _mm_mul_ps(_mm_cvtph_ps(_mm_setr_epi16((short)x0[b].d, (short)x1[b].d, (short)x2[b].d,   \
+                                                           (short)x3[b].d, 0, 0, 0, 0)),                     \
+                               _mm_set1_ps(dy[b]));                                                          \
+                if (b % 2 == 0)                                                                              \
+                    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(d4, d4), acc0);            \
+                else                                                                                         \
+                    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(d4, d4), acc1);            \
+            }                                                                                                \
+            const __m256 acc = _mm256_add_ps(acc0, acc1);                                                    \
+            _mm_storeu_ps(c + r0, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));   \
+        }                                                                                                    \
+    }                                                                                                        \
+    w = (const uint8_t *)w + (size_t)r0 * ws, m -= r0, c += r0;                                              \
+    { ROWS_32(lw__block_q4_0, Q4_0_STEP, DOT, 1) }
+
 AVX2 static void gemv_q4_0_avx2(int64_t k, const void *w, size_t ws, int64_t m, const void *a, float *c) {
-    ROWS_32(lw__block_q4_0, Q4_0_STEP, dot_us_avx2, 1);
+    Q4_0_ROWS4(dot_us_avx2);
 }
 VNNI static void gemv_q4_0_vnni(int64_t k, const void *w, size_t ws, int64_t m, const void *a, float *c) {
-    ROWS_32(lw__block_q4_0, Q4_0_STEP, dot_us_vnni, 1);
+    Q4_0_ROWS4(dot_us_vnni);
 }
 AVX2 static void gemv_q8_0_avx2(int64_t k, const void *w, size_t ws, int64_t m, const void *a, float *c) {
     ROWS_32(lw__block_q8_0, Q8_0_STEP, dot_us_avx2, 0);

@@ -106,18 +106,20 @@ AVX2 static INLINE __m256i dot_us_avx2(__m256i acc, __m256i u, __m256i s) {
 
 /* Q4_0, four rows a step (rows up to ACT_CACHE blocks; longer ones and the last m % 4 rows take ROWS_32).
  * Why: one row at a time spends six multiply-pipe operations per block (maddubs, madd, the int -> float
- * conversion, the scale's f16 conversion, its product with the activation's scale, the fma), so the 1B's
- * Q4_0 decode on one AVX2 core (Zen) streamed ~9 GB/s against a 23 GB/s read ceiling: bound by those pipes,
- * not by memory. Here the four rows' 8-lane block sums meet in three hadds (shuffle pipes) as [r0..r3 of
- * elements 0..15 | r0..r3 of 16..31]: one conversion, one f16 conversion of the four scales, one product
- * and one fma per block for four rows, and the activation block and its -8 sum lanes are loaded once for
- * them. The -8 * sum(y) offset is added after the hadds (lanes of elements 0..15 and 16..31), so it is
- * formed once per call. Prefetch: the four rows are one contiguous range (4 ws bytes), so each block step
- * prefetches the same share of the next quad's range (PF4: LW_PF4_QUADS quads ahead, 72 bytes a step).
- * With LW_PF_SPAN 2 KiB ahead of each of the four streams instead, the whole 1B decode ran slower than one
- * row at a time (14.3 vs 17.7 tok/s, one thread, 2-core Zen EPYC); with PF4, 18.5 vs 17.4 (1 thread) and
- * 31.7 vs 30.0 (2 threads): `llamaweb bench -m llama-3.2-1b-q4_0.gguf -t T -p 16 -n 32 -r 2`, alternating.
- * (In cache, test-quant-gemv's 4096 x 64: 10.7 vs 11.7 us.) */
+ * conversion, the scale's f16 conversion, its product with the activation's scale, the fma) and four more
+ * to unpack the nibbles, so the 1B's Q4_0 decode on one AVX2 core (Zen) streamed ~9 GB/s against a 22 GB/s
+ * read ceiling: bound by those pipes, not by memory. Here rows r0 and r2 (r1 and r3) share one register,
+ * one in each 128-bit half, so one and / shift / and unpacks two rows' nibbles, and the activation is
+ * prepared once per call with its elements 0..15 (and 16..31) in both halves (ylo, yhi); AVX2 adds the two
+ * maddubs' int16 sums before one madd. One hadd leaves two partial sums per row, [r0, r0, r1, r1 | r2, r2,
+ * r3, r3], against which the four scales (times the activation's) are laid out: one conversion, one f16
+ * conversion, one product and one fma per block for four rows. Q4_0's -8 * sum(y) is added in the first
+ * lane of each row. Prefetch: the four rows are one contiguous range (4 ws bytes), so each block step
+ * prefetches the same share of the next quad's range (PF4: LW_PF4_QUADS quads ahead, 72 bytes a step);
+ * with LW_PF_SPAN 2 KiB ahead of each of the four streams instead, the whole 1B decode ran slower than one
+ * row at a time (14.3 vs 17.7 tok/s). Measured on a 2-core Zen EPYC, llama-3.2-1b Q4_0 decode, alternating
+ * (`llamaweb bench -m llama-3.2-1b-q4_0.gguf -t T -p 16 -n 32 -r 2`): 1 thread 17.7 -> 20.5 tok/s, 2
+ * threads 29.1 -> 33.4 (test-quant-gemv's 4096 x 64 in cache: 11.7 -> 8.8 us). */
 #ifndef LW_PF4_QUADS
 #define LW_PF4_QUADS 1
 #endif
@@ -128,18 +130,35 @@ AVX2 static INLINE __m256i dot_us_avx2(__m256i acc, __m256i u, __m256i s) {
         _mm_prefetch(pf_, _MM_HINT_T0);                                                                      \
         _mm_prefetch(pf_ + 64, _MM_HINT_T0);                                                                 \
     } while (0)
-#define Q4_0_ROWS4(DOT)                                                                                      \
+/* Two rows' products of one block, rows r (low 128 bits) and r' (high): u_lo / u_hi their low / high nibbles
+ * (elements 0..15 / 16..31), y_lo / y_hi the activation's elements 0..15 / 16..31 in both halves; 4 int32
+ * partial sums per row. AVX2: the two maddubs' int16 pair sums added before one madd (each <= 4 * 15 * 128,
+ * within int16). */
+AVX2 static INLINE __m256i dot2_avx2(__m256i ulo, __m256i ylo, __m256i uhi, __m256i yhi) {
+    return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(ulo, ylo), _mm256_maddubs_epi16(uhi, yhi)),
+                             _mm256_set1_epi16(1));
+}
+VNNI static INLINE __m256i dot2_vnni(__m256i ulo, __m256i ylo, __m256i uhi, __m256i yhi) {
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ulo, ylo), uhi, yhi);
+}
+
+#define Q4_0_ROWS4(DOT2)                                                                                     \
     const int64_t nb = k / 32;                                                                               \
     const lw__block_q8_0 *y = a;                                                                             \
     int64_t r0 = 0;                                                                                          \
     if (nb <= ACT_CACHE && m >= 4) {                                                                         \
-        __m256i off[ACT_CACHE];                                                                              \
+        __m256i ylo[ACT_CACHE], yhi[ACT_CACHE], off[ACT_CACHE];                                              \
         float dy[ACT_CACHE];                                                                                 \
         for (int64_t b = 0; b < nb; b++) {                                                                   \
-            const __m256i n8 = NEG8(DOT, y[b]); /* 8 lanes: 4 of elements 0..15, 4 of 16..31 */              \
-            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(n8, n8), _mm256_hadd_epi32(n8, n8));       \
-            off[b] = h, dy[b] = h2f(y[b].d);                                                                 \
+            const __m128i q0 = _mm_loadu_si128((const __m128i *)y[b].qs),                                    \
+                          q1 = _mm_loadu_si128((const __m128i *)(y[b].qs + 16));                             \
+            ylo[b] = _mm256_set_m128i(q0, q0), yhi[b] = _mm256_set_m128i(q1, q1);                            \
+            int sum = 0;                                                                                     \
+            for (int i = 0; i < 32; i++) sum += y[b].qs[i];                                                  \
+            off[b] = _mm256_setr_epi32(-8 * sum, 0, -8 * sum, 0, -8 * sum, 0, -8 * sum, 0);                  \
+            dy[b] = h2f(y[b].d);                                                                             \
         }                                                                                                    \
+        const __m256i m4 = _mm256_set1_epi8(0x0f);                                                           \
         for (; r0 + 4 <= m; r0 += 4) {                                                                       \
             const lw__block_q4_0 *x0 = (const lw__block_q4_0 *)((const uint8_t *)w + (size_t)r0 * ws),       \
                                  *x1 = (const lw__block_q4_0 *)((const uint8_t *)x0 + ws),                   \
@@ -148,32 +167,42 @@ AVX2 static INLINE __m256i dot_us_avx2(__m256i acc, __m256i u, __m256i s) {
             __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;                                                  \
             for (int64_t b = 0; b < nb; b++) {                                                               \
                 PF4(x0, b);                                                                                  \
-                const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs), z = _mm256_setzero_si256(); \
-                const __m256i s0 = DOT(z, nibbles_32(x0[b].qs), yq), s1 = DOT(z, nibbles_32(x1[b].qs), yq);  \
-                const __m256i s2 = DOT(z, nibbles_32(x2[b].qs), yq), s3 = DOT(z, nibbles_32(x3[b].qs), yq);  \
-                const __m256i h = _mm256_add_epi32(                                                          \
-                    _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3)), off[b]);        \
+                const __m256i v02 = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)x2[b].qs),             \
+                                                     _mm_loadu_si128((const __m128i *)x0[b].qs));            \
+                const __m256i v13 = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)x3[b].qs),             \
+                                                     _mm_loadu_si128((const __m128i *)x1[b].qs));            \
+                const __m256i s02 = DOT2(_mm256_and_si256(v02, m4), ylo[b],                                  \
+                                         _mm256_and_si256(_mm256_srli_epi16(v02, 4), m4), yhi[b]);           \
+                const __m256i s13 = DOT2(_mm256_and_si256(v13, m4), ylo[b],                                  \
+                                         _mm256_and_si256(_mm256_srli_epi16(v13, 4), m4), yhi[b]);           \
+                /* [r0, r0, r1, r1 | r2, r2, r3, r3]: two partial sums per row, the offset in the first */   \
+                const __m256i h = _mm256_add_epi32(_mm256_hadd_epi32(s02, s13), off[b]);                     \
                 const __m128 d4 =                                                                            \
                     _mm_mul_ps(_mm_cvtph_ps(_mm_setr_epi16((short)x0[b].d, (short)x1[b].d, (short)x2[b].d,   \
                                                            (short)x3[b].d, 0, 0, 0, 0)),                     \
                                _mm_set1_ps(dy[b]));                                                          \
+                const __m256 d8 = _mm256_set_m128(_mm_unpackhi_ps(d4, d4), _mm_unpacklo_ps(d4, d4));         \
                 if (b % 2 == 0)                                                                              \
-                    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(d4, d4), acc0);            \
+                    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), d8, acc0);                                 \
                 else                                                                                         \
-                    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(d4, d4), acc1);            \
+                    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), d8, acc1);                                 \
             }                                                                                                \
             const __m256 acc = _mm256_add_ps(acc0, acc1);                                                    \
-            _mm_storeu_ps(c + r0, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));   \
+            _mm_storeu_ps(c + r0, _mm_hadd_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));  \
         }                                                                                                    \
     }                                                                                                        \
     w = (const uint8_t *)w + (size_t)r0 * ws, m -= r0, c += r0;                                              \
     { ROWS_32(lw__block_q4_0, Q4_0_STEP, DOT, 1) }
 
 AVX2 static void gemv_q4_0_avx2(int64_t k, const void *w, size_t ws, int64_t m, const void *a, float *c) {
-    Q4_0_ROWS4(dot_us_avx2);
+#define DOT dot_us_avx2
+    Q4_0_ROWS4(dot2_avx2);
+#undef DOT
 }
 VNNI static void gemv_q4_0_vnni(int64_t k, const void *w, size_t ws, int64_t m, const void *a, float *c) {
-    Q4_0_ROWS4(dot_us_vnni);
+#define DOT dot_us_vnni
+    Q4_0_ROWS4(dot2_vnni);
+#undef DOT
 }
 AVX2 static void gemv_q8_0_avx2(int64_t k, const void *w, size_t ws, int64_t m, const void *a, float *c) {
     ROWS_32(lw__block_q8_0, Q8_0_STEP, dot_us_avx2, 0);

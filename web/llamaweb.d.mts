@@ -49,6 +49,8 @@ export interface ModelInfo {
   submits?: number;
   steps?: number;
   stepDispatches?: number;
+  /** WebGPU: ids picked on the GPU under a grammar's mask (constrained steps that read back only the id) */
+  maskedSteps?: number;
   /** CPU engine: tokens per prompt step, threads running (and asked for), KV cache + activations bytes */
   n_batch?: number;
   threads?: number;

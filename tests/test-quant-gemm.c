@@ -1,4 +1,4 @@
-/* Tiled quantized matrix products (cpu/quant-gemm.h: the many-token kernels and the decode kernels) against
+/* Tiled quantized matrix products (cpu/quant-gemm.h: the many-token kernels) against
  * the scalar x86-order dots they replace (quant-dot-x86.c): every output c[t][r] must carry exactly the
  * bits of ref(w row r, a row t), on random
  * blocks (any quant bytes, finite fp16 scales from subnormals to 65504) and on rows quantized from random
@@ -45,8 +45,6 @@ static const gcase cases[] = {
     {"q4_0 repack", LW_TYPE_Q4_0, LW_TYPE_Q8_0, lw__vec_dot_q4_0_q8_0_x86_repack, 0, -1},
     {"q8_0", LW_TYPE_Q8_0, LW_TYPE_Q8_0, lw__vec_dot_q8_0_q8_0_x86, 0, -1},
     {"q4_K repack gemm", LW_TYPE_Q4_K, LW_TYPE_Q8_K, lw__vec_dot_q4_K_q8_K_x86_repack_gemm, 0, 2},
-    {"q4_K repack gemv", LW_TYPE_Q4_K, LW_TYPE_Q8_K, lw__vec_dot_q4_K_q8_K_x86_repack, 0,
-     2}, /* decode kernel only */
     {"q6_K", LW_TYPE_Q6_K, LW_TYPE_Q8_K, lw__vec_dot_q6_K_q8_K_x86, 208, -1},
 };
 
@@ -300,12 +298,10 @@ int main(void) {
     static const int64_t nts[] = {1, 3, 8, 13, 21};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const gcase *gc = &cases[c];
-        /* the many-token kernel and the few-token (decode) kernel, whichever exist: each on every other seed
-         */
-        const lw__quant_gemm_fn gemm = lw__quant_gemm_x86(gc->ref), gemv = lw__quant_gemv_x86(gc->ref);
-        CHECK_MSG(gemm || gemv, "%s: no kernel", gc->name);
-        if (!gemm && !gemv) continue;
-        int outs = 0, same = 0, gemvs = 0;
+        const lw__quant_gemm_fn gemm = lw__quant_gemm_x86(gc->ref);
+        CHECK_MSG(gemm != NULL, "%s: no kernel", gc->name);
+        if (!gemm) continue;
+        int outs = 0, same = 0;
         for (int seed = 0; seed < 40; seed++) {
             rng_state = 7000u * c + (uint64_t)seed;
             const int64_t m = ms[seed % 5], k = kblocks[(seed / 4) % 4] * lw_type_get(gc->type)->block_size,
@@ -319,12 +315,7 @@ int main(void) {
             random_rows(gc, w, m, k, quantized);
             random_acts(gc, a, nt, k, quantized);
             for (size_t i = 0; i < (size_t)nt * cs; i++) out[i] = -12345.0f;
-            if (gemv && (seed % 2 || !gemm)) {
-                gemv(k, w, wrb, m, a, arb, nt, out, cs, NULL);
-                gemvs++;
-            } else {
-                gemm(k, w, wrb, m, a, arb, nt, out, cs, scratch);
-            }
+            gemm(k, w, wrb, m, a, arb, nt, out, cs, scratch);
             for (int64_t t = 0; t < nt; t++) {
                 for (int64_t r = 0; r < m; r++) {
                     const float ref = gc->ref(k, w + (size_t)r * wrb, a + (size_t)t * arb),
@@ -345,8 +336,7 @@ int main(void) {
             free(out);
             free(scratch);
         }
-        printf("%-16s %d/%d outputs bit-identical (%d of 40 products by the decode kernel)\n", gc->name, same,
-               outs, gemvs);
+        printf("%-16s %d/%d outputs bit-identical\n", gc->name, same, outs);
     }
     return test_summary("quant-gemm");
 }

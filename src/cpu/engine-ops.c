@@ -225,16 +225,14 @@ static void choose_kernels(void) {
     if (!x86) x86 = lw__cpu_kernels_wasm(); /* wasm simd128 build (engine-wasm.c) */
     if (x86 && !(force && !strcmp(force, "scalar"))) best_kernels = x86;
     const lw__cpu_kernels *k = best_kernels;
-    mm_table[LW_TYPE_F32] =
-        (lw__cpu_mm){LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL, NULL, NULL,
-                     NULL,        NULL, NULL};
-    mm_table[LW_TYPE_F16] = (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm,
-                                         k->gemm_f16, NULL,          NULL,       NULL,
-                                         NULL,        NULL,          NULL,       NULL};
+    mm_table[LW_TYPE_F32] = (lw__cpu_mm){
+        LW_TYPE_F32, NULL, k->dot_f32, k->dot_f32_gemm, k->gemm_f32, NULL, NULL, NULL, NULL, NULL, NULL};
+    mm_table[LW_TYPE_F16] =
+        (lw__cpu_mm){LW_TYPE_F16, k->f32_to_f16, k->dot_f16, k->dot_f16_gemm, k->gemm_f16, NULL, NULL, NULL,
+                     NULL,        NULL,          NULL};
     /* BF16: the scalar orders on every target (no SIMD twins yet) */
     mm_table[LW_TYPE_BF16] = (lw__cpu_mm){
-        LW_TYPE_BF16, f32_to_bf16_row, dot_bf16, dot_bf16_gemm, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-        NULL};
+        LW_TYPE_BF16, f32_to_bf16_row, dot_bf16, dot_bf16_gemm, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     /* quantized weights: ggml's pairing with a quantized activation row (quant-dot.h). On x86 llama.cpp
      * quantizes Q8_0/Q8_1 activations with its SIMD rounding, so we do too there. Its SIMD dot products add
      * block results in other orders than these references: close to llama.cpp, not bit-identical yet. */
@@ -244,8 +242,8 @@ static void choose_kernels(void) {
         lw__from_float_fn act = qd->act_from_float;
         if (qd->vec_dot_type == LW_TYPE_Q8_0) act = lw__quantize_row_q8_0_x86;
         if (qd->vec_dot_type == LW_TYPE_Q8_1) act = lw__quantize_row_q8_1_x86;
-        mm_table[t] = (lw__cpu_mm){
-            qd->vec_dot_type, act, qd->dot, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+        mm_table[t] =
+            (lw__cpu_mm){qd->vec_dot_type, act, qd->dot, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     }
     /* ggml's x86 dot orders (quant-dot.h), as its AVX-512 build runs them, on every target so results are
      * the same everywhere; llama.cpp's repacked types get their gemv/gemm orders too */
@@ -279,9 +277,6 @@ static void choose_kernels(void) {
         e->qgemm = lw__quant_gemm_fast(e->dot);
         e->qgemm_repack = xq[i].rp ? lw__quant_gemm_fast(xq[i].rpg ? xq[i].rpg : xq[i].rp) : NULL;
         e->qgemm_repack_gemv = xq[i].rp ? lw__quant_gemm_fast(xq[i].rp) : NULL;
-        /* the decode kernels (lw__quant_gemv_fast) stay unused: faster in cache, but whole-model decode
-         * measured slower with them (Q4_0 1 thread: 10.7 vs 15 tok/s), reading 16 rows' blocks at a time */
-        e->qgemv_repack = NULL;
         e->dot =
             lw__quant_dot_fast(e->dot); /* SIMD twins where this CPU has them: same bits, quant-dot-simd.h */
         e->dot_repack = lw__quant_dot_fast(e->dot_repack);
@@ -425,8 +420,7 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
      *     order where llama.cpp's repacked gemm and gemv orders differ. */
     const int repacked = lw__cpu_mm_repacked(mm, m) && !w->plain;
     lw__quant_gemm_fn qg = repacked ? mm->qgemm_repack : mm->qgemm;
-    if (nt < LW_QGEMM_MIN_TOKENS)
-        qg = repacked && mm->qgemv_repack ? mm->qgemv_repack : NULL; /* decode: gemv order */
+    if (nt < LW_QGEMM_MIN_TOKENS) qg = NULL; /* decode: the per-row dots (gemv order) below */
     if (qg) {
         const int64_t n_tiled =
             repacked && mm->dot_repack_gemm && nt >= LW_QGEMM_MIN_TOKENS ? nt / 4 * 4 : nt;
@@ -435,16 +429,11 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
             qg(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0, act,
                act_stride, n_tiled, row_f32(dst, 0) + r0, (size_t)dst->ne0,
                ex->thread_scratch + (size_t)ith * ex->thread_floats);
-        if (n_tiled < nt && r1 > r0 && mm->qgemv_repack) /* the last nt % 4 tokens: llama.cpp's gemv order */
-            mm->qgemv_repack(k, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0,
-                             act + (size_t)n_tiled * act_stride, act_stride, nt - n_tiled,
-                             row_f32(dst, n_tiled) + r0, (size_t)dst->ne0, NULL);
-        else
-            for (int64_t r = r0; r < r1; r++) {
-                const void *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-                for (int64_t t = n_tiled; t < nt; t++)
-                    row_f32(dst, t)[r] = mm->dot_repack(k, wr, act + (size_t)t * act_stride);
-            }
+        for (int64_t r = r0; r < r1; r++) { /* the last nt % 4 tokens: llama.cpp's gemv order */
+            const void *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+            for (int64_t t = n_tiled; t < nt; t++)
+                row_f32(dst, t)[r] = mm->dot_repack(k, wr, act + (size_t)t * act_stride);
+        }
         return;
     }
 

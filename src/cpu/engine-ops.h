@@ -34,7 +34,6 @@ typedef struct lw__cpu_mm {
      * (dot_repack_gemm, or dot_repack when that is NULL) for many tokens at once; NULL where none */
     lw__quant_gemm_fn qgemm;
     lw__quant_gemm_fn qgemm_repack;
-    lw__quant_gemm_fn qgemv_repack; /* the repacked gemv order (dot_repack) for single tokens, or NULL */
     /* the tiled kernel with dot_repack's bits for many tokens (llama.cpp's repacked MUL_MAT_ID runs its gemv
      * on every row, whatever the step), or NULL */
     lw__quant_gemm_fn qgemm_repack_gemv;

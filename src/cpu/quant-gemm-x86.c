@@ -554,160 +554,6 @@ VNNI512 static void gemm_q6_K_vnni512(int64_t k, const void *w, size_t ws, int64
 }
 
 /* ---------------------------------------------------------------------------------------------------------
- * Q4_0 for one token at a time (decode; llama.cpp's repacked gemv order, as above). Each weight is read
- * once, so nothing is re-laid out: a zmm takes 4 rows' 16 quant bytes (one 128-bit lane each), whose low
- * and high nibbles meet the token's first and last 16 quants broadcast to every lane; a 4x4 transpose-add
- * of 4 such registers leaves 16 rows' block sums in one zmm (lane 4l + k holds row 4k + l), so the 16 fma
- * chains run side by side instead of one scalar chain per row.
- * ------------------------------------------------------------------------------------------------------- */
-
-/* Block sums of 4 zmm of 4 rows x 4 partial sums each -> lane 4l + k = sum of register k's 128-bit lane l. */
-VNNI512 static INLINE __m512i sum4x4(__m512i t0, __m512i t1, __m512i t2, __m512i t3) {
-    const __m512i s1 = _mm512_add_epi32(_mm512_unpacklo_epi32(t0, t1), _mm512_unpackhi_epi32(t0, t1));
-    const __m512i s2 = _mm512_add_epi32(_mm512_unpacklo_epi32(t2, t3), _mm512_unpackhi_epi32(t2, t3));
-    return _mm512_add_epi32(_mm512_unpacklo_epi64(s1, s2), _mm512_unpackhi_epi64(s1, s2));
-}
-
-VNNI512 static void gemv_q4_0_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a,
-                                      size_t as, int64_t nt, float *c, size_t cs, void *scratch) {
-    (void)scratch;
-    const int64_t nb = k / 32;
-    const __m512i m4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
-    for (int64_t t = 0; t < nt; t++) {
-        const lw__block_q8_0 *y = (const lw__block_q8_0 *)((const uint8_t *)a + (size_t)t * as);
-        for (int64_t r0 = 0; r0 < m; r0 += 16) {
-            const int nr = m - r0 < 16 ? (int)(m - r0) : 16;
-            const uint8_t *row[16];
-            int32_t off[16];
-            panel_rows((const uint8_t *)w + (size_t)r0 * ws, ws, nr, row, off);
-            const __m512i voff = _mm512_loadu_si512(off);
-            __m512 acc = _mm512_setzero_ps();
-            for (int64_t b = 0; b < nb; b++) {
-                const size_t bo = (size_t)b * sizeof(lw__block_q4_0);
-                const __m512i yl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y[b].qs));
-                const __m512i yh = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y[b].qs + 16)));
-                __m512i tk[4];
-                load4x4(row, bo + 2, tk);
-                for (int q = 0; q < 4; q++)
-                    tk[q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, _mm512_and_si512(tk[q], m4), yl),
-                                                _mm512_and_si512(_mm512_srli_epi16(tk[q], 4), m4), yh);
-                /* -8 * sum of the token's quants, then the exact block sums of the 16 rows */
-                const __m256i ys =
-                    _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[b].qs),
-                                                     _mm256_set1_epi8((char)0x80)),
-                                    _mm256_setzero_si256());
-                const __m128i ys2 =
-                    _mm_add_epi64(_mm256_castsi256_si128(ys), _mm256_extracti128_si256(ys, 1));
-                const int32_t corr =
-                    -8 * ((int32_t)(_mm_cvtsi128_si64(ys2) + _mm_extract_epi64(ys2, 1)) - 32 * 128);
-                const __m512i sumi =
-                    _mm512_add_epi32(sum4x4(tk[0], tk[1], tk[2], tk[3]), _mm512_set1_epi32(corr));
-                const __m512 dw = gather_h(voff, row[0] + bo);
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi),
-                                      _mm512_mul_ps(dw, _mm512_set1_ps(h2f(y[b].d))), acc);
-            }
-            _mm512_mask_storeu_ps(c + (size_t)t * cs + r0, (__mmask16)((1u << nr) - 1),
-                                  _mm512_permutexvar_ps(LANE_ROW, acc));
-        }
-    }
-}
-
-/* ---------------------------------------------------------------------------------------------------------
- * Q4_K for one token at a time (decode; llama.cpp's repacked gemv order: one fma per super-block into acc
- * and one into acc_min, result acc - acc_min). As the Q4_0 decode kernel: 16 rows in panel lane order,
- * sub-block sums by vpdpbusd on 4 rows' bytes per zmm and a 4x4 transpose-add; the 6-bit scales and mins
- * of the 16 rows are unpacked together from 3 gathered dwords.
- * ------------------------------------------------------------------------------------------------------- */
-
-VNNI512 static void gemv_q4_K_vnni512(int64_t k, const void *w, size_t ws, int64_t m, const void *a,
-                                      size_t as, int64_t nt, float *c, size_t cs, void *scratch) {
-    (void)scratch;
-    const int64_t nb = k / LW_QK_K;
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi32(63), zero = _mm512_setzero_si512();
-    const size_t oqs = offsetof(lw__block_q4_K, qs), osc = offsetof(lw__block_q4_K, scales);
-    for (int64_t t = 0; t < nt; t++) {
-        const lw__block_q8_K *y = (const lw__block_q8_K *)((const uint8_t *)a + (size_t)t * as);
-        for (int64_t r0 = 0; r0 < m; r0 += 16) {
-            const int nr = m - r0 < 16 ? (int)(m - r0) : 16;
-            const uint8_t *row[16];
-            int32_t off[16];
-            panel_rows((const uint8_t *)w + (size_t)r0 * ws, ws, nr, row, off);
-            const __m512i voff = _mm512_loadu_si512(off);
-            __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
-            for (int64_t i = 0; i < nb; i++) {
-                const size_t bo = (size_t)i * sizeof(lw__block_q4_K);
-                /* scales and mins (lw__k4_scale_min) of the 16 rows */
-                const __m512i s0 = _mm512_i32gather_epi32(voff, row[0] + bo + osc, 1);
-                const __m512i s1 = _mm512_i32gather_epi32(voff, row[0] + bo + osc + 4, 1);
-                const __m512i s2 = _mm512_i32gather_epi32(voff, row[0] + bo + osc + 8, 1);
-                __m512i sc[8], mn[8];
-                sc[0] = _mm512_and_si512(s0, m6), mn[0] = _mm512_and_si512(s1, m6);
-                sc[1] = _mm512_and_si512(_mm512_srli_epi32(s0, 8), m6),
-                mn[1] = _mm512_and_si512(_mm512_srli_epi32(s1, 8), m6);
-                sc[2] = _mm512_and_si512(_mm512_srli_epi32(s0, 16), m6),
-                mn[2] = _mm512_and_si512(_mm512_srli_epi32(s1, 16), m6);
-                sc[3] = _mm512_and_si512(_mm512_srli_epi32(s0, 24), m6),
-                mn[3] = _mm512_and_si512(_mm512_srli_epi32(s1, 24), m6);
-                const __m512i lo2 = _mm512_set1_epi32(0x0f), hi2 = _mm512_set1_epi32(0x30);
-                sc[4] = _mm512_or_si512(_mm512_and_si512(s2, lo2),
-                                        _mm512_and_si512(_mm512_srli_epi32(s0, 2), hi2));
-                sc[5] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 8), lo2),
-                                        _mm512_and_si512(_mm512_srli_epi32(s0, 10), hi2));
-                sc[6] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 16), lo2),
-                                        _mm512_and_si512(_mm512_srli_epi32(s0, 18), hi2));
-                sc[7] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 24), lo2),
-                                        _mm512_and_si512(_mm512_srli_epi32(s0, 26), hi2));
-                mn[4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 4), lo2),
-                                        _mm512_and_si512(_mm512_srli_epi32(s1, 2), hi2));
-                mn[5] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 12), lo2),
-                                        _mm512_and_si512(_mm512_srli_epi32(s1, 10), hi2));
-                mn[6] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 20), lo2),
-                                        _mm512_and_si512(_mm512_srli_epi32(s1, 18), hi2));
-                mn[7] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 28), lo2),
-                                        _mm512_and_si512(_mm512_srli_epi32(s1, 26), hi2));
-                __m512i isum = zero, imin = zero;
-                for (int q = 0; q < 4; q++) {
-                    __m512i t0[4], t1[4], lo[4], hi[4];
-                    load4x4(row, bo + oqs + 32 * q, t0);
-                    load4x4(row, bo + oqs + 32 * q + 16, t1);
-                    const int8_t *yq = y[i].qs + 64 * q;
-                    const __m512i ya = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)yq));
-                    const __m512i yb = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(yq + 16)));
-                    const __m512i yc = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(yq + 32)));
-                    const __m512i yd = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(yq + 48)));
-                    for (int r = 0; r < 4; r++) {
-                        lo[r] =
-                            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, _mm512_and_si512(t0[r], m4), ya),
-                                                _mm512_and_si512(t1[r], m4), yb);
-                        hi[r] = _mm512_dpbusd_epi32(
-                            _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(t0[r], 4), m4), yc),
-                            _mm512_and_si512(_mm512_srli_epi16(t1[r], 4), m4), yd);
-                    }
-                    isum = _mm512_add_epi32(
-                        isum, _mm512_mullo_epi32(sum4x4(lo[0], lo[1], lo[2], lo[3]), sc[2 * q]));
-                    isum = _mm512_add_epi32(
-                        isum, _mm512_mullo_epi32(sum4x4(hi[0], hi[1], hi[2], hi[3]), sc[2 * q + 1]));
-                    const int b0 = y[i].bsums[4 * q] + y[i].bsums[4 * q + 1],
-                              b1 = y[i].bsums[4 * q + 2] + y[i].bsums[4 * q + 3];
-                    imin = _mm512_add_epi32(imin, _mm512_mullo_epi32(mn[2 * q], _mm512_set1_epi32(b0)));
-                    imin = _mm512_add_epi32(imin, _mm512_mullo_epi32(mn[2 * q + 1], _mm512_set1_epi32(b1)));
-                }
-                const __m512i dd = _mm512_i32gather_epi32(voff, row[0] + bo, 1); /* d | dmin << 16 */
-                const __m512 da = _mm512_set1_ps(y[i].d);
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
-                                      _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)), da), acc);
-                accm = _mm512_fmadd_ps(
-                    _mm512_cvtepi32_ps(imin),
-                    _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))), da),
-                    accm);
-            }
-            _mm512_mask_storeu_ps(c + (size_t)t * cs + r0, (__mmask16)((1u << nr) - 1),
-                                  _mm512_permutexvar_ps(LANE_ROW, _mm512_sub_ps(acc, accm)));
-        }
-    }
-}
-
-/* ---------------------------------------------------------------------------------------------------------
  * Selection
  * ------------------------------------------------------------------------------------------------------- */
 
@@ -739,21 +585,9 @@ static lw__quant_gemm_fn own_vnni512(uint32_t type) {
     return NULL;
 }
 
-lw__quant_gemm_fn lw__quant_gemv_x86(lw__vec_dot_fn ref) {
-    if (!has_vnni512()) return NULL;
-    if (ref == lw__vec_dot_q4_0_q8_0_x86_repack) return gemv_q4_0_vnni512;
-    if (ref == lw__vec_dot_q4_K_q8_K_x86_repack) return gemv_q4_K_vnni512;
-    return NULL;
-}
-
 #else
 
 lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref) {
-    (void)ref;
-    return NULL;
-}
-
-lw__quant_gemm_fn lw__quant_gemv_x86(lw__vec_dot_fn ref) {
     (void)ref;
     return NULL;
 }
@@ -773,12 +607,6 @@ lw__quant_gemm_fn lw__quant_gemm_fast(lw__vec_dot_fn ref) {
     const char *force = getenv("LW_CPU_KERNELS");
     if (force && !strcmp(force, "scalar")) return NULL;
     return lw__quant_gemm_x86(ref);
-}
-
-lw__quant_gemm_fn lw__quant_gemv_fast(lw__vec_dot_fn ref) {
-    const char *force = getenv("LW_CPU_KERNELS");
-    if (force && !strcmp(force, "scalar")) return NULL;
-    return lw__quant_gemv_x86(ref);
 }
 
 #if defined(__wasm_simd128__)

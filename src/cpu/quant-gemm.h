@@ -23,11 +23,6 @@ lw__quant_gemm_fn lw__quant_gemm_fast(lw__vec_dot_fn ref);
 /* The same without looking at LW_CPU_KERNELS (tests). */
 lw__quant_gemm_fn lw__quant_gemm_x86(lw__vec_dot_fn ref);
 
-/* Kernels for few tokens (decode): same contract and bits, no panel (scratch unused, may be NULL); each
- * weight row is read once per token. NULL where none. */
-lw__quant_gemm_fn lw__quant_gemv_fast(lw__vec_dot_fn ref);
-lw__quant_gemm_fn lw__quant_gemv_x86(lw__vec_dot_fn ref);
-
 /* Many-token kernels in the engine's own float order (as the fast decode kernels of quant-gemv.h): the exact
  * integer block sums, then per (row, token) one fma per block (Q4_0, Q8_0: acc = fma(float(sum_b), dw_b *
  * da_b, acc)) or per super-block (Q4_K: that chain plus one for the mins, result acc - acc_min; Q6_K: the

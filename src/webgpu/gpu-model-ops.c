@@ -489,9 +489,14 @@ static int32_t glu_down_match(const lw__gpu_model *g, int32_t m) {
         const lw__gpu_matvec_variant v = mm_variant(g, d);
         const lw__gpu_matvec_norm_variant nv = norm_variant(g, w, true, true, false);
         char why[LW_ERRMSG_SIZE];
-        if (!lw__gpu_matvec_glu_tuned(g->p.tune, &g->info, gr->t[w].type, (uint64_t)gr->t[w].ne0) ||
-            go != 0 || uo != (uint64_t)f || gr->t[y].ne0 != 2 * f || f % 32 || !v.idot ||
-            v.actq != LW_GPU_ACTQ_Q8_0 || lw__gpu_matvec_norm_check(&g->info, &nv, why) != LW_OK)
+        /* Q4_0 / Q8_0 gate|up: Q8_0 blocks for a Q8_0-activation down projection; Q4_K / Q5_K: Q8_0-style
+         * blocks with the K formats' group words for a Q8_K-activation one (matvec-q8-norm.wgsl GLU_OUT) */
+        const uint32_t wt = gr->t[w].type;
+        const bool kq = wt == LW_TYPE_Q4_K || wt == LW_TYPE_Q5_K;
+        if (!lw__gpu_matvec_glu_tuned(g->p.tune, &g->info, wt, (uint64_t)gr->t[w].ne0) || go != 0 ||
+            uo != (uint64_t)f || gr->t[y].ne0 != 2 * f || f % 32 || !v.idot ||
+            v.actq != (kq ? LW_GPU_ACTQ_Q8_K : LW_GPU_ACTQ_Q8_0) ||
+            lw__gpu_matvec_norm_check(&g->info, &nv, why) != LW_OK)
             return -1;
         return d;
     }
@@ -1107,8 +1112,11 @@ lw_status lw__gm_record_node(lw__gpu_model *g, int32_t i, int32_t n_tokens, int3
                 return LW_OK;
             }
             lw__gm_emit(g, c, &p.mv, sizeof p.mv, grid);
-            if (gn->glu_down >= 0) /* the SwiGLU of this output, rounded for the down projection */
-                g->q8_tensor = g->graph.nodes[gn->glu_down].src[1], g->q8_kind = LW_GPU_ACTQ_Q8_0;
+            if (gn->glu_down >= 0) /* the SwiGLU of this output, rounded for the down projection (K formats:
+                                      in the Q8_K-reading layout, glu_down_match) */
+                g->q8_tensor = g->graph.nodes[gn->glu_down].src[1],
+                g->q8_kind =
+                    w->type == LW_TYPE_Q4_K || w->type == LW_TYPE_Q5_K ? LW_GPU_ACTQ_Q8_K : LW_GPU_ACTQ_Q8_0;
             return LW_OK;
         }
         const gm_call *quant = gn->q8 ? &calls[0] : NULL; /* rounds x for the integer mat-vecs */

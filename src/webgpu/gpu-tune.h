@@ -39,7 +39,7 @@ enum {
     LW_GPU_TUNE_MV_GLU,    /* "glu": 1 = a gate|up mat-vec with its norm in the prologue also
                               rounds SwiGLU for the down projection, 0 = the quantizer does
                               (default: rows of at most 2048, longer ones where the GPU
-                              takes 512 x 4: lw__gpu_matvec_glu_tuned)                    */
+                              takes 512 x 4; Q4_K / Q5_K only when set: lw__gpu_matvec_glu_tuned) */
     LW_GPU_TUNE_MV_ROPE,   /* "rope": 1 = a Q|K|V mat-vec with its norm in the prologue also
                               does rope_qkv's writes (RoPE, KV store) as its epilogue, 0 =
                               rope_qkv keeps its dispatch                                 */

@@ -61,10 +61,9 @@ lw_status lw__gpu_matvec_norm_check(const lw_gpu_info *info, const lw__gpu_matve
     const bool kq = is_kq(v->type);
     if (v->type != LW_TYPE_Q4_0 && v->type != LW_TYPE_Q8_0 && !kq)
         return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec-norm: Q4_0, Q8_0, Q4_K and Q5_K weights only");
-    if (kq && (v->glu || v->prefetch || v->k % 256))
+    if (kq && (v->prefetch || v->k % 256))
         return lw__errorf(err, LW_ERR_INVALID_ARG,
-                          "matvec-norm: K-format rows of a multiple of 256, no GLU output (its Q8_K block "
-                          "spans 8 workgroups), no prefetch");
+                          "matvec-norm: K-format rows of a multiple of 256, no prefetch");
     if (!info->has_dot4) return lw__errorf(err, LW_ERR_UNSUPPORTED, "matvec-norm: needs dot4I8Packed");
     if (v->subgroups && !info->has_subgroups)
         return lw__errorf(err, LW_ERR_UNSUPPORTED,

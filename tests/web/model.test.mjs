@@ -245,9 +245,11 @@ for (const [preset, type, extra, oct] of [['llama-3.2-1b', 'q4_0', ['--layers', 
 // rounding it for the down projection (GLU_OUT): the same agreement with the CPU engine, and three dispatches
 // fewer per block (the attention and FFN norms, the GLU's quantizer) than with the norms' own dispatches.
 // (The llama-3.2-1b block: rows of 2048, 256 invocations a workgroup; tiny: rows of 64.)
-// Q4_K / Q5_K weights (x rounded as Q8_K in the prologue, sub-blocks of 32 in the loop; no GLU_OUT): every
-// Q4_K projection whose norm it reads alone, so 2 fewer per block where all are Q4_K or Q5_K (synth's q4_k, q5_k) and at
-// least the FFN's in a Q4_K_M file (whose Q6_K attn_v blocks keep separate projections and the norm).
+// Q4_K / Q5_K weights (x rounded as Q8_K in the prologue, sub-blocks of 32 in the loop): every Q4_K projection
+// whose norm it reads alone, so 2 fewer per block where all are Q4_K or Q5_K (synth's q4_k, q5_k) and at least the
+// FFN's in a Q4_K_M file (whose Q6_K attn_v blocks keep separate projections and the norm). Their GLU_OUT is
+// opt-in ("glu": 1 for the format): SwiGLU rounded in Q8_0-style blocks of 32 with the group words the K formats'
+// down projection reads, one more dispatch fewer per block, but not the CPU's Q8_K bits (a looser agreement below).
 for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', '--vocab-size', '512']],
   ['tiny', 'q8_0', []], ['tiny-qwen2', 'q4_0', []], ['tiny-256', 'q4_k', []], ['tiny-256', 'q5_k', []], ['tiny-256', 'q4_k_m', ['--layers', '4']]]) {
   const label = `${preset} ${type}${extra.length ? `, ${extra[1]} block(s)` : ''}`;
@@ -255,7 +257,9 @@ for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', 
     subset(`prologue ${label}`, preset === 'tiny' || type === 'q4_k') }, async () => {
     const file = synth(preset, type, extra);
     const prompt = Array.from({ length: 8 }, (_, i) => 1 + ((i * 37) % 200));
-    const tune = (norm) => ({ exact: false, kvF32: true, tune: { matvec: { '*': { idot: 1, exact: 0, norm, glu: 1, rope: 0 } } } });
+    const kq = /^q[45]_k/.test(type);
+    const tune = (norm, kglu = 0) => ({ exact: false, kvF32: true, tune: { matvec: { '*': { idot: 1, exact: 0, norm, glu: 1, rope: 0 },
+      q4_k: { glu: kglu }, q5_k: { glu: kglu } } } });
     const r = await agreement(file, prompt, 24, tune(1)), off = await agreement(file, prompt, 2, tune(0));
     console.log(`# ${label}, norms in the prologue: ${(100 * r.rate).toFixed(1)} % of 24 greedy tokens agree, ` +
       `logits within ${(100 * r.worst).toFixed(4)} % of their range; ${r.info.stepDispatches} dispatches per token (${off.info.stepDispatches} with the norms' own)`);
@@ -264,6 +268,15 @@ for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', 
     else assert.equal(fewer, (/^q[45]_k$/.test(type) ? 2 : 3) * r.info.n_layer, 'dispatches fewer per block');
     assert.ok(r.worst < 0.02, `logits differ by ${r.worst} of their range`);
     assert.ok(r.rate >= 0.95, `agreement ${r.rate}`);
+    if (kq) { // the K formats' opt-in GLU_OUT: one dispatch fewer per block than with the quantizer
+      const g = await agreement(file, prompt, 24, { ...tune(1, 1), labels: true });
+      console.log(`# ${label}, K-format GLU_OUT: ${(100 * g.rate).toFixed(1)} % of 24 greedy tokens agree, ` +
+        `logits within ${(100 * g.worst).toFixed(4)} % of their range; ${g.info.stepDispatches} dispatches per token`);
+      assert.match(g.labels.join(';'), /matvec-q8-norm [^;]*glu/, 'the K-format GLU_OUT variant ran');
+      assert.equal(r.info.stepDispatches - g.info.stepDispatches, r.info.n_layer, 'one fewer per block');
+      assert.ok(g.worst < 0.03, `logits differ by ${g.worst} of their range`);
+      assert.ok(g.rate >= 0.85, `agreement ${g.rate} (Q8_0-style blocks, not the CPU's Q8_K)`);
+    }
     if (preset === 'tiny') {
       // the kernel's other shapes (tune keys npre: the first weights loaded before the prologue; nwg, nrows:
       // workgroup size and rows per row group; nwg 512: the GLU one as 16 row groups of 4 rows, the Q|K|V one

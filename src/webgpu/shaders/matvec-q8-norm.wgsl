@@ -17,6 +17,11 @@
 // actq-quant.wgsl's layout for k = F: the down projection's input, without a GLU or quantizer dispatch (on the
 // H200 each cost ~7 us of an 8B step, 32 per token). Needs 64 rows a workgroup, ROWS even: 256 x 8, 512 x 4
 // (two chunks of x per invocation in the prologue instead of four for rows of 4096), 1024 x 2.
+// With KQ (Q4_K / Q5_K gate|up, a K-format down projection reading Q8_K activations) the 32 elements are
+// also one Q8_0-style block (scale from their own largest |x|) whose group words are (d_x, sum of quants):
+// the layout the K formats' integer mat-vec reads per 32-group (matvec-q8.wgsl takes d_x per group), so the
+// down projection needs no quantizer dispatch. A Q8_K super-block would span 8 workgroups; the finer blocks
+// round the down projection's input more closely than the CPU engine's Q8_K (not its bits).
 // ROPE_OUT=1 (the attention block's fused Q|K|V projection, rows [q | k | v] of n_head, n_head_kv, n_head_kv
 // heads of head_dim; NORMAL RoPE pairs, ROWS even): the sums are not written as y but as rope-qkv.wgsl would
 // write them in its one-token step: Q rotated (times q_scale) into y at y_offset (q_out), K rotated into the
@@ -85,8 +90,8 @@
 #if ROPE_OUT && (GLU_OUT || ROWS % 2 != 0)
 #error matvec-q8-norm.wgsl: ROPE_OUT needs an even ROWS and no GLU_OUT
 #endif
-#if KQ && (GLU_OUT || PREFETCH)
-#error matvec-q8-norm.wgsl: the K formats have no GLU_OUT (the down projection's Q8_K block spans 8 workgroups) or PREFETCH
+#if KQ && PREFETCH
+#error matvec-q8-norm.wgsl: the K formats have no PREFETCH
 #endif
 #if GLU_OUT && ((WG_SIZE / 32) * ROWS != 64 || ROWS % 2 != 0)
 #error matvec-q8-norm.wgsl: GLU_OUT needs 64 rows a workgroup in row groups of an even ROWS (32 gate and 32 up rows)
@@ -322,6 +327,15 @@ fn rope_store(row: u32, s0: f32, s1: f32, pc: vec3<f32>) {
 #endif
 
 #if GLU_OUT
+#if KQ
+// (multiplier, scale) of a 32-element block of largest |x| amax, as actq.wgsl's actq_scale_of (ACTQ 1)
+fn glu_block_scale(amax: f32) -> vec2<f32> {
+    if (amax == 0.0f) {
+        return vec2<f32>(0.0);
+    }
+    return vec2<f32>(div_rn(127.0f, amax), f16_round(div_rn(amax, 127.0f)));
+}
+#endif
 // The workgroup's 32 elements of silu(gate) * up rounded as one Q8_0 block into qo (actq-quant.wgsl's layout
 // for k = F, one token); called by every invocation after outv holds the rows.
 fn glu_out(item: u32, lid: u32) {
@@ -341,7 +355,11 @@ fn glu_out(item: u32, lid: u32) {
     }
     workgroupBarrier();
     let amax = bitcast<f32>(atomicLoad(&gmax));
+#if KQ
+    let sc = glu_block_scale(amax); // (actq.wgsl's Q8_0 rounding, defined for ACTQ 1 only)
+#else
     let sc = actq_scale_of(amax);
+#endif
     let qi = actq_quant4(v, sc);
     if (lid < 8u) {
         atomicAdd(&gsum, qi.x + qi.y + qi.z + qi.w);

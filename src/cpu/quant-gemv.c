@@ -109,8 +109,9 @@ AVX2 static INLINE __m256i dot_us_avx2(__m256i acc, __m256i u, __m256i s) {
  * conversion, the scale's f16 conversion, its product with the activation's scale, the fma) and four more
  * to unpack the nibbles, so the 1B's Q4_0 decode on one AVX2 core (Zen) streamed ~9 GB/s against a 22 GB/s
  * read ceiling: bound by those pipes, not by memory. Here rows r0 and r2 (r1 and r3) share one register,
- * one in each 128-bit half, so one and / shift / and unpacks two rows' nibbles, and the activation is
- * prepared once per call with its elements 0..15 (and 16..31) in both halves (ylo, yhi); AVX2 adds the two
+ * one in each 128-bit half, so one and / shift / and unpacks two rows' nibbles, and the activation block's
+ * elements 0..15 (and 16..31) are loaded into both halves (ylo, yhi: one vbroadcasti128 each, from the
+ * activation itself: a prepared copy measured the same and took 32 KiB of stack); AVX2 adds the two
  * maddubs' int16 sums before one madd. One hadd leaves two partial sums per row, [r0, r0, r1, r1 | r2, r2,
  * r3, r3], against which the four scales (times the activation's) are laid out: one conversion, one f16
  * conversion, one product and one fma per block for four rows. Q4_0's -8 * sum(y) is added in the first
@@ -147,12 +148,9 @@ VNNI static INLINE __m256i dot2_vnni(__m256i ulo, __m256i ylo, __m256i uhi, __m2
     const lw__block_q8_0 *y = a;                                                                             \
     int64_t r0 = 0;                                                                                          \
     if (nb <= ACT_CACHE && m >= 4) {                                                                         \
-        __m256i ylo[ACT_CACHE], yhi[ACT_CACHE], off[ACT_CACHE];                                              \
+        __m256i off[ACT_CACHE];                                                                              \
         float dy[ACT_CACHE];                                                                                 \
         for (int64_t b = 0; b < nb; b++) {                                                                   \
-            const __m128i q0 = _mm_loadu_si128((const __m128i *)y[b].qs),                                    \
-                          q1 = _mm_loadu_si128((const __m128i *)(y[b].qs + 16));                             \
-            ylo[b] = _mm256_set_m128i(q0, q0), yhi[b] = _mm256_set_m128i(q1, q1);                            \
             int sum = 0;                                                                                     \
             for (int i = 0; i < 32; i++) sum += y[b].qs[i];                                                  \
             off[b] = _mm256_setr_epi32(-8 * sum, 0, -8 * sum, 0, -8 * sum, 0, -8 * sum, 0);                  \
@@ -171,10 +169,13 @@ VNNI static INLINE __m256i dot2_vnni(__m256i ulo, __m256i ylo, __m256i uhi, __m2
                                                      _mm_loadu_si128((const __m128i *)x0[b].qs));            \
                 const __m256i v13 = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)x3[b].qs),             \
                                                      _mm_loadu_si128((const __m128i *)x1[b].qs));            \
-                const __m256i s02 = DOT2(_mm256_and_si256(v02, m4), ylo[b],                                  \
-                                         _mm256_and_si256(_mm256_srli_epi16(v02, 4), m4), yhi[b]);           \
-                const __m256i s13 = DOT2(_mm256_and_si256(v13, m4), ylo[b],                                  \
-                                         _mm256_and_si256(_mm256_srli_epi16(v13, 4), m4), yhi[b]);           \
+                const __m256i ylo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)y[b].qs)),  \
+                              yhi = _mm256_broadcastsi128_si256(                                             \
+                                  _mm_loadu_si128((const __m128i *)(y[b].qs + 16)));                         \
+                const __m256i s02 = DOT2(_mm256_and_si256(v02, m4), ylo,                                     \
+                                         _mm256_and_si256(_mm256_srli_epi16(v02, 4), m4), yhi);              \
+                const __m256i s13 = DOT2(_mm256_and_si256(v13, m4), ylo,                                     \
+                                         _mm256_and_si256(_mm256_srli_epi16(v13, 4), m4), yhi);              \
                 /* [r0, r0, r1, r1 | r2, r2, r3, r3]: two partial sums per row, the offset in the first */   \
                 const __m256i h = _mm256_add_epi32(_mm256_hadd_epi32(s02, s13), off[b]);                     \
                 const __m128 d4 =                                                                            \

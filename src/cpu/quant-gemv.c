@@ -124,7 +124,7 @@ AVX2 static INLINE __m256i dot_us_avx2(__m256i acc, __m256i u, __m256i s) {
 #ifndef LW_PF4_QUADS
 #define LW_PF4_QUADS 1
 #endif
-#define PF4(x0, b)                                                                                           \
+#define PF4(x0, ws, b)                                                                                       \
     do {                                                                                                     \
         const char *pf_ =                                                                                    \
             (const char *)(x0) + LW_PF4_QUADS * 4 * ws + 4 * sizeof(lw__block_q4_0) * (size_t)(b);           \
@@ -143,7 +143,7 @@ VNNI static INLINE __m256i dot2_vnni(__m256i ulo, __m256i ylo, __m256i uhi, __m2
     return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ulo, ylo), uhi, yhi);
 }
 
-#define Q4_0_ROWS4(DOT2)                                                                                     \
+#define Q4_0_ROWS4(DOT, DOT2)                                                                                \
     const int64_t nb = k / 32;                                                                               \
     const lw__block_q8_0 *y = a;                                                                             \
     int64_t r0 = 0;                                                                                          \
@@ -164,7 +164,7 @@ VNNI static INLINE __m256i dot2_vnni(__m256i ulo, __m256i ylo, __m256i uhi, __m2
                                  *x3 = (const lw__block_q4_0 *)((const uint8_t *)x0 + 3 * ws);               \
             __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;                                                  \
             for (int64_t b = 0; b < nb; b++) {                                                               \
-                PF4(x0, b);                                                                                  \
+                PF4(x0, ws, b);                                                                              \
                 const __m256i v02 = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)x2[b].qs),             \
                                                      _mm_loadu_si128((const __m128i *)x0[b].qs));            \
                 const __m256i v13 = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)x3[b].qs),             \
@@ -196,14 +196,10 @@ VNNI static INLINE __m256i dot2_vnni(__m256i ulo, __m256i ylo, __m256i uhi, __m2
     { ROWS_32(lw__block_q4_0, Q4_0_STEP, DOT, 1) }
 
 AVX2 static void gemv_q4_0_avx2(int64_t k, const void *w, size_t ws, int64_t m, const void *a, float *c) {
-#define DOT dot_us_avx2
-    Q4_0_ROWS4(dot2_avx2);
-#undef DOT
+    Q4_0_ROWS4(dot_us_avx2, dot2_avx2);
 }
 VNNI static void gemv_q4_0_vnni(int64_t k, const void *w, size_t ws, int64_t m, const void *a, float *c) {
-#define DOT dot_us_vnni
-    Q4_0_ROWS4(dot2_vnni);
-#undef DOT
+    Q4_0_ROWS4(dot_us_vnni, dot2_vnni);
 }
 AVX2 static void gemv_q8_0_avx2(int64_t k, const void *w, size_t ws, int64_t m, const void *a, float *c) {
     ROWS_32(lw__block_q8_0, Q8_0_STEP, dot_us_avx2, 0);

@@ -107,7 +107,6 @@ export class Grammar {
     const t0 = performance.now();
     const p = this.M._lw_wasm_grammar_mask(this.g);
     if (!p) throw statusError(this.M, this.M._lw_wasm_grammar_status(this.g), this.M.UTF8ToString(this.M._lw_wasm_grammar_error(this.g)), 'decode');
-    this.maskPtr = p;
     const dt = performance.now() - t0;
     this.ms += dt;
     this.maskMs += dt;
@@ -119,7 +118,7 @@ export class Grammar {
   // logits instead (pick()).
   take(id) {
     const t0 = performance.now();
-    if (id < 0 || !((this.M.HEAPU32[(this.maskPtr >> 2) + (id >> 5)] >>> (id & 31)) & 1)) return -1;
+    if (id < 0 || this.M._lw_wasm_grammar_allows(this.g, id) !== 1) return -1; // (the mask mask() made)
     const st = this.M._lw_wasm_grammar_accept(this.g, id);
     if (st !== 0) throw statusError(this.M, st, this.M.UTF8ToString(this.M._lw_wasm_grammar_error(this.g)), 'decode');
     this.steps++;

@@ -156,18 +156,6 @@ EMSCRIPTEN_KEEPALIVE int lw_wasm_grammar_pick(lw_wasm_grammar *w, const float *l
     return id;
 }
 
-/* 1 when token id is allowed now (the GPU's greedy token checked before any logits are read back), 0 when
- * not, -1 on failure. */
-EMSCRIPTEN_KEEPALIVE int lw_wasm_grammar_allows(lw_wasm_grammar *w, int id) {
-    if (!w->g || id < 0 || id >= w->n_vocab) return id < 0 || !w->g ? -1 : 0;
-    if (!w->mask_valid) {
-        lw_status st = lw_grammar_mask(w->g, w->mask, ((size_t)w->n_vocab + 31) / 32);
-        if (st != LW_OK) return gr_fail(w, st, "grammar", lw_grammar_error(w->g)), -1;
-        w->mask_valid = 1;
-    }
-    return (int)(w->mask[id >> 5] >> (id & 31) & 1u);
-}
-
 /* The allowed tokens of the current step as (n_vocab + 31) / 32 words (bit i of word i / 32: token i), for
  * the GPU to pick among them (lw_wasm_model_set_mask); valid until the next accepted token. NULL on failure
  * (the message says why). */
@@ -179,6 +167,14 @@ EMSCRIPTEN_KEEPALIVE const uint32_t *lw_wasm_grammar_mask(lw_wasm_grammar *w) {
         w->mask_valid = 1;
     }
     return w->mask;
+}
+
+/* 1 when token id is allowed now (the GPU's greedy token checked before any logits are read back), 0 when
+ * not, -1 on failure. */
+EMSCRIPTEN_KEEPALIVE int lw_wasm_grammar_allows(lw_wasm_grammar *w, int id) {
+    if (!w->g || id < 0 || id >= w->n_vocab) return id < 0 || !w->g ? -1 : 0;
+    const uint32_t *mask = lw_wasm_grammar_mask(w);
+    return mask ? (int)(mask[id >> 5] >> (id & 31) & 1u) : -1;
 }
 
 /* Advances the grammar by token id (chosen elsewhere: an allowed GPU argmax). Returns an lw_status. */

@@ -16,44 +16,44 @@ lw__gpu_topk_variant lw__gpu_topk_default(const lw_gpu_info *info) {
     return v;
 }
 
+/* Pass 1 over logits (pairs false, optionally limited to a grammar's mask) or the merge pass 2 (pairs true).
+ */
+static lw_status topk_build(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
+                            const lw__gpu_topk_variant *v, bool pairs, bool mask, const lw_gpu_info *info,
+                            lw_gpu_pipeline *out, char *err) {
+    *out = 0;
+    const char *what = mask ? "topk mask" : "topk";
+    lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, true, what, err);
+    if (st != LW_OK) return st;
+    if (v->per < 1 || v->per > 32 || (uint64_t)v->wg_size * 16 > info->max_compute_workgroup_storage_size)
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "%s: %u inputs per invocation (1..32) of %u", what, v->per,
+                          v->wg_size);
+    char label[LW_GPU_CACHE_KEY], wg[16], per[16];
+    snprintf(label, sizeof label, "topk %s wg%u per%u",
+             pairs  ? "merge"
+             : mask ? "logits masked"
+                    : "logits",
+             v->wg_size, v->per);
+    snprintf(wg, sizeof wg, "%u", v->wg_size);
+    snprintf(per, sizeof per, "%u", v->per);
+    lw__wgsl_define defs[] = {
+        {"PAIRS", pairs ? "1" : "0"}, {"MASK", mask ? "1" : "0"}, {"WG_SIZE", wg}, {"PER", per}};
+    static const lw_gpu_binding_kind kinds[LW_GPU_TOPK_MASK_BINDINGS] = {
+        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC, LW_GPU_BIND_STORAGE_READ};
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "topk.wgsl", defs, sizeof defs / sizeof defs[0],
+                                  kinds, mask ? LW_GPU_TOPK_MASK_BINDINGS : LW_GPU_TOPK_BINDINGS, out, err);
+}
+
 lw_status lw__gpu_topk_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
                                 const lw__gpu_topk_variant *v, bool pairs, const lw_gpu_info *info,
                                 lw_gpu_pipeline *out, char *err) {
-    *out = 0;
-    lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, true, "topk", err);
-    if (st != LW_OK) return st;
-    if (v->per < 1 || v->per > 32 ||
-        (uint64_t)v->wg_size * 16 > info->max_compute_workgroup_storage_size)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "topk: %u inputs per invocation (1..32) of %u", v->per, v->wg_size);
-    char label[LW_GPU_CACHE_KEY], wg[16], per[16];
-    snprintf(label, sizeof label, "topk %s wg%u per%u", pairs ? "merge" : "logits", v->wg_size, v->per);
-    snprintf(wg, sizeof wg, "%u", v->wg_size);
-    snprintf(per, sizeof per, "%u", v->per);
-    lw__wgsl_define defs[] = {{"PAIRS", pairs ? "1" : "0"}, {"WG_SIZE", wg}, {"PER", per}};
-    static const lw_gpu_binding_kind kinds[LW_GPU_TOPK_BINDINGS] = {LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
-                                                                    LW_GPU_BIND_UNIFORM_DYNAMIC};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "topk.wgsl", defs, sizeof defs / sizeof defs[0], kinds,
-                                  LW_GPU_TOPK_BINDINGS, out, err);
+    return topk_build(gpu, cache, alloc, v, pairs, false, info, out, err);
 }
 
 lw_status lw__gpu_topk_mask_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache,
                                      const lw_allocator *alloc, const lw__gpu_topk_variant *v,
                                      const lw_gpu_info *info, lw_gpu_pipeline *out, char *err) {
-    *out = 0;
-    lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, true, "topk mask", err);
-    if (st != LW_OK) return st;
-    if (v->per < 1 || v->per > 32 || (uint64_t)v->wg_size * 16 > info->max_compute_workgroup_storage_size)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "topk mask: %u inputs per invocation (1..32) of %u",
-                          v->per, v->wg_size);
-    char label[LW_GPU_CACHE_KEY], wg[16], per[16];
-    snprintf(label, sizeof label, "topk logits masked wg%u per%u", v->wg_size, v->per);
-    snprintf(wg, sizeof wg, "%u", v->wg_size);
-    snprintf(per, sizeof per, "%u", v->per);
-    lw__wgsl_define defs[] = {{"PAIRS", "0"}, {"MASK", "1"}, {"WG_SIZE", wg}, {"PER", per}};
-    static const lw_gpu_binding_kind kinds[LW_GPU_TOPK_MASK_BINDINGS] = {
-        LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE, LW_GPU_BIND_UNIFORM_DYNAMIC, LW_GPU_BIND_STORAGE_READ};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "topk.wgsl", defs, sizeof defs / sizeof defs[0],
-                                  kinds, LW_GPU_TOPK_MASK_BINDINGS, out, err);
+    return topk_build(gpu, cache, alloc, v, false, true, info, out, err);
 }
 
 lw_status lw__gpu_topk_plan(const lw_gpu_info *info, const lw__gpu_topk_variant *v, uint64_t n, uint64_t k,
@@ -62,16 +62,17 @@ lw_status lw__gpu_topk_plan(const lw_gpu_info *info, const lw__gpu_topk_variant 
     if (v->wg_size == 0 || v->per < 1 || v->per > 32)
         return lw__errorf(err, LW_ERR_INVALID_ARG, "topk: bad variant");
     if (n == 0 || k == 0 || k > n || k > LW_GPU_TOPK_MAX)
-        return lw__errorf(err, LW_ERR_INVALID_ARG, "topk: k = %llu of %llu logits (1..%u)", (unsigned long long)k,
-                          (unsigned long long)n, LW_GPU_TOPK_MAX);
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "topk: k = %llu of %llu logits (1..%u)",
+                          (unsigned long long)k, (unsigned long long)n, LW_GPU_TOPK_MAX);
     const uint64_t cap = (uint64_t)v->wg_size * v->per; /* inputs one workgroup holds */
     const uint64_t groups = (n + cap - 1) / cap;
     uint64_t pairs;
     if (!lw__mul_u64(groups, k, &pairs) || pairs > cap)
-        return lw__errorf(err, LW_ERR_TOO_LARGE,
-                          "topk: %llu logits need %llu workgroups; their %llu candidates exceed one merge of %llu",
-                          (unsigned long long)n, (unsigned long long)groups, (unsigned long long)(groups * k),
-                          (unsigned long long)cap);
+        return lw__errorf(
+            err, LW_ERR_TOO_LARGE,
+            "topk: %llu logits need %llu workgroups; their %llu candidates exceed one merge of %llu",
+            (unsigned long long)n, (unsigned long long)groups, (unsigned long long)(groups * k),
+            (unsigned long long)cap);
     if (n > UINT32_MAX || logits_offset > UINT32_MAX - n || scratch_offset > UINT32_MAX / 2 - pairs ||
         out_offset > UINT32_MAX / 2 - k)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "topk: offsets exceed 32-bit indices");
@@ -84,8 +85,14 @@ lw_status lw__gpu_topk_plan(const lw_gpu_info *info, const lw__gpu_topk_variant 
     out->pass1.out_offset = (uint32_t)scratch_offset;
     out->pass1.chunk = (uint32_t)cap;
     out->pass1.groups = (uint32_t)groups;
-    out->pass2 = (lw__gpu_topk_params){(uint32_t)pairs, (uint32_t)k, (uint32_t)scratch_offset, (uint32_t)out_offset,
-                                       (uint32_t)pairs, 1, 1, 0};
+    out->pass2 = (lw__gpu_topk_params){(uint32_t)pairs,
+                                       (uint32_t)k,
+                                       (uint32_t)scratch_offset,
+                                       (uint32_t)out_offset,
+                                       (uint32_t)pairs,
+                                       1,
+                                       1,
+                                       0};
     out->grid2[0] = out->grid2[1] = out->grid2[2] = 1;
     out->scratch_pairs = (uint32_t)pairs;
     return LW_OK;
@@ -116,8 +123,8 @@ lw__gpu_topk_variant lw__gpu_sample_variant(const lw__gpu_topk_variant *v, uint6
 }
 
 lw_status lw__gpu_sample_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cache, const lw_allocator *alloc,
-                                  const lw__gpu_topk_variant *v, const lw_gpu_info *info, lw_gpu_pipeline *out,
-                                  char *err) {
+                                  const lw__gpu_topk_variant *v, const lw_gpu_info *info,
+                                  lw_gpu_pipeline *out, char *err) {
     *out = 0;
     lw_status st = lw__gpu_ops_check_wg(info, v->wg_size, true, "sample", err);
     if (st != LW_OK) return st;
@@ -132,8 +139,8 @@ lw_status lw__gpu_sample_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache *cac
     lw__wgsl_define defs[] = {{"PAIRS", "1"}, {"SAMPLE", "1"}, {"WG_SIZE", wg}, {"PER", per}};
     static const lw_gpu_binding_kind kinds[LW_GPU_TOPK_BINDINGS] = {LW_GPU_BIND_STORAGE, LW_GPU_BIND_STORAGE,
                                                                     LW_GPU_BIND_UNIFORM_DYNAMIC};
-    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "topk.wgsl", defs, sizeof defs / sizeof defs[0], kinds,
-                                  LW_GPU_TOPK_BINDINGS, out, err);
+    return lw__gpu_build_pipeline(gpu, cache, alloc, label, "topk.wgsl", defs, sizeof defs / sizeof defs[0],
+                                  kinds, LW_GPU_TOPK_BINDINGS, out, err);
 }
 
 lw_status lw__gpu_sample_setup(const lw__gpu_topk_params *pass2, const lw_sampler_params *sp,
@@ -183,8 +190,8 @@ static float weight(const float *cv, uint32_t r, float s) {
     return expf(x);
 }
 
-void lw__gpu_sample_ref_topk(const uint32_t *ids, const float *values, uint32_t n, uint32_t k, uint32_t *top_ids,
-                             float *top_values) {
+void lw__gpu_sample_ref_topk(const uint32_t *ids, const float *values, uint32_t n, uint32_t k,
+                             uint32_t *top_ids, float *top_values) {
     /* round r picks the best pair after round r - 1's in the order (ids are distinct, so the order is total
      * on the non-NaN pairs); (-inf, none) when none is left, as the tournament pads */
     float pv = INFINITY;
@@ -208,7 +215,8 @@ void lw__gpu_sample_ref_topk(const uint32_t *ids, const float *values, uint32_t 
     }
 }
 
-uint32_t lw__gpu_sample_ref_draw(const float *cv, uint32_t k, const lw__gpu_sample_params *p, double *margin) {
+uint32_t lw__gpu_sample_ref_draw(const float *cv, uint32_t k, const lw__gpu_sample_params *p,
+                                 double *margin) {
     if (margin) *margin = INFINITY;
     if ((p->flags & LW_GPU_SAMPLE_GREEDY) || k <= 1) return 0;
     uint32_t m = k;
@@ -238,7 +246,8 @@ uint32_t lw__gpu_sample_ref_draw(const float *cv, uint32_t k, const lw__gpu_samp
         cum += weight(cv, r, p->inv_temp);
         if (target < cum) {
             if (margin && total > 0.0f) { /* the boundaries of r's interval (0 below the first is none) */
-                const double a = r ? ((double)target - lo) / total : INFINITY, b = ((double)cum - target) / total;
+                const double a = r ? ((double)target - lo) / total : INFINITY,
+                             b = ((double)cum - target) / total;
                 *margin = a < b ? a : b;
             }
             return r;
@@ -248,8 +257,8 @@ uint32_t lw__gpu_sample_ref_draw(const float *cv, uint32_t k, const lw__gpu_samp
     return m - 1;
 }
 
-uint32_t lw__gpu_sample_ref(const uint32_t *ids, const float *values, uint32_t n, const lw__gpu_sample_params *p,
-                            uint32_t *id, double *margin) {
+uint32_t lw__gpu_sample_ref(const uint32_t *ids, const float *values, uint32_t n,
+                            const lw__gpu_sample_params *p, uint32_t *id, double *margin) {
     float cv[LW_GPU_TOPK_MAX];
     uint32_t ci[LW_GPU_TOPK_MAX];
     const uint32_t k = p->topk.k < LW_GPU_TOPK_MAX ? p->topk.k : LW_GPU_TOPK_MAX;

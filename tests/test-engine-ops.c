@@ -142,6 +142,15 @@ static void test_same_as_reference(const lw__cpu_kernels *K, const lw__cpu_kerne
             for (int d = 0; d < D; d++) bad += !same_bits(v1[d], v2[d]);
         }
     }
+    /* SwiGLU's exponentials over exp's whole range: subnormal and overflowing results, infinities */
+    {
+        static float x[256], g[256], z1[256], z2[256];
+        for (int i = 0; i < 256; i++) x[i] = frand() * (i < 64 ? 250.0f : 30.0f), g[i] = frand();
+        x[3] = INFINITY, x[4] = -INFINITY, x[5] = 0.0f, x[6] = -0.0f, x[7] = 88.5f, x[8] = -103.9f;
+        K->swiglu16(z1, x, g, 256);
+        R->swiglu16(z2, x, g, 256);
+        for (int i = 0; i < 256; i++) bad += !same_bits(z1[i], z2[i]);
+    }
     printf("kernels '%s' vs '%s': %d mismatches\n", K->name, R->name, bad);
     CHECK(bad == 0);
 }

@@ -94,6 +94,8 @@ typedef struct lw__cpu_kernels {
     void (*fa_kq)(int64_t D, const float *Kt, const float *q, float *kq);
     double (*fa_softmax)(float *kq, float M);
     void (*fa_vacc)(int64_t D, int64_t m, const float *V, const float *kq, float *vkq);
+    /* SwiGLU's blocks of 16: z = x / (1 + ggml_v_expf(-x)) * g for n a multiple of 16 */
+    void (*swiglu16)(float *z, const float *x, const float *g, int64_t n);
 } lw__cpu_kernels;
 
 /* The scalar references. */

@@ -1,5 +1,5 @@
 /* Fast decode products (quant-gemv.h): x86 versions chosen at run time (AVX-512 VNNI on 512-bit registers
- * for Q4_0/Q8_0/Q4_K/Q6_K, the same on 256-bit registers for Q4_0/Q8_0, AVX2 for Q4_0/Q8_0/Q4_K); the wasm
+ * for Q4_0/Q8_0/Q4_K/Q6_K, the same on 256-bit registers for Q4_0/Q8_0, AVX2 for Q4_0/Q8_0/Q4_K/Q6_K); the wasm
  * simd128 versions live in quant-gemv-wasm.c.
  *
  * Shape of every kernel: one weight row at a time (Q4_0 on 256-bit registers: four, Q4_0_ROWS4), front to
@@ -450,9 +450,56 @@ AVX512 static void gemv_q4_K_avx512(int64_t k, const void *w, size_t ws, int64_t
 }
 
 /* ---------------------------------------------------------------------------------------------------------
- * Q6_K (512-bit only: on AVX2 the exact x86-order dot, quant-dot-avx2.c, already adds in 8 float lanes per
- * row and measured within 10 % of a 256-bit version here)
+ * Q6_K
  * ------------------------------------------------------------------------------------------------------- */
+
+/* Q6_K on AVX2, one row at a time with LW_PF_SPAN ahead of it. Why: without a kernel here the engine took
+ * the exact x86-order dot (quant-dot-avx2.c) row by row with no software prefetch, and Q4_K_M's Q6_K
+ * tensors (output head, half the V and down projections) took ~24 % of its decode on one Zen 3 core for
+ * ~19 % of the bytes. Per half of 128: the 2 high bits of the four 32-element chunks come from the qh bytes
+ * shifted to bits 4..5 and masked (one shift and one and each: no bits cross a byte, the shifts are <= 4);
+ * the sub-block scales are reordered once per block, even ones in the low 128 bits and odd ones in the high,
+ * so one vpshufb gives a chunk's two scales (one per 16 elements, one per half); the -32 offset through the
+ * activation's sums of 16. */
+AVX2 static void gemv_q6_K_avx2(int64_t k, const void *w, size_t ws, int64_t m, const void *a, float *c) {
+    const int64_t nb = k / 256;
+    const lw__block_q8_K *y = a;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m128i eo = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    for (int64_t r = 0; r < m; r++) {
+        const lw__block_q6_K *x = (const lw__block_q6_K *)((const uint8_t *)w + (size_t)r * ws);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            LW_PF_SPAN(&x[b], sizeof(lw__block_q6_K));
+            const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[b].scales);
+            const __m256i sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, eo)); /* [even | odd] scales */
+            __m256i sum = _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x[b].ql + 64 * h));
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x[b].ql + 64 * h + 32));
+                const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[b].qh + 32 * h));
+                const __m256i u[4] = {_mm256_or_si256(_mm256_and_si256(l0, m4),
+                                                      _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
+                                      _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                                      _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
+                                      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                                      _mm256_and_si256(hb, m30)),
+                                      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                                      _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30))};
+                for (int j = 0; j < 4; j++) { /* chunk j: scales 8h + 2j (low half), 8h + 2j + 1 (high) */
+                    const __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[b].qs + 128 * h + 32 * j));
+                    sum = _mm256_add_epi32(
+                        sum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[j], q8), BCAST16(sc, 4 * h + j)));
+                }
+            }
+            const __m256i corr =
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[b].bsums), _mm256_cvtepi8_epi16(sc8));
+            sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(corr, 5));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(h2f(x[b].d) * y[b].d), acc);
+        }
+        c[r] = hsum8(acc);
+    }
+}
 
 /* Q6_K on 512-bit registers: per half of 128, the 64 low-bit bytes as one zmm give elements 0..63 (low
  * nibbles) and 64..127 (high nibbles) in order, so the activation needs no reordering; the 2 high bits come
@@ -536,6 +583,7 @@ lw__quant_gemv_fn lw__quant_gemv_isa(uint32_t type, lw__gemv_isa isa) {
         if (type == LW_TYPE_Q4_0) return gemv_q4_0_avx2;
         if (type == LW_TYPE_Q8_0) return gemv_q8_0_avx2;
         if (type == LW_TYPE_Q4_K) return gemv_q4_K_avx2;
+        if (type == LW_TYPE_Q6_K) return gemv_q6_K_avx2;
     }
     return NULL;
 }

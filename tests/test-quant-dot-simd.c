@@ -143,6 +143,30 @@ static double time_dot(lw__vec_dot_fn f, const uint8_t *w, size_t wrow, const ui
 int main(void) {
     if (!lw__quant_dot_avx2(lw__vec_dot_q8_0_q8_0_x86)) test_skip("no AVX2/FMA/F16C on this CPU (or not x86-64): nothing to compare");
 
+    /* the Q8_0 activation quantizer: the same bytes, specials (NaN, infinities, zeros, huge) included */
+    {
+        const lw__from_float_fn q = lw__quant_act_avx2(lw__quantize_row_q8_0_x86);
+        CHECK_MSG(q != NULL, "no AVX2 Q8_0 activation quantizer");
+        enum { NQ = 32 * 300 };
+        static float xq[NQ];
+        static uint8_t q1[NQ / 32 * 34], q2[NQ / 32 * 34];
+        rng_state = 4242u;
+        for (int i = 0; i < NQ; i++) {
+            const uint64_t r = rng_u64();
+            xq[i] = rng_f() * ldexpf(1.0f, (int)(r % 40) - 20);
+            if (i / 32 % 7 == 3 && r % 5 == 0)
+                xq[i] = (float[]){NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 3e38f}[r / 5 % 6];
+            if (i / 32 == 9) xq[i] = 0.0f;                                            /* amax 0 */
+            if (i / 32 == 10) xq[i] = (i % 32 == 0) ? 127.0f : (float)(i % 9) + 0.5f; /* ties */
+        }
+        if (q) {
+            q(xq, q1, NQ);
+            lw__quantize_row_q8_0_x86(xq, q2, NQ);
+            CHECK_MSG(memcmp(q1, q2, sizeof q1) == 0,
+                      "AVX2 Q8_0 activation quantizer differs from the x86 one");
+        }
+    }
+
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const dcase *dc = &cases[c];
         const lw__vec_dot_fn simd = lw__quant_dot_avx2(dc->ref);

@@ -242,7 +242,7 @@ static void choose_kernels(void) {
         const lw__quant_dot_t *qd = lw__quant_dot(t);
         if (!qd) continue;
         lw__from_float_fn act = qd->act_from_float;
-        if (qd->vec_dot_type == LW_TYPE_Q8_0) act = lw__quantize_row_q8_0_x86;
+        if (qd->vec_dot_type == LW_TYPE_Q8_0) act = lw__quant_act_fast(lw__quantize_row_q8_0_x86);
         if (qd->vec_dot_type == LW_TYPE_Q8_1) act = lw__quantize_row_q8_1_x86;
         mm_table[t] =
             (lw__cpu_mm){qd->vec_dot_type, act, qd->dot, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};

@@ -557,9 +557,50 @@ AVX2 static float dot_iq4_xs_avx2(int64_t n, const void *w, const void *a) {
  * ------------------------------------------------------------------------------------------------------- */
 
 /* F16C: CPUID leaf 1, ECX bit 29 (asked directly: not every compiler knows "f16c" as a feature name). */
+/* ---------------------------------------------------------------------------------------------------------
+ * Activation quantizer: lw__quantize_row_q8_0_x86's bytes, 8 lanes at a time. Why: the scalar one (libm
+ * rintf, software fp16) took ~4 % of a 1B's Q8_0 prefill and ~2 % of its Q4_0 decode on one Zen 3 core
+ * (perf). Same steps: amax with NaN lanes ignored (vmaxps returns its second operand, the running max, when
+ * the first is NaN), d = amax / 127 to fp16, 127 / amax (0 for amax 0), products rounded to nearest even,
+ * NaN -> INT32_MIN -> -128 through the saturating packs (|x * id| <= 127 otherwise).
+ * ------------------------------------------------------------------------------------------------------- */
+
+AVX2 static void quantize_row_q8_0_avx2(const float *x, void *vy, int64_t k) {
+    lw__block_q8_0 *y = vy;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < k / 32; i++) {
+        const float *p = x + 32 * i;
+        __m256 v[4], mx = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(p + 8 * j);
+            mx = _mm256_max_ps(_mm256_andnot_ps(sign, v[j]), mx);
+        }
+        __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(mx, 1), _mm256_castps256_ps128(mx));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        const float d = amax / 127.f;
+        y[i].d = (uint16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+        __m256i q[4];
+        for (int j = 0; j < 4; j++)
+            q[j] = _mm256_cvtps_epi32(
+                _mm256_round_ps(_mm256_mul_ps(v[j], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        /* packs work per 128-bit half: [0 1 4 5 | 2 3 6 7] (groups of 4), put back in order */
+        const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256((__m256i *)y[i].qs,
+                            _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
+}
+
 static int has_f16c(void) {
     unsigned eax, ebx, ecx, edx;
     return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1);
+}
+
+lw__from_float_fn lw__quant_act_avx2(lw__from_float_fn ref) {
+    __builtin_cpu_init();
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())) return NULL;
+    return ref == lw__quantize_row_q8_0_x86 ? quantize_row_q8_0_avx2 : NULL;
 }
 
 lw__vec_dot_fn lw__quant_dot_avx2(lw__vec_dot_fn ref) {
@@ -602,6 +643,11 @@ lw__vec_dot_fn lw__quant_dot_avx2(lw__vec_dot_fn ref) {
     return NULL;
 }
 
+lw__from_float_fn lw__quant_act_avx2(lw__from_float_fn ref) {
+    (void)ref;
+    return NULL;
+}
+
 #endif
 
 lw__vec_dot_fn lw__quant_dot_fast(lw__vec_dot_fn ref) {
@@ -609,5 +655,12 @@ lw__vec_dot_fn lw__quant_dot_fast(lw__vec_dot_fn ref) {
     if (!ref || (force && !strcmp(force, "scalar"))) return ref;
     lw__vec_dot_fn f = lw__quant_dot_avx2(ref);
     if (!f) f = lw__quant_dot_wasm(ref); /* wasm simd128 build */
+    return f ? f : ref;
+}
+
+lw__from_float_fn lw__quant_act_fast(lw__from_float_fn ref) {
+    const char *force = getenv("LW_CPU_KERNELS");
+    if (!ref || (force && !strcmp(force, "scalar"))) return ref;
+    lw__from_float_fn f = lw__quant_act_avx2(ref);
     return f ? f : ref;
 }

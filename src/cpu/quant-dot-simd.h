@@ -28,4 +28,11 @@ lw__vec_dot_fn lw__quant_dot_wasm(lw__vec_dot_fn ref);
  * LW_CPU_KERNELS is not "scalar", else `ref` itself (also NULL for NULL). For the selectors. */
 lw__vec_dot_fn lw__quant_dot_fast(lw__vec_dot_fn ref);
 
+/* The AVX2 version of the activation quantizer `ref` (lw__quantize_row_q8_0_x86: the same bytes), or NULL
+ * (no AVX2/FMA/F16C, not x86-64, no such version). Ignores LW_CPU_KERNELS. */
+lw__from_float_fn lw__quant_act_avx2(lw__from_float_fn ref);
+
+/* lw__quant_act_avx2(ref) where there is one and LW_CPU_KERNELS is not "scalar", else ref. */
+lw__from_float_fn lw__quant_act_fast(lw__from_float_fn ref);
+
 #endif

@@ -405,6 +405,23 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
     }
 
     /* 2. decode in the fast kernels' own order: each thread streams one contiguous range of rows */
+    if (nt == 1 && nth > 1 && mm->gemv) {
+        /* one token: threads take chunks of 1/16 of the rows as they finish the last (tickets of this node)
+         * instead of one fixed share each, so a thread that streams slower, or loses its core for a while,
+         * takes fewer; chunks of whole quads (LW_QUANT_GEMV_ROWS), so each row's kernel is the same as with
+         * fixed shares (the same bits) */
+        const int64_t unit = LW_QUANT_GEMV_ROWS, per = (m + 16 * unit - 1) / (16 * unit) * unit;
+        const int64_t chunk = per > 4 * unit ? per : 4 * unit;
+        const int which = (int)((nd - ex->g->nodes) & 1);
+        for (;;) {
+            const int64_t c0 = (int64_t)lw__pool_ticket_take(ex->pool, which) * chunk;
+            if (c0 >= m) break;
+            const int64_t c1 = m - c0 < chunk ? m : c0 + chunk;
+            mm->gemv(k, (const uint8_t *)w->data + (size_t)c0 * w->row_bytes, w->row_bytes, c1 - c0, act,
+                     row_f32(dst, 0) + c0);
+        }
+        return;
+    }
     if (nt < LW_QGEMM_MIN_TOKENS && mm->gemv) {
         split_units(m, LW_QUANT_GEMV_ROWS, ith, nth, &r0, &r1);
         if (r1 > r0)
@@ -1101,6 +1118,7 @@ static void exec_thread(void *arg, int ith, int nth) {
     lw__exec *ex = arg;
     for (int32_t n = 0; n < ex->g->n_nodes; n++) {
         const lw__node *nd = &ex->g->nodes[n];
+        if (ith == 0 && nth > 1) lw__pool_ticket_reset(ex->pool, (n + 1) & 1); /* node n + 1's shares */
         op_table[nd->op](ex, nd, ith, nth);
         lw__pool_barrier(ex->pool);
         /* the observer reads f32 rows (not the expert ids) before the arena is reused */

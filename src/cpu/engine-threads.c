@@ -60,6 +60,7 @@ struct lw__pool {
     atomic_int bar_count;    /* threads arrived at the current barrier                         */
     atomic_uint bar_phase;   /* +1 each time a barrier completes (the futex word)              */
     atomic_int bar_sleepers; /* waiters in (or about to enter) a futex wait on bar_phase       */
+    atomic_uint ticket[2];   /* lw__pool_ticket_take's counters                                */
 };
 
 /* A worker's start argument: the pool and the worker's thread index. */
@@ -160,6 +161,8 @@ void lw__pool_run(lw__pool *p, lw__pool_fn fn, void *arg) {
     pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->arg = arg;
+    atomic_store_explicit(&p->ticket[0], 0, memory_order_relaxed); /* published by the generation's release */
+    atomic_store_explicit(&p->ticket[1], 0, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
     pthread_mutex_unlock(&p->mu);
     /* after the unlock: a woken worker does not block on the mutex again (and a polling one never takes it)
@@ -214,6 +217,14 @@ static int spin_while(const atomic_uint *word, unsigned val, int polls, int yiel
     (void)ms;
 #endif
     return atomic_load_explicit(word, memory_order_acquire) != val;
+}
+
+unsigned lw__pool_ticket_take(lw__pool *p, int which) {
+    return atomic_fetch_add_explicit(&p->ticket[which & 1], 1, memory_order_relaxed);
+}
+
+void lw__pool_ticket_reset(lw__pool *p, int which) {
+    atomic_store_explicit(&p->ticket[which & 1], 0, memory_order_relaxed); /* seen after the next barrier */
 }
 
 void lw__pool_barrier(lw__pool *p) {

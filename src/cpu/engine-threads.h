@@ -20,5 +20,10 @@ int lw__pool_n_threads(const lw__pool *p);
 void lw__pool_run(lw__pool *p, lw__pool_fn fn, void *arg);
 /* Waits inside a running fn until every thread of the pool has reached the same barrier. */
 void lw__pool_barrier(lw__pool *p);
+/* Ticket `which` (0 or 1) of the running fn: threads take shares of a step's work in the order of
+ * lw__pool_ticket_take's returns (0, 1, 2, ...). lw__pool_run zeroes both; a step between two barriers uses
+ * one while a thread zeroes the other for the next step (lw__pool_ticket_reset), so neither is reset in use. */
+unsigned lw__pool_ticket_take(lw__pool *p, int which);
+void lw__pool_ticket_reset(lw__pool *p, int which);
 
 #endif

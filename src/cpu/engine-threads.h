@@ -22,7 +22,7 @@ void lw__pool_run(lw__pool *p, lw__pool_fn fn, void *arg);
 void lw__pool_barrier(lw__pool *p);
 /* Ticket `which` (0 or 1) of the running fn: threads take shares of a step's work in the order of
  * lw__pool_ticket_take's returns (0, 1, 2, ...). lw__pool_run zeroes both; a step between two barriers uses
- * one while a thread zeroes the other for the next step (lw__pool_ticket_reset), so neither is reset in use. */
+ * one while a thread zeroes the other for the next step (lw__pool_ticket_reset): neither is reset in use. */
 unsigned lw__pool_ticket_take(lw__pool *p, int which);
 void lw__pool_ticket_reset(lw__pool *p, int which);
 

@@ -1,6 +1,6 @@
 /* Fast decode products (quant-gemv.h): x86 versions chosen at run time (AVX-512 VNNI on 512-bit registers
- * for Q4_0/Q8_0/Q4_K/Q6_K, the same on 256-bit registers for Q4_0/Q8_0, AVX2 for Q4_0/Q8_0/Q4_K/Q6_K); the wasm
- * simd128 versions live in quant-gemv-wasm.c.
+ * for Q4_0/Q8_0/Q4_K/Q6_K, the same on 256-bit registers for Q4_0/Q8_0, AVX2 for Q4_0/Q8_0/Q4_K/Q6_K); the
+ * wasm simd128 versions live in quant-gemv-wasm.c.
  *
  * Shape of every kernel: one weight row at a time (Q4_0 on 256-bit registers: four, Q4_0_ROWS4), front to
  * back, so a thread's share (one contiguous range of rows, laid out one after another in the file) is one

@@ -76,6 +76,8 @@ static const tune_key matvec_keys[LW_GPU_TUNE_MV_KEYS] = {
     [LW_GPU_TUNE_MV_NPRE] = {"npre", 0, 1, 1, false},
     [LW_GPU_TUNE_MV_QNWG] = {"qnwg", 0, 1024, 1, false},
     [LW_GPU_TUNE_MV_QNROWS] = {"qnrows", 0, 8, 1, false},
+    [LW_GPU_TUNE_MV_NGRID] = {"ngrid", 0, 65535, 1, false},
+    [LW_GPU_TUNE_MV_QNGRID] = {"qngrid", 0, 65535, 1, false},
 };
 static const tune_key matmat_keys[LW_GPU_TUNE_MM_KEYS] = {
     [LW_GPU_TUNE_MM_TM] = {"tm", 1, 256, 1, false},   [LW_GPU_TUNE_MM_TN] = {"tn", 1, 256, 1, false},
@@ -477,6 +479,9 @@ void lw__gpu_matvec_norm_tune(const lw__gpu_tune *t, uint32_t type, bool qkv,
                               lw__gpu_matvec_norm_variant *v) {
     v->prefetch = pick(t, 0, type, LW_GPU_TUNE_MV_NPRE, v->prefetch ? 1 : 0) != 0;
     int32_t wg = pick(t, 0, type, LW_GPU_TUNE_MV_NWG, 0), rows = pick(t, 0, type, LW_GPU_TUNE_MV_NROWS, 0);
+    const int32_t grid = pick(t, 0, type, qkv ? LW_GPU_TUNE_MV_QNGRID : LW_GPU_TUNE_MV_NGRID, -1);
+    if (grid >= 0) v->tiles = (uint32_t)grid;
+    if (v->tiles) v->prefetch = false; /* (the first tile's loads only) */
     if (v->glu) { /* 64 rows a workgroup whatever its size: "nwg" picks the size, the rows follow */
         if (wg >= 256 && wg <= 1024) v->wg_size = (uint32_t)wg, v->rows = 2048u / (uint32_t)wg;
         return;

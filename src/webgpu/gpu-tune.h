@@ -50,6 +50,11 @@ enum {
     LW_GPU_TUNE_MV_QNWG,   /* "qnwg", "qnrows": nwg / nrows for the Q|K|V one alone (with its
                               RoPE epilogue; nrows odd gives the epilogue up); 0: as the others */
     LW_GPU_TUNE_MV_QNROWS,
+    LW_GPU_TUNE_MV_NGRID,  /* "ngrid", "qngrid": at most this many workgroups for a mat-vec with
+                              its norm in the prologue (the gate|up / plain one; the Q|K|V one),
+                              each looping over its rows' tiles after one prologue (0: a
+                              workgroup per tile)                                            */
+    LW_GPU_TUNE_MV_QNGRID,
     LW_GPU_TUNE_MV_KEYS
 };
 /* Mat-mat keys, in the order of lw__gpu_tune.matmat's second index. */

@@ -39,7 +39,7 @@ lw__gpu_matvec_norm_variant lw__gpu_matvec_norm_default(const lw_gpu_info *info,
      * "npre" 1: llama-3.1-8b Q4_0 338.6 / 306.8 and 340.7 / 315.1 t/s, llama-3.2-1b Q4_0 1093 / 1077 and
      * 1102 / 919) */
     lw__gpu_matvec_norm_variant v = {type, k,     256,   glu ? 8 : 4, add, subgroups && info->has_subgroups,
-                                     glu,  false, false, false};
+                                     glu,  false, false, false, 0};
     /* The GLU one's 64 rows a workgroup on GPUs: 16 row groups of 4 rows, so that the prologue's chunks of x
      * per invocation stay as many as the plain one's (H100, llama-3.1-8b Q4_0, `bench -p 512 -n 64 -r 2`,
      * t/s: 8 x 8 279.8, 16 x 4 312.6 / 313.3, 32 x 2 252.6, without the GLU output and its quantizer
@@ -79,6 +79,9 @@ lw_status lw__gpu_matvec_norm_check(const lw_gpu_info *info, const lw__gpu_matve
     if (v->rows < 1 || v->rows > 8 || (v->glu && (v->rows % 2 || v->wg_size / 32 * v->rows != 64)))
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: %u rows per row group of %u%s", v->rows,
                           v->wg_size, v->glu ? " (the GLU needs 64 rows a workgroup, row pairs)" : "");
+    if (v->tiles && (v->prefetch || v->tiles > 65535))
+        return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: a grid of %u tiles' workgroups, no prefetch",
+                          v->tiles);
     if (v->rope && (v->glu || v->rows % 2))
         return lw__errorf(err, LW_ERR_INVALID_ARG, "matvec-norm: the RoPE epilogue needs row pairs, no GLU");
     if (info->max_storage_buffers_per_shader_stage &&
@@ -101,9 +104,10 @@ lw_status lw__gpu_matvec_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache
     const lw__gpu_format *f = lw__gpu_format_of(v->type);
     const lw_type_info *ti = lw_type_get(v->type);
     char label[LW_GPU_CACHE_KEY], nk[16], wg[8], rows[8];
-    snprintf(label, sizeof label, "matvec-q8-norm %s%s k%u wg%u r%u%s%s%s%s", ti ? ti->name : "?",
+    snprintf(label, sizeof label, "matvec-q8-norm %s%s k%u wg%u r%u%s%s%s%s%s", ti ? ti->name : "?",
              v->subgroups ? " sg" : "", v->k, v->wg_size, v->rows, v->add ? " add" : "", v->glu ? " glu" : "",
-             v->rope ? (v->kv_f16 ? " rope f16" : " rope") : "", v->prefetch ? " pre" : "");
+             v->rope ? (v->kv_f16 ? " rope f16" : " rope") : "", v->prefetch ? " pre" : "",
+             v->tiles ? " tiles" : "");
     snprintf(nk, sizeof nk, "%u", v->k);
     snprintf(wg, sizeof wg, "%u", v->wg_size);
     snprintf(rows, sizeof rows, "%u", v->rows);
@@ -123,6 +127,7 @@ lw_status lw__gpu_matvec_norm_pipeline(const lw_gpu *gpu, lw__gpu_pipeline_cache
                               {"ROPE_OUT", v->rope ? "1" : "0"},
                               {"KV_F16", v->kv_f16 ? "1" : "0"},
                               {"PREFETCH", v->prefetch ? "1" : "0"},
+                              {"TILES", v->tiles ? "1" : "0"},
                               {"SUBGROUPS", v->subgroups ? "1" : "0"}};
     return lw__gpu_build_pipeline(gpu, cache, alloc, label, "matvec-q8-norm.wgsl", defs,
                                   sizeof defs / sizeof defs[0], kinds, n, out, err);
@@ -151,8 +156,9 @@ lw_status lw__gpu_matvec_norm_plan(const lw_gpu_info *info, const lw__gpu_matvec
     if (v->glu && rows % 64)
         return lw__errorf(err, LW_ERR_INVALID_ARG,
                           "matvec-norm: the GLU needs gate and up rows of a multiple of 32");
-    const uint64_t per = v->glu ? 64 : (uint64_t)v->wg_size / 32 * v->rows, groups = (rows + per - 1) / per,
-                   gx = groups < gmax ? groups : gmax, gy = (groups + gx - 1) / gx;
+    const uint64_t per = v->glu ? 64 : (uint64_t)v->wg_size / 32 * v->rows, tiles = (rows + per - 1) / per,
+                   groups = v->tiles && v->tiles < tiles ? v->tiles : tiles, gx = groups < gmax ? groups : gmax,
+                   gy = (groups + gx - 1) / gx;
     if (gy > gmax)
         return lw__errorf(err, LW_ERR_TOO_LARGE, "matvec-norm: %llu rows exceed the dispatch grid",
                           (unsigned long long)rows);
@@ -167,6 +173,7 @@ lw_status lw__gpu_matvec_norm_plan(const lw_gpu_info *info, const lw__gpu_matvec
     p->nw_offset = (uint32_t)(nw_offset / 4);
     p->y_offset = (uint32_t)y_offset;
     p->eps = eps;
+    p->pad[0] = (uint32_t)(gx * gy); /* TILES: the grid's workgroups, the step between a workgroup's tiles */
     grid[0] = (uint32_t)gx;
     grid[1] = (uint32_t)gy;
     grid[2] = 1;

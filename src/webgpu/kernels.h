@@ -223,6 +223,10 @@ typedef struct lw__gpu_matvec_norm_variant {
                          lw__gpu_matvec_norm_rope_params (kernels-ops.h)                   */
     bool kv_f16;      /* rope: the caches hold f16 pairs (else f32)                        */
     bool prefetch;    /* the first block pair's weights loaded before the prologue          */
+    uint32_t tiles;   /* 0: a workgroup per tile of rows; else at most this many workgroups,
+                         each taking tiles wg, wg + grid, ... after one prologue (so the
+                         prologue's re-reads and barriers are paid per workgroup, not per
+                         tile); no prefetch                                               */
 } lw__gpu_matvec_norm_variant;
 
 /* Its uniform parameter block (NormMatvecParams in the shader; 48 bytes). */
@@ -237,7 +241,8 @@ typedef struct lw__gpu_matvec_norm_params {
     uint32_t nw_offset;  /* first vec4 of the norm weight              */
     uint32_t y_offset;   /* first element of y                         */
     float eps;           /* added to the mean square                   */
-    uint32_t pad[2];     /* (a multiple of 16 bytes)                   */
+    uint32_t pad[2];     /* [0]: the grid's workgroups (the tiles' step
+                            of TILES); (a multiple of 16 bytes)        */
 } lw__gpu_matvec_norm_params;
 _Static_assert(sizeof(lw__gpu_matvec_norm_params) == 48, "matvec-norm params block");
 

@@ -284,10 +284,12 @@ for (const [preset, type, extra] of [['llama-3.2-1b', 'q4_0', ['--layers', '1', 
       // float rounding, the same logits
       const shape = (k) => ({ exact: false, kvF32: true, tune: { matvec: { '*': { idot: 1, exact: 0, norm: 1, glu: 1, rope: 0, ...k } } } });
       const maxInv = JSON.parse((() => { const p = M._malloc(4096); try { M._lw_wasm_gpu_info_json(p, 4096); return M.UTF8ToString(p); } finally { M._free(p); } })()).maxComputeInvocationsPerWorkgroup;
-      for (const k of [{ npre: 1 }, { nwg: 64, nrows: 2 }, ...(maxInv >= 512 ? [{ nwg: 512 }] : [])]) {
+      // ngrid: fewer workgroups than tiles, each looping over its tiles after one prologue (TILES)
+      for (const k of [{ npre: 1 }, { nwg: 64, nrows: 2 }, ...(maxInv >= 512 ? [{ nwg: 512 }] : []), { ngrid: 1 }, { ngrid: 3, nwg: 64, nrows: 2 }]) {
         const s = await agreement(file, prompt, 24, { ...shape(k), labels: true });
         console.log(`# ${label}, prologue shape ${JSON.stringify(k)}: ${(100 * s.rate).toFixed(1)} % agree, logits within ${(100 * s.worst).toFixed(4)} %`);
-        const want = k.npre ? /matvec-q8-norm [^;]* pre/ : k.nwg === 512 ? /matvec-q8-norm [^;]*wg512 r4 add glu/ : /matvec-q8-norm [^;]*wg64 r2/;
+        const want = k.npre ? /matvec-q8-norm [^;]* pre/ : k.ngrid === 1 ? /matvec-q8-norm [^;]*add glu tiles/ : k.ngrid ? /matvec-q8-norm [^;]*wg64 r2 add tiles/
+          : k.nwg === 512 ? /matvec-q8-norm [^;]*wg512 r4 add glu/ : /matvec-q8-norm [^;]*wg64 r2/;
         assert.match(s.labels.join(';'), want, `the ${JSON.stringify(k)} variant ran (${s.labels})`);
         assert.equal(s.rate, r.rate, `the same greedy tokens with ${JSON.stringify(k)}`);
         assert.ok(Math.abs(s.worst - r.worst) < 1e-4, `logits ${s.worst} vs ${r.worst} with ${JSON.stringify(k)}`);
@@ -329,6 +331,11 @@ for (const [preset, type, kvF32] of [['llama-3.2-1b', 'q4_0', false], ['tiny', '
       assert.equal(q.info.stepDispatches, r.info.stepDispatches, 'the same dispatches');
       assert.equal(q.rate, r.rate, 'the same greedy tokens with qnwg 64, qnrows 2');
       assert.ok(Math.abs(q.worst - r.worst) < 1e-4, `logits ${q.worst} vs ${r.worst}`);
+      // and a grid of one workgroup looping over the tiles (qngrid: TILES with the RoPE epilogue)
+      const t = await agreement(file, prompt, n, { exact: false, kvF32, labels: true, tune: { matvec: { '*': { idot: 1, exact: 0, rope: 1, qnwg: 64, qnrows: 2, qngrid: 1 } } } });
+      assert.match(t.labels.join(';'), /matvec-q8-norm [^;]*wg64 r2[^;]* rope[^;]* tiles/, `the tiled Q|K|V ran (${t.labels})`);
+      assert.equal(t.rate, r.rate, 'the same greedy tokens with qngrid 1');
+      assert.ok(Math.abs(t.worst - r.worst) < 1e-4, `logits ${t.worst} vs ${r.worst}`);
     }
   });
 }

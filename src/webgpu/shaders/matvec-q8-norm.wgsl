@@ -87,6 +87,15 @@
 #ifndef PREFETCH
 #define PREFETCH 0
 #endif
+// TILES=1: a grid of fewer workgroups than tiles of rows (NG * ROWS rows; GLU_OUT: 32 gate + 32 up), each
+// taking tiles wg, wg + grid, ... (params.pad0: the grid's workgroups) after one prologue, so the prologue's
+// re-reads of x and its barriers are paid once per workgroup instead of once per tile.
+#ifndef TILES
+#define TILES 0
+#endif
+#if TILES && PREFETCH
+#error matvec-q8-norm.wgsl: TILES has no PREFETCH
+#endif
 #if ROPE_OUT && (GLU_OUT || ROWS % 2 != 0)
 #error matvec-q8-norm.wgsl: ROPE_OUT needs an even ROWS and no GLU_OUT
 #endif
@@ -115,7 +124,7 @@ struct NormMatvecParams {
     nw_offset: u32,  // first vec4 of the norm weight
     y_offset: u32,   // first element of y
     eps: f32,        // added to the mean square
-    pad0: u32,
+    pad0: u32,       // TILES: the grid's workgroups (the step between a workgroup's tiles)
     pad1: u32,
 #if ROPE_OUT
     // rope-qkv.wgsl's QkvParams of the one-token step (its rows and groups_x renamed; q_out is y)
@@ -370,9 +379,162 @@ fn glu_out(item: u32, lid: u32) {
         let gw = actq_group_words(sc, amax, atomicLoad(&gsum));
         qo[f / 4u + 2u * item] = gw.x;
         qo[f / 4u + 2u * item + 1u] = gw.y;
+#if TILES
+        atomicStore(&gmax, 0u); // for the next tile (every read of both is behind the barriers above)
+        atomicStore(&gsum, 0);
+#endif
     }
 }
 #endif
+
+// First row of tile item (GLU_OUT: its first gate row; the up rows are F = rows / 2 further), the first row
+// of invocation lid's row group in it, and the tiles of the call.
+fn tile_row_base(item: u32) -> u32 {
+#if GLU_OUT
+    return item * 32u;
+#else
+    return item * (NG * ROWS);
+#endif
+}
+
+fn tile_row0(item: u32, lid: u32) -> u32 {
+#if GLU_OUT
+    return tile_row_base(item) + (lid / LANES) * GH;
+#else
+    return tile_row_base(item) + (lid / LANES) * ROWS;
+#endif
+}
+
+fn n_tiles() -> u32 {
+#if GLU_OUT
+    return params.rows / 64u;
+#else
+    return (params.rows + NG * ROWS - 1u) / (NG * ROWS);
+#endif
+}
+
+// Steps 3 and 4 for tile item (rows from row_base; this invocation's row group from row0): the rows' sums,
+// written as y (ROPE_OUT: rope_store with the pair's (cos, sin) rpc; GLU_OUT: and glu_out). lay: 0 where
+// the subgroups are the row groups.
+fn rows_tile(item: u32, lid: u32, lay: u32, rpc: vec3<f32>, wpre: array<array<u32, PW>, ROWS>) {
+    let kl = lid % LANES;
+    let row_base = tile_row_base(item);
+    let row0 = tile_row0(item, lid);
+    // 3. the group's ROWS rows, block pairs kl, kl + 32, ... (rows past the end repeat the last: never stored);
+    // KQ: 64-element groups (group t % 4 of super-block t / 4), both sub-blocks from one load of the group's 8
+    // quant words (low and high nibbles) and one of its scales, matvec-q8.wgsl's integer terms. x's quants
+    // and (d_x, s_x or sum) of the 64 elements from workgroup memory either way.
+    var accr: array<f32, ROWS>;
+    for (var t = kl; t < NK / 64u; t += LANES) {
+        var xw: array<u32, 16>;
+        for (var q = 0u; q < 4u; q++) {
+            let p = xq[t * 4u + q];
+            xw[4u * q] = p.x;
+            xw[4u * q + 1u] = p.y;
+            xw[4u * q + 2u] = p.z;
+            xw[4u * q + 3u] = p.w;
+        }
+        let iv = xs[t];
+#if KQ
+        let s0 = bitcast<i32>(iv.y);
+        let s1 = bitcast<i32>(iv.w);
+        for (var r = 0u; r < ROWS; r++) {
+            let bb = params.w_offset + row_of(row0, r) * params.row_stride + (t / 4u) * DQ_BYTES;
+            let sp = kq_group(bb, t % 4u);
+            var i0 = 0;
+            var i1 = 0;
+            for (var u = 0u; u < 8u; u++) {
+                i0 += dot4I8Packed(sp.lo[u], xw[u]);
+                i1 += dot4I8Packed(sp.hi[u], xw[8u + u]);
+            }
+            let dw = dqi_scales(bb);
+            accr[r] += (iv.x * dw.x) * f32(sp.sc.x * i0 + sp.sc.y * i1) -
+                       (iv.x * dw.y) * f32(sp.sc.z * s0 + sp.sc.w * s1);
+        }
+#else
+        for (var r = 0u; r < ROWS; r++) {
+            var ww = wpre[r]; // (the first step's)
+            if (PREFETCH == 0 || t != kl) {
+                let wb = (params.w_offset + row_of(row0, r) * params.row_stride) / 4u + t * PW;
+                for (var j = 0u; j < PW; j++) {
+                    ww[j] = w[wb + j];
+                }
+            }
+            accr[r] += pair_term(&ww, &xw, iv);
+        }
+#endif
+    }
+
+    // 4. each row's 32 partial sums
+#if SUBGROUPS
+    if (lay == 0u) {
+#if ROPE_OUT
+        var sv: array<f32, ROWS>;
+        for (var r = 0u; r < ROWS; r++) {
+            sv[r] = subgroupAdd(accr[r]);
+        }
+        if (kl < ROWS / 2u && row0 + 2u * kl < params.rows) {
+            rope_store(row0 + 2u * kl, sv[2u * kl], sv[2u * kl + 1u], rpc);
+        }
+#else
+        for (var r = 0u; r < ROWS; r++) {
+            let s = subgroupAdd(accr[r]);
+#if GLU_OUT
+            if (kl == 0u) {
+                y[params.y_offset + row_of(row0, r)] = s;
+                outv[(lid / LANES) * ROWS + r] = s;
+            }
+#else
+            if (kl == 0u && row0 + r < params.rows) {
+                y[params.y_offset + row0 + r] = s;
+            }
+#endif
+        }
+#if GLU_OUT
+        workgroupBarrier();
+        glu_out(item, lid);
+#endif
+#endif
+        return;
+    }
+#endif
+    for (var r = 0u; r < ROWS; r++) {
+        red[((lid / LANES) * ROWS + r) * LANES + kl] = accr[r];
+    }
+    workgroupBarrier();
+#if ROPE_OUT
+    for (var o = lid; o < NG * ROWS / 2u; o += WG_SIZE) { // row pairs
+        var s0 = 0.0f;
+        var s1 = 0.0f;
+        for (var l = 0u; l < LANES; l++) {
+            s0 += red[2u * o * LANES + l];
+            s1 += red[(2u * o + 1u) * LANES + l];
+        }
+        if (row_base + 2u * o < params.rows) {
+            rope_store(row_base + 2u * o, s0, s1, rope_pair(row_base + 2u * o));
+        }
+    }
+#else
+    for (var o = lid; o < NG * ROWS; o += WG_SIZE) {
+        var s = 0.0f;
+        for (var l = 0u; l < LANES; l++) {
+            s += red[o * LANES + l];
+        }
+#if GLU_OUT
+        y[params.y_offset + row_of(row_base + (o / ROWS) * GH, o % ROWS)] = s;
+        outv[o] = s;
+#else
+        if (row_base + o < params.rows) {
+            y[params.y_offset + row_base + o] = s;
+        }
+#endif
+    }
+#if GLU_OUT
+    workgroupBarrier();
+    glu_out(item, lid);
+#endif
+#endif
+}
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32
@@ -532,121 +694,27 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (lid == 0u) {
         lay_far_u = atomicLoad(&lay_far);
     }
-#endif
-    workgroupBarrier();
-
-    // 3. the group's ROWS rows, block pairs kl, kl + 32, ... (rows past the end repeat the last: never stored);
-    // KQ: 64-element groups (group t % 4 of super-block t / 4), both sub-blocks from one load of the group's 8
-    // quant words (low and high nibbles) and one of its scales, matvec-q8.wgsl's integer terms. x's quants
-    // and (d_x, s_x or sum) of the 64 elements from workgroup memory either way.
-    var accr: array<f32, ROWS>;
-    for (var t = kl; t < NK / 64u; t += LANES) {
-        var xw: array<u32, 16>;
-        for (var q = 0u; q < 4u; q++) {
-            let p = xq[t * 4u + q];
-            xw[4u * q] = p.x;
-            xw[4u * q + 1u] = p.y;
-            xw[4u * q + 2u] = p.z;
-            xw[4u * q + 3u] = p.w;
-        }
-        let iv = xs[t];
-#if KQ
-        let s0 = bitcast<i32>(iv.y);
-        let s1 = bitcast<i32>(iv.w);
-        for (var r = 0u; r < ROWS; r++) {
-            let bb = params.w_offset + row_of(row0, r) * params.row_stride + (t / 4u) * DQ_BYTES;
-            let sp = kq_group(bb, t % 4u);
-            var i0 = 0;
-            var i1 = 0;
-            for (var u = 0u; u < 8u; u++) {
-                i0 += dot4I8Packed(sp.lo[u], xw[u]);
-                i1 += dot4I8Packed(sp.hi[u], xw[8u + u]);
-            }
-            let dw = dqi_scales(bb);
-            accr[r] += (iv.x * dw.x) * f32(sp.sc.x * i0 + sp.sc.y * i1) -
-                       (iv.x * dw.y) * f32(sp.sc.z * s0 + sp.sc.w * s1);
-        }
+    let lay = workgroupUniformLoad(&lay_far_u); // (the barrier before the rows)
 #else
-        for (var r = 0u; r < ROWS; r++) {
-            var ww = wpre[r]; // (the first step's)
-            if (PREFETCH == 0 || t != kl) {
-                let wb = (params.w_offset + row_of(row0, r) * params.row_stride) / 4u + t * PW;
-                for (var j = 0u; j < PW; j++) {
-                    ww[j] = w[wb + j];
-                }
-            }
-            accr[r] += pair_term(&ww, &xw, iv);
-        }
+    workgroupBarrier();
+    let lay = 1u;
 #endif
-    }
-
-    // 4. each row's 32 partial sums
-#if SUBGROUPS
-    if (workgroupUniformLoad(&lay_far_u) == 0u) {
+#if TILES
+    for (var ti = item; ti < n_tiles(); ti += params.pad0) {
+        var rp = vec3<f32>(0.0);
 #if ROPE_OUT
-        var sv: array<f32, ROWS>;
-        for (var r = 0u; r < ROWS; r++) {
-            sv[r] = subgroupAdd(accr[r]);
+        if (kl < ROWS / 2u) {
+            rp = rope_pair(tile_row0(ti, lid) + 2u * kl);
         }
-        if (kl < ROWS / 2u && row0 + 2u * kl < params.rows) {
-            rope_store(row0 + 2u * kl, sv[2u * kl], sv[2u * kl + 1u], rpc);
-        }
-#else
-        for (var r = 0u; r < ROWS; r++) {
-            let s = subgroupAdd(accr[r]);
-#if GLU_OUT
-            if (kl == 0u) {
-                y[params.y_offset + row_of(row0, r)] = s;
-                outv[(lid / LANES) * ROWS + r] = s;
-            }
-#else
-            if (kl == 0u && row0 + r < params.rows) {
-                y[params.y_offset + row0 + r] = s;
-            }
 #endif
-        }
-#if GLU_OUT
-        workgroupBarrier();
-        glu_out(item, lid);
-#endif
-#endif
-        return;
+        rows_tile(ti, lid, lay, rp, wpre);
+        workgroupBarrier(); // red and outv are the next tile's
     }
-#endif
-    for (var r = 0u; r < ROWS; r++) {
-        red[((lid / LANES) * ROWS + r) * LANES + kl] = accr[r];
-    }
-    workgroupBarrier();
+#else
 #if ROPE_OUT
-    for (var o = lid; o < NG * ROWS / 2u; o += WG_SIZE) { // row pairs
-        var s0 = 0.0f;
-        var s1 = 0.0f;
-        for (var l = 0u; l < LANES; l++) {
-            s0 += red[2u * o * LANES + l];
-            s1 += red[(2u * o + 1u) * LANES + l];
-        }
-        if (row_base + 2u * o < params.rows) {
-            rope_store(row_base + 2u * o, s0, s1, rope_pair(row_base + 2u * o));
-        }
-    }
+    rows_tile(item, lid, lay, rpc, wpre);
 #else
-    for (var o = lid; o < NG * ROWS; o += WG_SIZE) {
-        var s = 0.0f;
-        for (var l = 0u; l < LANES; l++) {
-            s += red[o * LANES + l];
-        }
-#if GLU_OUT
-        y[params.y_offset + row_of(row_base + (o / ROWS) * GH, o % ROWS)] = s;
-        outv[o] = s;
-#else
-        if (row_base + o < params.rows) {
-            y[params.y_offset + row_base + o] = s;
-        }
-#endif
-    }
-#if GLU_OUT
-    workgroupBarrier();
-    glu_out(item, lid);
+    rows_tile(item, lid, lay, vec3<f32>(0.0), wpre);
 #endif
 #endif
 }

@@ -555,6 +555,11 @@ void lw__gpu_matvec_shape(const lw__gpu_tune *t, const lw_gpu_info *info, lw__gp
         v->wg_size = 256;
         v->rows = 4;
     }
+    /* Q4_0 then took two subgroups per workgroup whatever the rows' length: in a whole decode step the
+     * isolated timings above did not hold (H100, 2026-12-08, STEPS=models, llama-3.1-8b Q4_0 `bench -p 512
+     * -n 64 -r 2`, two rounds alternating: wg64 r4 for the O and down projections 331.6 / 333.2 t/s against
+     * 314.7 / 313.7 with wg32 / wg256) */
+    if (v->type == LW_TYPE_Q4_0 && !v->oct) v->wg_size = 64, v->rows = 4;
     mv_fit(v, info);
 }
 

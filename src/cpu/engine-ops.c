@@ -387,14 +387,15 @@ static void op_mul_mat(const lw__exec *ex, const lw__node *nd, int ith, int nth)
     /* 1. activations into the weight's vec_dot_type (rows split over threads) */
     const uint8_t *act = (const uint8_t *)x->data;
     size_t act_stride = x->row_bytes;
-    if (mm->from_float && nt == 1 && nth > 1 && mm->gemv && nt < LW_QGEMM_MIN_TOKENS &&
+    if (mm->from_float && nt == 1 && nth > 1 && mm->gemv &&
         lw__cpu_row_size(mm->vec_dot_type, k) <= ex->thread_floats * sizeof(float)) {
         /* decode: every thread quantizes the one row into its own scratch (~1 us for 2048 floats on AVX2)
          * instead of one thread doing it while the others wait at a barrier; ~110 barriers fewer per
          * token of a 1B at 2 threads, whose waits (sched_yield) had taken ~8 % of the step (perf) */
+        uint8_t *own = (uint8_t *)(ex->thread_scratch + (size_t)ith * ex->thread_floats);
+        mm->from_float(row_f32(x, 0), own, k);
+        act = own;
         act_stride = lw__cpu_row_size(mm->vec_dot_type, k);
-        act = (const uint8_t *)(ex->thread_scratch + (size_t)ith * ex->thread_floats);
-        mm->from_float(row_f32(x, 0), (uint8_t *)(ex->thread_scratch + (size_t)ith * ex->thread_floats), k);
     } else if (mm->from_float) {
         act_stride = lw__cpu_row_size(mm->vec_dot_type, k);
         lw__cpu_split(nt, ith, nth, &r0, &r1);

@@ -542,6 +542,13 @@ void lw__gpu_matvec_shape(const lw__gpu_tune *t, const lw_gpu_info *info, lw__gp
             v->wg_size = 128;
             v->rows = 2;
         }
+    } else if (v->type == LW_TYPE_Q4_0) {
+        /* two subgroups of 4 rows a workgroup whatever the rows' length: in a whole decode step the isolated
+         * timings below (wg32 r4 up to 4096, wg256 r4 beyond) did not hold (H100, 2026-12-08, STEPS=models,
+         * llama-3.1-8b Q4_0 `bench -p 512 -n 64 -r 2`, two rounds alternating: wg64 r4 for the O and down
+         * projections 331.6 / 333.2 t/s against 314.7 / 313.7 with wg32 / wg256) */
+        v->wg_size = 64;
+        v->rows = 4;
     } else if (k <= 4096) {
         /* H200, the shapes of llama-3.2-1b and llama-3.1-8b (tests/web/bench-matvec.mjs ROWS K, pair configs,
          * us per mat-vec): with at most 64 block pairs a row (K <= 4096) one subgroup per workgroup, where
@@ -550,16 +557,8 @@ void lw__gpu_matvec_shape(const lw__gpu_tune *t, const lw_gpu_info *info, lw__gp
          * wg32 r2 / wg128 r4 12.8 / 13.0, 9.2 / 9.8, 19.6 / 24.0, 16.8 / 19.1, 43.8 / 47.2. Longer rows: Q4_0
          * wg256 r4 (4096x14336 16.8 against 18.0 at wg128), Q8_0 keeps wg128 r4 (31.7; wg256 33.7) */
         v->wg_size = 32;
-        v->rows = v->type == LW_TYPE_Q4_0 ? 4 : 2;
-    } else if (v->type == LW_TYPE_Q4_0) {
-        v->wg_size = 256;
-        v->rows = 4;
+        v->rows = 2;
     }
-    /* Q4_0 then took two subgroups per workgroup whatever the rows' length: in a whole decode step the
-     * isolated timings above did not hold (H100, 2026-12-08, STEPS=models, llama-3.1-8b Q4_0 `bench -p 512
-     * -n 64 -r 2`, two rounds alternating: wg64 r4 for the O and down projections 331.6 / 333.2 t/s against
-     * 314.7 / 313.7 with wg32 / wg256) */
-    if (v->type == LW_TYPE_Q4_0 && !v->oct) v->wg_size = 64, v->rows = 4;
     mv_fit(v, info);
 }
 

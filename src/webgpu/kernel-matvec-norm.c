@@ -173,7 +173,7 @@ lw_status lw__gpu_matvec_norm_plan(const lw_gpu_info *info, const lw__gpu_matvec
     p->nw_offset = (uint32_t)(nw_offset / 4);
     p->y_offset = (uint32_t)y_offset;
     p->eps = eps;
-    p->pad[0] = (uint32_t)(gx * gy); /* TILES: the grid's workgroups, the step between a workgroup's tiles */
+    p->tile_step = (uint32_t)(gx * gy);
     grid[0] = (uint32_t)gx;
     grid[1] = (uint32_t)gy;
     grid[2] = 1;

@@ -241,8 +241,9 @@ typedef struct lw__gpu_matvec_norm_params {
     uint32_t nw_offset;  /* first vec4 of the norm weight              */
     uint32_t y_offset;   /* first element of y                         */
     float eps;           /* added to the mean square                   */
-    uint32_t pad[2];     /* [0]: the grid's workgroups (the tiles' step
-                            of TILES); (a multiple of 16 bytes)        */
+    uint32_t tile_step;  /* TILES: the grid's workgroups (the step
+                            between a workgroup's tiles)               */
+    uint32_t pad;        /* (a multiple of 16 bytes)                   */
 } lw__gpu_matvec_norm_params;
 _Static_assert(sizeof(lw__gpu_matvec_norm_params) == 48, "matvec-norm params block");
 

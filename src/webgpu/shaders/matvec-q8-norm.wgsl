@@ -88,7 +88,7 @@
 #define PREFETCH 0
 #endif
 // TILES=1: a grid of fewer workgroups than tiles of rows (NG * ROWS rows; GLU_OUT: 32 gate + 32 up), each
-// taking tiles wg, wg + grid, ... (params.pad0: the grid's workgroups) after one prologue, so the prologue's
+// taking tiles wg, wg + grid, ... (params.tile_step: the grid's workgroups) after one prologue, so the prologue's
 // re-reads of x and its barriers are paid once per workgroup instead of once per tile.
 #ifndef TILES
 #define TILES 0
@@ -124,7 +124,7 @@ struct NormMatvecParams {
     nw_offset: u32,  // first vec4 of the norm weight
     y_offset: u32,   // first element of y
     eps: f32,        // added to the mean square
-    pad0: u32,       // TILES: the grid's workgroups (the step between a workgroup's tiles)
+    tile_step: u32,  // TILES: the grid's workgroups (the step between a workgroup's tiles)
     pad1: u32,
 #if ROPE_OUT
     // rope-qkv.wgsl's QkvParams of the one-token step (its rows and groups_x renamed; q_out is y)
@@ -543,13 +543,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 #endif
 ) {
     let item = wg.x + wg.y * params.groups_x;
-#if GLU_OUT
-    let row_base = item * 32u; // gate rows; the up rows are F = rows / 2 further
-    if (row_base >= params.rows / 2u) {
-#else
-    let row_base = item * (NG * ROWS);
-    if (row_base >= params.rows) {
-#endif
+    if (item >= n_tiles()) {
         return; // uniform across the workgroup
     }
 #if SUBGROUPS
@@ -561,11 +555,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // the prologue: it only starts the weight streaming after a few barriers (on the H200 the mat-vec lost
     // more time to that wait than the norm's dispatch took)
     let kl = lid % LANES;
-#if GLU_OUT
-    let row0 = row_base + (lid / LANES) * GH;
-#else
-    let row0 = row_base + (lid / LANES) * ROWS;
-#endif
+    let row0 = tile_row0(item, lid);
     var wpre: array<array<u32, PW>, ROWS>;
     if (PREFETCH != 0 && kl < NK / 64u) {
         for (var r = 0u; r < ROWS; r++) {
@@ -700,7 +690,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let lay = 1u;
 #endif
 #if TILES
-    for (var ti = item; ti < n_tiles(); ti += params.pad0) {
+    for (var ti = item; ti < n_tiles(); ti += params.tile_step) {
         var rp = vec3<f32>(0.0);
 #if ROPE_OUT
         if (kl < ROWS / 2u) {
